@@ -1,0 +1,5 @@
+import sys
+
+from specsim.cli import main
+
+sys.exit(main())
