@@ -5,9 +5,10 @@ A draft model proposes a token ``x ~ q``; the target accepts it with probability
 *correction* (residual) distribution ``normalize(max(0, p - q))``. The token a
 verification position emits is then distributed exactly as ``p``
 (Leviathan, Kalman & Matias 2023, arXiv:2211.17192, Section 2.3 and Appendix
-A.1; Chen et al. 2023, arXiv:2302.01318, Theorem 1). The probability of
-acceptance is the overlap ``alpha = sum_x min(p(x), q(x)) = 1 - TV(p, q)``
-(Leviathan et al., Definition 3.1 and Corollary 3.6).
+A.1, "Correctness of Speculative Sampling"; Chen et al. 2023, arXiv:2302.01318,
+Section 4.2 and Theorem 1). The probability of acceptance is the overlap
+``alpha = sum_x min(p(x), q(x)) = 1 - TV(p, q)`` (Leviathan et al., Section
+3.2: Definition 3.2, Theorem 3.5 and Corollary 3.6).
 
 Every function takes float64 arrays whose last axis is the vocabulary and
 broadcasts over leading axes; none loops in Python over the vocabulary. Random
@@ -123,7 +124,7 @@ def acceptance_rate(target: ArrayLike, draft: ArrayLike) -> FloatArray | float:
     """Probability that a draft token is accepted: ``sum_x min(p(x), q(x))``.
 
     Equals ``1 - TV(p, q)`` with ``TV = 1/2 sum |p - q|`` (Leviathan et al.
-    2023, Definition 3.1 and Corollary 3.6). Returns a float for single
+    2023, Section 3.2, Corollary 3.6). Returns a float for single
     distributions and an array over the leading axes otherwise.
     """
     p, q = _pair(target, draft)
@@ -152,7 +153,7 @@ def emitted_distribution(target: ArrayLike, draft: ArrayLike) -> FloatArray:
     """Exact distribution of the token one verification position emits.
 
     ``q(x) min(1, p(x)/q(x)) + (1 - sum min(p, q)) * correction(x)``, which
-    equals ``p`` (the exactness theorem: Leviathan et al. 2023, Theorem A.1).
+    equals ``p`` (the exactness theorem: Leviathan et al. 2023, Appendix A.1).
     The first term is written ``min(p, q)``, which is the same quantity without
     a division.
     """

@@ -12,7 +12,14 @@ import sys
 from collections.abc import Sequence
 
 # Subcommand modules, in the order ``specsim --help`` lists them.
-SUBCOMMANDS: tuple[str, ...] = ("report",)
+SUBCOMMANDS: tuple[str, ...] = (
+    "report",
+    "theory",
+    "cost",
+    "cards",
+    "simulate",
+    "validate",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

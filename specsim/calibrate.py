@@ -1,0 +1,221 @@
+"""Fit an accelerator card's efficiencies and overheads to measured pass times.
+
+The cost model (:mod:`specsim.cost`) predicts a pass's time from the card's
+peaks and four free parameters: ``compute_efficiency``,
+``memory_efficiency``, ``layer_overhead_s`` and ``pass_overhead_s``.
+:func:`fit_card` chooses them by bounded least squares on the log of the
+measured times (so every configuration weighs by its relative error), reports
+their standard errors from the Jacobian at the optimum, and the residuals.
+:func:`holdout_errors` says honestly how well the fit predicts what it did not
+see: each whole batch size (or context length) is left out in turn, the
+parameters are refitted on the rest, and the left-out passes are predicted.
+
+Calibration only changes card parameters; it adds no code path to the cost
+model. The result is an ordinary hardware card (:func:`calibrated_card`),
+written as TOML by :func:`specsim.cards.write_hardware_card`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import optimize
+
+from specsim.cards import HardwareCard, ModelCard, load_model
+from specsim.cost import step_cost_grid
+
+__all__ = [
+    "PARAMETERS",
+    "Fit",
+    "summarize_passes",
+    "predict",
+    "fit_card",
+    "holdout_errors",
+    "calibrated_card",
+    "card_from_ceilings",
+]
+
+PARAMETERS = ("compute_efficiency", "memory_efficiency", "layer_overhead_s", "pass_overhead_s")
+_LOWER = np.array([1e-4, 1e-4, 0.0, 0.0])
+_UPPER = np.array([1.0, 1.0, 0.05, 0.5])
+
+
+def summarize_passes(passes: pd.DataFrame) -> pd.DataFrame:
+    """One row per measured configuration: the median time over its repeats."""
+    need = {"model", "dtype", "batch", "context", "new_tokens", "time_s"}
+    missing = sorted(need - set(passes.columns))
+    if missing:
+        raise ValueError(f"passes: missing column(s) {missing}")
+    if len(passes) == 0:
+        raise ValueError("passes: the trace has no rows")
+    keys = ["model", "dtype", "batch", "context", "new_tokens"]
+    out = passes.groupby(keys, as_index=False).agg(
+        time_s=("time_s", "median"), repeats=("time_s", "size")
+    )
+    if (out["time_s"] <= 0).any():
+        raise ValueError("passes: a measured time is <= 0")
+    return out
+
+
+def predict(
+    configs: pd.DataFrame, card: HardwareCard, models: dict[str, ModelCard] | None = None
+) -> np.ndarray:
+    """The cost model's pass time for each configuration row, with this card."""
+    models = models or {}
+    pred = np.empty(len(configs))
+    for (slug, dtype), grp in configs.groupby(["model", "dtype"], sort=False):
+        model = models.get(str(slug)) or load_model(str(slug))
+        grid = step_cost_grid(
+            model,
+            card,
+            batch=grp["batch"].to_numpy(),
+            context=grp["context"].to_numpy(),
+            new_tokens=grp["new_tokens"].to_numpy(),
+            dtype=str(dtype),
+            check_memory=False,
+        )
+        pred[configs.index.get_indexer(grp.index)] = grid.time_s
+    return pred
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Fitted parameters, their standard errors, and per-configuration residuals."""
+
+    card: HardwareCard
+    params: dict[str, float]
+    stderr: dict[str, float]
+    residuals: pd.DataFrame
+    rms_log_error: float
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "parameter": list(self.params),
+                "value": list(self.params.values()),
+                "stderr": [self.stderr[k] for k in self.params],
+            }
+        )
+
+
+def _with(card: HardwareCard, x: np.ndarray) -> HardwareCard:
+    return dataclasses.replace(card, **{k: float(v) for k, v in zip(PARAMETERS, x, strict=True)})
+
+
+def fit_card(
+    configs: pd.DataFrame,
+    base: HardwareCard,
+    *,
+    models: dict[str, ModelCard] | None = None,
+) -> Fit:
+    """Least-squares fit of the four parameters to ``configs`` (see :func:`summarize_passes`)."""
+    cfg = configs.reset_index(drop=True)
+    measured = np.log(cfg["time_s"].to_numpy(dtype=float))
+
+    def residual(x: np.ndarray) -> np.ndarray:
+        return np.log(predict(cfg, _with(base, x), models)) - measured
+
+    x0 = np.clip([getattr(base, k) for k in PARAMETERS], _LOWER, _UPPER)
+    x0 = np.where(x0 <= _LOWER, _LOWER + 1e-6, x0)
+    sol = optimize.least_squares(
+        residual, x0, bounds=(_LOWER, _UPPER), x_scale="jac", method="trf"
+    )
+    n, k = len(cfg), len(PARAMETERS)
+    dof = max(n - k, 1)
+    s2 = float(sol.fun @ sol.fun) / dof
+    try:
+        cov = np.linalg.pinv(sol.jac.T @ sol.jac) * s2
+        se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    except np.linalg.LinAlgError:  # pragma: no cover - pinv does not raise in practice
+        se = np.full(k, np.inf)
+    card = _with(base, sol.x)
+    pred = predict(cfg, card, models)
+    res = cfg.copy()
+    res["predicted_s"] = pred
+    res["rel_error"] = pred / res["time_s"] - 1.0
+    return Fit(
+        card=card,
+        params=dict(zip(PARAMETERS, map(float, sol.x), strict=True)),
+        stderr=dict(zip(PARAMETERS, map(float, se), strict=True)),
+        residuals=res,
+        rms_log_error=float(np.sqrt(np.mean(sol.fun**2))),
+    )
+
+
+def holdout_errors(
+    configs: pd.DataFrame,
+    base: HardwareCard,
+    *,
+    by: str = "batch",
+    models: dict[str, ModelCard] | None = None,
+) -> pd.DataFrame:
+    """Leave each value of ``by`` out in turn, fit on the rest, predict the left-out passes."""
+    if by not in configs.columns:
+        raise ValueError(f"by: no column {by!r} in the configurations")
+    values = sorted(configs[by].unique())
+    if len(values) < 2:
+        raise ValueError(f"by: need at least two distinct {by} values to hold one out")
+    frames = []
+    for v in values:
+        train = configs[configs[by] != v]
+        test = configs[configs[by] == v].reset_index(drop=True)
+        fit = fit_card(train, base, models=models)
+        pred = predict(test, fit.card, models)
+        out = test.copy()
+        out["held_out"] = f"{by}={v}"
+        out["predicted_s"] = pred
+        out["rel_error"] = pred / out["time_s"] - 1.0
+        frames.append(out)
+    return pd.concat(frames, ignore_index=True)
+
+
+def calibrated_card(fit: Fit, *, slug: str, name: str, trace: str, note: str = "") -> HardwareCard:
+    """The fitted card under its own slug, with a ``[calibration]`` table saying where from."""
+    meta: dict[str, Any] = {
+        "trace": trace,
+        "rms_log_error": fit.rms_log_error,
+        "configurations": int(len(fit.residuals)),
+        **{f"{k}_stderr": v for k, v in fit.stderr.items()},
+    }
+    if note:
+        meta["note"] = note
+    return dataclasses.replace(fit.card, slug=slug, name=name, calibration=meta)
+
+
+def card_from_ceilings(
+    ceilings: pd.DataFrame,
+    *,
+    slug: str,
+    name: str,
+    kind: str,
+    mem_capacity: float,
+    idle_power_w: float,
+    max_power_w: float,
+    sources: dict[str, str],
+) -> HardwareCard:
+    """A base card whose peaks are the device's own measured ceilings (best matmul, best copy)."""
+    need = {"op", "dtype", "rate"}
+    if need - set(ceilings.columns):
+        raise ValueError(f"ceilings: missing column(s) {sorted(need - set(ceilings.columns))}")
+    mm = ceilings[ceilings["op"] == "matmul"]
+    cp = ceilings[ceilings["op"] == "copy"]
+    if mm.empty or cp.empty:
+        raise ValueError("ceilings: need both matmul and copy rows")
+    peaks = {str(dt): float(g["rate"].max()) for dt, g in mm.groupby("dtype")}
+    return HardwareCard(
+        slug=slug,
+        name=name,
+        kind=kind,
+        peak_flops=peaks,
+        mem_bandwidth=float(cp["rate"].max()),
+        mem_capacity=float(mem_capacity),
+        interconnect_bandwidth=1.0,
+        interconnect_latency_s=0.0,
+        idle_power_w=idle_power_w,
+        max_power_w=max_power_w,
+        sources=sources,
+    )

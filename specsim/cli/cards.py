@@ -1,0 +1,110 @@
+"""``specsim cards``: list the model and accelerator cards with their key numbers.
+
+Examples::
+
+    specsim cards
+    specsim cards --json
+    specsim cards --cards my_cards/
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from specsim.cards import list_hardware, list_models
+from specsim.cost import ridge_tokens
+
+HELP = "list the model and accelerator cards with their key numbers"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cards", action="append", default=None, metavar="DIR", help="extra card folder"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _best_dtype(peaks: dict[str, float]) -> str:
+    for dt in ("bfloat16", "float16", "float32"):
+        if dt in peaks:
+            return dt
+    return next(iter(peaks))
+
+
+def run(args: argparse.Namespace) -> int:
+    models = list_models(search_path=args.cards)
+    hardware = list_hardware(search_path=args.cards)
+    if args.json:
+        out = {
+            "models": [
+                {
+                    "slug": m.slug,
+                    "name": m.name,
+                    "family": m.family,
+                    "architecture": m.architecture,
+                    "layers": m.layers,
+                    "encoder_layers": m.encoder_layers,
+                    "d_model": m.d_model,
+                    "heads": m.heads,
+                    "kv_heads": m.kv_heads,
+                    "head_dim": m.head_dim,
+                    "d_ff": m.d_ff,
+                    "vocab": m.vocab,
+                    "params": m.params,
+                    "shape_params": m.shape_params,
+                    "decode_params": m.decode_params,
+                    "dtype": m.dtype,
+                    "source": m.source_path,
+                }
+                for m in models
+            ],
+            "hardware": [
+                {
+                    "slug": h.slug,
+                    "name": h.name,
+                    "kind": h.kind,
+                    "peak_flops": h.peak_flops,
+                    "mem_bandwidth": h.mem_bandwidth,
+                    "mem_capacity": h.mem_capacity,
+                    "interconnect_bandwidth": h.interconnect_bandwidth,
+                    "compute_efficiency": h.compute_efficiency,
+                    "memory_efficiency": h.memory_efficiency,
+                    "layer_overhead_s": h.layer_overhead_s,
+                    "pass_overhead_s": h.pass_overhead_s,
+                    "idle_power_w": h.idle_power_w,
+                    "max_power_w": h.max_power_w,
+                    "calibrated": h.calibration is not None,
+                    "source": h.source_path,
+                }
+                for h in hardware
+            ],
+        }
+        print(json.dumps(out, indent=2))
+        return 0
+    print("language models")
+    head = f"  {'slug':<15}{'arch':<9}{'layers':>7}{'d_model':>8}{'heads':>7}{'kv':>4}"
+    print(head + f"{'d_ff':>7}{'vocab':>8}{'params':>9}{'decode':>9}  dtype")
+    for m in models:
+        arch = "enc-dec" if m.architecture == "encoder-decoder" else "decoder"
+        print(
+            f"  {m.slug:<15}{arch:<9}{m.layers:>7}{m.d_model:>8}{m.heads:>7}{m.kv_heads:>4}"
+            f"{m.d_ff:>7}{m.vocab:>8}{m.params / 1e9:>8.3f}B{m.decode_params / 1e9:>8.3f}B"
+            f"  {m.dtype}"
+        )
+    print("\naccelerators (peak at the dtype shown; ridge in tokens per pass)")
+    print(
+        f"  {'slug':<11}{'kind':<5}{'dtype':<9}{'TFLOP/s':>8}{'TB/s':>6}{'GB':>6}"
+        f"{'link GB/s':>10}{'W max':>6}{'ridge':>6}  efficiencies, overheads"
+    )
+    for h in hardware:
+        dt = _best_dtype(h.peak_flops)
+        print(
+            f"  {h.slug:<11}{h.kind:<5}{dt:<9}{h.peak(dt) / 1e12:>8.1f}"
+            f"{h.mem_bandwidth / 1e12:>6.2f}{h.mem_capacity / 1e9:>6.0f}"
+            f"{h.interconnect_bandwidth / 1e9:>10.0f}{h.max_power_w:>6.0f}"
+            f"{ridge_tokens(h, dt):>6.0f}  ce {h.compute_efficiency:.3g}, "
+            f"me {h.memory_efficiency:.3g}, {h.layer_overhead_s * 1e6:.1f} us/layer, "
+            f"{h.pass_overhead_s * 1e6:.0f} us/pass" + (" [calibrated]" if h.calibration else "")
+        )
+    return 0

@@ -1,0 +1,145 @@
+"""``specsim cost``: the cost of one pass of a model on an accelerator.
+
+Examples::
+
+    specsim cost --model llama-2-7b --hardware a100-80gb --batch 1 --context 512
+    specsim cost --model llama-2-70b --hardware h100-sxm --tensor-parallel 4 --json
+    specsim cost --model llama-2-7b --hardware a100-80gb --plot-v v.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from specsim.cards import load_hardware, load_model
+from specsim.cost import DEFAULT_CONTEXT, ridge_tokens, step_cost
+from specsim.costgrid import verification_factor
+
+HELP = "time, bound, flops, bytes and energy of one forward pass of a model on an accelerator"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="model card slug or path to a .toml card")
+    parser.add_argument(
+        "--hardware", required=True, help="accelerator card slug or path to a .toml card"
+    )
+    parser.add_argument("--batch", type=int, default=1, help="sequences in the pass (default 1)")
+    parser.add_argument(
+        "--context",
+        type=int,
+        default=DEFAULT_CONTEXT,
+        help=f"tokens already in each sequence's KV cache (default {DEFAULT_CONTEXT})",
+    )
+    parser.add_argument(
+        "--new-tokens", type=int, default=1, help="new tokens per sequence (gamma + 1 to verify)"
+    )
+    parser.add_argument("--dtype", default=None, help="dtype (default: the model card's)")
+    parser.add_argument("--tensor-parallel", type=int, default=1, help="devices (default 1)")
+    parser.add_argument(
+        "--encoder-length", type=int, default=None, help="T5 only: encoder output length"
+    )
+    parser.add_argument(
+        "--cards", action="append", default=None, metavar="DIR", help="extra card folder"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--plot-v",
+        type=Path,
+        default=None,
+        metavar="FILE.png",
+        help="also draw v(gamma) against batch x (gamma + 1) for gamma 1, 3, 7 into FILE",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    model = load_model(args.model, search_path=args.cards)
+    hw = load_hardware(args.hardware, search_path=args.cards)
+    cost = step_cost(
+        model,
+        hw,
+        batch=args.batch,
+        context=args.context,
+        new_tokens=args.new_tokens,
+        dtype=args.dtype,
+        tensor_parallel=args.tensor_parallel,
+        encoder_length=args.encoder_length,
+    )
+    v7 = float(
+        verification_factor(
+            model,
+            hw,
+            7,
+            batch=args.batch,
+            context=args.context,
+            dtype=cost.dtype,
+            tensor_parallel=args.tensor_parallel,
+            encoder_length=args.encoder_length,
+        )
+    )
+    ridge = ridge_tokens(hw, cost.dtype)
+    if args.plot_v is not None:
+        from specsim.costgrid import verification_frame  # pandas: only when plotting
+        from specsim.plots import plot_verification_factor
+
+        df = verification_frame(
+            model,
+            hw,
+            context=args.context,
+            dtype=cost.dtype,
+            tensor_parallel=args.tensor_parallel,
+            encoder_length=args.encoder_length,
+        )
+        plot_verification_factor(df).savefig(args.plot_v, dpi=120)
+    if args.json:
+        out = {
+            "model": model.slug,
+            "hardware": hw.slug,
+            "context": args.context,
+            **cost.as_dict(),
+            "tokens_per_s": cost.tokens / cost.time_s,
+            "ridge_tokens": ridge,
+            "verification_factor_gamma7": v7,
+        }
+        if args.plot_v is not None:
+            out["plot_v"] = str(args.plot_v)
+        print(json.dumps(out, indent=2))
+        return 0
+    gb = 1e9
+    rows = [
+        (
+            "pass",
+            f"{model.slug} on {hw.slug}, batch {cost.batch}, context {args.context}, "
+            f"{args.new_tokens} new token(s), {cost.dtype}, tensor parallel "
+            f"{cost.tensor_parallel}",
+        ),
+        ("time", f"{cost.time_s * 1e3:.3f} ms  ({cost.tokens / cost.time_s:,.1f} tokens/s)"),
+        ("bound", f"{cost.bound}  (ridge at ~{ridge:.0f} tokens per pass)"),
+        (
+            "  roofline",
+            f"{cost.roofline_time_s * 1e3:.3f} ms  (compute "
+            f"{cost.compute_time_s * 1e3:.3f} ms, memory "
+            f"{cost.memory_time_s * 1e3:.3f} ms)",
+        ),
+        ("  overheads", f"{cost.overhead_time_s * 1e3:.3f} ms"),
+        ("  all-reduce", f"{cost.allreduce_time_s * 1e3:.3f} ms"),
+        ("flops", f"{cost.flops:.4g}"),
+        (
+            "bytes",
+            f"{cost.bytes / gb:.3f} GB  (weights {cost.weight_bytes / gb:.3f}, KV "
+            f"{cost.kv_bytes / gb:.3f}, activations {cost.activation_bytes / gb:.3f})",
+        ),
+        ("energy", f"{cost.energy_j:.3f} J  ({cost.energy_j / cost.tokens:.3f} J per token)"),
+        (
+            "memory used",
+            f"{cost.resident_bytes / gb:.2f} GB of {hw.mem_capacity / gb:.2f} GB per device",
+        ),
+        ("v(gamma=7)", f"{v7:.3f}  (time of 8 new tokens / time of 1, same batch)"),
+    ]
+    if args.plot_v is not None:
+        rows.append(("plot", str(args.plot_v)))
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+    return 0

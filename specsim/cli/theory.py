@@ -1,0 +1,167 @@
+"""``specsim theory``: print the closed forms and evaluate them for one (alpha, gamma, c).
+
+For teaching and quick what-ifs::
+
+    specsim theory --alpha 0.2 --gamma 5 --c 0
+    specsim theory --alpha 0.8 --gamma 5 --c 0.05 --v 1.3 --json
+    specsim theory --write-derivations docs/derivations.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from specsim import theory
+
+HELP = "print the closed forms of speculative decoding and evaluate them for given alpha, gamma, c"
+
+# name in theory.closed_forms() -> (label, where it is published in Leviathan et al. 2023)
+_FORMULAS = (
+    ("tokens_pmf", "P(T = k), tokens per pass", "Sec. 3.1"),
+    ("expected_tokens", "E, expected tokens per pass", "Sec. 3.1, Eq. (1)"),
+    ("tokens_variance", "Var[T]", "derived here"),
+    ("walltime_speedup", "W, walltime improvement", "Sec. 3.3, Thm 3.8 (v = 1)"),
+    ("gamma1_lower_bound", "W at gamma = 1", "Sec. 3.3, Cor. 3.9"),
+    ("optimal_gamma", "marginal gain of gamma + 1", "Sec. 3.5"),
+    ("oracle_speedup_bound", "oracle bound on E", "Sec. 3.5"),
+    ("ops_factor", "operations factor", "Sec. 3.4, Thm 3.11"),
+    ("target_calls_per_token", "target calls per token", "Sec. 3.1"),
+    ("draft_calls_per_token", "draft calls per token", "Sec. 3.3"),
+)
+_PMF_ROWS = 12  # the text output lists the pmf only for short blocks; --json always has it
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--alpha", type=float, help="mean acceptance probability, in [0, 1]")
+    parser.add_argument("--gamma", type=int, help="draft tokens per pass, >= 0")
+    parser.add_argument("--c", type=float, help="draft step time / target step time, >= 0")
+    parser.add_argument(
+        "--c-hat",
+        type=float,
+        default=None,
+        help="draft ops per token / target ops per token (default: the value of --c)",
+    )
+    parser.add_argument(
+        "--v",
+        type=float,
+        default=1.0,
+        help="target time to verify gamma+1 tokens / time for one (default 1: memory-bound)",
+    )
+    parser.add_argument(
+        "--max-gamma", type=int, default=64, help="largest gamma the optimum search tries"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--write-derivations",
+        type=Path,
+        metavar="PATH",
+        default=None,
+        help="regenerate the derivations document (docs/derivations.md) at PATH and exit",
+    )
+
+
+def _number(x: float) -> float | str:
+    """JSON has no infinity: the oracle bound at alpha = 1 is written as the string 'inf'."""
+    return x if math.isfinite(x) else "inf"
+
+
+def _show(x: object) -> str:
+    return f"{x:.6g}" if isinstance(x, float) else str(x)
+
+
+def evaluate(
+    *, alpha: float, gamma: int, c: float, c_hat: float, v: float, max_gamma: int
+) -> dict[str, object]:
+    """Every closed form at one point, as plain Python values (the CLI's whole computation)."""
+    best = int(theory.optimal_gamma(alpha, c, max_gamma))
+    return {
+        "expected_tokens": float(theory.expected_tokens(alpha, gamma)),
+        "tokens_variance": float(theory.tokens_variance(alpha, gamma)),
+        "tokens_pmf": [float(theory.tokens_pmf(alpha, gamma, k)) for k in range(1, gamma + 2)],
+        "walltime_speedup": float(theory.walltime_speedup(alpha, gamma, c, v)),
+        "walltime_speedup_v1": float(theory.walltime_speedup(alpha, gamma, c)),
+        "ops_factor": float(theory.ops_factor(alpha, gamma, c_hat)),
+        "target_calls_per_token": float(theory.target_calls_per_token(alpha, gamma)),
+        "draft_calls_per_token": float(theory.draft_calls_per_token(alpha, gamma)),
+        "gamma1_lower_bound": float(theory.gamma1_lower_bound(alpha, c)),
+        "speculation_pays": bool(alpha > c),
+        "optimal_gamma": best,
+        "optimal_walltime_speedup": float(theory.walltime_speedup(alpha, best, c)),
+        "oracle_speedup_bound": _number(float(theory.oracle_speedup_bound(alpha))),
+    }
+
+
+def _text(inputs: dict[str, float | int], values: dict[str, object]) -> str:
+    forms = theory.closed_forms()
+    lines = ["Closed forms (Leviathan, Kalman & Matias 2023, arXiv:2211.17192):"]
+    for name, label, where in _FORMULAS:
+        lines.append(f"  {label} [{where}]")
+        lines.append(f"      {forms[name]}")
+    lines.append("  (derivations and proofs: docs/derivations.md)")
+    a, g, c = inputs["alpha"], inputs["gamma"], inputs["c"]
+    lines += [
+        "",
+        "At " + ", ".join(f"{k} = {val:g}" for k, val in inputs.items()) + ":",
+        f"  expected tokens per pass E    {values['expected_tokens']:.6g}",
+        f"  variance of tokens per pass   {values['tokens_variance']:.6g}",
+        f"  walltime improvement W        {values['walltime_speedup']:.6g}"
+        f"   (v = 1: {values['walltime_speedup_v1']:.6g})",
+        f"  operations factor             {values['ops_factor']:.6g}",
+        f"  target calls per token 1/E    {values['target_calls_per_token']:.6g}",
+        f"  draft calls per token gamma/E {values['draft_calls_per_token']:.6g}",
+        f"  oracle bound 1/(1 - alpha)    {_show(values['oracle_speedup_bound'])}",
+    ]
+    pmf = values["tokens_pmf"]
+    if isinstance(pmf, list) and len(pmf) <= _PMF_ROWS:
+        lines.append("  P(T = k)                      " + ", ".join(f"{p:.4g}" for p in pmf))
+    verdict = "speculation pays" if values["speculation_pays"] else "no gamma improves (v = 1)"
+    lines += [
+        f"  Corollary 3.9: alpha {'>' if a > c else '<='} c, {verdict}; "
+        f"gamma = 1 gives {values['gamma1_lower_bound']:.6g}",
+        f"  best gamma in 0..{inputs['max_gamma']} (v = 1): {values['optimal_gamma']}, "
+        f"W = {values['optimal_walltime_speedup']:.6g}",
+    ]
+    if g == 0:
+        lines.append("  (gamma = 0 is plain decoding)")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.write_derivations is not None:
+        from specsim.theory import derivations
+
+        path = derivations.write(args.write_derivations)
+        print(f"wrote {path}")
+        return 0
+    missing = [f"--{n}" for n in ("alpha", "gamma", "c") if getattr(args, n) is None]
+    if missing:
+        raise ValueError(f"give {', '.join(missing)} (or --write-derivations PATH)")
+    c_hat = args.c if args.c_hat is None else args.c_hat
+    inputs: dict[str, float | int] = {
+        "alpha": args.alpha,
+        "gamma": args.gamma,
+        "c": args.c,
+        "c_hat": c_hat,
+        "v": args.v,
+        "max_gamma": args.max_gamma,
+    }
+    values = evaluate(
+        alpha=args.alpha, gamma=args.gamma, c=args.c, c_hat=c_hat, v=args.v,
+        max_gamma=args.max_gamma,
+    )
+    if args.json:
+        from specsim.theory.symbolic import latex  # sympy loads only when a formula is shown
+
+        forms = theory.closed_forms()
+        formulas = {
+            name: {"label": label, "sympy": str(forms[name]), "latex": latex(forms[name])}
+            for name, label, _ in _FORMULAS
+        }
+        payload = {"inputs": inputs, "values": values, "formulas": formulas}
+        print(json.dumps(payload, indent=2, allow_nan=False))
+    else:
+        print(_text(inputs, values))
+    return 0

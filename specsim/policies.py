@@ -1,0 +1,200 @@
+"""Lookahead policies: how many tokens the draft proposes before the target verifies.
+
+A policy is an object with one method, ``choose(ctx) -> int``, that picks the
+lookahead ``gamma`` of the next block from what it may know, given as a
+:class:`PolicyContext`: the outcome of the previous block, the draft's
+confidence signal (read token by token, as a real draft would), the batch the
+pass will run at, and, for the oracle only, the future acceptances.
+``gamma = 0`` means plain autoregressive decoding for that block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from specsim.acceptance import AcceptanceDraw
+from specsim.theory import expected_tokens, optimal_gamma
+
+__all__ = [
+    "PolicyContext",
+    "LookaheadPolicy",
+    "FixedGamma",
+    "OptimalStatic",
+    "ConfidenceThreshold",
+    "HeuristicPlusTwoMinusOne",
+    "LoadAdaptive",
+    "Oracle",
+]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PolicyContext:
+    """What a policy may look at when it picks the next lookahead.
+
+    ``draw`` and ``position`` locate the block in the acceptance stream; a
+    non-oracle policy may read only ``draw.confidence`` there (the draft sees
+    its own confidence as it drafts). ``pass_time(gamma)`` is the time of the
+    coming iteration (draft steps plus verification) at the current batch.
+    """
+
+    position: int
+    draw: AcceptanceDraw | None
+    last_gamma: int | None
+    last_accepted: int | None
+    batch: int = 1
+    pass_time: Callable[[int], float] | None = None
+
+
+@runtime_checkable
+class LookaheadPolicy(Protocol):
+    """One method: the next block's lookahead."""
+
+    def choose(self, ctx: PolicyContext) -> int: ...
+
+
+def _check_gamma(value: int, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise ValueError(f"{name}: expected a non-negative integer, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FixedGamma:
+    """The same lookahead for every block, as in the paper's analysis."""
+
+    gamma: int
+
+    def __post_init__(self) -> None:
+        _check_gamma(self.gamma, "gamma")
+
+    def choose(self, ctx: PolicyContext) -> int:
+        return self.gamma
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimalStatic:
+    """The theory's best fixed lookahead for a mean acceptance and cost coefficient.
+
+    ``argmax_gamma E(alpha, gamma) / (gamma c + v(gamma))`` from
+    :func:`specsim.theory.optimal_gamma` (Leviathan et al. 2023, Section 3.5).
+    """
+
+    alpha: float
+    c: float
+    max_gamma: int = 64
+
+    def __post_init__(self) -> None:
+        _check_gamma(self.max_gamma, "max_gamma")
+        _ = self.gamma  # validates alpha and c through the theory module
+
+    @property
+    def gamma(self) -> int:
+        return int(optimal_gamma(self.alpha, self.c, max_gamma=self.max_gamma))
+
+    def choose(self, ctx: PolicyContext) -> int:
+        return self.gamma
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfidenceThreshold:
+    """Adaptive per token: keep drafting while the draft's confidence stays high.
+
+    The draft proposes tokens one by one and stops before the first whose
+    confidence signal falls below ``threshold`` (at most ``max_gamma``). The
+    signal is correlated with acceptance through the acceptance process (for
+    example the draft's top probability), the rule that dynamic-lookahead
+    methods such as SpecDec++ (Huang et al. 2024, arXiv:2405.19715) learn.
+    """
+
+    threshold: float
+    max_gamma: int = 16
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.threshold <= 1.0):
+            raise ValueError(f"threshold: expected a value in [0, 1], got {self.threshold!r}")
+        _check_gamma(self.max_gamma, "max_gamma")
+
+    def choose(self, ctx: PolicyContext) -> int:
+        if ctx.draw is None:
+            raise ValueError("ConfidenceThreshold needs the draft's confidence signal (a draw)")
+        conf = ctx.draw.confidence[ctx.position : ctx.position + self.max_gamma]
+        low = conf < self.threshold
+        return int(np.argmax(low)) if low.any() else int(conf.shape[0])
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeuristicPlusTwoMinusOne:
+    """Hugging Face assisted generation's schedule: +2 after a fully accepted block, else -1.
+
+    transformers' ``AssistedCandidateGenerator.update_candidate_strategy`` with
+    ``num_assistant_tokens_schedule="heuristic"`` and the default
+    ``num_assistant_tokens = 20``; never below 1.
+    """
+
+    initial: int = 20
+    max_gamma: int = 64
+
+    def __post_init__(self) -> None:
+        _check_gamma(self.initial, "initial")
+        _check_gamma(self.max_gamma, "max_gamma")
+
+    def choose(self, ctx: PolicyContext) -> int:
+        if ctx.last_gamma is None or ctx.last_accepted is None:
+            return min(self.initial, self.max_gamma)
+        if ctx.last_accepted == ctx.last_gamma:
+            return min(ctx.last_gamma + 2, self.max_gamma)
+        return max(1, ctx.last_gamma - 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadAdaptive:
+    """For serving: the lookahead that maximizes expected emitted tokens per second now.
+
+    ``argmax_gamma batch * E(alpha, gamma) / pass_time(gamma)`` over
+    ``0..max_gamma``, where ``pass_time`` is the coming iteration's time at the
+    current batch from the cost model: as passes turn compute-bound, the best
+    lookahead shrinks towards 0.
+    """
+
+    alpha: float
+    max_gamma: int = 8
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.alpha <= 1.0):
+            raise ValueError(f"alpha: expected a probability in [0, 1], got {self.alpha!r}")
+        _check_gamma(self.max_gamma, "max_gamma")
+
+    def choose(self, ctx: PolicyContext) -> int:
+        if ctx.pass_time is None:
+            raise ValueError(
+                "LoadAdaptive needs the iteration time: run it in a serving simulation"
+            )
+        gammas = np.arange(self.max_gamma + 1)
+        rate = np.asarray(expected_tokens(self.alpha, gammas)) / np.array(
+            [ctx.pass_time(int(g)) for g in gammas]
+        )
+        return int(np.argmax(rate))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Oracle:
+    """Knows the future: proposes exactly the run of tokens that will be accepted.
+
+    Every block is then fully accepted and ends with the bonus token, the
+    upper bound a per-token lookahead can approach (capped at ``max_gamma``).
+    """
+
+    max_gamma: int = 64
+
+    def __post_init__(self) -> None:
+        _check_gamma(self.max_gamma, "max_gamma")
+
+    def choose(self, ctx: PolicyContext) -> int:
+        if ctx.draw is None:
+            raise ValueError("Oracle needs the future acceptances (a draw)")
+        ok = ctx.draw.accepts(ctx.position, self.max_gamma)
+        return int(np.argmin(ok)) if not ok.all() else int(ok.shape[0])

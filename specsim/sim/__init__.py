@@ -1,0 +1,38 @@
+"""Discrete-event simulation of speculative-decoding timelines (simpy).
+
+:func:`simulate_stream` decodes one request block by block;
+:func:`simulate_serving` serves many requests with continuous batching. Both
+take a cost source (:class:`PlainCost` or :class:`CardCost`), an acceptance
+process (:mod:`specsim.acceptance`) and a lookahead policy
+(:mod:`specsim.policies`), and a ``numpy.random.Generator``.
+"""
+
+from specsim.sim.costs import BlockCosts, CardCost, CostSource, PassCost, PlainCost
+from specsim.sim.records import Blocks, StreamResult, chrome_trace
+from specsim.sim.serving import (
+    PoissonWorkload,
+    ServingConfig,
+    ServingResult,
+    TraceWorkload,
+    simulate_serving,
+)
+from specsim.sim.stream import StreamConfig, plan_blocks, simulate_stream
+
+__all__ = [
+    "BlockCosts",
+    "Blocks",
+    "CardCost",
+    "CostSource",
+    "PassCost",
+    "PlainCost",
+    "PoissonWorkload",
+    "ServingConfig",
+    "ServingResult",
+    "TraceWorkload",
+    "simulate_serving",
+    "StreamConfig",
+    "StreamResult",
+    "chrome_trace",
+    "plan_blocks",
+    "simulate_stream",
+]

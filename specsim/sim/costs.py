@@ -1,0 +1,326 @@
+"""Where the simulator gets pass times, operations, bytes and energy.
+
+Two cost sources with the same small interface:
+
+- :class:`PlainCost`: the theory's parameters. A target pass verifying
+  ``gamma + 1`` positions takes ``v(gamma)`` target-step times, a draft step
+  ``c`` of one; a draft token costs ``c_hat`` target-token operations. For
+  checking the closed forms and for teaching. It has no power model, so its
+  energy is ``None``.
+- :class:`CardCost`: the roofline cost model of :mod:`specsim.cost` on model
+  and accelerator cards, at the batch and context of each pass.
+
+``verify(new_tokens, context)`` and ``draft_step(context)`` take per-sequence
+arrays (one pass covers all of them) and return a :class:`PassCost`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from specsim.cards import DTYPE_BYTES, HardwareCard, ModelCard
+
+__all__ = ["PassCost", "BlockCosts", "CostSource", "PlainCost", "CardCost"]
+
+
+@dataclass(frozen=True, slots=True)
+class PassCost:
+    """Time (s), operations (FLOP, or target-token units for PlainCost), bytes and energy (J)."""
+
+    time_s: float
+    flops: float
+    bytes: float
+    energy_j: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class BlockCosts:
+    """Per-block arrays for one stream (batch 1): a verification pass, one draft step.
+
+    ``verify_*`` is the pass verifying ``gamma + 1`` positions at the block's
+    context; ``draft_*`` is one draft step there; ``step_*`` is one plain
+    autoregressive target step there (the baseline).
+    """
+
+    verify_time: NDArray[np.float64]
+    verify_flops: NDArray[np.float64]
+    verify_energy: NDArray[np.float64] | None
+    draft_time: NDArray[np.float64]
+    draft_flops: NDArray[np.float64]
+    draft_energy: NDArray[np.float64] | None
+
+
+class CostSource(Protocol):
+    """What the simulator asks of a cost source."""
+
+    def verify(self, new_tokens: NDArray[np.int64], context: NDArray[np.int64]) -> PassCost: ...
+
+    def draft_step(self, context: NDArray[np.int64]) -> PassCost: ...
+
+    def blocks(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> BlockCosts: ...
+
+    def prefill(self, prompts: NDArray[np.int64], *, draft: bool) -> PassCost: ...
+
+    def iteration(
+        self, gamma: NDArray[np.int64], context: NDArray[np.int64]
+    ) -> tuple[float, float, float]: ...
+
+    @property
+    def overlapped(self) -> bool: ...
+
+
+def _positive(value: float, name: str, *, allow_zero: bool = True) -> float:
+    v = float(value)
+    if not np.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name}: expected a finite number {bound}, got {value!r}")
+    return v
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlainCost:
+    """The closed forms' cost parameters.
+
+    ``c``: draft step time / target step time. ``v``: the verification factor,
+    a number (the same for every gamma; 1 is the paper's memory-bound
+    assumption) or a sequence ``v[gamma]`` for gamma = 0, 1, ... (the last
+    value holds beyond its end). ``c_hat``: draft operations per token / target
+    operations per token (defaults to ``c``). ``step_s``: the target step time
+    that scales everything to seconds. ``overlap``: the draft runs on its own
+    accelerator, overlapped with verification.
+    """
+
+    c: float
+    v: float | tuple[float, ...] = 1.0
+    c_hat: float | None = None
+    step_s: float = 1.0
+    overlap: bool = False
+
+    def __post_init__(self) -> None:
+        _positive(self.c, "c")
+        _positive(self.step_s, "step_s", allow_zero=False)
+        if self.c_hat is not None:
+            _positive(self.c_hat, "c_hat")
+        vs = self.v if isinstance(self.v, tuple) else (self.v,)
+        if len(vs) == 0:
+            raise ValueError("v: expected a number or a non-empty sequence")
+        for i, x in enumerate(vs):
+            _positive(x, f"v[{i}]" if isinstance(self.v, tuple) else "v", allow_zero=False)
+
+    @property
+    def overlapped(self) -> bool:
+        return self.overlap
+
+    def v_of(self, gamma: ArrayLike) -> NDArray[np.float64]:
+        """v(gamma): a sequence is indexed by gamma (last value beyond its end); a
+        number applies to every gamma >= 1. v(0) = 1: one position is one step."""
+        g = np.asarray(gamma, dtype=np.int64)
+        if isinstance(self.v, tuple):
+            vs = np.asarray(self.v, dtype=float)
+            return vs[np.minimum(g, vs.shape[0] - 1)]
+        return np.where(g == 0, 1.0, float(self.v))
+
+    @property
+    def _c_hat(self) -> float:
+        return self.c if self.c_hat is None else self.c_hat
+
+    def verify(self, new_tokens: NDArray[np.int64], context: NDArray[np.int64]) -> PassCost:
+        gamma = int(np.max(new_tokens)) - 1
+        return PassCost(
+            time_s=float(self.v_of(gamma)) * self.step_s,
+            flops=float(np.sum(new_tokens)),
+            bytes=0.0,
+            energy_j=None,
+        )
+
+    def draft_step(self, context: NDArray[np.int64]) -> PassCost:
+        n = int(np.size(context))
+        return PassCost(
+            time_s=self.c * self.step_s, flops=self._c_hat * n, bytes=0.0, energy_j=None
+        )
+
+    def prefill(self, prompts: NDArray[np.int64], *, draft: bool) -> PassCost:
+        """One target step for the whole prefill (plain parameters know no prompt cost)."""
+        return PassCost(time_s=self.step_s, flops=float(np.sum(prompts)), bytes=0.0, energy_j=None)
+
+    def iteration(
+        self, gamma: NDArray[np.int64], context: NDArray[np.int64]
+    ) -> tuple[float, float, float]:
+        """(time, energy, draft time) of a batch iteration: max(gamma) draft steps, one pass."""
+        g = int(gamma.max()) if gamma.shape[0] else 0
+        d = g * self.c * self.step_s
+        return d + float(self.v_of(g)) * self.step_s, 0.0, d
+
+    def blocks(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> BlockCosts:
+        n = gamma.shape[0]
+        return BlockCosts(
+            verify_time=self.v_of(gamma) * self.step_s,
+            verify_flops=(gamma + 1).astype(float),
+            verify_energy=None,
+            draft_time=np.full(n, self.c * self.step_s),
+            draft_flops=np.full(n, self._c_hat),
+            draft_energy=None,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class CardCost:
+    """The roofline cost model on cards: ``target`` and ``draft`` models on ``hardware``.
+
+    ``draft_hardware`` set means the draft has its own accelerator (overlapped
+    drafting); otherwise it shares the target's, serialized.
+    """
+
+    target: ModelCard
+    draft: ModelCard | None
+    hardware: HardwareCard
+    draft_hardware: HardwareCard | None = None
+    tensor_parallel: int = 1
+    dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.tensor_parallel, bool) or self.tensor_parallel < 1:
+            raise ValueError(
+                f"tensor_parallel: expected an integer >= 1, got {self.tensor_parallel!r}"
+            )
+
+    @property
+    def overlapped(self) -> bool:
+        return self.draft_hardware is not None
+
+    def _cost(
+        self,
+        model: ModelCard,
+        hardware: HardwareCard,
+        new_tokens: Sequence[int] | NDArray[np.int64],
+        context: NDArray[np.int64],
+        tp: int,
+    ) -> PassCost:
+        from specsim.cost import step_cost
+
+        new = np.asarray(new_tokens, dtype=np.int64)
+        ctx = np.asarray(context, dtype=np.int64)
+        sc = step_cost(
+            model,
+            hardware,
+            batch=int(ctx.shape[0]),
+            context=ctx,
+            new_tokens=new,
+            dtype=self.dtype,
+            tensor_parallel=tp,
+        )
+        return PassCost(
+            time_s=float(sc.time_s),
+            flops=float(sc.flops),
+            bytes=float(sc.bytes),
+            energy_j=float(sc.energy_j),
+        )
+
+    def verify(self, new_tokens: NDArray[np.int64], context: NDArray[np.int64]) -> PassCost:
+        return self._cost(self.target, self.hardware, new_tokens, context, self.tensor_parallel)
+
+    def _draft_model(self) -> tuple[ModelCard, HardwareCard, int]:
+        if self.draft is None:
+            raise ValueError("this cost source has no draft model")
+        if self.draft_hardware is not None:
+            return self.draft, self.draft_hardware, 1
+        return self.draft, self.hardware, self.tensor_parallel
+
+    def draft_step(self, context: NDArray[np.int64]) -> PassCost:
+        model, hw, tp = self._draft_model()
+        ctx = np.asarray(context, dtype=np.int64)
+        return self._cost(model, hw, np.ones(ctx.shape[0], dtype=np.int64), ctx, tp)
+
+    def prefill(self, prompts: NDArray[np.int64], *, draft: bool) -> PassCost:
+        """The prompts through the target and, when drafting, through the draft too."""
+        zero = np.zeros(prompts.shape[0], dtype=np.int64)
+        t = self.verify(prompts, zero)
+        if not draft or self.draft is None:
+            return t
+        model, hw, tp = self._draft_model()
+        d = self._cost(model, hw, prompts, zero, tp)
+        return PassCost(
+            time_s=t.time_s + d.time_s,
+            flops=t.flops + d.flops,
+            bytes=t.bytes + d.bytes,
+            energy_j=(t.energy_j or 0.0) + (d.energy_j or 0.0),
+        )
+
+    def iteration(
+        self, gamma: NDArray[np.int64], context: NDArray[np.int64]
+    ) -> tuple[float, float, float]:
+        """(time, energy, draft time) of a batch iteration from pass aggregates.
+
+        Draft step ``j`` batches the sequences with ``gamma_i > j``; the
+        verification pass covers ``gamma_i + 1`` positions of every sequence.
+        A speed trick: the cost model's terms depend on a pass only through
+        sums over its sequences (new tokens, KV tokens read, attention pairs),
+        so the sums are formed here and all draft steps are evaluated in one
+        vectorized call (tests check it equals :func:`specsim.cost.step_cost`).
+        """
+        from specsim.cost import pass_aggregates_cost
+
+        g = gamma.astype(np.float64)
+        ctx = context.astype(np.float64)
+        new = g + 1.0
+        ver = pass_aggregates_cost(
+            self.target, self.hardware, dtype=self.dtype, tensor_parallel=self.tensor_parallel,
+            batch=float(g.shape[0]), tokens=float(new.sum()), context_tokens=float(ctx.sum()),
+            pairs=float((new * ctx + new * (new + 1) / 2).sum()),
+        )  # fmt: skip
+        time, energy, d_time = float(ver["time_s"]), float(ver["energy_j"]), 0.0
+        gmax = int(gamma.max()) if gamma.shape[0] else 0
+        if gmax > 0:
+            model, hw, tp = self._draft_model()
+            j = np.arange(gmax)[:, None]
+            active = gamma[None, :] > j
+            b = active.sum(axis=1).astype(np.float64)
+            s = (active * ctx[None, :]).sum(axis=1) + j[:, 0] * b  # sum of contexts per step
+            dra = pass_aggregates_cost(
+                model, hw, dtype=self.dtype, tensor_parallel=tp,
+                batch=b, tokens=b, context_tokens=s, pairs=s + b,
+            )  # fmt: skip
+            d_time = float(np.sum(dra["time_s"]))
+            time += d_time
+            energy += float(np.sum(dra["energy_j"]))
+        return time, energy, d_time
+
+    def blocks(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> BlockCosts:
+        from specsim.cost import step_cost_grid
+
+        ver = step_cost_grid(
+            self.target,
+            self.hardware,
+            batch=1,
+            context=context,
+            new_tokens=gamma + 1,
+            tensor_parallel=self.tensor_parallel,
+            dtype=self.dtype,
+        )
+        model, hw, tp = self._draft_model()
+        dra = step_cost_grid(
+            model, hw, batch=1, context=context, new_tokens=1, tensor_parallel=tp, dtype=self.dtype
+        )
+        return BlockCosts(
+            verify_time=np.asarray(ver.time_s, dtype=float),
+            verify_flops=np.asarray(ver.flops, dtype=float),
+            verify_energy=np.asarray(ver.energy_j, dtype=float),
+            draft_time=np.broadcast_to(np.asarray(dra.time_s, dtype=float), context.shape).copy(),
+            draft_flops=np.broadcast_to(np.asarray(dra.flops, dtype=float), context.shape).copy(),
+            draft_energy=np.broadcast_to(
+                np.asarray(dra.energy_j, dtype=float), context.shape
+            ).copy(),
+        )
+
+    def kv_bytes_per_token(self) -> float:
+        """KV-cache bytes per token of one sequence, target and draft together."""
+        dt = self.dtype or self.target.dtype
+        total = self.target.kv_bytes_per_token(DTYPE_BYTES[dt]) / self.tensor_parallel
+        if self.draft is not None and self.draft_hardware is None:
+            total += self.draft.kv_bytes_per_token(DTYPE_BYTES[self.dtype or self.draft.dtype])
+        return float(total)

@@ -1,0 +1,258 @@
+"""What a simulation reports: the metrics record, the tidy event table, the Chrome trace.
+
+Discarded work is accounted separately from useful work:
+
+- ``target_positions_wasted``: positions a pass verified whose output was not
+  used (after the first rejection; the dropped bonus position when an
+  overlapped pre-drafted block takes its place);
+- ``draft_tokens_wasted``: drafted tokens that were rejected or came after a
+  rejection;
+- ``overlap_draft_s_wasted``: draft-accelerator time spent pre-drafting a
+  block that a rejection threw away.
+
+Operations and energy of a pass are split between used and wasted positions in
+proportion to positions (weights are read once per pass whatever happens, so
+this is an attribution, not a measurement).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from specsim.sim.costs import BlockCosts
+
+__all__ = ["Blocks", "StreamResult", "batch_means_se", "chrome_trace"]
+
+
+def batch_means_se(x: NDArray[np.float64], y: NDArray[np.float64] | None = None) -> float | None:
+    """Standard error of ``mean(x)`` (or of the ratio ``sum x / sum y``) by batch means.
+
+    Thirty batches of consecutive blocks absorb the correlation that non-i.i.d.
+    acceptance or adaptive lookahead leaves between blocks. ``None`` below 60
+    blocks, where no honest interval can be given.
+    """
+    n = x.shape[0]
+    k = 30
+    if n < 2 * k:
+        return None
+    m = n // k
+    xs = x[: m * k].reshape(k, m).sum(axis=1)
+    if y is None:
+        est = xs / m
+    else:
+        ys = y[: m * k].reshape(k, m).sum(axis=1)
+        est = xs / ys
+    return float(est.std(ddof=1) / math.sqrt(k))
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """Per-block arrays of one stream's run."""
+
+    start: NDArray[np.int64]
+    gamma: NDArray[np.int64]
+    accepted: NDArray[np.int64]
+    emitted: NDArray[np.int64]
+    draft_start: NDArray[np.float64]
+    draft_end: NDArray[np.float64]
+    verify_end: NDArray[np.float64]
+    overlap_wasted_s: NDArray[np.float64]
+    costs: BlockCosts
+    overlapped: bool
+
+    @property
+    def verify_start(self) -> NDArray[np.float64]:
+        return self.verify_end - self.costs.verify_time
+
+
+@dataclass(frozen=True)
+class StreamResult:
+    """One stream's run and its baseline (plain decoding of the same tokens, same costs)."""
+
+    blocks: Blocks
+    baseline_time_s: float
+    baseline_flops: float
+    baseline_energy_j: float | None
+
+    def metrics(self) -> dict[str, Any]:
+        """The metrics record (a flat dict of numbers, JSON-ready)."""
+        b, c = self.blocks, self.blocks.costs
+        tokens = int(b.emitted.sum())
+        passes = int(b.gamma.shape[0])
+        time_s = float(b.verify_end[-1])
+        positions = b.gamma + 1
+        pos_wasted = positions - b.emitted
+        draft_wasted = b.gamma - b.accepted
+        overlap_steps = np.divide(
+            b.overlap_wasted_s,
+            c.draft_time,
+            out=np.zeros_like(b.overlap_wasted_s),
+            where=c.draft_time > 0,
+        )
+        t_flops = float(c.verify_flops.sum())
+        d_flops = float((c.draft_flops * b.gamma).sum())
+        flops_wasted = float(
+            (c.verify_flops * pos_wasted / positions).sum()
+            + (c.draft_flops * (draft_wasted + overlap_steps)).sum()
+        )
+        energy = None
+        energy_wasted = None
+        if c.verify_energy is not None and c.draft_energy is not None:
+            energy = float(
+                c.verify_energy.sum() + (c.draft_energy * (b.gamma + overlap_steps)).sum()
+            )
+            energy_wasted = float(
+                (c.verify_energy * pos_wasted / positions).sum()
+                + (c.draft_energy * (draft_wasted + overlap_steps)).sum()
+            )
+        block_time = np.diff(b.verify_end, prepend=0.0)
+        per_token_base = self.baseline_time_s / tokens
+        speedup = per_token_base * tokens / time_s
+        base_ops_per_token = self.baseline_flops / tokens
+        speedup_se = batch_means_se(b.emitted.astype(float), block_time)
+        ops_se = batch_means_se(c.verify_flops + c.draft_flops * b.gamma, b.emitted.astype(float))
+        out: dict[str, Any] = {
+            "tokens": tokens,
+            "target_passes": passes,
+            "draft_steps": int(b.gamma.sum()),
+            "mean_gamma": float(b.gamma.mean()),
+            "tokens_per_target_pass": tokens / passes,
+            "tokens_per_target_pass_se": batch_means_se(b.emitted.astype(float)),
+            # Proposals actually tested: the accepted ones plus the first rejected one.
+            "acceptance_observed": float(
+                b.accepted.sum() / max(int((b.accepted + (b.accepted < b.gamma)).sum()), 1)
+            ),
+            "time_s": time_s,
+            "tokens_per_s": tokens / time_s,
+            "baseline_time_s": self.baseline_time_s,
+            "speedup": speedup,
+            "speedup_se": None if speedup_se is None else per_token_base * speedup_se,
+            "target_positions_verified": int(positions.sum()),
+            "target_positions_wasted": int(pos_wasted.sum()),
+            "draft_tokens_wasted": int(draft_wasted.sum()),
+            "overlap_draft_s_wasted": float(b.overlap_wasted_s.sum()),
+            "flops": t_flops + d_flops,
+            "flops_wasted": flops_wasted,
+            "ops_factor": (t_flops + d_flops) / tokens / base_ops_per_token,
+            "ops_factor_se": None if ops_se is None else ops_se / base_ops_per_token,
+            "target_calls_per_token": passes / tokens,
+            "energy_j": energy,
+            "energy_j_per_token": None if energy is None else energy / tokens,
+            "energy_j_wasted": energy_wasted,
+            "baseline_energy_j_per_token": None
+            if self.baseline_energy_j is None
+            else self.baseline_energy_j / tokens,
+            "overlapped": b.overlapped,
+        }
+        return out
+
+    def events(self) -> pd.DataFrame:
+        """Tidy event table: one row per draft phase, verification pass, emission and discard."""
+        b = self.blocks
+        n = b.gamma.shape[0]
+        idx = np.arange(n)
+        frames = [
+            pd.DataFrame(
+                {
+                    "block": idx,
+                    "kind": "draft",
+                    "track": "draft",
+                    "start_s": b.draft_start,
+                    "end_s": b.draft_end,
+                    "tokens": b.gamma,
+                }
+            ),
+            pd.DataFrame(
+                {
+                    "block": idx,
+                    "kind": "verify",
+                    "track": "target",
+                    "start_s": b.verify_start,
+                    "end_s": b.verify_end,
+                    "tokens": b.gamma + 1,
+                }
+            ),
+            pd.DataFrame(
+                {
+                    "block": idx,
+                    "kind": "emit",
+                    "track": "output",
+                    "start_s": b.verify_end,
+                    "end_s": b.verify_end,
+                    "tokens": b.emitted,
+                }
+            ),
+        ]
+        rej = b.accepted < b.gamma
+        frames.append(
+            pd.DataFrame(
+                {
+                    "block": idx[rej],
+                    "kind": "discard",
+                    "track": "discarded",
+                    "start_s": b.verify_end[rej],
+                    "end_s": b.verify_end[rej],
+                    "tokens": (b.gamma - b.accepted)[rej],
+                }
+            )
+        )
+        ow = b.overlap_wasted_s > 0
+        if ow.any():
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "block": idx[ow],
+                        "kind": "overlap_discard",
+                        "track": "discarded",
+                        "start_s": b.draft_end[ow],
+                        "end_s": b.draft_end[ow] + b.overlap_wasted_s[ow],
+                        "tokens": 0,
+                    }
+                )
+            )
+        out = pd.concat(frames, ignore_index=True)
+        return out.sort_values(["start_s", "block"], kind="stable").reset_index(drop=True)
+
+    def chrome_trace(self) -> dict[str, Any]:
+        return chrome_trace(self.events())
+
+
+def chrome_trace(events: pd.DataFrame) -> dict[str, Any]:
+    """Chrome trace-event JSON (loads in Perfetto or chrome://tracing), one track per kind.
+
+    Durations become complete events (``ph = "X"``) and instants (emissions)
+    instant events (``ph = "i"``); times are in microseconds.
+    """
+    tracks = {name: i for i, name in enumerate(dict.fromkeys(events["track"]), start=1)}
+    trace: list[dict[str, Any]] = [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": tid, "args": {"name": name}}
+        for name, tid in tracks.items()
+    ]
+    for row in events.itertuples(index=False):
+        ts = float(row.start_s) * 1e6
+        dur = (float(row.end_s) - float(row.start_s)) * 1e6
+        ev = {
+            "name": f"{row.kind} {int(row.tokens)}",
+            "cat": str(row.kind),
+            "pid": 1,
+            "tid": tracks[str(row.track)],
+            "ts": ts,
+            "args": {"block": int(row.block), "tokens": int(row.tokens)},
+        }
+        if dur > 0:
+            ev.update(ph="X", dur=dur)
+        else:
+            ev.update(ph="i", s="t")
+        trace.append(ev)
+    return {"traceEvents": trace, "displayTimeUnit": "ms"}
+
+
+def dumps_trace(trace: dict[str, Any]) -> str:
+    return json.dumps(trace)

@@ -1,0 +1,127 @@
+r"""The closed forms of speculative decoding: derived in sympy, served as fast numeric twins.
+
+Numeric twins (imported eagerly; numpy only): :func:`expected_tokens`,
+:func:`tokens_variance`, :func:`tokens_pmf`, :func:`walltime_speedup`,
+:func:`ops_factor`, :func:`optimal_gamma`, :func:`oracle_speedup_bound`,
+:func:`target_calls_per_token`, :func:`draft_calls_per_token` and
+:func:`gamma1_lower_bound`. They broadcast, return floats for scalars, are exact at
+alpha = 1 and raise ValueError naming the parameter for out-of-range input.
+
+Symbolic side (sympy, imported on first use): :data:`RESULTS` (every
+:class:`SymbolicResult`, derived on first access), :func:`derive_all`,
+:func:`get_result`, :func:`closed_forms` and :func:`overlap_identity`.
+``python -m specsim.theory.derivations`` renders them to ``docs/derivations.md``.
+
+>>> from specsim.theory import expected_tokens, walltime_speedup
+>>> expected_tokens(0.0, 4), expected_tokens(1.0, 4)
+(1.0, 5.0)
+>>> round(walltime_speedup(0.8, 5, 0.0), 2)  # Table 1 of Leviathan et al. 2023
+3.69
+
+Reference: Leviathan, Kalman & Matias, ICML 2023 (arXiv:2211.17192), Section 3;
+Chen et al. 2023 (arXiv:2302.01318), Section 4.2.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, overload
+
+from specsim.theory.numeric import (
+    TIE_RTOL,
+    draft_calls_per_token,
+    expected_tokens,
+    gamma1_lower_bound,
+    ops_factor,
+    optimal_gamma,
+    oracle_speedup_bound,
+    target_calls_per_token,
+    tokens_pmf,
+    tokens_variance,
+    walltime_speedup,
+)
+
+if TYPE_CHECKING:
+    from specsim.theory.overlap import overlap_identity
+    from specsim.theory.symbolic import (
+        Claim,
+        Reference,
+        Step,
+        SymbolicResult,
+        closed_forms,
+        derive_all,
+        get_result,
+    )
+
+__all__ = [
+    "TIE_RTOL",
+    "expected_tokens",
+    "tokens_variance",
+    "tokens_pmf",
+    "walltime_speedup",
+    "ops_factor",
+    "optimal_gamma",
+    "oracle_speedup_bound",
+    "target_calls_per_token",
+    "draft_calls_per_token",
+    "gamma1_lower_bound",
+    "RESULTS",
+    "Claim",
+    "Reference",
+    "Step",
+    "SymbolicResult",
+    "closed_forms",
+    "derive_all",
+    "get_result",
+    "overlap_identity",
+]
+
+# The symbolic names load sympy (half a second) only when first touched.
+_LAZY = {
+    "Claim": "specsim.theory.symbolic",
+    "Reference": "specsim.theory.symbolic",
+    "Step": "specsim.theory.symbolic",
+    "SymbolicResult": "specsim.theory.symbolic",
+    "closed_forms": "specsim.theory.symbolic",
+    "derive_all": "specsim.theory.symbolic",
+    "get_result": "specsim.theory.symbolic",
+    "overlap_identity": "specsim.theory.overlap",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'specsim.theory' has no attribute {name!r}")
+
+
+class _Results(Sequence["SymbolicResult"]):
+    """Every derived :class:`SymbolicResult`, in reading order; derived on first access."""
+
+    def _items(self) -> tuple[SymbolicResult, ...]:
+        from specsim.theory.symbolic import derive_all
+
+        return derive_all()
+
+    @overload
+    def __getitem__(self, index: int) -> SymbolicResult: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[SymbolicResult]: ...
+
+    def __getitem__(self, index: int | slice) -> SymbolicResult | Sequence[SymbolicResult]:
+        return self._items()[index]
+
+    def __len__(self) -> int:
+        return len(self._items())
+
+    def __iter__(self) -> Iterator[SymbolicResult]:
+        return iter(self._items())
+
+    def __repr__(self) -> str:
+        return "specsim.theory.RESULTS (the derived closed forms; see derive_all())"
+
+
+RESULTS: Sequence[SymbolicResult] = _Results()
+"""Every derived result (sympy runs on first access, a few seconds, once per process)."""

@@ -1,0 +1,255 @@
+"""Model and accelerator cards: shapes, parameter counts, validation, and where cards are found."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+
+import specsim.cards as cards
+from specsim.cards import (
+    DTYPE_BYTES,
+    HardwareCard,
+    ModelCard,
+    list_hardware,
+    list_models,
+    load_hardware,
+    load_model,
+)
+
+MODELS = (
+    "t5-small",
+    "t5-base",
+    "t5-large",
+    "t5-xxl",
+    "gpt-like-97m",
+    "gpt-like-6m",
+    "llama-68m",
+    "llama-160m",
+    "llama-2-7b",
+    "llama-2-13b",
+    "llama-2-70b",
+    "llama-3.2-1b",
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "qwen2.5-0.5b",
+    "qwen2.5-7b",
+    "qwen2.5-72b",
+)
+HARDWARE = (
+    "a100-40gb",
+    "a100-80gb",
+    "h100-sxm",
+    "h200",
+    "l4",
+    "rtx-3090",
+    "rtx-4090",
+    "tpu-v4",
+    "mi300x",
+)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_required_card_loads_and_is_listed() -> None:
+    assert {m.slug for m in list_models()} >= set(MODELS)
+    assert {h.slug for h in list_hardware()} >= set(HARDWARE)
+    for slug in MODELS:
+        card = load_model(slug)
+        assert card.slug == slug and card.sources
+        assert Path(card.source_path or "").name == f"{slug}.toml"
+    for slug in HARDWARE:
+        hw = load_hardware(slug)
+        assert hw.slug == slug and hw.sources and hw.peak_flops
+
+
+# Known answers: total parameter counts that Hugging Face reports for these checkpoints
+# (safetensors metadata / model pages); the shape count must reproduce them exactly.
+# T5's count adds its relative-position buckets (32 per head, encoder and decoder), which
+# the card's shape count leaves out by design.
+@pytest.mark.parametrize(
+    ("slug", "hf_total", "uncounted"),
+    [
+        ("llama-2-7b", 6_738_415_616, 0),
+        ("llama-2-70b", 68_976_648_192, 0),
+        ("llama-3.1-8b", 8_030_261_248, 0),
+        ("qwen2.5-0.5b", 494_032_768, 0),
+        ("qwen2.5-7b", 7_615_616_512, 0),
+        ("t5-small", 76_961_152, 2 * 32 * 6),
+    ],
+)
+def test_shape_count_reproduces_published_totals(slug: str, hf_total: int, uncounted: int) -> None:
+    assert load_model(slug).shape_params + uncounted == hf_total
+
+
+def test_stated_params_agree_with_shape_for_every_card() -> None:
+    for m in list_models():
+        assert abs(m.shape_params / m.params - 1) <= m.params_tolerance
+
+
+def test_t5_decode_params_are_the_decoder_and_head() -> None:
+    m = load_model("t5-xxl")
+    d, inner, ff, L = m.d_model, m.q_dim, m.d_ff, m.layers
+    per_layer = 4 * d * inner + 2 * d * inner + 3 * d * ff + 3 * d  # self, cross q/o, MLP, norms
+    assert m.decode_params == L * per_layer + d + m.vocab * d
+    # Encoder, shared embedding and cross K/V projections are resident but not read per step.
+    assert m.decode_params < 0.55 * m.shape_params
+
+
+def test_decoder_only_decode_params_skip_the_untied_input_table() -> None:
+    m = load_model("llama-2-7b")
+    assert m.shape_params - m.decode_params == m.vocab * m.d_model
+    tied = load_model("llama-3.2-1b")
+    assert tied.decode_params == tied.shape_params  # the tied table is the LM head
+
+
+def test_kv_bytes_per_token_uses_kv_heads() -> None:
+    m = load_model("llama-3.1-8b")  # 32 layers, 8 KV heads of 128
+    assert m.kv_bytes_per_token(2.0) == 32 * 2 * 8 * 128 * 2
+
+
+def _model_kwargs(**over: object) -> dict[str, object]:
+    base = dataclasses.asdict(load_model("llama-68m"))
+    base.pop("source_path")
+    base.update(over)
+    return base
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "exc", "fragment"),
+    [
+        ("params", 90_000_000, ValueError, "'params'"),
+        ("layers", 0, ValueError, "'layers'"),
+        ("layers", 2.0, TypeError, "'layers'"),
+        ("kv_heads", 5, ValueError, "'kv_heads'"),
+        ("architecture", "encoder", ValueError, "'architecture'"),
+        ("dtype", "float64", ValueError, "'dtype'"),
+        ("norm", "batchnorm", ValueError, "'norm'"),
+        ("encoder_layers", 2, ValueError, "'encoder_layers'"),
+        ("gated_mlp", 1, TypeError, "'gated_mlp'"),
+        ("sources", {}, ValueError, "'sources'"),
+    ],
+)
+def test_model_card_validation_names_field_and_value(
+    field: str, value: object, exc: type[Exception], fragment: str
+) -> None:
+    with pytest.raises(exc, match=fragment):
+        ModelCard(**_model_kwargs(**{field: value}))  # type: ignore[arg-type]
+
+
+def _hw_kwargs(**over: object) -> dict[str, object]:
+    base = dataclasses.asdict(load_hardware("a100-80gb"))
+    base.pop("source_path")
+    base.update(over)
+    return base
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "fragment"),
+    [
+        ("memory_efficiency", 1.2, "'memory_efficiency'"),
+        ("compute_efficiency", 0.0, "'compute_efficiency'"),
+        ("mem_bandwidth", -1.0, "'mem_bandwidth'"),
+        ("layer_overhead_s", float("nan"), "'layer_overhead_s'"),
+        ("idle_power_w", 500.0, "'idle_power_w'"),
+        ("kind", "fpga", "'kind'"),
+        ("peak_flops", {"float64": 1e12}, "'peak_flops'"),
+        ("energy_per_flop_j", 1e-12, "energy_per_byte_j"),
+    ],
+)
+def test_hardware_card_validation_names_field_and_value(
+    field: str, value: object, fragment: str
+) -> None:
+    with pytest.raises(ValueError, match=fragment):
+        HardwareCard(**_hw_kwargs(**{field: value}))  # type: ignore[arg-type]
+
+
+def test_peak_for_a_dtype_the_card_lacks_names_what_it_has() -> None:
+    tpu = load_hardware("tpu-v4")
+    with pytest.raises(ValueError, match=r"tpu-v4.*float32.*bfloat16"):
+        tpu.peak("float32")
+    with pytest.raises(ValueError, match="unknown dtype 'fp64'"):
+        tpu.peak("fp64")
+    assert set(DTYPE_BYTES) >= set(tpu.peak_flops)
+
+
+def _copy_card(src_slug: str, kind: str, dest: Path, slug: str, edits: dict[str, str]) -> Path:
+    text = (ROOT / "models" / kind / f"{src_slug}.toml").read_text()
+    text = text.replace(f'slug = "{src_slug}"', f'slug = "{slug}"')
+    for old, new in edits.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    dest.mkdir(parents=True, exist_ok=True)
+    path = dest / f"{slug}.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_card_file_error_names_the_file(tmp_path: Path) -> None:
+    bad = _copy_card("llama-68m", "lm", tmp_path, "bad", {"layers = 2 ": "layers = 4 "})
+    with pytest.raises(ValueError, match=r"bad\.toml: field 'params'"):
+        load_model(bad)
+    typo = _copy_card("llama-68m", "lm", tmp_path, "typo", {"d_ff =": "dff ="})
+    with pytest.raises(ValueError, match=r"typo\.toml: unknown field\(s\) \['dff'\]"):
+        load_model(typo)
+    (tmp_path / "broken.toml").write_text("slug = \n")
+    with pytest.raises(ValueError, match="not valid TOML"):
+        load_model(tmp_path / "broken.toml")
+
+
+def test_user_cards_by_path_folder_and_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = tmp_path / "mine"
+    path = _copy_card("llama-2-7b", "lm", mine / "lm", "my-7b", {})
+    assert load_model(path).slug == "my-7b"
+    assert load_model("my-7b", search_path=mine).slug == "my-7b"
+    with pytest.raises(ValueError, match="no model card 'my-7b'"):
+        load_model("my-7b")
+    monkeypatch.setenv(cards.ENV_VAR, str(mine))
+    assert load_model("my-7b").slug == "my-7b"
+    assert "my-7b" in {m.slug for m in list_models()}
+    # A user folder comes first: its card shadows a shipped card of the same slug.
+    _copy_card(
+        "a100-80gb", "hardware", mine, "a100-80gb", {"max_power_w = 400 ": "max_power_w = 330 "}
+    )
+    assert load_hardware("a100-80gb").max_power_w == 330.0
+    monkeypatch.delenv(cards.ENV_VAR)
+    assert load_hardware("a100-80gb").max_power_w == 400.0
+    with pytest.raises(ValueError, match="is not a folder"):
+        load_model("llama-2-7b", search_path=tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError):
+        load_model(tmp_path / "absent.toml")
+
+
+def test_calibrated_cards_keep_their_calibration_table(tmp_path: Path) -> None:
+    path = _copy_card("a100-80gb", "hardware", tmp_path / "calibrated", "a100-80gb-hf", {})
+    path.write_text(
+        path.read_text()
+        + '\n[calibration]\ntrace = "measured/a100.jsonl"\nrmse_ms = 0.21\n'
+        + 'fitted = ["layer_overhead_s"]\n'
+    )
+    hw = load_hardware("a100-80gb-hf", search_path=tmp_path)
+    assert hw.calibration == {
+        "trace": "measured/a100.jsonl",
+        "rmse_ms": 0.21,
+        "fitted": ["layer_overhead_s"],
+    }
+    assert "a100-80gb-hf" in {h.slug for h in list_hardware(search_path=tmp_path)}
+    # A model search does not pick up hardware cards of the same folder, nor the reverse.
+    with pytest.raises(ValueError, match="no model card"):
+        load_model("a100-80gb-hf", search_path=tmp_path)
+
+
+def test_cards_are_found_in_the_installed_package_layout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A wheel maps models/ to specsim/_models (pyproject force-include); imitate that layout.
+    pkg = tmp_path / "specsim"
+    shutil.copytree(ROOT / "models" / "lm", pkg / "_models" / "lm")
+    _copy_card("llama-68m", "lm", pkg / "_models" / "lm", "only-in-wheel", {})
+    monkeypatch.setattr(cards.resources, "files", lambda name: pkg)
+    assert cards._packaged_root() == pkg / "_models"
+    assert load_model("only-in-wheel").slug == "only-in-wheel"
+    assert 'models" = "specsim/_models"' in (ROOT / "pyproject.toml").read_text()

@@ -1,0 +1,80 @@
+"""``specsim theory``: formulas, values that match the twins, JSON, errors, the derivations doc."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from specsim import theory
+from specsim.cli import SUBCOMMANDS, main
+
+
+def test_registered() -> None:
+    assert "theory" in SUBCOMMANDS
+
+
+def test_text_output_has_formulas_and_values(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["theory", "--alpha", "0.2", "--gamma", "5", "--c", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "(1 - alpha**(gamma + 1))/(1 - alpha)" in out  # Equation (1)
+    assert "(1 - alpha)*(c_hat*gamma + gamma + 1)/(1 - alpha**(gamma + 1))" in out  # Thm 3.11
+    assert "Thm 3.8" in out and "Cor. 3.9" in out
+    assert "expected tokens per pass E    1.24992" in out
+    assert "operations factor             4.80031" in out  # the buried bill
+    assert "target calls per token 1/E    0.800051" in out
+    assert "oracle bound 1/(1 - alpha)    1.25" in out
+    assert "alpha > c, speculation pays" in out
+
+
+def test_json_matches_the_twins(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--alpha", "0.8", "--gamma", "5", "--c", "0.05", "--c-hat", "0.02", "--v", "1.3"]
+    assert main(["theory", *args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["inputs"] == {
+        "alpha": 0.8, "gamma": 5, "c": 0.05, "c_hat": 0.02, "v": 1.3, "max_gamma": 64,
+    }
+    values = data["values"]
+    assert values["expected_tokens"] == theory.expected_tokens(0.8, 5)
+    assert values["tokens_variance"] == theory.tokens_variance(0.8, 5)
+    assert values["walltime_speedup"] == theory.walltime_speedup(0.8, 5, 0.05, 1.3)
+    assert values["walltime_speedup_v1"] == theory.walltime_speedup(0.8, 5, 0.05)
+    assert values["ops_factor"] == theory.ops_factor(0.8, 5, 0.02)
+    assert values["draft_calls_per_token"] == theory.draft_calls_per_token(0.8, 5)
+    assert values["optimal_gamma"] == theory.optimal_gamma(0.8, 0.05) == 8
+    assert math.isclose(sum(values["tokens_pmf"]), 1.0, rel_tol=1e-14)
+    assert len(values["tokens_pmf"]) == 6
+    latex = data["formulas"]["walltime_speedup"]["latex"]
+    assert latex.startswith(r"\frac{1 - \alpha^{\gamma + 1}}")
+
+
+def test_alpha_one_and_c_hat_default(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["theory", "--alpha", "1", "--gamma", "3", "--c", "0.1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["values"]["oracle_speedup_bound"] == "inf"  # JSON has no infinity
+    assert data["values"]["expected_tokens"] == 4.0
+    assert data["inputs"]["c_hat"] == 0.1  # defaults to --c
+    assert data["values"]["ops_factor"] == pytest.approx((3 * 0.1 + 4) / 4, rel=1e-15)
+
+
+def test_bad_input_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["theory", "--alpha", "1.5", "--gamma", "3", "--c", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "specsim theory: error:" in err and "alpha must be a finite number in [0, 1]" in err
+    assert main(["theory", "--alpha", "0.5", "--gamma", "-1", "--c", "0"]) == 2
+    assert "gamma must be a non-negative integer, got -1.0" in capsys.readouterr().err
+    assert main(["theory", "--alpha", "0.5", "--gamma", "2", "--c", "0", "--v", "0"]) == 2
+    assert "v must be a finite number > 0, got 0.0" in capsys.readouterr().err
+    assert main(["theory", "--alpha", "0.5"]) == 2
+    assert "give --gamma, --c" in capsys.readouterr().err
+
+
+def test_write_derivations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from specsim.theory import derivations
+
+    target = tmp_path / "docs" / "derivations.md"
+    assert main(["theory", "--write-derivations", str(target)]) == 0
+    assert f"wrote {target}" in capsys.readouterr().out
+    derivations.check(target)

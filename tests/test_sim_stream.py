@@ -1,0 +1,158 @@
+"""The single-stream simulator against the closed forms, with tolerances from standard errors."""
+
+import json
+
+import numpy as np
+import pytest
+
+from specsim import theory
+from specsim.acceptance import IIDAcceptance, MarkovAcceptance, PositionalAcceptance
+from specsim.cards import load_hardware, load_model
+from specsim.policies import (
+    ConfidenceThreshold,
+    FixedGamma,
+    HeuristicPlusTwoMinusOne,
+    OptimalStatic,
+    Oracle,
+)
+from specsim.sim import CardCost, PlainCost, StreamConfig, simulate_stream
+
+Z = 4.4  # two-sided false-alarm rate about 1e-5 per check
+
+
+def run(alpha=0.7, gamma=4, c=0.05, tokens=60_000, seed=0, **kw):
+    cfg = StreamConfig(
+        tokens=tokens,
+        acceptance=kw.pop("acceptance", IIDAcceptance(alpha=alpha)),
+        policy=kw.pop("policy", FixedGamma(gamma=gamma)),
+        cost=kw.pop("cost", PlainCost(c=c)),
+        max_gamma=kw.pop("max_gamma", 16),
+        **kw,
+    )
+    return simulate_stream(cfg, np.random.default_rng(seed))
+
+
+@pytest.mark.parametrize("gamma", [0, 1, 5])
+def test_known_answers_alpha_zero_and_one(gamma: int) -> None:
+    m0 = run(alpha=0.0, gamma=gamma, tokens=500).metrics()
+    assert m0["tokens_per_target_pass"] == 1.0
+    m1 = run(alpha=1.0, gamma=gamma, tokens=500).metrics()
+    assert m1["tokens_per_target_pass"] == pytest.approx(gamma + 1, rel=0.02)
+    assert m1["target_positions_wasted"] == 0
+
+
+@pytest.mark.parametrize(("alpha", "gamma", "c"), [(0.3, 2, 0.0), (0.7, 4, 0.05), (0.9, 8, 0.2)])
+def test_simulation_agrees_with_theory(alpha: float, gamma: int, c: float) -> None:
+    m = run(alpha=alpha, gamma=gamma, c=c).metrics()
+    for key, formula in (
+        ("tokens_per_target_pass", theory.expected_tokens(alpha, gamma)),
+        ("speedup", theory.walltime_speedup(alpha, gamma, c)),
+        ("ops_factor", theory.ops_factor(alpha, gamma, c)),
+    ):
+        assert abs(m[key] - formula) < Z * m[f"{key}_se"], key
+
+
+def test_standard_error_is_honest() -> None:
+    """Batch-means SE against the known variance: SE * sqrt(n) ~ sd of tokens per pass."""
+    m = run(alpha=0.6, gamma=5, tokens=200_000).metrics()
+    sd = np.sqrt(theory.tokens_variance(0.6, 5))
+    assert m["tokens_per_target_pass_se"] * np.sqrt(m["target_passes"]) == pytest.approx(sd, rel=0.35)
+
+
+def test_positional_acceptance_matches_its_closed_form() -> None:
+    proc = PositionalAcceptance(alphas=(0.9, 0.8, 0.6, 0.4))
+    m = run(acceptance=proc, gamma=4).metrics()
+    assert abs(m["tokens_per_target_pass"] - proc.mean_tokens(4)) < Z * m["tokens_per_target_pass_se"]
+
+
+def test_markov_acceptance_breaks_the_iid_formula() -> None:
+    proc = MarkovAcceptance.two_state(mean=0.7, spread=0.25, persistence=0.95)
+    m = run(acceptance=proc, gamma=4, tokens=200_000).metrics()
+    e = theory.expected_tokens(0.7, 4)
+    assert (e - m["tokens_per_target_pass"]) > Z * m["tokens_per_target_pass_se"]
+
+
+def test_same_seed_same_result_and_engines_agree() -> None:
+    a, b = run(seed=5).metrics(), run(seed=5).metrics()
+    assert a == b
+    assert run(seed=6).metrics() != a
+    for cost in (PlainCost(c=0.3), PlainCost(c=0.3, overlap=True)):
+        fast = run(tokens=5_000, cost=cost)
+        events = simulate_stream(
+            StreamConfig(tokens=5_000, acceptance=IIDAcceptance(alpha=0.7),
+                         policy=FixedGamma(gamma=4), cost=cost, max_gamma=16),
+            np.random.default_rng(0), engine="events",
+        )  # fmt: skip
+        np.testing.assert_allclose(events.blocks.verify_end, fast.blocks.verify_end, rtol=1e-12)
+        np.testing.assert_allclose(
+            events.blocks.overlap_wasted_s, fast.blocks.overlap_wasted_s, rtol=1e-9, atol=1e-12
+        )
+
+
+def test_card_cost_engines_agree_and_report_energy() -> None:
+    cost = CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"),
+                    hardware=load_hardware("a100-80gb"))  # fmt: skip
+    fast = run(tokens=800, prompt=256, cost=cost)
+    cfg = StreamConfig(tokens=800, prompt=256, acceptance=IIDAcceptance(alpha=0.7),
+                       policy=FixedGamma(gamma=4), cost=cost, max_gamma=16)  # fmt: skip
+    ev = simulate_stream(cfg, np.random.default_rng(0), engine="events")
+    np.testing.assert_allclose(ev.blocks.verify_end, fast.blocks.verify_end, rtol=1e-12)
+    m = fast.metrics()
+    assert m["energy_j"] > m["energy_j_wasted"] > 0
+    assert 0 < m["energy_j_per_token"] < m["baseline_energy_j_per_token"] * 10
+
+
+def test_overlap_discards_predrafted_work() -> None:
+    m = run(alpha=0.5, gamma=4, c=0.2, cost=PlainCost(c=0.2, overlap=True)).metrics()
+    assert m["overlap_draft_s_wasted"] > 0
+    assert m["overlapped"] is True
+
+
+def test_policies_order_as_expected() -> None:
+    proc = MarkovAcceptance.two_state(mean=0.7, spread=0.25, persistence=0.9)
+    fixed = run(acceptance=proc, gamma=4, c=0.05).metrics()
+    oracle = run(acceptance=proc, policy=Oracle(max_gamma=16), c=0.05).metrics()
+    assert oracle["speedup"] > fixed["speedup"]
+    assert oracle["target_positions_wasted"] == 0
+    best = OptimalStatic(alpha=0.7, c=0.05)
+    assert best.gamma == theory.optimal_gamma(0.7, 0.05)
+    hf = run(acceptance=proc, policy=HeuristicPlusTwoMinusOne(initial=5, max_gamma=16)).metrics()
+    assert 1 <= hf["mean_gamma"] <= 16
+    conf = run(acceptance=proc, policy=ConfidenceThreshold(threshold=0.6, max_gamma=8)).metrics()
+    assert conf["mean_gamma"] < 8
+
+
+def test_event_table_and_chrome_trace_are_consistent(tmp_path) -> None:
+    r = run(tokens=300, cost=PlainCost(c=0.3, overlap=True))
+    ev = r.events()
+    m = r.metrics()
+    assert ev.loc[ev.kind == "emit", "tokens"].sum() == m["tokens"]
+    assert (ev.loc[ev.kind == "verify", "tokens"].sum()) == m["target_positions_verified"]
+    trace = r.chrome_trace()
+    json.loads(json.dumps(trace))
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M"}
+    assert {"draft", "target", "output", "discarded"} <= names
+    assert all(e["dur"] >= 0 for e in trace["traceEvents"] if e["ph"] == "X")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"tokens": 0}, "tokens"), ({"prompt": -1}, "prompt"), ({"max_gamma": 2.5}, "max_gamma")],
+)
+def test_bad_config_raises(kwargs, message) -> None:
+    base = {"tokens": 10, "acceptance": IIDAcceptance(alpha=0.5), "policy": FixedGamma(gamma=2),
+            "cost": PlainCost(c=0.1)}  # fmt: skip
+    with pytest.raises(ValueError, match=message):
+        StreamConfig(**{**base, **kwargs})
+
+
+def test_policy_beyond_max_gamma_is_an_error() -> None:
+    with pytest.raises(ValueError, match="outside 0..max_gamma"):
+        run(tokens=100, policy=HeuristicPlusTwoMinusOne(initial=20, max_gamma=64), max_gamma=8)
+
+
+def test_plain_cost_validation() -> None:
+    with pytest.raises(ValueError, match="c:"):
+        PlainCost(c=-0.1)
+    with pytest.raises(ValueError, match=r"v\[1\]"):
+        PlainCost(c=0.1, v=(1.0, 0.0))
