@@ -103,7 +103,8 @@ class Fit:
 
 
 def _with(card: HardwareCard, x: np.ndarray) -> HardwareCard:
-    return dataclasses.replace(card, **{k: float(v) for k, v in zip(PARAMETERS, x, strict=True)})
+    params: dict[str, Any] = {k: float(v) for k, v in zip(PARAMETERS, x, strict=True)}
+    return dataclasses.replace(card, **params)
 
 
 def fit_card(
@@ -121,9 +122,7 @@ def fit_card(
 
     x0 = np.clip([getattr(base, k) for k in PARAMETERS], _LOWER, _UPPER)
     x0 = np.where(x0 <= _LOWER, _LOWER + 1e-6, x0)
-    sol = optimize.least_squares(
-        residual, x0, bounds=(_LOWER, _UPPER), x_scale="jac", method="trf"
-    )
+    sol = optimize.least_squares(residual, x0, bounds=(_LOWER, _UPPER), x_scale="jac", method="trf")
     n, k = len(cfg), len(PARAMETERS)
     dof = max(n - k, 1)
     s2 = float(sol.fun @ sol.fun) / dof

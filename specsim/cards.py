@@ -548,7 +548,8 @@ def write_hardware_card(
         lines.append(f"\n[{name}]")
         items = table.items() if isinstance(table, Mapping) else enumerate(table)
         for key, value in items:
-            lines.append(f"{key if isinstance(key, str) else f'source{key}'} = {_toml_value(value)}")
+            name = key if isinstance(key, str) else f"source{key}"
+            lines.append(f"{name} = {_toml_value(value)}")
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 __all__ = [
     "plot_verification_factor",
     "plot_cost_coefficient",
+    "plot_calibration",
 ]
 
 
@@ -106,4 +107,22 @@ def plot_cost_coefficient(df: pd.DataFrame) -> Figure:
         title = f"{title}\ntarget {df['target'].iloc[0]} on {df['hardware'].iloc[0]}"
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
+    return fig
+
+
+# Calibration -----------------------------------------------------------------------------
+def plot_calibration(df: pd.DataFrame) -> Figure:
+    """Measured against predicted pass time (log-log), one colour per model.
+
+    Expects the residual table of :func:`specsim.calibrate.fit_card` (columns
+    ``time_s``, ``predicted_s``, ``model``); the diagonal is a perfect fit.
+    """
+    _require(df, ("time_s", "predicted_s", "model"), "plot_calibration")
+    fig, ax = _figure()
+    sns.scatterplot(data=df, x="time_s", y="predicted_s", hue="model", ax=ax)
+    lo = float(min(df["time_s"].min(), df["predicted_s"].min()))
+    hi = float(max(df["time_s"].max(), df["predicted_s"].max()))
+    ax.plot([lo, hi], [lo, hi], color="0.4", linestyle="--", linewidth=1)
+    ax.set(xscale="log", yscale="log", xlabel="measured pass time (s)",
+           ylabel="predicted pass time (s)", title="Calibrated cost model")  # fmt: skip
     return fig

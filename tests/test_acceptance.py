@@ -35,7 +35,9 @@ def test_markov_has_the_stated_mean_and_clusters(rng: np.random.Generator) -> No
 def test_positional_mean_tokens(rng: np.random.Generator) -> None:
     p = acc.PositionalAcceptance(alphas=(0.9, 0.7, 0.5))
     assert p.mean_tokens(0) == 1.0
-    assert p.mean_tokens(4) == pytest.approx(1 + 0.9 + 0.9 * 0.7 + 0.9 * 0.7 * 0.5 + 0.9 * 0.7 * 0.25)
+    assert p.mean_tokens(4) == pytest.approx(
+        1 + 0.9 + 0.9 * 0.7 + 0.9 * 0.7 * 0.5 + 0.9 * 0.7 * 0.25
+    )
     d = p.sample(rng, 60_000)
     got = np.array([accepted_in_block(d, 6 * i, 3) + 1 for i in range(10_000)], dtype=float)
     _se_check(got, p.mean_tokens(3))

@@ -1,4 +1,4 @@
-"""Calibration recovers known parameters from synthetic measurements and says how well it predicts."""
+"""Calibration recovers known parameters from synthetic data and reports held-out error."""
 
 import dataclasses
 import itertools
@@ -18,8 +18,12 @@ from specsim.calibrate import (
 )
 from specsim.cards import load_hardware, load_model, write_hardware_card
 
-TRUE = {"compute_efficiency": 0.6, "memory_efficiency": 0.7, "layer_overhead_s": 3e-5,
-        "pass_overhead_s": 2e-4}  # fmt: skip
+TRUE = {
+    "compute_efficiency": 0.6,
+    "memory_efficiency": 0.7,
+    "layer_overhead_s": 3e-5,
+    "pass_overhead_s": 2e-4,
+}
 
 
 def synthetic(noise: float, seed: int = 0) -> tuple[pd.DataFrame, object]:
@@ -28,8 +32,9 @@ def synthetic(noise: float, seed: int = 0) -> tuple[pd.DataFrame, object]:
     for model, b, ctx, n in itertools.product(
         ("llama-68m", "llama-160m", "llama-2-7b"), (1, 8, 64, 256), (128, 1024), (1, 4, 8)
     ):
-        rows.append({"model": model, "dtype": "bfloat16", "batch": b, "context": ctx,
-                     "new_tokens": n})  # fmt: skip
+        rows.append(
+            {"model": model, "dtype": "bfloat16", "batch": b, "context": ctx, "new_tokens": n}
+        )
     cfg = pd.DataFrame(rows)
     t = predict(cfg, hw)
     rng = np.random.default_rng(seed)
@@ -73,10 +78,19 @@ def test_calibrated_card_round_trips(tmp_path) -> None:
 
 
 def test_card_from_ceilings_uses_measured_peaks() -> None:
-    ceil = pd.DataFrame({"op": ["matmul", "matmul", "copy"], "dtype": ["float32"] * 3,
-                         "rate": [1e11, 1.2e11, 2e10]})  # fmt: skip
-    card = card_from_ceilings(ceil, slug="cpu-x", name="cpu", kind="cpu", mem_capacity=1e10,
-                              idle_power_w=1.0, max_power_w=2.0, sources={"m": "measured"})  # fmt: skip
+    ceil = pd.DataFrame(
+        {"op": ["matmul", "matmul", "copy"], "dtype": ["float32"] * 3, "rate": [1e11, 1.2e11, 2e10]}
+    )
+    card = card_from_ceilings(
+        ceil,
+        slug="cpu-x",
+        name="cpu",
+        kind="cpu",
+        mem_capacity=1e10,
+        idle_power_w=1.0,
+        max_power_w=2.0,
+        sources={"m": "measured"},
+    )
     assert card.peak("float32") == 1.2e11 and card.mem_bandwidth == 2e10
 
 

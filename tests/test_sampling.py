@@ -70,7 +70,7 @@ def _random_rows(rng: np.random.Generator, shape: tuple[int, ...], kind: str) ->
     x = rng.dirichlet(np.full(shape[-1], 0.5), size=shape[:-1])
     if kind == "zeros":
         x = x * (rng.random(shape) < 0.6)
-        x[..., 0] += (x.sum(-1) == 0)
+        x[..., 0] += x.sum(-1) == 0
         x /= x.sum(-1, keepdims=True)
     elif kind == "peaked":
         x = x**8 + 1e-300
@@ -182,7 +182,7 @@ def test_verify_matches_enumeration_chi_square() -> None:
     counts: dict[tuple[int, ...], int] = {}
     for _ in range(n):
         toks: list[int] = []
-        for i in range(gamma):
+        for _ in range(gamma):
             toks.append(int(rng.choice(vocab, p=draft(tuple(toks)))))
         qs = np.array([draft(tuple(toks[:i])) for i in range(gamma)])
         ps = np.array([target(tuple(toks[:i])) for i in range(gamma + 1)])

@@ -56,13 +56,17 @@ def test_standard_error_is_honest() -> None:
     """Batch-means SE against the known variance: SE * sqrt(n) ~ sd of tokens per pass."""
     m = run(alpha=0.6, gamma=5, tokens=200_000).metrics()
     sd = np.sqrt(theory.tokens_variance(0.6, 5))
-    assert m["tokens_per_target_pass_se"] * np.sqrt(m["target_passes"]) == pytest.approx(sd, rel=0.35)
+    assert m["tokens_per_target_pass_se"] * np.sqrt(m["target_passes"]) == pytest.approx(
+        sd, rel=0.35
+    )
 
 
 def test_positional_acceptance_matches_its_closed_form() -> None:
     proc = PositionalAcceptance(alphas=(0.9, 0.8, 0.6, 0.4))
     m = run(acceptance=proc, gamma=4).metrics()
-    assert abs(m["tokens_per_target_pass"] - proc.mean_tokens(4)) < Z * m["tokens_per_target_pass_se"]
+    assert (
+        abs(m["tokens_per_target_pass"] - proc.mean_tokens(4)) < Z * m["tokens_per_target_pass_se"]
+    )
 
 
 def test_markov_acceptance_breaks_the_iid_formula() -> None:
