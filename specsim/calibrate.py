@@ -37,6 +37,7 @@ __all__ = [
     "holdout_errors",
     "calibrated_card",
     "card_from_ceilings",
+    "predict_runs",
 ]
 
 PARAMETERS = ("compute_efficiency", "memory_efficiency", "layer_overhead_s", "pass_overhead_s")
@@ -218,3 +219,101 @@ def card_from_ceilings(
         max_power_w=max_power_w,
         sources=sources,
     )
+
+
+def _run_frames(specdec: pd.DataFrame, autoregressive: pd.DataFrame) -> pd.DataFrame:
+    """Measured per-token latency of each speculative run and of its plain twin."""
+    spec = specdec[specdec["seq"] == 0].copy()
+    spec["wall_s"] = spec["draft_s"] + spec["target_s"] + spec["verify_s"]
+    keys = ["run_id", "target", "draft", "dtype", "temperature", "gamma", "prompt_len"]
+    runs = spec.groupby(keys, as_index=False).agg(
+        blocks=("block", "size"), tokens=("emitted", "sum"), wall_s=("wall_s", "sum"),
+        host_s=("verify_s", "sum"), accepted=("accepted", "sum"),
+    )  # fmt: skip
+    ar = autoregressive.copy()
+    ar["wall_s"] = ar["forward_s"] + ar["sample_s"]
+    plain = ar.groupby(["model", "dtype", "temperature", "prompt_len"], as_index=False).agg(
+        ar_steps=("step", "size"), ar_wall_s=("wall_s", "sum")
+    )
+    plain = plain.rename(columns={"model": "target"})
+    out = runs.merge(plain, on=["target", "dtype", "temperature", "prompt_len"], how="left")
+    if out["ar_wall_s"].isna().any():
+        missing = out.loc[out["ar_wall_s"].isna(), "run_id"].tolist()
+        raise ValueError(f"no autoregressive run matches speculative run(s) {missing}")
+    out["measured_token_s"] = out["wall_s"] / out["tokens"]
+    out["measured_ar_token_s"] = out["ar_wall_s"] / out["ar_steps"]
+    out["measured_speedup"] = out["measured_ar_token_s"] / out["measured_token_s"]
+    return out
+
+
+def predict_runs(
+    specdec: pd.DataFrame,
+    autoregressive: pd.DataFrame,
+    positions: pd.DataFrame,
+    card: HardwareCard,
+    rng: np.random.Generator,
+    *,
+    seeds: int = 8,
+) -> pd.DataFrame:
+    """Predict each measured speculative run's per-token latency and speedup from a card.
+
+    Two predictions per run, both on the calibrated ``card``:
+
+    - ``replay``: the run's own accepted counts, block by block, timed by the
+      cost model (``gamma`` draft steps plus one verification pass at the
+      block's context); this isolates the cost model.
+    - ``simulated``: :func:`specsim.sim.simulate_stream` with the run's
+      measured per-position acceptance ``sum min(p, q)`` replayed as a
+      :class:`~specsim.acceptance.TraceAcceptance`, averaged over ``seeds``
+      streams; this tests the simulator end to end.
+
+    The plain twin is predicted as one target step per token. Host-side work
+    of the harness (softmax, sampling, verification, cache rollback) is not in
+    the cost model; ``host_share`` reports how much of the measured time it was.
+    """
+    from specsim.acceptance import TraceAcceptance
+    from specsim.policies import FixedGamma
+    from specsim.sim import CardCost, StreamConfig, simulate_stream
+
+    runs = _run_frames(specdec, autoregressive)
+    rows = []
+    for r in runs.itertuples(index=False):
+        target, draft = load_model(str(r.target)), load_model(str(r.draft))
+        cost = CardCost(target=target, draft=draft, hardware=card, dtype=str(r.dtype))
+        blocks = specdec[(specdec["run_id"] == r.run_id) & (specdec["seq"] == 0)]
+        gam = blocks["gamma"].to_numpy(dtype=np.int64)
+        ctx = blocks["context"].to_numpy(dtype=np.int64)
+        bc = cost.blocks(gam, ctx)
+        replay = float((gam * bc.draft_time + bc.verify_time).sum()) / float(r.tokens)
+        steps = int(r.ar_steps)
+        ar_ctx = int(r.prompt_len) + np.arange(steps, dtype=np.int64)
+        ar = cost.blocks(np.zeros(steps, dtype=np.int64), ar_ctx).verify_time.sum() / steps
+        pos = positions[(positions["run_id"] == r.run_id) & (positions["seq"] == 0)]
+        alphas = pos.loc[pos["reached"].astype(bool), "alpha"].to_numpy(dtype=float)
+        sim_token_s = []
+        for _ in range(seeds):
+            cfg = StreamConfig(
+                tokens=int(r.tokens), prompt=int(r.prompt_len),
+                acceptance=TraceAcceptance.from_values(np.clip(alphas, 0.0, 1.0)),
+                policy=FixedGamma(gamma=int(r.gamma)), cost=cost, max_gamma=int(r.gamma),
+            )  # fmt: skip
+            m = simulate_stream(cfg, rng).metrics()
+            sim_token_s.append(m["time_s"] / m["tokens"])
+        sim = float(np.mean(sim_token_s))
+        rows.append(
+            {
+                "run_id": r.run_id, "target": r.target, "draft": r.draft,
+                "temperature": r.temperature, "gamma": r.gamma, "tokens": r.tokens,
+                "acceptance": float(np.mean(alphas)) if alphas.size else float("nan"),
+                "measured_token_s": r.measured_token_s,
+                "replay_token_s": replay, "simulated_token_s": sim,
+                "measured_speedup": r.measured_speedup,
+                "replay_speedup": float(ar) / replay, "simulated_speedup": float(ar) / sim,
+                "host_share": float(r.host_s) / float(r.wall_s),
+            }
+        )  # fmt: skip
+    out = pd.DataFrame(rows)
+    for kind in ("replay", "simulated"):
+        out[f"{kind}_latency_error"] = out[f"{kind}_token_s"] / out["measured_token_s"] - 1
+        out[f"{kind}_speedup_error"] = out[f"{kind}_speedup"] / out["measured_speedup"] - 1
+    return out

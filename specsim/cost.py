@@ -490,10 +490,14 @@ def pass_aggregates_cost(
     """
     dt = _dtype(model, dtype)
     e = _encoder_length(model, encoder_length)
-    B = np.asarray(batch, dtype=np.float64)
-    T = np.asarray(tokens, dtype=np.float64)
-    R = np.asarray(context_tokens, dtype=np.float64) + B * e  # cached before the pass
-    S = np.asarray(pairs, dtype=np.float64) + T * e
+
+    def num(x: ArrayLike) -> Any:
+        # Plain numbers stay Python floats: 0-d arrays would make every term slow.
+        return float(x) if isinstance(x, int | float) else np.asarray(x, dtype=np.float64)
+
+    B, T = num(batch), num(tokens)
+    S = num(pairs) + T * e
+    R = num(context_tokens) + B * e
     return _evaluate(model, hardware, dtype=dt, tp=float(tensor_parallel), T=T, S=S, R=R)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -32,12 +33,17 @@ def test_no_subcommand_prints_help_and_fails(capsys: pytest.CaptureFixture[str])
     assert "COMMAND" in capsys.readouterr().out
 
 
-def test_report_prints_the_two_token_demo(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["report", "--blocks", "20000", "--seed", "1"]) == 0
+def test_report_prints_the_two_token_demo(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # One quick study keeps this fast; tests/test_report.py runs the whole report.
+    args = ["report", "--out", str(tmp_path), "--study", "bill", "--blocks", "20000", "--seed", "1"]
+    assert main(args) == 0
     out = capsys.readouterr().out
     assert "acceptance sum min(p, q)       0.6" in out
     assert "correction norm(max(0, p - q)) (1, 0)" in out
     assert "rejected B corrected to A      1.0000" in out
+    assert f"report: {(tmp_path / 'index.html').resolve()}" in out
 
 
 def test_console_script_runs_as_module() -> None:

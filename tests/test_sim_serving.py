@@ -108,3 +108,14 @@ def test_bad_serving_configs() -> None:
         TraceWorkload(arrival_s=(1.0, 0.5), prompt_tokens=(1, 1), output_tokens=(1, 1))
     with pytest.raises(ValueError, match="overlapped"):
         config(PlainCost(c=0.1, overlap=True))
+
+
+def test_uniform_iteration_times_equal_iteration(card: CardCost) -> None:
+    ctx = np.array([100, 400, 900])
+    table = card.uniform_iteration_times(ctx, 6)
+    for g in range(7):
+        assert table[g] == pytest.approx(card.iteration(np.full(3, g), ctx)[0], rel=1e-12)
+    plain = PlainCost(c=0.1, v=1.2, step_s=0.5)
+    assert plain.uniform_iteration_times(ctx, 3).tolist() == pytest.approx(
+        [plain.iteration(np.full(3, g), ctx)[0] for g in range(4)]
+    )

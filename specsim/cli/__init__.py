@@ -19,6 +19,11 @@ SUBCOMMANDS: tuple[str, ...] = (
     "cards",
     "simulate",
     "validate",
+    "problems",
+    "measure",
+    "calibrate",
+    "study",
+    "sweep",
 )
 
 

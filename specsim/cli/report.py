@@ -1,52 +1,86 @@
-"""``specsim report``: the main job."""
+"""``specsim report``: the main job. Runs the studies and writes one HTML page."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 
-import numpy as np
+from specsim.report import DEFAULT_OUT, REPORT_STUDIES, build_report, format_demo
 
-from specsim.demo import SamplingDemo, two_token_demo
+__all__ = ["HELP", "add_arguments", "run", "format_demo", "ProgressBar"]
 
-HELP = "Run the main job: the sampling demonstration (and, as specsim grows, the studies)."
+HELP = (
+    "Run the main job: every study (fast forms by default), the validation tables and the "
+    "sampling demo, written as one self-contained HTML page and CSVs."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seed", type=int, default=2023, help="seed of the Monte Carlo check")
     parser.add_argument(
-        "--blocks", type=int, default=200_000, help="Monte Carlo blocks for the sampling demo"
+        "--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default: {DEFAULT_OUT})"
+    )
+    parser.add_argument("--seed", type=int, default=2023, help="seed of every simulation")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--fast",
+        dest="fast",
+        action="store_true",
+        default=True,
+        help="fast forms of the studies (default; a few minutes on 2 cores)",
+    )
+    mode.add_argument(
+        "--full", dest="fast", action="store_false", help="full forms of the studies (much longer)"
+    )
+    parser.add_argument(
+        "--study",
+        dest="studies",
+        action="append",
+        choices=REPORT_STUDIES,
+        metavar="NAME",
+        help="run only this study (repeatable; default: all of " + ", ".join(REPORT_STUDIES) + ")",
+    )
+    parser.add_argument(
+        "--blocks", type=int, default=200_000, help="Monte Carlo blocks of the sampling demo"
     )
 
 
-def format_demo(d: SamplingDemo) -> str:
-    def vec(x: tuple[float, ...]) -> str:
-        return "(" + ", ".join(f"{v:.6g}" for v in x) + ")"
+class ProgressBar:
+    """A plain-text progress bar on stderr: redrawn in place on a terminal, one line per
+    step otherwise (so that logs stay readable)."""
 
-    mc = ", ".join(
-        f"{v:.4f} ± {1.96 * s:.4f}" for v, s in zip(d.mc_emitted, d.mc_emitted_se, strict=True)
-    )
-    corrected = (
-        "n/a" if d.rejected_b_corrected_to_a is None else f"{d.rejected_b_corrected_to_a:.4f}"
-    )
-    return "\n".join(
-        [
-            "Exact speculative sampling, one position, two tokens (A, B)",
-            f"  target p                       {vec(d.target)}",
-            f"  draft q                        {vec(d.draft)}",
-            f"  acceptance sum min(p, q)       {d.acceptance:.6g}",
-            f"  correction norm(max(0, p - q)) {vec(d.correction)}",
-            f"  emitted distribution           {vec(d.emitted)}",
-            f"  max |emitted - p|              {d.max_deviation:.3g}",
-            f"Monte Carlo check of verify ({d.blocks:,} blocks, 95% intervals)",
-            f"  acceptance                     {d.mc_acceptance:.4f} ± "
-            f"{1.96 * d.mc_acceptance_se:.4f}",
-            f"  emitted frequencies            {mc}",
-            f"  rejected B corrected to A      {corrected}",
-        ]
-    )
+    def __init__(self, width: int = 30) -> None:
+        self.width = width
+        self.start = time.perf_counter()
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        filled = self.width * done // max(total, 1)
+        bar = "#" * filled + "." * (self.width - filled)
+        line = f"[{bar}] {done}/{total} {label} ({time.perf_counter() - self.start:.0f} s)"
+        if self.tty:
+            end = "\n" if done >= total else ""
+            sys.stderr.write("\r" + line.ljust(79) + end)
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
 
 
 def run(args: argparse.Namespace) -> int:
-    demo = two_token_demo(np.random.default_rng(args.seed), blocks=args.blocks)
-    print(format_demo(demo))
+    if args.blocks < 2:
+        raise ValueError(f"--blocks: need at least 2 Monte Carlo blocks, got {args.blocks}")
+    report = build_report(
+        args.out,
+        seed=args.seed,
+        fast=args.fast,
+        studies=tuple(dict.fromkeys(args.studies or REPORT_STUDIES)),
+        demo_blocks=args.blocks,
+        progress=ProgressBar(),
+    )
+    print(format_demo(report.demo))
+    print()
+    for s in report.studies:
+        print(f"{s.name:<10} {s.seconds:6.1f} s  {len(s.data):6d} rows  {len(s.figures)} figures")
+    print(f"\nreport: {report.html.resolve()}")
+    print(f"output folder: {report.out_dir.resolve()}")
     return 0

@@ -70,6 +70,10 @@ class CostSource(Protocol):
         self, gamma: NDArray[np.int64], context: NDArray[np.int64]
     ) -> tuple[float, float, float]: ...
 
+    def uniform_iteration_times(
+        self, context: NDArray[np.int64], max_gamma: int
+    ) -> NDArray[np.float64]: ...
+
     @property
     def overlapped(self) -> bool: ...
 
@@ -155,6 +159,13 @@ class PlainCost:
         g = int(gamma.max()) if gamma.shape[0] else 0
         d = g * self.c * self.step_s
         return d + float(self.v_of(g)) * self.step_s, 0.0, d
+
+    def uniform_iteration_times(
+        self, context: NDArray[np.int64], max_gamma: int
+    ) -> NDArray[np.float64]:
+        """Iteration time when every sequence uses gamma, for gamma = 0..max_gamma."""
+        g = np.arange(max_gamma + 1)
+        return (g * self.c + self.v_of(g)) * self.step_s
 
     def blocks(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> BlockCosts:
         n = gamma.shape[0]
@@ -289,6 +300,34 @@ class CardCost:
             time += d_time
             energy += float(np.sum(dra["energy_j"]))
         return time, energy, d_time
+
+    def uniform_iteration_times(
+        self, context: NDArray[np.int64], max_gamma: int
+    ) -> NDArray[np.float64]:
+        """Iteration time when every sequence uses gamma, for gamma = 0..max_gamma.
+
+        The same sums as :meth:`iteration`, for all gammas in two vectorized calls
+        (what a load-adaptive policy asks every iteration).
+        """
+        from specsim.cost import pass_aggregates_cost
+
+        ctx = context.astype(np.float64)
+        b, sc = float(ctx.shape[0]), float(ctx.sum())
+        new = np.arange(max_gamma + 1, dtype=np.float64) + 1.0
+        ver = pass_aggregates_cost(
+            self.target, self.hardware, dtype=self.dtype, tensor_parallel=self.tensor_parallel,
+            batch=b, tokens=b * new, context_tokens=sc, pairs=new * sc + b * new * (new + 1) / 2,
+        )["time_s"]  # fmt: skip
+        times = np.asarray(ver, dtype=np.float64)
+        if max_gamma > 0 and self.draft is not None:
+            model, hw, tp = self._draft_model()
+            s = sc + np.arange(max_gamma, dtype=np.float64) * b
+            dra = pass_aggregates_cost(
+                model, hw, dtype=self.dtype, tensor_parallel=tp,
+                batch=b, tokens=b, context_tokens=s, pairs=s + b,
+            )["time_s"]  # fmt: skip
+            times = times + np.concatenate([[0.0], np.cumsum(dra)])
+        return times
 
     def blocks(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> BlockCosts:
         from specsim.cost import step_cost_grid

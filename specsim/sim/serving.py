@@ -327,17 +327,10 @@ def _serve(
                 if fixed is not None:
                     g = np.full(b, fixed, dtype=np.int64)
                 elif isinstance(policy, LoadAdaptive):
-                    ctx_now = ctx
-
-                    # Called right away by choose(), inside this iteration: the late
-                    # binding ruff warns about cannot bite.
-                    def pass_time(gam: int) -> float:
-                        gv = np.full(ctx_now.shape[0], gam, dtype=np.int64)  # noqa: B023
-                        return cost.iteration(gv, ctx_now)[0]  # noqa: B023
-
+                    table = cost.uniform_iteration_times(ctx, policy.max_gamma)
                     choice = policy.choose(
                         PolicyContext(position=0, draw=None, last_gamma=None, last_accepted=None,
-                                      batch=b, pass_time=pass_time)
+                                      batch=b, pass_time=lambda gam: float(table[gam]))  # noqa: B023
                     )  # fmt: skip
                     g = np.full(b, choice, dtype=np.int64)
                 else:

@@ -1,0 +1,303 @@
+"""Real decoding on real models: autoregressive and speculative, with KV-cache rollback.
+
+:func:`speculative_decode` runs Leviathan et al.'s Algorithm 1 (ICML 2023,
+arXiv:2211.17192, Section 2.3) end to end: the draft proposes ``gamma`` tokens
+one pass at a time, the target scores all of them in one pass over
+``gamma + 1`` positions, and :func:`specsim.sampling.verify_batch` accepts or
+corrects them exactly. Rejected positions are rolled back by cropping each
+model's KV cache to the committed prefix, so nothing is ever recomputed.
+
+Bookkeeping: each model's cache holds the committed sequence except its last
+token (and, for the draft, the drafted tokens after a block). A pass feeds
+``sequence[cache_length:]``; after a block both caches are cropped to at most
+``len(sequence) - 1``. A draft whose cache lacks the last accepted draft token
+(every draft accepted) feeds two tokens in its next first pass.
+
+Batches: every sequence of a batch must keep the same length for one batched
+cache, so a block emits ``k + 1`` tokens to every row with ``k`` the smallest
+number accepted in the batch; a row that accepted more keeps its first ``k + 1``
+verified tokens (its ``k + 1``-th is an accepted draft token). Each emitted
+token is still distributed exactly as the target's conditional: the block
+boundary is a stopping time that does not change any token's law.
+
+Temperature ``T`` divides the logits; ``T = 0`` is greedy (argmax, and
+verification accepts a draft token iff it is the target's argmax). Random-weight
+models have near-uniform next-token distributions, so T sets the acceptance
+rate: a low T sharpens two unrelated models into disagreement, a high T
+flattens both towards uniform and agreement (see ``docs/traces.md``).
+
+Wall times synchronise the device before each clock read; they include the
+host work of a Python decoding loop (sampling in numpy), as a real
+implementation would. The prompt prefill is not timed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from numpy.typing import NDArray
+
+from specsim.measure.models import cache_keyword, synchronize
+from specsim.sampling import acceptance_rate, verify_batch
+
+__all__ = [
+    "DecodeState",
+    "next_token_probs",
+    "sample_rows",
+    "Decoded",
+    "SpecDecoded",
+    "autoregressive_decode",
+    "speculative_decode",
+]
+
+IntArray = NDArray[np.int64]
+
+
+class DecodeState:
+    """A model with the KV cache of one batch of sequences.
+
+    For a decoder-only model the sequence is the prompt and what follows it.
+    For an encoder-decoder model ``source`` (the prompt) is encoded once and the
+    sequence is the decoder's, starting at ``decoder_start_token_id``.
+    """
+
+    def __init__(self, model: Any, *, batch: int, source: torch.Tensor | None = None) -> None:
+        from transformers import DynamicCache, EncoderDecoderCache
+
+        self.model = model
+        self.batch = batch
+        self.device: torch.device = next(model.parameters()).device
+        self.encoder_decoder = bool(model.config.is_encoder_decoder)
+        self._key = cache_keyword(model)
+        params = inspect.signature(model.forward).parameters
+        self._keep = "logits_to_keep" in params
+        self.cache: Any
+        self.encoder_outputs: Any = None
+        if self.encoder_decoder:
+            if source is None:
+                raise ValueError("source: an encoder-decoder model needs the prompt as source")
+            self.cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+            with torch.inference_mode():
+                self.encoder_outputs = model.get_encoder()(input_ids=source.to(self.device))
+        else:
+            self.cache = DynamicCache(config=model.config)
+
+    @property
+    def length(self) -> int:
+        """Number of sequence positions held in the (self-attention) cache."""
+        return int(self.cache.get_seq_length())
+
+    def forward(self, tokens: torch.Tensor, *, last_only: bool = False) -> torch.Tensor:
+        """Feed ``tokens`` (batch, n) after the cached positions; return their logits.
+
+        The cache grows by ``n``. ``last_only`` asks for the last position's
+        logits only (prefill and draft passes), shape (batch, 1, vocab).
+        """
+        tokens = tokens.to(self.device)
+        if tokens.ndim != 2 or tokens.shape[0] != self.batch:
+            raise ValueError(f"tokens: expected shape ({self.batch}, n), got {tuple(tokens.shape)}")
+        kwargs: dict[str, Any] = {self._key: self.cache, "use_cache": True}
+        if self.encoder_decoder:
+            kwargs.update(decoder_input_ids=tokens, encoder_outputs=self.encoder_outputs)
+        else:
+            kwargs["input_ids"] = tokens
+            if last_only and self._keep:
+                kwargs["logits_to_keep"] = 1
+        with torch.inference_mode():
+            logits = self.model(**kwargs).logits
+        return logits[:, -1:] if last_only else logits
+
+    def rollback(self, length: int) -> None:
+        """Forget cached positions from ``length`` on (a no-op if there are none)."""
+        extra = self.length - length
+        if extra > 0:
+            self.cache.crop(-extra)
+
+
+def next_token_probs(logits: torch.Tensor, temperature: float) -> NDArray[np.float64]:
+    """Host float64 probabilities ``softmax(logits / T)`` over the last axis; one-hot at T = 0."""
+    if temperature < 0 or not np.isfinite(temperature):
+        raise ValueError(f"temperature: expected a finite value >= 0, got {temperature!r}")
+    if temperature == 0:
+        top = logits.argmax(dim=-1).cpu().numpy()
+        out = np.zeros(tuple(logits.shape), dtype=np.float64)
+        np.put_along_axis(out, top[..., None], 1.0, axis=-1)
+        return out
+    probs = torch.softmax(logits.double() / temperature, dim=-1).cpu().numpy()
+    # Renormalise on the host so rows sum to 1 within float64 rounding.
+    return np.asarray(probs / probs.sum(axis=-1, keepdims=True), dtype=np.float64)
+
+
+def sample_rows(probs: NDArray[np.float64], rng: np.random.Generator) -> IntArray:
+    """One token per row of ``probs`` (batch, vocab) by inverse CDF, one uniform per row."""
+    u = np.asarray(rng.random(size=(int(probs.shape[0]),)), dtype=np.float64)
+    cdf = np.cumsum(probs, axis=-1)
+    # searchsorted(cdf, u * total, side="right") written as a count to vectorise over rows.
+    idx = np.count_nonzero(cdf <= (u * cdf[:, -1])[:, None], axis=-1)
+    return np.minimum(idx, probs.shape[-1] - 1).astype(np.int64)
+
+
+def _choose(probs: NDArray[np.float64], temperature: float, rng: np.random.Generator) -> IntArray:
+    if temperature == 0:
+        return np.argmax(probs, axis=-1).astype(np.int64)
+    return sample_rows(probs, rng)
+
+
+def _clock(device: torch.device) -> float:
+    synchronize(device)
+    return time.perf_counter()
+
+
+def _check(prompt: IntArray, new_tokens: int, gamma: int | None = None) -> IntArray:
+    p = np.asarray(prompt)
+    if p.ndim != 2 or p.shape[1] < 1 or not np.issubdtype(p.dtype, np.integer):
+        raise ValueError(f"prompt: expected integer tokens of shape (batch, >=1), got {p.shape}")
+    if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 1:
+        raise ValueError(f"new_tokens: expected an integer >= 1, got {new_tokens!r}")
+    if gamma is not None and (isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1):
+        raise ValueError(f"gamma: expected an integer >= 1, got {gamma!r}")
+    return p.astype(np.int64)
+
+
+def _start(model: Any, prompt: IntArray) -> tuple[DecodeState, IntArray]:
+    """A state with the prompt prefilled (all but the last token) and the sequence."""
+    batch = prompt.shape[0]
+    t = torch.from_numpy(prompt)
+    if model.config.is_encoder_decoder:
+        state = DecodeState(model, batch=batch, source=t)
+        start = int(model.config.decoder_start_token_id)
+        return state, np.full((batch, 1), start, dtype=np.int64)
+    state = DecodeState(model, batch=batch)
+    if prompt.shape[1] > 1:
+        state.forward(t[:, :-1], last_only=True)
+    return state, prompt.copy()
+
+
+def _pending(state: DecodeState, seq: IntArray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(seq[:, state.length :]))
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """Tokens generated by :func:`autoregressive_decode` and one timing row per step.
+
+    ``tokens`` is (batch, new_tokens); ``steps`` has columns ``step, context,
+    forward_s, sample_s`` (see the ``autoregressive`` trace kind).
+    """
+
+    tokens: IntArray
+    steps: pd.DataFrame
+
+
+@dataclass(frozen=True, slots=True)
+class SpecDecoded:
+    """Tokens generated by :func:`speculative_decode`, one row per block and sequence,
+    and one row per drafted position (the ``specdec`` and ``positions`` trace kinds)."""
+
+    tokens: IntArray
+    blocks: pd.DataFrame
+    positions: pd.DataFrame
+
+
+def autoregressive_decode(
+    model: Any,
+    *,
+    prompt: IntArray,
+    new_tokens: int,
+    temperature: float,
+    rng: np.random.Generator,
+) -> Decoded:
+    """Generate ``new_tokens`` tokens per row one pass at a time, sampling at ``temperature``."""
+    prompt = _check(prompt, new_tokens)
+    state, seq = _start(model, prompt)
+    rows = []
+    for step in range(new_tokens):
+        context = seq.shape[1]
+        t0 = _clock(state.device)
+        logits = state.forward(_pending(state, seq), last_only=True)[:, -1]
+        t1 = _clock(state.device)
+        token = _choose(next_token_probs(logits, temperature), temperature, rng)
+        t2 = time.perf_counter()
+        seq = np.concatenate([seq, token[:, None]], axis=1)
+        rows.append({"step": step, "context": context, "forward_s": t1 - t0, "sample_s": t2 - t1})
+    return Decoded(tokens=seq[:, -new_tokens:], steps=pd.DataFrame(rows))
+
+
+def speculative_decode(
+    target: Any,
+    draft: Any,
+    *,
+    prompt: IntArray,
+    new_tokens: int,
+    gamma: int,
+    temperature: float,
+    rng: np.random.Generator,
+) -> SpecDecoded:
+    """Generate at least ``new_tokens`` tokens per row by speculative decoding.
+
+    Each block drafts ``gamma`` tokens; the result keeps the first
+    ``new_tokens`` of what was generated (a last block may produce more).
+    ``positions.alpha`` is ``sum_x min(p(x), q(x))`` at each drafted position,
+    computed after the timed phases so that it costs the loop nothing.
+    """
+    prompt = _check(prompt, new_tokens, gamma)
+    if target.config.vocab_size != draft.config.vocab_size:
+        raise ValueError(
+            f"draft: vocabulary {draft.config.vocab_size} differs from the target's "
+            f"{target.config.vocab_size}"
+        )
+    t_state, seq = _start(target, prompt)
+    d_state, _ = _start(draft, prompt)
+    start_len = seq.shape[1]
+    greedy = temperature == 0
+    blocks: list[dict[str, Any]] = []
+    positions: list[dict[str, Any]] = []
+    block = 0
+    while seq.shape[1] - start_len < new_tokens:
+        context = seq.shape[1]
+        t0 = _clock(d_state.device)
+        drafted, q_rows, pass_s = [], [], []
+        feed = _pending(d_state, seq)
+        for _ in range(gamma):
+            tp = time.perf_counter()
+            q = next_token_probs(d_state.forward(feed, last_only=True)[:, -1], temperature)
+            x = _choose(q, temperature, rng)
+            drafted.append(x)
+            q_rows.append(q)
+            feed = torch.from_numpy(x[:, None])
+            pass_s.append(time.perf_counter() - tp)
+        t1 = _clock(t_state.device)
+        xs = np.stack(drafted, axis=1)
+        feed_t = torch.cat([_pending(t_state, seq), torch.from_numpy(xs)], dim=1)
+        logits = t_state.forward(feed_t)[:, -(gamma + 1) :]
+        t2 = _clock(t_state.device)
+        p = next_token_probs(logits, temperature)
+        qs = np.stack(q_rows, axis=1)
+        result = verify_batch(xs, qs, p, rng, greedy=greedy)
+        k = int(result.accepted.min())
+        seq = np.concatenate([seq, result.tokens[:, : k + 1]], axis=1)
+        t_state.rollback(seq.shape[1] - 1)
+        d_state.rollback(min(d_state.length, seq.shape[1] - 1))
+        t3 = time.perf_counter()
+        alpha = np.asarray(acceptance_rate(p[:, :gamma], qs)).reshape(len(seq), gamma)
+        for b in range(len(seq)):
+            n = int(result.accepted[b])
+            blocks.append({
+                "block": block, "seq": b, "context": context, "accepted": n, "emitted": k + 1,
+                "draft_s": t1 - t0, "target_s": t2 - t1, "verify_s": t3 - t2,
+            })
+            for i in range(gamma):
+                positions.append({
+                    "block": block, "seq": b, "position": i + 1, "alpha": float(alpha[b, i]),
+                    "accepted": i < n, "reached": i <= n, "draft_pass_s": pass_s[i],
+                })
+        block += 1
+    tokens = seq[:, start_len : start_len + new_tokens]
+    return SpecDecoded(tokens=tokens, blocks=pd.DataFrame(blocks),
+                       positions=pd.DataFrame(positions))

@@ -1,0 +1,218 @@
+"""Measurement presets: what ``specsim measure --preset NAME`` measures.
+
+A preset is one flat frozen config: the ceilings to time, the grid of forward
+passes, the pairs and temperatures of the decoding runs. ``smoke`` takes
+seconds (tests use it); ``cpu`` is sized to finish in under 10 minutes on two
+cores; ``h200`` (alias ``gpu``) in under 8 minutes on one H200.
+
+Measured sizing of ``cpu`` (pieces run with one thread on a shared, busy
+2-core machine, extrapolated to the full grid): ceilings 3 s, pass grid about
+240 s (gpt-like-97m 95, llama-160m 105, llama-68m 35, gpt-like-6m 7),
+autoregressive runs 60 s, speculative runs 110 s, Hugging Face generation
+75 s, model builds 10 s: about 8 minutes. Two threads on idle cores should be
+faster; two threads on cores busy with other work are many times slower
+(OpenMP threads waiting on each other), hence ``specsim measure --threads``.
+``h200`` was sized by arithmetic, not run: no GPU was available when it was
+written; a rerun with the same ``--out`` finishes whatever a first run left.
+
+Why temperatures: models with random weights have near-uniform next-token
+distributions (logit standard deviation about 0.55 for these shapes), so two
+unrelated random models agree more the flatter their distributions are. The
+temperature therefore sets the acceptance rate: for llama-160m with llama-68m,
+measured per-position ``alpha`` is about 0.05 at T = 0.2, 0.19 at 0.3, 0.43 at
+0.5, 0.70 at 1 and 0.85 at 2 (greedy, T = 0, accepts almost nothing). The
+spread exercises the timing of every acceptance regime; it does not reproduce
+the position-to-position heterogeneity of trained pairs, which random models
+lack (alpha barely varies between positions at a given T).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Preset", "PRESETS", "get_preset"]
+
+_MIB = 2**20
+_GIB = 2**30
+
+
+def _ints(name: str, values: tuple[int, ...], low: int) -> None:
+    if not isinstance(values, tuple):
+        raise TypeError(f"Preset.{name}: expected a tuple, got {type(values).__name__}")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise ValueError(f"Preset.{name}: expected integers >= {low}, got {v!r}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Preset:
+    """Everything one measurement run does (see the module docstring).
+
+    Ceilings: ``matmul_sizes`` (n of n x n matmuls and matrix-vector products)
+    and ``copy_bytes``. Pass grid: every model of ``timing_models`` at every
+    ``batches`` x ``contexts`` x ``new_tokens``, ``warmup`` untimed and
+    ``repeats`` timed passes each, skipping points whose KV cache would exceed
+    ``max_cache_bytes``; encoder-decoder models attend to ``source_len``
+    encoder tokens. Decoding: for each (target, draft) of ``pairs``, each
+    temperature, gamma and batch of ``decode_batches``, a speculative run and
+    (once per target, temperature, batch) an autoregressive run, each
+    generating ``decode_tokens`` after a random prompt of ``prompt_len``;
+    ``assisted_repeats`` runs of Hugging Face generation per configuration
+    (0: none) at each of ``assisted_temperatures``: plain, constant schedule at
+    each gamma, and the heuristic schedule starting at the largest gamma.
+    """
+
+    name: str
+    description: str
+    dtype: str
+    threads: int | None
+    matmul_sizes: tuple[int, ...]
+    copy_bytes: tuple[int, ...]
+    ceiling_repeats: int
+    timing_models: tuple[str, ...]
+    batches: tuple[int, ...]
+    contexts: tuple[int, ...]
+    new_tokens: tuple[int, ...]
+    warmup: int
+    repeats: int
+    energy_window_s: float
+    max_cache_bytes: float
+    source_len: int
+    pairs: tuple[tuple[str, str], ...]
+    temperatures: tuple[float, ...]
+    gammas: tuple[int, ...]
+    decode_batches: tuple[int, ...]
+    prompt_len: int
+    decode_tokens: int
+    assisted_repeats: int
+    assisted_temperatures: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if self.dtype not in ("float32", "float64", "float16", "bfloat16"):
+            raise ValueError(f"Preset.dtype: unknown dtype {self.dtype!r}")
+        if self.threads is not None:
+            _ints("threads", (self.threads,), 1)
+        for name, low in (("matmul_sizes", 1), ("copy_bytes", 1), ("batches", 1),
+                          ("contexts", 0), ("new_tokens", 1), ("gammas", 1),
+                          ("decode_batches", 1)):
+            _ints(name, getattr(self, name), low)
+        for name, low in (("ceiling_repeats", 1), ("warmup", 0), ("repeats", 1),
+                          ("source_len", 1), ("prompt_len", 1), ("decode_tokens", 1),
+                          ("assisted_repeats", 0)):
+            _ints(name, (getattr(self, name),), low)
+        for name in ("temperatures", "assisted_temperatures"):
+            temps = getattr(self, name)
+            if not isinstance(temps, tuple) or any(
+                isinstance(t, bool) or not isinstance(t, int | float) or t < 0 for t in temps
+            ):
+                raise ValueError(f"Preset.{name}: expected a tuple of numbers >= 0, got {temps!r}")
+        if self.energy_window_s < 0 or self.max_cache_bytes <= 0:
+            raise ValueError(
+                f"Preset: energy_window_s >= 0 and max_cache_bytes > 0 required, got "
+                f"{self.energy_window_s} and {self.max_cache_bytes}"
+            )
+        for pair in self.pairs:
+            if not (isinstance(pair, tuple) and len(pair) == 2):
+                raise ValueError(f"Preset.pairs: expected (target, draft) tuples, got {pair!r}")
+
+    @property
+    def positions_needed(self) -> int:
+        """Longest sequence any pass of this preset feeds a model."""
+        grid = max(self.contexts, default=0) + max(self.new_tokens, default=1)
+        decode = self.prompt_len + self.decode_tokens + max(self.gammas, default=0) + 1
+        return max(grid, decode)
+
+
+PRESETS: dict[str, Preset] = {
+    "smoke": Preset(
+        name="smoke",
+        description="seconds: the smallest card, a tiny grid and short runs (tests)",
+        dtype="float32",
+        # One thread: tiny ops on an oversubscribed machine (tests beside other work)
+        # slow down tenfold when OpenMP threads wait for each other.
+        threads=1,
+        matmul_sizes=(64,),
+        copy_bytes=(_MIB,),
+        ceiling_repeats=2,
+        timing_models=("gpt-like-6m",),
+        batches=(1, 2),
+        contexts=(8, 16),
+        new_tokens=(1, 3),
+        warmup=1,
+        repeats=2,
+        energy_window_s=0.0,
+        max_cache_bytes=_GIB,
+        source_len=8,
+        pairs=(("gpt-like-6m", "gpt-like-6m"),),
+        temperatures=(0.0, 1.0),
+        gammas=(2,),
+        decode_batches=(1, 2),
+        prompt_len=4,
+        decode_tokens=6,
+        assisted_repeats=1,
+        assisted_temperatures=(0.0, 1.0),
+    ),
+    "cpu": Preset(
+        name="cpu",
+        description="under 10 minutes on 2 cores: the GPT-like pair of Leviathan et al. "
+        "(Table 3) and llama-160m with llama-68m, float32",
+        dtype="float32",
+        threads=2,
+        matmul_sizes=(256, 512, 1024, 2048),
+        copy_bytes=(_MIB, 16 * _MIB, 256 * _MIB),
+        ceiling_repeats=5,
+        timing_models=("gpt-like-97m", "gpt-like-6m", "llama-160m", "llama-68m"),
+        batches=(1, 2, 4, 8),
+        contexts=(64, 128, 256, 512),
+        new_tokens=(1, 2, 3, 4, 6, 8),
+        warmup=1,
+        repeats=3,
+        energy_window_s=0.0,
+        max_cache_bytes=4 * _GIB,
+        source_len=64,
+        pairs=(("gpt-like-97m", "gpt-like-6m"), ("llama-160m", "llama-68m")),
+        temperatures=(0.3, 0.6, 1.0, 2.0),
+        gammas=(3, 5),
+        decode_batches=(1,),
+        prompt_len=64,
+        decode_tokens=48,
+        assisted_repeats=1,
+        assisted_temperatures=(0.6, 2.0),
+    ),
+    "h200": Preset(
+        name="h200",
+        description="under 8 minutes on one H200: a Llama-2-7B-shaped target with "
+        "llama-68m, llama-160m and Llama-3.2-1B-shaped drafts, bfloat16",
+        dtype="bfloat16",
+        threads=None,
+        matmul_sizes=(1024, 4096, 8192, 16384),
+        copy_bytes=(64 * _MIB, _GIB, 4 * _GIB),
+        ceiling_repeats=10,
+        timing_models=("llama-2-7b", "llama-3.2-1b", "llama-160m", "llama-68m"),
+        batches=(1, 2, 4, 8, 16, 32, 64),
+        contexts=(128, 512, 1024, 2048, 4096),
+        new_tokens=(1, 2, 3, 4, 5, 6, 8),
+        warmup=2,
+        repeats=5,
+        energy_window_s=0.05,
+        max_cache_bytes=48 * _GIB,
+        source_len=512,
+        pairs=(("llama-2-7b", "llama-68m"), ("llama-2-7b", "llama-160m"),
+               ("llama-2-7b", "llama-3.2-1b")),
+        temperatures=(0.3, 0.6, 1.0, 2.0),
+        gammas=(3, 5),
+        decode_batches=(1, 8),
+        prompt_len=128,
+        decode_tokens=96,
+        assisted_repeats=1,
+        assisted_temperatures=(0.6, 2.0),
+    ),
+}
+
+
+def get_preset(name: str) -> Preset:
+    """The preset called ``name`` (``gpu`` is another name for ``h200``)."""
+    key = "h200" if name == "gpu" else name
+    if key not in PRESETS:
+        raise ValueError(f"preset: unknown preset {name!r}; expected one of {[*PRESETS, 'gpu']}")
+    return PRESETS[key]

@@ -1,0 +1,353 @@
+"""Problems on real cards: energy per token, the cost coefficient, the verification factor.
+
+Parameters name model and accelerator cards (``models/``) by slug; the numbers
+a statement shows come from :mod:`specsim.cards` and :mod:`specsim.cost` and are
+rounded as printed, and each answer is computed from the printed (rounded)
+numbers, so a student working by hand from the statement reaches the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from specsim import theory
+from specsim.cards import DTYPE_BYTES, HardwareCard, ModelCard, load_hardware, load_model
+from specsim.cost import ridge_tokens, step_cost, step_cost_grid
+from specsim.costgrid import cost_coefficient, verification_factor
+from specsim.problems._core import Answer, Template, Worked, fmt, pick
+
+__all__ = [
+    "PAIRS",
+    "HARDWARE",
+    "ENERGY",
+    "COST_COEFFICIENT",
+    "VERIFICATION",
+]
+
+PAIRS: tuple[tuple[str, str], ...] = (
+    ("llama-2-7b", "llama-68m"),
+    ("llama-2-7b", "llama-160m"),
+    ("llama-2-13b", "llama-160m"),
+    ("llama-3.1-8b", "llama-3.2-1b"),
+    ("qwen2.5-7b", "qwen2.5-0.5b"),
+)
+"""(target, draft) card slugs the problems draw from."""
+
+HARDWARE: tuple[str, ...] = (
+    "a100-80gb",
+    "a100-40gb",
+    "h100-sxm",
+    "h200",
+    "mi300x",
+    "l4",
+    "rtx-4090",
+)
+"""Accelerator card slugs the problems draw from (those a target does not fit on are skipped)."""
+
+
+def _cards(params: Mapping[str, Any]) -> tuple[ModelCard, ModelCard, HardwareCard]:
+    return (
+        load_model(params["target"]),
+        load_model(params["draft"]),
+        load_hardware(params["hardware"]),
+    )
+
+
+def _fitting_batches(
+    target: ModelCard, hw: HardwareCard, context: int, new_tokens: int, batches: Sequence[int]
+) -> list[int]:
+    grid = step_cost_grid(
+        target,
+        hw,
+        batch=np.asarray(batches),
+        context=context,
+        new_tokens=new_tokens,
+        check_memory=False,
+    )
+    return [b for b, ok in zip(batches, grid.fits, strict=True) if ok]
+
+
+def _draw_setup(rng: np.random.Generator, *, context: int, min_batch: int = 1) -> dict[str, Any]:
+    """A pair and an accelerator on which the target fits at ``min_batch`` (and 11 new tokens)."""
+    target, draft = pick(rng, PAIRS)
+    hws = [
+        h
+        for h in HARDWARE
+        if _fitting_batches(load_model(target), load_hardware(h), context, 11, [min_batch])
+    ]
+    return {"target": target, "draft": draft, "hardware": pick(rng, hws), "context": context}
+
+
+def _who(params: Mapping[str, Any], t: ModelCard, d: ModelCard, hw: HardwareCard) -> str:
+    return (
+        f"A {t.name} target (card `{t.slug}`, {t.dtype}) and a {d.name} draft (`{d.slug}`, "
+        f"{d.dtype}) run on one {hw.name} (`{hw.slug}`); every sequence has "
+        f"{params['context']} tokens of context."
+    )
+
+
+def _ms(seconds: float, decimals: int = 3) -> float:
+    return round(seconds * 1e3, decimals)
+
+
+# Energy per token ----------------------------------------------------------------------------
+def _draw_energy(rng: np.random.Generator) -> dict[str, Any]:
+    return {
+        **_draw_setup(rng, context=int(pick(rng, (256, 512, 1024)))),
+        "alpha": round(float(rng.uniform(0.6, 0.9)), 2),
+        "gamma": int(rng.integers(3, 7)),
+    }
+
+
+def _build_energy(params: Mapping[str, Any]) -> Worked:
+    t, d, hw = _cards(params)
+    a, g, ctx = float(params["alpha"]), int(params["gamma"]), int(params["context"])
+    one = step_cost(t, hw, batch=1, context=ctx, new_tokens=1)
+    ver = step_cost(t, hw, batch=1, context=ctx, new_tokens=g + 1)
+    dra = step_cost(d, hw, batch=1, context=ctx, new_tokens=1)
+    e1, ev, ed = (round(x.energy_j * 1e3, 1) for x in (one, ver, dra))
+    t1, tv, td = (_ms(x.time_s) for x in (one, ver, dra))
+    e = float(theory.expected_tokens(a, g))
+    e_spec = (g * ed + ev) / e
+    w = t1 * e / (g * td + tv)
+    statement = (
+        _who(params, t, d, hw) + f" Acceptances are i.i.d. with $\\alpha = {a:g}$ and every "
+        f"pass drafts $\\gamma = {g}$ tokens. specsim's cost model (`specsim.cost.step_cost`, "
+        "batch 1) gives:",
+        "| pass | time (ms) | energy (mJ) |\n"
+        f"| plain target step | {t1:.3f} | {e1:.1f} |\n"
+        f"| target pass verifying $\\gamma + 1 = {g + 1}$ tokens | {tv:.3f} | {ev:.1f} |\n"
+        f"| one draft step | {td:.3f} | {ed:.1f} |",
+        "- (a) What energy does speculative decoding spend per emitted token?",
+        "- (b) By what factor does it cut the energy per token relative to plain decoding?",
+        "- (c) By what factor does it cut the time per token?",
+    )
+    solution = (
+        f"A pass spends $\\gamma$ draft steps and one verification and emits "
+        f"$\\mathbb{{E}}[T] = {fmt(e, 4)}$ tokens. (a) Energy per token: "
+        f"$({g} \\times {ed:.1f} + {ev:.1f}) / {fmt(e, 4)} = {fmt(e_spec, 1)}$ mJ, against "
+        f"{e1:.1f} mJ for a plain step.",
+        f"(b) The ratio is ${e1:.1f} / {fmt(e_spec, 1)} = {fmt(e1 / e_spec, 3)}$. (c) Time "
+        f"per token falls from {t1:.3f} ms to $({g} \\times {td:.3f} + {tv:.3f}) / "
+        f"{fmt(e, 4)}$ ms, a factor ${fmt(w, 3)}$.",
+        "The cost model charges each pass its time at a power between the card's idle and "
+        f"maximum power ({hw.idle_power_w:g} W and {hw.max_power_w:g} W here), rising with "
+        "how busy the pass keeps compute or memory. A verification pass reads the same "
+        f"weights as a plain step, so at batch 1 it costs about the same energy ({ev:.1f} "
+        f"against {e1:.1f} mJ) while it yields {fmt(e, 2)} tokens on average; the draft's "
+        f"$\\gamma$ steps add ${fmt(g * ed, 1)}$ mJ per pass. Energy per token therefore "
+        "falls roughly as time per token does.",
+    )
+    answers = (
+        Answer(
+            symbol=r"e_{\mathrm{spec}}",
+            what="energy per token, speculative",
+            value=e_spec,
+            decimals=1,
+            unit="mJ",
+        ),
+        Answer(
+            symbol=r"e_{\mathrm{plain}}/e_{\mathrm{spec}}",
+            what="energy saving factor",
+            value=e1 / e_spec,
+            decimals=3,
+        ),
+        Answer(symbol="W", what="walltime improvement", value=w, decimals=3),
+    )
+    return Worked(statement=statement, solution=solution, answers=answers)
+
+
+ENERGY = Template(
+    key="energy",
+    level=2,
+    title="Energy per token on real cards",
+    topic="energy per emitted token from the cost model's pass energies",
+    draw=_draw_energy,
+    build=_build_energy,
+)
+
+
+# The cost coefficient ------------------------------------------------------------------------
+def _draw_c(rng: np.random.Generator) -> dict[str, Any]:
+    return _draw_setup(rng, context=int(pick(rng, (128, 512, 1024))))
+
+
+def _envelope(m: ModelCard, hw: HardwareCard) -> float:
+    """Weights over effective bandwidth plus fixed overheads, in seconds."""
+    read = m.decode_params * DTYPE_BYTES[m.dtype] / (hw.mem_bandwidth * hw.memory_efficiency)
+    return read + m.layers * hw.layer_overhead_s + hw.pass_overhead_s
+
+
+def _build_c(params: Mapping[str, Any]) -> Worked:
+    t, d, hw = _cards(params)
+    ctx = int(params["context"])
+    naive = d.decode_params / t.decode_params
+    tt, td = _ms(_envelope(t, hw), 4), _ms(_envelope(d, hw), 4)
+    c_env = td / tt
+    c_full = float(cost_coefficient(d, t, hw, context=ctx))
+    bw, eff = hw.mem_bandwidth / 1e9, hw.memory_efficiency
+    lay, pas = hw.layer_overhead_s * 1e6, hw.pass_overhead_s * 1e6
+
+    def row(m: ModelCard) -> str:
+        return (
+            f"| `{m.slug}` | {m.decode_params / 1e6:.1f} | {DTYPE_BYTES[m.dtype]:g} | {m.layers} |"
+        )
+
+    statement = (
+        _who(params, t, d, hw) + f" The accelerator card gives a memory bandwidth of {bw:g} "
+        f"GB/s, of which a pass attains a fraction $\\eta = {eff:g}$, and fixed costs of "
+        f"{lay:g} microseconds per layer and {pas:g} microseconds per pass (kernel launches, "
+        "the host loop). The model cards give:",
+        "| model | weights read per pass (M) | bytes per weight | layers |\n"
+        + row(t)
+        + "\n"
+        + row(d),
+        r"- (a) What cost coefficient $c$ (draft step time over target step time) does the "
+        "ratio of weights suggest?",
+        "- (b) Estimate each model's batch-1 step time as weights times bytes over "
+        r"$\eta$ times bandwidth, plus the per-layer and per-pass overheads. What are the two "
+        "times, in ms?",
+        "- (c) What is $c$ from these estimates?",
+        "- (d) What does specsim's full cost model give (`specsim.costgrid.cost_coefficient`)?",
+    )
+    solution = (
+        f"(a) ${d.decode_params / 1e6:.1f} / {t.decode_params / 1e6:.1f} = {fmt(naive, 4)}$.",
+        f"(b) Target: ${t.decode_params / 1e6:.1f}\\,\\mathrm{{M}} \\times "
+        f"{DTYPE_BYTES[t.dtype]:g} / ({eff:g} \\times {bw:g}\\,\\mathrm{{GB/s}}) + {t.layers} "
+        f"\\times {lay:g}\\,\\mu s + {pas:g}\\,\\mu s = {tt:.4f}$ ms. Draft: "
+        f"${d.decode_params / 1e6:.1f}\\,\\mathrm{{M}} \\times {DTYPE_BYTES[d.dtype]:g} / "
+        f"({eff:g} \\times {bw:g}\\,\\mathrm{{GB/s}}) + {d.layers} \\times {lay:g}\\,\\mu s + "
+        f"{pas:g}\\,\\mu s = {td:.4f}$ ms.",
+        f"(c) $c \\approx {td:.4f} / {tt:.4f} = {fmt(c_env, 4)}$: "
+        f"{fmt(c_env / naive, 1)} times the weight ratio. A small draft is dominated by the "
+        "fixed overheads, which do not shrink with the model; the weight ratio is a poor "
+        "guide to $c$.",
+        f"(d) The full model gives $c = {fmt(c_full, 4)}$: it adds the key/value cache read "
+        f"at {ctx} tokens of context, activations, and the larger of compute and memory "
+        "time kernel by kernel (Leviathan et al. 2023, Definition 3.7, for $c$; the roofline "
+        "of Williams et al. 2009 for the times).",
+    )
+    answers = (
+        Answer(symbol=r"c_{\mathrm{weights}}", what="weight ratio", value=naive, decimals=4),
+        Answer(
+            symbol=r"t_{\mathrm{target}}",
+            what="target step estimate",
+            value=tt,
+            decimals=4,
+            unit="ms",
+        ),
+        Answer(
+            symbol=r"t_{\mathrm{draft}}",
+            what="draft step estimate",
+            value=td,
+            decimals=4,
+            unit="ms",
+        ),
+        Answer(
+            symbol=r"c_{\mathrm{estimate}}", what="c from the estimates", value=c_env, decimals=4
+        ),
+        Answer(
+            symbol=r"c_{\mathrm{specsim}}",
+            what="c from the full cost model",
+            value=c_full,
+            decimals=4,
+        ),
+    )
+    return Worked(statement=statement, solution=solution, answers=answers)
+
+
+COST_COEFFICIENT = Template(
+    key="cost_coefficient",
+    level=2,
+    title="The cost coefficient c from cards",
+    topic="c from weights, bandwidth and overheads, against the full cost model",
+    draw=_draw_c,
+    build=_build_c,
+)
+
+
+# The verification factor ----------------------------------------------------------------------
+def _draw_v(rng: np.random.Generator) -> dict[str, Any]:
+    setup = _draw_setup(rng, context=512)
+    t, hw = load_model(setup["target"]), load_hardware(setup["hardware"])
+    batch = pick(rng, _fitting_batches(t, hw, 512, 11, (1, 4, 16, 32, 64, 128)))
+    return {
+        **setup,
+        "batch": int(batch),
+        "gamma": int(rng.integers(2, 9)),
+        "alpha": round(float(rng.uniform(0.6, 0.9)), 2),
+    }
+
+
+def _build_v(params: Mapping[str, Any]) -> Worked:
+    t, d, hw = _cards(params)
+    b, g, a, ctx = (
+        int(params["batch"]),
+        int(params["gamma"]),
+        float(params["alpha"]),
+        int(params["context"]),
+    )
+    ridge = ridge_tokens(hw, t.dtype)
+    tokens = b * (g + 1)
+    v = round(float(verification_factor(t, hw, g, batch=b, context=ctx)), 3)
+    c = round(float(cost_coefficient(d, t, hw, batch=b, context=ctx)), 4)
+    e = float(theory.expected_tokens(a, g))
+    w = e / (g * c + v)
+    peak = hw.peak(t.dtype) / 1e12
+    statement = (
+        _who(params, t, d, hw) + f" A batch of {b} sequences decodes together; each pass "
+        f"drafts $\\gamma = {g}$ tokens per sequence and acceptances are i.i.d. with "
+        f"$\\alpha = {a:g}$. The accelerator card gives {peak:g} TFLOP/s peak in "
+        f"{t.dtype}, of which a pass attains {hw.compute_efficiency:g}, and "
+        f"{hw.mem_bandwidth / 1e9:g} GB/s, of which it attains {hw.memory_efficiency:g}.",
+        "- (a) How many tokens must a pass process before its weight multiplications turn "
+        "compute-bound (the ridge point, in tokens)?",
+        "- (b) How many tokens does the batch's verification pass process?",
+        r"- (c) What is the verification factor $v$ (verification pass time over plain step "
+        "time, same batch) from `specsim.costgrid.verification_factor`, to 3 decimals?",
+        f"- (d) At this batch the cost coefficient is $c = {c:.4f}$. With (c), what is the "
+        "walltime improvement?",
+    )
+    solution = (
+        f"(a) Reading $N$ weights of {DTYPE_BYTES[t.dtype]:g} bytes takes as long as "
+        r"$2Nn$ operations on $n$ tokens when $n^* = \frac{\mathrm{bytes} \times "
+        r"\mathrm{peak} \times \eta_c}{2 \times \mathrm{bandwidth} \times \eta_m}$ "
+        f"$= {fmt(ridge, 1)}$ tokens (the roofline's ridge, Williams et al. 2009).",
+        f"(b) ${b} \\times (\\gamma + 1) = {tokens}$ tokens: "
+        + (
+            "below the ridge, so the pass stays memory-bound and the extra positions cost "
+            "little beyond key/value and activation traffic."
+            if tokens < ridge
+            else "above the ridge, so the weight multiplications are compute-bound and the "
+            "pass's time grows with the tokens it verifies."
+        )
+        + f" (c) The cost model gives $v = {v:.3f}$.",
+        f"(d) $W = \\mathbb{{E}}[T]/(\\gamma c + v) = {fmt(e, 4)} / ({g} \\times {c:.4f} + "
+        f"{v:.3f}) = {fmt(w, 3)}$. The paper's $v = 1$ is the batch-1, memory-bound case; "
+        "under load the verification pass stops being free.",
+    )
+    answers = (
+        Answer(symbol=r"n^*", what="ridge point", value=ridge, decimals=1, unit="tokens"),
+        Answer(
+            symbol=r"B(\gamma + 1)",
+            what="tokens in the verification pass",
+            value=tokens,
+            decimals=0,
+        ),
+        Answer(symbol="v", what="verification factor", value=v, decimals=3),
+        Answer(symbol="W", what="walltime improvement", value=w, decimals=3),
+    )
+    return Worked(statement=statement, solution=solution, answers=answers)
+
+
+VERIFICATION = Template(
+    key="verification_factor",
+    level=2,
+    title="The verification factor at a batch",
+    topic="the roofline ridge and v(gamma) under batching",
+    draw=_draw_v,
+    build=_build_v,
+)

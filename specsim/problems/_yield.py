@@ -1,0 +1,306 @@
+r"""Problems on non-i.i.d. acceptance: the same mean alpha, a different yield.
+
+Also :func:`markov_tokens_per_pass`, the exact mean tokens per pass under a
+hidden-Markov acceptance process (:class:`specsim.acceptance.MarkovAcceptance`),
+by a small Markov-chain calculation rather than by simulation.
+
+With ``P`` the state transition matrix and ``D = diag(alphas)``, the row vector
+:math:`e_s (DP)^{n}` holds the probability that the first ``n`` positions of a
+block starting in state ``s`` are accepted, by the state ``n`` positions later.
+So :math:`P(N \ge j \mid s) = [(DP)^{j-1} D \mathbf{1}]_s` and the block's mean
+tokens are :math:`r(s) = 1 + \sum_{j=1}^{\gamma} P(N \ge j \mid s)`. A block ending
+after ``n < gamma`` acceptances has its rejection at position ``n``; the next
+block starts one position later, so the state at the next block's start follows
+the kernel :math:`K = \sum_{n<\gamma} (DP)^n (I - D) P + (DP)^{\gamma} P` (the last
+term: every draft accepted, the bonus position, then the next block). The
+long-run tokens per pass of a stream are :math:`\mu \cdot r` with :math:`\mu` the
+stationary law of ``K`` (the renewal-reward theorem over the Markov chain of
+block-start states); a block started from the stationary state law ``w`` has mean
+:math:`w \cdot r`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from specsim import theory
+from specsim.acceptance import MarkovAcceptance
+from specsim.problems._core import Answer, Template, Worked, fmt, invert_increasing, vec
+
+__all__ = ["markov_tokens_per_pass", "block_start_law", "MARKOV", "MIXTURE"]
+
+FloatArray = NDArray[np.float64]
+
+
+def _matrices(process: MarkovAcceptance) -> tuple[FloatArray, FloatArray, FloatArray]:
+    if not isinstance(process, MarkovAcceptance):
+        raise TypeError(f"process: expected a MarkovAcceptance, got {type(process).__name__}")
+    alphas = np.asarray(process.alphas, dtype=float)
+    w = np.asarray(process.weights, dtype=float)
+    rho = float(process.persistence)
+    trans = rho * np.eye(w.shape[0]) + (1.0 - rho) * np.outer(np.ones(w.shape[0]), w)
+    return np.diag(alphas), trans, w
+
+
+def _check_gamma(gamma: int) -> int:
+    if isinstance(gamma, bool) or not isinstance(gamma, int | np.integer) or gamma < 0:
+        raise ValueError(f"gamma: expected a non-negative integer, got {gamma!r}")
+    return int(gamma)
+
+
+def _per_state(process: MarkovAcceptance, gamma: int) -> tuple[FloatArray, FloatArray]:
+    """Mean tokens of a block by start state, and the block-start kernel K."""
+    d, trans, _ = _matrices(process)
+    g = _check_gamma(gamma)
+    s = d.shape[0]
+    dp = d @ trans
+    power = np.eye(s)  # (DP)^n
+    tokens = np.ones(s)
+    kernel = np.zeros((s, s))
+    for _ in range(g):
+        tokens += power @ d @ np.ones(s)
+        kernel += power @ (np.eye(s) - d) @ trans
+        power = power @ dp
+    kernel += power @ trans
+    return tokens, kernel
+
+
+def block_start_law(process: MarkovAcceptance, gamma: int) -> FloatArray:
+    """Long-run share of blocks that start in each hidden state (stationary law of K)."""
+    _, kernel = _per_state(process, gamma)
+    s = kernel.shape[0]
+    # Solve mu (K - I) = 0 with sum(mu) = 1 (least squares on the stacked system).
+    lhs = np.vstack([(kernel - np.eye(s)).T, np.ones(s)])
+    rhs = np.concatenate([np.zeros(s), [1.0]])
+    mu, *_ = np.linalg.lstsq(lhs, rhs, rcond=None)
+    return np.asarray(mu, dtype=float)
+
+
+def markov_tokens_per_pass(
+    process: MarkovAcceptance, gamma: int, *, start: Literal["stream", "stationary"] = "stream"
+) -> float:
+    """Exact expected tokens per pass with fixed lookahead ``gamma`` under Markov acceptance.
+
+    ``start="stream"``: the long-run mean over a stream of consecutive blocks, where
+    each block starts right after the previous one ends (what
+    :func:`specsim.sim.simulate_stream` measures as ``tokens_per_target_pass``).
+    ``start="stationary"``: one block whose first position's state is drawn from
+    the stationary law. Both equal :func:`specsim.theory.expected_tokens` at the
+    mean acceptance when ``persistence = 0``. See the module docstring for the
+    calculation.
+
+    >>> from specsim.acceptance import MarkovAcceptance
+    >>> iid = MarkovAcceptance.two_state(mean=0.7, spread=0.2, persistence=0.0)
+    >>> round(markov_tokens_per_pass(iid, 4), 10) == round(theory.expected_tokens(0.7, 4), 10)
+    True
+    """
+    tokens, _ = _per_state(process, gamma)
+    if start == "stream":
+        return float(block_start_law(process, gamma) @ tokens)
+    if start == "stationary":
+        return float(np.asarray(process.weights, dtype=float) @ tokens)
+    raise ValueError(f"start: expected 'stream' or 'stationary', got {start!r}")
+
+
+def _iid_alpha(mean_tokens: float, gamma: int) -> float:
+    return invert_increasing(
+        lambda x: float(theory.expected_tokens(x, gamma)), mean_tokens, 0.0, 1.0
+    )
+
+
+def _matrix(m: FloatArray, decimals: int = 3) -> str:
+    rows = r" \\ ".join(" & ".join(fmt(x, decimals) for x in row) for row in m)
+    return r"\begin{pmatrix} " + rows + r" \end{pmatrix}"
+
+
+# Bursty acceptance ---------------------------------------------------------------------------
+def _draw_markov(rng: np.random.Generator) -> dict[str, Any]:
+    mean = round(float(rng.uniform(0.55, 0.8)), 2)
+    top = min(mean - 0.05, 0.98 - mean)
+    spread = round(float(rng.uniform(0.1, top)), 2)
+    return {
+        "mean": mean,
+        "spread": spread,
+        "persistence": round(float(rng.uniform(0.5, 0.95)), 2),
+        "gamma": int(rng.integers(3, 7)),
+    }
+
+
+def _build_markov(params: Mapping[str, Any]) -> Worked:
+    mean, spread = float(params["mean"]), float(params["spread"])
+    rho, g = float(params["persistence"]), int(params["gamma"])
+    proc = MarkovAcceptance.two_state(mean=mean, spread=spread, persistence=rho)
+    d, trans, _ = _matrices(proc)
+    tokens, kernel = _per_state(proc, g)
+    mu = block_start_law(proc, g)
+    e_iid = float(theory.expected_tokens(mean, g))
+    e_stat = markov_tokens_per_pass(proc, g, start="stationary")
+    e_stream = markov_tokens_per_pass(proc, g, start="stream")
+    tails = [
+        float(0.5 * np.ones(2) @ np.linalg.matrix_power(d @ trans, j - 1) @ d @ np.ones(2))
+        for j in range(1, g + 1)
+    ]
+    naive = _iid_alpha(e_stream, g)
+    hi, lo = proc.alphas
+    statement = (
+        "Acceptance comes in easy and hard stretches. A hidden state is easy (acceptance "
+        f"$\\alpha_E = {hi:g}$) or hard ($\\alpha_H = {lo:g}$); from one position to the next "
+        f"it is kept with probability $\\rho = {rho:g}$ and otherwise redrawn, easy or hard "
+        "with probability 1/2 each. This is "
+        f"`MarkovAcceptance.two_state(mean={mean:g}, spread={spread:g}, persistence={rho:g})`;"
+        f" its mean acceptance is $\\bar\\alpha = {mean:g}$. Every pass drafts "
+        f"$\\gamma = {g}$ tokens.",
+        r"- (a) What does the i.i.d. formula predict for the tokens per pass at "
+        r"$\alpha = \bar\alpha$?",
+        "- (b) What is the exact expected tokens per pass of a block whose first position's "
+        "state is drawn from the stationary law (1/2, 1/2)?",
+        "- (c) In a long stream each block starts right after the previous one ends. What is "
+        "the long-run tokens per pass?",
+        "- (d) What is the ratio of (c) to (a)?",
+        r"- (e) Which $\alpha$ would an i.i.d. fit to the stream's mean report?",
+    )
+    solution = (
+        f"(a) $\\mathbb{{E}}[T] = (1 - \\bar\\alpha^{{\\gamma+1}})/(1 - \\bar\\alpha) = "
+        f"{fmt(e_iid, 4)}$.",
+        r"(b) With the transition matrix $P = \rho I + (1 - \rho)\mathbf{1}w^\top$ and "
+        r"$D = \mathrm{diag}(\alpha_E, \alpha_H)$, the first $j$ drafts of a block are all "
+        r"accepted with probability $\pi (DP)^{j-1} D \mathbf{1}$, where $\pi$ is the state "
+        r"law at the block's first position.",
+        f"$$P = {_matrix(trans, 3)}, \\qquad D = {_matrix(d, 2)}$$",
+        f"With $\\pi = (1/2, 1/2)$ these are ${vec(tails, 4)}$ for $j = 1..{g}$, against "
+        f"$\\bar\\alpha^j = {vec([mean**j for j in range(1, g + 1)], 4)}$: an accepted token "
+        "signals an easy stretch, which persists, so long runs are likelier than under "
+        f"independence. $\\mathbb{{E}}[T] = 1 + \\sum_j P(N \\ge j) = {fmt(e_stat, 4)}$.",
+        "(c) But blocks end at a rejection, rejections happen mostly in hard stretches, and "
+        "the next block starts in the same stretch. The state at a block's start follows the "
+        r"kernel $K = \sum_{n<\gamma}(DP)^n(I - D)P + (DP)^{\gamma}P$ "
+        f"$= {_matrix(kernel, 4)}$, whose stationary law is $\\mu = {vec(mu, 4)}$ (easy, "
+        f"hard). A block starting easy yields $r_E = {fmt(tokens[0], 4)}$ tokens on average "
+        f"and one starting hard $r_H = {fmt(tokens[1], 4)}$, so the long-run mean is "
+        f"$\\mu \\cdot r = {fmt(e_stream, 4)}$ (renewal-reward over the chain of block "
+        "starts; `specsim.problems.markov_tokens_per_pass`).",
+        f"(d) The ratio is ${fmt(e_stream / e_iid, 4)}$. (e) Inverting Equation 1 at "
+        f"${fmt(e_stream, 4)}$ tokens gives $\\alpha = {fmt(naive, 3)}$, not "
+        f"${mean:g}$: a mean acceptance measured token by token and a yield measured pass "
+        "by pass disagree once acceptances are correlated.",
+    )
+    answers = (
+        Answer(
+            symbol=r"\mathbb{E}[T]_{\mathrm{iid}}",
+            what="i.i.d. prediction",
+            value=e_iid,
+            decimals=4,
+        ),
+        Answer(
+            symbol=r"\mathbb{E}[T]_{w}",
+            what="block from the stationary state",
+            value=e_stat,
+            decimals=4,
+        ),
+        Answer(
+            symbol=r"\mathbb{E}[T]_{\mathrm{stream}}",
+            what="long-run tokens per pass",
+            value=e_stream,
+            decimals=4,
+        ),
+        Answer(
+            symbol=r"\text{ratio}", what="stream over i.i.d.", value=e_stream / e_iid, decimals=4
+        ),
+        Answer(
+            symbol=r"\alpha_{\mathrm{fit}}",
+            what="alpha an i.i.d. fit reports",
+            value=naive,
+            decimals=3,
+        ),
+    )
+    return Worked(statement=statement, solution=solution, answers=answers)
+
+
+MARKOV = Template(
+    key="markov_yield",
+    level=3,
+    title="Bursty acceptance: the same mean, a different yield",
+    topic="a two-state Markov acceptance, solved exactly",
+    draw=_draw_markov,
+    build=_build_markov,
+)
+
+
+# Two kinds of prompts ------------------------------------------------------------------------
+def _draw_mixture(rng: np.random.Generator) -> dict[str, Any]:
+    return {
+        "alpha_hard": round(float(rng.uniform(0.3, 0.6)), 2),
+        "alpha_easy": round(float(rng.uniform(0.8, 0.95)), 2),
+        "share_easy": round(float(rng.uniform(0.3, 0.7)), 2),
+        "gamma": int(rng.integers(3, 7)),
+        "c": round(float(rng.uniform(0.02, 0.15)), 2),
+    }
+
+
+def _build_mixture(params: Mapping[str, Any]) -> Worked:
+    ah, ae = float(params["alpha_hard"]), float(params["alpha_easy"])
+    s, g, c = float(params["share_easy"]), int(params["gamma"]), float(params["c"])
+    mean = s * ae + (1 - s) * ah
+    e_mean = float(theory.expected_tokens(mean, g))
+    e_h, e_e = float(theory.expected_tokens(ah, g)), float(theory.expected_tokens(ae, g))
+    e_mix = s * e_e + (1 - s) * e_h
+    w_mix = e_mix / (g * c + 1.0)
+    statement = (
+        f"A service sees two kinds of prompts. A share {s:g} of its passes serve easy "
+        f"prompts (code, say), where the draft is accepted with probability {ae:g} per token; "
+        f"the rest serve hard ones, with {ah:g}. Within a prompt acceptances are i.i.d. Every "
+        f"pass drafts $\\gamma = {g}$ tokens and a draft step costs $c = {c:g}$ of a target "
+        "step ($v = 1$).",
+        r"- (a) What is the average acceptance probability $\bar\alpha$ over passes?",
+        r"- (b) What tokens per pass does the i.i.d. formula predict at $\bar\alpha$?",
+        "- (c) What is the true mean tokens per pass?",
+        "- (d) What is their ratio, (c) over (b)?",
+        "- (e) What is the true walltime improvement?",
+    )
+    solution = (
+        f"(a) $\\bar\\alpha = {s:g} \\times {ae:g} + {fmt(1 - s, 2)} \\times {ah:g} = "
+        f"{fmt(mean, 4)}$. (b) $\\mathbb{{E}}[T](\\bar\\alpha) = {fmt(e_mean, 4)}$.",
+        f"(c) Average the yields, not the acceptances: $\\mathbb{{E}}[T]({ae:g}) = "
+        f"{fmt(e_e, 4)}$ and $\\mathbb{{E}}[T]({ah:g}) = {fmt(e_h, 4)}$, so the mean is "
+        f"${s:g} \\times {fmt(e_e, 4)} + {fmt(1 - s, 2)} \\times {fmt(e_h, 4)} = "
+        f"{fmt(e_mix, 4)}$.",
+        r"(d) $\mathbb{E}[T] = \sum_{j=0}^{\gamma}\alpha^j$ is convex in $\alpha$, so by "
+        r"Jensen's inequality the average of the yields is at least the yield of the average "
+        f"acceptance: the ratio is ${fmt(e_mix / e_mean, 4)}$. (e) Every pass costs the same "
+        f"$\\gamma c + 1 = {fmt(g * c + 1, 2)}$ steps, so $W = {fmt(e_mix, 4)} / "
+        f"{fmt(g * c + 1, 2)} = {fmt(w_mix, 3)}$.",
+    )
+    answers = (
+        Answer(symbol=r"\bar\alpha", what="mean acceptance", value=mean, decimals=4),
+        Answer(
+            symbol=r"\mathbb{E}[T](\bar\alpha)",
+            what="prediction at the mean",
+            value=e_mean,
+            decimals=4,
+        ),
+        Answer(
+            symbol=r"\overline{\mathbb{E}[T]}",
+            what="true mean tokens per pass",
+            value=e_mix,
+            decimals=4,
+        ),
+        Answer(
+            symbol=r"\text{ratio}", what="true over predicted", value=e_mix / e_mean, decimals=4
+        ),
+        Answer(symbol="W", what="walltime improvement", value=w_mix, decimals=3),
+    )
+    return Worked(statement=statement, solution=solution, answers=answers)
+
+
+MIXTURE = Template(
+    key="mixture_yield",
+    level=3,
+    title="Two kinds of prompts: Jensen's inequality",
+    topic="why averaging alpha underestimates the yield",
+    draw=_draw_mixture,
+    build=_build_mixture,
+)

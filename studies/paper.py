@@ -1,0 +1,303 @@
+"""The paper reproduced: Leviathan, Kalman & Matias, ICML 2023 (arXiv:2211.17192).
+
+Four parts, one tidy table (column ``part``):
+
+- ``table1``: Table 1 (Section 3.5, c = c_hat = 0): the operations factor and
+  the walltime improvement for six (alpha, gamma) pairs, as printed, from the
+  closed forms (:func:`specsim.theory.ops_factor`, :func:`walltime_speedup`) and
+  from the simulator (i.i.d. acceptance, :class:`specsim.sim.PlainCost`) with
+  its standard error;
+- ``figure3``: Figure 3, the optimal gamma against alpha for c = 0.01, 0.02,
+  0.05, 0.1 (:func:`specsim.theory.optimal_gamma`) and the speedup it buys;
+- ``speedup_vs_gamma``: the walltime improvement against gamma for several
+  alpha, with c and v(gamma) of a real draft/target pair on a real accelerator
+  (T5-small drafting for T5-XXL on a TPU-v4 by default, the paper's set-up):
+  Theorem 3.8 (v = 1), the same with the cost model's v(gamma), and the simulator;
+- ``table2``: the ``table2`` study (Table 2 predicted by Theorem 3.8 and by
+  specsim's full model), included when ``table2`` is true.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from specsim.acceptance import IIDAcceptance
+from specsim.policies import FixedGamma
+from specsim.sim import PlainCost, StreamConfig, simulate_stream
+from specsim.theory import ops_factor, optimal_gamma, walltime_speedup
+
+from . import table2 as _table2
+from ._common import check_positive_int, check_probability, figure, md_table, plain_cost_from_cards
+from ._common import config as _config
+
+__all__ = ["DEFAULTS", "TABLE1", "run", "figures", "summary"]
+
+DEFAULTS: dict[str, Any] = {
+    "figure3_c": (0.01, 0.02, 0.05, 0.1),
+    "alpha_step": 0.01,
+    "max_gamma": 64,
+    "alphas": (0.5, 0.6, 0.7, 0.8, 0.9),
+    "speedup_max_gamma": 10,
+    "target": "t5-xxl",
+    "draft": "t5-small",
+    "hardware": "tpu-v4",
+    "context": 64,
+    "tokens": 40_000,
+    "fast_tokens": 8_000,
+    "table2": True,
+}
+
+# Leviathan et al. 2023, Table 1 (Section 3.5): alpha, gamma, operations factor and
+# walltime improvement as printed (c = c_hat = 0).
+TABLE1: tuple[tuple[float, int, float, float], ...] = (
+    (0.6, 2, 1.53, 1.96),
+    (0.7, 3, 1.58, 2.53),
+    (0.8, 2, 1.23, 2.44),
+    (0.8, 5, 1.63, 3.69),
+    (0.9, 2, 1.11, 2.71),
+    (0.9, 10, 1.60, 6.86),
+)
+
+
+def _sim(
+    alpha: float, gamma: int, cost: PlainCost, tokens: int, rng: np.random.Generator
+) -> dict[str, Any]:
+    cfg = StreamConfig(
+        tokens=tokens,
+        acceptance=IIDAcceptance(alpha=alpha),
+        policy=FixedGamma(gamma=gamma),
+        cost=cost,
+        max_gamma=gamma,
+    )
+    return simulate_stream(cfg, rng).metrics()
+
+
+def _table1(tokens: int, rng: np.random.Generator) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    cost = PlainCost(c=0.0, c_hat=0.0)
+    for a, g, ops_paper, speed_paper in TABLE1:
+        m = _sim(a, g, cost, tokens, rng)
+        for quantity, twin, paper, sim, se in (
+            ("ops_factor", ops_factor(a, g, 0.0), ops_paper, m["ops_factor"], m["ops_factor_se"]),
+            ("speedup", walltime_speedup(a, g, 0.0), speed_paper, m["speedup"], m["speedup_se"]),
+        ):
+            base = {"part": "table1", "alpha": a, "gamma": g, "c": 0.0, "quantity": quantity}
+            rows.append({**base, "method": "paper", "value": paper, "se": 0.0})
+            rows.append({**base, "method": "closed form", "value": float(twin), "se": 0.0})
+            rows.append({**base, "method": "simulator", "value": float(sim), "se": float(se)})
+    return rows
+
+
+def _figure3(cs: tuple[float, ...], step: float, max_gamma: int) -> list[dict[str, Any]]:
+    alphas = np.round(np.arange(0.0, 1.0 + step / 2, step), 10)
+    alphas = alphas[alphas < 1.0]  # at alpha = 1 the best gamma is max_gamma: not informative
+    rows: list[dict[str, Any]] = []
+    for c in cs:
+        g = np.asarray(optimal_gamma(alphas, c, max_gamma=max_gamma))
+        s = np.asarray(walltime_speedup(alphas, g, c))
+        rows += [
+            {
+                "part": "figure3",
+                "alpha": float(a),
+                "c": float(c),
+                "gamma": int(gg),
+                "quantity": "optimal_gamma",
+                "method": "closed form",
+                "value": float(ss),
+                "se": 0.0,
+            }
+            for a, gg, ss in zip(alphas, g, s, strict=True)
+        ]
+    return rows
+
+
+def run(
+    config: dict[str, Any] | None, rng: np.random.Generator, *, fast: bool = False
+) -> pd.DataFrame:
+    """All four parts; ``value`` is the quantity named in ``quantity`` (figure3: the speedup
+    at the optimal gamma, which is in ``gamma``)."""
+    cfg = _config(DEFAULTS, config, "paper")
+    check_probability(cfg["alphas"], "alphas", "paper")
+    check_positive_int(cfg["speedup_max_gamma"], "speedup_max_gamma", "paper")
+    check_positive_int(cfg["max_gamma"], "max_gamma", "paper")
+    if not 0.0 < float(cfg["alpha_step"]) <= 0.5:
+        raise ValueError(
+            f"study 'paper': alpha_step must be in (0, 0.5], got {cfg['alpha_step']!r}"
+        )
+    if any(float(c) < 0 for c in cfg["figure3_c"]):
+        raise ValueError(f"study 'paper': figure3_c must be >= 0, got {cfg['figure3_c']!r}")
+    tokens = int(cfg["fast_tokens"] if fast else cfg["tokens"])
+    check_positive_int(tokens, "tokens", "paper")
+    rows = _table1(tokens, rng)
+    rows += _figure3(
+        tuple(float(c) for c in cfg["figure3_c"]), float(cfg["alpha_step"]), int(cfg["max_gamma"])
+    )
+    gmax = int(cfg["speedup_max_gamma"])
+    c, v = plain_cost_from_cards(
+        target=cfg["target"],
+        draft=cfg["draft"],
+        hardware=cfg["hardware"],
+        context=int(cfg["context"]),
+        max_gamma=gmax,
+    )
+    pair = f"{cfg['draft']} -> {cfg['target']} on {cfg['hardware']}"
+    cost = PlainCost(c=c, v=v)
+    for a in cfg["alphas"]:
+        for g in range(1, gmax + 1):
+            base = {
+                "part": "speedup_vs_gamma",
+                "alpha": float(a),
+                "gamma": g,
+                "c": c,
+                "v": v[g],
+                "quantity": "speedup",
+                "pair": pair,
+            }
+            m = _sim(float(a), g, cost, tokens, rng)
+            rows += [
+                {
+                    **base,
+                    "method": "theorem 3.8",
+                    "value": float(walltime_speedup(a, g, c)),
+                    "se": 0.0,
+                },
+                {
+                    **base,
+                    "method": "theorem 3.8 + v",
+                    "value": float(walltime_speedup(a, g, c, v[g])),
+                    "se": 0.0,
+                },
+                {
+                    **base,
+                    "method": "simulator",
+                    "value": float(m["speedup"]),
+                    "se": float(m["speedup_se"]),
+                },
+            ]
+    df = pd.DataFrame(rows)
+    if cfg["table2"]:
+        t2 = _table2.run(None, rng, fast=fast).assign(part="table2")
+        df = pd.concat([df, t2], ignore_index=True)
+    return df
+
+
+def figures(df: pd.DataFrame) -> dict[str, Figure]:
+    """Figure 3, speedup against gamma, Table 1 side by side and (if present) Table 2."""
+    out: dict[str, Figure] = {}
+    f3 = df[df["part"] == "figure3"]
+    fig, (ax, ax2) = figure(2, width=5.2)
+    sns.lineplot(
+        data=f3,
+        x="alpha",
+        y="gamma",
+        hue="c",
+        palette="viridis",
+        drawstyle="steps-post",
+        ax=ax,
+        legend="full",
+    )
+    ax.set_yscale("log", base=2)
+    ax.set_ylabel("optimal gamma")
+    ax.set_title("Figure 3: optimal gamma against alpha", fontsize=10)
+    sns.lineplot(data=f3, x="alpha", y="value", hue="c", palette="viridis", ax=ax2)
+    ax2.set_ylabel("walltime improvement at the optimal gamma")
+    ax2.set_yscale("log", base=2)
+    ax2.set_title("the improvement it buys (Theorem 3.8)", fontsize=10)
+    out["paper_figure3"] = fig
+    sg = df[df["part"] == "speedup_vs_gamma"]
+    fig, (ax,) = figure(1, width=7.0)
+    theory = sg[sg["method"] != "simulator"]
+    sns.lineplot(
+        data=theory, x="gamma", y="value", hue="alpha", style="method", palette="crest", ax=ax
+    )
+    sim = sg[sg["method"] == "simulator"]
+    ax.errorbar(
+        sim["gamma"],
+        sim["value"],
+        yerr=1.96 * sim["se"],
+        fmt="o",
+        color="0.2",
+        markersize=3,
+        linewidth=1,
+        label="simulator (95% CI)",
+    )
+    ax.axhline(1.0, color="0.5", linewidth=0.8)
+    ax.set_ylabel("walltime improvement")
+    pair = sg["pair"].iloc[0]
+    ax.set_title(
+        f"walltime improvement against gamma\n{pair}, c = {sg['c'].iloc[0]:.3f}", fontsize=10
+    )
+    ax.legend(fontsize=7, ncols=2)
+    out["paper_speedup_vs_gamma"] = fig
+    t1 = df[df["part"] == "table1"].copy()
+    t1["case"] = "a=" + t1["alpha"].astype(str) + " g=" + t1["gamma"].astype(int).astype(str)
+    fig, axes = figure(2, width=5.0)
+    for ax, quantity in zip(axes, ("ops_factor", "speedup"), strict=True):
+        sns.barplot(data=t1[t1["quantity"] == quantity], x="case", y="value", hue="method", ax=ax)
+        ax.set_title(f"Table 1: {quantity.replace('_', ' ')}", fontsize=10)
+        ax.tick_params(axis="x", labelrotation=45, labelsize=7)
+        ax.set_xlabel("")
+    out["paper_table1"] = fig
+    if (df["part"] == "table2").any():
+        out.update(_table2.figures(df[df["part"] == "table2"]))
+    return out
+
+
+def summary(df: pd.DataFrame) -> str:
+    """Table 1 side by side, Figure 3's extremes, the best gamma per alpha, and Table 2."""
+    t1 = (
+        df[df["part"] == "table1"]
+        .pivot_table(
+            index=["alpha", "gamma", "quantity"], columns="method", values="value", sort=False
+        )
+        .reset_index()
+    )
+    worst = float((t1["closed form"] - t1["paper"]).abs().max())
+    lines = [
+        "### Table 1 (c = c_hat = 0)",
+        "",
+        md_table(t1),
+        "",
+        f"Largest |closed form - paper| is {worst:.3f} (the paper rounds to 0.01).",
+        "",
+    ]
+    f3 = df[df["part"] == "figure3"]
+    lines += ["### Figure 3: optimal gamma", ""]
+    for c, g in f3.groupby("c"):
+        at = g.set_index("alpha")
+        a9 = float(at.index[np.argmin(np.abs(at.index - 0.9))])
+        lines.append(
+            f"- c = {c:g}: at alpha = {a9:.2f} the best gamma is {int(at.loc[a9, 'gamma'])}"
+            f" ({at.loc[a9, 'value']:.2f}x); speculation pays (gamma >= 1) from alpha = "
+            f"{float(g.loc[g['gamma'] > 0, 'alpha'].min()):.2f}."
+        )
+    sg = df[(df["part"] == "speedup_vs_gamma") & (df["method"] == "simulator")]
+    th = df[(df["part"] == "speedup_vs_gamma") & (df["method"] == "theorem 3.8 + v")]
+    lines += [
+        "",
+        f"### Walltime improvement against gamma ({sg['pair'].iloc[0]}, c = {sg['c'].iloc[0]:.4f})",
+        "",
+    ]
+    for a, g in sg.groupby("alpha"):
+        best = g.loc[g["value"].idxmax()]
+        t = th[th["alpha"] == a]
+        tb = t.loc[t["value"].idxmax()]
+        lines.append(
+            f"- alpha = {a:g}: simulator best gamma {int(best['gamma'])} "
+            f"({best['value']:.2f} +/- {1.96 * best['se']:.2f}x); closed form best "
+            f"{int(tb['gamma'])} ({tb['value']:.2f}x)."
+        )
+    z = sg.set_index(["alpha", "gamma"])["value"] - th.set_index(["alpha", "gamma"])["value"]
+    z = z / sg.set_index(["alpha", "gamma"])["se"]
+    lines.append(
+        f"- Simulator against closed form: largest |z| = {float(z.abs().max()):.2f} over "
+        f"{len(z)} points."
+    )
+    if (df["part"] == "table2").any():
+        lines += ["", _table2.summary(df[df["part"] == "table2"])]
+    return "\n".join(lines) + "\n"
