@@ -56,7 +56,6 @@ and can be imported from here as well.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -214,8 +213,30 @@ def _encoder_length(model: ModelCard, encoder_length: int | None) -> float:
 
 
 # The core ---------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=256)  # cards are frozen and hashable: a speed trick for the simulator
+_COEFFICIENTS: dict[tuple[int, int, str, float], tuple[Any, Any, dict[str, float]]] = {}
+
+
 def _coefficients(model: ModelCard, hw: HardwareCard, dtype: str, tp: float) -> dict[str, float]:
+    """Memoized :func:`_compute_coefficients`, keyed on the cards' identity.
+
+    A speed trick for the simulator, which evaluates passes of the same cards
+    thousands of times: hashing a frozen card (all its fields) costs more than
+    the pass. The cached entry holds the cards, so their ids cannot be reused.
+    """
+    key = (id(model), id(hw), dtype, tp)
+    hit = _COEFFICIENTS.get(key)
+    if hit is not None and hit[0] is model and hit[1] is hw:
+        return hit[2]
+    if len(_COEFFICIENTS) >= 256:
+        _COEFFICIENTS.clear()
+    coeffs = _compute_coefficients(model, hw, dtype, tp)
+    _COEFFICIENTS[key] = (model, hw, coeffs)
+    return coeffs
+
+
+def _compute_coefficients(
+    model: ModelCard, hw: HardwareCard, dtype: str, tp: float
+) -> dict[str, float]:
     """Per-device constants of a pass: every term below is linear in T, S and R.
 
     Weights and heads are split over ``tp`` devices; KV heads too, but never below one
@@ -245,6 +266,13 @@ def _coefficients(model: ModelCard, hw: HardwareCard, dtype: str, tp: float) -> 
     }
 
 
+def _maximum(a: Any, b: Any) -> Any:
+    """np.maximum, but plain floats stay floats (a speed trick for scalar passes)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a if a >= b else b
+    return np.maximum(a, b)
+
+
 def _evaluate(
     model: ModelCard, hw: HardwareCard, *, dtype: str, tp: float, T: Any, S: Any, R: Any
 ) -> dict[str, Any]:
@@ -259,9 +287,9 @@ def _evaluate(
     """
     k = _coefficients(model, hw, dtype, tp)
     P, W, L = k["P"], k["W"], model.layers
-    dense = np.maximum(T * (k["dense_flops"] / P), T * (k["act"] / W) + k["w_layer"] / W)
-    attn = np.maximum(S * (k["attn_flops"] / P), (R + 2 * T) * (k["kv"] / W) + T * (k["q_io"] / W))
-    head = np.maximum(T * (k["head_flops"] / P), T * (k["head_io"] / W) + k["w_head"] / W)
+    dense = _maximum(T * (k["dense_flops"] / P), T * (k["act"] / W) + k["w_layer"] / W)
+    attn = _maximum(S * (k["attn_flops"] / P), (R + 2 * T) * (k["kv"] / W) + T * (k["q_io"] / W))
+    head = _maximum(T * (k["head_flops"] / P), T * (k["head_io"] / W) + k["w_head"] / W)
     roofline = L * (dense + attn) + head
     flops = T * (L * k["dense_flops"] + k["head_flops"]) + S * (L * k["attn_flops"])
     weights = L * k["w_layer"] + k["w_head"]
@@ -279,7 +307,7 @@ def _evaluate(
         energy = energy + hw.energy_per_byte_j * nbytes
     else:
         peak = hw.peak(dtype)
-        util = np.minimum(np.maximum(flops / peak, nbytes / hw.mem_bandwidth) / time, 1.0)
+        util = -_maximum(-_maximum(flops / peak, nbytes / hw.mem_bandwidth) / time, -1.0)
         energy = (hw.idle_power_w + (hw.max_power_w - hw.idle_power_w) * util) * time
     return {
         "time_s": time,

@@ -52,15 +52,15 @@ def test_deterministic(card: CardCost) -> None:
     assert a == b
 
 
-def test_iteration_cost_equals_step_cost(card: CardCost) -> None:
-    g = np.array([0, 3, 4, 2])
+@pytest.mark.parametrize("g", [np.array([0, 3, 4, 2]), np.array([3, 3, 3, 3])])
+def test_iteration_cost_equals_step_cost(card: CardCost, g: np.ndarray) -> None:
     ctx = np.array([100, 200, 300, 50])
     t, _, d = card.iteration(g, ctx)
     verify = step_cost(card.target, card.hardware, batch=4, context=ctx, new_tokens=g + 1).time_s
     drafts = sum(
         step_cost(card.draft, card.hardware, batch=int((g > j).sum()), context=ctx[g > j] + j,
                   new_tokens=1).time_s
-        for j in range(4)
+        for j in range(int(g.max()))
     )  # fmt: skip
     assert d == pytest.approx(drafts, rel=1e-12)
     assert t == pytest.approx(verify + drafts, rel=1e-12)

@@ -293,10 +293,16 @@ def _serve(
                 wake[0].succeed()
 
     def engine() -> simpy.events.ProcessGenerator:
+        # Struct of arrays over the running sequences, updated in place each
+        # iteration (a speed trick: few numpy calls per batch iteration).
         rid = np.zeros(0, dtype=np.int64)
-        pos = np.zeros(0, dtype=np.int64)  # tokens emitted so far per running sequence
+        pos = np.zeros(0, dtype=np.int64)  # tokens emitted so far
+        ctx = np.zeros(0, dtype=np.int64)  # context: prompt + emitted
+        rem = np.zeros(0, dtype=np.int64)  # tokens still to emit
+        ptr = np.zeros(0, dtype=np.int64)  # index of the next position in run_flat
         used = 0
         done = 0
+        with_energy = isinstance(cost, CardCost)
         while done < n:
             if not waiting and rid.shape[0] == 0:
                 wake[0] = env.event()
@@ -319,20 +325,22 @@ def _serve(
                     pc = cost.prefill(prompt[adm], draft=fixed != 0)
                     prefill_s += pc.time_s
                     energy += pc.energy_j or 0.0
+                    one = np.ones(adm.shape[0], dtype=np.int64)  # prefill emits a first token
                     rid = np.concatenate([rid, adm])
-                    pos = np.concatenate([pos, np.ones(adm.shape[0], dtype=np.int64)])
+                    pos = np.concatenate([pos, one])
+                    ctx = np.concatenate([ctx, prompt[adm] + 1])
+                    rem = np.concatenate([rem, out_len[adm] - 1])
+                    ptr = np.concatenate([ptr, base[adm] + 1])
                 b = rid.shape[0]
-                ctx = prompt[rid] + pos
-                remaining = out_len[rid] - pos
                 if fixed is not None:
-                    g = np.full(b, fixed, dtype=np.int64)
+                    g = np.minimum(rem - 1, fixed)
                 elif isinstance(policy, LoadAdaptive):
                     table = cost.uniform_iteration_times(ctx, policy.max_gamma)
                     choice = policy.choose(
                         PolicyContext(position=0, draw=None, last_gamma=None, last_accepted=None,
                                       batch=b, pass_time=lambda gam: float(table[gam]))  # noqa: B023
                     )  # fmt: skip
-                    g = np.full(b, choice, dtype=np.int64)
+                    g = np.minimum(rem - 1, choice)
                 else:
                     assert draws is not None
                     g = np.array(
@@ -340,9 +348,10 @@ def _serve(
                                                      last_gamma=None, last_accepted=None,
                                                      batch=b))
                          for k in range(b)], dtype=np.int64)  # fmt: skip
-                g = np.clip(np.minimum(g, remaining - 1), 0, max_gamma)
+                    g = np.clip(np.minimum(g, rem - 1), 0, max_gamma)
+                np.maximum(g, 0, out=g)
                 if draws is None:
-                    acc = np.minimum(run_flat[base[rid] + pos], g)
+                    acc = np.minimum(run_flat[ptr], g)
                 else:
                     from specsim.acceptance import accepted_in_block
 
@@ -354,20 +363,24 @@ def _serve(
             now = env.now
             if admitted:
                 first_tok[np.asarray(admitted)] = start + prefill_s
-            emitted = acc + 1
-            pos = pos + emitted
-            e_row = energy if isinstance(cost, CardCost) else np.nan
-            wasted = int((g - acc).sum())
+            acc += 1  # now the tokens each sequence emitted
+            pos += acc
+            ctx += acc
+            rem -= acc
+            ptr += acc
+            drafted, emitted = int(g.sum()), int(acc.sum())
+            wasted = drafted + b - emitted
             rows.append(
-                (start, now, prefill_s, d_time, b, len(admitted), int(g.sum()),
-                 int((g + 1).sum()), wasted, wasted, int(emitted.sum()), e_row)
+                (start, now, prefill_s, d_time, b, len(admitted), drafted, drafted + b,
+                 wasted, wasted, emitted, energy if with_energy else np.nan)
             )  # fmt: skip
-            fin = pos >= out_len[rid]
+            fin = rem <= 0
             if fin.any():
                 finish[rid[fin]] = now
                 used -= int(reserve[rid[fin]].sum())
                 done += int(fin.sum())
-                rid, pos = rid[~fin], pos[~fin]
+                keep = ~fin
+                rid, pos, ctx, rem, ptr = rid[keep], pos[keep], ctx[keep], rem[keep], ptr[keep]
 
     env.process(arrivals())
     env.process(engine())
