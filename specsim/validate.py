@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from specsim.acceptance import IIDAcceptance, MarkovAcceptance
+from specsim.acceptance import AcceptanceProcess, IIDAcceptance, MarkovAcceptance
 from specsim.policies import FixedGamma
-from specsim.sim.costs import CardCost, PlainCost
+from specsim.sim.costs import CardCost, CostSource, PlainCost
 from specsim.sim.serving import ServingConfig, TraceWorkload, simulate_serving
 from specsim.sim.stream import StreamConfig, simulate_stream
 from specsim.theory import expected_tokens, ops_factor, tokens_variance, walltime_speedup
@@ -128,10 +128,10 @@ def assumptions_dropped(
             }
         )
 
-    def stream(acceptance: object, cost: object) -> dict[str, float]:
+    def stream(acceptance: AcceptanceProcess, cost: CostSource) -> dict[str, float]:
         cfg = StreamConfig(
-            tokens=tokens, acceptance=acceptance, policy=FixedGamma(gamma=gamma),  # type: ignore[arg-type]
-            cost=cost, max_gamma=gamma,  # type: ignore[arg-type]
+            tokens=tokens, acceptance=acceptance, policy=FixedGamma(gamma=gamma),
+            cost=cost, max_gamma=gamma,
         )  # fmt: skip
         return simulate_stream(cfg, rng).metrics()
 

@@ -49,8 +49,7 @@ def format_dropped(df: pd.DataFrame) -> str:
 def run(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     if args.quick:
-        quick = {"alphas": (0.2, 0.5, 0.8, 0.95), "gammas": (1, 3, 5, 10), "relative": 0.01}
-        checks = check_grid(rng, **quick)  # type: ignore[arg-type]
+        checks = check_grid(rng, alphas=(0.2, 0.5, 0.8, 0.95), gammas=(1, 3, 5, 10), relative=0.01)
     else:
         checks = check_grid(rng, alphas=DEFAULT_ALPHAS, gammas=DEFAULT_GAMMAS)
     dropped = assumptions_dropped(rng, tokens=50_000 if args.quick else 200_000)

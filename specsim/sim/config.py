@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from specsim import acceptance as acc
 from specsim import policies as pol
 from specsim.sim.costs import CardCost, PlainCost
@@ -197,7 +195,3 @@ def load_config(path: str | os.PathLike[str]) -> RunSpec:
 
     p = Path(path)
     return config_from_dict(read_toml(p), where=str(p), base=p.parent)
-
-
-def seed_rng(seed: int) -> np.random.Generator:
-    return np.random.default_rng(seed)

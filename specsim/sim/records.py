@@ -17,7 +17,6 @@ this is an attribution, not a measurement).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -252,7 +251,3 @@ def chrome_trace(events: pd.DataFrame) -> dict[str, Any]:
             ev.update(ph="i", s="t")
         trace.append(ev)
     return {"traceEvents": trace, "displayTimeUnit": "ms"}
-
-
-def dumps_trace(trace: dict[str, Any]) -> str:
-    return json.dumps(trace)
