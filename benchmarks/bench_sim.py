@@ -3,7 +3,9 @@
 Run: .venv/bin/python benchmarks/bench_sim.py
 Goals (issue 5): single stream with plain parameters >= 300,000 target passes
 per CPU-second; serving at batch 64 with the cost model >= 20,000 batch
-iterations per CPU-second. CPU time (time.process_time), best of 3.
+iterations per CPU-second (whole simulate_serving calls: the workload and
+acceptance draws, the speculative run and its plain twin, their tables).
+CPU time (time.process_time), best of 3 (serving: best of 5).
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import simpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import machine, table  # noqa: E402
+from _timing import best_time, machine, table  # noqa: E402
 
 from specsim.acceptance import IIDAcceptance  # noqa: E402
 from specsim.cards import load_hardware, load_model  # noqa: E402
@@ -24,6 +27,7 @@ from specsim.policies import FixedGamma  # noqa: E402
 from specsim.sim import (  # noqa: E402
     CardCost,
     PlainCost,
+    PoissonWorkload,
     ServingConfig,
     StreamConfig,
     TraceWorkload,
@@ -32,9 +36,9 @@ from specsim.sim import (  # noqa: E402
 )
 
 
-def cpu_rate(fn, count) -> float:  # type: ignore[no-untyped-def]
+def cpu_rate(fn, count, repeats: int = 3) -> float:  # type: ignore[no-untyped-def]
     best = 0.0
-    for _ in range(3):
+    for _ in range(repeats):
         t = time.process_time()
         n = fn()
         best = max(best, (n if count is None else count) / (time.process_time() - t))
@@ -62,22 +66,52 @@ def stream(engine: str) -> int:
     return int(r.blocks.gamma.shape[0])
 
 
-def serving() -> int:
-    n = 64
+def serving(kind: str) -> tuple[int, float]:
+    """Iterations of a speculative serving run and its plain twin, and their mean batch.
+
+    ``closed``: 64 requests (prompt 256, output 1024) all present at t = 0, so the
+    batch stays at 64 until the last requests drain. ``open``: 600 Poisson arrivals
+    (prompt 128-512, output 64-1024) faster than the accelerator serves them, so
+    continuous batching keeps the batch near 64 while requests join and leave.
+    Llama-2-7B with Llama-68M on an A100-80GB, i.i.d. alpha = 0.7, gamma = 4.
+    """
     cost = CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"),
                     hardware=load_hardware("a100-80gb"))  # fmt: skip
-    work = TraceWorkload(arrival_s=(0.0,) * n, prompt_tokens=(256,) * n, output_tokens=(2048,) * n)
+    work: TraceWorkload | PoissonWorkload
+    if kind == "closed":
+        work = TraceWorkload(arrival_s=(0.0,) * 64, prompt_tokens=(256,) * 64,
+                             output_tokens=(1024,) * 64)  # fmt: skip
+    else:
+        work = PoissonWorkload(rate_per_s=200.0, requests=600, prompt_tokens=(128, 512),
+                               output_tokens=(64, 1024))  # fmt: skip
     cfg = ServingConfig(workload=work, cost=cost, acceptance=IIDAcceptance(alpha=0.7),
-                        policy=FixedGamma(gamma=4), max_batch=n, max_gamma=4)  # fmt: skip
+                        policy=FixedGamma(gamma=4), max_batch=64, max_gamma=4)  # fmt: skip
     r = simulate_serving(cfg, np.random.default_rng(0))
-    return len(r.iterations_spec) + len(r.iterations_plain)
+    it = pd.concat([r.iterations_spec, r.iterations_plain])
+    return len(it), float(it["batch"].mean())
+
+
+def iteration_parts() -> list[tuple[str, str]]:
+    """Microseconds per call of the pieces of one serving iteration at batch 64."""
+    cost = CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"),
+                    hardware=load_hardware("a100-80gb"))  # fmt: skip
+    rows = []
+    for g in (0, 4):
+        t = best_time(lambda: cost.uniform_iteration(batch=64, context_sum=40_000, gamma=g),  # noqa: B023
+                      number=2000)  # fmt: skip
+        passes = "1 pass" if g == 0 else f"{g + 1} passes"
+        rows.append((f"cost model, one iteration at gamma = {g} ({passes}): us", f"{t * 1e6:.1f}"))
+    return rows
 
 
 def main() -> None:
     bare = cpu_rate(bare_simpy, None)
     fast = cpu_rate(lambda: stream("fast"), None)
     events = cpu_rate(lambda: stream("events"), None)
-    serve = cpu_rate(serving, None)
+    # Short runs on a shared machine: best of 5.
+    closed = cpu_rate(lambda: serving("closed")[0], None, repeats=5)
+    opened = cpu_rate(lambda: serving("open")[0], None, repeats=5)
+    b_closed, b_open = serving("closed")[1], serving("open")[1]
     print(f"## Simulator event rates ({machine()}; CPU time, best of 3)\n")
     print(
         table(
@@ -87,9 +121,15 @@ def main() -> None:
                  f"{fast:,.0f} ({fast / bare:.2f}x bare simpy)"),
                 ("single stream, events engine (simpy processes): passes per CPU-second",
                  f"{events:,.0f} ({events / bare:.2f}x bare simpy)"),
-                ("serving, batch 64, cost model: iterations per CPU-second (goal 20,000)",
-                 f"{serve:,.0f} ({serve / bare:.3f}x bare simpy)"),
+                (f"serving, closed batch of 64 (mean batch {b_closed:.1f}), cost model: "
+                 "iterations per CPU-second (goal 20,000)",
+                 f"{closed:,.0f} ({closed / bare:.3f}x bare simpy)"),
+                (f"serving, Poisson arrivals at saturation (mean batch {b_open:.1f}), cost model: "
+                 "iterations per CPU-second (goal 20,000)",
+                 f"{opened:,.0f} ({opened / bare:.3f}x bare simpy)"),
             ]
+            + [("bare simpy: us per timeout", f"{1e6 / bare:.1f}")]
+            + iteration_parts()
         )
     )  # fmt: skip
 

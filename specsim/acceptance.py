@@ -92,7 +92,8 @@ def _check_n(n: int) -> int:
 
 def _confidence(rng: np.random.Generator, prob: FloatArray, noise: float) -> FloatArray:
     """A noisy draft-side signal of the latent acceptance probability, clipped to [0, 1]."""
-    return np.clip(prob + noise * rng.standard_normal(prob.shape[0]), 0.0, 1.0)
+    signal = prob + noise * rng.standard_normal(prob.shape[0])
+    return np.minimum(np.maximum(signal, 0.0, out=signal), 1.0, out=signal)  # np.clip, faster
 
 
 def _check_noise(noise: float) -> None:

@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from specsim import _roofline
 from specsim.cards import DTYPE_BYTES, HardwareCard, ModelCard
 
 __all__ = [
@@ -213,66 +214,6 @@ def _encoder_length(model: ModelCard, encoder_length: int | None) -> float:
 
 
 # The core ---------------------------------------------------------------------------------
-_COEFFICIENTS: dict[tuple[int, int, str, float], tuple[Any, Any, dict[str, float]]] = {}
-
-
-def _coefficients(model: ModelCard, hw: HardwareCard, dtype: str, tp: float) -> dict[str, float]:
-    """Memoized :func:`_compute_coefficients`, keyed on the cards' identity.
-
-    A speed trick for the simulator, which evaluates passes of the same cards
-    thousands of times: hashing a frozen card (all its fields) costs more than
-    the pass. The cached entry holds the cards, so their ids cannot be reused.
-    """
-    key = (id(model), id(hw), dtype, tp)
-    hit = _COEFFICIENTS.get(key)
-    if hit is not None and hit[0] is model and hit[1] is hw:
-        return hit[2]
-    if len(_COEFFICIENTS) >= 256:
-        _COEFFICIENTS.clear()
-    coeffs = _compute_coefficients(model, hw, dtype, tp)
-    _COEFFICIENTS[key] = (model, hw, coeffs)
-    return coeffs
-
-
-def _compute_coefficients(
-    model: ModelCard, hw: HardwareCard, dtype: str, tp: float
-) -> dict[str, float]:
-    """Per-device constants of a pass: every term below is linear in T, S and R.
-
-    Weights and heads are split over ``tp`` devices; KV heads too, but never below one
-    per device. Activation traffic per token and layer: each weight GEMM reads its input
-    and writes its output once (inputs of column-parallel GEMMs are replicated).
-    """
-    b, d, L = DTYPE_BYTES[dtype], model.d_model, model.layers
-    encdec = model.architecture == "encoder-decoder"
-    q = model.q_dim / tp
-    act = 4 * d + 2 * q + ((3 if model.gated_mlp else 2) * model.d_ff) / tp
-    layer_params = model.decode_layer_params / tp
-    head_params = (model.decode_params - L * model.decode_layer_params) / tp  # LM head, norm
-    return {
-        "b": b,
-        "P": hw.peak(dtype) * hw.compute_efficiency,
-        "W": hw.mem_bandwidth * hw.memory_efficiency,
-        "w_layer": layer_params * b,  # weight bytes per layer
-        "w_head": head_params * b,
-        "dense_flops": 2.0 * layer_params,  # per token per layer
-        "attn_flops": 4.0 * model.head_dim * model.heads / tp,  # per (query, key) pair
-        "head_flops": 2.0 * head_params,  # per token
-        "act": (act + (2 * d + 2 * q if encdec else 0)) * b,  # dense activations, per token
-        "q_io": 2.0 * q * b * (2 if encdec else 1),  # attention reads q, writes its output
-        "kv": 2.0 * model.head_dim * max(model.kv_heads / tp, 1.0) * b,  # per token per layer
-        "head_io": (2.0 * d + model.vocab / tp) * b,  # head input, logits, embedding gather
-        "n_allreduce": float(L * (3 if encdec else 2)),
-    }
-
-
-def _maximum(a: Any, b: Any) -> Any:
-    """np.maximum, but plain floats stay floats (a speed trick for scalar passes)."""
-    if isinstance(a, float) and isinstance(b, float):
-        return a if a >= b else b
-    return np.maximum(a, b)
-
-
 def _evaluate(
     model: ModelCard, hw: HardwareCard, *, dtype: str, tp: float, T: Any, S: Any, R: Any
 ) -> dict[str, Any]:
@@ -281,48 +222,32 @@ def _evaluate(
     T: new tokens in the pass; S: attention (query, key) pairs, self (causal) plus
     cross; R: tokens cached before the pass whose keys and values are read
     (self-attention context plus encoder tokens). The pass also writes the keys and
-    values of its T new tokens and reads them back. Arrays are combined with scalar
-    coefficients only, so a grid of 10^5 passes makes few temporaries (a performance
-    choice: fresh large temporaries cost page faults).
+    values of its T new tokens and reads them back. Time and energy come from
+    :func:`specsim._roofline.time_energy`; the rest is their breakdown. Arrays are
+    combined with scalar coefficients only, so a grid of 10^5 passes makes few
+    temporaries (a performance choice: fresh large temporaries cost page faults).
     """
-    k = _coefficients(model, hw, dtype, tp)
-    P, W, L = k["P"], k["W"], model.layers
-    dense = _maximum(T * (k["dense_flops"] / P), T * (k["act"] / W) + k["w_layer"] / W)
-    attn = _maximum(S * (k["attn_flops"] / P), (R + 2 * T) * (k["kv"] / W) + T * (k["q_io"] / W))
-    head = _maximum(T * (k["head_flops"] / P), T * (k["head_io"] / W) + k["w_head"] / W)
-    roofline = L * (dense + attn) + head
-    flops = T * (L * k["dense_flops"] + k["head_flops"]) + S * (L * k["attn_flops"])
-    weights = L * k["w_layer"] + k["w_head"]
+    co = _roofline.coefficients(model, hw, dtype, tp)
+    k, L = co.terms, model.layers
+    time, energy, roofline, flops, nbytes = _roofline.time_energy(co.linear, T, S, R)
     kv = (R + 2 * T) * (L * k["kv"])
-    act = T * (L * (k["act"] + k["q_io"]) + k["head_io"])
-    nbytes = weights + kv + act
-    overhead = L * hw.layer_overhead_s + hw.pass_overhead_s
     allreduce = 0.0 * T
     if tp > 1:
-        ring = 2.0 * (tp - 1) / tp * model.d_model * k["b"] / hw.interconnect_bandwidth
-        allreduce = k["n_allreduce"] * (T * ring + hw.interconnect_latency_s)
-    time = roofline + overhead + allreduce
-    if hw.energy_per_flop_j is not None and hw.energy_per_byte_j is not None:
-        energy = hw.idle_power_w * time + hw.energy_per_flop_j * flops
-        energy = energy + hw.energy_per_byte_j * nbytes
-    else:
-        peak = hw.peak(dtype)
-        util = -_maximum(-_maximum(flops / peak, nbytes / hw.mem_bandwidth) / time, -1.0)
-        energy = (hw.idle_power_w + (hw.max_power_w - hw.idle_power_w) * util) * time
+        allreduce = T * co.linear[9] + k["n_allreduce"] * hw.interconnect_latency_s
     return {
         "time_s": time,
         "flops": flops * tp,
         "bytes": nbytes * tp,
-        "energy_j": energy * tp,
-        "weight_bytes": weights * tp + 0.0 * T,
+        "energy_j": energy,
+        "weight_bytes": (L * k["w_layer"] + k["w_head"]) * tp + 0.0 * T,
         "kv_bytes": kv * tp,
-        "activation_bytes": act * tp,
-        "compute_time_s": flops / P,
-        "memory_time_s": nbytes / W,
+        "activation_bytes": T * (L * (k["act"] + k["q_io"]) + k["head_io"]) * tp,
+        "compute_time_s": flops / k["P"],
+        "memory_time_s": nbytes / k["W"],
         "roofline_time_s": roofline,
-        "overhead_time_s": overhead + 0.0 * T,
+        "overhead_time_s": k["overhead_s"] + 0.0 * T,
         "allreduce_time_s": allreduce,
-        "resident_bytes": model.shape_params / tp * k["b"] + (R + T) * (L * k["kv"]),
+        "resident_bytes": k["weights_resident"] + (R + T) * (L * k["kv"]),
     }
 
 
@@ -477,7 +402,7 @@ def pass_flops(
     T = B * new
     S = B * (new * ctx + new * (new + 1) / 2) + T * e
     # 2 flops per weight read per token (decode_params: layers, final norm, LM head), plus
-    # 4 * head_dim per head and (query, key) pair, as in _coefficients with tp = 1.
+    # 4 * head_dim per head and (query, key) pair, as in specsim._roofline with tp = 1.
     out = T * (2.0 * model.decode_params) + S * (4.0 * model.layers * model.head_dim * model.heads)
     return float(out) if np.ndim(out) == 0 else np.asarray(out)
 

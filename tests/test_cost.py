@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from numpy.typing import ArrayLike
 
 import specsim.cost
+from specsim import _roofline
 from specsim.cards import HardwareCard, ModelCard, load_hardware, load_model
 from specsim.cost import pass_aggregates_cost, pass_flops, ridge_tokens, step_cost, step_cost_grid
 from specsim.costgrid import (
@@ -194,6 +195,29 @@ def test_t5_decoder_reads_the_cross_attention_cache() -> None:
     assert long.flops - short.flops == pytest.approx(
         4 * xxl.layers * xxl.head_dim * xxl.heads * (1024 - 64), rel=1e-12
     )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    T=st.floats(1.0, 1e5),
+    S=st.floats(0.0, 1e10),
+    R=st.floats(0.0, 1e8),
+    tp=st.sampled_from([1, 2, 8]),
+    per_op_energy=st.booleans(),
+)
+def test_one_pass_on_floats_equals_the_array_evaluation(
+    m7: ModelCard, a100: HardwareCard, T: float, S: float, R: float, tp: int, per_op_energy: bool
+) -> None:
+    # time_energy takes a float fast path for single passes; it must match the numpy path.
+    hw = a100
+    if per_op_energy:
+        hw = dataclasses.replace(a100, energy_per_flop_j=1e-12, energy_per_byte_j=1e-11)
+    linear = _roofline.coefficients(m7, hw, "float16", float(tp)).linear
+    one = _roofline.time_energy(linear, T, S, R)
+    many = _roofline.time_energy(linear, np.array([T, 7.0]), np.array([S, 0.0]), np.array([R, 3.0]))
+    for x, y in zip(one, many, strict=True):
+        assert type(x) is float
+        assert x == pytest.approx(float(y[0]), rel=1e-14)
 
 
 # Errors -----------------------------------------------------------------------------------

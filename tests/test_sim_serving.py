@@ -1,4 +1,7 @@
+import dataclasses
+
 import numpy as np
+import pandas as pd
 import pytest
 
 from specsim.acceptance import IIDAcceptance
@@ -119,3 +122,98 @@ def test_uniform_iteration_times_equal_iteration(card: CardCost) -> None:
     assert plain.uniform_iteration_times(ctx, 3).tolist() == pytest.approx(
         [plain.iteration(np.full(3, g), ctx)[0] for g in range(4)]
     )
+
+
+def _card_sources() -> list[CardCost]:
+    a100, h100 = load_hardware("a100-80gb"), load_hardware("h100-sxm")
+    return [
+        CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"), hardware=a100),
+        CardCost(target=load_model("llama-2-70b"), draft=load_model("llama-2-7b"), hardware=h100,
+                 tensor_parallel=2),  # fmt: skip
+        CardCost(target=load_model("t5-xxl"), draft=load_model("t5-small"),
+                 hardware=load_hardware("tpu-v4")),  # fmt: skip
+        CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"),
+                 hardware=dataclasses.replace(a100, energy_per_flop_j=1e-12,
+                                              energy_per_byte_j=1e-11)),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("cost", _card_sources(), ids=["a100", "tp2", "t5", "per-op-energy"])
+@pytest.mark.parametrize("gamma", [0, 1, 5])
+def test_uniform_iteration_equals_step_cost(cost: CardCost, gamma: int) -> None:
+    ctx = np.array([10, 700, 64])
+    t, e, d = cost.uniform_iteration(batch=3, context_sum=int(ctx.sum()), gamma=gamma)
+    tp = cost.tensor_parallel
+    ver = step_cost(cost.target, cost.hardware, batch=3, context=ctx, new_tokens=gamma + 1,
+                    tensor_parallel=tp)  # fmt: skip
+    assert cost.draft is not None
+    drafts = [step_cost(cost.draft, cost.hardware, batch=3, context=ctx + j, new_tokens=1,
+                        tensor_parallel=tp) for j in range(gamma)]  # fmt: skip
+    assert d == pytest.approx(sum(x.time_s for x in drafts), rel=1e-12, abs=0)
+    assert t == pytest.approx(ver.time_s + d, rel=1e-12)
+    assert e == pytest.approx(ver.energy_j + sum(x.energy_j for x in drafts), rel=1e-12)
+    assert (t, e, d) == cost.iteration(np.full(3, gamma), ctx)
+
+
+@pytest.mark.parametrize("cost", _card_sources(), ids=["a100", "tp2", "t5", "per-op-energy"])
+@pytest.mark.parametrize("draft", [False, True])
+def test_prefill_equals_step_cost_at_context_zero(cost: CardCost, draft: bool) -> None:
+    prompts = np.array([5, 300, 17])
+    got = cost.prefill(prompts, draft=draft)
+    models = [cost.target] + ([cost.draft] if draft and cost.draft is not None else [])
+    want = [step_cost(m, cost.hardware, batch=3, context=0, new_tokens=prompts,
+                      tensor_parallel=cost.tensor_parallel) for m in models]  # fmt: skip
+    for name in ("time_s", "flops", "bytes", "energy_j"):
+        assert getattr(got, name) == pytest.approx(sum(getattr(w, name) for w in want), rel=1e-12)
+
+
+def test_plain_uniform_iteration_equals_iteration() -> None:
+    for cost in (PlainCost(c=0.1, v=1.2, step_s=0.5), PlainCost(c=0.05, v=(1.0, 1.1, 1.3))):
+        for g in range(5):
+            got = cost.uniform_iteration(batch=4, context_sum=100, gamma=g)
+            assert got == cost.iteration(np.array([g, 0, g, 1]) * 0 + g, np.zeros(4, np.int64))
+            assert got[0] == pytest.approx(g * cost.c * cost.step_s + cost.v_of(g) * cost.step_s)
+
+
+@dataclasses.dataclass(frozen=True)
+class _SameGammaPerToken:
+    """FixedGamma's rule as a duck-typed policy: the simulator takes its per-sequence path."""
+
+    gamma: int
+
+    def choose(self, ctx: object) -> int:
+        return self.gamma
+
+
+@pytest.mark.parametrize("cost_name", ["card", "plain"])
+def test_the_fast_path_equals_the_per_sequence_path(card: CardCost, cost_name: str) -> None:
+    # FixedGamma runs the vectorized fast path (one gamma for the batch, aggregates kept as
+    # numbers); an equivalent duck-typed policy runs the per-sequence reference path.
+    cost = card if cost_name == "card" else PlainCost(c=0.1, v=1.1, step_s=0.02)
+    work = PoissonWorkload(rate_per_s=40.0, requests=120, prompt_tokens=(16, 300),
+                           output_tokens=(1, 90))  # fmt: skip
+    kw = dict(workload=work, cost=cost, max_batch=12, max_gamma=5, kv_capacity_tokens=2500,
+              acceptance=IIDAcceptance(alpha=0.75))  # fmt: skip
+    fast = simulate_serving(ServingConfig(policy=FixedGamma(gamma=4), **kw),
+                            np.random.default_rng(3))  # fmt: skip
+    slow = simulate_serving(ServingConfig(policy=_SameGammaPerToken(gamma=4), **kw),
+                            np.random.default_rng(3))  # fmt: skip
+    assert fast.iterations_spec["batch"].max() == 12  # the batch and the KV limit both bind
+    pd.testing.assert_frame_equal(fast.requests_spec, slow.requests_spec, rtol=1e-12)
+    pd.testing.assert_frame_equal(fast.iterations_spec, slow.iterations_spec, rtol=1e-12)
+
+
+def test_one_token_requests_finish_at_their_first_token() -> None:
+    work = TraceWorkload(arrival_s=(0.0, 0.0, 5.0), prompt_tokens=(8, 8, 8),
+                         output_tokens=(1, 6, 1))  # fmt: skip
+    r = simulate_serving(config(PlainCost(c=0.1, step_s=0.01), workload=work),
+                         np.random.default_rng(0))  # fmt: skip
+    req, it = r.requests(), r.events()
+    assert (req["finish_s"] >= req["first_token_s"]).all()
+    one = req["output_tokens"] == 1
+    assert (req.loc[one, "finish_s"] == req.loc[one, "first_token_s"]).all()
+    assert it["emitted"].sum() == 5  # decode passes emit all but the prefill's first tokens
+    assert it.iloc[-1]["batch"] == 0 and it.iloc[-1]["positions"] == 0  # a prefill-only pass
+    assert r.metrics()["tokens"] == 8
+    names = [str(e.get("name")) for e in r.chrome_trace()["traceEvents"]]
+    assert sum(x.startswith("verify") for x in names) == int((it["positions"] > 0).sum())

@@ -18,14 +18,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from specsim._roofline import time_energy
 from specsim.cards import DTYPE_BYTES, HardwareCard, ModelCard
 
 __all__ = ["PassCost", "BlockCosts", "CostSource", "PlainCost", "CardCost"]
+
+_Kernel = tuple[tuple[float, ...], float]  # roofline constants, encoder length
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +72,10 @@ class CostSource(Protocol):
 
     def iteration(
         self, gamma: NDArray[np.int64], context: NDArray[np.int64]
+    ) -> tuple[float, float, float]: ...
+
+    def uniform_iteration(
+        self, *, batch: int, context_sum: float, gamma: int
     ) -> tuple[float, float, float]: ...
 
     def uniform_iteration_times(
@@ -157,8 +165,18 @@ class PlainCost:
     ) -> tuple[float, float, float]:
         """(time, energy, draft time) of a batch iteration: max(gamma) draft steps, one pass."""
         g = int(gamma.max()) if gamma.shape[0] else 0
-        d = g * self.c * self.step_s
-        return d + float(self.v_of(g)) * self.step_s, 0.0, d
+        return self.uniform_iteration(batch=int(gamma.shape[0]), context_sum=0.0, gamma=g)
+
+    def uniform_iteration(
+        self, *, batch: int, context_sum: float, gamma: int
+    ) -> tuple[float, float, float]:
+        """(time, energy, draft time) of an iteration in which every sequence drafts ``gamma``."""
+        if isinstance(self.v, tuple):
+            v = self.v[min(gamma, len(self.v) - 1)]
+        else:
+            v = 1.0 if gamma == 0 else self.v
+        d = gamma * self.c * self.step_s
+        return d + float(v) * self.step_s, 0.0, d
 
     def uniform_iteration_times(
         self, context: NDArray[np.int64], max_gamma: int
@@ -248,19 +266,64 @@ class CardCost:
         return self._cost(model, hw, np.ones(ctx.shape[0], dtype=np.int64), ctx, tp)
 
     def prefill(self, prompts: NDArray[np.int64], *, draft: bool) -> PassCost:
-        """The prompts through the target and, when drafting, through the draft too."""
-        zero = np.zeros(prompts.shape[0], dtype=np.int64)
-        t = self.verify(prompts, zero)
-        if not draft or self.draft is None:
-            return t
-        model, hw, tp = self._draft_model()
-        d = self._cost(model, hw, prompts, zero, tp)
-        return PassCost(
-            time_s=t.time_s + d.time_s,
-            flops=t.flops + d.flops,
-            bytes=t.bytes + d.bytes,
-            energy_j=(t.energy_j or 0.0) + (d.energy_j or 0.0),
-        )
+        """The prompts through the target and, when drafting, through the draft too.
+
+        From the pass aggregates, like :meth:`uniform_iteration` (tests check it
+        equals :func:`specsim.cost.step_cost` at context 0).
+        """
+        b = float(prompts.shape[0])
+        T = float(prompts.sum())
+        pairs = float((prompts * (prompts + 1)).sum()) / 2.0
+        target, dra = self._kernels
+        passes = [target] if not draft or dra is None else [target, dra]
+        time = energy = flops = nbytes = 0.0
+        for linear, e in passes:
+            t, en, _, fl, by = time_energy(linear, T, pairs + T * e, b * e)
+            tp = linear[-1]
+            time, energy, flops, nbytes = time + t, energy + en, flops + fl * tp, nbytes + by * tp
+        return PassCost(time_s=time, flops=flops, bytes=nbytes, energy_j=energy)
+
+    @cached_property
+    def _kernels(self) -> tuple[_Kernel, _Kernel | None]:
+        """The roofline constants of the target's and the draft's passes (computed once)."""
+        from specsim import _roofline
+        from specsim.cost import _dtype, _encoder_length
+
+        def kernel(model: ModelCard, hw: HardwareCard, tp: int) -> _Kernel:
+            dt = _dtype(model, self.dtype)
+            co = _roofline.coefficients(model, hw, dt, float(tp))
+            return co.linear, _encoder_length(model, None)
+
+        target = kernel(self.target, self.hardware, self.tensor_parallel)
+        return target, None if self.draft is None else kernel(*self._draft_model())
+
+    def uniform_iteration(
+        self, *, batch: int, context_sum: float, gamma: int
+    ) -> tuple[float, float, float]:
+        """(time, energy, draft time) of an iteration in which every sequence drafts ``gamma``.
+
+        Only the batch and the sum of the contexts matter: the pass aggregates
+        are formed here in closed form, and each pass is evaluated on Python
+        floats (a speed trick: the serving simulator asks this every
+        iteration; tests check it equals :func:`specsim.cost.step_cost`).
+        """
+        (tl, te), draft = self._kernels
+        b, sc, n1 = float(batch), float(context_sum), gamma + 1.0
+        T = b * n1
+        time, energy = time_energy(tl, T, n1 * sc + b * n1 * (n1 + 1.0) / 2.0 + T * te,
+                                   sc + b * te)[:2]  # fmt: skip
+        d_time = 0.0
+        if gamma > 0:
+            if draft is None:
+                raise ValueError("this cost source has no draft model")
+            dl, de = draft
+            r0, s0 = sc + b * de, sc + b + b * de
+            for j in range(gamma):  # draft step j: one token per sequence after j drafted
+                jb = j * b
+                t, e, _, _, _ = time_energy(dl, b, s0 + jb, r0 + jb)
+                d_time += t
+                energy += e
+        return time + d_time, energy, d_time
 
     def iteration(
         self, gamma: NDArray[np.int64], context: NDArray[np.int64]
@@ -269,49 +332,39 @@ class CardCost:
 
         Draft step ``j`` batches the sequences with ``gamma_i > j``; the
         verification pass covers ``gamma_i + 1`` positions of every sequence.
-        A speed trick: the cost model's terms depend on a pass only through
-        sums over its sequences (new tokens, KV tokens read, attention pairs),
-        so the sums are formed here and all draft steps are evaluated in one
-        vectorized call (tests check it equals :func:`specsim.cost.step_cost`).
+        The cost model's terms depend on a pass only through sums over its
+        sequences (new tokens, KV tokens read, attention pairs), so the sums
+        are formed here and each pass costs one evaluation on Python floats
+        (tests check it equals :func:`specsim.cost.step_cost`).
         """
-        from specsim.cost import pass_aggregates_cost
-
         b = int(gamma.shape[0])
         gmax = int(gamma.max()) if b else 0
-        sc = float(context.sum())
-        uniform = b == 0 or int(gamma.min()) == gmax
-        if uniform:  # every sequence drafts alike: sums in closed form (a speed path)
-            n1 = gmax + 1.0
-            tokens, pairs = b * n1, n1 * sc + b * n1 * (n1 + 1.0) / 2.0
-        else:
-            new = gamma.astype(np.float64) + 1.0
-            tokens = float(new.sum())
-            pairs = float((new * context).sum() + (new * (new + 1.0)).sum() / 2.0)
-        ver = pass_aggregates_cost(
-            self.target, self.hardware, dtype=self.dtype, tensor_parallel=self.tensor_parallel,
-            batch=float(b), tokens=tokens, context_tokens=sc, pairs=pairs,
-        )  # fmt: skip
-        time, energy, d_time = float(ver["time_s"]), float(ver["energy_j"]), 0.0
-        if gmax > 0:
-            model, hw, tp = self._draft_model()
-            if uniform:
-                steps = [(float(b), sc + j * b) for j in range(gmax)]
-            else:
-                active = gamma[None, :] > np.arange(gmax)[:, None]
-                nb = active.sum(axis=1)
-                s = (active * context[None, :]).sum(axis=1) + np.arange(gmax) * nb
-                steps = [(float(x), float(y)) for x, y in zip(nb, s, strict=True)]
-            # One scalar evaluation per draft step: on a handful of elements the cost
-            # model's terms are cheaper as Python floats than as numpy arrays.
-            for nbj, sj in steps:
-                dra = pass_aggregates_cost(
-                    model, hw, dtype=self.dtype, tensor_parallel=tp,
-                    batch=nbj, tokens=nbj, context_tokens=sj, pairs=sj + nbj,
-                )  # fmt: skip
-                d_time += float(dra["time_s"])
-                energy += float(dra["energy_j"])
-            time += d_time
-        return time, energy, d_time
+        if b == 0 or int(gamma.min()) == gmax:
+            return self.uniform_iteration(batch=b, context_sum=int(context.sum()), gamma=gmax)
+        (tl, te), draft = self._kernels
+        if draft is None:
+            raise ValueError("this cost source has no draft model")
+        dl, de = draft
+        # Per gamma value: how many sequences draft it and their context sum (exact in
+        # float64 below 2^53); every pass's aggregates follow from these few numbers.
+        count = np.bincount(gamma, minlength=gmax + 1).tolist()
+        csum = np.bincount(gamma, weights=context, minlength=gmax + 1).tolist()
+        T = pairs = 0.0
+        for v in range(gmax + 1):
+            T += count[v] * (v + 1.0)
+            pairs += (v + 1.0) * csum[v] + count[v] * (v + 1.0) * (v + 2.0) / 2.0
+        time, energy = time_energy(tl, T, pairs + T * te, sum(csum) + b * te)[:2]
+        d_time = 0.0
+        nb, s = 0.0, 0.0  # draft step j batches the sequences with gamma > j
+        steps = []
+        for j in range(gmax - 1, -1, -1):
+            nb, s = nb + count[j + 1], s + csum[j + 1]
+            steps.append((nb, s + j * nb))
+        for nbj, sj in reversed(steps):
+            t, e = time_energy(dl, nbj, sj + nbj + nbj * de, sj + nbj * de)[:2]
+            d_time += t
+            energy += e
+        return time + d_time, energy, d_time
 
     def uniform_iteration_times(
         self, context: NDArray[np.int64], max_gamma: int

@@ -1,13 +1,15 @@
 """Serving many requests: arrivals, continuous batching, a KV-memory limit.
 
-One accelerator (or tensor-parallel group, as one simpy resource) serves a
-stream of requests. Each batch iteration:
+One accelerator (or tensor-parallel group, as one simpy resource, which the
+engine process holds while it has work) serves a stream of requests. Each
+batch iteration:
 
 1. admits waiting requests first-come first-served while the batch has room
    (``max_batch``) and their KV cache fits (prompt + output + lookahead
    reserved up front, so an admitted request never has to be evicted); the
    admitted prompts are prefilled in one pass of the target (and the draft),
-   which also yields each request's first token (TTFT);
+   which also yields each request's first token (TTFT); a one-token request
+   is then done and never joins the decoding batch;
 2. asks the lookahead policy for each running sequence's ``gamma_i``;
 3. runs the draft steps, step ``j`` batching every sequence with ``gamma_i > j``;
 4. runs one verification pass over every sequence's ``gamma_i + 1`` positions
@@ -209,7 +211,8 @@ class ServingResult:
             t0 = r.start_s + r.prefill_s
             if r.draft_s > 0:
                 rows.append(("draft", "draft", t0, t0 + r.draft_s, r.draft_tokens))
-            rows.append(("verify", "target", t0 + r.draft_s, r.end_s, r.positions))
+            if r.positions > 0:  # not a prefill-only iteration
+                rows.append(("verify", "target", t0 + r.draft_s, r.end_s, r.positions))
             if r.positions_wasted > 0:
                 rows.append(("discard", "discarded", r.end_s, r.end_s, r.positions_wasted))
         ev = pd.DataFrame(rows, columns=["kind", "track", "start_s", "end_s", "tokens"])
@@ -284,6 +287,9 @@ def _serve(
     fixed = policy.gamma if isinstance(policy, FixedGamma) else None
     if fixed is not None and fixed > max_gamma:
         raise ValueError(f"policy: gamma {fixed} exceeds max_gamma {max_gamma}")
+    with_energy = isinstance(cost, CardCost)
+    nan = float("nan")
+    run_flat1 = run_flat + 1  # tokens a block emits when not capped by gamma
 
     def arrivals() -> simpy.events.ProcessGenerator:
         for i in range(n):
@@ -293,94 +299,143 @@ def _serve(
                 wake[0].succeed()
 
     def engine() -> simpy.events.ProcessGenerator:
-        # Struct of arrays over the running sequences, updated in place each
-        # iteration (a speed trick: few numpy calls per batch iteration).
-        rid = np.zeros(0, dtype=np.int64)
-        pos = np.zeros(0, dtype=np.int64)  # tokens emitted so far
-        ctx = np.zeros(0, dtype=np.int64)  # context: prompt + emitted
-        rem = np.zeros(0, dtype=np.int64)  # tokens still to emit
-        ptr = np.zeros(0, dtype=np.int64)  # index of the next position in run_flat
-        used = 0
+        # Struct of arrays over the running sequences, updated in place: few numpy
+        # calls per batch iteration, and the batch's context sum and a lower bound
+        # on its tokens still to emit kept as numbers (a speed trick: the serving
+        # benchmark runs thousands of iterations).
+        rid = np.zeros(0, dtype=np.int64)  # request of each running sequence
+        ptr = np.zeros(0, dtype=np.int64)  # index of its next position in run_flat
+        end = np.zeros(0, dtype=np.int64)  # ptr at its last token: tokens to emit = end - ptr
+        off = np.zeros(0, dtype=np.int64)  # its context is off + ptr
+        ones = np.ones(config.max_batch, dtype=np.int64)
+        caps = np.zeros(config.max_batch, dtype=np.int64)  # gamma + 1, for a fast minimum
+        ctx_sum = 0  # sum of the running sequences' contexts
+        low = 0  # a lower bound on min(end - ptr); exact after a refresh
+        used = 0  # KV tokens reserved
         done = 0
-        with_energy = isinstance(cost, CardCost)
+        hold: Any = None  # the accelerator, held while there is work
         while done < n:
             if not waiting and rid.shape[0] == 0:
+                if hold is not None:
+                    accel.release(hold)
+                    hold = None
                 wake[0] = env.event()
                 yield wake[0]
+            if hold is None:
+                hold = accel.request()
+                yield hold
             start = env.now
-            with accel.request() as req:
-                yield req
-                admitted: list[int] = []
-                while waiting and rid.shape[0] + len(admitted) < config.max_batch:
-                    i = waiting[0]
-                    if capacity is not None and used + reserve[i] > capacity:
-                        break
-                    waiting.popleft()
-                    admitted.append(i)
-                    used += int(reserve[i])
-                prefill_s = 0.0
-                energy = 0.0
-                if admitted:
-                    adm = np.asarray(admitted, dtype=np.int64)
-                    pc = cost.prefill(prompt[adm], draft=fixed != 0)
-                    prefill_s += pc.time_s
-                    energy += pc.energy_j or 0.0
-                    one = np.ones(adm.shape[0], dtype=np.int64)  # prefill emits a first token
+            admitted: list[int] = []
+            while waiting and rid.shape[0] + len(admitted) < config.max_batch:
+                i = waiting[0]
+                if capacity is not None and used + reserve[i] > capacity:
+                    break
+                waiting.popleft()
+                admitted.append(i)
+                used += int(reserve[i])
+            prefill_s = 0.0
+            energy = 0.0
+            if admitted:
+                adm = np.asarray(admitted, dtype=np.int64)
+                pc = cost.prefill(prompt[adm], draft=fixed != 0)
+                prefill_s = pc.time_s
+                energy += pc.energy_j or 0.0
+                first_tok[adm] = start + prefill_s
+                # The prefill emits each request's first token; one-token requests are done.
+                one = out_len[adm] == 1
+                if one.any():
+                    finish[adm[one]] = start + prefill_s
+                    used -= int(reserve[adm[one]].sum())
+                    done += int(one.sum())
+                    adm = adm[~one]
+                if adm.shape[0]:
                     rid = np.concatenate([rid, adm])
-                    pos = np.concatenate([pos, one])
-                    ctx = np.concatenate([ctx, prompt[adm] + 1])
-                    rem = np.concatenate([rem, out_len[adm] - 1])
                     ptr = np.concatenate([ptr, base[adm] + 1])
-                b = rid.shape[0]
-                if fixed is not None:
-                    g = np.minimum(rem - 1, fixed)
-                elif isinstance(policy, LoadAdaptive):
-                    table = cost.uniform_iteration_times(ctx, policy.max_gamma)
-                    choice = policy.choose(
-                        PolicyContext(position=0, draw=None, last_gamma=None, last_accepted=None,
-                                      batch=b, pass_time=lambda gam: float(table[gam]))  # noqa: B023
-                    )  # fmt: skip
-                    g = np.minimum(rem - 1, choice)
+                    end = np.concatenate([end, base[adm] + out_len[adm]])
+                    off = np.concatenate([off, prompt[adm] - base[adm]])
+                    ctx_sum += int(prompt[adm].sum()) + adm.shape[0]
+                    low = int((end - ptr).min())
+            b = rid.shape[0]
+            if b == 0:  # only one-token requests were admitted: a prefill-only iteration
+                yield env.timeout(prefill_s)
+                rows.append((start, env.now, prefill_s, 0.0, 0, len(admitted), 0, 0, 0, 0, 0,
+                             energy if with_energy else nan))  # fmt: skip
+                continue
+            # The lookahead: one gamma for all (fixed, load-adaptive) or one per sequence.
+            if fixed is not None:
+                gam = fixed
+            elif isinstance(policy, LoadAdaptive):
+                table = cost.uniform_iteration_times(off + ptr, policy.max_gamma)
+                gam = policy.choose(
+                    PolicyContext(position=0, draw=None, last_gamma=None, last_accepted=None,
+                                  batch=b, pass_time=lambda x: float(table[x]))  # noqa: B023
+                )  # fmt: skip
+                gam = min(gam, max_gamma)  # the KV reservation covers max_gamma, as per token
+            else:
+                gam = -1
+            if draws is None and 0 <= gam < low:
+                # Every sequence drafts gam (none is within gam of its end): the fast path.
+                if gam == 0:  # plain decoding: one token each
+                    acc = ones[:b]
+                    ptr += acc
+                    emitted = b
+                else:
+                    caps[:b] = gam + 1
+                    acc = run_flat1[ptr]
+                    np.minimum(acc, caps[:b], out=acc)
+                    ptr += acc
+                    emitted = sum(acc.tolist())
+                drafted = gam * b
+                low -= gam + 1
+                t_iter, e_iter, d_time = cost.uniform_iteration(
+                    batch=b, context_sum=ctx_sum, gamma=gam
+                )
+            else:
+                rem = end - ptr
+                if gam >= 0:
+                    g = np.minimum(rem - 1, gam)
                 else:
                     assert draws is not None
+                    pos = ptr - base[rid]
                     g = np.array(
                         [policy.choose(PolicyContext(position=int(pos[k]), draw=draws[rid[k]],
                                                      last_gamma=None, last_accepted=None,
                                                      batch=b))
                          for k in range(b)], dtype=np.int64)  # fmt: skip
                     g = np.clip(np.minimum(g, rem - 1), 0, max_gamma)
-                np.maximum(g, 0, out=g)
                 if draws is None:
-                    acc = np.minimum(run_flat[ptr], g)
+                    acc = np.minimum(run_flat1[ptr], g + 1)
                 else:
                     from specsim.acceptance import accepted_in_block
 
-                    acc = np.array([accepted_in_block(draws[rid[k]], int(pos[k]), int(g[k]))
-                                    for k in range(b)], dtype=np.int64)  # fmt: skip
-                t_iter, e_iter, d_time = cost.iteration(g, ctx)
-                energy += e_iter
-                yield env.timeout(prefill_s + t_iter)
+                    pos = ptr - base[rid]
+                    acc = 1 + np.array([accepted_in_block(draws[rid[k]], int(pos[k]), int(g[k]))
+                                        for k in range(b)], dtype=np.int64)  # fmt: skip
+                drafted = int(g.sum())
+                t_iter, e_iter, d_time = cost.iteration(g, off + ptr)
+                ptr += acc
+                emitted = int(acc.sum())
+                low = int((rem - acc).min())
+            ctx_sum += emitted
+            yield env.timeout(prefill_s + t_iter)
             now = env.now
-            if admitted:
-                first_tok[np.asarray(admitted)] = start + prefill_s
-            acc += 1  # now the tokens each sequence emitted
-            pos += acc
-            ctx += acc
-            rem -= acc
-            ptr += acc
-            drafted, emitted = int(g.sum()), int(acc.sum())
             wasted = drafted + b - emitted
             rows.append(
                 (start, now, prefill_s, d_time, b, len(admitted), drafted, drafted + b,
-                 wasted, wasted, emitted, energy if with_energy else np.nan)
+                 wasted, wasted, emitted, energy + e_iter if with_energy else nan)
             )  # fmt: skip
-            fin = rem <= 0
-            if fin.any():
-                finish[rid[fin]] = now
-                used -= int(reserve[rid[fin]].sum())
-                done += int(fin.sum())
+            if low <= 0 and (low := int((end - ptr).min())) <= 0:
+                fin = ptr >= end  # finished sequences: retire them
+                finished = rid[fin]
+                finish[finished] = now
+                used -= int(reserve[finished].sum())
+                done += finished.shape[0]
+                ctx_sum -= int((off[fin] + end[fin]).sum())
                 keep = ~fin
-                rid, pos, ctx, rem, ptr = rid[keep], pos[keep], ctx[keep], rem[keep], ptr[keep]
+                rid, ptr, end, off = rid[keep], ptr[keep], end[keep], off[keep]
+                low = int((end - ptr).min()) if rid.shape[0] else 0
+            elif low <= gam:  # a sequence may be within gam of its end: make the bound exact
+                low = int((end - ptr).min())
 
     env.process(arrivals())
     env.process(engine())
@@ -403,10 +458,14 @@ def simulate_serving(config: ServingConfig, rng: np.random.Generator) -> Serving
     reqs = config.workload.sample(rng)
     lengths = reqs["output_tokens"].to_numpy() + config.max_gamma + 1
     draws = [config.acceptance.sample(rng, int(m)) for m in lengths]
-    base = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    plain_weights = all(bool(np.all(d.position_weights == 1.0)) for d in draws)
-    vector_ok = plain_weights and isinstance(config.policy, FixedGamma | LoadAdaptive)
-    run_flat = np.concatenate([_run_lengths(d.u < d.prob) for d in draws])
+    ends = np.cumsum(lengths).astype(np.int64)
+    base = ends - lengths
+    weights = np.concatenate([d.position_weights for d in draws])
+    vector_ok = isinstance(config.policy, FixedGamma | LoadAdaptive) and bool(np.all(weights == 1))
+    # Run lengths of accepted positions, request by request: one pass over all the
+    # requests' positions, each run cut at the end of its request's draw.
+    run_flat = _run_lengths(np.concatenate([d.u < d.prob for d in draws]))
+    np.minimum(run_flat, np.repeat(ends, lengths) - np.arange(ends[-1]), out=run_flat)
     spec = _serve(config, reqs, run_flat, base, config.policy, None if vector_ok else draws)
     plain = _serve(config, reqs, run_flat, base, FixedGamma(gamma=0), None)
     return ServingResult(
