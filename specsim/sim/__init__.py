@@ -8,15 +8,10 @@ process (:mod:`specsim.acceptance`) and a lookahead policy
 """
 
 from specsim.sim.costs import BlockCosts, CardCost, CostSource, PassCost, PlainCost
-from specsim.sim.records import Blocks, StreamResult, chrome_trace
-from specsim.sim.serving import (
-    PoissonWorkload,
-    ServingConfig,
-    ServingResult,
-    TraceWorkload,
-    simulate_serving,
-)
+from specsim.sim.records import Blocks, ServingResult, StreamResult, chrome_trace
+from specsim.sim.serving import ServingConfig, simulate_serving
 from specsim.sim.stream import StreamConfig, plan_blocks, simulate_stream
+from specsim.sim.workload import PoissonWorkload, TraceWorkload
 
 __all__ = [
     "BlockCosts",

@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 
 from specsim.sim.costs import BlockCosts
 
-__all__ = ["Blocks", "StreamResult", "batch_means_se", "chrome_trace"]
+__all__ = ["Blocks", "StreamResult", "ServingResult", "batch_means_se", "chrome_trace"]
 
 
 def batch_means_se(x: NDArray[np.float64], y: NDArray[np.float64] | None = None) -> float | None:
@@ -221,6 +221,85 @@ class StreamResult:
 
     def chrome_trace(self) -> dict[str, Any]:
         return chrome_trace(self.events())
+
+
+@dataclass(frozen=True)
+class ServingResult:
+    """Per-request table and per-iteration table of a speculative run and its plain twin."""
+
+    requests_spec: pd.DataFrame
+    iterations_spec: pd.DataFrame
+    requests_plain: pd.DataFrame
+    iterations_plain: pd.DataFrame
+
+    def requests(self) -> pd.DataFrame:
+        return self.requests_spec
+
+    def events(self) -> pd.DataFrame:
+        return self.iterations_spec
+
+    def metrics(self) -> dict[str, Any]:
+        spec = _summary(self.requests_spec, self.iterations_spec)
+        plain = _summary(self.requests_plain, self.iterations_plain)
+        out = dict(spec)
+        for key in ("throughput_tokens_per_s", "tpot_p50", "tpot_p99", "e2e_p50", "e2e_p99",
+                    "ttft_p99", "energy_j_per_token"):  # fmt: skip
+            out[f"plain_{key}"] = plain[key]
+        out["speedup"] = spec["throughput_tokens_per_s"] / plain["throughput_tokens_per_s"]
+        out["tpot_speedup"] = plain["tpot_p50"] / spec["tpot_p50"]
+        return out
+
+    def chrome_trace(self) -> dict[str, Any]:
+        it = self.iterations_spec
+        rows = []
+        for r in it.itertuples(index=False):
+            if r.prefill_s > 0:
+                rows.append(("prefill", "target", r.start_s, r.start_s + r.prefill_s, r.admitted))
+            t0 = r.start_s + r.prefill_s
+            if r.draft_s > 0:
+                rows.append(("draft", "draft", t0, t0 + r.draft_s, r.draft_tokens))
+            if r.positions > 0:  # not a prefill-only iteration
+                rows.append(("verify", "target", t0 + r.draft_s, r.end_s, r.positions))
+            if r.positions_wasted > 0:
+                rows.append(("discard", "discarded", r.end_s, r.end_s, r.positions_wasted))
+        ev = pd.DataFrame(rows, columns=["kind", "track", "start_s", "end_s", "tokens"])
+        ev.insert(0, "block", np.arange(len(ev)))
+        return chrome_trace(ev)
+
+
+def _pct(x: NDArray[np.float64], q: float) -> float:
+    return float(np.percentile(x, q)) if x.shape[0] else float("inf")
+
+
+def _summary(req: pd.DataFrame, it: pd.DataFrame) -> dict[str, Any]:
+    ttft = (req["first_token_s"] - req["arrival_s"]).to_numpy()
+    e2e = (req["finish_s"] - req["arrival_s"]).to_numpy()
+    n_out = req["output_tokens"].to_numpy()
+    multi = n_out > 1
+    tpot = (req["finish_s"] - req["first_token_s"]).to_numpy()[multi] / (n_out[multi] - 1)
+    span = float(req["finish_s"].max() - req["arrival_s"].min())
+    busy = float((it["end_s"] - it["start_s"]).sum())
+    tokens = int(n_out.sum())
+    energy = it["energy_j"].to_numpy()
+    out: dict[str, Any] = {"requests": len(req), "tokens": tokens}
+    for name, arr in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e)):
+        for q in (50, 90, 99):
+            out[f"{name}_p{q}"] = _pct(arr, q)
+    out.update(
+        throughput_tokens_per_s=tokens / span,
+        utilization=busy / span,
+        iterations=len(it),
+        mean_batch=float(it["batch"].mean()),
+        mean_gamma=float((it["draft_tokens"].sum()) / max(int(it["batch"].sum()), 1)),
+        target_positions_verified=int(it["positions"].sum()),
+        target_positions_wasted=int(it["positions_wasted"].sum()),
+        draft_tokens_wasted=int(it["draft_wasted"].sum()),
+        tokens_per_target_pass=float(it["emitted"].sum() / max(int(it["batch"].sum()), 1)),
+        time_s=span,
+        energy_j=None if np.isnan(energy).all() else float(np.nansum(energy)),
+    )
+    out["energy_j_per_token"] = None if out["energy_j"] is None else out["energy_j"] / tokens
+    return out
 
 
 def chrome_trace(events: pd.DataFrame) -> dict[str, Any]:

@@ -19,6 +19,8 @@ batch iteration:
 The same workload is then served without speculation (``gamma = 0``) in the
 same run, for the speedup. The draft shares the target's accelerator
 (serialized); overlapped drafting is modelled for single streams only.
+Workloads are in :mod:`specsim.sim.workload`; the result, its metrics record
+and Chrome trace in :mod:`specsim.sim.records`.
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ from numpy.typing import NDArray
 from specsim.acceptance import AcceptanceProcess
 from specsim.policies import FixedGamma, LoadAdaptive, LookaheadPolicy, PolicyContext
 from specsim.sim.costs import CardCost, CostSource
+from specsim.sim.records import ServingResult
 from specsim.sim.stream import _run_lengths
+from specsim.sim.workload import PoissonWorkload, TraceWorkload, Workload
 
 __all__ = [
     "PoissonWorkload",
@@ -44,85 +48,6 @@ __all__ = [
     "ServingResult",
     "simulate_serving",
 ]
-
-IntRange = int | tuple[int, int]
-
-
-def _draw_lengths(rng: np.random.Generator, spec: IntRange, n: int) -> NDArray[np.int64]:
-    if isinstance(spec, tuple):
-        return rng.integers(spec[0], spec[1] + 1, size=n)
-    return np.full(n, int(spec), dtype=np.int64)
-
-
-def _check_range(spec: IntRange, name: str, minimum: int) -> None:
-    lo, hi = spec if isinstance(spec, tuple) else (spec, spec)
-    if not all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in (lo, hi)):
-        raise ValueError(f"{name}: expected an integer or a (low, high) pair, got {spec!r}")
-    if lo < minimum or hi < lo:
-        raise ValueError(f"{name}: expected {minimum} <= low <= high, got {spec!r}")
-
-
-@dataclass(frozen=True, kw_only=True)
-class PoissonWorkload:
-    """``requests`` arrivals at ``rate_per_s``; lengths fixed or uniform on ``(low, high)``."""
-
-    rate_per_s: float
-    requests: int
-    prompt_tokens: IntRange
-    output_tokens: IntRange
-
-    def __post_init__(self) -> None:
-        if not (np.isfinite(self.rate_per_s) and self.rate_per_s > 0):
-            raise ValueError(f"rate_per_s: expected a finite rate > 0, got {self.rate_per_s!r}")
-        if isinstance(self.requests, bool) or self.requests < 1:
-            raise ValueError(f"requests: expected an integer >= 1, got {self.requests!r}")
-        _check_range(self.prompt_tokens, "prompt_tokens", 1)
-        _check_range(self.output_tokens, "output_tokens", 1)
-
-    def sample(self, rng: np.random.Generator) -> pd.DataFrame:
-        n = self.requests
-        return pd.DataFrame(
-            {
-                "arrival_s": np.cumsum(rng.exponential(1.0 / self.rate_per_s, size=n)),
-                "prompt_tokens": _draw_lengths(rng, self.prompt_tokens, n),
-                "output_tokens": _draw_lengths(rng, self.output_tokens, n),
-            }
-        )
-
-
-@dataclass(frozen=True, kw_only=True)
-class TraceWorkload:
-    """A recorded trace: arrival time, prompt length and output length per request."""
-
-    arrival_s: tuple[float, ...]
-    prompt_tokens: tuple[int, ...]
-    output_tokens: tuple[int, ...]
-
-    def __post_init__(self) -> None:
-        n = len(self.arrival_s)
-        if n == 0 or len(self.prompt_tokens) != n or len(self.output_tokens) != n:
-            raise ValueError(
-                "trace: arrival_s, prompt_tokens and output_tokens must be non-empty and of equal "
-                f"length, got {n}, {len(self.prompt_tokens)}, {len(self.output_tokens)}"
-            )
-        arr = np.asarray(self.arrival_s, dtype=float)
-        if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(np.diff(arr) < 0):
-            raise ValueError("trace: arrival_s must be finite, >= 0 and non-decreasing")
-        for name in ("prompt_tokens", "output_tokens"):
-            if min(getattr(self, name)) < 1:
-                raise ValueError(f"trace: every {name} must be >= 1")
-
-    def sample(self, rng: np.random.Generator) -> pd.DataFrame:
-        return pd.DataFrame(
-            {
-                "arrival_s": np.asarray(self.arrival_s, dtype=float),
-                "prompt_tokens": np.asarray(self.prompt_tokens, dtype=np.int64),
-                "output_tokens": np.asarray(self.output_tokens, dtype=np.int64),
-            }
-        )
-
-
-Workload = PoissonWorkload | TraceWorkload
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,87 +97,6 @@ class ServingConfig:
                 )
             return int(free / c.kv_bytes_per_token())
         return None
-
-
-@dataclass(frozen=True)
-class ServingResult:
-    """Per-request table and per-iteration table of a speculative run and its plain twin."""
-
-    requests_spec: pd.DataFrame
-    iterations_spec: pd.DataFrame
-    requests_plain: pd.DataFrame
-    iterations_plain: pd.DataFrame
-
-    def requests(self) -> pd.DataFrame:
-        return self.requests_spec
-
-    def events(self) -> pd.DataFrame:
-        return self.iterations_spec
-
-    def metrics(self) -> dict[str, Any]:
-        spec = _summary(self.requests_spec, self.iterations_spec)
-        plain = _summary(self.requests_plain, self.iterations_plain)
-        out = dict(spec)
-        for key in ("throughput_tokens_per_s", "tpot_p50", "tpot_p99", "e2e_p50", "e2e_p99",
-                    "ttft_p99", "energy_j_per_token"):  # fmt: skip
-            out[f"plain_{key}"] = plain[key]
-        out["speedup"] = spec["throughput_tokens_per_s"] / plain["throughput_tokens_per_s"]
-        out["tpot_speedup"] = plain["tpot_p50"] / spec["tpot_p50"]
-        return out
-
-    def chrome_trace(self) -> dict[str, Any]:
-        from specsim.sim.records import chrome_trace
-
-        it = self.iterations_spec
-        rows = []
-        for r in it.itertuples(index=False):
-            if r.prefill_s > 0:
-                rows.append(("prefill", "target", r.start_s, r.start_s + r.prefill_s, r.admitted))
-            t0 = r.start_s + r.prefill_s
-            if r.draft_s > 0:
-                rows.append(("draft", "draft", t0, t0 + r.draft_s, r.draft_tokens))
-            if r.positions > 0:  # not a prefill-only iteration
-                rows.append(("verify", "target", t0 + r.draft_s, r.end_s, r.positions))
-            if r.positions_wasted > 0:
-                rows.append(("discard", "discarded", r.end_s, r.end_s, r.positions_wasted))
-        ev = pd.DataFrame(rows, columns=["kind", "track", "start_s", "end_s", "tokens"])
-        ev.insert(0, "block", np.arange(len(ev)))
-        return chrome_trace(ev)
-
-
-def _pct(x: NDArray[np.float64], q: float) -> float:
-    return float(np.percentile(x, q)) if x.shape[0] else float("inf")
-
-
-def _summary(req: pd.DataFrame, it: pd.DataFrame) -> dict[str, Any]:
-    ttft = (req["first_token_s"] - req["arrival_s"]).to_numpy()
-    e2e = (req["finish_s"] - req["arrival_s"]).to_numpy()
-    n_out = req["output_tokens"].to_numpy()
-    multi = n_out > 1
-    tpot = (req["finish_s"] - req["first_token_s"]).to_numpy()[multi] / (n_out[multi] - 1)
-    span = float(req["finish_s"].max() - req["arrival_s"].min())
-    busy = float((it["end_s"] - it["start_s"]).sum())
-    tokens = int(n_out.sum())
-    energy = it["energy_j"].to_numpy()
-    out: dict[str, Any] = {"requests": len(req), "tokens": tokens}
-    for name, arr in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e)):
-        for q in (50, 90, 99):
-            out[f"{name}_p{q}"] = _pct(arr, q)
-    out.update(
-        throughput_tokens_per_s=tokens / span,
-        utilization=busy / span,
-        iterations=len(it),
-        mean_batch=float(it["batch"].mean()),
-        mean_gamma=float((it["draft_tokens"].sum()) / max(int(it["batch"].sum()), 1)),
-        target_positions_verified=int(it["positions"].sum()),
-        target_positions_wasted=int(it["positions_wasted"].sum()),
-        draft_tokens_wasted=int(it["draft_wasted"].sum()),
-        tokens_per_target_pass=float(it["emitted"].sum() / max(int(it["batch"].sum()), 1)),
-        time_s=span,
-        energy_j=None if np.isnan(energy).all() else float(np.nansum(energy)),
-    )
-    out["energy_j_per_token"] = None if out["energy_j"] is None else out["energy_j"] / tokens
-    return out
 
 
 def _serve(
