@@ -93,6 +93,7 @@ def _compute(model: ModelCard, hw: HardwareCard, dtype: str, tp: float) -> Coeff
     if tp > 1:  # ring all-reduces of the activations (Patarasuk & Yuan, JPDC 2009)
         ring = k["n_allreduce"] * 2.0 * (tp - 1) / tp * d * b / hw.interconnect_bandwidth
         latency = k["n_allreduce"] * hw.interconnect_latency_s
+    k["allreduce_per_token_s"], k["allreduce_latency_s"] = ring, latency
     linear = (
         # roofline: max(compute, memory) for the weight GEMMs, attention and the LM head
         L * k["dense_flops"] / P, L * k["act"] / W, L * k["w_layer"] / W,
@@ -105,6 +106,7 @@ def _compute(model: ModelCard, hw: HardwareCard, dtype: str, tp: float) -> Coeff
         L * k["w_layer"] + k["w_head"], L * k["kv"],
         2.0 * L * k["kv"] + L * (k["act"] + k["q_io"]) + k["head_io"],
         # energy: idle power, then the utilisation model or the per-flop/per-byte one
+        # (-1 marks a card that gives no per-operation energies)
         hw.idle_power_w, hw.max_power_w - hw.idle_power_w,
         1.0 / hw.peak(dtype), 1.0 / hw.mem_bandwidth,
         -1.0 if hw.energy_per_flop_j is None else hw.energy_per_flop_j,

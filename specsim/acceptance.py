@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -35,6 +36,7 @@ __all__ = [
     "TraceAcceptance",
     "DistributionAcceptance",
     "accepted_in_block",
+    "leading_run",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -59,6 +61,11 @@ class AcceptanceDraw:
         return self.u[sl] < self.prob[sl] * self.position_weights[k[: len(self.u[sl])]]
 
 
+def leading_run(ok: NDArray[np.bool_]) -> int:
+    """How many entries of ``ok`` are True before the first False (all of them if none is)."""
+    return int(np.argmin(np.append(ok, False)))
+
+
 def accepted_in_block(draw: AcceptanceDraw, start: int, gamma: int) -> int:
     """How many of ``gamma`` proposals starting at ``start`` are accepted (leading run)."""
     ok = draw.accepts(start, gamma)
@@ -67,7 +74,7 @@ def accepted_in_block(draw: AcceptanceDraw, start: int, gamma: int) -> int:
             f"acceptance draw too short: block at {start} with gamma {gamma} needs "
             f"{start + gamma} positions, the draw has {len(draw)}"
         )
-    return gamma if ok.all() else int(np.argmin(ok))
+    return leading_run(ok)
 
 
 @runtime_checkable
@@ -153,8 +160,10 @@ class PositionalAcceptance:
         _check_noise(self.confidence_noise)
 
     def mean_tokens(self, gamma: int) -> float:
-        a = np.array([self.alphas[min(k, len(self.alphas) - 1)] for k in range(gamma)])
-        return float(1.0 + np.cumprod(a).sum())
+        if isinstance(gamma, bool) or not isinstance(gamma, int | np.integer) or gamma < 0:
+            raise ValueError(f"gamma: expected a non-negative integer, got {gamma!r}")
+        k = np.minimum(np.arange(gamma), len(self.alphas) - 1)
+        return float(1.0 + np.cumprod(np.asarray(self.alphas, dtype=float)[k]).sum())
 
     def sample(self, rng: np.random.Generator, n: int) -> AcceptanceDraw:
         n = _check_n(n)
@@ -296,9 +305,14 @@ class DistributionAcceptance:
                 f"and {q.shape}"
             )
 
-    @property
+    @cached_property
     def alphas(self) -> FloatArray:
+        """Per-position ``sum min(p, q)`` (worked out once: every sample reads it)."""
         return np.asarray(sampling.acceptance_rate(np.asarray(self.target), np.asarray(self.draft)))
+
+    @cached_property
+    def _top(self) -> FloatArray:
+        return np.asarray(self.draft, dtype=float).max(axis=-1)
 
     @property
     def mean(self) -> float:
@@ -308,5 +322,4 @@ class DistributionAcceptance:
         n = _check_n(n)
         alphas = self.alphas
         idx = np.arange(n) % alphas.shape[0]
-        conf = np.asarray(self.draft, dtype=float).max(axis=-1)[idx]
-        return AcceptanceDraw(u=rng.random(n), prob=alphas[idx], confidence=conf)
+        return AcceptanceDraw(u=rng.random(n), prob=alphas[idx], confidence=self._top[idx])

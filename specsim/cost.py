@@ -231,9 +231,7 @@ def _evaluate(
     k, L = co.terms, model.layers
     time, energy, roofline, flops, nbytes = _roofline.time_energy(co.linear, T, S, R)
     kv = (R + 2 * T) * (L * k["kv"])
-    allreduce = 0.0 * T
-    if tp > 1:
-        allreduce = T * co.linear[9] + k["n_allreduce"] * hw.interconnect_latency_s
+    allreduce = T * k["allreduce_per_token_s"] + k["allreduce_latency_s"]
     return {
         "time_s": time,
         "flops": flops * tp,

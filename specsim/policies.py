@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from specsim.acceptance import AcceptanceDraw
+from specsim.acceptance import AcceptanceDraw, leading_run
 from specsim.theory import expected_tokens, optimal_gamma
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "HeuristicPlusTwoMinusOne",
     "LoadAdaptive",
     "Oracle",
+    "fixed_gamma",
 ]
 
 
@@ -91,8 +93,9 @@ class OptimalStatic:
         _check_gamma(self.max_gamma, "max_gamma")
         _ = self.gamma  # validates alpha and c through the theory module
 
-    @property
+    @cached_property
     def gamma(self) -> int:
+        """Worked out once: the simulators ask for it every block."""
         return int(optimal_gamma(self.alpha, self.c, max_gamma=self.max_gamma))
 
     def choose(self, ctx: PolicyContext) -> int:
@@ -122,8 +125,7 @@ class ConfidenceThreshold:
         if ctx.draw is None:
             raise ValueError("ConfidenceThreshold needs the draft's confidence signal (a draw)")
         conf = ctx.draw.confidence[ctx.position : ctx.position + self.max_gamma]
-        low = conf < self.threshold
-        return int(np.argmax(low)) if low.any() else int(conf.shape[0])
+        return leading_run(conf >= self.threshold)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -196,5 +198,14 @@ class Oracle:
     def choose(self, ctx: PolicyContext) -> int:
         if ctx.draw is None:
             raise ValueError("Oracle needs the future acceptances (a draw)")
-        ok = ctx.draw.accepts(ctx.position, self.max_gamma)
-        return int(np.argmin(ok)) if not ok.all() else int(ok.shape[0])
+        return leading_run(ctx.draw.accepts(ctx.position, self.max_gamma))
+
+
+def fixed_gamma(policy: LookaheadPolicy) -> int | None:
+    """The lookahead a policy chooses whatever it is told (FixedGamma, OptimalStatic), else None.
+
+    The simulators take their vectorized paths for these policies.
+    """
+    if isinstance(policy, FixedGamma | OptimalStatic):
+        return int(policy.gamma)
+    return None

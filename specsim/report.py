@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import base64
 import html
-import inspect
 import io
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -94,49 +93,15 @@ def format_demo(d: SamplingDemo) -> str:
 
 
 def validate_tables(rng: np.random.Generator, *, fast: bool) -> tuple[dict[str, pd.DataFrame], str]:
-    """The tables of :mod:`specsim.validate` (a small grid when ``fast``), and a note."""
-    try:
-        from specsim import validate
-    except ImportError as exc:  # the module is optional for the report, never silently
-        return {}, f"specsim.validate could not be imported ({exc}); no validation tables."
-    run_checks = getattr(validate, "run_checks", None)
-    if run_checks is not None:
-        params = inspect.signature(run_checks).parameters
-        kwargs: dict[str, object] = {}
-        for name in ("fast", "quick"):
-            if name in params:
-                kwargs[name] = fast
-        if "rng" in params:
-            kwargs["rng"] = rng
-        return _tables(run_checks(**kwargs)), "Tables of specsim.validate.run_checks."
-    if fast:  # the grid of `specsim validate --quick`
-        checks = validate.check_grid(
-            rng, alphas=(0.2, 0.5, 0.8, 0.95), gammas=(1, 3, 5, 10), relative=0.01
-        )
-    else:
-        checks = validate.check_grid(rng)
-    dropped = validate.assumptions_dropped(rng, tokens=50_000 if fast else 200_000)
+    """The tables of :mod:`specsim.validate` (the quick grid when ``fast``), and a note."""
+    from specsim.validate import validation_tables
+
+    checks, dropped = validation_tables(rng, quick=fast)
     return (
         {"closed forms against the simulator": checks, "assumptions dropped": dropped},
         "Tables of specsim.validate.check_grid and assumptions_dropped"
         + (" (the quick grid of `specsim validate --quick`)." if fast else "."),
     )
-
-
-def _tables(result: object) -> dict[str, pd.DataFrame]:
-    """DataFrames from a mapping, a sequence or an object holding them, by name."""
-    if isinstance(result, pd.DataFrame):
-        return {"validate": result}
-    if isinstance(result, Mapping):
-        items = list(result.items())
-    elif isinstance(result, list | tuple):
-        items = [(f"table {i + 1}", t) for i, t in enumerate(result)]
-    else:
-        items = list(vars(result).items())
-    tables = {str(k).replace("_", " "): v for k, v in items if isinstance(v, pd.DataFrame)}
-    if not tables:
-        raise TypeError(f"specsim.validate.run_checks returned no DataFrame: {type(result)}")
-    return tables
 
 
 _INLINE = [

@@ -326,7 +326,9 @@ def verify_batch(
         u = rng.random((batch, gamma + 1))
         # Accept iff u < p/q, written without a division.
         accept = u[:, :gamma] * q_x < p_x
-    accepted = np.where(accept.all(axis=1), gamma, np.argmin(accept, axis=1)).astype(np.int64)
+    # The first rejection, or gamma when there is none (a rejection appended; gamma 0 too).
+    stop = np.concatenate([accept, np.zeros((batch, 1), dtype=bool)], axis=1)
+    accepted = np.argmin(stop, axis=1).astype(np.int64)
 
     # The last emitted token comes from position `accepted`: the correction
     # distribution there, or the target itself after a fully accepted block.
@@ -388,10 +390,11 @@ def enumerate_block(
         q = check_distribution(draft(ctx), f"draft{ctx}")
         if p.shape != q.shape:
             raise ValueError(f"target{ctx} and draft{ctx} have shapes {p.shape} and {q.shape}")
+        residual = _correction(p, q)  # the same at every rejected proposal here
         for x in np.flatnonzero(q):
             keep = min(1.0, p[x] / q[x])
             if keep < 1.0:
-                emit(drafted, weight * q[x] * (1.0 - keep), _correction(p, q))
+                emit(drafted, weight * q[x] * (1.0 - keep), residual)
             if keep > 0.0:
                 walk(drafted + (int(x),), weight * q[x] * keep)
 

@@ -26,7 +26,6 @@ import importlib.util
 import json
 import sys
 import time
-import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+
+from specsim._rng import keyed_rng
 
 __all__ = [
     "STUDY_NAMES",
@@ -175,9 +176,7 @@ def resolve_config(
 
 def study_rng(seed: int, name: str) -> np.random.Generator:
     """A generator for study ``name`` from the run's ``seed``, independent of study order."""
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
-    return np.random.default_rng([int(seed), zlib.crc32(name.encode())])
+    return keyed_rng(seed, name)
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,7 @@ class SweepSpec:
                     f"[random] {path}: expected {{uniform|loguniform|integers = "
                     f"[low, high]}} or {{choice = [...]}}, got {dist!r}"
                 )
+            _check_range(path, dist)
         for path in [*self.grid, *self.random]:
             _parent(dict(self.config), path)  # the path must lead into the config
 
@@ -223,7 +224,28 @@ def read_spec(path: Path | str) -> SweepSpec:
         raise ValueError(f"{p}: {exc}") from None
 
 
-def _draw(rng: np.random.Generator, path: str, dist: Mapping[str, Any]) -> Any:
+def _check_range(path: str, dist: Mapping[str, Any]) -> None:
+    """A distribution's arguments, checked before anything is drawn."""
+    kind, args = next(iter(dist.items()))
+    if kind == "choice":
+        if not isinstance(args, list | tuple) or len(args) == 0:
+            raise ValueError(f"[random] {path}: choice needs a non-empty list, got {args!r}")
+        return
+    numbers = isinstance(args, list | tuple) and len(args) == 2
+    numbers = numbers and all(
+        isinstance(x, int | float) and not isinstance(x, bool) and np.isfinite(x) for x in args
+    )
+    if not numbers or args[0] > args[1]:
+        raise ValueError(
+            f"[random] {path}: {kind} needs [low, high] with low <= high, got {args!r}"
+        )
+    if kind == "integers" and not all(float(x).is_integer() for x in args):
+        raise ValueError(f"[random] {path}: integers needs whole numbers, got {args!r}")
+    if kind == "loguniform" and args[0] <= 0:
+        raise ValueError(f"[random] {path}: loguniform needs low > 0, got {args[0]!r}")
+
+
+def _draw(rng: np.random.Generator, dist: Mapping[str, Any]) -> Any:
     kind, args = next(iter(dist.items()))
     if kind == "choice":
         return copy.deepcopy(list(args)[int(rng.integers(len(args)))])
@@ -231,8 +253,6 @@ def _draw(rng: np.random.Generator, path: str, dist: Mapping[str, Any]) -> Any:
     if kind == "uniform":
         return float(rng.uniform(lo, hi))
     if kind == "loguniform":
-        if lo <= 0:
-            raise ValueError(f"[random] {path}: loguniform needs low > 0, got {lo!r}")
         return float(np.exp(rng.uniform(np.log(lo), np.log(hi))))
     return int(rng.integers(int(lo), int(hi) + 1))
 
@@ -246,7 +266,7 @@ def sweep_points(spec: SweepSpec) -> list[dict[str, Any]]:
             for combo in itertools.product(*(spec.grid[n] for n in names))
         ]
     rng = np.random.default_rng(np.random.SeedSequence(spec.seed, spawn_key=(0x5A3B1E,)))
-    return [{p: _draw(rng, p, d) for p, d in spec.random.items()} for _ in range(spec.samples)]
+    return [{p: _draw(rng, d) for p, d in spec.random.items()} for _ in range(spec.samples)]
 
 
 def point_config(base: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:

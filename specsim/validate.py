@@ -26,26 +26,44 @@ from scipy import stats
 from specsim.acceptance import AcceptanceProcess, IIDAcceptance, MarkovAcceptance
 from specsim.policies import FixedGamma
 from specsim.sim.costs import CardCost, CostSource, PlainCost
-from specsim.sim.serving import ServingConfig, TraceWorkload, simulate_serving
+from specsim.sim.serving import ServingConfig, simulate_serving
 from specsim.sim.stream import StreamConfig, simulate_stream
+from specsim.sim.workload import TraceWorkload
 from specsim.theory import expected_tokens, ops_factor, tokens_variance, walltime_speedup
 
-__all__ = ["DEFAULT_ALPHAS", "DEFAULT_GAMMAS", "DEFAULT_CS", "check_grid", "assumptions_dropped"]
+__all__ = [
+    "DEFAULT_ALPHAS",
+    "DEFAULT_GAMMAS",
+    "DEFAULT_CS",
+    "check_grid",
+    "assumptions_dropped",
+    "validation_tables",
+]
 
 DEFAULT_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 DEFAULT_GAMMAS = tuple(range(1, 11))
 DEFAULT_CS = (0.0, 0.05, 0.2)
+QUICK_ALPHAS = (0.2, 0.5, 0.8, 0.95)
+QUICK_GAMMAS = (1, 3, 5, 10)
+QUICK_RELATIVE = 0.01
 Z_CHECK = 4.5
 CI_LEVEL = 0.99
 CI_RELATIVE = 0.005
+_Z_CI = float(stats.norm.ppf(0.5 + CI_LEVEL / 2))  # the interval's half-width in standard errors
+
+
+def _positive(value: float, name: str) -> float:
+    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+        raise ValueError(f"{name}: expected a finite number > 0, got {value!r}")
+    return float(value)
 
 
 def blocks_needed(alpha: float, gamma: int, *, relative: float = CI_RELATIVE) -> int:
     """Blocks for a ``CI_LEVEL`` interval of tokens per pass within ``relative`` of its value."""
-    z = float(stats.norm.ppf(0.5 + CI_LEVEL / 2))
+    relative = _positive(relative, "relative")
     mean = float(expected_tokens(alpha, gamma))
     sd = math.sqrt(float(tokens_variance(alpha, gamma)))
-    return max(600, math.ceil((z * sd / (relative * mean)) ** 2))
+    return max(600, math.ceil((_Z_CI * sd / (relative * mean)) ** 2))
 
 
 def check_grid(
@@ -58,7 +76,7 @@ def check_grid(
     z: float = Z_CHECK,
 ) -> pd.DataFrame:
     """One row per (alpha, gamma, c, quantity): simulated value, interval, formula, verdict."""
-    zci = float(stats.norm.ppf(0.5 + CI_LEVEL / 2))
+    z = _positive(z, "z")
     rows = []
     for alpha in alphas:
         for gamma in gammas:
@@ -89,8 +107,8 @@ def check_grid(
                             "blocks": m["target_passes"],
                             "simulated": value,
                             "se": se,
-                            "ci_low": value - zci * se,
-                            "ci_high": value + zci * se,
+                            "ci_low": value - _Z_CI * se,
+                            "ci_high": value + _Z_CI * se,
                             "formula": float(formula),
                             "z": (value - float(formula)) / se if se > 0 else 0.0,
                             "ok": abs(value - float(formula)) <= z * se + 1e-12,
@@ -176,3 +194,18 @@ def assumptions_dropped(
         sm["tpot_speedup"], float(walltime_speedup(alpha, gamma, c_card)),
         "walltime_speedup")  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def validation_tables(
+    rng: np.random.Generator, *, quick: bool
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`check_grid` and :func:`assumptions_dropped`, as ``specsim validate`` runs them.
+
+    ``quick``: a 4 x 4 grid of alpha and gamma with intervals within 1%, and
+    50,000 tokens per dropped assumption (the report's fast form).
+    """
+    if quick:
+        checks = check_grid(rng, alphas=QUICK_ALPHAS, gammas=QUICK_GAMMAS, relative=QUICK_RELATIVE)
+    else:
+        checks = check_grid(rng)
+    return checks, assumptions_dropped(rng, tokens=50_000 if quick else 200_000)

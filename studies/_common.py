@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,15 +12,21 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from specsim.acceptance import AcceptanceProcess
 from specsim.cards import load_hardware, load_model
 from specsim.costgrid import cost_coefficient, verification_factor
+from specsim.policies import FixedGamma
+from specsim.sim import CostSource, StreamConfig, simulate_stream
 from specsim.studies import resolve_config
 
 __all__ = [
     "config",
     "check_probability",
     "check_positive_int",
+    "TP_SIZES",
+    "smallest_tp",
     "plain_cost_from_cards",
+    "stream_metrics",
     "figure",
     "mean_se",
     "md_table",
@@ -43,6 +49,22 @@ def check_positive_int(value: int | Sequence[int], key: str, where: str, minimum
     for v in np.atleast_1d(np.asarray(value)):
         if not float(v).is_integer() or v < minimum:
             raise ValueError(f"study {where!r}: {key} must be integers >= {minimum}, got {v!r}")
+
+
+TP_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16)
+"""The tensor-parallel sizes the studies try, smallest first."""
+
+
+def smallest_tp(fits: Callable[[int], bool], *, where: str, what: str, hardware: str) -> int:
+    """The smallest size in :data:`TP_SIZES` for which ``fits(tp)`` holds.
+
+    Raises ValueError naming the study ``where``, ``what`` (the models and whatever else
+    must fit) and the ``hardware`` when not even the largest size fits.
+    """
+    for tp in TP_SIZES:
+        if fits(tp):
+            return tp
+    raise ValueError(f"study {where!r}: {what} do not fit on {TP_SIZES[-1]} x {hardware}")
 
 
 def plain_cost_from_cards(
@@ -76,6 +98,29 @@ def plain_cost_from_cards(
         )
     )
     return c, tuple(float(x) for x in v)
+
+
+def stream_metrics(
+    acceptance: AcceptanceProcess,
+    *,
+    gamma: int,
+    cost: CostSource,
+    tokens: int,
+    rng: np.random.Generator,
+) -> dict[str, Any]:
+    """Metrics of one simulated stream of ``tokens`` tokens at a fixed lookahead ``gamma``.
+
+    :func:`specsim.sim.simulate_stream` with ``FixedGamma(gamma)`` and ``max_gamma = gamma``,
+    drawing from ``rng``; returns its ``metrics()`` record.
+    """
+    cfg = StreamConfig(
+        tokens=tokens,
+        acceptance=acceptance,
+        policy=FixedGamma(gamma=gamma),
+        cost=cost,
+        max_gamma=gamma,
+    )
+    return simulate_stream(cfg, rng).metrics()
 
 
 def figure(ncols: int = 1, *, width: float = 6.4, height: float = 4.4) -> tuple[Figure, list[Axes]]:

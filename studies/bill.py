@@ -26,11 +26,10 @@ from matplotlib.figure import Figure
 from specsim.acceptance import IIDAcceptance
 from specsim.cards import load_model
 from specsim.costgrid import ops_coefficient
-from specsim.policies import FixedGamma
-from specsim.sim import PlainCost, StreamConfig, simulate_stream
+from specsim.sim import PlainCost
 from specsim.theory import ops_factor, target_calls_per_token
 
-from ._common import check_positive_int, check_probability, figure
+from ._common import check_positive_int, check_probability, figure, stream_metrics
 from ._common import config as _config
 
 __all__ = ["DEFAULTS", "run", "figures", "summary"]
@@ -72,14 +71,9 @@ def run(
         cost = PlainCost(c=0.0, c_hat=c_hat)
         for g in gammas:
             for a in alphas:
-                sim = StreamConfig(
-                    tokens=tokens,
-                    acceptance=IIDAcceptance(alpha=a),
-                    policy=FixedGamma(gamma=g),
-                    cost=cost,
-                    max_gamma=g,
+                m = stream_metrics(
+                    IIDAcceptance(alpha=a), gamma=g, cost=cost, tokens=tokens, rng=rng
                 )
-                m = simulate_stream(sim, rng).metrics()
                 e, e_se = float(m["tokens_per_target_pass"]), m["tokens_per_target_pass_se"]
                 base = {"draft_ops": label, "c_hat": c_hat, "alpha": a, "gamma": g}
                 calls_se = np.nan if e_se is None else float(e_se) / e**2

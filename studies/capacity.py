@@ -6,7 +6,8 @@ time to first token (TTFT), the study finds, on each accelerator card:
 
 1. the tensor parallelism of one replica: the smallest power of two whose
    memory holds the weights and the KV cache of ``max_batch`` requests of the
-   longest kind (``tensor_parallel = 0``), or the configured one;
+   longest kind (``tensor_parallel = 0``; a ValueError when not even 16 devices
+   hold them), or the configured one;
 2. the largest Poisson request rate one replica sustains at the SLO, with and
    without speculation (:func:`specsim.sim.simulate_serving` serves each
    workload both ways in one run, with common random numbers across rates): a
@@ -36,11 +37,11 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from specsim.acceptance import IIDAcceptance
-from specsim.cards import load_hardware, load_model
+from specsim.cards import HardwareCard, load_hardware, load_model
 from specsim.policies import FixedGamma, LoadAdaptive, LookaheadPolicy
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig, simulate_serving
 
-from ._common import check_positive_int, check_probability, figure, md_table
+from ._common import check_positive_int, check_probability, figure, md_table, smallest_tp
 from ._common import config as _config
 
 __all__ = ["DEFAULTS", "run", "figures", "summary", "MODES"]
@@ -126,14 +127,14 @@ def run(
     steps = int(cfg["fast_bisect"] if fast else cfg["bisect"])
     grid = np.geomspace(float(cfg["rate_min"]), float(cfg["rate_max"]), n_rates)
     slo_tpot, slo_ttft = float(cfg["slo_tpot_p99_s"]), float(cfg["slo_ttft_p99_s"])
+    need = int(cfg["max_batch"]) * (prompt[1] + output[1] + gmax + 1)  # KV tokens, worst case
     rows: list[dict[str, Any]] = []
     for hw_name in cfg["hardware"]:
         hw = load_hardware(hw_name)
         seed = int(rng.integers(2**63 - 1))  # common random numbers across rates
-        tp = int(cfg["tensor_parallel"])
-        candidates = (tp,) if tp else (1, 2, 4, 8, 16)
-        need = int(cfg["max_batch"]) * (prompt[1] + output[1] + gmax + 1)
-        for tp in candidates:
+
+        def replica(tp: int, hw: HardwareCard = hw) -> tuple[CardCost, int]:
+            """The cost source of one replica on ``tp`` devices and its KV capacity (tokens)."""
             cost = CardCost(target=target, draft=draft, hardware=hw, tensor_parallel=tp)
             try:
                 probe = ServingConfig(
@@ -146,11 +147,18 @@ def run(
                     max_batch=int(cfg["max_batch"]),
                     max_gamma=gmax,
                 )
-                capacity = probe.kv_capacity() or 0
+                return cost, probe.kv_capacity() or 0
             except ValueError:
-                capacity = 0
-            if capacity >= need or len(candidates) == 1:
-                break
+                return cost, 0
+
+        tp = int(cfg["tensor_parallel"]) or smallest_tp(
+            lambda tp: replica(tp)[1] >= need,
+            where="capacity",
+            what=f"{target.slug} + {draft.slug} with the KV cache of {int(cfg['max_batch'])} "
+            f"requests of up to {need // int(cfg['max_batch'])} tokens",
+            hardware=hw.slug,
+        )
+        cost, capacity = replica(tp)
         base = {"hardware": hw_name, "tensor_parallel": tp, "kv_capacity_tokens": capacity}
 
         def serve(

@@ -41,7 +41,7 @@ from specsim.policies import FixedGamma
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig, simulate_serving
 from specsim.theory import expected_tokens
 
-from ._common import check_positive_int, check_probability, figure, md_table
+from ._common import check_positive_int, check_probability, figure, md_table, smallest_tp
 from ._common import config as _config
 
 __all__ = ["DEFAULTS", "run", "figures", "summary", "auto_tp"]
@@ -72,7 +72,8 @@ def auto_tp(
     max_gamma: int,
 ) -> int:
     """Smallest power-of-two tensor parallelism holding both models and the largest batch."""
-    for tp in (1, 2, 4, 8, 16):
+
+    def fits(tp: int) -> bool:
         kw: dict[str, Any] = {
             "batch": batch,
             "context": context + max_gamma + 1,
@@ -82,9 +83,11 @@ def auto_tp(
         }
         need = step_cost_grid(target, hw, **kw).resident_bytes
         need = need + step_cost_grid(draft, hw, **kw).resident_bytes
-        if float(need) <= hw.mem_capacity:
-            return tp
-    raise ValueError(f"study 'energy': {target.slug} + {draft.slug} do not fit on 16 x {hw.slug}")
+        return float(need) <= hw.mem_capacity
+
+    return smallest_tp(
+        fits, where="energy", what=f"{target.slug} + {draft.slug}", hardware=hw.slug
+    )
 
 
 def _batch_model(

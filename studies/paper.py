@@ -27,12 +27,19 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from specsim.acceptance import IIDAcceptance
-from specsim.policies import FixedGamma
-from specsim.sim import PlainCost, StreamConfig, simulate_stream
+from specsim.sim import PlainCost
 from specsim.theory import ops_factor, optimal_gamma, walltime_speedup
+from specsim.theory.tables import LEVIATHAN_TABLE1
 
 from . import table2 as _table2
-from ._common import check_positive_int, check_probability, figure, md_table, plain_cost_from_cards
+from ._common import (
+    check_positive_int,
+    check_probability,
+    figure,
+    md_table,
+    plain_cost_from_cards,
+    stream_metrics,
+)
 from ._common import config as _config
 
 __all__ = ["DEFAULTS", "TABLE1", "run", "figures", "summary"]
@@ -53,35 +60,15 @@ DEFAULTS: dict[str, Any] = {
 }
 
 # Leviathan et al. 2023, Table 1 (Section 3.5): alpha, gamma, operations factor and
-# walltime improvement as printed (c = c_hat = 0).
-TABLE1: tuple[tuple[float, int, float, float], ...] = (
-    (0.6, 2, 1.53, 1.96),
-    (0.7, 3, 1.58, 2.53),
-    (0.8, 2, 1.23, 2.44),
-    (0.8, 5, 1.63, 3.69),
-    (0.9, 2, 1.11, 2.71),
-    (0.9, 10, 1.60, 6.86),
-)
-
-
-def _sim(
-    alpha: float, gamma: int, cost: PlainCost, tokens: int, rng: np.random.Generator
-) -> dict[str, Any]:
-    cfg = StreamConfig(
-        tokens=tokens,
-        acceptance=IIDAcceptance(alpha=alpha),
-        policy=FixedGamma(gamma=gamma),
-        cost=cost,
-        max_gamma=gamma,
-    )
-    return simulate_stream(cfg, rng).metrics()
+# walltime improvement as printed (c = c_hat = 0); the library's copy.
+TABLE1: tuple[tuple[float, int, float, float], ...] = LEVIATHAN_TABLE1
 
 
 def _table1(tokens: int, rng: np.random.Generator) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     cost = PlainCost(c=0.0, c_hat=0.0)
     for a, g, ops_paper, speed_paper in TABLE1:
-        m = _sim(a, g, cost, tokens, rng)
+        m = stream_metrics(IIDAcceptance(alpha=a), gamma=g, cost=cost, tokens=tokens, rng=rng)
         for quantity, twin, paper, sim, se in (
             ("ops_factor", ops_factor(a, g, 0.0), ops_paper, m["ops_factor"], m["ops_factor_se"]),
             ("speedup", walltime_speedup(a, g, 0.0), speed_paper, m["speedup"], m["speedup_se"]),
@@ -158,7 +145,9 @@ def run(
                 "quantity": "speedup",
                 "pair": pair,
             }
-            m = _sim(float(a), g, cost, tokens, rng)
+            m = stream_metrics(
+                IIDAcceptance(alpha=float(a)), gamma=g, cost=cost, tokens=tokens, rng=rng
+            )
             rows += [
                 {
                     **base,

@@ -44,11 +44,17 @@ from specsim.acceptance import (
     MarkovAcceptance,
     TraceAcceptance,
 )
-from specsim.policies import FixedGamma
-from specsim.sim import PlainCost, StreamConfig, simulate_stream
+from specsim.sim import PlainCost
 from specsim.theory import walltime_speedup
 
-from ._common import check_positive_int, check_probability, figure, md_table, plain_cost_from_cards
+from ._common import (
+    check_positive_int,
+    check_probability,
+    figure,
+    md_table,
+    plain_cost_from_cards,
+    stream_metrics,
+)
 from ._common import config as _config
 
 __all__ = ["DEFAULTS", "run", "figures", "summary", "softmax", "best_by_scenario"]
@@ -177,10 +183,9 @@ def run(
         alpha = _mean_alpha(acc)
         seed = int(rng.integers(2**63 - 1))  # common random numbers across gamma
         for g in range(1, gmax + 1):
-            sc = StreamConfig(
-                tokens=tokens, acceptance=acc, policy=FixedGamma(gamma=g), cost=cost, max_gamma=g
+            m = stream_metrics(
+                acc, gamma=g, cost=cost, tokens=tokens, rng=np.random.default_rng(seed)
             )
-            m = simulate_stream(sc, np.random.default_rng(seed)).metrics()
             base = {
                 "stress": stress,
                 "level": level,

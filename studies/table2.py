@@ -31,12 +31,18 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from specsim.acceptance import AcceptanceProcess, IIDAcceptance, MarkovAcceptance
-from specsim.policies import FixedGamma
-from specsim.sim import PlainCost, StreamConfig, simulate_stream
+from specsim.sim import PlainCost
 from specsim.theory import walltime_speedup
 
+from ._common import (
+    check_positive_int,
+    check_probability,
+    figure,
+    md_table,
+    plain_cost_from_cards,
+    stream_metrics,
+)
 from ._common import config as _config
-from ._common import figure, md_table, plain_cost_from_cards
 
 __all__ = ["DEFAULTS", "TABLE2", "run", "figures", "summary", "fit_errors"]
 
@@ -85,27 +91,25 @@ def _acceptance(alpha: float, h: float, persistence: float) -> AcceptanceProcess
 def _simulate(
     row: Any, v: tuple[float, ...], h: float, rho: float, tokens: int, seed: int
 ) -> tuple[float, float]:
-    cfg = StreamConfig(
-        tokens=tokens,
-        acceptance=_acceptance(float(row.alpha), h, rho),
-        policy=FixedGamma(gamma=int(row.gamma)),
+    m = stream_metrics(
+        _acceptance(float(row.alpha), h, rho),
+        gamma=int(row.gamma),
         cost=PlainCost(c=float(row.c), v=v),
-        max_gamma=int(row.gamma),
+        tokens=tokens,
+        rng=np.random.default_rng(seed),
     )
-    m = simulate_stream(cfg, np.random.default_rng(seed)).metrics()
     return float(m["speedup"]), float(m["speedup_se"])
 
 
 def _check(cfg: dict[str, Any]) -> None:
     for key in ("heterogeneity", "persistence"):
-        vals = cfg[key]
-        if not vals or any(not 0.0 <= float(x) <= 1.0 for x in vals):
-            raise ValueError(f"study 'table2': {key} must be values in [0, 1], got {vals!r}")
+        if not cfg[key]:
+            raise ValueError(f"study 'table2': {key} must be values in [0, 1], got {cfg[key]!r}")
+        check_probability(cfg[key], key, "table2")
     if any(float(x) >= 1.0 for x in cfg["persistence"]):
         raise ValueError(f"study 'table2': persistence must be < 1, got {cfg['persistence']!r}")
     for key in ("tokens", "fast_tokens", "context"):
-        if int(cfg[key]) < 1:
-            raise ValueError(f"study 'table2': {key} must be >= 1, got {cfg[key]!r}")
+        check_positive_int(cfg[key], key, "table2")
 
 
 def run(

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from specsim import acceptance as acc
-from specsim.acceptance import accepted_in_block
+from specsim.acceptance import accepted_in_block, leading_run
 
 
 def _se_check(sample: np.ndarray, expected: float) -> None:
@@ -41,6 +41,15 @@ def test_positional_mean_tokens(rng: np.random.Generator) -> None:
     d = p.sample(rng, 60_000)
     got = np.array([accepted_in_block(d, 6 * i, 3) + 1 for i in range(10_000)], dtype=float)
     _se_check(got, p.mean_tokens(3))
+    with pytest.raises(ValueError, match="gamma"):
+        p.mean_tokens(-3)
+
+
+def test_leading_run() -> None:
+    assert leading_run(np.array([True, True, False, True])) == 2
+    assert leading_run(np.array([True, True])) == 2
+    assert leading_run(np.array([False])) == 0
+    assert leading_run(np.zeros(0, dtype=bool)) == 0
 
 
 def test_trace_replay_and_distribution_pairs(rng: np.random.Generator) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -454,6 +455,44 @@ def test_interrupted_run_resumes_without_loss_or_duplicates(tmp_path: Path) -> N
     merged = sd.merge(ref, on=key, suffixes=("", "_ref"))
     assert len(merged) == len(ref) == len(sd)
     assert (merged.accepted == merged.accepted_ref).all()
+
+
+def test_resume_refuses_a_folder_of_another_run(tmp_path: Path) -> None:
+    """Units are skipped by run_id alone, so resuming with another device, dtype, preset
+    or seed would silently keep the old traces: it must raise instead."""
+    import dataclasses
+    import json
+
+    smoke = PRESETS["smoke"]
+    out = tmp_path / "run"
+    first = run_preset(smoke, device="cpu", out=out, seed=1, sections=("ceilings",))
+    assert first["ceilings"] > 0
+    sidecar = out / "ceilings.json"
+    recorded = sidecar.read_text()
+    others = {
+        "seed": dict(preset=smoke, seed=2),
+        "preset": dict(preset=dataclasses.replace(smoke, name="smoke-copy"), seed=1),
+        "dtype": dict(preset=dataclasses.replace(smoke, dtype="bfloat16"), seed=1),
+    }
+    for key, kw in others.items():
+        for sections in (("ceilings",), ("specdec",)):  # whichever sections are asked for
+            with pytest.raises(ValueError, match=rf"out: {re.escape(str(out))}.* {key}=") as info:
+                run_preset(device="cpu", out=out, sections=sections, **kw)  # type: ignore[arg-type]
+            assert "ceilings traces" in str(info.value)
+    # Nothing was measured or recorded by the refused runs.
+    assert sidecar.read_text() == recorded
+    assert not (out / "specdec.csv").exists()
+    # A session of another device recorded later in the sidecar is caught too.
+    meta = json.loads(recorded)
+    meta["sessions"].append({**meta["sessions"][0], "device": "cuda"})
+    sidecar.write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"device='cuda'.*device='cpu'"):
+        run_preset(smoke, device="cpu", out=out, seed=1, sections=("ceilings",))
+    # The same run resumes as before: nothing left to do, one more session recorded.
+    sidecar.write_text(recorded)
+    again = run_preset(smoke, device="cpu", out=out, seed=1, sections=("ceilings",))
+    assert sum(again.values()) == 0
+    assert len(read_trace(out / "ceilings.csv").meta["sessions"]) == 2
 
 
 def test_cli_measure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -309,6 +309,42 @@ def test_bad_seed_and_key_raise() -> None:
         build("nope", {})
 
 
+def test_oracle_bound_scans_far_enough_for_alpha_near_one() -> None:
+    a, f = 0.999, 0.95
+    expected = next(g for g in itertools.count() if a ** (g + 1) <= 1 - f)
+    assert expected == 2994
+    answers = build("oracle_bound", {"alpha": a, "fraction": f}).answers
+    assert answers[1].value == expected
+    assert answers[0].value == pytest.approx(1 / (1 - a), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("alpha", "fraction", "name"),
+    [(1.0, 0.9, "alpha"), (0.0, 0.9, "alpha"), (0.8, 1.0, "fraction"), (0.8, 0.0, "fraction")],
+)
+def test_oracle_bound_rejects_parameters_outside_the_unit_interval(
+    alpha: float, fraction: float, name: str
+) -> None:
+    with pytest.raises(ValueError, match=f"^{name}: expected a number in \\(0, 1\\)"):
+        build("oracle_bound", {"alpha": alpha, "fraction": fraction})
+
+
+@pytest.mark.parametrize(("alpha", "c"), [(0.3, 0.5), (0.4, 0.4)])
+def test_best_gamma_needs_alpha_above_c(alpha: float, c: float) -> None:
+    with pytest.raises(ValueError, match=r"^c: .*alpha > c.*c = .*alpha = ") as info:
+        build("best_gamma", {"alpha": alpha, "c": c})
+    assert repr(c) in str(info.value) and repr(alpha) in str(info.value)
+
+
+def test_capacity_rejects_a_promise_no_batch_keeps() -> None:
+    params = {**next(t for t in TEMPLATES if t.key == "capacity").draw(np.random.default_rng(0))}
+    build("capacity", params)  # the drawn promise is kept
+    params["slo"] = 10**9
+    with pytest.raises(ValueError, match=r"^slo: no listed batch keeps 1000000000 tokens/s") as e:
+        build("capacity", params)
+    assert "best achievable is" in str(e.value)
+
+
 def test_answer_validates_its_value_and_rounding() -> None:
     with pytest.raises(ValueError, match="finite"):
         Answer(symbol="x", what="x", value=float("nan"), decimals=2)

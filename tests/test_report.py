@@ -152,20 +152,16 @@ def test_report_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         main(["report", "--out", str(out), "--study", "nope"])
 
 
-def test_validate_tables_use_run_checks_when_present(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_validate_tables_are_the_quick_grid_of_specsim_validate() -> None:
     import numpy as np
 
-    from specsim import validate
     from specsim.report import validate_tables
+    from specsim.validate import QUICK_ALPHAS, QUICK_GAMMAS, validation_tables
 
-    seen: dict[str, object] = {}
-
-    def fake(rng: np.random.Generator, *, fast: bool) -> dict[str, pd.DataFrame]:
-        seen.update(rng=rng, fast=fast)
-        return {"checks": pd.DataFrame({"ok": [True, False]}), "note": "not a table"}  # type: ignore[dict-item]
-
-    monkeypatch.setattr(validate, "run_checks", fake, raising=False)
-    rng = np.random.default_rng(0)
-    tables, note = validate_tables(rng, fast=True)
-    assert list(tables) == ["checks"] and "run_checks" in note
-    assert seen == {"rng": rng, "fast": True}
+    tables, note = validate_tables(np.random.default_rng(0), fast=True)
+    checks, dropped = validation_tables(np.random.default_rng(0), quick=True)
+    assert list(tables) == ["closed forms against the simulator", "assumptions dropped"]
+    pd.testing.assert_frame_equal(tables["closed forms against the simulator"], checks)
+    pd.testing.assert_frame_equal(tables["assumptions dropped"], dropped)
+    assert set(checks["alpha"]) == set(QUICK_ALPHAS) and set(checks["gamma"]) == set(QUICK_GAMMAS)
+    assert "--quick" in note

@@ -250,6 +250,21 @@ def test_emitted_token_frequencies_follow_target() -> None:
     assert pvalue > 1e-3  # false-positive rate 0.001
 
 
+def test_gamma_zero_is_one_target_sample() -> None:
+    # No draft tokens: the block is one token from the target (sampled or greedy).
+    gen = np.random.default_rng(8)
+    vocab, n = 4, 40_000
+    p = gen.dirichlet(np.ones(vocab))
+    out = sampling.verify_batch(
+        np.zeros((n, 0), np.int64), np.zeros((n, 0, vocab)), np.broadcast_to(p, (n, 1, vocab)), gen
+    )
+    assert out.tokens.shape == (n, 1) and not out.accepted.any()
+    _, pvalue = stats.chisquare(np.bincount(out.tokens[:, 0], minlength=vocab), p * n)
+    assert pvalue > 1e-3  # false-positive rate 0.001
+    one = sampling.verify(np.zeros(0, np.int64), np.zeros((0, vocab)), p[None, :], gen, greedy=True)
+    assert one.accepted == 0 and one.tokens.tolist() == [int(np.argmax(p))]
+
+
 # --- greedy ----------------------------------------------------------------------------------
 
 

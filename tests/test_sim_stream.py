@@ -153,6 +153,14 @@ def test_bad_config_raises(kwargs, message) -> None:
 def test_policy_beyond_max_gamma_is_an_error() -> None:
     with pytest.raises(ValueError, match="outside 0..max_gamma"):
         run(tokens=100, policy=HeuristicPlusTwoMinusOne(initial=20, max_gamma=64), max_gamma=8)
+    with pytest.raises(ValueError, match="outside 0..max_gamma"):  # the fixed-gamma fast path
+        run(tokens=100, gamma=10, max_gamma=4)
+
+
+def test_optimal_static_runs_as_its_fixed_gamma() -> None:
+    best = OptimalStatic(alpha=0.7, c=0.05, max_gamma=16)
+    ours = run(policy=best, tokens=20_000).metrics()
+    assert ours == run(gamma=best.gamma, tokens=20_000).metrics()
 
 
 def test_plain_cost_validation() -> None:

@@ -149,6 +149,19 @@ def test_bad_values_raise_naming_the_key() -> None:
         run_study("capacity", overrides={"policy": "greedy"}, fast=True)
     with pytest.raises(ValueError, match="slug_or_path"):
         run_study("bill", overrides={"draft": "no-such-model"}, fast=True)
+    with pytest.raises(ValueError, match="study 'table2': fast_tokens"):
+        run_study("table2", overrides={"fast_tokens": 1.5}, fast=True)
+    with pytest.raises(ValueError, match="study 'table2': heterogeneity"):
+        run_study("table2", overrides={"heterogeneity": (0.0, 1.5)}, fast=True)
+
+
+def test_capacity_and_energy_raise_when_nothing_fits_on_16_devices() -> None:
+    # Before any simulation: no silent fallback to 16 devices without room for the KV cache.
+    too_big = r"llama-3\.1-70b \+ llama-3\.2-1b .*do not fit on 16 x h200"
+    with pytest.raises(ValueError, match=rf"study 'capacity': {too_big}"):
+        run_study("capacity", overrides={"hardware": ("h200",), "max_batch": 10**6}, fast=True)
+    with pytest.raises(ValueError, match=r"study 'energy': .*do not fit on 16 x h200"):
+        run_study("energy", overrides={"hardware": ("h200",), "batches": (1, 10**7)}, fast=True)
 
 
 # Every study: output shape, files, figures ------------------------------------------------------

@@ -139,6 +139,21 @@ def test_random_mode_draws_the_same_points_every_time() -> None:
             "cost.c",
         ),
         ({"sweep": {"colour": 1}, "config": BASE}, "[sweep]: unknown key"),
+        *[
+            (
+                {"sweep": {"mode": "random", "samples": 2}, "config": BASE,
+                 "random": {"cost.c": dist}},
+                f"[random] cost.c: {next(iter(dist))} needs",
+            )
+            for dist in (
+                {"integers": [8, 1]},
+                {"uniform": [0.5]},
+                {"choice": []},
+                {"loguniform": [0, 1]},
+                {"integers": [1, 2.5]},
+                {"uniform": ["a", 1]},
+            )
+        ],  # fmt: skip
         ({"params": {}, "config": BASE}, "unknown table"),
         ({"sweep": {"config": "x.toml"}, "config": BASE}, "keep one"),
     ],

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from specsim.validate import assumptions_dropped, blocks_needed, check_grid
 
@@ -24,3 +25,11 @@ def test_assumptions_table_shows_known_directions() -> None:
     assert abs(base.error_pct) < 2.0
     batch = df[df["assumption dropped"] == "batch 1"].iloc[0]
     assert batch.error_pct > 10.0  # the formula over-predicts once passes are shared by 64
+
+
+@pytest.mark.parametrize("bad", [0, -0.01, float("nan")])
+def test_bad_relative_and_z_are_errors(bad: float) -> None:
+    with pytest.raises(ValueError, match="relative"):
+        blocks_needed(0.5, 3, relative=bad)
+    with pytest.raises(ValueError, match="z:"):
+        check_grid(np.random.default_rng(0), alphas=(0.5,), gammas=(1,), cs=(0.0,), z=bad)

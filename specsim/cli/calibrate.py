@@ -69,6 +69,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _of_kind(traces: list[Trace], kind: str) -> list[pd.DataFrame]:
+    """The data of every trace of this kind, in input order."""
+    return [t.data for t in traces if t.kind == kind]
+
+
+def _spread(label: str, err: pd.Series) -> str:
+    """``label: median 1.2%, worst 3.4%`` for absolute relative errors."""
+    return f"{label}: median {err.median():.1%}, worst {err.max():.1%}"
+
+
 def _collect(paths: list[str]) -> list[Trace]:
     out: list[Trace] = []
     for p in paths:
@@ -79,7 +89,7 @@ def _collect(paths: list[str]) -> list[Trace]:
 def _base(args: argparse.Namespace, traces: list[Trace], slug: str, name: str) -> HardwareCard:
     if args.base:
         return load_hardware(args.base)
-    ceil = [t.data for t in traces if t.kind == "ceilings"]
+    ceil = _of_kind(traces, "ceilings")
     if not ceil:
         raise ValueError("no --base card and no 'ceilings' trace to build one from")
     if args.mem_capacity is None or args.power is None or not args.power_source:
@@ -104,7 +114,7 @@ def _base(args: argparse.Namespace, traces: list[Trace], slug: str, name: str) -
 
 def run(args: argparse.Namespace) -> int:
     traces = _collect(args.traces)
-    passes = [t.data for t in traces if t.kind == "passes"]
+    passes = _of_kind(traces, "passes")
     if not passes:
         raise ValueError("no 'passes' trace among the inputs: nothing to fit")
     cfg = summarize_passes(pd.concat(passes, ignore_index=True))
@@ -115,12 +125,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"Fitted {len(cfg)} configurations ({int(cfg['repeats'].sum())} timed passes)")
     print(fit.table().to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     err = fit.residuals["rel_error"].abs()
-    print(f"in-sample |relative error|: median {err.median():.1%}, worst {err.max():.1%}")
+    print(_spread("in-sample |relative error|", err))
     note = ""
     if args.holdout != "none":
         ho = holdout_errors(cfg, base, by=args.holdout)
         e = ho["rel_error"].abs()
-        note = f"held-out by {args.holdout}: median {e.median():.1%}, worst {e.max():.1%}"
+        note = _spread(f"held-out by {args.holdout}", e)
         print(note)
         print(ho.groupby("held_out")["rel_error"].agg(lambda s: s.abs().median()).to_string())
     card = calibrated_card(
@@ -150,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         from specsim.calibrate import predict_runs
 
         def cat(kind: str) -> pd.DataFrame:
-            return pd.concat([t.data for t in traces if t.kind == kind], ignore_index=True)
+            return pd.concat(_of_kind(traces, kind), ignore_index=True)
 
         runs = predict_runs(
             cat("specdec"), cat("autoregressive"), cat("positions"), card,
@@ -165,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
         for kind in ("replay", "simulated"):
             for q in ("latency", "speedup"):
                 e = runs[f"{kind}_{q}_error"].abs()
-                print(f"{kind} {q} error: median {e.median():.1%}, worst {e.max():.1%}")
+                print(_spread(f"{kind} {q} error", e))
         if args.runs:
             runs.to_csv(args.runs, index=False)
     return 0

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from specsim.validate import DEFAULT_ALPHAS, DEFAULT_GAMMAS, assumptions_dropped, check_grid
+from specsim.validate import validation_tables
 
 HELP = "Check the simulator against the closed forms (exit 1 on a failed check)."
 
@@ -47,12 +47,7 @@ def format_dropped(df: pd.DataFrame) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    rng = np.random.default_rng(args.seed)
-    if args.quick:
-        checks = check_grid(rng, alphas=(0.2, 0.5, 0.8, 0.95), gammas=(1, 3, 5, 10), relative=0.01)
-    else:
-        checks = check_grid(rng, alphas=DEFAULT_ALPHAS, gammas=DEFAULT_GAMMAS)
-    dropped = assumptions_dropped(rng, tokens=50_000 if args.quick else 200_000)
+    checks, dropped = validation_tables(np.random.default_rng(args.seed), quick=args.quick)
     failed = int((~checks["ok"]).sum())
     if args.json:
         record = {

@@ -6,18 +6,21 @@ The output folder holds one trace per kind (``ceilings``, ``passes``,
 model, batch and context of the pass grid; one decoding run) and each unit's
 rows are appended and flushed when the unit finishes. Rerunning with the same
 folder skips the units already there, so an interruption loses at most the
-unit in progress. Every unit draws its random numbers from a generator seeded
-by ``(seed, unit key)``, so a resumed run makes the same choices (weights,
-prompts, samples) as an uninterrupted one; only the timings differ.
+unit in progress. A folder is resumed only by a run of the same device
+(kind and name), dtype, preset and seed, as each trace's sidecar records them
+per session; anything else raises ValueError rather than mixing traces. Every
+unit draws its random numbers from a generator seeded by ``(seed, unit key)``,
+so a resumed run makes the same choices (weights, prompts, samples) as an
+uninterrupted one; only the timings differ.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
 import time
-import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +33,7 @@ import transformers
 
 import specsim
 from specsim import traces
+from specsim._rng import keyed_rng
 from specsim.cards import ModelCard, load_model
 from specsim.measure.assisted import hf_generate
 from specsim.measure.decode import autoregressive_decode, speculative_decode
@@ -45,7 +49,7 @@ SECTIONS = ("ceilings", "passes", "autoregressive", "specdec", "assisted")
 
 def unit_rng(seed: int, key: str) -> np.random.Generator:
     """The generator of one unit of work: seeded by the run's seed and a CRC of its key."""
-    return np.random.default_rng([int(seed), zlib.crc32(key.encode())])
+    return keyed_rng(seed, key)
 
 
 def device_name(device: torch.device) -> str:
@@ -82,6 +86,38 @@ class _Models:
         return self.built[key]
 
 
+_RESUME_KEYS = ("device", "device_name", "dtype", "preset", "seed")
+"""Session metadata a run must share with the traces already in its output folder."""
+
+
+def _check_resume(folder: Path, meta: Mapping[str, Any]) -> None:
+    """Refuse to resume into ``folder`` if its traces came from another device, dtype,
+    preset or seed: their units would be skipped as done and the traces mixed."""
+    for kind in traces.KINDS:
+        csv_path, json_path = traces.trace_paths(folder / f"{kind}.csv")
+        if not csv_path.exists() or not json_path.exists():
+            continue  # nothing to resume, or start_trace reports the missing sidecar
+        try:
+            recorded = json.loads(json_path.read_text())
+        except json.JSONDecodeError:
+            continue  # start_trace reports it
+        if not isinstance(recorded, dict):
+            continue
+        sessions = recorded.get("sessions")
+        records = [recorded, *(sessions if isinstance(sessions, list) else [])]
+        for record in records:
+            if not isinstance(record, dict):
+                continue
+            for key in _RESUME_KEYS:
+                if record.get(key) != meta[key]:
+                    raise ValueError(
+                        f"out: {folder} already holds {kind} traces measured with "
+                        f"{key}={record.get(key)!r}, but this run has {key}={meta[key]!r}; "
+                        "resuming would skip its units as done and mix the traces (use "
+                        f"another out folder, or the same {key})"
+                    )
+
+
 def _kv_bytes(card: ModelCard, dtype: str, batch: int, context: int) -> float:
     element = torch.tensor([], dtype=getattr(torch, dtype)).element_size()
     return float(card.kv_bytes_per_token(element)) * batch * context
@@ -112,7 +148,9 @@ def run_preset(
 
     ``sections`` picks parts of :data:`SECTIONS`; ``log`` receives one line per
     finished unit. On the CPU the preset's ``threads`` (if set) applies for the
-    duration of the call.
+    duration of the call. Traces already in ``out`` are resumed only if every
+    session they record has this run's device (kind and name), dtype, preset
+    and seed; otherwise ValueError names the folder and the first key that differs.
     """
     chosen = tuple(sections)
     for s in chosen:
@@ -140,8 +178,9 @@ def run_preset(
     if dev.type == "cuda":
         meta["cuda"] = torch.version.cuda
     written = dict.fromkeys(traces.KINDS, 0)
-    ctx = _Run(preset, dev, folder, seed, meta, say, written)
     try:
+        _check_resume(folder, meta)
+        ctx = _Run(preset, dev, folder, seed, meta, say, written)
         for section in SECTIONS:
             if section in chosen:
                 getattr(ctx, section)()

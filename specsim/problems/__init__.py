@@ -27,12 +27,10 @@ True
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import numpy as np
-
+from specsim._rng import check_seed, keyed_rng
 from specsim.problems._cards import COST_COEFFICIENT, ENERGY, VERIFICATION
 from specsim.problems._core import Answer, Problem, Template, Worked
 from specsim.problems._design import BEST_GAMMA, BURIED_BILL, INFER_ALPHA, ORACLE
@@ -124,12 +122,6 @@ def build(key: str, params: Mapping[str, Any], *, number: str | None = None) -> 
     )
 
 
-def _check_seed(seed: int) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
-    return int(seed)
-
-
 def _check_levels(levels: Iterable[int] | None) -> tuple[int, ...]:
     if levels is None:
         return (1, 2, 3)
@@ -148,13 +140,13 @@ def generate(seed: int, *, levels: Iterable[int] | None = None) -> ProblemSet:
     on the seed and its template. The parameters pass through JSON before the
     problem is built, so a set rebuilt from its recorded parameters is identical.
     """
-    s = _check_seed(seed)
+    s = check_seed(seed)
     chosen = _check_levels(levels)
     problems = []
     for t in TEMPLATES:
         if t.level not in chosen:
             continue
-        rng = np.random.default_rng([s, zlib.crc32(t.key.encode())])
+        rng = keyed_rng(s, t.key)
         params = json.loads(json.dumps(t.draw(rng)))
         problems.append(build(t.key, params))
     return ProblemSet(seed=s, levels=chosen, problems=tuple(problems))

@@ -73,11 +73,8 @@ def _fitting_batches(
 def _draw_setup(rng: np.random.Generator, *, context: int, min_batch: int = 1) -> dict[str, Any]:
     """A pair and an accelerator on which the target fits at ``min_batch`` (and 11 new tokens)."""
     target, draft = pick(rng, PAIRS)
-    hws = [
-        h
-        for h in HARDWARE
-        if _fitting_batches(load_model(target), load_hardware(h), context, 11, [min_batch])
-    ]
+    t = load_model(target)
+    hws = [h for h in HARDWARE if _fitting_batches(t, load_hardware(h), context, 11, [min_batch])]
     return {"target": target, "draft": draft, "hardware": pick(rng, hws), "context": context}
 
 

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from specsim import theory
-from specsim.problems._core import Answer, Template, Worked, fmt, invert_increasing, pick
-from specsim.problems._tokens import _alpha, _e, _iid
+from specsim.problems._core import Answer, Template, Worked, fmt, pick
+from specsim.problems._tokens import _alpha, _e, _iid, _iid_alpha
 
 __all__ = ["BEST_GAMMA", "ORACLE", "INFER_ALPHA", "BURIED_BILL"]
 
@@ -27,6 +27,11 @@ def _draw_best(rng: np.random.Generator) -> dict[str, Any]:
 
 def _build_best(params: Mapping[str, Any]) -> Worked:
     a, c = float(params["alpha"]), float(params["c"])
+    if not a > c:
+        raise ValueError(
+            f"c: expected below alpha (speculation pays only when alpha > c), got c = {c!r} "
+            f"and alpha = {a!r}"
+        )
     best = int(theory.optimal_gamma(a, c))
     shown = np.arange(1, best + 3)
     w = np.asarray(theory.walltime_speedup(a, shown, c))
@@ -75,9 +80,15 @@ def _draw_oracle(rng: np.random.Generator) -> dict[str, Any]:
 
 def _build_oracle(params: Mapping[str, Any]) -> Worked:
     a, f = float(params["alpha"]), float(params["fraction"])
+    for name, x in (("alpha", a), ("fraction", f)):
+        if not 0.0 < x < 1.0:
+            raise ValueError(f"{name}: expected a number in (0, 1), got {x!r}")
     bound = float(theory.oracle_speedup_bound(a))
-    gammas = np.arange(0, 400)
+    # alpha^(gamma+1) <= 1 - f first holds near gamma + 1 = log(1 - f) / log(alpha); scan past it.
+    gammas = np.arange(0, max(400, math.ceil(math.log(1 - f) / math.log(a)) + 2))
     reach = np.asarray(theory.expected_tokens(a, gammas)) >= f * bound
+    if not reach.any():
+        raise RuntimeError(f"no gamma below {gammas.size} reaches {f:g} of the bound")
     g = int(np.argmax(reach))
     statement = (
         f"Acceptances are i.i.d. with $\\alpha = {a:g}$.",
@@ -119,13 +130,9 @@ def _draw_infer(rng: np.random.Generator) -> dict[str, Any]:
     return {"gamma": g, "mean_tokens": round(_e(a, g), 2)}
 
 
-def _solve_alpha(m: float, g: int) -> float:
-    return invert_increasing(lambda x: _e(x, g), m, 0.0, 1.0)
-
-
 def _build_infer(params: Mapping[str, Any]) -> Worked:
     g, m = int(params["gamma"]), float(params["mean_tokens"])
-    a = _solve_alpha(m, g)
+    a = _iid_alpha(m, g)
     lo, hi = math.floor(a * 100) / 100, math.ceil(a * 100) / 100
     statement = (
         f"A serving log shows that passes with $\\gamma = {g}$ drafted tokens emitted "

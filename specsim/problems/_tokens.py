@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from specsim import theory
-from specsim.problems._core import Answer, Template, Worked, fmt, pick
+from specsim.problems._core import Answer, Template, Worked, fmt, invert_increasing, pick
 
 __all__ = ["EXPECTED_TOKENS", "VARIANCE", "CALLS", "WALLTIME"]
 
@@ -28,6 +28,11 @@ def _alpha(rng: np.random.Generator, lo: float = 0.5, hi: float = 0.95) -> float
 
 def _e(alpha: float, gamma: int) -> float:
     return float(theory.expected_tokens(alpha, gamma))
+
+
+def _iid_alpha(mean_tokens: float, gamma: int) -> float:
+    """The i.i.d. acceptance probability whose expected tokens per pass is ``mean_tokens``."""
+    return invert_increasing(lambda x: _e(x, gamma), mean_tokens, 0.0, 1.0)
 
 
 def _iid(alpha: float, gamma: int) -> str:

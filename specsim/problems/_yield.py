@@ -29,7 +29,9 @@ from numpy.typing import NDArray
 
 from specsim import theory
 from specsim.acceptance import MarkovAcceptance
-from specsim.problems._core import Answer, Template, Worked, fmt, invert_increasing, vec
+from specsim.policies import _check_gamma
+from specsim.problems._core import Answer, Template, Worked, fmt, vec
+from specsim.problems._tokens import _iid_alpha
 
 __all__ = ["markov_tokens_per_pass", "block_start_law", "MARKOV", "MIXTURE"]
 
@@ -46,16 +48,10 @@ def _matrices(process: MarkovAcceptance) -> tuple[FloatArray, FloatArray, FloatA
     return np.diag(alphas), trans, w
 
 
-def _check_gamma(gamma: int) -> int:
-    if isinstance(gamma, bool) or not isinstance(gamma, int | np.integer) or gamma < 0:
-        raise ValueError(f"gamma: expected a non-negative integer, got {gamma!r}")
-    return int(gamma)
-
-
 def _per_state(process: MarkovAcceptance, gamma: int) -> tuple[FloatArray, FloatArray]:
     """Mean tokens of a block by start state, and the block-start kernel K."""
     d, trans, _ = _matrices(process)
-    g = _check_gamma(gamma)
+    g = _check_gamma(gamma, "gamma")
     s = d.shape[0]
     dp = d @ trans
     power = np.eye(s)  # (DP)^n
@@ -104,12 +100,6 @@ def markov_tokens_per_pass(
     if start == "stationary":
         return float(np.asarray(process.weights, dtype=float) @ tokens)
     raise ValueError(f"start: expected 'stream' or 'stationary', got {start!r}")
-
-
-def _iid_alpha(mean_tokens: float, gamma: int) -> float:
-    return invert_increasing(
-        lambda x: float(theory.expected_tokens(x, gamma)), mean_tokens, 0.0, 1.0
-    )
 
 
 def _matrix(m: FloatArray, decimals: int = 3) -> str:

@@ -31,8 +31,9 @@ from typing import Any
 from specsim import acceptance as acc
 from specsim import policies as pol
 from specsim.sim.costs import CardCost, PlainCost
-from specsim.sim.serving import PoissonWorkload, ServingConfig, TraceWorkload
+from specsim.sim.serving import ServingConfig
 from specsim.sim.stream import StreamConfig
+from specsim.sim.workload import PoissonWorkload, TraceWorkload
 
 __all__ = ["RunSpec", "config_from_dict", "load_config"]
 
@@ -122,7 +123,6 @@ def _cards(**kw: Any) -> CardCost:
     )
 
 
-NUM = (int, float)
 ACCEPTANCE = {
     "iid": (acc.IIDAcceptance, {"alpha": float, "confidence_noise": float}),
     "positional": (acc.PositionalAcceptance, {"alphas": list, "confidence_noise": float}),

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -29,7 +29,13 @@ from specsim.cards import DTYPE_BYTES, HardwareCard, ModelCard
 
 __all__ = ["PassCost", "BlockCosts", "CostSource", "PlainCost", "CardCost"]
 
-_Kernel = tuple[tuple[float, ...], float]  # roofline constants, encoder length
+
+class _Kernel(NamedTuple):
+    """What a pass of one model on one accelerator needs, computed once per cost source."""
+
+    linear: tuple[float, ...]  # the roofline constants (specsim._roofline)
+    encoder: float  # encoder tokens cross-attended per sequence (0 for decoders)
+    devices: float  # tensor-parallel devices the pass runs on
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,10 +283,10 @@ class CardCost:
         target, dra = self._kernels
         passes = [target] if not draft or dra is None else [target, dra]
         time = energy = flops = nbytes = 0.0
-        for linear, e in passes:
-            t, en, _, fl, by = time_energy(linear, T, pairs + T * e, b * e)
-            tp = linear[-1]
-            time, energy, flops, nbytes = time + t, energy + en, flops + fl * tp, nbytes + by * tp
+        for k in passes:
+            t, en, _, fl, by = time_energy(k.linear, T, pairs + T * k.encoder, b * k.encoder)
+            time, energy = time + t, energy + en
+            flops, nbytes = flops + fl * k.devices, nbytes + by * k.devices
         return PassCost(time_s=time, flops=flops, bytes=nbytes, energy_j=energy)
 
     @cached_property
@@ -290,9 +296,8 @@ class CardCost:
         from specsim.cost import _dtype, _encoder_length
 
         def kernel(model: ModelCard, hw: HardwareCard, tp: int) -> _Kernel:
-            dt = _dtype(model, self.dtype)
-            co = _roofline.coefficients(model, hw, dt, float(tp))
-            return co.linear, _encoder_length(model, None)
+            co = _roofline.coefficients(model, hw, _dtype(model, self.dtype), float(tp))
+            return _Kernel(co.linear, _encoder_length(model, None), float(tp))
 
         target = kernel(self.target, self.hardware, self.tensor_parallel)
         return target, None if self.draft is None else kernel(*self._draft_model())
@@ -307,7 +312,7 @@ class CardCost:
         floats (a speed trick: the serving simulator asks this every
         iteration; tests check it equals :func:`specsim.cost.step_cost`).
         """
-        (tl, te), draft = self._kernels
+        (tl, te, _), draft = self._kernels
         b, sc, n1 = float(batch), float(context_sum), gamma + 1.0
         T = b * n1
         time, energy = time_energy(tl, T, n1 * sc + b * n1 * (n1 + 1.0) / 2.0 + T * te,
@@ -316,7 +321,7 @@ class CardCost:
         if gamma > 0:
             if draft is None:
                 raise ValueError("this cost source has no draft model")
-            dl, de = draft
+            dl, de, _ = draft
             r0, s0 = sc + b * de, sc + b + b * de
             for j in range(gamma):  # draft step j: one token per sequence after j drafted
                 jb = j * b
@@ -341,10 +346,10 @@ class CardCost:
         gmax = int(gamma.max()) if b else 0
         if b == 0 or int(gamma.min()) == gmax:
             return self.uniform_iteration(batch=b, context_sum=int(context.sum()), gamma=gmax)
-        (tl, te), draft = self._kernels
+        (tl, te, _), draft = self._kernels
         if draft is None:
             raise ValueError("this cost source has no draft model")
-        dl, de = draft
+        dl, de, _ = draft
         # Per gamma value: how many sequences draft it and their context sum (exact in
         # float64 below 2^53); every pass's aggregates follow from these few numbers.
         count = np.bincount(gamma, minlength=gmax + 1).tolist()
@@ -355,13 +360,11 @@ class CardCost:
             pairs += (v + 1.0) * csum[v] + count[v] * (v + 1.0) * (v + 2.0) / 2.0
         time, energy = time_energy(tl, T, pairs + T * te, sum(csum) + b * te)[:2]
         d_time = 0.0
-        nb, s = 0.0, 0.0  # draft step j batches the sequences with gamma > j
-        steps = []
+        nb, s = 0.0, 0.0  # draft step j batches the sequences with gamma > j: suffix sums
         for j in range(gmax - 1, -1, -1):
             nb, s = nb + count[j + 1], s + csum[j + 1]
-            steps.append((nb, s + j * nb))
-        for nbj, sj in reversed(steps):
-            t, e = time_energy(dl, nbj, sj + nbj + nbj * de, sj + nbj * de)[:2]
+            sj = s + j * nb  # their contexts after j drafted tokens
+            t, e = time_energy(dl, nb, sj + nb + nb * de, sj + nb * de)[:2]
             d_time += t
             energy += e
         return time + d_time, energy, d_time

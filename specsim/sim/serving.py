@@ -35,19 +35,19 @@ import simpy
 from numpy.typing import NDArray
 
 from specsim.acceptance import AcceptanceProcess
-from specsim.policies import FixedGamma, LoadAdaptive, LookaheadPolicy, PolicyContext
+from specsim.policies import (
+    FixedGamma,
+    LoadAdaptive,
+    LookaheadPolicy,
+    PolicyContext,
+    fixed_gamma,
+)
 from specsim.sim.costs import CardCost, CostSource
 from specsim.sim.records import ServingResult
 from specsim.sim.stream import _run_lengths
-from specsim.sim.workload import PoissonWorkload, TraceWorkload, Workload
+from specsim.sim.workload import Workload
 
-__all__ = [
-    "PoissonWorkload",
-    "TraceWorkload",
-    "ServingConfig",
-    "ServingResult",
-    "simulate_serving",
-]
+__all__ = ["ServingConfig", "simulate_serving"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,7 +128,7 @@ def _serve(
     wake = [env.event()]
     rows: list[tuple[float, ...]] = []
     max_gamma = config.max_gamma
-    fixed = policy.gamma if isinstance(policy, FixedGamma) else None
+    fixed = fixed_gamma(policy)
     if fixed is not None and fixed > max_gamma:
         raise ValueError(f"policy: gamma {fixed} exceeds max_gamma {max_gamma}")
     with_energy = isinstance(cost, CardCost)
@@ -236,11 +236,12 @@ def _serve(
                 )
             else:
                 rem = end - ptr
+                if draws is not None:
+                    pos = ptr - base[rid]  # tokens each sequence has emitted
                 if gam >= 0:
                     g = np.minimum(rem - 1, gam)
                 else:
                     assert draws is not None
-                    pos = ptr - base[rid]
                     g = np.array(
                         [policy.choose(PolicyContext(position=int(pos[k]), draw=draws[rid[k]],
                                                      last_gamma=None, last_accepted=None,
@@ -252,7 +253,6 @@ def _serve(
                 else:
                     from specsim.acceptance import accepted_in_block
 
-                    pos = ptr - base[rid]
                     acc = 1 + np.array([accepted_in_block(draws[rid[k]], int(pos[k]), int(g[k]))
                                         for k in range(b)], dtype=np.int64)  # fmt: skip
                 drafted = int(g.sum())
@@ -305,7 +305,8 @@ def simulate_serving(config: ServingConfig, rng: np.random.Generator) -> Serving
     ends = np.cumsum(lengths).astype(np.int64)
     base = ends - lengths
     weights = np.concatenate([d.position_weights for d in draws])
-    vector_ok = isinstance(config.policy, FixedGamma | LoadAdaptive) and bool(np.all(weights == 1))
+    one_gamma = fixed_gamma(config.policy) is not None or isinstance(config.policy, LoadAdaptive)
+    vector_ok = one_gamma and bool(np.all(weights == 1))
     # Run lengths of accepted positions, request by request: one pass over all the
     # requests' positions, each run cut at the end of its request's draw.
     run_flat = _run_lengths(np.concatenate([d.u < d.prob for d in draws]))

@@ -34,7 +34,7 @@ import simpy
 from numpy.typing import NDArray
 
 from specsim.acceptance import AcceptanceDraw, AcceptanceProcess, accepted_in_block
-from specsim.policies import FixedGamma, LookaheadPolicy, PolicyContext
+from specsim.policies import LookaheadPolicy, PolicyContext, fixed_gamma
 from specsim.sim.costs import CostSource
 from specsim.sim.records import Blocks, StreamResult
 
@@ -87,10 +87,12 @@ def plan_blocks(
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
     """Walk the stream: per block its start position, gamma, accepted and emitted counts."""
     plain_weights = bool(np.all(draw.position_weights == 1.0))
-    if isinstance(policy, FixedGamma) and plain_weights and not overlapped:
+    g = fixed_gamma(policy)
+    if g is not None and g > max_gamma:
+        raise ValueError(f"policy {policy!r} chose gamma {g}, outside 0..max_gamma={max_gamma}")
+    if g is not None and plain_weights and not overlapped:
         # Speed path: with one gamma and position-free acceptance the block
         # outcome at a position is min(run length, gamma), known in advance.
-        g = policy.gamma
         run = np.minimum(_run_lengths(draw.u < draw.prob), g).tolist()
         starts: list[int] = []
         t = 0

@@ -3,6 +3,8 @@ the parameter and the offending value."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -28,55 +30,43 @@ def as_real(x: ArrayLike, name: str, where: str) -> FloatArray:
     return arr.astype(np.float64, copy=False)
 
 
+def _checked(
+    x: ArrayLike, name: str, where: str, ok: Callable[[FloatArray], NDArray[np.bool_]], what: str
+) -> FloatArray:
+    """``x`` as floats if ``ok`` holds everywhere (NaN fails every comparison), else ValueError."""
+    arr = as_real(x, name, where)
+    bad = ~ok(arr)
+    if np.any(bad):
+        raise ValueError(f"{where}: {name} must be {what}, got {_first_bad(arr, bad)}")
+    return arr
+
+
 def check_alpha(alpha: ArrayLike, where: str) -> FloatArray:
     """Mean acceptance: finite and in [0, 1]."""
-    a = as_real(alpha, "alpha", where)
-    bad = ~((a >= 0.0) & (a <= 1.0))  # NaN fails both comparisons
-    if np.any(bad):
-        raise ValueError(
-            f"{where}: alpha must be a finite number in [0, 1], got {_first_bad(a, bad)}"
-        )
-    return a
+    return _checked(alpha, "alpha", where, lambda a: (a >= 0.0) & (a <= 1.0),
+                    "a finite number in [0, 1]")  # fmt: skip
 
 
 def check_count(x: ArrayLike, name: str, where: str) -> FloatArray:
     """A non-negative integer (or an array of them); integral floats such as 3.0 are accepted."""
-    g = as_real(x, name, where)
-    bad = ~((g >= 0.0) & np.isfinite(g) & (g == np.floor(g)))
-    if np.any(bad):
-        raise ValueError(
-            f"{where}: {name} must be a non-negative integer, got {_first_bad(g, bad)}"
-        )
-    return g
+    return _checked(x, name, where, lambda g: (g >= 0.0) & np.isfinite(g) & (g == np.floor(g)),
+                    "a non-negative integer")  # fmt: skip
 
 
 def check_integer(x: ArrayLike, name: str, where: str) -> FloatArray:
     """Any integer (or an array of them)."""
-    g = as_real(x, name, where)
-    bad = ~(np.isfinite(g) & (g == np.floor(g)))
-    if np.any(bad):
-        raise ValueError(f"{where}: {name} must be an integer, got {_first_bad(g, bad)}")
-    return g
+    return _checked(x, name, where, lambda g: np.isfinite(g) & (g == np.floor(g)), "an integer")
 
 
 def check_nonnegative(x: ArrayLike, name: str, where: str) -> FloatArray:
     """A finite number >= 0 (a cost ratio such as c or c_hat)."""
-    v = as_real(x, name, where)
-    bad = ~((v >= 0.0) & np.isfinite(v))
-    if np.any(bad):
-        raise ValueError(
-            f"{where}: {name} must be a finite number >= 0, got {_first_bad(v, bad)}"
-        )
-    return v
+    return _checked(x, name, where, lambda v: (v >= 0.0) & np.isfinite(v),
+                    "a finite number >= 0")  # fmt: skip
 
 
 def check_positive(x: ArrayLike, name: str, where: str) -> FloatArray:
     """A finite number > 0 (a relative verification time v)."""
-    v = as_real(x, name, where)
-    bad = ~((v > 0.0) & np.isfinite(v))
-    if np.any(bad):
-        raise ValueError(f"{where}: {name} must be a finite number > 0, got {_first_bad(v, bad)}")
-    return v
+    return _checked(x, name, where, lambda v: (v > 0.0) & np.isfinite(v), "a finite number > 0")
 
 
 def check_shapes(where: str, **arrays: FloatArray) -> tuple[int, ...]:
