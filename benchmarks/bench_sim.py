@@ -4,7 +4,8 @@ Run: .venv/bin/python benchmarks/bench_sim.py
 Goals (issue 5): single stream with plain parameters >= 300,000 target passes
 per CPU-second; serving at batch 64 with the cost model >= 20,000 batch
 iterations per CPU-second (whole simulate_serving calls: the workload and
-acceptance draws, the speculative run and its plain twin, their tables).
+acceptance draws, the speculative run and its plain twin, their tables; and the
+speculative run alone, without the twin).
 CPU time (time.process_time), best of 3 (serving: best of 5).
 """
 
@@ -66,7 +67,7 @@ def stream(engine: str) -> int:
     return int(r.blocks.gamma.shape[0])
 
 
-def serving(kind: str) -> tuple[int, float]:
+def serving(kind: str, twin: bool = True) -> tuple[int, float]:
     """Iterations of a speculative serving run and its plain twin, and their mean batch.
 
     ``closed``: 64 requests (prompt 256, output 1024) all present at t = 0, so the
@@ -85,7 +86,8 @@ def serving(kind: str) -> tuple[int, float]:
         work = PoissonWorkload(rate_per_s=200.0, requests=600, prompt_tokens=(128, 512),
                                output_tokens=(64, 1024))  # fmt: skip
     cfg = ServingConfig(workload=work, cost=cost, acceptance=IIDAcceptance(alpha=0.7),
-                        policy=FixedGamma(gamma=4), max_batch=64, max_gamma=4)  # fmt: skip
+                        policy=FixedGamma(gamma=4), max_batch=64, max_gamma=4,
+                        plain_twin=twin)  # fmt: skip
     r = simulate_serving(cfg, np.random.default_rng(0))
     it = pd.concat([r.iterations_spec, r.iterations_plain])
     return len(it), float(it["batch"].mean())
@@ -111,6 +113,7 @@ def main() -> None:
     # Short runs on a shared machine: best of 5.
     closed = cpu_rate(lambda: serving("closed")[0], None, repeats=5)
     opened = cpu_rate(lambda: serving("open")[0], None, repeats=5)
+    alone = cpu_rate(lambda: serving("open", twin=False)[0], None, repeats=5)
     b_closed, b_open = serving("closed")[1], serving("open")[1]
     print(f"## Simulator event rates ({machine()}; CPU time, best of 3)\n")
     print(
@@ -127,6 +130,8 @@ def main() -> None:
                 (f"serving, Poisson arrivals at saturation (mean batch {b_open:.1f}), cost model: "
                  "iterations per CPU-second (goal 20,000)",
                  f"{opened:,.0f} ({opened / bare:.3f}x bare simpy)"),
+                ("the same, the speculative run alone (plain_twin = False): iterations per "
+                 "CPU-second", f"{alone:,.0f} ({alone / bare:.3f}x bare simpy)"),
             ]
             + [("bare simpy: us per timeout", f"{1e6 / bare:.1f}")]
             + iteration_parts()

@@ -31,15 +31,16 @@ def main() -> int:
     alphas = [
         round(0.5 + 0.45 * i / max(args.points // n_c - 1, 1), 4) for i in range(args.points // n_c)
     ]
+    config = {
+        "tokens": args.tokens,
+        "acceptance": {"kind": "iid", "alpha": 0.7},
+        "policy": {"kind": "heuristic"},
+        "cost": {"kind": "plain", "c": 0.05},
+    }
     spec = spec_from_dict(
         {
             "sweep": {"seed": 1, "seeds": 1},
-            "config": {
-                "tokens": args.tokens,
-                "acceptance": {"kind": "iid", "alpha": 0.7},
-                "policy": {"kind": "heuristic"},
-                "cost": {"kind": "plain", "c": 0.05},
-            },
+            "config": config,
             "grid": {"acceptance.alpha": alphas, "cost.c": [0.01 * (k + 1) for k in range(n_c)]},
         }
     )
@@ -57,7 +58,7 @@ def main() -> int:
     tiny = spec_from_dict(
         {
             "sweep": {"seed": 1, "seeds": 1},
-            "config": dict(spec.config, tokens=10),
+            "config": dict(config, tokens=10),
             "grid": {"cost.c": [0.01, 0.02]},
         }
     )

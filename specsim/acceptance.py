@@ -17,6 +17,7 @@ checks use it (the Ciw habit: distributions carry their moments).
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -26,6 +27,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from specsim import sampling
+from specsim.theory import expected_tokens, markov_tokens_per_pass
 
 __all__ = [
     "AcceptanceDraw",
@@ -84,16 +86,27 @@ class AcceptanceProcess(Protocol):
     def sample(self, rng: np.random.Generator, n: int) -> AcceptanceDraw: ...
 
 
+def _plain(value: object) -> object:
+    """A numpy scalar as the Python number it holds (messages show ``0.5``, not a numpy repr)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _check_prob(value: float, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"{name}: expected a probability in [0, 1] (a number), got {_plain(value)!r}"
+        )
     v = float(value)
     if not (0.0 <= v <= 1.0):
-        raise ValueError(f"{name}: expected a probability in [0, 1], got {value!r}")
+        raise ValueError(f"{name}: expected a probability in [0, 1], got {_plain(value)!r}")
     return v
 
 
 def _check_n(n: int) -> int:
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
-        raise ValueError(f"n: expected a non-negative integer number of positions, got {n!r}")
+        raise ValueError(
+            f"n: expected a non-negative integer number of positions, got {_plain(n)!r}"
+        )
     return int(n)
 
 
@@ -105,7 +118,7 @@ def _confidence(rng: np.random.Generator, prob: FloatArray, noise: float) -> Flo
 
 def _check_noise(noise: float) -> None:
     if not (np.isfinite(noise) and noise >= 0):
-        raise ValueError(f"confidence_noise: expected a finite value >= 0, got {noise!r}")
+        raise ValueError(f"confidence_noise: expected a finite value >= 0, got {_plain(noise)!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,8 +142,6 @@ class IIDAcceptance:
         return float(self.alpha)
 
     def mean_tokens(self, gamma: int) -> float:
-        from specsim.theory import expected_tokens
-
         return float(expected_tokens(self.alpha, gamma))
 
     def sample(self, rng: np.random.Generator, n: int) -> AcceptanceDraw:
@@ -161,7 +172,7 @@ class PositionalAcceptance:
 
     def mean_tokens(self, gamma: int) -> float:
         if isinstance(gamma, bool) or not isinstance(gamma, int | np.integer) or gamma < 0:
-            raise ValueError(f"gamma: expected a non-negative integer, got {gamma!r}")
+            raise ValueError(f"gamma: expected a non-negative integer, got {_plain(gamma)!r}")
         k = np.minimum(np.arange(gamma), len(self.alphas) - 1)
         return float(1.0 + np.cumprod(np.asarray(self.alphas, dtype=float)[k]).sum())
 
@@ -182,7 +193,8 @@ class MarkovAcceptance:
     redrawn from ``weights`` (the stationary distribution). The mean acceptance
     is ``sum weights[s] * alphas[s]``, the same as an i.i.d. process with that
     alpha, but accepted tokens cluster: what domain shift and bursty text look
-    like. ``persistence = 0`` is i.i.d. with the mean alpha.
+    like. ``persistence = 0`` is i.i.d. with the mean alpha. Its tokens per pass
+    (:meth:`mean_tokens`) are exact: :mod:`specsim.theory.markov`.
     """
 
     alphas: tuple[float, ...]
@@ -225,6 +237,17 @@ class MarkovAcceptance:
     def mean(self) -> float:
         return float(np.dot(self.alphas, self.weights))
 
+    def mean_tokens(self, gamma: int) -> float:
+        """Long-run tokens per pass of a stream of blocks with fixed lookahead ``gamma``.
+
+        Exact (a Markov-chain calculation, not a simulation): see
+        :func:`specsim.theory.markov_tokens_per_pass`, which also gives the mean of a
+        single block started from the stationary state.
+        """
+        return markov_tokens_per_pass(
+            alphas=self.alphas, weights=self.weights, persistence=self.persistence, gamma=gamma
+        )
+
     def states(self, rng: np.random.Generator, n: int) -> NDArray[np.int64]:
         """The hidden state path: redraw points are Bernoulli(1 - persistence)."""
         n = _check_n(n)
@@ -263,7 +286,9 @@ class TraceAcceptance:
         bad = ~((arr >= 0) & (arr <= 1))
         if bad.any():
             i = int(np.argmax(bad))
-            raise ValueError(f"probs[{i}]: expected a probability in [0, 1], got {arr[i]!r}")
+            raise ValueError(
+                f"probs[{i}]: expected a probability in [0, 1], got {_plain(arr[i])!r}"
+            )
         _check_noise(self.confidence_noise)
 
     @classmethod

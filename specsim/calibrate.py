@@ -18,6 +18,7 @@ written as TOML by :func:`specsim.cards.write_hardware_card`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,19 +31,101 @@ from specsim.cost import step_cost_grid
 
 __all__ = [
     "PARAMETERS",
+    "TRUST_LIMITS",
     "Fit",
+    "one_device",
+    "trust_problems",
     "summarize_passes",
     "predict",
     "fit_card",
     "holdout_errors",
     "calibrated_card",
     "card_from_ceilings",
-    "predict_runs",
 ]
 
 PARAMETERS = ("compute_efficiency", "memory_efficiency", "layer_overhead_s", "pass_overhead_s")
 _LOWER = np.array([1e-4, 1e-4, 0.0, 0.0])
 _UPPER = np.array([1.0, 1.0, 0.05, 0.5])
+
+TRUST_LIMITS: dict[str, float] = {
+    "stderr_ratio": 1.0,
+    "bound_tolerance": 1e-9,
+    "holdout_worst": 1.0,
+}
+"""When a fit is not to be trusted (:func:`trust_problems`): a parameter whose standard
+error exceeds ``stderr_ratio`` times its estimate (the data cannot tell it from zero), a
+parameter within ``bound_tolerance`` (relative to its range) of a bound of the fit (the
+optimum was cut off: 1e-15 s for an overhead means the data pushed it below zero), or a
+held-out prediction off by more than ``holdout_worst`` (100%) for some configuration."""
+
+
+def one_device(sources: Sequence[tuple[str, Mapping[str, Any], pd.DataFrame]]) -> str:
+    """The one device that every trace was measured on, or a ValueError naming them.
+
+    ``sources``: (where, sidecar metadata, rows) per trace. A trace's ``device``
+    column must hold one value, and every trace must name the same device
+    (``device_name`` and ``device`` of the sidecar): a card describes one device,
+    and times pooled from two devices fit neither.
+    """
+    seen: dict[tuple[str, str], list[str]] = {}
+    for where, meta, rows in sources:
+        if "device" in rows.columns:
+            kinds = sorted({str(v) for v in rows["device"].unique()})
+            if len(kinds) > 1:
+                raise ValueError(
+                    f"{where}: column 'device' mixes devices {kinds}; calibrate one device at a "
+                    "time (split the trace by device)"
+                )
+        column = str(rows["device"].iloc[0]) if "device" in rows.columns and len(rows) else ""
+        key = (str(meta.get("device_name", "")), str(meta.get("device", column)))
+        seen.setdefault(key, []).append(where)
+    if len(seen) > 1:
+        listed = "; ".join(
+            f"{name or '?'} ({kind or '?'}): {', '.join(wheres)}"
+            for (name, kind), wheres in seen.items()
+        )
+        raise ValueError(
+            f"the traces come from {len(seen)} different devices ({listed}); a card describes "
+            "one device, so calibrate each device's traces separately"
+        )
+    name, kind = next(iter(seen), ("", ""))
+    return name or kind or "device"
+
+
+def trust_problems(fit: Fit, holdout: pd.DataFrame | None = None) -> list[str]:
+    """Why ``fit`` cannot be trusted, one sentence with the numbers each; empty if it can.
+
+    The limits are :data:`TRUST_LIMITS`; ``holdout`` is :func:`holdout_errors`'s table.
+    """
+    out = []
+    ratio = TRUST_LIMITS["stderr_ratio"]
+    tol = TRUST_LIMITS["bound_tolerance"]
+    for i, name in enumerate(PARAMETERS):
+        value, se = fit.params[name], fit.stderr[name]
+        if not np.isfinite(se) or se > ratio * abs(value):
+            out.append(
+                f"{name} = {value:.4g} has a standard error of {se:.4g}, larger than the "
+                "estimate itself: the data do not determine it"
+            )
+        span = float(_UPPER[i] - _LOWER[i])
+        for bound, side in ((float(_LOWER[i]), "lower"), (float(_UPPER[i]), "upper")):
+            if abs(value - bound) <= tol * span:
+                out.append(
+                    f"{name} = {value:.4g} sits at the fit's {side} bound {bound:g}: the "
+                    "optimum lies outside the allowed range"
+                )
+    if holdout is not None and len(holdout):
+        err = holdout["rel_error"].abs()
+        worst = float(err.max())
+        if worst > TRUST_LIMITS["holdout_worst"]:
+            row = holdout.loc[err.idxmax()]
+            out.append(
+                f"the held-out prediction is off by {worst:.0%} at worst (limit "
+                f"{TRUST_LIMITS['holdout_worst']:.0%}; {row['model']}, batch {row['batch']}, "
+                f"context {row['context']}, {row['new_tokens']} new tokens, "
+                f"{row['held_out']} held out)"
+            )
+    return out
 
 
 def summarize_passes(passes: pd.DataFrame) -> pd.DataFrame:
@@ -173,8 +256,23 @@ def holdout_errors(
     return pd.concat(frames, ignore_index=True)
 
 
-def calibrated_card(fit: Fit, *, slug: str, name: str, trace: str, note: str = "") -> HardwareCard:
-    """The fitted card under its own slug, with a ``[calibration]`` table saying where from."""
+def calibrated_card(
+    fit: Fit,
+    *,
+    slug: str,
+    name: str,
+    trace: str,
+    note: str = "",
+    command: str = "",
+    sources: Mapping[str, str] | None = None,
+    untrusted: Sequence[str] = (),
+) -> HardwareCard:
+    """The fitted card under its own slug, with a ``[calibration]`` table saying where from.
+
+    ``command`` (the whole command line that made the card) and ``untrusted``
+    (:func:`trust_problems`' findings, for a card written anyway) go into that
+    table; ``sources``, when given, replaces the card's ``[sources]``.
+    """
     meta: dict[str, Any] = {
         "trace": trace,
         "rms_log_error": fit.rms_log_error,
@@ -183,7 +281,12 @@ def calibrated_card(fit: Fit, *, slug: str, name: str, trace: str, note: str = "
     }
     if note:
         meta["note"] = note
-    return dataclasses.replace(fit.card, slug=slug, name=name, calibration=meta)
+    if command:
+        meta["command"] = command
+    if untrusted:
+        meta["untrusted"] = list(untrusted)
+    extra: dict[str, Any] = {} if sources is None else {"sources": dict(sources)}
+    return dataclasses.replace(fit.card, slug=slug, name=name, calibration=meta, **extra)
 
 
 def card_from_ceilings(
@@ -219,129 +322,3 @@ def card_from_ceilings(
         max_power_w=max_power_w,
         sources=sources,
     )
-
-
-_RUN_KEYS = ["dtype", "device", "batch", "temperature", "prompt_len"]
-"""What a speculative run and its plain (autoregressive) twin must share, besides the model."""
-
-
-def _run_frames(specdec: pd.DataFrame, autoregressive: pd.DataFrame) -> pd.DataFrame:
-    """Measured per-token latency of each speculative run and of its plain twin.
-
-    The twin is the autoregressive run of the same target, dtype, device, batch,
-    temperature and prompt length: per-token latency grows with the batch, so
-    runs of different batches (or devices) are never pooled.
-    """
-    spec = specdec[specdec["seq"] == 0].copy()
-    spec["wall_s"] = spec["draft_s"] + spec["target_s"] + spec["verify_s"]
-    keys = ["run_id", "target", "draft", "gamma", *_RUN_KEYS]
-    runs = spec.groupby(keys, as_index=False).agg(
-        blocks=("block", "size"), tokens=("emitted", "sum"), wall_s=("wall_s", "sum"),
-        host_s=("verify_s", "sum"), accepted=("accepted", "sum"),
-    )  # fmt: skip
-    ar = autoregressive.copy()
-    ar["wall_s"] = ar["forward_s"] + ar["sample_s"]
-    plain = ar.groupby(["model", *_RUN_KEYS], as_index=False).agg(
-        ar_steps=("step", "size"), ar_wall_s=("wall_s", "sum")
-    )
-    plain = plain.rename(columns={"model": "target"})
-    out = runs.merge(plain, on=["target", *_RUN_KEYS], how="left")
-    if out["ar_wall_s"].isna().any():
-        missing = out.loc[out["ar_wall_s"].isna(), "run_id"].tolist()
-        raise ValueError(f"no autoregressive run matches speculative run(s) {missing}")
-    out["measured_token_s"] = out["wall_s"] / out["tokens"]
-    out["measured_ar_token_s"] = out["ar_wall_s"] / out["ar_steps"]
-    out["measured_speedup"] = out["measured_ar_token_s"] / out["measured_token_s"]
-    return out
-
-
-def predict_runs(
-    specdec: pd.DataFrame,
-    autoregressive: pd.DataFrame,
-    positions: pd.DataFrame,
-    card: HardwareCard,
-    rng: np.random.Generator,
-    *,
-    seeds: int = 8,
-) -> pd.DataFrame:
-    """Predict each measured speculative run's per-token latency and speedup from a card.
-
-    Two predictions per run, both on the calibrated ``card``:
-
-    - ``replay``: the run's own accepted counts, block by block, timed by the
-      cost model at the run's ``batch`` (``gamma`` draft passes plus one
-      verification pass, each over ``batch`` sequences at the block's
-      context); this isolates the cost model.
-    - ``simulated``: :func:`specsim.sim.simulate_stream` with the run's
-      measured per-position acceptance ``sum min(p, q)`` replayed as a
-      :class:`~specsim.acceptance.TraceAcceptance`, averaged over ``seeds``
-      streams; this tests the simulator end to end. The stream simulator runs
-      one sequence, while a batch of the harness emits the batch's smallest
-      accepted count plus one to every row, so runs with ``batch > 1`` get
-      NaN ``simulated_*`` columns rather than a batch-1 answer.
-
-    Each run is compared with the plain (autoregressive) run of the same target,
-    dtype, device, batch, temperature and prompt length, predicted as one target
-    pass over ``batch`` sequences per token; a run without such a twin raises
-    ValueError. Host-side work of the harness (softmax, sampling, verification,
-    cache rollback) is not in the cost model; ``host_share`` reports how much of
-    the measured time it was.
-    """
-    from specsim.acceptance import TraceAcceptance
-    from specsim.cost import step_cost_grid
-    from specsim.policies import FixedGamma
-    from specsim.sim import CardCost, StreamConfig, simulate_stream
-
-    if isinstance(seeds, bool) or not isinstance(seeds, int | np.integer) or seeds < 1:
-        raise ValueError(f"seeds: expected an integer >= 1, got {seeds!r}")
-    runs = _run_frames(specdec, autoregressive)
-    rows = []
-    for r in runs.itertuples(index=False):
-        target, draft = load_model(str(r.target)), load_model(str(r.draft))
-        dtype, batch = str(r.dtype), int(r.batch)
-        blocks = specdec[(specdec["run_id"] == r.run_id) & (specdec["seq"] == 0)]
-        gam = blocks["gamma"].to_numpy(dtype=np.int64)
-        ctx = blocks["context"].to_numpy(dtype=np.int64)
-        verify = step_cost_grid(target, card, batch=batch, context=ctx, new_tokens=gam + 1,
-                                dtype=dtype).time_s  # fmt: skip
-        draft_s = step_cost_grid(draft, card, batch=batch, context=ctx, new_tokens=1,
-                                 dtype=dtype).time_s  # fmt: skip
-        replay = float((gam * draft_s + verify).sum()) / float(r.tokens)
-        steps = int(r.ar_steps)
-        ar_ctx = int(r.prompt_len) + np.arange(steps, dtype=np.int64)
-        ar = step_cost_grid(target, card, batch=batch, context=ar_ctx, new_tokens=1,
-                            dtype=dtype).time_s.sum() / steps  # fmt: skip
-        pos = positions[(positions["run_id"] == r.run_id) & (positions["seq"] == 0)]
-        alphas = pos.loc[pos["reached"].astype(bool), "alpha"].to_numpy(dtype=float)
-        sim = float("nan")
-        if batch == 1:
-            cfg = StreamConfig(
-                tokens=int(r.tokens), prompt=int(r.prompt_len),
-                acceptance=TraceAcceptance.from_values(np.clip(alphas, 0.0, 1.0)),
-                policy=FixedGamma(gamma=int(r.gamma)),
-                cost=CardCost(target=target, draft=draft, hardware=card, dtype=dtype),
-                max_gamma=int(r.gamma),
-            )  # fmt: skip
-            sim_token_s = []
-            for _ in range(seeds):
-                m = simulate_stream(cfg, rng).metrics()
-                sim_token_s.append(m["time_s"] / m["tokens"])
-            sim = float(np.mean(sim_token_s))
-        rows.append(
-            {
-                "run_id": r.run_id, "target": r.target, "draft": r.draft,
-                "temperature": r.temperature, "gamma": r.gamma, "batch": batch,
-                "tokens": r.tokens,
-                "acceptance": float(np.mean(alphas)) if alphas.size else float("nan"),
-                "measured_token_s": r.measured_token_s,
-                "replay_token_s": replay, "simulated_token_s": sim,
-                "measured_speedup": r.measured_speedup,
-                "replay_speedup": float(ar) / replay, "simulated_speedup": float(ar) / sim,
-                "host_share": float(r.host_s) / float(r.wall_s),
-            }
-        )  # fmt: skip
-    out = pd.DataFrame(rows)
-    for kind in ("replay", "simulated"):
-        out[f"{kind}_latency_error"] = out[f"{kind}_token_s"] / out["measured_token_s"] - 1
-        out[f"{kind}_speedup_error"] = out[f"{kind}_speedup"] / out["measured_speedup"] - 1
-    return out

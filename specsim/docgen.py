@@ -31,6 +31,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import specsim
+from specsim.cli import SUBCOMMANDS, build_parser, subcommand_parser
+
 __all__ = ["EXCLUDED", "public_modules", "api_reference", "cli_reference", "main"]
 
 EXCLUDED = ("specsim.cli", "specsim.docgen", "specsim.measure")
@@ -46,8 +49,6 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 def public_modules() -> list[str]:
     """Names of the documented modules: ``specsim.<name>`` with a public ``__all__``."""
-    import specsim
-
     names = []
     for info in pkgutil.iter_modules(specsim.__path__, "specsim."):
         short = info.name.rsplit(".", 1)[1]
@@ -186,8 +187,6 @@ def _columns(width: str) -> Iterator[None]:
 
 def cli_reference() -> str:
     """The text of ``docs/reference/cli.md``: ``specsim --help`` and each subcommand's help."""
-    from specsim.cli import SUBCOMMANDS, build_parser
-
     out = ["# Command-line reference", "", _HEADER, ""]
     out += [
         "The `specsim` command is a thin layer over the Python API: it parses, calls "
@@ -196,13 +195,9 @@ def cli_reference() -> str:
         "",
     ]
     with _columns(_WIDTH):
-        parser = build_parser()
-        out += ["## specsim", "", "```text", parser.format_help().rstrip(), "```", ""]
-        sub = next(
-            a for a in parser._actions if isinstance(a, argparse._SubParsersAction)
-        )  # argparse keeps subparsers in a private action; reading it is the only way
+        out += ["## specsim", "", "```text", build_parser().format_help().rstrip(), "```", ""]
         for name in SUBCOMMANDS:
-            help_text = sub.choices[name].format_help().rstrip()
+            help_text = subcommand_parser(name).format_help().rstrip()
             out += [f"## specsim {name}", "", "```text", help_text, "```", ""]
     return "\n".join(out).rstrip() + "\n"
 

@@ -6,6 +6,18 @@ lookahead ``gamma`` of the next block from what it may know, given as a
 confidence signal (read token by token, as a real draft would), the batch the
 pass will run at, and, for the oracle only, the future acceptances.
 ``gamma = 0`` means plain autoregressive decoding for that block.
+
+A policy may also declare what its choice depends on, and the simulators take
+their fast paths from that declaration alone (no ``isinstance`` checks, so a
+user's own policy gets them too):
+
+- ``fixed_gamma``: an int when the policy chooses that lookahead whatever it is
+  told (then ``choose`` is not asked at all); absent or ``None`` otherwise;
+- ``batch_wide``: ``True`` when, in serving, the policy chooses one lookahead
+  for the whole batch from ``batch`` and ``pass_time`` alone (it reads neither
+  a sequence's draw nor its history), so it is asked once per iteration.
+
+Read them through :func:`fixed_gamma` and :func:`batch_wide`, which check them.
 """
 
 from __future__ import annotations
@@ -13,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -21,6 +33,7 @@ from specsim.acceptance import AcceptanceDraw, leading_run
 from specsim.theory import expected_tokens, optimal_gamma
 
 __all__ = [
+    "MAX_GAMMA",
     "PolicyContext",
     "LookaheadPolicy",
     "FixedGamma",
@@ -29,8 +42,17 @@ __all__ = [
     "HeuristicPlusTwoMinusOne",
     "LoadAdaptive",
     "Oracle",
+    "batch_wide",
+    "check_choice",
     "fixed_gamma",
 ]
+
+
+MAX_GAMMA = 64
+"""The default longest block (``max_gamma``) of every policy, of a single stream
+(:class:`specsim.sim.StreamConfig`) and of a serving run (:class:`specsim.sim.ServingConfig`),
+which reserves KV cache for it; a run passes its own to the policies it builds
+(:mod:`specsim.sim.config`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -53,7 +75,11 @@ class PolicyContext:
 
 @runtime_checkable
 class LookaheadPolicy(Protocol):
-    """One method: the next block's lookahead."""
+    """One method: the next block's lookahead.
+
+    Optional declarations (``fixed_gamma``, ``batch_wide``) are described in
+    the module docstring; a policy without them is asked block by block.
+    """
 
     def choose(self, ctx: PolicyContext) -> int: ...
 
@@ -73,6 +99,10 @@ class FixedGamma:
     def __post_init__(self) -> None:
         _check_gamma(self.gamma, "gamma")
 
+    @property
+    def fixed_gamma(self) -> int:
+        return self.gamma
+
     def choose(self, ctx: PolicyContext) -> int:
         return self.gamma
 
@@ -87,7 +117,7 @@ class OptimalStatic:
 
     alpha: float
     c: float
-    max_gamma: int = 64
+    max_gamma: int = MAX_GAMMA
 
     def __post_init__(self) -> None:
         _check_gamma(self.max_gamma, "max_gamma")
@@ -97,6 +127,10 @@ class OptimalStatic:
     def gamma(self) -> int:
         """Worked out once: the simulators ask for it every block."""
         return int(optimal_gamma(self.alpha, self.c, max_gamma=self.max_gamma))
+
+    @property
+    def fixed_gamma(self) -> int:
+        return self.gamma
 
     def choose(self, ctx: PolicyContext) -> int:
         return self.gamma
@@ -114,7 +148,7 @@ class ConfidenceThreshold:
     """
 
     threshold: float
-    max_gamma: int = 16
+    max_gamma: int = MAX_GAMMA
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.threshold <= 1.0):
@@ -138,7 +172,7 @@ class HeuristicPlusTwoMinusOne:
     """
 
     initial: int = 20
-    max_gamma: int = 64
+    max_gamma: int = MAX_GAMMA
 
     def __post_init__(self) -> None:
         _check_gamma(self.initial, "initial")
@@ -163,7 +197,8 @@ class LoadAdaptive:
     """
 
     alpha: float
-    max_gamma: int = 8
+    max_gamma: int = MAX_GAMMA
+    batch_wide: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.alpha <= 1.0):
@@ -190,7 +225,7 @@ class Oracle:
     upper bound a per-token lookahead can approach (capped at ``max_gamma``).
     """
 
-    max_gamma: int = 64
+    max_gamma: int = MAX_GAMMA
 
     def __post_init__(self) -> None:
         _check_gamma(self.max_gamma, "max_gamma")
@@ -202,10 +237,43 @@ class Oracle:
 
 
 def fixed_gamma(policy: LookaheadPolicy) -> int | None:
-    """The lookahead a policy chooses whatever it is told (FixedGamma, OptimalStatic), else None.
+    """The lookahead ``policy`` declares it always chooses (its ``fixed_gamma``), else None.
 
-    The simulators take their vectorized paths for these policies.
+    The simulators take their vectorized paths for such policies and never call
+    their ``choose``. A declaration that is not ``None`` or a non-negative
+    integer is a ValueError naming the policy.
     """
-    if isinstance(policy, FixedGamma | OptimalStatic):
-        return int(policy.gamma)
-    return None
+    value = getattr(policy, "fixed_gamma", None)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise ValueError(
+            f"policy {policy!r}: fixed_gamma must be None or a non-negative integer, got {value!r}"
+        )
+    return int(value)
+
+
+def batch_wide(policy: LookaheadPolicy) -> bool:
+    """Whether ``policy`` declares one lookahead per serving iteration (its ``batch_wide``).
+
+    Such a policy is asked once per iteration with the batch and ``pass_time``
+    (and no draw or history); a declaration that is not a bool is a ValueError.
+    """
+    value = getattr(policy, "batch_wide", False)
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"policy {policy!r}: batch_wide must be True or False, got {value!r}")
+    return bool(value)
+
+
+def check_choice(policy: LookaheadPolicy, value: object, *, max_gamma: int | None = None) -> int:
+    """``value``, the lookahead ``policy`` chose, as an int: a ValueError naming the policy
+    unless it is a non-negative integer (at most ``max_gamma`` when that is given)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | np.integer)
+        or value < 0
+        or (max_gamma is not None and value > max_gamma)
+    ):
+        bound = "a non-negative integer" if max_gamma is None else f"0..max_gamma={max_gamma}"
+        raise ValueError(f"policy {policy!r} chose gamma {value!r}, outside {bound}")
+    return int(value)

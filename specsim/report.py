@@ -7,6 +7,11 @@ and SVG figures and ``summary.md`` into a subfolder of the output folder, and
 writes ``index.html`` beside them: a self-contained page (figures embedded as
 base64 PNG, tables inline, no script and no external resource) that opens in
 any browser. :func:`render_html` builds the page from results in memory.
+
+Every image carries the figure's alt text (:func:`specsim.plots.alt_text`) in
+its ``alt`` attribute. The closed-form checks are shown as their per-quantity
+summary (:func:`specsim.validate.check_summary`) and a plot of z per check
+(:func:`validate_figure`); the full grid is in the CSV beside the page.
 """
 
 from __future__ import annotations
@@ -20,13 +25,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from specsim import __version__
 from specsim.demo import SamplingDemo, two_token_demo
-from specsim.studies import StudyOutput, run_study, save_study, study_rng
+from specsim.plots import alt_text, plot_validation_z
+from specsim.study_runner import StudyOutput, run_study, save_study, study_rng
+from specsim.validate import Z_CHECK, check_summary, validation_tables
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "REPORT_STUDIES",
@@ -37,6 +48,7 @@ __all__ = [
     "format_demo",
     "markdown_to_html",
     "validate_tables",
+    "validate_figure",
     "render_html",
 ]
 
@@ -94,14 +106,16 @@ def format_demo(d: SamplingDemo) -> str:
 
 def validate_tables(rng: np.random.Generator, *, fast: bool) -> tuple[dict[str, pd.DataFrame], str]:
     """The tables of :mod:`specsim.validate` (the quick grid when ``fast``), and a note."""
-    from specsim.validate import validation_tables
-
     checks, dropped = validation_tables(rng, quick=fast)
     return (
         {"closed forms against the simulator": checks, "assumptions dropped": dropped},
         "Tables of specsim.validate.check_grid and assumptions_dropped"
         + (" (the quick grid of `specsim validate --quick`)." if fast else "."),
     )
+
+
+def _slug(title: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", title.lower())
 
 
 _INLINE = [
@@ -166,12 +180,35 @@ def _png(study: StudyOutput, key: str) -> str:
     """The figure as base64 PNG: the file :func:`save_study` wrote, else rendered now."""
     saved = study.files.get(f"{key}.png")
     if saved is not None and saved.is_file():
-        data = saved.read_bytes()
-    else:
-        buf = io.BytesIO()
-        study.figures[key].savefig(buf, format="png", dpi=100)
-        data = buf.getvalue()
-    return base64.b64encode(data).decode("ascii")
+        return base64.b64encode(saved.read_bytes()).decode("ascii")
+    return _render_png(study.figures[key])
+
+
+def _render_png(fig: Figure) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _figure_html(fig: Figure, png: str, caption: str) -> str:
+    """An embedded figure: its alt text in ``alt``, its title and ``caption`` below it."""
+    esc = html.escape
+    alt = alt_text(fig) or caption
+    title = fig.get_suptitle().replace("\n", " ")
+    return (
+        f'<figure><img alt="{esc(alt)}" src="data:image/png;base64,{png}">'
+        f"<figcaption>{esc(title)}{'. ' if title else ''}{caption}</figcaption></figure>"
+    )
+
+
+def validate_figure(checks: pd.DataFrame) -> Figure:
+    """z of every closed-form check, grouped by quantity, with the verdict's band
+    (:data:`specsim.validate.Z_CHECK` standard errors)."""
+    return plot_validation_z(checks, limit=Z_CHECK)
+
+
+def _is_check_grid(table: pd.DataFrame) -> bool:
+    return {"quantity", "z", "ok", "alpha", "gamma", "c"} <= set(table.columns)
 
 
 _CSS = """
@@ -230,20 +267,26 @@ def render_html(
             f"{esc(s.name)}.csv'>{esc(s.name)}.csv</a> ({len(s.data)} rows)</p>"
         )
         parts.append(markdown_to_html(s.summary))
-        for key in s.figures:
-            parts.append(
-                f'<figure><img alt="{esc(key)}" src="data:image/png;base64,{_png(s, key)}">'
-                f"<figcaption>{esc(key)} (<a href='{esc(s.name)}/{esc(key)}.svg'>SVG</a>)"
-                "</figcaption></figure>"
-            )
+        for key, fig in s.figures.items():
+            link = f"{esc(key)} (<a href='{esc(s.name)}/{esc(key)}.svg'>SVG</a>)"
+            parts.append(_figure_html(fig, _png(s, key), link))
         parts.append("</section>")
     parts.append('<section id="validate"><h2>validate</h2>')
     parts.append(f"<p>{_inline(validate_note)}</p>")
     for title, table in validate.items():
-        extra = ""
-        if "ok" in table.columns:
-            extra = f" ({int(table['ok'].sum())} of {len(table)} checks pass)"
-        parts.append(f"<h3>{esc(title)}{esc(extra)}</h3>{_table_html(table)}")
+        csv = f"validate-{_slug(title)}.csv"
+        if not _is_check_grid(table):
+            parts.append(f"<h3>{esc(title)}</h3>{_table_html(table)}")
+            continue
+        extra = f" ({int(table['ok'].sum())} of {len(table)} checks pass)"
+        parts.append(f"<h3>{esc(title)}{esc(extra)}</h3>")
+        parts.append(
+            f"<p class='meta'>Per quantity: the checks, how many pass (|z| &lt;= {Z_CHECK:g}) "
+            f"and the worst |z|; every check is in <a href='{esc(csv)}'>{esc(csv)}</a>.</p>"
+        )
+        parts.append(_table_html(check_summary(table)))
+        fig = validate_figure(table)
+        parts.append(_figure_html(fig, _render_png(fig), f"z of each of the {len(table)} checks"))
     parts.append("</section>")
     parts.append('<section id="demo"><h2>sampling demo</h2>')
     parts.append(f"<pre>{esc(format_demo(demo))}</pre></section>")
@@ -281,7 +324,7 @@ def build_report(
     tick(len(studies) + 1, "validate")
     tables, note = validate_tables(study_rng(seed, "validate"), fast=fast)
     for title, table in tables.items():
-        table.to_csv(out / f"validate-{re.sub(r'[^a-z0-9]+', '-', title.lower())}.csv", index=False)
+        table.to_csv(out / f"validate-{_slug(title)}.csv", index=False)
     tick(len(studies) + 2, "write")
     seconds = time.perf_counter() - start
     page = render_html(

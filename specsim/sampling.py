@@ -318,7 +318,6 @@ def verify_batch(
             f"draft_tokens[{b}, {i}] = {int(toks[b, i])} has draft probability 0: "
             "it cannot have been sampled from draft_probs"
         )
-
     if greedy:
         argmax_p = np.argmax(p, axis=-1)
         accept = toks == argmax_p[:, :gamma]
@@ -329,7 +328,6 @@ def verify_batch(
     # The first rejection, or gamma when there is none (a rejection appended; gamma 0 too).
     stop = np.concatenate([accept, np.zeros((batch, 1), dtype=bool)], axis=1)
     accepted = np.argmin(stop, axis=1).astype(np.int64)
-
     # The last emitted token comes from position `accepted`: the correction
     # distribution there, or the target itself after a fully accepted block.
     p_last = p[np.arange(batch), accepted]
@@ -346,7 +344,6 @@ def verify_batch(
         use_target = (accepted == gamma) | (residual.sum(axis=-1) <= RESIDUAL_FLOOR)
         weights = np.where(use_target[:, None], p_last, residual)
         last = _inverse_cdf(weights, u[:, gamma])
-
     tokens = np.full((batch, gamma + 1), -1, dtype=np.int64)
     keep = np.arange(gamma)[None, :] < accepted[:, None]
     tokens[:, :gamma] = np.where(keep, toks, -1)

@@ -1,8 +1,8 @@
 """The what-if studies of specsim, one module per study.
 
-Each module defines ``DEFAULTS`` (a flat dict of configuration values on real
-cards), ``run(config, rng, *, fast=False) -> DataFrame`` (tidy),
-``figures(df) -> dict[str, Figure]`` and ``summary(df) -> str``. Load and run
-them with :mod:`specsim.studies` (``specsim study NAME``); this package ships
+Each module defines ``Config`` (a flat, frozen, keyword-only dataclass of
+settings on real cards), ``run(config, rng, *, fast=False) -> DataFrame``
+(tidy), ``figures(df) -> dict[str, Figure]`` and ``summary(df) -> str``. Load
+and run them with :mod:`specsim.study_runner` (``specsim study NAME``); this package ships
 in the wheel as ``specsim._studies``. See ``README.md`` beside this file.
 """

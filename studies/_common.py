@@ -1,70 +1,51 @@
-"""Helpers the studies share: config checks, card-derived cost parameters, figures, markdown."""
+"""Helpers the studies share: config checks, card-derived cost parameters, markdown."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from specsim.acceptance import AcceptanceProcess
 from specsim.cards import load_hardware, load_model
-from specsim.costgrid import cost_coefficient, verification_factor
+from specsim.cost import cost_coefficient, verification_factor
 from specsim.policies import FixedGamma
 from specsim.sim import CostSource, StreamConfig, simulate_stream
-from specsim.studies import resolve_config
 
 __all__ = [
-    "config",
     "check_probability",
     "check_positive_int",
-    "TP_SIZES",
-    "smallest_tp",
+    "check_positive",
     "plain_cost_from_cards",
     "stream_metrics",
-    "figure",
     "mean_se",
     "md_table",
     "fmt",
 ]
 
 
-def config(defaults: dict[str, Any], given: dict[str, Any] | None, where: str) -> dict[str, Any]:
-    """Defaults updated by ``given`` (unknown keys raise ValueError naming the study)."""
-    return resolve_config(defaults, given, f"study {where!r}")
-
-
-def check_probability(values: float | Sequence[float], key: str, where: str) -> None:
+def check_probability(values: float | Sequence[float], key: str) -> None:
+    """Raise ValueError naming ``key`` unless every value lies in [0, 1] (for ``__post_init__``)."""
     for v in np.atleast_1d(np.asarray(values, dtype=float)):
         if not (0.0 <= v <= 1.0):
-            raise ValueError(f"study {where!r}: {key} must lie in [0, 1], got {v!r}")
+            raise ValueError(f"{key} must lie in [0, 1], got {v!r}")
 
 
-def check_positive_int(value: int | Sequence[int], key: str, where: str, minimum: int = 1) -> None:
+def check_positive_int(value: int | Sequence[int], key: str, minimum: int = 1) -> None:
+    """Raise ValueError naming ``key`` unless every value is an integer >= ``minimum``."""
     for v in np.atleast_1d(np.asarray(value)):
         if not float(v).is_integer() or v < minimum:
-            raise ValueError(f"study {where!r}: {key} must be integers >= {minimum}, got {v!r}")
+            raise ValueError(f"{key} must be integers >= {minimum}, got {v!r}")
 
 
-TP_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16)
-"""The tensor-parallel sizes the studies try, smallest first."""
-
-
-def smallest_tp(fits: Callable[[int], bool], *, where: str, what: str, hardware: str) -> int:
-    """The smallest size in :data:`TP_SIZES` for which ``fits(tp)`` holds.
-
-    Raises ValueError naming the study ``where``, ``what`` (the models and whatever else
-    must fit) and the ``hardware`` when not even the largest size fits.
-    """
-    for tp in TP_SIZES:
-        if fits(tp):
-            return tp
-    raise ValueError(f"study {where!r}: {what} do not fit on {TP_SIZES[-1]} x {hardware}")
+def check_positive(values: float | Sequence[float], key: str) -> None:
+    """Raise ValueError naming ``key`` unless every value is a finite number > 0."""
+    for v in np.atleast_1d(np.asarray(values, dtype=float)):
+        if not (np.isfinite(v) and v > 0):
+            raise ValueError(f"{key} must be > 0, got {v!r}")
 
 
 def plain_cost_from_cards(
@@ -121,14 +102,6 @@ def stream_metrics(
         max_gamma=gamma,
     )
     return simulate_stream(cfg, rng).metrics()
-
-
-def figure(ncols: int = 1, *, width: float = 6.4, height: float = 4.4) -> tuple[Figure, list[Axes]]:
-    """A figure on the Agg canvas (no pyplot state) with ``ncols`` axes side by side."""
-    fig = Figure(figsize=(width * ncols, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(1, ncols, squeeze=False)[0]
-    return fig, list(axes)
 
 
 def mean_se(values: Sequence[float] | np.ndarray) -> tuple[float, float]:

@@ -16,56 +16,56 @@ a real draft/target pair, whose ``c_hat`` comes from the cards
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.figure import Figure
 
 from specsim.acceptance import IIDAcceptance
 from specsim.cards import load_model
-from specsim.costgrid import ops_coefficient
+from specsim.cost import ops_coefficient
+from specsim.plots import describe, figure, legend_outside, plot_lines
 from specsim.sim import PlainCost
 from specsim.theory import ops_factor, target_calls_per_token
 
-from ._common import check_positive_int, check_probability, figure, stream_metrics
-from ._common import config as _config
+from ._common import check_positive_int, check_probability, stream_metrics
 
-__all__ = ["DEFAULTS", "run", "figures", "summary"]
-
-DEFAULTS: dict[str, Any] = {
-    "target": "llama-3.1-70b",
-    "draft": "llama-3.2-1b",
-    "context": 1024,
-    "alphas": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95),
-    "gammas": (1, 2, 3, 5, 8),
-    "mission_alpha": 0.2,
-    "mission_gamma": 5,
-    "tokens": 40_000,
-    "fast_tokens": 6_000,
-}
+__all__ = ["Config", "run", "figures", "summary"]
 
 
-def run(
-    config: dict[str, Any] | None, rng: np.random.Generator, *, fast: bool = False
-) -> pd.DataFrame:
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """The study's settings (``specsim study bill --list-keys``); checked on construction."""
+
+    target: str = "llama-3.1-70b"
+    draft: str = "llama-3.2-1b"
+    context: int = 1024
+    alphas: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+    gammas: tuple[int, ...] = (1, 2, 3, 5, 8)
+    mission_alpha: float = 0.2
+    mission_gamma: int = 5
+    tokens: int = 40000
+    fast_tokens: int = 6000
+
+    def __post_init__(self) -> None:
+        check_probability(self.alphas, "alphas")
+        check_probability(self.mission_alpha, "mission_alpha")
+        for key in ("gammas", "mission_gamma", "tokens", "fast_tokens"):
+            check_positive_int(getattr(self, key), key)
+
+
+def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.DataFrame:
     """One row per (draft ops, alpha, gamma, quantity, method)."""
-    cfg = _config(DEFAULTS, config, "bill")
-    check_probability(cfg["alphas"], "alphas", "bill")
-    check_probability(cfg["mission_alpha"], "mission_alpha", "bill")
-    check_positive_int(cfg["gammas"], "gammas", "bill")
-    check_positive_int(cfg["mission_gamma"], "mission_gamma", "bill")
-    tokens = int(cfg["fast_tokens"] if fast else cfg["tokens"])
-    check_positive_int(tokens, "tokens", "bill")
+    cfg = config
+    tokens = int(cfg.fast_tokens if fast else cfg.tokens)
     c_hat_card = float(
-        ops_coefficient(
-            load_model(cfg["draft"]), load_model(cfg["target"]), context=int(cfg["context"])
-        )
+        ops_coefficient(load_model(cfg.draft), load_model(cfg.target), context=int(cfg.context))
     )
-    drafts = (("negligible draft", 0.0), (f"{cfg['draft']} for {cfg['target']}", c_hat_card))
-    alphas = sorted({float(a) for a in cfg["alphas"]} | {float(cfg["mission_alpha"])})
-    gammas = sorted({int(g) for g in cfg["gammas"]} | {int(cfg["mission_gamma"])})
+    drafts = (("negligible draft", 0.0), (f"{cfg.draft} for {cfg.target}", c_hat_card))
+    alphas = sorted({float(a) for a in cfg.alphas} | {float(cfg.mission_alpha)})
+    gammas = sorted({int(g) for g in cfg.gammas} | {int(cfg.mission_gamma)})
     rows: list[dict[str, Any]] = []
     for label, c_hat in drafts:
         cost = PlainCost(c=0.0, c_hat=c_hat)
@@ -109,53 +109,61 @@ def run(
                     },
                 ]
     df = pd.DataFrame(rows)
-    df["mission"] = np.isclose(df["alpha"], float(cfg["mission_alpha"])) & (
-        df["gamma"] == int(cfg["mission_gamma"])
+    df["mission"] = np.isclose(df["alpha"], float(cfg.mission_alpha)) & (
+        df["gamma"] == int(cfg.mission_gamma)
     )
     return df
 
 
 def figures(df: pd.DataFrame) -> dict[str, Figure]:
-    """Both quantities against alpha: closed form as lines, simulator as points with 95% CIs."""
-    fig, axes = figure(2, width=5.6)
+    """Both quantities against alpha: closed form as lines (colour and marker per gamma, line
+    style per draft), simulator as dark error bars (95% CIs)."""
+    fig, axes = figure(2, width=5.6, height=4.6)
     labels = {
-        "ops_per_token": "operations per emitted token (x plain decoding)",
-        "target_calls_per_token": "serial target calls per emitted token",
-    }
-    for ax, (quantity, label) in zip(axes, labels.items(), strict=True):
+        "ops_per_token": ("operations per emitted token (x plain decoding)", "the bill"),
+        "target_calls_per_token": ("serial target calls per emitted token (calls)",
+                                   "what it buys (the same whatever the draft costs)"),
+    }  # fmt: skip
+    for ax, (quantity, (label, title)) in zip(axes, labels.items(), strict=True):
         d = df[df["quantity"] == quantity]
         cf = d[d["method"] == "closed form"]
-        sns.lineplot(
-            data=cf, x="alpha", y="value", hue="gamma", style="draft_ops", palette="flare", ax=ax
-        )
+        plot_lines(ax, cf, x="alpha", y="value", hue="gamma", style="draft_ops", markersize=4,
+                   label=lambda g, ops: f"gamma = {g}, {ops}")  # fmt: skip
         sim = d[d["method"] == "simulator"]
-        ax.errorbar(
-            sim["alpha"],
-            sim["value"],
-            yerr=1.96 * sim["se"].fillna(0.0),
-            fmt=".",
-            color="0.2",
-            markersize=3,
-            linewidth=0.8,
-            label="simulator (95% CI)",
-        )
+        ax.errorbar(sim["alpha"], sim["value"], yerr=1.96 * sim["se"].fillna(0.0), fmt="none",
+                    ecolor="0.15", elinewidth=0.9, capsize=2, zorder=5,
+                    label="simulator (95% CI)")  # fmt: skip
         m = cf[cf["mission"] & (cf["c_hat"] == 0.0)]
         if not m.empty:
             r = m.iloc[0]
             ax.annotate(
-                f"{r['value']:.2f}",
+                f"{r['value']:.2f} (alpha {r['alpha']:g}, gamma {int(r['gamma'])})",
                 xy=(r["alpha"], r["value"]),
-                xytext=(8, 8),
+                xytext=(12, 12),
                 textcoords="offset points",
                 fontsize=8,
                 arrowprops={"arrowstyle": "->", "color": "0.3"},
             )
         ax.axhline(1.0, color="0.5", linewidth=0.8)
+        ax.set_xlabel("acceptance rate alpha (probability)")
         ax.set_ylabel(label)
-        ax.legend(fontsize=7, ncols=2)
-    axes[0].set_title("the bill: operations per token", fontsize=10)
-    axes[1].set_title("what it buys: fewer serial target calls", fontsize=10)
-    return {"bill": fig}
+        ax.set_title(title, fontsize=10)
+    legend_outside(fig, ncols=3)
+    gammas = ", ".join(str(g) for g in dict.fromkeys(df["gamma"]))
+    drafts = " and ".join(dict.fromkeys(df["draft_ops"]))
+    return {
+        "bill": describe(
+            fig,
+            title="The buried bill: operations per emitted token against serial target calls "
+            "per token",
+            alt=f"Two line charts against the acceptance rate alpha, one colour and marker per "
+            f"gamma ({gammas}) and one line style per draft ({drafts}): left, the operations per "
+            "emitted token relative to plain decoding, which fall from gamma + 1 as alpha "
+            "rises; right, the serial target calls per emitted token, which fall below 1. "
+            "Dark error bars are the simulator's 95% intervals; the arrow marks the mission's "
+            "example.",
+        )
+    }
 
 
 def summary(df: pd.DataFrame) -> str:

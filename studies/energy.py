@@ -27,39 +27,62 @@ devices; the alphas are assumed, not measured.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from specsim.acceptance import IIDAcceptance
+from specsim.capacity import smallest_tp
 from specsim.cards import HardwareCard, ModelCard, load_hardware, load_model
 from specsim.cost import step_cost_grid
+from specsim.plots import describe, figure, legend_outside, plot_lines, style_map
 from specsim.policies import FixedGamma
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig, simulate_serving
 from specsim.theory import expected_tokens
 
-from ._common import check_positive_int, check_probability, figure, md_table, smallest_tp
-from ._common import config as _config
+from ._common import check_positive_int, check_probability, md_table
 
-__all__ = ["DEFAULTS", "run", "figures", "summary", "auto_tp"]
+__all__ = ["Config", "run", "figures", "summary", "auto_tp"]
 
-DEFAULTS: dict[str, Any] = {
-    "target": "llama-3.1-70b",
-    "drafts": ("llama-3.1-8b", "llama-3.2-1b"),
-    "alphas": (0.8, 0.7),  # assumed acceptance of each draft
-    "hardware": ("h100-sxm", "h200"),
-    "batches": (1, 2, 4, 8, 16, 32, 64, 128, 256),
-    "context": 1024,
-    "gamma": 4,
-    "max_gamma": 8,
-    "tensor_parallel": 0,  # 0: the smallest power of two that fits
-    "serving_batches": (1, 8, 32, 128),
-    "fast_serving_batches": (16,),
-    "serving_output_tokens": 512,
-}
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """The study's settings (``specsim study energy --list-keys``); checked on construction."""
+
+    target: str = "llama-3.1-70b"
+    drafts: tuple[str, ...] = ("llama-3.1-8b", "llama-3.2-1b")
+    alphas: tuple[float, ...] = (0.8, 0.7)
+    hardware: tuple[str, ...] = ("h100-sxm", "h200")
+    batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    context: int = 1024
+    gamma: int = 4
+    max_gamma: int = 8
+    tensor_parallel: int = 0
+    serving_batches: tuple[int, ...] = (1, 8, 32, 128)
+    fast_serving_batches: tuple[int, ...] = (16,)
+    serving_output_tokens: int = 512
+
+    def __post_init__(self) -> None:
+        if len(self.drafts) != len(self.alphas):
+            raise ValueError(f"drafts {self.drafts} and alphas {self.alphas} differ in length")
+        check_probability(self.alphas, "alphas")
+        for key in (
+            "batches",
+            "context",
+            "gamma",
+            "max_gamma",
+            "serving_output_tokens",
+            "serving_batches",
+            "fast_serving_batches",
+        ):
+            check_positive_int(getattr(self, key), key)
+        check_positive_int(self.tensor_parallel, "tensor_parallel", minimum=0)
+        if self.gamma > self.max_gamma:
+            raise ValueError(f"gamma {self.gamma} exceeds max_gamma {self.max_gamma}")
 
 
 def auto_tp(
@@ -86,7 +109,7 @@ def auto_tp(
         return float(need) <= hw.mem_capacity
 
     return smallest_tp(
-        fits, where="energy", what=f"{target.slug} + {draft.slug}", hardware=hw.slug
+        fits, where="study 'energy'", what=f"{target.slug} + {draft.slug}", hardware=hw.slug
     )
 
 
@@ -161,31 +184,20 @@ def _serving(
     }
 
 
-def run(
-    config: dict[str, Any] | None, rng: np.random.Generator, *, fast: bool = False
-) -> pd.DataFrame:
+def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.DataFrame:
     """Rows per (hardware, draft, batch, policy): ``method`` is "batch model" or "serving sim"."""
-    cfg = _config(DEFAULTS, config, "energy")
-    drafts, alphas = tuple(cfg["drafts"]), tuple(float(a) for a in cfg["alphas"])
-    if len(drafts) != len(alphas):
-        raise ValueError(f"study 'energy': drafts {drafts} and alphas {alphas} differ in length")
-    check_probability(alphas, "alphas", "energy")
-    for key in ("batches", "context", "gamma", "max_gamma", "serving_output_tokens"):
-        check_positive_int(cfg[key], key, "energy")
-    check_positive_int(cfg["tensor_parallel"], "tensor_parallel", "energy", minimum=0)
-    sb = tuple(cfg["fast_serving_batches"] if fast else cfg["serving_batches"])
-    check_positive_int(sb, "serving_batches", "energy")
-    gamma, gmax, ctx = int(cfg["gamma"]), int(cfg["max_gamma"]), int(cfg["context"])
-    if gamma > gmax:
-        raise ValueError(f"study 'energy': gamma {gamma} exceeds max_gamma {gmax}")
-    batches = np.asarray(sorted({int(b) for b in cfg["batches"]}), dtype=np.int64)
-    target = load_model(cfg["target"])
+    cfg = config
+    drafts, alphas = tuple(cfg.drafts), tuple(float(a) for a in cfg.alphas)
+    sb = tuple(cfg.fast_serving_batches if fast else cfg.serving_batches)
+    gamma, gmax, ctx = int(cfg.gamma), int(cfg.max_gamma), int(cfg.context)
+    batches = np.asarray(sorted({int(b) for b in cfg.batches}), dtype=np.int64)
+    target = load_model(cfg.target)
     frames = []
-    for hw_name in cfg["hardware"]:
+    for hw_name in cfg.hardware:
         hw = load_hardware(hw_name)
         for d_name, alpha in zip(drafts, alphas, strict=True):
             draft = load_model(d_name)
-            tp = int(cfg["tensor_parallel"]) or auto_tp(
+            tp = int(cfg.tensor_parallel) or auto_tp(
                 target, draft, hw, batch=int(batches.max()), context=ctx, max_gamma=gmax
             )
             grid = _batch_model(
@@ -205,7 +217,7 @@ def run(
                 rows["j_per_token"].to_numpy() / plain.loc[rows["batch"], "j_per_token"].to_numpy()
             )
             rows = rows.assign(
-                target=cfg["target"],
+                target=cfg.target,
                 hardware=hw_name,
                 tensor_parallel=tp,
                 draft=d_name,
@@ -221,7 +233,7 @@ def run(
                     gamma=gamma,
                     batch=int(b),
                     context=ctx,
-                    output=int(cfg["serving_output_tokens"]),
+                    output=int(cfg.serving_output_tokens),
                     rng=rng,
                 )
                 common = {
@@ -262,57 +274,87 @@ def run(
     return pd.concat(frames, ignore_index=True)
 
 
+_PANELS = (
+    ("j_per_token", "energy per token (J)"),
+    ("tokens_per_s", "throughput (tokens/s)"),
+    ("tpot_s", "latency per output token (s)"),
+)
+_PLAIN = (("0.2", ":", ""), ("0.55", (0, (6, 2)), "|"))  # colour, line style, marker
+
+
+def _panel(ax: Axes, d: pd.DataFrame, sv: pd.DataFrame, metric: str) -> None:
+    """One metric against batch: a line per draft and policy, plain decoding in grey,
+    the serving simulation as large hollow markers in the draft's colour and shape."""
+    spec = d[d["policy"] != "plain"]
+    plot_lines(ax, spec, x="batch", y=metric, hue="draft", style="policy", markersize=4,
+               label=lambda dr, pol: f"{dr} draft, {pol}")  # fmt: skip
+    plain = d[d["policy"] == "plain"].drop_duplicates(["tensor_parallel", "batch"])
+    for k, (tp, g) in enumerate(plain.groupby("tensor_parallel", sort=False)):
+        color, ls, marker = _PLAIN[k % len(_PLAIN)]
+        g = g.sort_values("batch")
+        ax.plot(g["batch"], g[metric], color=color, linestyle=ls, marker=marker, linewidth=1.6,
+                label=f"plain decoding ({int(tp)} x {g['hardware'].iloc[0]})")  # fmt: skip
+    styles = style_map(spec["draft"])
+    s = sv[sv["policy"] != "plain"].dropna(subset=[metric])
+    for draft, g in s.groupby("draft", sort=False):
+        st = styles.get(draft)
+        if st is None:
+            continue
+        ax.plot(g["batch"], g[metric], linestyle="none", marker=st.marker, markersize=10,
+                markerfacecolor="none", markeredgewidth=1.6, color=st.color, zorder=5,
+                label=f"{draft} draft, {g['policy'].iloc[0]}, serving simulation")  # fmt: skip
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("batch (sequences)")
+
+
 def figures(df: pd.DataFrame) -> dict[str, Figure]:
-    """J/token, tokens/s and TPOT against batch (batch model; crosses: serving simulation)."""
-    bm = df[df["method"] == "batch model"].copy()
-    bm["series"] = bm["draft"] + ", " + bm["policy"]
+    """J/token, tokens/s and TPOT against batch per card (batch model; large hollow markers:
+    serving simulation), and the speedup over plain decoding against batch."""
+    bm = df[df["method"] == "batch model"]
     sv = df[df["method"] == "serving sim"]
     out: dict[str, Figure] = {}
     for hw, d in bm.groupby("hardware", sort=False):
-        fig, axes = figure(3, width=4.6, height=4.2)
-        for ax, (metric, label) in zip(
-            axes,
-            (
-                ("j_per_token", "J per token"),
-                ("tokens_per_s", "tokens/s"),
-                ("tpot_s", "latency per token (s)"),
-            ),
-            strict=True,
-        ):
-            sns.lineplot(
-                data=d,
-                x="batch",
-                y=metric,
-                hue="draft",
-                style="policy",
-                marker="o",
-                markersize=4,
-                ax=ax,
-            )
-            s = sv[(sv["hardware"] == hw) & (sv["policy"] != "plain")].dropna(subset=[metric])
-            if not s.empty:
-                ax.scatter(
-                    s["batch"], s[metric], marker="x", color="0.1", zorder=5, label="serving sim"
-                )
-            ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
+        fig, axes = figure(3, width=4.6, height=4.0)
+        for ax, (metric, label) in zip(axes, _PANELS, strict=True):
+            _panel(ax, d, sv[sv["hardware"] == hw], metric)
             ax.set_ylabel(label)
-            ax.legend(fontsize=6)
-        tp = int(d["tensor_parallel"].iloc[0])
-        axes[1].set_title(f"target {d['target'].iloc[0]} on {tp} x {hw}", fontsize=10)
-        out[f"energy_{hw}"] = fig
-    fig, (ax,) = figure(1, width=7.0)
+        legend_outside(fig, ncols=3)
+        tps = " or ".join(str(int(t)) for t in dict.fromkeys(d["tensor_parallel"]))
+        target = d["target"].iloc[0]
+        drafts = ", ".join(dict.fromkeys(d["draft"]))
+        out[f"energy_{hw}"] = describe(
+            fig,
+            title=f"Energy, throughput and latency per token against batch: {target} on "
+            f"{tps} x {hw}, drafts {drafts} against plain decoding",
+            alt=f"Three line charts, log-log, against batch 1 to {int(d['batch'].max())}: "
+            f"energy per token in joules, throughput in tokens per second and latency per "
+            f"output token in seconds, for {target} on {tps} x {hw} with the drafts {drafts} "
+            f"(one colour and marker each; solid: fixed gamma, dashed: best gamma per batch) "
+            f"and plain decoding in grey; large hollow markers are the serving simulation.",
+        )
     sp = bm[bm["policy"] != "plain"].copy()
-    sp["hardware, draft"] = sp["hardware"] + ", " + sp["draft"]
-    sns.lineplot(
-        data=sp, x="batch", y="speedup", hue="hardware, draft", style="policy", marker="o", ax=ax
-    )
-    ax.axhline(1.0, color="0.4", linewidth=1)
+    sp["series"] = [
+        f"{dr} draft, {int(tp)} x {hw}"
+        for dr, tp, hw in zip(sp["draft"], sp["tensor_parallel"], sp["hardware"], strict=True)
+    ]
+    fig, (ax,) = figure(1, width=7.5)
+    plot_lines(ax, sp, x="batch", y="speedup", hue="series", style="policy")
+    ax.axhline(1.0, color="0.3", linewidth=1, linestyle=(0, (1, 2)), label="plain decoding")
     ax.set_xscale("log", base=2)
-    ax.set_ylabel("throughput over plain decoding")
-    ax.set_title("where speculation stops paying (batch model)", fontsize=10)
-    ax.legend(fontsize=7)
-    out["energy_speedup"] = fig
+    ax.set_xlabel("batch (sequences)")
+    ax.set_ylabel("throughput over plain decoding (ratio)")
+    legend_outside(fig, ncols=2)
+    series = "; ".join(dict.fromkeys(sp["series"]))
+    out["energy_speedup"] = describe(
+        fig,
+        title="Where speculation stops paying: speedup over plain decoding against batch "
+        "(batch model)",
+        alt=f"Line chart of the throughput of speculative decoding over plain decoding against "
+        f"batch on a log-2 axis, one colour and marker per draft and card ({series}), solid "
+        "for a fixed gamma and dashed for the best gamma per batch; a dotted line at 1 marks "
+        "plain decoding, below which speculation loses.",
+    )
     return out
 
 
@@ -350,7 +392,10 @@ def summary(df: pd.DataFrame) -> str:
         ref = bm[bm["policy"].str.startswith("gamma")].set_index(["hardware", "draft", "batch"])
         rows = []
         for r in sv.itertuples(index=False):
-            m = ref.loc[(r.hardware, r.draft, r.batch)]
+            key = (r.hardware, r.draft, r.batch)
+            # A serving batch outside ``batches`` has no batch-model value: nan, not an error.
+            nan = {"tokens_per_s": np.nan, "j_per_token": np.nan}
+            m = ref.loc[key] if key in ref.index else nan
             rows.append(
                 {
                     "hardware": r.hardware,

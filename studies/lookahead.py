@@ -22,15 +22,16 @@ stream), so differences are paired; the standard errors are over streams.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.figure import Figure
 
 from specsim.acceptance import AcceptanceProcess, IIDAcceptance, MarkovAcceptance
 from specsim.cards import load_hardware, load_model
+from specsim.plots import describe, figure, grouped_bars, legend_outside
 from specsim.policies import (
     ConfidenceThreshold,
     FixedGamma,
@@ -41,30 +42,57 @@ from specsim.policies import (
 )
 from specsim.sim import CardCost, StreamConfig, simulate_stream
 
-from ._common import check_positive_int, check_probability, figure, md_table, mean_se
-from ._common import config as _config
+from ._common import check_positive_int, check_probability, md_table, mean_se
 
-__all__ = ["DEFAULTS", "run", "figures", "summary", "METRICS"]
+__all__ = ["Config", "run", "figures", "summary", "METRICS"]
 
-DEFAULTS: dict[str, Any] = {
-    "target": "llama-3.1-70b",
-    "draft": "llama-3.2-1b",
-    "hardware": "h200",
-    "tensor_parallel": 2,
-    "prompt": 512,
-    "tokens": 1024,
-    "streams": 24,
-    "fast_streams": 6,
-    "alpha": 0.75,
-    "spread": 0.2,
-    "persistence": 0.95,
-    "fixed_gamma": 5,
-    "search_max_gamma": 10,
-    "threshold": 0.6,
-    "threshold_max_gamma": 8,
-    "heuristic_initial": 20,
-    "oracle_max_gamma": 16,
-}
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """The study's settings (``specsim study lookahead --list-keys``); checked on construction."""
+
+    target: str = "llama-3.1-70b"
+    draft: str = "llama-3.2-1b"
+    hardware: str = "h200"
+    tensor_parallel: int = 2
+    prompt: int = 512
+    tokens: int = 1024
+    streams: int = 24
+    fast_streams: int = 6
+    alpha: float = 0.75
+    spread: float = 0.2
+    persistence: float = 0.95
+    fixed_gamma: int = 5
+    search_max_gamma: int = 10
+    threshold: float = 0.6
+    threshold_max_gamma: int = 8
+    heuristic_initial: int = 20
+    oracle_max_gamma: int = 16
+
+    def __post_init__(self) -> None:
+        check_probability(
+            [self.alpha, self.threshold, self.persistence], "alpha, threshold and persistence"
+        )
+        for key in (
+            "tokens",
+            "streams",
+            "fast_streams",
+            "fixed_gamma",
+            "search_max_gamma",
+            "threshold_max_gamma",
+            "heuristic_initial",
+            "oracle_max_gamma",
+            "tensor_parallel",
+        ):
+            check_positive_int(getattr(self, key), key)
+        check_positive_int(self.prompt, "prompt", minimum=0)
+        for key in ("streams", "fast_streams"):
+            if getattr(self, key) < 2:
+                raise ValueError(
+                    f"{key}: need at least 2 streams for an error, got {getattr(self, key)}"
+                )
+
+
 METRICS = ("tokens_per_s", "speedup", "energy_j_per_token", "energy_wasted_share", "mean_gamma")
 
 
@@ -80,55 +108,33 @@ def _metrics(cfg: StreamConfig, seed: int) -> dict[str, float]:
     }
 
 
-def run(
-    config: dict[str, Any] | None, rng: np.random.Generator, *, fast: bool = False
-) -> pd.DataFrame:
+def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.DataFrame:
     """One row per (acceptance, policy, stream)."""
-    cfg = _config(DEFAULTS, config, "lookahead")
-    check_probability(
-        [cfg["alpha"], cfg["threshold"], cfg["persistence"]],
-        "alpha, threshold and persistence",
-        "lookahead",
-    )
-    for key in (
-        "tokens",
-        "streams",
-        "fast_streams",
-        "fixed_gamma",
-        "search_max_gamma",
-        "threshold_max_gamma",
-        "heuristic_initial",
-        "oracle_max_gamma",
-    ):
-        check_positive_int(cfg[key], key, "lookahead")
-    check_positive_int(cfg["prompt"], "prompt", "lookahead", minimum=0)
-    streams = int(cfg["fast_streams"] if fast else cfg["streams"])
-    if streams < 2:
-        raise ValueError(f"study 'lookahead': need at least 2 streams for an error, got {streams}")
-    target, draft = load_model(cfg["target"]), load_model(cfg["draft"])
-    hw = load_hardware(cfg["hardware"])
-    check_positive_int(cfg["tensor_parallel"], "tensor_parallel", "lookahead")
+    cfg = config
+    streams = int(cfg.fast_streams if fast else cfg.streams)
+    target, draft = load_model(cfg.target), load_model(cfg.draft)
+    hw = load_hardware(cfg.hardware)
     cost = CardCost(
-        target=target, draft=draft, hardware=hw, tensor_parallel=int(cfg["tensor_parallel"])
+        target=target, draft=draft, hardware=hw, tensor_parallel=int(cfg.tensor_parallel)
     )
-    tokens, prompt, alpha = int(cfg["tokens"]), int(cfg["prompt"]), float(cfg["alpha"])
+    tokens, prompt, alpha = int(cfg.tokens), int(cfg.prompt), float(cfg.alpha)
     # c as the simulator sees it: a draft step over a target step at the mid-run context.
     mid = cost.blocks(np.zeros(1, dtype=np.int64), np.array([prompt + tokens // 2]))
     c = float(mid.draft_time[0] / mid.verify_time[0])
     processes: dict[str, AcceptanceProcess] = {
         "i.i.d.": IIDAcceptance(alpha=alpha),
         "Markov-modulated": MarkovAcceptance.two_state(
-            mean=alpha, spread=float(cfg["spread"]), persistence=float(cfg["persistence"])
+            mean=alpha, spread=float(cfg.spread), persistence=float(cfg.persistence)
         ),
     }
     policies: dict[str, LookaheadPolicy] = {
-        f"fixed (gamma = {int(cfg['fixed_gamma'])})": FixedGamma(gamma=int(cfg["fixed_gamma"])),
-        "best static (theory)": OptimalStatic(alpha=alpha, c=c, max_gamma=64),
+        f"fixed (gamma = {int(cfg.fixed_gamma)})": FixedGamma(gamma=int(cfg.fixed_gamma)),
+        "best static (theory)": OptimalStatic(alpha=alpha, c=c),  # the library's max_gamma
         "adaptive per token": ConfidenceThreshold(
-            threshold=float(cfg["threshold"]), max_gamma=int(cfg["threshold_max_gamma"])
+            threshold=float(cfg.threshold), max_gamma=int(cfg.threshold_max_gamma)
         ),
-        "+2/-1 heuristic": HeuristicPlusTwoMinusOne(initial=int(cfg["heuristic_initial"])),
-        "oracle": Oracle(max_gamma=int(cfg["oracle_max_gamma"])),
+        "+2/-1 heuristic": HeuristicPlusTwoMinusOne(initial=int(cfg.heuristic_initial)),
+        "oracle": Oracle(max_gamma=int(cfg.oracle_max_gamma)),
     }
     rows: list[dict[str, Any]] = []
     for acc_name, acc in processes.items():
@@ -140,14 +146,14 @@ def run(
             acc: AcceptanceProcess = acc,
             seeds: np.ndarray = seeds,
         ) -> dict[str, float]:
-            sc = StreamConfig(
-                tokens=tokens, prompt=prompt, acceptance=acc, policy=policy, cost=cost, max_gamma=64
+            sc = StreamConfig(  # max_gamma: the simulator's default, above every cap here
+                tokens=tokens, prompt=prompt, acceptance=acc, policy=policy, cost=cost
             )
             return _metrics(sc, int(seeds[s]))
 
         search = {
             g: [one(FixedGamma(gamma=g), s) for s in range(streams)]
-            for g in range(1, int(cfg["search_max_gamma"]) + 1)
+            for g in range(1, int(cfg.search_max_gamma) + 1)
         }
         best_g = max(search, key=lambda g: np.mean([r["tokens_per_s"] for r in search[g]]))
         results = {name: [one(p, s) for s in range(streams)] for name, p in policies.items()}
@@ -186,27 +192,38 @@ def _aggregate(df: pd.DataFrame) -> pd.DataFrame:
 
 def figures(df: pd.DataFrame) -> dict[str, Figure]:
     """Tokens/s and J/token per policy, i.i.d. and Markov side by side (bars: 95% CIs)."""
-    fig, axes = figure(2, width=6.0, height=4.8)
+    agg = _aggregate(df)
+    fig, axes = figure(2, width=5.6, height=4.8)
     for ax, (metric, label) in zip(
-        axes, (("tokens_per_s", "tokens/s"), ("energy_j_per_token", "J per token")), strict=True
-    ):
-        sns.barplot(
-            data=df,
-            y="policy",
-            x=metric,
-            hue="acceptance",
-            errorbar=("se", 1.96),
-            orient="h",
-            ax=ax,
-        )
+        axes,
+        (("tokens_per_s", "throughput of one stream (tokens/s)"),
+         ("energy_j_per_token", "energy per token (J)")),
+        strict=True,
+    ):  # fmt: skip
+        bars = agg.assign(ci=1.96 * agg[f"{metric}_se"])
+        grouped_bars(ax, bars, category="policy", value=metric, hue="acceptance", err="ci",
+                     horizontal=True)  # fmt: skip
         ax.set_xlabel(label)
-        ax.set_ylabel("")
-        ax.legend(fontsize=8)
+        ax.set_ylabel("lookahead policy")
     base = df["baseline_energy_j_per_token"].mean()
-    axes[1].axvline(base, color="0.3", linestyle="--", linewidth=1)
-    axes[0].set_title("throughput of one stream", fontsize=10)
-    axes[1].set_title(f"J/token (dashed: plain decoding, {base:.2f})", fontsize=10)
-    return {"lookahead": fig}
+    axes[1].axvline(base, color="0.2", linestyle=(0, (4, 2)), linewidth=1.2,
+                    label=f"plain decoding ({base:.2f} J/token)")  # fmt: skip
+    axes[0].set_title("throughput", fontsize=10)
+    axes[1].set_title("energy", fontsize=10)
+    legend_outside(fig, ncols=3)
+    r0 = df.iloc[0]
+    return {
+        "lookahead": describe(
+            fig,
+            title=f"Lookahead policies on one stream: throughput and energy, i.i.d. against "
+            f"Markov-modulated acceptance\n(alpha = {r0['alpha']:g}, c = {r0['c']:.3f})",
+            alt=f"Two horizontal grouped bar charts over {agg['policy'].nunique()} lookahead "
+            "policies: left the tokens per second of one stream, right the joules per token, "
+            "one bar per acceptance process (i.i.d. and Markov-modulated, told apart by colour "
+            "and hatch) with 95% intervals over streams; a dashed line marks plain decoding's "
+            "energy per token.",
+        )
+    }
 
 
 def summary(df: pd.DataFrame) -> str:

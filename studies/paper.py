@@ -19,14 +19,15 @@ Four parts, one tidy table (column ``part``):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.figure import Figure
 
 from specsim.acceptance import IIDAcceptance
+from specsim.plots import describe, figure, grouped_bars, legend_outside, plot_lines
 from specsim.sim import PlainCost
 from specsim.theory import ops_factor, optimal_gamma, walltime_speedup
 from specsim.theory.tables import LEVIATHAN_TABLE1
@@ -35,29 +36,40 @@ from . import table2 as _table2
 from ._common import (
     check_positive_int,
     check_probability,
-    figure,
     md_table,
     plain_cost_from_cards,
     stream_metrics,
 )
-from ._common import config as _config
 
-__all__ = ["DEFAULTS", "TABLE1", "run", "figures", "summary"]
+__all__ = ["Config", "TABLE1", "run", "figures", "summary"]
 
-DEFAULTS: dict[str, Any] = {
-    "figure3_c": (0.01, 0.02, 0.05, 0.1),
-    "alpha_step": 0.01,
-    "max_gamma": 64,
-    "alphas": (0.5, 0.6, 0.7, 0.8, 0.9),
-    "speedup_max_gamma": 10,
-    "target": "t5-xxl",
-    "draft": "t5-small",
-    "hardware": "tpu-v4",
-    "context": 64,
-    "tokens": 40_000,
-    "fast_tokens": 8_000,
-    "table2": True,
-}
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """The study's settings (``specsim study paper --list-keys``); checked on construction."""
+
+    figure3_c: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1)
+    alpha_step: float = 0.01
+    max_gamma: int = 64
+    alphas: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9)
+    speedup_max_gamma: int = 10
+    target: str = "t5-xxl"
+    draft: str = "t5-small"
+    hardware: str = "tpu-v4"
+    context: int = 64
+    tokens: int = 40000
+    fast_tokens: int = 8000
+    table2: bool = True
+
+    def __post_init__(self) -> None:
+        check_probability(self.alphas, "alphas")
+        for key in ("speedup_max_gamma", "max_gamma", "tokens", "fast_tokens"):
+            check_positive_int(getattr(self, key), key)
+        if not 0.0 < self.alpha_step <= 0.5:
+            raise ValueError(f"alpha_step must be in (0, 0.5], got {self.alpha_step!r}")
+        if any(c < 0 for c in self.figure3_c):
+            raise ValueError(f"figure3_c must be >= 0, got {self.figure3_c!r}")
+
 
 # Leviathan et al. 2023, Table 1 (Section 3.5): alpha, gamma, operations factor and
 # walltime improvement as printed (c = c_hat = 0); the library's copy.
@@ -103,38 +115,26 @@ def _figure3(cs: tuple[float, ...], step: float, max_gamma: int) -> list[dict[st
     return rows
 
 
-def run(
-    config: dict[str, Any] | None, rng: np.random.Generator, *, fast: bool = False
-) -> pd.DataFrame:
+def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.DataFrame:
     """All four parts; ``value`` is the quantity named in ``quantity`` (figure3: the speedup
     at the optimal gamma, which is in ``gamma``)."""
-    cfg = _config(DEFAULTS, config, "paper")
-    check_probability(cfg["alphas"], "alphas", "paper")
-    check_positive_int(cfg["speedup_max_gamma"], "speedup_max_gamma", "paper")
-    check_positive_int(cfg["max_gamma"], "max_gamma", "paper")
-    if not 0.0 < float(cfg["alpha_step"]) <= 0.5:
-        raise ValueError(
-            f"study 'paper': alpha_step must be in (0, 0.5], got {cfg['alpha_step']!r}"
-        )
-    if any(float(c) < 0 for c in cfg["figure3_c"]):
-        raise ValueError(f"study 'paper': figure3_c must be >= 0, got {cfg['figure3_c']!r}")
-    tokens = int(cfg["fast_tokens"] if fast else cfg["tokens"])
-    check_positive_int(tokens, "tokens", "paper")
+    cfg = config
+    tokens = int(cfg.fast_tokens if fast else cfg.tokens)
     rows = _table1(tokens, rng)
     rows += _figure3(
-        tuple(float(c) for c in cfg["figure3_c"]), float(cfg["alpha_step"]), int(cfg["max_gamma"])
+        tuple(float(c) for c in cfg.figure3_c), float(cfg.alpha_step), int(cfg.max_gamma)
     )
-    gmax = int(cfg["speedup_max_gamma"])
+    gmax = int(cfg.speedup_max_gamma)
     c, v = plain_cost_from_cards(
-        target=cfg["target"],
-        draft=cfg["draft"],
-        hardware=cfg["hardware"],
-        context=int(cfg["context"]),
+        target=cfg.target,
+        draft=cfg.draft,
+        hardware=cfg.hardware,
+        context=int(cfg.context),
         max_gamma=gmax,
     )
-    pair = f"{cfg['draft']} -> {cfg['target']} on {cfg['hardware']}"
+    pair = f"{cfg.draft} -> {cfg.target} on {cfg.hardware}"
     cost = PlainCost(c=c, v=v)
-    for a in cfg["alphas"]:
+    for a in cfg.alphas:
         for g in range(1, gmax + 1):
             base = {
                 "part": "speedup_vs_gamma",
@@ -169,8 +169,8 @@ def run(
                 },
             ]
     df = pd.DataFrame(rows)
-    if cfg["table2"]:
-        t2 = _table2.run(None, rng, fast=fast).assign(part="table2")
+    if cfg.table2:
+        t2 = _table2.run(_table2.Config(), rng, fast=fast).assign(part="table2")
         df = pd.concat([df, t2], ignore_index=True)
     return df
 
@@ -179,59 +179,78 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
     """Figure 3, speedup against gamma, Table 1 side by side and (if present) Table 2."""
     out: dict[str, Figure] = {}
     f3 = df[df["part"] == "figure3"]
+    cs = ", ".join(f"{c:g}" for c in dict.fromkeys(f3["c"]))
+    every = max(1, f3.groupby("c").size().max() // 12)  # about a dozen markers a line
     fig, (ax, ax2) = figure(2, width=5.2)
-    sns.lineplot(
-        data=f3,
-        x="alpha",
-        y="gamma",
-        hue="c",
-        palette="viridis",
-        drawstyle="steps-post",
-        ax=ax,
-        legend="full",
-    )
+    for a, y, steps in ((ax, "gamma", "steps-post"), (ax2, "value", "default")):
+        plot_lines(a, f3, x="alpha", y=y, hue="c", label=lambda c, _: f"c = {c:g}",
+                   markevery=every, markersize=4, drawstyle=steps)  # fmt: skip
+        a.set_xlabel("acceptance rate alpha (probability)")
     ax.set_yscale("log", base=2)
-    ax.set_ylabel("optimal gamma")
-    ax.set_title("Figure 3: optimal gamma against alpha", fontsize=10)
-    sns.lineplot(data=f3, x="alpha", y="value", hue="c", palette="viridis", ax=ax2)
-    ax2.set_ylabel("walltime improvement at the optimal gamma")
+    ax.set_ylabel("optimal gamma (draft tokens per block)")
+    ax.set_title("optimal gamma", fontsize=10)
+    ax2.set_ylabel("walltime improvement at the optimal gamma (x)")
     ax2.set_yscale("log", base=2)
     ax2.set_title("the improvement it buys (Theorem 3.8)", fontsize=10)
-    out["paper_figure3"] = fig
+    legend_outside(fig, title="cost coefficient")
+    out["paper_figure3"] = describe(
+        fig,
+        title="Figure 3 of Leviathan et al.: the optimal gamma against alpha, per cost "
+        "coefficient c",
+        alt=f"Two line charts against the acceptance rate alpha, one colour, marker and line "
+        f"style per cost coefficient c ({cs}): left, the optimal gamma as a step function on a "
+        "log-2 axis, rising with alpha and falling with c; right, the walltime improvement "
+        "that gamma buys, on a log-2 axis.",
+    )
     sg = df[df["part"] == "speedup_vs_gamma"]
-    fig, (ax,) = figure(1, width=7.0)
+    fig, (ax,) = figure(1, width=8.0, height=5.0)
     theory = sg[sg["method"] != "simulator"]
-    sns.lineplot(
-        data=theory, x="gamma", y="value", hue="alpha", style="method", palette="crest", ax=ax
-    )
+    plot_lines(ax, theory, x="gamma", y="value", hue="alpha", style="method",
+               label=lambda a, m: f"alpha = {a:g}, {m}")  # fmt: skip
     sim = sg[sg["method"] == "simulator"]
-    ax.errorbar(
-        sim["gamma"],
-        sim["value"],
-        yerr=1.96 * sim["se"],
-        fmt="o",
-        color="0.2",
-        markersize=3,
-        linewidth=1,
-        label="simulator (95% CI)",
-    )
+    ax.errorbar(sim["gamma"], sim["value"], yerr=1.96 * sim["se"], fmt="none", ecolor="0.2",
+                elinewidth=1, capsize=2, zorder=5, label="simulator (95% CI)")  # fmt: skip
     ax.axhline(1.0, color="0.5", linewidth=0.8)
-    ax.set_ylabel("walltime improvement")
+    ax.set_xlabel("gamma (draft tokens per block)")
+    ax.set_ylabel("walltime improvement over plain decoding (x)")
     pair = sg["pair"].iloc[0]
-    ax.set_title(
-        f"walltime improvement against gamma\n{pair}, c = {sg['c'].iloc[0]:.3f}", fontsize=10
+    legend_outside(fig, ncols=3)
+    alphas = ", ".join(f"{a:g}" for a in dict.fromkeys(sg["alpha"]))
+    vmax = float(sg["v"].max())
+    same = f"; v(gamma) <= {vmax:.3f}: the theorem lines coincide" if vmax < 1.01 else ""
+    out["paper_speedup_vs_gamma"] = describe(
+        fig,
+        title="Walltime improvement against gamma: Theorem 3.8, Theorem 3.8 with v(gamma), "
+        f"simulator\n{pair}, c = {sg['c'].iloc[0]:.3f}{same}",
+        alt=f"Line chart of the walltime improvement against gamma for {pair}, one colour and "
+        f"marker per alpha ({alphas}); solid lines are Theorem 3.8, dashed lines Theorem 3.8 "
+        f"with the cost model's v(gamma){same}, and dark error bars the simulator's 95% "
+        "intervals.",
     )
-    ax.legend(fontsize=7, ncols=2)
-    out["paper_speedup_vs_gamma"] = fig
     t1 = df[df["part"] == "table1"].copy()
-    t1["case"] = "a=" + t1["alpha"].astype(str) + " g=" + t1["gamma"].astype(int).astype(str)
+    t1["case"] = (
+        "alpha " + t1["alpha"].astype(str) + "\ngamma " + t1["gamma"].astype(int).astype(str)
+    )
+    t1["ci"] = 1.96 * t1["se"]
     fig, axes = figure(2, width=5.0)
-    for ax, quantity in zip(axes, ("ops_factor", "speedup"), strict=True):
-        sns.barplot(data=t1[t1["quantity"] == quantity], x="case", y="value", hue="method", ax=ax)
-        ax.set_title(f"Table 1: {quantity.replace('_', ' ')}", fontsize=10)
-        ax.tick_params(axis="x", labelrotation=45, labelsize=7)
-        ax.set_xlabel("")
-    out["paper_table1"] = fig
+    names = {"ops_factor": "operations factor (x plain)", "speedup": "walltime improvement (x)"}
+    for ax, (quantity, ylabel) in zip(axes, names.items(), strict=True):
+        grouped_bars(ax, t1[t1["quantity"] == quantity], category="case", value="value",
+                     hue="method", err="ci")  # fmt: skip
+        ax.set_title(ylabel.split(" (")[0], fontsize=10)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.set_xlabel("(alpha, gamma) pair of Table 1")
+        ax.set_ylabel(ylabel)
+    legend_outside(fig)
+    out["paper_table1"] = describe(
+        fig,
+        title="Table 1 of Leviathan et al. (c = c_hat = 0): the paper's values, the closed "
+        "forms and the simulator",
+        alt=f"Two grouped bar charts over the {t1['case'].nunique()} (alpha, gamma) pairs of "
+        "the paper's Table 1: left the operations factor, right the walltime improvement; per "
+        "pair one bar each for the paper's printed value, the closed form and the simulator "
+        "(with its 95% interval), told apart by colour and hatch.",
+    )
     if (df["part"] == "table2").any():
         out.update(_table2.figures(df[df["part"] == "table2"]))
     return out

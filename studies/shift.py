@@ -29,11 +29,11 @@ between formula and simulator is the acceptance process:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.figure import Figure
 from numpy.typing import NDArray
 
@@ -44,44 +44,67 @@ from specsim.acceptance import (
     MarkovAcceptance,
     TraceAcceptance,
 )
+from specsim.plots import STYLE_CYCLE, describe, figure, legend_outside
 from specsim.sim import PlainCost
 from specsim.theory import walltime_speedup
 
 from ._common import (
     check_positive_int,
     check_probability,
-    figure,
     md_table,
     plain_cost_from_cards,
     stream_metrics,
 )
-from ._common import config as _config
 
-__all__ = ["DEFAULTS", "run", "figures", "summary", "softmax", "best_by_scenario"]
+__all__ = ["Config", "run", "figures", "summary", "softmax", "best_by_scenario"]
 
-DEFAULTS: dict[str, Any] = {
-    "target": "llama-3.1-70b",
-    "draft": "llama-3.2-1b",
-    "hardware": "h200",
-    "tensor_parallel": 2,
-    "context": 1024,
-    "max_gamma": 10,
-    "tokens": 40_000,
-    "fast_tokens": 6_000,
-    "vocab": 2048,
-    "positions": 256,
-    "logit_scale": 6.0,
-    "draft_sharpness": 0.6,
-    "draft_noise": 0.5,
-    "temperatures": (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0),
-    "alpha": 0.8,
-    "shifted_alpha": (0.8, 0.6, 0.4, 0.2),
-    "shift_fraction": 0.3,
-    "persistence": 0.98,
-    "foreign_fractions": (0.0, 0.25, 0.5),
-    "foreign_noise": 3.0,
-    "stretch": 64,
-}
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """The study's settings (``specsim study shift --list-keys``); checked on construction."""
+
+    target: str = "llama-3.1-70b"
+    draft: str = "llama-3.2-1b"
+    hardware: str = "h200"
+    tensor_parallel: int = 2
+    context: int = 1024
+    max_gamma: int = 10
+    tokens: int = 40000
+    fast_tokens: int = 6000
+    vocab: int = 2048
+    positions: int = 256
+    logit_scale: float = 6.0
+    draft_sharpness: float = 0.6
+    draft_noise: float = 0.5
+    temperatures: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
+    alpha: float = 0.8
+    shifted_alpha: tuple[float, ...] = (0.8, 0.6, 0.4, 0.2)
+    shift_fraction: float = 0.3
+    persistence: float = 0.98
+    foreign_fractions: tuple[float, ...] = (0.0, 0.25, 0.5)
+    foreign_noise: float = 3.0
+    stretch: int = 64
+
+    def __post_init__(self) -> None:
+        check_probability(
+            [self.alpha, self.shift_fraction, self.persistence],
+            "alpha, shift_fraction and persistence",
+        )
+        check_probability(self.shifted_alpha, "shifted_alpha")
+        check_probability(self.foreign_fractions, "foreign_fractions")
+        for key in (
+            "max_gamma",
+            "tokens",
+            "fast_tokens",
+            "vocab",
+            "positions",
+            "stretch",
+            "context",
+            "tensor_parallel",
+        ):
+            check_positive_int(getattr(self, key), key)
+        if any(t < 0 for t in self.temperatures):
+            raise ValueError(f"temperatures must be >= 0, got {self.temperatures!r}")
 
 
 def softmax(logits: NDArray[np.float64], temperature: float) -> NDArray[np.float64]:
@@ -98,20 +121,16 @@ def softmax(logits: NDArray[np.float64], temperature: float) -> NDArray[np.float
     return np.asarray(e / e.sum(axis=-1, keepdims=True))
 
 
-def _scenarios(
-    cfg: dict[str, Any], rng: np.random.Generator
-) -> list[tuple[str, float, AcceptanceProcess]]:
-    n, v = int(cfg["positions"]), int(cfg["vocab"])
-    z_t = float(cfg["logit_scale"]) * rng.standard_normal((n, v))
-    z_d = float(cfg["draft_sharpness"]) * z_t + float(cfg["draft_noise"]) * rng.standard_normal(
-        (n, v)
-    )
+def _scenarios(cfg: Config, rng: np.random.Generator) -> list[tuple[str, float, AcceptanceProcess]]:
+    n, v = int(cfg.positions), int(cfg.vocab)
+    z_t = float(cfg.logit_scale) * rng.standard_normal((n, v))
+    z_d = float(cfg.draft_sharpness) * z_t + float(cfg.draft_noise) * rng.standard_normal((n, v))
     out: list[tuple[str, float, AcceptanceProcess]] = []
-    for t in cfg["temperatures"]:
+    for t in cfg.temperatures:
         p, q = softmax(z_t, float(t)), softmax(z_d, float(t))
         out.append(("temperature", float(t), DistributionAcceptance(target=p, draft=q)))
-    a, f = float(cfg["alpha"]), float(cfg["shift_fraction"])
-    for b in cfg["shifted_alpha"]:
+    a, f = float(cfg.alpha), float(cfg.shift_fraction)
+    for b in cfg.shifted_alpha:
         out.append(
             (
                 "domain shift",
@@ -119,15 +138,15 @@ def _scenarios(
                 MarkovAcceptance(
                     alphas=(a, float(b)),
                     weights=(1.0 - f, f),
-                    persistence=float(cfg["persistence"]),
+                    persistence=float(cfg.persistence),
                 ),
             )
         )
     home = np.asarray(sampling.acceptance_rate(softmax(z_t, 1.0), softmax(z_d, 1.0)))
-    z_f = z_d + float(cfg["foreign_noise"]) * rng.standard_normal((n, v))
+    z_f = z_d + float(cfg.foreign_noise) * rng.standard_normal((n, v))
     away = np.asarray(sampling.acceptance_rate(softmax(z_t, 1.0), softmax(z_f, 1.0)))
-    stretch = int(cfg["stretch"])
-    for frac in cfg["foreign_fractions"]:
+    stretch = int(cfg.stretch)
+    for frac in cfg.foreign_fractions:
         # A trace of 64 stretches; a share ``frac`` of them (spread evenly) are foreign.
         k = 64
         foreign = np.zeros(k, dtype=bool)
@@ -142,40 +161,18 @@ def _mean_alpha(acc: AcceptanceProcess) -> float:
     return float(acc.mean)  # type: ignore[attr-defined]
 
 
-def run(
-    config: dict[str, Any] | None, rng: np.random.Generator, *, fast: bool = False
-) -> pd.DataFrame:
+def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.DataFrame:
     """Rows per (stress, level, gamma, method): simulator speedup with SE, i.i.d. formula."""
-    cfg = _config(DEFAULTS, config, "shift")
-    check_probability(
-        [cfg["alpha"], cfg["shift_fraction"], cfg["persistence"]],
-        "alpha, shift_fraction and persistence",
-        "shift",
-    )
-    check_probability(cfg["shifted_alpha"], "shifted_alpha", "shift")
-    check_probability(cfg["foreign_fractions"], "foreign_fractions", "shift")
-    for key in (
-        "max_gamma",
-        "tokens",
-        "fast_tokens",
-        "vocab",
-        "positions",
-        "stretch",
-        "context",
-        "tensor_parallel",
-    ):
-        check_positive_int(cfg[key], key, "shift")
-    if any(float(t) < 0 for t in cfg["temperatures"]):
-        raise ValueError(f"study 'shift': temperatures must be >= 0, got {cfg['temperatures']!r}")
-    gmax = int(cfg["max_gamma"])
-    tokens = int(cfg["fast_tokens"] if fast else cfg["tokens"])
+    cfg = config
+    gmax = int(cfg.max_gamma)
+    tokens = int(cfg.fast_tokens if fast else cfg.tokens)
     c, v = plain_cost_from_cards(
-        target=cfg["target"],
-        draft=cfg["draft"],
-        hardware=cfg["hardware"],
-        context=int(cfg["context"]),
+        target=cfg.target,
+        draft=cfg.draft,
+        hardware=cfg.hardware,
+        context=int(cfg.context),
         max_gamma=gmax,
-        tensor_parallel=int(cfg["tensor_parallel"]),
+        tensor_parallel=int(cfg.tensor_parallel),
     )
     cost = PlainCost(c=c, v=v)
     rows: list[dict[str, Any]] = []
@@ -239,34 +236,29 @@ def best_by_scenario(df: pd.DataFrame) -> pd.DataFrame:
 
 
 _LEVEL = {
-    "temperature": "temperature T",
-    "domain shift": "alpha in the shifted domain",
-    "language shift": "share of the trace in the foreign language",
+    "temperature": "temperature T (0: greedy)",
+    "domain shift": "alpha in the shifted domain (probability)",
+    "language shift": "share of the trace in the foreign language (fraction)",
 }
+_SIM, _FORMULA = STYLE_CYCLE[0], STYLE_CYCLE[1]
 
 
 def figures(df: pd.DataFrame) -> dict[str, Figure]:
-    """Per stress: mean alpha, best speedup (sim and formula), and the formula's error."""
+    """Per stress: mean alpha, best speedup (sim and formula), and the formula's error; every
+    panel has the stress level on its x axis, ascending left to right."""
     best = best_by_scenario(df)
     out: dict[str, Figure] = {}
     for stress, b in best.groupby("stress", sort=False):
-        fig, axes = figure(3, width=4.3, height=3.8)
-        axes[0].plot(b["level"], b["mean alpha"], marker="o")
-        axes[0].set_ylabel("mean alpha")
-        axes[1].errorbar(
-            b["level"],
-            b["speedup (sim)"],
-            yerr=1.96 * b["se"],
-            marker="o",
-            label="simulator, best gamma",
-        )
-        axes[1].plot(
-            b["level"],
-            b["speedup (formula)"],
-            marker="s",
-            linestyle="--",
-            label="i.i.d. formula, its best gamma\n(labels: best gamma sim/formula)",
-        )
+        b = b.sort_values("level")
+        x = b["level"].to_numpy(dtype=float)
+        fig, axes = figure(3, width=4.3, height=4.0)
+        axes[0].plot(x, b["mean alpha"], color="0.2", marker="o", label="_mean alpha")
+        axes[0].set_ylabel("mean acceptance rate alpha (probability)")
+        axes[0].set_title("acceptance", fontsize=10)
+        axes[1].errorbar(x, b["speedup (sim)"], yerr=1.96 * b["se"], capsize=2,
+                         label="simulator at its best gamma (95% CI)", **_SIM.line())  # fmt: skip
+        axes[1].plot(x, b["speedup (formula)"], label="i.i.d. formula at its best gamma",
+                     **_FORMULA.line())  # fmt: skip
         for _, r in b.iterrows():
             axes[1].annotate(
                 f"{r['best gamma (sim)']}/{r['best gamma (formula)']}",
@@ -275,20 +267,27 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
                 xytext=(3, 4),
                 textcoords="offset points",
             )
-        axes[1].set_ylabel("walltime improvement")
-        axes[1].legend(fontsize=7)
-        sns.barplot(
-            x=b["level"].round(3).astype(str),
-            y=100 * b["formula error"],
-            ax=axes[2],
-            color="tab:red",
-        )
+        axes[1].set_ylabel("walltime improvement (x)")
+        axes[1].set_title("best speedup (labels: best gamma sim/formula)", fontsize=9)
+        width = 0.6 * (float(np.diff(x).min()) if len(x) > 1 else 1.0)
+        axes[2].bar(x, 100 * b["formula error"], width=width, color=_FORMULA.color,
+                    hatch=_FORMULA.hatch, edgecolor="0.15", linewidth=0.6)  # fmt: skip
         axes[2].axhline(0.0, color="0.3", linewidth=0.8)
-        axes[2].set_ylabel("i.i.d. formula error (%)")
+        axes[2].set_ylabel("i.i.d. formula error against the simulator (%)")
+        axes[2].set_title("error of the i.i.d. formula", fontsize=10)
         for ax in axes:
-            ax.set_xlabel(_LEVEL.get(str(stress), "level"))
-        axes[1].set_title(f"acceptance under stress: {stress}", fontsize=10)
-        out[f"shift_{str(stress).replace(' ', '_')}"] = fig
+            ax.set_xlabel(_LEVEL.get(str(stress), "stress level"))
+            ax.set_xticks(x, [f"{v:g}" for v in x])
+        legend_outside(fig, ncols=2)
+        out[f"shift_{str(stress).replace(' ', '_')}"] = describe(
+            fig,
+            title=f"Acceptance under stress, {stress}: the simulator against the i.i.d. formula",
+            alt=f"Three panels against the {_LEVEL.get(str(stress), 'level').split(' (')[0]}, "
+            f"ascending from {x.min():g} to {x.max():g}: the mean acceptance rate; the best "
+            "walltime improvement by the simulator (solid, circles, 95% intervals) and by the "
+            "i.i.d. formula (dashed, squares), labelled with each one's best gamma; and "
+            "bars of the formula's relative error against the simulator in percent.",
+        )
     return out
 
 

@@ -23,38 +23,51 @@ runs serialized on the target's chip; long generations (renewal-reward).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.figure import Figure
 
 from specsim.acceptance import AcceptanceProcess, IIDAcceptance, MarkovAcceptance
+from specsim.plots import describe, figure, grouped_bars, legend_outside, style_map
 from specsim.sim import PlainCost
 from specsim.theory import walltime_speedup
 
 from ._common import (
     check_positive_int,
     check_probability,
-    figure,
     md_table,
     plain_cost_from_cards,
     stream_metrics,
 )
-from ._common import config as _config
 
-__all__ = ["DEFAULTS", "TABLE2", "run", "figures", "summary", "fit_errors"]
+__all__ = ["Config", "TABLE2", "run", "figures", "summary", "fit_errors"]
 
-DEFAULTS: dict[str, Any] = {
-    "target": "t5-xxl",
-    "hardware": "tpu-v4",
-    "context": 64,  # decoder context at which the tpu-v4 card's overheads were fitted
-    "tokens": 40_000,
-    "fast_tokens": 6_000,
-    "heterogeneity": (0.0, 0.2, 0.4, 0.6, 0.8, 1.0),
-    "persistence": (0.0, 0.5, 0.8, 0.95),
-}
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """The study's settings (``specsim study table2 --list-keys``); checked on construction."""
+
+    target: str = "t5-xxl"
+    hardware: str = "tpu-v4"
+    context: int = 64
+    tokens: int = 40000
+    fast_tokens: int = 6000
+    heterogeneity: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+    persistence: tuple[float, ...] = (0.0, 0.5, 0.8, 0.95)
+
+    def __post_init__(self) -> None:
+        for key in ("heterogeneity", "persistence"):
+            if not getattr(self, key):
+                raise ValueError(f"{key} must be values in [0, 1], got {getattr(self, key)!r}")
+            check_probability(getattr(self, key), key)
+        if any(float(x) >= 1.0 for x in self.persistence):
+            raise ValueError(f"persistence must be < 1, got {self.persistence!r}")
+        for key in ("tokens", "fast_tokens", "context"):
+            check_positive_int(getattr(self, key), key)
+
 
 # Leviathan et al. 2023, Table 2 (gamma, alpha, measured speedup) and Table 4 (c, and
 # Theorem 3.8's expected speedup rounded to 0.1); also ../shared/data/leviathan2023_table2.csv.
@@ -101,36 +114,22 @@ def _simulate(
     return float(m["speedup"]), float(m["speedup_se"])
 
 
-def _check(cfg: dict[str, Any]) -> None:
-    for key in ("heterogeneity", "persistence"):
-        if not cfg[key]:
-            raise ValueError(f"study 'table2': {key} must be values in [0, 1], got {cfg[key]!r}")
-        check_probability(cfg[key], key, "table2")
-    if any(float(x) >= 1.0 for x in cfg["persistence"]):
-        raise ValueError(f"study 'table2': persistence must be < 1, got {cfg['persistence']!r}")
-    for key in ("tokens", "fast_tokens", "context"):
-        check_positive_int(cfg[key], key, "table2")
-
-
-def run(
-    config: dict[str, Any] | None, rng: np.random.Generator, *, fast: bool = False
-) -> pd.DataFrame:
+def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.DataFrame:
     """Predictions for every row by every predictor (tidy: one row per table row and predictor)."""
-    cfg = _config(DEFAULTS, config, "table2")
-    _check(cfg)
-    tokens = int(cfg["fast_tokens"] if fast else cfg["tokens"])
+    cfg = config
+    tokens = int(cfg.fast_tokens if fast else cfg.tokens)
     rows = table()
     gmax = int(rows["gamma"].max())
     # Only v depends on the draft-free target pass; c is the paper's (see module docstring).
     _, v = plain_cost_from_cards(
-        target=cfg["target"],
-        draft=cfg["target"],
-        hardware=cfg["hardware"],
-        context=int(cfg["context"]),
+        target=cfg.target,
+        draft=cfg.target,
+        hardware=cfg.hardware,
+        context=int(cfg.context),
         max_gamma=gmax,
     )
     seeds = rng.integers(2**63 - 1, size=len(rows))  # common random numbers across the grid
-    grid = [(float(h), float(p)) for h in cfg["heterogeneity"] for p in cfg["persistence"]]
+    grid = [(float(h), float(p)) for h in cfg.heterogeneity for p in cfg.persistence]
     grid = list(dict.fromkeys((h, 0.0 if h == 0.0 else p) for h, p in grid))
     sims = {
         (i, h, p): _simulate(r, v, h, p, tokens, int(seeds[i]))
@@ -212,28 +211,53 @@ def fit_errors(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# The predictors often coincide (v ~ 1 at batch 1; a fit at h = 0 is Theorem 3.8 + v):
+# nested markers keep each visible, Theorem 3.8 a large hollow circle, Theorem 3.8 + v a
+# smaller hollow square inside it, the full model a small filled marker on top.
+_SCATTER = {"theorem 3.8": (12, "none", 4), "theorem 3.8 + v": (7, "none", 5)}
+
+
 def figures(df: pd.DataFrame) -> dict[str, Figure]:
     """Predicted against measured (held-out predictions only), and the error per row."""
     d = df[df["held_out"]].copy()
     d["label"] = np.where(
-        d["fit_on"] == "none", d["predictor"], d["predictor"] + " (fit on " + d["fit_on"] + ")"
+        d["fit_on"] == "none",
+        d["predictor"],
+        d["predictor"] + " (fit on " + d["fit_on"] + ", scored on " + d["task"] + ")",
     )
-    fig, (ax, ax2) = figure(2, width=5.6)
-    sns.scatterplot(data=d, x="measured", y="predicted", hue="label", style="task", s=60, ax=ax)
+    fig, (ax, ax2) = figure(2, width=5.6, height=4.8)
+    for label, st in style_map(d["label"]).items():
+        g = d[d["label"] == label]
+        size, face, z = _SCATTER.get(str(label), (5, None, 6))
+        ax.plot(g["measured"], g["predicted"], linestyle="none", marker=st.marker,
+                markersize=size, color=st.color, markerfacecolor=face or st.color,
+                markeredgewidth=1.5, zorder=z, label=str(label))  # fmt: skip
     lo = float(min(d["measured"].min(), d["predicted"].min())) * 0.9
     hi = float(max(d["measured"].max(), d["predicted"].max())) * 1.05
-    ax.plot([lo, hi], [lo, hi], color="0.4", linestyle="--", linewidth=1)
-    ax.set_xlabel("measured speedup (Leviathan et al. Table 2)")
-    ax.set_ylabel("predicted speedup")
-    ax.set_title("Table 2: predicted against measured (held-out)", fontsize=10)
-    ax.legend(fontsize=7)
+    ax.plot([lo, hi], [lo, hi], color="0.4", linestyle=(0, (4, 3)), linewidth=1,
+            label="prediction = measurement")  # fmt: skip
+    ax.set_xlabel("measured speedup, Leviathan et al. Table 2 (x)")
+    ax.set_ylabel("predicted speedup (x)")
+    ax.set_title("predicted against measured", fontsize=10)
     d["row"] = d["task"] + " " + d["draft"] + " T" + d["temperature"].astype(int).astype(str)
-    sns.barplot(data=d, y="row", x="rel_error", hue="label", ax=ax2, orient="h")
+    grouped_bars(ax2, d, category="row", value="rel_error", hue="label", horizontal=True)
     ax2.axvline(0.0, color="0.3", linewidth=1)
-    ax2.set_xlabel("relative error, predicted / measured - 1")
-    ax2.set_ylabel("")
+    ax2.set_xlabel("relative error, predicted / measured - 1 (fraction)")
+    ax2.set_ylabel("Table 2 row (task, draft, temperature)")
     ax2.set_title("error per row", fontsize=10)
-    ax2.legend(fontsize=7)
+    legend_outside(fig, ncols=3)
+    preds = "; ".join(dict.fromkeys(d["label"]))
+    fig = describe(
+        fig,
+        title="Table 2 of Leviathan et al. predicted: Theorem 3.8 against the full model "
+        "(held-out rows)",
+        alt=f"Left: scatter of predicted against measured speedup for the {d['row'].nunique()} "
+        f"rows of the paper's Table 2, one colour and marker per predictor ({preds}); the "
+        "dashed diagonal is a perfect prediction; Theorem 3.8 is a large hollow circle, "
+        "Theorem 3.8 + v a hollow square inside it and the full model a small filled marker, "
+        "so that coinciding predictions stay visible. Right: horizontal bars of the relative error "
+        "per row, one colour and hatch per predictor.",
+    )
     return {"table2_predicted": fig}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 from pathlib import Path
 
@@ -17,7 +18,11 @@ from specsim.cards import (
     list_models,
     load_hardware,
     load_model,
+    read_toml,
+    write_card,
+    write_hardware_card,
 )
+from specsim.cards import files as card_files
 
 MODELS = (
     "t5-small",
@@ -249,7 +254,127 @@ def test_cards_are_found_in_the_installed_package_layout(
     pkg = tmp_path / "specsim"
     shutil.copytree(ROOT / "models" / "lm", pkg / "_models" / "lm")
     _copy_card("llama-68m", "lm", pkg / "_models" / "lm", "only-in-wheel", {})
-    monkeypatch.setattr(cards.resources, "files", lambda name: pkg)
-    assert cards._packaged_root() == pkg / "_models"
+    monkeypatch.setattr(card_files.resources, "files", lambda name: pkg)
+    assert card_files.packaged_root() == pkg / "_models"
     assert load_model("only-in-wheel").slug == "only-in-wheel"
     assert 'models" = "specsim/_models"' in (ROOT / "pyproject.toml").read_text()
+
+
+# Writing cards back ---------------------------------------------------------------------------
+COMMITTED = sorted(
+    p.relative_to(ROOT / "models").as_posix()
+    for p in (ROOT / "models").glob("**/*.toml")
+    if {"architecture", "peak_flops"} & set(read_toml(p))
+)
+
+
+def test_every_card_folder_is_round_tripped() -> None:
+    assert {p.split("/")[0] for p in COMMITTED} == {"lm", "hardware", "calibrated"}
+    assert len(COMMITTED) == len(MODELS) + len(HARDWARE) + 1
+
+
+@pytest.mark.parametrize("rel", COMMITTED)
+def test_every_committed_card_reads_back_equal(rel: str, tmp_path: Path) -> None:
+    path = ROOT / "models" / rel
+    load = load_model if "architecture" in read_toml(path) else load_hardware
+    card = load(path)
+    out = write_card(card, tmp_path / path.name, header="written by a test\n\nagain")
+    back = load(out)
+    assert back == card and back.source_path == str(out)
+    assert out.read_text().startswith("# written by a test\n#\n# again\n")
+    assert write_card(back, tmp_path / "twice.toml").read_text() == out.read_text().split(
+        "\n", 3
+    )[3]  # the same text without the header: writing is stable
+
+
+def test_a_list_of_sources_and_nested_calibration_tables_read_back_equal(
+    tmp_path: Path,
+) -> None:
+    # Both failed before: the list came back as a table, the nested table raised TypeError.
+    card = dataclasses.replace(
+        load_hardware("cpu-epyc-2vcpu"),
+        sources=['the "datasheet", p. 3', "line one\nline two \\ \x01 \u00e9"],
+        calibration={
+            "trace": "models/measured/cpu",
+            "fit": {"rms": 0.25, "fitted": ["layer_overhead_s"], "held out": {"median": 0.16}},
+            "runs": [{"batch": 1, "error": 0.1}, {"batch": 8, "error": -0.2}],
+        },
+    )
+    back = load_hardware(write_hardware_card(card, tmp_path / "cal.toml"))
+    assert back == card and isinstance(back.sources, list)
+    model = dataclasses.replace(load_model("llama-68m"), sources=["a paper", "a config"])
+    assert load_model(write_card(model, tmp_path / "m.toml")) == model
+
+
+def test_what_toml_cannot_hold_is_a_type_error_naming_where(tmp_path: Path) -> None:
+    card = dataclasses.replace(load_hardware("a100-80gb"), calibration={"fit": {"rms": None}})
+    with pytest.raises(TypeError, match=r"a100-80gb\.calibration\.fit\.rms: TOML has no null"):
+        write_hardware_card(card, tmp_path / "x.toml")
+    card = dataclasses.replace(card, calibration={"when": object()})
+    with pytest.raises(TypeError, match=r"a100-80gb\.calibration\.when: cannot write"):
+        write_hardware_card(card, tmp_path / "x.toml")
+    with pytest.raises(TypeError, match="expected a HardwareCard"):
+        write_hardware_card(load_model("llama-68m"), tmp_path / "x.toml")  # type: ignore[arg-type]
+
+
+def test_the_calibrated_card_is_written_as_committed(tmp_path: Path) -> None:
+    # specsim calibrate writes cards through write_hardware_card: the same text, header aside.
+    committed = ROOT / "models" / "calibrated" / "cpu-epyc-2vcpu.toml"
+    text = committed.read_text(encoding="utf-8")
+    header = "\n".join(line[2:] for line in text.splitlines() if line.startswith("# "))
+    out = write_hardware_card(load_hardware(committed), tmp_path / "cal.toml", header=header)
+    assert out.read_text(encoding="utf-8") == text
+
+
+def test_a_card_is_a_slug_or_a_path_not_none_or_a_number() -> None:
+    for value in (None, 7):
+        with pytest.raises(TypeError, match=f"card: expected a card slug or a path to a "
+                                            rf"\.toml file, got {value}"):  # fmt: skip
+            load_model(value)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="card: expected a card slug .* got None"):
+        load_hardware(None)  # type: ignore[arg-type]
+
+
+def test_a_slug_finds_no_file_named_for_another_card(tmp_path: Path) -> None:
+    # A file named a100-80gb.toml holding the H100 card must not answer for a100-80gb.
+    text = (ROOT / "models" / "hardware" / "h100-sxm.toml").read_text()
+    (tmp_path / "a100-80gb.toml").write_text(text)
+    with pytest.raises(ValueError, match=r"a100-80gb\.toml holds the hardware card 'h100-sxm'"):
+        load_hardware("a100-80gb", search_path=tmp_path)
+    # Nor does a file of another name that holds the slug asked for.
+    with pytest.raises(ValueError, match="name the file h100-sxm.toml"):
+        load_hardware("h100-sxm", search_path=tmp_path)
+
+
+def test_a_slug_found_twice_on_the_search_path_names_both_files(tmp_path: Path) -> None:
+    one = _copy_card("llama-68m", "lm", tmp_path / "one", "my-68m", {})
+    two = _copy_card("llama-68m", "lm", tmp_path / "two", "my-68m", {})
+    with pytest.raises(ValueError, match="found twice") as info:
+        load_model("my-68m", search_path=[tmp_path / "one", tmp_path / "two"])
+    assert str(one) in str(info.value) and str(two) in str(info.value)
+    # The same folder given twice is one card, and a user card may stand in for a shipped one.
+    assert load_model("my-68m", search_path=[one.parent, one.parent]).slug == "my-68m"
+    _copy_card("llama-68m", "lm", tmp_path / "mine", "llama-68m", {})
+    assert load_model("llama-68m", search_path=tmp_path / "mine").source_path == str(
+        tmp_path / "mine" / "llama-68m.toml"
+    )
+
+
+def test_searched_first_puts_folders_ahead_for_the_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(cards.ENV_VAR, raising=False)
+    _copy_card("llama-68m", "lm", tmp_path, "my-68m", {})
+    with cards.searched_first([tmp_path]):
+        assert load_model("my-68m").slug == "my-68m"
+    assert cards.ENV_VAR not in os.environ
+    with pytest.raises(ValueError, match="cards: .*nope.* is not a folder"):
+        with cards.searched_first([tmp_path / "nope"]):
+            pass
+
+
+def test_a_number_in_sources_is_reported_as_a_misplaced_key(tmp_path: Path) -> None:
+    path = tmp_path / "a100-80gb.toml"
+    path.write_text((ROOT / "models" / "hardware" / "a100-80gb.toml").read_text() + "extra = 3\n")
+    with pytest.raises(ValueError, match=r"`extra` = 3 in \[sources\]: a number here is probably"):
+        load_hardware(path)

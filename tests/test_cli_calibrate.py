@@ -5,7 +5,7 @@ import pytest
 from specsim.cards import load_hardware
 from specsim.cli import main
 
-pytest.importorskip("torch")
+pytest.importorskip("torch", reason="needs the measure extra: pip install -e .[measure]")
 pytestmark = pytest.mark.measure
 
 
@@ -18,8 +18,10 @@ def test_measure_then_calibrate_end_to_end(tmp_path, capsys) -> None:
     code = main([
         "calibrate", str(out), "--out", str(card_path), "--mem-capacity", "8e9",
         "--power", "1", "2", "--power-source", "test values", "--holdout", "context",
-        "--runs", str(runs),
+        "--runs", str(runs), "--force",
     ])  # fmt: skip
+    # --force: a smoke-sized measurement is too small for a fit to be trusted (each
+    # problem is then listed in the card's [calibration] table as untrusted).
     assert code == 0
     text = capsys.readouterr().out
     assert "held-out by context: median" in text

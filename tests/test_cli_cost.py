@@ -136,3 +136,36 @@ def test_cards_json_and_user_folder(tmp_path: Path, capsys: pytest.CaptureFixtur
         main(["cost", "--model", "llama-3.2-1b", "--hardware", "my-l4", "--cards", str(tmp_path)])
         == 0
     )
+
+
+@pytest.mark.parametrize(("new_tokens", "gamma"), [(5, 4), (2, 1), (9, 8), (1, 7)])
+def test_cost_shows_v_of_the_gamma_its_pass_verifies(
+    new_tokens: int, gamma: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 13: v(gamma=7) was printed whatever --new-tokens was."""
+    from specsim.cost import verification_factor
+
+    base = ["cost", "--model", "llama-2-7b", "--hardware", "a100-80gb", "--batch", "4"]
+    assert main([*base, "--new-tokens", str(new_tokens)]) == 0
+    line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("v(gamma="))
+    want = float(verification_factor(load_model("llama-2-7b"), load_hardware("a100-80gb"),
+                                      gamma, batch=4, context=512))  # fmt: skip
+    assert line.startswith(f"v(gamma={gamma})") and f"{want:.3f}" in line
+    assert f"time of {gamma + 1} new tokens" in line
+    assert ("verifies no draft" in line) == (new_tokens == 1)
+    assert main([*base, "--new-tokens", str(new_tokens), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["verification_gamma"] == gamma
+    assert got["verification_factor"] == pytest.approx(want, rel=1e-12)
+
+
+def test_cost_plot_v_overwrites_only_with_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "v.png"
+    out.write_bytes(b"earlier")
+    argv = ["cost", "--model", "llama-68m", "--hardware", "a100-80gb", "--plot-v", str(out)]
+    assert main(argv) == 2
+    assert "--plot-v" in capsys.readouterr().err and out.read_bytes() == b"earlier"
+    assert main([*argv, "--force"]) == 0
+    assert out.read_bytes()[:4] == b"\x89PNG"

@@ -65,7 +65,7 @@ def test_latex_format(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bad_seed_is_a_clean_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["problems", "--seed", "-5"]) == 2
     err = capsys.readouterr().err
-    assert "specsim problems: error: seed" in err and "-5" in err
+    assert "specsim problems: error: --seed" in err and "-5" in err
 
 
 def test_bad_level_is_refused_by_argparse(capsys: pytest.CaptureFixture[str]) -> None:
@@ -80,3 +80,16 @@ def test_committed_set_is_the_commands_output(capsys: pytest.CaptureFixture[str]
     assert COMMITTED.read_text(encoding="utf-8") == out, (
         "regenerate: specsim problems --seed 1 --answers > docs/problems/set-seed-1.md"
     )
+
+
+def test_json_holds_the_set_and_its_answers(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["problems", "--seed", "3", "--json", "--answers"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    ps = generate(3)
+    assert record["seed"] == 3 and len(record["problems"]) == len(ps.problems)
+    bill = next(p for p in record["problems"] if p["key"] == "buried_bill")
+    assert bill["number"] == "2.4" and bill["answers"][1]["text"] == "1.469"
+    assert main(["problems", "--seed", "3", "--json"]) == 0
+    assert "answers" not in json.loads(capsys.readouterr().out)["problems"][0]

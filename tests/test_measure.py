@@ -13,8 +13,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+_MEASURE = "needs the measure extra: pip install -e .[measure]"
+torch = pytest.importorskip("torch", reason=_MEASURE)
+pytest.importorskip("transformers", reason=_MEASURE)
+pytest.importorskip("tokenizers", reason=_MEASURE)
 
 from specsim.cards import load_model  # noqa: E402
 from specsim.measure import (  # noqa: E402

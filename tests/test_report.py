@@ -13,7 +13,15 @@ import pandas as pd
 import pytest
 
 from specsim.cli import main
-from specsim.report import REPORT_STUDIES, Report, build_report, markdown_to_html
+from specsim.plots import alt_text
+from specsim.report import (
+    REPORT_STUDIES,
+    Report,
+    build_report,
+    markdown_to_html,
+    validate_figure,
+)
+from specsim.validate import check_summary
 
 CHROMIUM = next(
     (p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if Path(p).is_file()), None
@@ -62,10 +70,14 @@ def test_report_runs_every_study_and_writes_its_files(
 def test_report_page_is_self_contained(report: tuple[Report, list[tuple[int, int, str]]]) -> None:
     rep, _ = report
     page = rep.html.read_text(encoding="utf-8")
-    n_figures = sum(len(s.figures) for s in rep.studies)
+    n_figures = sum(len(s.figures) for s in rep.studies) + 1  # + the validation z plot
     images = re.findall(r'<img alt="[^"]+" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert len(images) == n_figures
     assert all(len(b) > 1000 for b in images)
+    for s in rep.studies:  # alt text that says what the figure shows
+        for fig in s.figures.values():
+            text = alt_text(fig)
+            assert text and f'alt="{html.escape(text)}"' in page
     assert not re.search(r'(src|href)="https?://', page)  # nothing fetched from outside
     for s in rep.studies:
         assert f'<section id="{s.name}">' in page
@@ -78,8 +90,25 @@ def test_report_page_is_self_contained(report: tuple[Report, list[tuple[int, int
         slug = re.sub(r"[^a-z0-9]+", "-", title.lower())
         assert len(pd.read_csv(rep.out_dir / f"validate-{slug}.csv")) == len(table)
     checks = next(iter(rep.validate.values()))
-    if "ok" in checks.columns:
-        assert f"({int(checks['ok'].sum())} of {len(checks)} checks pass)" in page
+    assert f"({int(checks['ok'].sum())} of {len(checks)} checks pass)" in page
+
+
+@pytest.mark.slow
+def test_report_shows_the_check_summary_and_a_z_plot_not_the_grid(
+    report: tuple[Report, list[tuple[int, int, str]]],
+) -> None:
+    rep, _ = report
+    page = rep.html.read_text(encoding="utf-8")
+    checks = rep.validate["closed forms against the simulator"]
+    section = page.split('<section id="validate">')[1].split("</section>")[0]
+    summary = check_summary(checks)
+    for q, worst in zip(summary["quantity"], summary["worst_abs_z"], strict=True):
+        assert f"<td>{q}</td>" in section and f"{worst:.4g}" in section
+    assert section.count("<tr>") < len(checks)  # the summary, not the 144-row grid
+    assert section.count("<img ") == 1
+    alt = alt_text(validate_figure(checks))
+    assert alt and f'alt="{html.escape(alt)}"' in section
+    assert "validate-closed-forms-against-the-simulator.csv" in section  # the full grid
 
 
 def test_markdown_subset() -> None:
@@ -100,7 +129,7 @@ def test_every_figure_loads_in_a_real_browser(
     report: tuple[Report, list[tuple[int, int, str]]], tmp_path: Path
 ) -> None:
     rep, _ = report
-    n_figures = sum(len(s.figures) for s in rep.studies)
+    n_figures = sum(len(s.figures) for s in rep.studies) + 1  # + the validation z plot
     probe = (
         "<script>window.addEventListener('load', () => {"
         "const imgs = Array.from(document.images);"

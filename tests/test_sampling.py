@@ -85,7 +85,6 @@ def _random_rows(rng: np.random.Generator, shape: tuple[int, ...], kind: str) ->
 kinds = st.sampled_from(["plain", "zeros", "peaked", "near-equal"])
 
 
-@settings(max_examples=200, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), vocab=st.integers(1, 50), kind=kinds)
 def test_emitted_distribution_is_target(seed: int, vocab: int, kind: str) -> None:
     rng = np.random.default_rng(seed)
@@ -131,7 +130,7 @@ def _extended(block: dict[tuple[int, ...], float], target, length: int, vocab: i
     return out
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)  # each example enumerates every block: kept small
 @given(
     seed=st.integers(0, 2**32 - 1),
     vocab=st.integers(1, 5),

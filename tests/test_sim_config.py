@@ -1,9 +1,14 @@
+import dataclasses
+import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from specsim.sim import ServingConfig, StreamConfig
-from specsim.sim.config import config_from_dict, load_config
+from specsim.acceptance import IIDAcceptance
+from specsim.policies import LoadAdaptive, OptimalStatic
+from specsim.sim import ServingConfig, StreamConfig, simulate_serving
+from specsim.sim.config import TwoStateMarkov, config_from_dict, load_config, with_value
 
 CONFIGS = Path(__file__).resolve().parent.parent / "studies" / "configs"
 BASE = {
@@ -24,7 +29,11 @@ def test_example_configs_load(path: Path) -> None:
     ("patch", "message"),
     [
         ({"tokns": 5}, r"unknown key\(s\) \['tokns'\]"),
-        ({"tokens": "many"}, r"config.tokens: expected int"),
+        ({"tokens": "many"}, r"config.tokens: expected int, got 'many'"),
+        ({"tokens": 2.5}, r"config.tokens: expected int, got 2.5"),
+        ({"acceptance": {"kind": "iid", "alpha": "high"}}, r"acceptance \(iid\).alpha: .*'high'"),
+        ({"policy": {"kind": "fixed", "gamma": True}}, r"policy \(fixed\).gamma: .*True"),
+        ({"acceptance": {"kind": "markov", "mean": 0.5}}, r"acceptance \(markov\): missing"),
         ({"acceptance": {"kind": "iid", "alpha": 1.5}}, r"config.acceptance \(iid\): alpha"),
         ({"acceptance": {"kind": "gauss"}}, "unknown kind 'gauss'"),
         ({"policy": {"kind": "fixed", "gamma": 3, "extra": 1}}, r"config.policy: unknown key"),
@@ -48,9 +57,98 @@ def test_serving_kv_limit_smaller_than_a_request_fails_before_running() -> None:
         "kv_capacity_tokens": 50,
     }  # fmt: skip
     spec = config_from_dict(data)
-    import numpy as np
-
-    from specsim.sim import simulate_serving
-
     with pytest.raises(ValueError, match="kv_capacity_tokens"):
         simulate_serving(spec.config, np.random.default_rng(0))  # type: ignore[arg-type]
+
+
+def test_unknown_keys_name_the_file_and_table(tmp_path: Path) -> None:
+    bad = tmp_path / "typo.toml"
+    bad.write_text(
+        'tokens = 10\n[acceptance]\nkind = "iid"\nalpah = 0.5\n[policy]\nkind = "fixed"\n'
+        'gamma = 1\n[cost]\nkind = "plain"\nc = 0.1\n'
+    )
+    with pytest.raises(ValueError, match=rf"{re.escape(str(bad))}.acceptance: unknown key.*alpah"):
+        load_config(bad)
+
+
+def test_the_policy_reads_alpha_c_and_max_gamma_from_the_run() -> None:
+    """serving.toml states alpha once, in [acceptance]; the policy takes it from there."""
+    spec = load_config(CONFIGS / "serving.toml")
+    policy = spec.config.policy
+    assert isinstance(policy, LoadAdaptive)
+    assert policy.alpha == spec.config.acceptance.alpha == 0.7  # type: ignore[attr-defined]
+    assert policy.max_gamma == spec.config.max_gamma == 8
+    assert spec.derived == {"alpha", "max_gamma"}
+    optimal = config_from_dict({**BASE, "max_gamma": 12, "policy": {"kind": "optimal"}})
+    assert optimal.config.policy == OptimalStatic(alpha=0.5, c=0.1, max_gamma=12)
+    # A sweep that changes the acceptance or the cost changes what the policy reads.
+    moved = with_value(optimal, "acceptance.alpha", 0.9, where="test")
+    moved = with_value(moved, "cost.c", 0.02, where="test")
+    assert moved.config.policy == OptimalStatic(alpha=0.9, c=0.02, max_gamma=12)
+    # Stated in the policy table (or set by path), a value is the policy's own.
+    own = config_from_dict({**BASE, "policy": {"kind": "optimal", "alpha": 0.6}})
+    assert own.config.policy.alpha == 0.6 and own.derived == {"c", "max_gamma"}  # type: ignore[attr-defined]
+    pinned = with_value(optimal, "policy.alpha", 0.3, where="test")
+    pinned = with_value(pinned, "acceptance.alpha", 0.8, where="test")
+    assert pinned.config.policy.alpha == 0.3  # type: ignore[attr-defined]
+
+
+def test_paths_apply_to_the_dataclasses() -> None:
+    spec = config_from_dict({**BASE, "acceptance": {"kind": "markov", "mean": 0.7, "spread": 0.2,
+                                                    "persistence": 0.9}})  # fmt: skip
+    assert spec.config.acceptance == TwoStateMarkov(mean=0.7, spread=0.2, persistence=0.9)
+    wider = with_value(spec, "acceptance.spread", 0.25, where="test")
+    assert wider.config.acceptance.spread == 0.25  # type: ignore[attr-defined]
+    assert spec.config.acceptance.spread == 0.2  # type: ignore[attr-defined]  # unchanged
+    cards = with_value(spec, "cost", {"kind": "cards", "target": "llama-2-7b",
+                                      "draft": "llama-68m", "hardware": "a100-80gb"},
+                       where="test")  # fmt: skip
+    swapped = with_value(cards, "cost.hardware", "h200", where="test")
+    assert swapped.config.cost.hardware.slug == "h200"  # type: ignore[attr-defined]
+    assert dataclasses.replace(swapped.config.cost, hardware=cards.config.cost.hardware) == (  # type: ignore[type-var]
+        cards.config.cost
+    )
+    with pytest.raises(ValueError, match=r"'acceptance.alhpa': .*no field 'alhpa'"):
+        with_value(spec, "acceptance.alhpa", 0.5, where="test")
+    with pytest.raises(ValueError, match=r"test: acceptance.spread: spread"):
+        with_value(spec, "acceptance.spread", 0.5, where="test")
+
+
+def test_two_state_markov_samples_as_the_library_process() -> None:
+    from specsim.acceptance import MarkovAcceptance
+
+    ours = TwoStateMarkov(mean=0.6, spread=0.3, persistence=0.8)
+    lib = MarkovAcceptance.two_state(mean=0.6, spread=0.3, persistence=0.8)
+    a, b = ours.sample(np.random.default_rng(1), 50), lib.sample(np.random.default_rng(1), 50)
+    assert np.array_equal(a.prob, b.prob) and np.array_equal(a.u, b.u)
+
+
+def test_a_simulated_serving_run_is_unchanged_by_the_derived_alpha() -> None:
+    spec = load_config(CONFIGS / "serving.toml")
+    stated = dataclasses.replace(
+        spec.config,
+        workload=dataclasses.replace(spec.config.workload, requests=20),  # type: ignore[union-attr]
+        policy=LoadAdaptive(alpha=0.7, max_gamma=8),
+    )
+    derived = dataclasses.replace(stated, policy=spec.config.policy)
+    assert isinstance(stated.acceptance, IIDAcceptance)
+    one = simulate_serving(stated, np.random.default_rng(3)).metrics()  # type: ignore[arg-type]
+    two = simulate_serving(derived, np.random.default_rng(3)).metrics()  # type: ignore[arg-type]
+    assert one == two
+
+
+@pytest.mark.parametrize(("seed", "message"), [(-1, "expected an integer >= 0, got -1"),
+                                               (1.5, "expected int, got 1.5")])  # fmt: skip
+def test_the_seed_is_an_integer_at_least_zero_and_named(
+    tmp_path: Path, seed: object, message: str
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f"seed = {seed}\ntokens = 100\nacceptance = {{kind = \"iid\", alpha = 0.5}}\n"
+        "policy = {kind = \"fixed\", gamma = 3}\ncost = {kind = \"plain\", c = 0.1}\n"
+    )
+    with pytest.raises(ValueError, match=rf"config\.toml\.seed: {re.escape(message)}"):
+        load_config(path)
+    spec = config_from_dict(BASE)
+    with pytest.raises(ValueError, match="--seed: seed: expected an integer >= 0"):
+        with_value(spec, "seed", -3, where="--seed")

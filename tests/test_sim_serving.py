@@ -185,22 +185,53 @@ class _SameGammaPerToken:
         return self.gamma
 
 
-@pytest.mark.parametrize("cost_name", ["card", "plain"])
-def test_the_fast_path_equals_the_per_sequence_path(card: CardCost, cost_name: str) -> None:
+# At gamma 0 on cards the two differ on purpose: only a declared gamma 0 skips the draft's
+# prefill; PlainCost's prefill has no draft part.
+@pytest.mark.parametrize(("cost_name", "gamma"),
+                         [("card", 1), ("card", 4), ("plain", 0), ("plain", 1), ("plain", 4)])
+def test_the_fast_path_equals_the_per_sequence_path(card: CardCost, cost_name: str,
+                                                    gamma: int) -> None:  # fmt: skip
     # FixedGamma runs the vectorized fast path (one gamma for the batch, aggregates kept as
-    # numbers); an equivalent duck-typed policy runs the per-sequence reference path.
+    # numbers; once every request has arrived, specsim.sim.drain: no simpy, costs in bulk);
+    # an equivalent duck-typed policy runs the per-sequence reference path, one simpy
+    # timeout and one cost evaluation per iteration. Bit for bit the same tables.
     cost = card if cost_name == "card" else PlainCost(c=0.1, v=1.1, step_s=0.02)
     work = PoissonWorkload(rate_per_s=40.0, requests=120, prompt_tokens=(16, 300),
                            output_tokens=(1, 90))  # fmt: skip
     kw = dict(workload=work, cost=cost, max_batch=12, max_gamma=5, kv_capacity_tokens=2500,
               acceptance=IIDAcceptance(alpha=0.75))  # fmt: skip
-    fast = simulate_serving(ServingConfig(policy=FixedGamma(gamma=4), **kw),
+    fast = simulate_serving(ServingConfig(policy=FixedGamma(gamma=gamma), **kw),
                             np.random.default_rng(3))  # fmt: skip
-    slow = simulate_serving(ServingConfig(policy=_SameGammaPerToken(gamma=4), **kw),
+    slow = simulate_serving(ServingConfig(policy=_SameGammaPerToken(gamma=gamma), **kw),
                             np.random.default_rng(3))  # fmt: skip
     assert fast.iterations_spec["batch"].max() == 12  # the batch and the KV limit both bind
-    pd.testing.assert_frame_equal(fast.requests_spec, slow.requests_spec, rtol=1e-12)
-    pd.testing.assert_frame_equal(fast.iterations_spec, slow.iterations_spec, rtol=1e-12)
+    pd.testing.assert_frame_equal(fast.requests_spec, slow.requests_spec, check_exact=True)
+    pd.testing.assert_frame_equal(fast.iterations_spec, slow.iterations_spec, check_exact=True)
+
+
+def test_costs_in_bulk_equal_one_iteration_at_a_time(card: CardCost) -> None:
+    # The drain costs runs of iterations with uniform_iterations and mixed iterations with
+    # iterations(): element for element the floats of one call each.
+    rng = np.random.default_rng(5)
+    sizes = rng.integers(1, 65, 40)
+    sums = sizes * rng.integers(1, 4000, 40)
+    for cost in (card, PlainCost(c=0.1, v=(1.0, 1.2, 1.5), step_s=0.02)):
+        for g in (0, 1, 4):
+            bulk = cost.uniform_iterations(batch=sizes, context_sum=sums, gamma=g)
+            for i in range(40):
+                one = cost.uniform_iteration(batch=int(sizes[i]), context_sum=int(sums[i]),
+                                             gamma=g)  # fmt: skip
+                assert (bulk.time_s[i], bulk.energy_j[i], bulk.draft_s[i]) == tuple(one)
+        gammas = [rng.integers(0, 6, int(b)) for b in sizes]
+        gammas = [g for g in gammas if g.min() != g.max()]
+        ctxs = [rng.integers(1, 4000, g.shape[0]) for g in gammas]
+        count = np.array([np.bincount(g, minlength=6) for g in gammas])
+        csum = np.array([np.bincount(g, weights=c, minlength=6)
+                         for g, c in zip(gammas, ctxs, strict=True)])
+        bulk = cost.iterations(count, csum)
+        for i, (g, c) in enumerate(zip(gammas, ctxs, strict=True)):
+            one = cost.iteration(g, c)
+            assert (bulk.time_s[i], bulk.energy_j[i], bulk.draft_s[i]) == tuple(one)
 
 
 def test_one_token_requests_finish_at_their_first_token() -> None:

@@ -16,6 +16,7 @@ from specsim.policies import (
     Oracle,
 )
 from specsim.sim import CardCost, PlainCost, StreamConfig, simulate_stream
+from specsim.sim.stream import run_lengths
 
 Z = 4.4  # two-sided false-alarm rate about 1e-5 per check
 
@@ -168,3 +169,14 @@ def test_plain_cost_validation() -> None:
         PlainCost(c=-0.1)
     with pytest.raises(ValueError, match=r"v\[1\]"):
         PlainCost(c=0.1, v=(1.0, 0.0))
+
+
+def test_capped_run_lengths_equal_the_uncapped_ones_cut() -> None:
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        lengths = rng.integers(0, 12, rng.integers(1, 6))
+        ok = rng.random(int(lengths.sum())) < rng.random()
+        for cap in (0, 1, 2, 5, 8, 9, 20):
+            want = np.minimum(run_lengths(ok, lengths), cap)
+            assert np.array_equal(run_lengths(ok, lengths, cap), want)
+            assert np.array_equal(run_lengths(ok, None, cap), np.minimum(run_lengths(ok), cap))

@@ -7,6 +7,8 @@ Statistical checks use the simulator's own standard errors.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import os
 import re
@@ -14,19 +16,22 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from specsim.cli import main
-from specsim.studies import (
+from specsim.config import field_types, parse_text
+from specsim.study_runner import (
     STUDY_NAMES,
+    config_keys,
     load_study,
     parse_overrides,
-    parse_value,
     run_study,
     save_study,
+    study_config,
 )
 from specsim.theory import ops_factor, optimal_gamma, target_calls_per_token, walltime_speedup
 
@@ -71,12 +76,17 @@ def small() -> dict[str, object]:
 
 
 # Loading and configuration -------------------------------------------------------------------
-def test_every_study_has_its_four_names_and_flat_defaults() -> None:
+def test_every_study_has_its_four_names_and_a_flat_frozen_config() -> None:
     for name in STUDY_NAMES:
         module = load_study(name)
-        assert isinstance(module.DEFAULTS, dict) and module.DEFAULTS
-        for key, value in module.DEFAULTS.items():
+        config = module.Config()
+        assert dataclasses.is_dataclass(config) and config_keys(config)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            config.target = "x"
+        for key, value in config_keys(config).items():
             assert isinstance(value, bool | int | float | str | tuple), (name, key)
+        with pytest.raises(TypeError):
+            module.Config(next(iter(config_keys(config).values())))  # keyword-only
         assert callable(module.run) and callable(module.figures) and callable(module.summary)
 
 
@@ -84,7 +94,7 @@ def test_readme_documents_every_key() -> None:
     readme = (ROOT / "studies" / "README.md").read_text(encoding="utf-8")
     for name in STUDY_NAMES:
         section = readme.split(f"## {name}:")[1].split("\n## ")[0]
-        for key in load_study(name).DEFAULTS:
+        for key in field_types(load_study(name).Config):
             assert f"`{key}`" in section, (name, key)
 
 
@@ -92,7 +102,7 @@ def test_defaults_name_real_cards_only() -> None:
     from specsim.cards import load_hardware, load_model
 
     for name in STUDY_NAMES:
-        d = load_study(name).DEFAULTS
+        d = config_keys(load_study(name).Config())
         for key in ("target", "draft", "drafts"):
             for slug in np.atleast_1d(d.get(key, ())):
                 load_model(str(slug))
@@ -100,11 +110,24 @@ def test_defaults_name_real_cards_only() -> None:
             load_hardware(str(slug))
 
 
-def test_parse_overrides_types_follow_the_defaults() -> None:
-    d = {"n": 3, "x": 0.5, "flag": True, "card": "h200", "xs": (0.1, 0.2), "cards": ("a", "b")}
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Demo:
+    n: int = 3
+    x: float = 0.5
+    flag: bool = True
+    card: str = "h200"
+    xs: tuple[float, ...] = (0.1, 0.2)
+    cards: tuple[str, ...] = ("a", "b")
+    pair: tuple[int, int] = (1, 2)
+    mode: Literal["fixed", "adaptive"] = "fixed"
+
+
+def test_parse_overrides_types_follow_the_fields() -> None:
     got = parse_overrides(
-        d, ["n=7", "x=2", "flag=false", "card=h100-sxm", "xs=0.3,0.4,0.5", "cards=c"]
-    )
+        Demo,
+        ["n=7", "x=2", "flag=false", "card=h100-sxm", "xs=0.3,0.4,0.5", "cards=c", "pair=3,4",
+         "mode=adaptive"],
+    )  # fmt: skip
     assert got == {
         "n": 7,
         "x": 2.0,
@@ -112,33 +135,36 @@ def test_parse_overrides_types_follow_the_defaults() -> None:
         "card": "h100-sxm",
         "xs": (0.3, 0.4, 0.5),
         "cards": ("c",),
+        "pair": (3, 4),
+        "mode": "adaptive",
     }
     assert isinstance(got["x"], float) and isinstance(got["n"], int)
-    assert parse_value("1e3", 5, "n") == 1000
+    assert parse_text("1e3", int, "n") == 1000
 
 
 @pytest.mark.parametrize(
     ("item", "fragment"),
     [
         ("nope=1", "unknown key 'nope'"),
-        ("n=2.5", "n"),
-        ("n=abc", "n"),
-        ("flag=maybe", "flag"),
-        ("x=inf", "x"),
+        ("n=2.5", "n='2.5'"),
+        ("n=abc", "n='abc'"),
+        ("flag=maybe", "flag='maybe'"),
+        ("x=inf", "x='inf'"),
         ("n", "key=value"),
         ("xs=", "xs"),
+        ("pair=1,2,3", "pair='1,2,3': expected 2"),
+        ("mode=greedy", "mode='greedy': expected one of"),
     ],
 )
 def test_parse_overrides_rejects_bad_keys_and_values(item: str, fragment: str) -> None:
-    d = {"n": 3, "x": 0.5, "flag": True, "xs": (0.1,)}
     with pytest.raises(ValueError, match=re.escape(fragment)):
-        parse_overrides(d, [item])
+        parse_overrides(Demo, [item])
 
 
 def test_run_study_rejects_unknown_names_and_keys() -> None:
     with pytest.raises(ValueError, match="unknown study 'nope'"):
         run_study("nope")
-    with pytest.raises(ValueError, match="unknown config key 'bogus'"):
+    with pytest.raises(ValueError, match=r"study 'bill': unknown key\(s\) \['bogus'\]"):
         run_study("bill", overrides={"bogus": 1}, fast=True)
 
 
@@ -149,10 +175,15 @@ def test_bad_values_raise_naming_the_key() -> None:
         run_study("capacity", overrides={"policy": "greedy"}, fast=True)
     with pytest.raises(ValueError, match="slug_or_path"):
         run_study("bill", overrides={"draft": "no-such-model"}, fast=True)
-    with pytest.raises(ValueError, match="study 'table2': fast_tokens"):
+    with pytest.raises(ValueError, match=r"study 'table2'.fast_tokens: expected int, got 1.5"):
         run_study("table2", overrides={"fast_tokens": 1.5}, fast=True)
     with pytest.raises(ValueError, match="study 'table2': heterogeneity"):
         run_study("table2", overrides={"heterogeneity": (0.0, 1.5)}, fast=True)
+    # Checked when the config is built, before anything runs.
+    with pytest.raises(ValueError, match="study 'capacity': rate_max must exceed rate_min"):
+        study_config("capacity", {"rate_min": 4.0, "rate_max": 2.0})
+    with pytest.raises(ValueError, match=r"study 'capacity'.policy: expected one of"):
+        study_config("capacity", {"policy": "greedy"})
 
 
 def test_capacity_and_energy_raise_when_nothing_fits_on_16_devices() -> None:
@@ -371,6 +402,9 @@ def test_cli_study_with_overrides(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["study", "bill", "--set", "gammas=two"]) == 2
     assert main(["study", "energy", "--list-keys"]) == 0
     assert "batches = 1,2,4" in capsys.readouterr().out
+    # --list-keys runs nothing: options that would change a run are refused, not ignored.
+    assert main(["study", "energy", "--list-keys", "--set", "gamma=2", "--seed", "3"]) == 2
+    assert "--set, --seed: not with --list-keys" in capsys.readouterr().err
 
 
 def test_studies_load_from_an_installed_layout(tmp_path: Path) -> None:
@@ -386,7 +420,7 @@ def test_studies_load_from_an_installed_layout(tmp_path: Path) -> None:
     )
     shutil.copytree(ROOT / "models", site / "specsim" / "_models")
     code = (
-        "import specsim.studies as s; m = s.load_study('bill'); print(m.__file__); "
+        "import specsim.study_runner as s; m = s.load_study('bill'); print(m.__file__); "
         "r = s.run_study('bill', overrides={'alphas': (0.2,), 'gammas': (5,)}, fast=True); "
         "print(len(r.data))"
     )
@@ -403,3 +437,35 @@ def test_studies_load_from_an_installed_layout(tmp_path: Path) -> None:
     path, rows = done.stdout.split()
     assert Path(path).is_relative_to(site / "specsim" / "_studies")
     assert int(rows) == 8
+
+
+def test_cli_study_list_keys_gives_meaning_and_unit(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["study", "capacity", "--list-keys"]) == 0
+    lines = {ln.split(" = ")[0]: ln for ln in capsys.readouterr().out.splitlines()}
+    assert "# request arrival rate (Poisson) [1/s]" in lines["rate_per_s"]
+    assert lines["slo_ttft_p99_s"].endswith("time to first token [s]")
+    assert "in the fast form (--fast) [count]" in lines["fast_requests"]
+    assert main(["study", "capacity", "--list-keys", "--json"]) == 0
+    rows = {r["key"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["alpha"]["unit"] == "probability" and rows["alpha"]["default"] == 0.7
+    assert main(["study", "bill", "--list-keys", "--force"]) == 2
+    assert "--force: not with --list-keys" in capsys.readouterr().err
+
+
+def test_cli_study_refuses_an_earlier_run_unless_forced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "s"
+    out.mkdir()
+    (out / "old.csv").write_text("x\n")
+    small = ["--fast", "--set", "gammas=2", "--set", "alphas=0.5", "--set", "fast_tokens=500"]
+    assert main(["study", "bill", "--out", str(out), *small]) == 2
+    assert "--out: " in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["old.csv"]  # nothing ran, nothing written
+    assert main(["study", "bill", "--out", str(out), "--cards", str(tmp_path / "no")]) == 2
+    assert "--cards: " in capsys.readouterr().err
+    assert main(["study", "bill", "--out", str(out), "--force", "--json", *small]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["study"] == "bill" and summary["rows"] > 0
+    assert summary["output_folder"] == str(out.resolve())
+    assert Path(summary["files"]["csv"]).is_file() and "buried bill" in summary["summary"]

@@ -13,11 +13,12 @@ import mpmath as mp
 import numpy as np
 import pytest
 import sympy as sp
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from specsim import sampling, theory
 from specsim.theory import derivations
+from specsim.theory.results import derive_all, get_result
 from specsim.theory.symbolic import (
     Claim,
     Reference,
@@ -25,9 +26,7 @@ from specsim.theory.symbolic import (
     alpha,
     c,
     closed_forms,
-    derive_all,
     gamma,
-    get_result,
     k,
     prove,
 )
@@ -39,6 +38,7 @@ V_GRID = (1.0, 1.5)
 RTOL = 1e-13  # the twins are accurate to a few ulps
 REF_DIGITS = 400
 ATOL = float(np.finfo(np.float64).tiny)  # below the normal range no float keeps 1e-13
+BAND = 16 * float(np.finfo(np.float64).eps)  # a few ulps of the twins, around a tie threshold
 
 
 # --- every result is complete and proven ----------------------------------------------------
@@ -230,14 +230,18 @@ def test_optimal_gamma_equals_sympy_brute_force() -> None:
                 speeds = [w(mp.mpf(a), g, mp.mpf(cc), 1) for g in range(m + 1)]
             speeds[0] = mp.mpf(1)
             top = max(speeds)
-            expected = next(g for g, s in enumerate(speeds) if s >= top * (1 - theory.TIE_RTOL))
+
+            def first(rtol: float, speeds: list[Any] = speeds, top: Any = top) -> int:
+                return next(g for g, s in enumerate(speeds) if s >= top * (1 - rtol))
+
+            # The twins are a few ulps off the exact speeds: a speed within BAND (relative)
+            # of the tie threshold may fall on either side of it.
             best = theory.optimal_gamma(a, cc, m)
-            assert best == expected, (a, cc)
+            assert first(theory.TIE_RTOL + BAND) <= best <= first(theory.TIE_RTOL - BAND), (a, cc)
             if 0 < best and a < 1.0:  # one more draft token paid off on the way to best
                 assert marginal(mp.mpf(a), best - 1, mp.mpf(cc)) > 0
 
 
-@settings(max_examples=100, deadline=None)
 @given(
     a=st.floats(0.0, 1.0),
     g=st.integers(0, 100),

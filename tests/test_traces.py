@@ -72,7 +72,7 @@ def test_round_trip_is_exact_for_floats_and_keeps_empty_values(tmp_path: Path) -
     assert data.batch.dtype == np.int64 and data.time_s.dtype == np.float64
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)  # each example writes and reads files: kept small
 @given(st.lists(st.tuples(st.integers(1, 512), st.integers(0, 10**6),
                           st.floats(0, 1e3, allow_nan=False),
                           st.text(st.characters(categories=("L", "N", "P", "S")), min_size=1,
@@ -214,3 +214,9 @@ def test_reading_traces_does_not_import_torch() -> None:
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_a_missing_trace_is_named_as_such(tmp_path: Path) -> None:
+    for path in (tmp_path / "nope.csv", tmp_path / "nope"):
+        with pytest.raises(FileNotFoundError, match=r"no such trace file: .*nope\.csv"):
+            read_trace(path)

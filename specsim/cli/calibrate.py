@@ -3,21 +3,30 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import shlex
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from specsim.calibrate import (
+    PARAMETERS,
+    TRUST_LIMITS,
     calibrated_card,
     card_from_ceilings,
     fit_card,
     holdout_errors,
+    one_device,
     summarize_passes,
+    trust_problems,
 )
 from specsim.cards import HardwareCard, load_hardware, write_hardware_card
-from specsim.traces import Trace, read_trace, read_traces
-
-HELP = "Fit a hardware card's efficiencies and overheads to measured traces (docs/traces.md)."
+from specsim.cli.jsonout import dumps
+from specsim.cli.output import card_option, check_file
+from specsim.traces import Trace, read_trace, read_traces, trace_paths
+from specsim.validate import predict_runs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,20 +67,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--mem-capacity",
         type=float,
         default=None,
-        help="device memory in bytes for a card built from ceilings",
+        help="device memory in bytes (required for a card built from ceilings; with --base it "
+        "replaces the base card's)",
     )
     parser.add_argument(
         "--power",
         type=float,
         nargs=2,
         metavar=("IDLE_W", "MAX_W"),
-        help="power model for a card built from ceilings (say where from)",
+        help="power model (required for a card built from ceilings; with --base it replaces "
+        "the base card's); say where from with --power-source",
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="write the card even if the fit cannot be trusted (it is marked as such in the "
+        f"card: a standard error above {TRUST_LIMITS['stderr_ratio']:g}x its estimate, a "
+        f"parameter at a bound of the fit, a held-out error above "
+        f"{TRUST_LIMITS['holdout_worst'] * 100:.0f}%%), and overwrite existing output files",
+    )
+    parser.add_argument("--json", action="store_true", help="print the fit as one JSON object")
 
 
-def _of_kind(traces: list[Trace], kind: str) -> list[pd.DataFrame]:
+def _of_kind(traces: list[tuple[str, Trace]], kind: str) -> list[pd.DataFrame]:
     """The data of every trace of this kind, in input order."""
-    return [t.data for t in traces if t.kind == kind]
+    return [t.data for _, t in traces if t.kind == kind]
 
 
 def _spread(label: str, err: pd.Series) -> str:
@@ -79,20 +99,70 @@ def _spread(label: str, err: pd.Series) -> str:
     return f"{label}: median {err.median():.1%}, worst {err.max():.1%}"
 
 
-def _collect(paths: list[str]) -> list[Trace]:
-    out: list[Trace] = []
+def _collect(paths: list[str]) -> list[tuple[str, Trace]]:
+    """(where, trace) for every trace named or found in a named folder."""
+    out: list[tuple[str, Trace]] = []
     for p in paths:
-        out.extend(read_traces(p).values() if Path(p).is_dir() else [read_trace(p)])
+        if Path(p).is_dir():
+            out.extend((str(Path(p) / f"{stem}.csv"), t) for stem, t in read_traces(p).items())
+            continue
+        csv_path, json_path = trace_paths(p)
+        if not csv_path.exists() and not json_path.exists():
+            raise FileNotFoundError(f"{p}: no such trace file or folder")
+        out.append((p, read_trace(p)))
     return out
 
 
-def _base(args: argparse.Namespace, traces: list[Trace], slug: str, name: str) -> HardwareCard:
+def _sources(args: argparse.Namespace, base: HardwareCard | None) -> dict[str, str]:
+    """Where each value of the calibrated card really comes from."""
+    traces = ", ".join(args.traces)
+    out: dict[str, str] = {}
+    if base is None:
+        out["peaks"] = (
+            f"measured ceilings trace in {traces} (specsim measure): best matmul and copy rates"
+        )
+        out["interconnect"] = "none measured (one device): placeholder values, not used"
+    else:
+        where = f"base card {base.slug!r}" + (f" ({base.source_path})" if base.source_path else "")
+        out["base_card"] = f"peaks, memory, interconnect and power copied from {where}"
+        given = base.sources.items() if isinstance(base.sources, dict) else enumerate(base.sources)
+        for key, text in given:
+            if str(key) not in PARAMETERS:
+                out[f"base_{key}"] = f"{where}: {text}"
+    out["mem_capacity"] = (
+        "given on the command line (--mem-capacity)"
+        if args.mem_capacity is not None
+        else f"copied from base card {base.slug!r}"
+        if base is not None
+        else "?"
+    )
+    if args.power is not None:
+        out["power"] = f"given on the command line (--power): {args.power_source}"
+    elif base is not None:
+        out["power"] = f"copied from base card {base.slug!r}"
+    fitted = f"fitted by specsim calibrate to the passes in {traces}"
+    for name in PARAMETERS:
+        out[name] = fitted
+    return out
+
+
+def _base(
+    args: argparse.Namespace, traces: list[tuple[str, Trace]], slug: str, name: str
+) -> HardwareCard:
+    if args.power is not None and not args.power_source:
+        raise ValueError("--power-source: say where --power comes from (written into the card)")
     if args.base:
-        return load_hardware(args.base)
+        base = card_option(load_hardware, args.base, option="--base")
+        extra: dict[str, Any] = {}
+        if args.mem_capacity is not None:
+            extra["mem_capacity"] = args.mem_capacity
+        if args.power is not None:
+            extra["idle_power_w"], extra["max_power_w"] = args.power
+        return dataclasses.replace(base, **extra) if extra else base
     ceil = _of_kind(traces, "ceilings")
     if not ceil:
-        raise ValueError("no --base card and no 'ceilings' trace to build one from")
-    if args.mem_capacity is None or args.power is None or not args.power_source:
+        raise ValueError("--base: no base card given and no 'ceilings' trace to build one from")
+    if args.mem_capacity is None or args.power is None:
         raise ValueError(
             "a card built from ceilings needs --mem-capacity, --power and --power-source"
         )
@@ -104,60 +174,91 @@ def _base(args: argparse.Namespace, traces: list[Trace], slug: str, name: str) -
         mem_capacity=args.mem_capacity,
         idle_power_w=args.power[0],
         max_power_w=args.power[1],
-        sources={
-            "peaks": "measured ceilings trace (specsim measure): best matmul and copy rates",
-            "mem_capacity": "given on the command line (--mem-capacity)",
-            "power": args.power_source,
-        },
+        sources={"peaks": "measured ceilings trace"},
     )
 
 
+def _command(args: argparse.Namespace) -> str:
+    """The whole command line that made the card, as a shell would take it."""
+    argv = getattr(args, "_argv", None)
+    if argv is None:
+        return shlex.join(["specsim", "calibrate", *args.traces, "--out", str(args.out)])
+    return shlex.join(["specsim", *argv])
+
+
 def run(args: argparse.Namespace) -> int:
+    check_file(args.out, option="--out", force=args.force)
+    for option in ("residuals", "runs", "plot"):
+        if getattr(args, option):
+            check_file(getattr(args, option), option=f"--{option}", force=args.force)
     traces = _collect(args.traces)
-    passes = _of_kind(traces, "passes")
+    passes = [(w, t) for w, t in traces if t.kind == "passes"]
     if not passes:
         raise ValueError("no 'passes' trace among the inputs: nothing to fit")
-    cfg = summarize_passes(pd.concat(passes, ignore_index=True))
-    device = next((str(t.meta.get("device_name")) for t in traces), "device")
+    device = one_device([(w, t.meta, t.data) for w, t in traces])
+    cfg = summarize_passes(pd.concat([t.data for _, t in passes], ignore_index=True))
     slug = args.slug or Path(args.out).stem
     base = _base(args, traces, slug, args.name or device)
     fit = fit_card(cfg, base)
-    print(f"Fitted {len(cfg)} configurations ({int(cfg['repeats'].sum())} timed passes)")
-    print(fit.table().to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    say = (lambda *a: None) if args.json else print
+    say(f"Fitted {len(cfg)} configurations ({int(cfg['repeats'].sum())} timed passes)")
+    say(fit.table().to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     err = fit.residuals["rel_error"].abs()
-    print(_spread("in-sample |relative error|", err))
+    say(_spread("in-sample |relative error|", err))
     note = ""
+    ho = None
     if args.holdout != "none":
         ho = holdout_errors(cfg, base, by=args.holdout)
-        e = ho["rel_error"].abs()
-        note = _spread(f"held-out by {args.holdout}", e)
-        print(note)
-        print(ho.groupby("held_out")["rel_error"].agg(lambda s: s.abs().median()).to_string())
+        note = _spread(f"held-out by {args.holdout}", ho["rel_error"].abs())
+        say(note)
+        say(ho.groupby("held_out")["rel_error"].agg(lambda s: s.abs().median()).to_string())
+    problems = trust_problems(fit, ho)
+    if problems and not args.force:
+        raise ValueError(
+            "the fit cannot be trusted, so no card was written: "
+            + "; ".join(problems)
+            + ". Pass --force to write it anyway (marked as untrusted in the card)"
+        )
+    command = _command(args)
     card = calibrated_card(
         fit,
         slug=slug,
         name=args.name or f"{device} (calibrated)",
         trace=", ".join(args.traces),
         note=note,
+        command=command,
+        sources=_sources(args, load_hardware(args.base) if args.base else None),
+        untrusted=problems,
     )
-    header = (
-        f"Calibrated by: specsim calibrate {' '.join(args.traces)} --out {args.out}\n"
-        "Peaks and power come from the base card; the four fitted parameters from the "
-        "traces."
-    )
+    header = f"Calibrated by: {command}\nWhere each value comes from: [sources]."
+    if problems:
+        header += "\nUNTRUSTED FIT, written with --force: " + "; ".join(problems)
     path = write_hardware_card(card, args.out, header=header)
     if args.residuals:
         fit.residuals.to_csv(args.residuals, index=False)
     if args.plot:
-        from specsim.plots import plot_calibration
+        from specsim.plots import plot_calibration  # start-up: matplotlib only for --plot
 
         plot_calibration(fit.residuals).savefig(args.plot, dpi=120)
-    print(f"wrote {path}")
-    kinds = {t.kind for t in traces}
+    say(f"wrote {path}" + (" (untrusted fit, written with --force)" if problems else ""))
+    record: dict[str, Any] = {
+        "card": str(path),
+        "configurations": int(len(cfg)),
+        "timed_passes": int(cfg["repeats"].sum()),
+        "parameters": fit.params,
+        "stderr": fit.stderr,
+        "in_sample_abs_rel_error": {"median": float(err.median()), "worst": float(err.max())},
+        "untrusted": problems,
+    }
+    if ho is not None:
+        e = ho["rel_error"].abs()
+        record["held_out"] = {
+            "by": args.holdout,
+            "median": float(e.median()),
+            "worst": float(e.max()),
+        }
+    kinds = {t.kind for _, t in traces}
     if {"specdec", "autoregressive", "positions"} <= kinds:
-        import numpy as np
-
-        from specsim.calibrate import predict_runs
 
         def cat(kind: str) -> pd.DataFrame:
             return pd.concat(_of_kind(traces, kind), ignore_index=True)
@@ -170,12 +271,18 @@ def run(args: argparse.Namespace) -> int:
             "target", "draft", "temperature", "gamma", "acceptance", "measured_speedup",
             "replay_speedup", "simulated_speedup", "simulated_latency_error", "host_share",
         ]  # fmt: skip
-        print("\nEnd to end: measured speculative runs against the calibrated model")
-        print(runs[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        say("\nEnd to end: measured speculative runs against the calibrated model")
+        say(runs[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        record["end_to_end"] = {}
         for kind in ("replay", "simulated"):
             for q in ("latency", "speedup"):
                 e = runs[f"{kind}_{q}_error"].abs()
-                print(_spread(f"{kind} {q} error", e))
+                say(_spread(f"{kind} {q} error", e))
+                record["end_to_end"][f"{kind}_{q}_error"] = {
+                    "median": float(e.median()), "worst": float(e.max())
+                }  # fmt: skip
         if args.runs:
             runs.to_csv(args.runs, index=False)
+    if args.json:
+        print(dumps(record))
     return 0

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
+from pathlib import Path
 
-from specsim.cards import list_hardware, list_models
+from specsim.cards import HardwareCard, ModelCard, list_hardware, list_models
 from specsim.cost import ridge_tokens
-
-HELP = "list the model and accelerator cards with their key numbers"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,9 +32,34 @@ def _best_dtype(peaks: dict[str, float]) -> str:
     return next(iter(peaks))
 
 
+def check_slugs(cards: Sequence[ModelCard | HardwareCard], what: str) -> None:
+    """Each card's file is named after its slug, and no slug is found twice.
+
+    A card is looked up by the stem of its file, so a file whose name is not its
+    slug answers for another card, and of two cards with one slug only one is
+    ever used.
+    """
+    seen: dict[str, str] = {}
+    for card in cards:
+        where = card.source_path or "?"
+        if card.source_path and Path(card.source_path).stem != card.slug:
+            raise ValueError(
+                f"{where}: this {what} card's slug is {card.slug!r}, but its file is named "
+                f"{Path(card.source_path).name!r}; name the file {card.slug}.toml"
+            )
+        if card.slug in seen:
+            raise ValueError(
+                f"{what} card slug {card.slug!r} is defined twice: {seen[card.slug]} and "
+                f"{where}; remove or rename one"
+            )
+        seen[card.slug] = where
+
+
 def run(args: argparse.Namespace) -> int:
     models = list_models(search_path=args.cards)
     hardware = list_hardware(search_path=args.cards)
+    check_slugs(models, "model")
+    check_slugs(hardware, "hardware")
     if args.json:
         out = {
             "models": [
@@ -82,25 +107,27 @@ def run(args: argparse.Namespace) -> int:
         }
         print(json.dumps(out, indent=2))
         return 0
+    ms = max([len(m.slug) for m in models] + [13]) + 2  # columns fit their contents
+    hs = max([len(h.slug) for h in hardware] + [9]) + 2
     print("language models")
-    head = f"  {'slug':<15}{'arch':<9}{'layers':>7}{'d_model':>8}{'heads':>7}{'kv':>4}"
+    head = f"  {'slug':<{ms}}{'arch':<9}{'layers':>7}{'d_model':>8}{'heads':>7}{'kv':>4}"
     print(head + f"{'d_ff':>7}{'vocab':>8}{'params':>9}{'decode':>9}  dtype")
     for m in models:
         arch = "enc-dec" if m.architecture == "encoder-decoder" else "decoder"
         print(
-            f"  {m.slug:<15}{arch:<9}{m.layers:>7}{m.d_model:>8}{m.heads:>7}{m.kv_heads:>4}"
+            f"  {m.slug:<{ms}}{arch:<9}{m.layers:>7}{m.d_model:>8}{m.heads:>7}{m.kv_heads:>4}"
             f"{m.d_ff:>7}{m.vocab:>8}{m.params / 1e9:>8.3f}B{m.decode_params / 1e9:>8.3f}B"
             f"  {m.dtype}"
         )
     print("\naccelerators (peak at the dtype shown; ridge in tokens per pass)")
     print(
-        f"  {'slug':<11}{'kind':<5}{'dtype':<9}{'TFLOP/s':>8}{'TB/s':>6}{'GB':>6}"
+        f"  {'slug':<{hs}}{'kind':<5}{'dtype':<9}{'TFLOP/s':>8}{'TB/s':>6}{'GB':>6}"
         f"{'link GB/s':>10}{'W max':>6}{'ridge':>6}  efficiencies, overheads"
     )
     for h in hardware:
         dt = _best_dtype(h.peak_flops)
         print(
-            f"  {h.slug:<11}{h.kind:<5}{dt:<9}{h.peak(dt) / 1e12:>8.1f}"
+            f"  {h.slug:<{hs}}{h.kind:<5}{dt:<9}{h.peak(dt) / 1e12:>8.1f}"
             f"{h.mem_bandwidth / 1e12:>6.2f}{h.mem_capacity / 1e9:>6.0f}"
             f"{h.interconnect_bandwidth / 1e9:>10.0f}{h.max_power_w:>6.0f}"
             f"{ridge_tokens(h, dt):>6.0f}  ce {h.compute_efficiency:.3g}, "

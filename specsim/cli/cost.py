@@ -14,10 +14,14 @@ import json
 from pathlib import Path
 
 from specsim.cards import load_hardware, load_model
-from specsim.cost import DEFAULT_CONTEXT, ridge_tokens, step_cost
-from specsim.costgrid import verification_factor
-
-HELP = "time, bound, flops, bytes and energy of one forward pass of a model on an accelerator"
+from specsim.cli.output import card_option, check_file
+from specsim.cost import (
+    DEFAULT_CONTEXT,
+    ridge_tokens,
+    step_cost,
+    verification_factor,
+    verification_frame,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,11 +55,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE.png",
         help="also draw v(gamma) against batch x (gamma + 1) for gamma 1, 3, 7 into FILE",
     )
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --plot-v FILE")
+
+
+REFERENCE_GAMMA = 7
+"""The gamma whose v(gamma) is shown when the pass itself verifies nothing (one new token)."""
+
+
+def verified_gamma(new_tokens: int) -> int:
+    """The gamma whose verification pass ``new_tokens`` describes (``new_tokens - 1``).
+
+    A one-token pass verifies no draft; v(gamma) is then shown for
+    :data:`REFERENCE_GAMMA`, and the output says so.
+    """
+    return new_tokens - 1 if new_tokens > 1 else REFERENCE_GAMMA
 
 
 def run(args: argparse.Namespace) -> int:
-    model = load_model(args.model, search_path=args.cards)
-    hw = load_hardware(args.hardware, search_path=args.cards)
+    if args.plot_v is not None:
+        check_file(args.plot_v, option="--plot-v", force=args.force)
+    model = card_option(load_model, args.model, option="--model", cards=args.cards)
+    hw = card_option(load_hardware, args.hardware, option="--hardware", cards=args.cards)
     cost = step_cost(
         model,
         hw,
@@ -66,11 +86,12 @@ def run(args: argparse.Namespace) -> int:
         tensor_parallel=args.tensor_parallel,
         encoder_length=args.encoder_length,
     )
-    v7 = float(
+    gamma = verified_gamma(args.new_tokens)
+    v = float(
         verification_factor(
             model,
             hw,
-            7,
+            gamma,
             batch=args.batch,
             context=args.context,
             dtype=cost.dtype,
@@ -80,8 +101,7 @@ def run(args: argparse.Namespace) -> int:
     )
     ridge = ridge_tokens(hw, cost.dtype)
     if args.plot_v is not None:
-        from specsim.costgrid import verification_frame  # pandas: only when plotting
-        from specsim.plots import plot_verification_factor
+        from specsim.plots import plot_verification_factor  # start-up: matplotlib for --plot-v
 
         df = verification_frame(
             model,
@@ -100,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
             **cost.as_dict(),
             "tokens_per_s": cost.tokens / cost.time_s,
             "ridge_tokens": ridge,
-            "verification_factor_gamma7": v7,
+            "verification_gamma": gamma,
+            "verification_factor": v,
         }
         if args.plot_v is not None:
             out["plot_v"] = str(args.plot_v)
@@ -135,11 +156,19 @@ def run(args: argparse.Namespace) -> int:
             "memory used",
             f"{cost.resident_bytes / gb:.2f} GB of {hw.mem_capacity / gb:.2f} GB per device",
         ),
-        ("v(gamma=7)", f"{v7:.3f}  (time of 8 new tokens / time of 1, same batch)"),
+        (
+            f"v(gamma={gamma})",
+            f"{v:.3f}  (time of {gamma + 1} new tokens / time of 1, same batch"
+            + (
+                ")"
+                if args.new_tokens > 1
+                else f"; this pass verifies no draft, gamma {gamma} shown)"
+            ),
+        ),
     ]
     if args.plot_v is not None:
         rows.append(("plot", str(args.plot_v)))
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        print(f"{k:<{width}}  {v}")
+    width = max(len(label) for label, _ in rows)
+    for label, text in rows:
+        print(f"{label:<{width}}  {text}")
     return 0

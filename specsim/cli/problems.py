@@ -13,10 +13,10 @@ The same seed gives the same set; every answer is computed by specsim.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from specsim.problems import generate, render_latex, render_markdown
-
-HELP = "print a randomized problem set on speculative decoding (same seed, same set)"
+from specsim.cli.jsonout import dumps
+from specsim.problems import Problem, generate, render_latex, render_markdown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,10 +41,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="markdown",
         help="output format (default markdown; latex is a standalone document)",
     )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object: each problem's number, parameters, statement and (with "
+        "--answers) solution and answers",
+    )
+
+
+def problem_record(p: Problem, *, answers: bool) -> dict[str, Any]:
+    """One problem as JSON-ready data (the texts as their paragraphs, in the set's markup)."""
+    out: dict[str, Any] = {
+        "number": p.number,
+        "key": p.key,
+        "level": p.level,
+        "title": p.title,
+        "params": dict(p.params),
+        "statement": list(p.statement),
+    }
+    if answers:
+        out["solution"] = list(p.solution)
+        out["answers"] = [
+            {"symbol": a.symbol, "what": a.what, "value": a.value, "decimals": a.decimals,
+             "unit": a.unit, "text": a.text}
+            for a in p.answers
+        ]  # fmt: skip
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
     ps = generate(args.seed, levels=args.level)
+    if args.json:
+        record = {
+            "seed": ps.seed,
+            "levels": list(ps.levels),
+            "problems": [problem_record(p, answers=args.answers) for p in ps.problems],
+        }
+        print(dumps(record))
+        return 0
     render = render_latex if args.format == "latex" else render_markdown
     print(render(ps, answers=args.answers), end="")
     return 0

@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 import argparse
-import sys
-import time
+import json
+from pathlib import Path
 
+from specsim.cli.output import ProgressBar, check_folder
 from specsim.report import DEFAULT_OUT, REPORT_STUDIES, build_report, format_demo
 
-__all__ = ["HELP", "add_arguments", "run", "format_demo", "ProgressBar"]
-
-HELP = (
-    "Run the main job: every study (fast forms by default), the validation tables and the "
-    "sampling demo, written as one self-contained HTML page and CSVs."
-)
+__all__ = ["add_arguments", "run", "format_demo", "ProgressBar", "fresh_folder"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default: {DEFAULT_OUT})"
+        "--out",
+        default=None,
+        metavar="DIR",
+        help=f"output folder (default: {DEFAULT_OUT}, or {DEFAULT_OUT}-2, -3, ... when that "
+        "already holds an earlier report); a folder given here that holds files is refused "
+        "unless --force",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="write into a --out folder that already holds files"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the summary (studies, rows, paths) as JSON"
     )
     parser.add_argument("--seed", type=int, default=2023, help="seed of every simulation")
     mode = parser.add_mutually_exclusive_group()
@@ -45,38 +52,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-class ProgressBar:
-    """A plain-text progress bar on stderr: redrawn in place on a terminal, one line per
-    step otherwise (so that logs stay readable)."""
-
-    def __init__(self, width: int = 30) -> None:
-        self.width = width
-        self.start = time.perf_counter()
-        self.tty = sys.stderr.isatty()
-
-    def __call__(self, done: int, total: int, label: str) -> None:
-        filled = self.width * done // max(total, 1)
-        bar = "#" * filled + "." * (self.width - filled)
-        line = f"[{bar}] {done}/{total} {label} ({time.perf_counter() - self.start:.0f} s)"
-        if self.tty:
-            end = "\n" if done >= total else ""
-            sys.stderr.write("\r" + line.ljust(79) + end)
-        else:
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
+def fresh_folder(base: str) -> Path:
+    """``base`` if it is empty or absent, else the first ``base-2``, ``base-3``, ... that is."""
+    for i in range(1, 10_000):
+        p = Path(base if i == 1 else f"{base}-{i}")
+        if not p.exists() or (p.is_dir() and not any(p.iterdir())):
+            return p
+    raise ValueError(f"--out: {base}-2 to {base}-9999 all hold files; give --out DIR")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.blocks < 2:
         raise ValueError(f"--blocks: need at least 2 Monte Carlo blocks, got {args.blocks}")
+    if args.out is None:
+        out = check_folder(fresh_folder(DEFAULT_OUT), option="--out")
+    else:
+        out = check_folder(args.out, option="--out", force=args.force)
     report = build_report(
-        args.out,
+        out,
         seed=args.seed,
         fast=args.fast,
         studies=tuple(dict.fromkeys(args.studies or REPORT_STUDIES)),
         demo_blocks=args.blocks,
         progress=ProgressBar(),
     )
+    if args.json:
+        summary = {
+            "report": str(report.html.resolve()),
+            "output_folder": str(report.out_dir.resolve()),
+            "studies": [
+                {"name": s.name, "seconds": s.seconds, "rows": len(s.data),
+                 "figures": len(s.figures)}
+                for s in report.studies
+            ],
+        }  # fmt: skip
+        print(json.dumps(summary, indent=2))
+        return 0
     print(format_demo(report.demo))
     print()
     for s in report.studies:

@@ -4,72 +4,163 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+import sys
+import tomllib
 from typing import Any
 
 import numpy as np
 
 from specsim.acceptance import IIDAcceptance
+from specsim.cards import searched_first
+from specsim.cli import jsonout
+from specsim.cli.output import check_file
+from specsim.config import parse_text, path_hint
 from specsim.policies import FixedGamma
 from specsim.sim import PlainCost, StreamConfig, simulate_serving, simulate_stream
-from specsim.sim.config import RunSpec, load_config
+from specsim.sim.config import KINDS, RunSpec, load_config, with_value
 
 HELP = (
     "Simulate speculative decoding: a single stream from flags, or any scenario from a TOML config."
 )
 
+# The plain-parameter run's flags and their defaults; with a CONFIG they are refused.
+PLAIN: dict[str, Any] = {
+    "alpha": None, "gamma": None, "c": 0.0, "v": 1.0, "tokens": 100_000, "step_s": None
+}  # fmt: skip
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", nargs="?", help="a config TOML (see studies/configs/)")
-    parser.add_argument("--alpha", type=float, help="i.i.d. acceptance probability")
-    parser.add_argument("--gamma", type=int, help="fixed lookahead")
-    parser.add_argument("--c", type=float, default=0.0, help="draft step time / target step time")
-    parser.add_argument("--v", type=float, default=1.0, help="verification factor (gamma >= 1)")
-    parser.add_argument("--tokens", type=int, default=100_000, help="tokens to decode")
-    parser.add_argument("--seed", type=int, default=None, help="seed (overrides the config's)")
+    parser.add_argument(
+        "--cards",
+        action="append",
+        metavar="DIR",
+        help="extra card folder, searched first for cards of a CONFIG (repeatable)",
+    )
+    parser.add_argument(
+        "--alpha", type=float, help="i.i.d. acceptance probability, in [0, 1] (no CONFIG; required)"
+    )
+    parser.add_argument("--gamma", type=int, help="fixed lookahead, >= 0 (no CONFIG; required)")
+    parser.add_argument(
+        "--c",
+        type=float,
+        help="draft step time / target step time (no CONFIG; default 0, a free draft, said so "
+        "on stderr)",
+    )
+    parser.add_argument(
+        "--v",
+        type=float,
+        help="target time to verify gamma + 1 tokens / time for one (no CONFIG; default 1)",
+    )
+    parser.add_argument(
+        "--tokens",
+        type=int,
+        help="tokens to decode (no CONFIG; default 100000; the last block may emit up to gamma "
+        "more)",
+    )
+    parser.add_argument(
+        "--step-s",
+        type=float,
+        metavar="SECONDS",
+        help="the target's step time (no CONFIG): times in seconds; without it every time is "
+        "in target steps",
+    )
+    parser.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="PATH=VALUE",
+        help="override a CONFIG value by its dotted path, e.g. acceptance.alpha=0.6 (repeatable)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="seed, >= 0 (default: the config's, or 0)"
+    )
     parser.add_argument("--json", action="store_true", help="print the metrics record as JSON")
     parser.add_argument("--trace", metavar="FILE", help="write a Chrome trace (Perfetto) here")
     parser.add_argument("--events", metavar="FILE", help="write the tidy event table (CSV) here")
+    parser.add_argument(
+        "--force", action="store_true", help="overwrite an existing --trace or --events FILE"
+    )
+
+
+def _value(spec: RunSpec, path: str, text: str) -> Any:
+    """``--set`` text read by the type of the field at ``path`` (tables as TOML inline tables)."""
+    if path == "seed":
+        return parse_text(text, int, path)
+    hint = path_hint(spec.config, path) if path != "policy" else None
+    if hint is None or hint in KINDS:
+        try:
+            return tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            raise ValueError(f"--set {path}: expected a TOML inline table, got {text!r}") from None
+    return parse_text(text, hint, f"--set {path}")
 
 
 def _spec(args: argparse.Namespace) -> RunSpec:
+    given = [f"--{k.replace('_', '-')}" for k in PLAIN if getattr(args, k) is not None]
     if args.config:
+        if given:
+            raise ValueError(
+                f"{', '.join(given)}: plain-parameter flags do not apply to a CONFIG; change "
+                "config values with --set PATH=VALUE (e.g. --set acceptance.alpha=0.1)"
+            )
         spec = load_config(args.config)
+        for item in args.sets:
+            path, sep, text = item.partition("=")
+            if not sep or not path.strip():
+                raise ValueError(f"--set: expected PATH=VALUE, got {item!r}")
+            path = path.strip()
+            spec = with_value(spec, path, _value(spec, path, text), where=f"--set {path}")
         if args.seed is not None:
-            spec = RunSpec(config=spec.config, seed=args.seed, engine=spec.engine)
+            spec = with_value(spec, "seed", args.seed, where="--seed")
         return spec
+    if args.sets:
+        raise ValueError("--set: overrides apply to a CONFIG.toml; give one, or use the flags")
     if args.alpha is None or args.gamma is None:
         raise ValueError("give a CONFIG.toml, or --alpha and --gamma (plain parameters)")
+    plain: dict[str, Any] = {k: getattr(args, k) for k in PLAIN}
+    plain = {k: PLAIN[k] if v is None else v for k, v in plain.items()}
+    step = {} if plain["step_s"] is None else {"step_s": plain["step_s"]}
     cfg = StreamConfig(
-        tokens=args.tokens,
-        acceptance=IIDAcceptance(alpha=args.alpha),
-        policy=FixedGamma(gamma=args.gamma),
-        cost=PlainCost(c=args.c, v=args.v),
-        max_gamma=args.gamma,
+        tokens=plain["tokens"],
+        acceptance=IIDAcceptance(alpha=plain["alpha"]),
+        policy=FixedGamma(gamma=plain["gamma"]),
+        cost=PlainCost(c=plain["c"], v=plain["v"], **step),
+        max_gamma=plain["gamma"],
     )
+    if args.c is None:
+        print(
+            "specsim simulate: note: --c not given, so the draft is free (c = 0)", file=sys.stderr
+        )
     return RunSpec(config=cfg, seed=0 if args.seed is None else args.seed)
 
 
-def _clean(m: dict[str, Any]) -> dict[str, Any]:
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in m.items()}
-
-
 def run(args: argparse.Namespace) -> int:
-    spec = _spec(args)
-    rng = np.random.default_rng(spec.seed)
-    if isinstance(spec.config, StreamConfig):
-        result: Any = simulate_stream(spec.config, rng, engine=spec.engine)  # type: ignore[arg-type]
-    else:
-        result = simulate_serving(spec.config, rng)
-    metrics = _clean(result.metrics())
+    for option in ("trace", "events"):  # before any work: a result is not thrown away
+        if getattr(args, option):
+            check_file(getattr(args, option), option=f"--{option}", force=args.force)
+    with searched_first(args.cards):
+        spec = _spec(args)
+        rng = np.random.default_rng(spec.seed)
+        if isinstance(spec.config, StreamConfig):
+            result: Any = simulate_stream(spec.config, rng, engine=spec.engine)
+        else:
+            result = simulate_serving(spec.config, rng)
+    metrics = result.metrics()
     if args.trace:
         with open(args.trace, "w", encoding="utf-8") as fh:
             json.dump(result.chrome_trace(), fh)
     if args.events:
         result.events().to_csv(args.events, index=False)
     if args.json:
-        print(json.dumps(metrics, indent=2))
+        print(jsonout.dumps(metrics))
     else:
+        if not args.config and args.step_s is None:
+            print(
+                "(plain parameters: times are in target steps and flops in target tokens' "
+                "operations; --step-s SECONDS gives seconds)"
+            )
         width = max(len(k) for k in metrics)
         for key, value in metrics.items():
             shown = f"{value:.6g}" if isinstance(value, float) else str(value)

@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from types import ModuleType
 
-from specsim.studies import STUDY_NAMES, load_study, parse_overrides, run_study, save_study
+from specsim.cards import searched_first
+from specsim.cli import jsonout
+from specsim.cli.output import check_folder
+from specsim.study_runner import (
+    STUDY_NAMES,
+    config_keys,
+    key_doc,
+    load_study,
+    parse_overrides,
+    run_study,
+    save_study,
+)
 
 HELP = "Run one what-if study (" + ", ".join(STUDY_NAMES) + "); --list-keys shows its settings."
+DEFAULT_SEED = 2023
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,23 +39,100 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out", default=None, metavar="DIR", help="output folder (default: out/NAME)"
     )
     parser.add_argument("--fast", action="store_true", help="the fast form (what the report runs)")
-    parser.add_argument("--seed", type=int, default=2023, help="seed of every simulation")
     parser.add_argument(
-        "--list-keys", action="store_true", help="print the study's keys and defaults and exit"
+        "--seed", type=int, default=None, help=f"seed of every simulation (default {DEFAULT_SEED})"
     )
+    parser.add_argument(
+        "--list-keys",
+        action="store_true",
+        help="print the study's keys, defaults, meanings and units and exit (no other option)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="write into an --out folder that already holds files"
+    )
+    parser.add_argument(
+        "--cards",
+        action="append",
+        metavar="DIR",
+        help="extra card folder, searched first for the study's cards (repeatable)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON summary (study, rows, seconds, files, output folder, summary text)",
+    )
+
+
+def _shown(value: object) -> str:
+    return ",".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
+
+
+def _list_keys(module: ModuleType, as_json: bool) -> None:
+    config = module.Config()
+    rows = []
+    for key, value in config_keys(config).items():
+        doc, unit = key_doc(type(config), key)
+        rows.append({"key": key, "default": value, "meaning": doc, "unit": unit})
+    if as_json:
+        print(jsonout.dumps(rows))
+        return
+    width = max(len(f"{r['key']} = {_shown(r['default'])}") for r in rows)
+    for r in rows:
+        head = f"{r['key']} = {_shown(r['default'])}"
+        note = r["meaning"] or "(no description)"
+        if r["unit"]:
+            note += f" [{r['unit']}]"
+        print(f"{head:<{width}}  # {note}")
 
 
 def run(args: argparse.Namespace) -> int:
     module = load_study(args.name)
     if args.list_keys:
-        for key, value in module.DEFAULTS.items():
-            shown = ",".join(str(v) for v in value) if isinstance(value, tuple) else value
-            print(f"{key} = {shown}")
+        given = [
+            flag
+            for flag, on in (
+                ("--set", bool(args.sets)),
+                ("--out", args.out is not None),
+                ("--fast", args.fast),
+                ("--seed", args.seed is not None),
+                ("--force", args.force),
+                ("--cards", bool(args.cards)),
+            )
+            if on
+        ]
+        if given:
+            raise ValueError(f"{', '.join(given)}: not with --list-keys, which runs nothing")
+        _list_keys(module, args.json)
         return 0
-    overrides = parse_overrides(module.DEFAULTS, args.sets)
-    out = Path(args.out) if args.out else Path("out") / args.name
-    result = run_study(args.name, overrides=overrides, seed=args.seed, fast=args.fast)
+    overrides = parse_overrides(module.Config, args.sets)
+    # Before any work: an earlier run's results are not overwritten without --force, and a
+    # folder that cannot be written is found before the study runs, not after.
+    seed = DEFAULT_SEED if args.seed is None else args.seed
+    with searched_first(args.cards):
+        out = check_folder(
+            Path(args.out) if args.out else Path("out") / args.name,
+            option="--out",
+            force=args.force,
+        )
+        result = run_study(args.name, overrides=overrides, seed=seed, fast=args.fast)
     files = save_study(result, out)
+    if args.json:
+        print(
+            jsonout.dumps(
+                {
+                    "study": args.name,
+                    "seed": seed,
+                    "fast": args.fast,
+                    "rows": len(result.data),
+                    "figures": len(result.figures),
+                    "seconds": result.seconds,
+                    "files": {key: str(files[key]) for key in sorted(files)},
+                    "output_folder": str(out.resolve()),
+                    "summary": result.summary.rstrip("\n"),
+                }
+            )
+        )
+        return 0
     print(result.summary.rstrip("\n"))
     print()
     print(

@@ -7,7 +7,11 @@ import sys
 import time
 from pathlib import Path
 
+from specsim.cli import jsonout
+from specsim.cli.output import check_file
+from specsim.sim import StreamConfig
 from specsim.sweep import read_spec, run_sweep, sweep_points
+from specsim.sweep_exec import DEFAULT_CONNECT_TIMEOUT_S
 
 HELP = (
     "Run a parameter sweep from a TOML spec on local processes or a Dask cluster, streaming "
@@ -16,7 +20,7 @@ HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("spec", metavar="SPEC.toml", help="the sweep spec (see specsim.sweep)")
+    parser.add_argument("spec", metavar="SPEC.toml", help="the sweep spec (docs/howto/sweep.md)")
     parser.add_argument(
         "--out",
         default=None,
@@ -26,9 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers",
         type=int,
-        default=1,
+        default=None,
         metavar="N",
-        help="processes (local pool or LocalCluster workers; default 1)",
+        help="processes (local pool or LocalCluster workers; default 1; not with --scheduler)",
     )
     parser.add_argument(
         "--dask",
@@ -39,23 +43,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--scheduler",
         default=None,
         metavar="ADDRESS",
-        help="run on an existing Dask cluster, e.g. tcp://host:8786",
+        help="run on an existing Dask cluster, e.g. tcp://host:8786 (its workers, not --workers)",
+    )
+    parser.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=DEFAULT_CONNECT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long to wait for the --scheduler to answer "
+        f"(default {DEFAULT_CONNECT_TIMEOUT_S:g} s)",
     )
     parser.add_argument(
         "--resume",
         action="store_true",
         help="keep the finished points already in --out, compute the rest",
     )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the summary as one JSON object (points, computed, skipped, rows, seconds, "
+        "output)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.scheduler is not None:
+        clash = [
+            f for f, on in (("--workers", args.workers is not None), ("--dask", args.dask)) if on
+        ]
+        if clash:
+            raise ValueError(
+                f"{', '.join(clash)}: not with --scheduler, which runs on that cluster's workers"
+            )
+    workers = 1 if args.workers is None else args.workers
     spec = read_spec(args.spec)
     out = Path(args.out) if args.out else Path("out") / (Path(args.spec).stem + ".csv")
+    # A folder or an unwritable place is refused here; an existing file is run_sweep's to
+    # judge (continued with --resume, refused without).
+    check_file(out, option="--out", force=True)
     total = len(sweep_points(spec))
     start = time.perf_counter()
     print(
         f"sweep {args.spec}: {total} points x {spec.seeds} seeds "
-        f"({spec.config.get('mode', 'stream')}, {spec.mode}) -> {out}",
+        f"({'stream' if isinstance(spec.config.config, StreamConfig) else 'serving'}, "
+        f"{spec.mode}) -> {out}",
         file=sys.stderr,
     )
 
@@ -70,15 +101,33 @@ def run(args: argparse.Namespace) -> int:
     result = run_sweep(
         spec,
         out,
-        workers=args.workers,
+        workers=workers,
         dask=args.dask,
         scheduler=args.scheduler,
         resume=args.resume,
         progress=progress,
+        connect_timeout=args.connect_timeout,
     )
+    seconds = time.perf_counter() - start
+    if args.json:
+        print(
+            jsonout.dumps(
+                {
+                    "spec": str(args.spec),
+                    "points": result.points,
+                    "seeds": spec.seeds,
+                    "computed": result.computed,
+                    "skipped": result.skipped,
+                    "rows": result.rows,
+                    "seconds": seconds,
+                    "output": str(result.path.resolve()),
+                }
+            )
+        )
+        return 0
     print(
         f"computed {result.computed} points, skipped {result.skipped} already in {out}; "
-        f"{result.rows} rows in {time.perf_counter() - start:.1f} s"
+        f"{result.rows} rows in {seconds:.1f} s"
     )
     print(f"output: {result.path.resolve()}")
     return 0

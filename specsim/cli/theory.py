@@ -10,15 +10,17 @@ For teaching and quick what-ifs::
 from __future__ import annotations
 
 import argparse
-import json
-import math
 from pathlib import Path
 
+import numpy as np
+
 from specsim import theory
+from specsim.cli import jsonout
+from specsim.cli.output import check_file
 
 HELP = "print the closed forms of speculative decoding and evaluate them for given alpha, gamma, c"
 
-# name in theory.closed_forms() -> (label, where it is published in Leviathan et al. 2023)
+# name in theory.CLOSED_FORMS -> (label, where it is published in Leviathan et al. 2023)
 _FORMULAS = (
     ("tokens_pmf", "P(T = k), tokens per pass", "Sec. 3.1"),
     ("expected_tokens", "E, expected tokens per pass", "Sec. 3.1, Eq. (1)"),
@@ -31,7 +33,11 @@ _FORMULAS = (
     ("target_calls_per_token", "target calls per token", "Sec. 3.1"),
     ("draft_calls_per_token", "draft calls per token", "Sec. 3.3"),
 )
-_PMF_ROWS = 12  # the text output lists the pmf only for short blocks; --json always has it
+_PMF_ROWS = 12  # the text output lists the pmf only for short blocks
+PMF_MAX = 10_000
+"""Longest pmf ``evaluate`` lists (``gamma + 1`` values): beyond it ``tokens_pmf`` is None,
+so that memory does not grow with ``--gamma`` (each value is alpha^(k-1) (1 - alpha),
+and alpha^gamma at k = gamma + 1)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,9 +57,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="target time to verify gamma+1 tokens / time for one (default 1: memory-bound)",
     )
     parser.add_argument(
-        "--max-gamma", type=int, default=64, help="largest gamma the optimum search tries"
+        "--max-gamma",
+        type=int,
+        default=64,
+        help="largest gamma the optimum search tries (any size: the search bisects)",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (strict JSON: an infinite number is null, such as the "
+        "oracle bound at alpha = 1; optimal_gamma_unbounded says when no gamma is best; "
+        f"tokens_pmf is null for gamma >= {PMF_MAX})",
+    )
     parser.add_argument(
         "--write-derivations",
         type=Path,
@@ -63,11 +78,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _number(x: float) -> float | str:
-    """JSON has no infinity: the oracle bound at alpha = 1 is written as the string 'inf'."""
-    return x if math.isfinite(x) else "inf"
-
-
 def _show(x: object) -> str:
     return f"{x:.6g}" if isinstance(x, float) else str(x)
 
@@ -75,12 +85,24 @@ def _show(x: object) -> str:
 def evaluate(
     *, alpha: float, gamma: int, c: float, c_hat: float, v: float, max_gamma: int
 ) -> dict[str, object]:
-    """Every closed form at one point, as plain Python values (the CLI's whole computation)."""
-    best = int(theory.optimal_gamma(alpha, c, max_gamma))
+    """Every closed form at one point, as plain Python values (the CLI's whole computation).
+
+    ``optimal_gamma`` is the best gamma in ``0..max_gamma`` (v = 1); when
+    ``optimal_gamma_unbounded`` is true no finite gamma is best (W rises at every
+    gamma, towards ``speedup_supremum``) and ``optimal_gamma`` is where a larger
+    gamma stops gaining more than rounding. ``tokens_pmf`` is None for ``gamma + 1 >
+    PMF_MAX`` (memory that does not grow with gamma). Infinite values stay ``inf`` here;
+    ``--json`` writes them as null (:mod:`specsim.cli.jsonout`).
+    """
+    best = theory.best_gamma(alpha, c, max_gamma=max_gamma)
     return {
         "expected_tokens": float(theory.expected_tokens(alpha, gamma)),
         "tokens_variance": float(theory.tokens_variance(alpha, gamma)),
-        "tokens_pmf": [float(theory.tokens_pmf(alpha, gamma, k)) for k in range(1, gamma + 2)],
+        "tokens_pmf": (
+            np.asarray(theory.tokens_pmf(alpha, gamma, np.arange(1, gamma + 2)), float).tolist()
+            if gamma + 1 <= PMF_MAX
+            else None
+        ),
         "walltime_speedup": float(theory.walltime_speedup(alpha, gamma, c, v)),
         "walltime_speedup_v1": float(theory.walltime_speedup(alpha, gamma, c)),
         "ops_factor": float(theory.ops_factor(alpha, gamma, c_hat)),
@@ -88,18 +110,33 @@ def evaluate(
         "draft_calls_per_token": float(theory.draft_calls_per_token(alpha, gamma)),
         "gamma1_lower_bound": float(theory.gamma1_lower_bound(alpha, c)),
         "speculation_pays": bool(alpha > c),
-        "optimal_gamma": best,
-        "optimal_walltime_speedup": float(theory.walltime_speedup(alpha, best, c)),
-        "oracle_speedup_bound": _number(float(theory.oracle_speedup_bound(alpha))),
+        "optimal_gamma": best.gamma,
+        "optimal_gamma_unbounded": best.unbounded,
+        "optimal_walltime_speedup": best.speedup,
+        "speedup_supremum": best.supremum,
+        "oracle_speedup_bound": float(theory.oracle_speedup_bound(alpha)),
     }
 
 
+def _best_line(inputs: dict[str, float | int], values: dict[str, object]) -> str:
+    head = f"  best gamma in 0..{inputs['max_gamma']} (v = 1): "
+    if not values["optimal_gamma_unbounded"]:
+        return f"{head}{values['optimal_gamma']}, W = {values['optimal_walltime_speedup']:.6g}"
+    gamma = values["optimal_gamma"]
+    more = "more, past --max-gamma" if gamma == inputs["max_gamma"] else "less than rounding"
+    return (
+        f"{head}unbounded, W rises at every gamma towards {_show(values['speedup_supremum'])}\n"
+        f"      (no finite gamma is best; gamma = {gamma} gives "
+        f"W = {values['optimal_walltime_speedup']:.6g}, a larger one gains {more})"
+    )
+
+
 def _text(inputs: dict[str, float | int], values: dict[str, object]) -> str:
-    forms = theory.closed_forms()
+    forms = theory.CLOSED_FORMS  # sympy's own rendering, stored: printing needs no sympy
     lines = ["Closed forms (Leviathan, Kalman & Matias 2023, arXiv:2211.17192):"]
     for name, label, where in _FORMULAS:
         lines.append(f"  {label} [{where}]")
-        lines.append(f"      {forms[name]}")
+        lines.append(f"      {forms[name].text}")
     lines.append("  (derivations and proofs: docs/derivations.md)")
     a, g, c = inputs["alpha"], inputs["gamma"], inputs["c"]
     lines += [
@@ -121,8 +158,7 @@ def _text(inputs: dict[str, float | int], values: dict[str, object]) -> str:
     lines += [
         f"  Corollary 3.9: alpha {'>' if a > c else '<='} c, {verdict}; "
         f"gamma = 1 gives {values['gamma1_lower_bound']:.6g}",
-        f"  best gamma in 0..{inputs['max_gamma']} (v = 1): {values['optimal_gamma']}, "
-        f"W = {values['optimal_walltime_speedup']:.6g}",
+        _best_line(inputs, values),
     ]
     if g == 0:
         lines.append("  (gamma = 0 is plain decoding)")
@@ -131,7 +167,9 @@ def _text(inputs: dict[str, float | int], values: dict[str, object]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     if args.write_derivations is not None:
-        from specsim.theory import derivations
+        # Before sympy starts: a path that cannot be written is an error at once.
+        check_file(args.write_derivations, option="--write-derivations", force=True)
+        from specsim.theory import derivations  # start-up: sympy only for --write-derivations
 
         path = derivations.write(args.write_derivations)
         print(f"wrote {path}")
@@ -149,19 +187,21 @@ def run(args: argparse.Namespace) -> int:
         "max_gamma": args.max_gamma,
     }
     values = evaluate(
-        alpha=args.alpha, gamma=args.gamma, c=args.c, c_hat=c_hat, v=args.v,
+        alpha=args.alpha,
+        gamma=args.gamma,
+        c=args.c,
+        c_hat=c_hat,
+        v=args.v,
         max_gamma=args.max_gamma,
     )
     if args.json:
-        from specsim.theory.symbolic import latex  # sympy loads only when a formula is shown
-
-        forms = theory.closed_forms()
+        forms = theory.CLOSED_FORMS
         formulas = {
-            name: {"label": label, "sympy": str(forms[name]), "latex": latex(forms[name])}
+            name: {"label": label, "sympy": forms[name].text, "latex": forms[name].latex}
             for name, label, _ in _FORMULAS
         }
         payload = {"inputs": inputs, "values": values, "formulas": formulas}
-        print(json.dumps(payload, indent=2, allow_nan=False))
+        print(jsonout.dumps(payload))
     else:
         print(_text(inputs, values))
     return 0

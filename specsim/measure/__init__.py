@@ -10,9 +10,28 @@ speculative decoding with exact verification and KV-cache rollback
 (:mod:`~specsim.measure.assisted`), and runs presets into traces of the
 documented schema (:mod:`~specsim.measure.presets`,
 :mod:`~specsim.measure.run`, :mod:`specsim.traces`, ``docs/traces.md``).
+
+Real acceptance (``docs/real-acceptance.md``): corpora from installed
+packages (:mod:`~specsim.measure.corpus`), the shared tokenizer and tiny
+models (:mod:`~specsim.measure.tinylm`), their training
+(:mod:`~specsim.measure.train`, :mod:`~specsim.measure.realbuild`), and
+alpha, signals and real speculative decoding on them
+(:mod:`~specsim.measure.realalpha`, :mod:`~specsim.measure.realrun`,
+:mod:`~specsim.measure.realspec`).
 """
 
+try:
+    import tokenizers as _tokenizers  # noqa: F401
+    import torch as _torch  # noqa: F401
+    import transformers as _transformers  # noqa: F401
+except ImportError as exc:  # the extra is missing: say which one, not just the module
+    raise ImportError(
+        "specsim.measure needs the optional extra specsim[measure] (torch, transformers, "
+        f"tokenizers, safetensors): pip install 'specsim[measure]' ({exc})"
+    ) from exc
+
 from specsim.measure.assisted import SCHEDULES, hf_generate
+from specsim.measure.corpus import MissingPackageError, build_corpora
 from specsim.measure.decode import (
     Decoded,
     DecodeState,
@@ -24,6 +43,9 @@ from specsim.measure.decode import (
 )
 from specsim.measure.models import DTYPES, build_model, hf_config, resolve_device, torch_dtype
 from specsim.measure.presets import PRESETS, Preset, get_preset
+from specsim.measure.realalpha import position_stats, summarize
+from specsim.measure.realbuild import build_real
+from specsim.measure.realrun import measure_alpha, measure_real
 from specsim.measure.run import SECTIONS, device_name, run_preset, unit_rng
 from specsim.measure.timing import (
     energy_meter,
@@ -32,6 +54,8 @@ from specsim.measure.timing import (
     time_calls,
     time_passes,
 )
+from specsim.measure.tinylm import TinySpec, load_tiny, save_tiny
+from specsim.measure.train import PLAN, TrainConfig, train_model
 
 __all__ = [
     "SCHEDULES",
@@ -60,4 +84,17 @@ __all__ = [
     "measure_ceilings",
     "time_calls",
     "time_passes",
+    "MissingPackageError",
+    "build_corpora",
+    "position_stats",
+    "summarize",
+    "build_real",
+    "measure_alpha",
+    "measure_real",
+    "TinySpec",
+    "load_tiny",
+    "save_tiny",
+    "PLAN",
+    "TrainConfig",
+    "train_model",
 ]

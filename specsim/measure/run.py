@@ -33,13 +33,13 @@ import transformers
 
 import specsim
 from specsim import traces
-from specsim._rng import keyed_rng
 from specsim.cards import ModelCard, load_model
 from specsim.measure.assisted import hf_generate
 from specsim.measure.decode import autoregressive_decode, speculative_decode
 from specsim.measure.models import build_model, resolve_device
 from specsim.measure.presets import Preset
 from specsim.measure.timing import measure_ceilings, time_passes
+from specsim.rng import keyed_rng
 
 __all__ = ["SECTIONS", "unit_rng", "device_name", "run_preset"]
 

@@ -30,7 +30,6 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from specsim._rng import check_seed, keyed_rng
 from specsim.problems._cards import COST_COEFFICIENT, ENERGY, VERIFICATION
 from specsim.problems._core import Answer, Problem, Template, Worked
 from specsim.problems._design import BEST_GAMMA, BURIED_BILL, INFER_ALPHA, ORACLE
@@ -44,7 +43,8 @@ from specsim.problems._render import (
 from specsim.problems._sampling import CORRECTION, EXACT_BLOCK, OVERLAP
 from specsim.problems._serving import CAPACITY, GAMMA_WITH_V
 from specsim.problems._tokens import CALLS, EXPECTED_TOKENS, VARIANCE, WALLTIME
-from specsim.problems._yield import MARKOV, MIXTURE, block_start_law, markov_tokens_per_pass
+from specsim.problems._yield import MARKOV, MIXTURE
+from specsim.rng import check_seed, keyed_rng
 
 __all__ = [
     "Answer",
@@ -60,8 +60,6 @@ __all__ = [
     "template",
     "render_markdown",
     "render_latex",
-    "markov_tokens_per_pass",
-    "block_start_law",
 ]
 
 TEMPLATES: tuple[Template, ...] = (

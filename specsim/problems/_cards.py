@@ -15,8 +15,13 @@ import numpy as np
 
 from specsim import theory
 from specsim.cards import DTYPE_BYTES, HardwareCard, ModelCard, load_hardware, load_model
-from specsim.cost import ridge_tokens, step_cost, step_cost_grid
-from specsim.costgrid import cost_coefficient, verification_factor
+from specsim.cost import (
+    cost_coefficient,
+    ridge_tokens,
+    step_cost,
+    step_cost_grid,
+    verification_factor,
+)
 from specsim.problems._core import Answer, Template, Worked, fmt, pick
 
 __all__ = [
@@ -48,7 +53,7 @@ HARDWARE: tuple[str, ...] = (
 """Accelerator card slugs the problems draw from (those a target does not fit on are skipped)."""
 
 
-def _cards(params: Mapping[str, Any]) -> tuple[ModelCard, ModelCard, HardwareCard]:
+def pair_cards(params: Mapping[str, Any]) -> tuple[ModelCard, ModelCard, HardwareCard]:
     return (
         load_model(params["target"]),
         load_model(params["draft"]),
@@ -56,7 +61,7 @@ def _cards(params: Mapping[str, Any]) -> tuple[ModelCard, ModelCard, HardwareCar
     )
 
 
-def _fitting_batches(
+def fitting_batches(
     target: ModelCard, hw: HardwareCard, context: int, new_tokens: int, batches: Sequence[int]
 ) -> list[int]:
     grid = step_cost_grid(
@@ -70,15 +75,15 @@ def _fitting_batches(
     return [b for b, ok in zip(batches, grid.fits, strict=True) if ok]
 
 
-def _draw_setup(rng: np.random.Generator, *, context: int, min_batch: int = 1) -> dict[str, Any]:
+def draw_setup(rng: np.random.Generator, *, context: int, min_batch: int = 1) -> dict[str, Any]:
     """A pair and an accelerator on which the target fits at ``min_batch`` (and 11 new tokens)."""
     target, draft = pick(rng, PAIRS)
     t = load_model(target)
-    hws = [h for h in HARDWARE if _fitting_batches(t, load_hardware(h), context, 11, [min_batch])]
+    hws = [h for h in HARDWARE if fitting_batches(t, load_hardware(h), context, 11, [min_batch])]
     return {"target": target, "draft": draft, "hardware": pick(rng, hws), "context": context}
 
 
-def _who(params: Mapping[str, Any], t: ModelCard, d: ModelCard, hw: HardwareCard) -> str:
+def who_runs(params: Mapping[str, Any], t: ModelCard, d: ModelCard, hw: HardwareCard) -> str:
     return (
         f"A {t.name} target (card `{t.slug}`, {t.dtype}) and a {d.name} draft (`{d.slug}`, "
         f"{d.dtype}) run on one {hw.name} (`{hw.slug}`); every sequence has "
@@ -93,14 +98,14 @@ def _ms(seconds: float, decimals: int = 3) -> float:
 # Energy per token ----------------------------------------------------------------------------
 def _draw_energy(rng: np.random.Generator) -> dict[str, Any]:
     return {
-        **_draw_setup(rng, context=int(pick(rng, (256, 512, 1024)))),
+        **draw_setup(rng, context=int(pick(rng, (256, 512, 1024)))),
         "alpha": round(float(rng.uniform(0.6, 0.9)), 2),
         "gamma": int(rng.integers(3, 7)),
     }
 
 
 def _build_energy(params: Mapping[str, Any]) -> Worked:
-    t, d, hw = _cards(params)
+    t, d, hw = pair_cards(params)
     a, g, ctx = float(params["alpha"]), int(params["gamma"]), int(params["context"])
     one = step_cost(t, hw, batch=1, context=ctx, new_tokens=1)
     ver = step_cost(t, hw, batch=1, context=ctx, new_tokens=g + 1)
@@ -111,7 +116,7 @@ def _build_energy(params: Mapping[str, Any]) -> Worked:
     e_spec = (g * ed + ev) / e
     w = t1 * e / (g * td + tv)
     statement = (
-        _who(params, t, d, hw) + f" Acceptances are i.i.d. with $\\alpha = {a:g}$ and every "
+        who_runs(params, t, d, hw) + f" Acceptances are i.i.d. with $\\alpha = {a:g}$ and every "
         f"pass drafts $\\gamma = {g}$ tokens. specsim's cost model (`specsim.cost.step_cost`, "
         "batch 1) gives:",
         "| pass | time (ms) | energy (mJ) |\n"
@@ -169,7 +174,7 @@ ENERGY = Template(
 
 # The cost coefficient ------------------------------------------------------------------------
 def _draw_c(rng: np.random.Generator) -> dict[str, Any]:
-    return _draw_setup(rng, context=int(pick(rng, (128, 512, 1024))))
+    return draw_setup(rng, context=int(pick(rng, (128, 512, 1024))))
 
 
 def _envelope(m: ModelCard, hw: HardwareCard) -> float:
@@ -179,7 +184,7 @@ def _envelope(m: ModelCard, hw: HardwareCard) -> float:
 
 
 def _build_c(params: Mapping[str, Any]) -> Worked:
-    t, d, hw = _cards(params)
+    t, d, hw = pair_cards(params)
     ctx = int(params["context"])
     naive = d.decode_params / t.decode_params
     tt, td = _ms(_envelope(t, hw), 4), _ms(_envelope(d, hw), 4)
@@ -194,7 +199,7 @@ def _build_c(params: Mapping[str, Any]) -> Worked:
         )
 
     statement = (
-        _who(params, t, d, hw) + f" The accelerator card gives a memory bandwidth of {bw:g} "
+        who_runs(params, t, d, hw) + f" The accelerator card gives a memory bandwidth of {bw:g} "
         f"GB/s, of which a pass attains a fraction $\\eta = {eff:g}$, and fixed costs of "
         f"{lay:g} microseconds per layer and {pas:g} microseconds per pass (kernel launches, "
         "the host loop). The model cards give:",
@@ -208,7 +213,7 @@ def _build_c(params: Mapping[str, Any]) -> Worked:
         r"$\eta$ times bandwidth, plus the per-layer and per-pass overheads. What are the two "
         "times, in ms?",
         "- (c) What is $c$ from these estimates?",
-        "- (d) What does specsim's full cost model give (`specsim.costgrid.cost_coefficient`)?",
+        "- (d) What does specsim's full cost model give (`specsim.cost.cost_coefficient`)?",
     )
     solution = (
         f"(a) ${d.decode_params / 1e6:.1f} / {t.decode_params / 1e6:.1f} = {fmt(naive, 4)}$.",
@@ -268,9 +273,9 @@ COST_COEFFICIENT = Template(
 
 # The verification factor ----------------------------------------------------------------------
 def _draw_v(rng: np.random.Generator) -> dict[str, Any]:
-    setup = _draw_setup(rng, context=512)
+    setup = draw_setup(rng, context=512)
     t, hw = load_model(setup["target"]), load_hardware(setup["hardware"])
-    batch = pick(rng, _fitting_batches(t, hw, 512, 11, (1, 4, 16, 32, 64, 128)))
+    batch = pick(rng, fitting_batches(t, hw, 512, 11, (1, 4, 16, 32, 64, 128)))
     return {
         **setup,
         "batch": int(batch),
@@ -280,7 +285,7 @@ def _draw_v(rng: np.random.Generator) -> dict[str, Any]:
 
 
 def _build_v(params: Mapping[str, Any]) -> Worked:
-    t, d, hw = _cards(params)
+    t, d, hw = pair_cards(params)
     b, g, a, ctx = (
         int(params["batch"]),
         int(params["gamma"]),
@@ -295,7 +300,7 @@ def _build_v(params: Mapping[str, Any]) -> Worked:
     w = e / (g * c + v)
     peak = hw.peak(t.dtype) / 1e12
     statement = (
-        _who(params, t, d, hw) + f" A batch of {b} sequences decodes together; each pass "
+        who_runs(params, t, d, hw) + f" A batch of {b} sequences decodes together; each pass "
         f"drafts $\\gamma = {g}$ tokens per sequence and acceptances are i.i.d. with "
         f"$\\alpha = {a:g}$. The accelerator card gives {peak:g} TFLOP/s peak in "
         f"{t.dtype}, of which a pass attains {hw.compute_efficiency:g}, and "
@@ -304,7 +309,7 @@ def _build_v(params: Mapping[str, Any]) -> Worked:
         "compute-bound (the ridge point, in tokens)?",
         "- (b) How many tokens does the batch's verification pass process?",
         r"- (c) What is the verification factor $v$ (verification pass time over plain step "
-        "time, same batch) from `specsim.costgrid.verification_factor`, to 3 decimals?",
+        "time, same batch) from `specsim.cost.verification_factor`, to 3 decimals?",
         f"- (d) At this batch the cost coefficient is $c = {c:.4f}$. With (c), what is the "
         "walltime improvement?",
     )

@@ -14,14 +14,14 @@ import numpy as np
 
 from specsim import theory
 from specsim.problems._core import Answer, Template, Worked, fmt, pick
-from specsim.problems._tokens import _alpha, _e, _iid, _iid_alpha
+from specsim.problems._tokens import draw_alpha, iid_alpha, iid_statement, iid_tokens
 
 __all__ = ["BEST_GAMMA", "ORACLE", "INFER_ALPHA", "BURIED_BILL"]
 
 
 # The best gamma ------------------------------------------------------------------------------
 def _draw_best(rng: np.random.Generator) -> dict[str, Any]:
-    a = _alpha(rng, 0.55, 0.95)
+    a = draw_alpha(rng, 0.55, 0.95)
     return {"alpha": a, "c": round(float(rng.uniform(0.02, min(0.4, a - 0.1))), 2)}
 
 
@@ -75,7 +75,7 @@ BEST_GAMMA = Template(
 
 # The oracle bound ----------------------------------------------------------------------------
 def _draw_oracle(rng: np.random.Generator) -> dict[str, Any]:
-    return {"alpha": _alpha(rng, 0.6, 0.95), "fraction": pick(rng, (0.8, 0.9, 0.95))}
+    return {"alpha": draw_alpha(rng, 0.6, 0.95), "fraction": pick(rng, (0.8, 0.9, 0.95))}
 
 
 def _build_oracle(params: Mapping[str, Any]) -> Worked:
@@ -104,7 +104,7 @@ def _build_oracle(params: Mapping[str, Any]) -> Worked:
         f"$\\alpha^{{\\gamma+1}} \\le {fmt(1 - f, 2)}$, i.e. $\\gamma + 1 \\ge "
         f"\\ln {fmt(1 - f, 2)} / \\ln {a:g} = {fmt(math.log(1 - f) / math.log(a), 3)}$. "
         f"The smallest integer is $\\gamma = {g}$, where $\\mathbb{{E}}[T] = "
-        f"{fmt(_e(a, g), 3)}$.",
+        f"{fmt(iid_tokens(a, g), 3)}$.",
     )
     answers = (
         Answer(symbol=r"1/(1 - \alpha)", what="bound on tokens per pass", value=bound, decimals=3),
@@ -127,12 +127,12 @@ ORACLE = Template(
 def _draw_infer(rng: np.random.Generator) -> dict[str, Any]:
     g = int(rng.integers(3, 7))
     a = float(rng.uniform(0.5, 0.92))
-    return {"gamma": g, "mean_tokens": round(_e(a, g), 2)}
+    return {"gamma": g, "mean_tokens": round(iid_tokens(a, g), 2)}
 
 
 def _build_infer(params: Mapping[str, Any]) -> Worked:
     g, m = int(params["gamma"]), float(params["mean_tokens"])
-    a = _iid_alpha(m, g)
+    a = iid_alpha(m, g)
     lo, hi = math.floor(a * 100) / 100, math.ceil(a * 100) / 100
     statement = (
         f"A serving log shows that passes with $\\gamma = {g}$ drafted tokens emitted "
@@ -144,8 +144,8 @@ def _build_infer(params: Mapping[str, Any]) -> Worked:
     solution = (
         r"$\mathbb{E}[T] = \sum_{j=0}^{\gamma}\alpha^j$ rises from 1 at $\alpha = 0$ to "
         r"$\gamma + 1$ at $\alpha = 1$, so exactly one $\alpha$ gives the observed mean. "
-        f"Bracketing: $\\mathbb{{E}}[T]({lo:.2f}) = {fmt(_e(lo, g), 4)}$ and "
-        f"$\\mathbb{{E}}[T]({hi:.2f}) = {fmt(_e(hi, g), 4)}$; bisection (or Brent's "
+        f"Bracketing: $\\mathbb{{E}}[T]({lo:.2f}) = {fmt(iid_tokens(lo, g), 4)}$ and "
+        f"$\\mathbb{{E}}[T]({hi:.2f}) = {fmt(iid_tokens(hi, g), 4)}$; bisection (or Brent's "
         f"method) narrows it to (a) $\\alpha = {fmt(a, 3)}$.",
         f"(b) $\\alpha^{{\\gamma}} = {fmt(a**g, 3)}$. Caution: real acceptances are "
         "correlated (see the level-3 problems), and then the i.i.d. inversion is biased.",
@@ -175,7 +175,7 @@ INFER_ALPHA = Template(
 # The buried bill -----------------------------------------------------------------------------
 def _draw_bill(rng: np.random.Generator) -> dict[str, Any]:
     return {
-        "alpha": _alpha(rng, 0.2, 0.9),
+        "alpha": draw_alpha(rng, 0.2, 0.9),
         "gamma": int(rng.integers(3, 9)),
         "c_hat": pick(rng, (0.0, 0.01, 0.02, 0.05, 0.1)),
         "target_billion": pick(rng, (7, 13, 70)),
@@ -185,12 +185,12 @@ def _draw_bill(rng: np.random.Generator) -> dict[str, Any]:
 def _build_bill(params: Mapping[str, Any]) -> Worked:
     a, g = float(params["alpha"]), int(params["gamma"])
     ch, nb = float(params["c_hat"]), int(params["target_billion"])
-    e = _e(a, g)
+    e = iid_tokens(a, g)
     factor = float(theory.ops_factor(a, g, ch))
     calls = float(theory.target_calls_per_token(a, g))
     gflop = 2.0 * nb * factor
     statement = (
-        _iid(a, g) + f" The draft does $\\hat c = {ch:g}$ of the target's arithmetic per "
+        iid_statement(a, g) + f" The draft does $\\hat c = {ch:g}$ of the target's arithmetic per "
         f"token; the target has {nb} billion parameters, about $2 \\times {nb}$ GFLOP per "
         "token.",
         "- (a) By what factor does speculative decoding multiply the arithmetic per emitted token?",
@@ -203,8 +203,9 @@ def _build_bill(params: Mapping[str, Any]) -> Worked:
         "2023, Theorem 3.11):",
         f"$$\\frac{{\\gamma\\hat c + \\gamma + 1}}{{\\mathbb{{E}}[T]}} = "
         f"\\frac{{{g} \\times {ch:g} + {g + 1}}}{{{fmt(e, 4)}}} = {fmt(factor, 3)}$$",
-        f"(a) {fmt(factor, 3)} times the arithmetic, while (b) target calls fall to "
-        f"$1/\\mathbb{{E}}[T] = {fmt(calls, 3)}$ per token. (c) $2 \\times {nb} \\times "
+        f"(a) {fmt(factor, 3)} times the arithmetic, while target calls fall from one per "
+        f"token to $1/\\mathbb{{E}}[T] = {fmt(calls, 3)}$ per token: (b) a cut by a factor "
+        f"$\\mathbb{{E}}[T] = {fmt(e, 3)}$. (c) $2 \\times {nb} \\times "
         f"{fmt(factor, 3)} = {fmt(gflop, 1)}$ GFLOP. The bill is buried at batch 1: a "
         "memory-bound pass reads the weights once however many positions it verifies, so "
         "walltime falls while arithmetic rises. It surfaces under load, when passes turn "
@@ -218,7 +219,10 @@ def _build_bill(params: Mapping[str, Any]) -> Worked:
             decimals=3,
         ),
         Answer(
-            symbol=r"1/\mathbb{E}[T]", what="serial target calls per token", value=calls, decimals=3
+            symbol=r"\mathbb{E}[T]",
+            what="factor by which serial target calls per token fall",
+            value=e,
+            decimals=3,
         ),
         Answer(
             symbol=r"\text{GFLOP per token}",

@@ -13,9 +13,8 @@ import numpy as np
 
 from specsim import theory
 from specsim.cards import load_hardware, load_model
-from specsim.cost import step_cost, step_cost_grid
-from specsim.costgrid import cost_coefficient, verification_factor
-from specsim.problems._cards import _cards, _draw_setup, _fitting_batches, _who
+from specsim.cost import cost_coefficient, step_cost, step_cost_grid, verification_factor
+from specsim.problems._cards import draw_setup, fitting_batches, pair_cards, who_runs
 from specsim.problems._core import Answer, Template, Worked, fmt, pick
 
 __all__ = ["GAMMA_WITH_V", "CAPACITY"]
@@ -28,14 +27,14 @@ _MAX_GAMMA = 10
 
 
 def _draw_gv(rng: np.random.Generator) -> dict[str, Any]:
-    setup = _draw_setup(rng, context=512, min_batch=16)
+    setup = draw_setup(rng, context=512, min_batch=16)
     t, hw = load_model(setup["target"]), load_hardware(setup["hardware"])
-    batch = pick(rng, _fitting_batches(t, hw, 512, _MAX_GAMMA + 1, (16, 32, 64, 128, 256)))
+    batch = pick(rng, fitting_batches(t, hw, 512, _MAX_GAMMA + 1, (16, 32, 64, 128, 256)))
     return {**setup, "batch": int(batch), "alpha": round(float(rng.uniform(0.6, 0.9)), 2)}
 
 
 def _build_gv(params: Mapping[str, Any]) -> Worked:
-    t, d, hw = _cards(params)
+    t, d, hw = pair_cards(params)
     b, a, ctx = int(params["batch"]), float(params["alpha"]), int(params["context"])
     v = verification_factor(t, hw, np.arange(_MAX_GAMMA + 1), batch=b, context=ctx)
     table = np.round(np.asarray(v), 3)
@@ -46,7 +45,7 @@ def _build_gv(params: Mapping[str, Any]) -> Worked:
     w = np.asarray(theory.walltime_speedup(a, gammas, c, table))
     listing = ", ".join(f"{x:.3f}" for x in table)
     statement = (
-        _who(params, t, d, hw) + f" A batch of {b} sequences decodes together; acceptances "
+        who_runs(params, t, d, hw) + f" A batch of {b} sequences decodes together; acceptances "
         f"are i.i.d. with $\\alpha = {a:g}$. At this batch the cost model gives $c = {c:.4f}$ "
         r"and the verification factors $v(\gamma)$ for $\gamma = 0, 1, \dots, "
         f"{_MAX_GAMMA}$: {listing}.",
@@ -98,7 +97,7 @@ GAMMA_WITH_V = Template(
 
 # Capacity -------------------------------------------------------------------------------------
 def _draw_capacity(rng: np.random.Generator) -> dict[str, Any]:
-    setup = _draw_setup(rng, context=int(pick(rng, (512, 1024))))
+    setup = draw_setup(rng, context=int(pick(rng, (512, 1024))))
     t, hw = load_model(setup["target"]), load_hardware(setup["hardware"])
     rate1 = 1.0 / step_cost(t, hw, batch=1, context=setup["context"], new_tokens=1).time_s
     return {
@@ -121,14 +120,14 @@ def _largest(batches: Sequence[int], rates: np.ndarray, slo: float, how: str) ->
 
 
 def _build_capacity(params: Mapping[str, Any]) -> Worked:
-    t, d, hw = _cards(params)
+    t, d, hw = pair_cards(params)
     a, g, ctx, slo = (
         float(params["alpha"]),
         int(params["gamma"]),
         int(params["context"]),
         int(params["slo"]),
     )
-    batches = _fitting_batches(t, hw, ctx, g + 1, _BATCHES)
+    batches = fitting_batches(t, hw, ctx, g + 1, _BATCHES)
     bs = np.asarray(batches)
     step = np.round(step_cost_grid(t, hw, batch=bs, context=ctx, new_tokens=1).time_s * 1e3, 3)
     ver = np.round(step_cost_grid(t, hw, batch=bs, context=ctx, new_tokens=g + 1).time_s * 1e3, 3)
@@ -143,7 +142,7 @@ def _build_capacity(params: Mapping[str, Any]) -> Worked:
         for b, s, q, v in zip(batches, step, dra, ver, strict=True)
     ]
     statement = (
-        _who(params, t, d, hw) + f" The service promises every user at least {slo} tokens/s. "
+        who_runs(params, t, d, hw) + f" The service promises every user at least {slo} tokens/s. "
         f"Speculation drafts $\\gamma = {g}$ tokens with i.i.d. acceptance $\\alpha = {a:g}$. "
         "The cost model gives these pass times for the batches whose weights and key/value "
         "caches fit in memory (the draft's own small cache is ignored), in ms:",

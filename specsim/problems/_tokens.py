@@ -22,20 +22,20 @@ _E = r"\mathbb{E}[T]"
 _E_FORM = r"\frac{1 - \alpha^{\gamma + 1}}{1 - \alpha}"
 
 
-def _alpha(rng: np.random.Generator, lo: float = 0.5, hi: float = 0.95) -> float:
+def draw_alpha(rng: np.random.Generator, lo: float = 0.5, hi: float = 0.95) -> float:
     return round(float(rng.uniform(lo, hi)), 2)
 
 
-def _e(alpha: float, gamma: int) -> float:
+def iid_tokens(alpha: float, gamma: int) -> float:
     return float(theory.expected_tokens(alpha, gamma))
 
 
-def _iid_alpha(mean_tokens: float, gamma: int) -> float:
+def iid_alpha(mean_tokens: float, gamma: int) -> float:
     """The i.i.d. acceptance probability whose expected tokens per pass is ``mean_tokens``."""
-    return invert_increasing(lambda x: _e(x, gamma), mean_tokens, 0.0, 1.0)
+    return invert_increasing(lambda x: iid_tokens(x, gamma), mean_tokens, 0.0, 1.0)
 
 
-def _iid(alpha: float, gamma: int) -> str:
+def iid_statement(alpha: float, gamma: int) -> str:
     return (
         f"Each drafted token is accepted independently with probability $\\alpha = {alpha:g}$, "
         f"and every pass drafts $\\gamma = {gamma}$ tokens."
@@ -45,20 +45,21 @@ def _iid(alpha: float, gamma: int) -> str:
 def _e_line(alpha: float, gamma: int) -> str:
     return (
         f"$${_E} = {_E_FORM} = \\frac{{1 - {alpha:g}^{{{gamma + 1}}}}}{{1 - {alpha:g}}} = "
-        f"{fmt(_e(alpha, gamma), 4)}$$"
+        f"{fmt(iid_tokens(alpha, gamma), 4)}$$"
     )
 
 
 # Tokens per pass ----------------------------------------------------------------------------
 def _draw_ag(rng: np.random.Generator) -> dict[str, Any]:
-    return {"alpha": _alpha(rng), "gamma": int(rng.integers(2, 8))}
+    return {"alpha": draw_alpha(rng), "gamma": int(rng.integers(2, 8))}
 
 
 def _build_expected(params: Mapping[str, Any]) -> Worked:
     a, g = float(params["alpha"]), int(params["gamma"])
-    e = _e(a, g)
+    e = iid_tokens(a, g)
     statement = (
-        _iid(a, g) + " A pass emits the accepted drafts plus one token from the target (the "
+        iid_statement(a, g)
+        + " A pass emits the accepted drafts plus one token from the target (the "
         "correction after a rejection, or a bonus token when all drafts pass).",
         r"- (a) What is the expected number of tokens $\mathbb{E}[T]$ one pass emits?",
         "- (b) What is the probability that a pass emits a single token?",
@@ -104,7 +105,7 @@ EXPECTED_TOKENS = Template(
 
 # Its variance ---------------------------------------------------------------------------------
 def _draw_var(rng: np.random.Generator) -> dict[str, Any]:
-    return {"alpha": _alpha(rng), "gamma": int(rng.integers(2, 6))}
+    return {"alpha": draw_alpha(rng), "gamma": int(rng.integers(2, 6))}
 
 
 def _build_variance(params: Mapping[str, Any]) -> Worked:
@@ -115,7 +116,7 @@ def _build_variance(params: Mapping[str, Any]) -> Worked:
     var = float(theory.tokens_variance(a, g))
     pmf_text = ", ".join(f"P(T={k}) = {fmt(w, 4)}" for k, w in zip(ks, pmf, strict=True))
     statement = (
-        _iid(a, g),
+        iid_statement(a, g),
         r"- (a) What is the variance of the number of tokens $T$ one pass emits?",
         "- (b) What is its standard deviation?",
         "- (c) What is its coefficient of variation (standard deviation over mean)?",
@@ -164,11 +165,11 @@ def _draw_calls(rng: np.random.Generator) -> dict[str, Any]:
 
 def _build_calls(params: Mapping[str, Any]) -> Worked:
     a, g, n = float(params["alpha"]), int(params["gamma"]), int(params["tokens"])
-    e = _e(a, g)
+    e = iid_tokens(a, g)
     tcalls = float(theory.target_calls_per_token(a, g))
     dcalls = float(theory.draft_calls_per_token(a, g))
     statement = (
-        _iid(a, g) + f" A request generates {n} tokens.",
+        iid_statement(a, g) + f" A request generates {n} tokens.",
         "- (a) How many serial target calls does speculative decoding make per emitted "
         "token, on average over a long generation?",
         "- (b) How many draft calls per emitted token?",
@@ -223,11 +224,11 @@ def _build_walltime(params: Mapping[str, Any]) -> Worked:
         float(params["c"]),
         float(params["v"]),
     )
-    e = _e(a, g)
+    e = iid_tokens(a, g)
     w1 = float(theory.walltime_speedup(a, g, c))
     wv = float(theory.walltime_speedup(a, g, c, v))
     statement = (
-        _iid(a, g) + f" One draft step takes $c = {c:g}$ of a target step.",
+        iid_statement(a, g) + f" One draft step takes $c = {c:g}$ of a target step.",
         "- (a) By what factor does speculative decoding improve walltime per token if "
         "verifying $\\gamma + 1$ tokens takes as long as one target step?",
         f"- (b) And if the verification pass takes $v = {v:g}$ target steps?",

@@ -1,105 +1,26 @@
-r"""Problems on non-i.i.d. acceptance: the same mean alpha, a different yield.
+"""Problems on non-i.i.d. acceptance: the same mean alpha, a different yield.
 
-Also :func:`markov_tokens_per_pass`, the exact mean tokens per pass under a
-hidden-Markov acceptance process (:class:`specsim.acceptance.MarkovAcceptance`),
-by a small Markov-chain calculation rather than by simulation.
-
-With ``P`` the state transition matrix and ``D = diag(alphas)``, the row vector
-:math:`e_s (DP)^{n}` holds the probability that the first ``n`` positions of a
-block starting in state ``s`` are accepted, by the state ``n`` positions later.
-So :math:`P(N \ge j \mid s) = [(DP)^{j-1} D \mathbf{1}]_s` and the block's mean
-tokens are :math:`r(s) = 1 + \sum_{j=1}^{\gamma} P(N \ge j \mid s)`. A block ending
-after ``n < gamma`` acceptances has its rejection at position ``n``; the next
-block starts one position later, so the state at the next block's start follows
-the kernel :math:`K = \sum_{n<\gamma} (DP)^n (I - D) P + (DP)^{\gamma} P` (the last
-term: every draft accepted, the bonus position, then the next block). The
-long-run tokens per pass of a stream are :math:`\mu \cdot r` with :math:`\mu` the
-stationary law of ``K`` (the renewal-reward theorem over the Markov chain of
-block-start states); a block started from the stationary state law ``w`` has mean
-:math:`w \cdot r`.
+The bursty-acceptance problem is worked with the exact Markov-chain calculation of
+:mod:`specsim.theory.markov` (its docstring has the math).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from specsim import theory
 from specsim.acceptance import MarkovAcceptance
-from specsim.policies import _check_gamma
 from specsim.problems._core import Answer, Template, Worked, fmt, vec
-from specsim.problems._tokens import _iid_alpha
+from specsim.problems._tokens import iid_alpha
+from specsim.theory.markov import markov_block_terms, markov_chain
 
-__all__ = ["markov_tokens_per_pass", "block_start_law", "MARKOV", "MIXTURE"]
+__all__ = ["MARKOV", "MIXTURE"]
 
 FloatArray = NDArray[np.float64]
-
-
-def _matrices(process: MarkovAcceptance) -> tuple[FloatArray, FloatArray, FloatArray]:
-    if not isinstance(process, MarkovAcceptance):
-        raise TypeError(f"process: expected a MarkovAcceptance, got {type(process).__name__}")
-    alphas = np.asarray(process.alphas, dtype=float)
-    w = np.asarray(process.weights, dtype=float)
-    rho = float(process.persistence)
-    trans = rho * np.eye(w.shape[0]) + (1.0 - rho) * np.outer(np.ones(w.shape[0]), w)
-    return np.diag(alphas), trans, w
-
-
-def _per_state(process: MarkovAcceptance, gamma: int) -> tuple[FloatArray, FloatArray]:
-    """Mean tokens of a block by start state, and the block-start kernel K."""
-    d, trans, _ = _matrices(process)
-    g = _check_gamma(gamma, "gamma")
-    s = d.shape[0]
-    dp = d @ trans
-    power = np.eye(s)  # (DP)^n
-    tokens = np.ones(s)
-    kernel = np.zeros((s, s))
-    for _ in range(g):
-        tokens += power @ d @ np.ones(s)
-        kernel += power @ (np.eye(s) - d) @ trans
-        power = power @ dp
-    kernel += power @ trans
-    return tokens, kernel
-
-
-def block_start_law(process: MarkovAcceptance, gamma: int) -> FloatArray:
-    """Long-run share of blocks that start in each hidden state (stationary law of K)."""
-    _, kernel = _per_state(process, gamma)
-    s = kernel.shape[0]
-    # Solve mu (K - I) = 0 with sum(mu) = 1 (least squares on the stacked system).
-    lhs = np.vstack([(kernel - np.eye(s)).T, np.ones(s)])
-    rhs = np.concatenate([np.zeros(s), [1.0]])
-    mu, *_ = np.linalg.lstsq(lhs, rhs, rcond=None)
-    return np.asarray(mu, dtype=float)
-
-
-def markov_tokens_per_pass(
-    process: MarkovAcceptance, gamma: int, *, start: Literal["stream", "stationary"] = "stream"
-) -> float:
-    """Exact expected tokens per pass with fixed lookahead ``gamma`` under Markov acceptance.
-
-    ``start="stream"``: the long-run mean over a stream of consecutive blocks, where
-    each block starts right after the previous one ends (what
-    :func:`specsim.sim.simulate_stream` measures as ``tokens_per_target_pass``).
-    ``start="stationary"``: one block whose first position's state is drawn from
-    the stationary law. Both equal :func:`specsim.theory.expected_tokens` at the
-    mean acceptance when ``persistence = 0``. See the module docstring for the
-    calculation.
-
-    >>> from specsim.acceptance import MarkovAcceptance
-    >>> iid = MarkovAcceptance.two_state(mean=0.7, spread=0.2, persistence=0.0)
-    >>> round(markov_tokens_per_pass(iid, 4), 10) == round(theory.expected_tokens(0.7, 4), 10)
-    True
-    """
-    tokens, _ = _per_state(process, gamma)
-    if start == "stream":
-        return float(block_start_law(process, gamma) @ tokens)
-    if start == "stationary":
-        return float(np.asarray(process.weights, dtype=float) @ tokens)
-    raise ValueError(f"start: expected 'stream' or 'stationary', got {start!r}")
 
 
 def _matrix(m: FloatArray, decimals: int = 3) -> str:
@@ -124,17 +45,20 @@ def _build_markov(params: Mapping[str, Any]) -> Worked:
     mean, spread = float(params["mean"]), float(params["spread"])
     rho, g = float(params["persistence"]), int(params["gamma"])
     proc = MarkovAcceptance.two_state(mean=mean, spread=spread, persistence=rho)
-    d, trans, _ = _matrices(proc)
-    tokens, kernel = _per_state(proc, g)
-    mu = block_start_law(proc, g)
+    a, w = proc.alphas, proc.weights
+    d, trans = markov_chain(alphas=a, weights=w, persistence=rho)
+    tokens, kernel = markov_block_terms(alphas=a, weights=w, persistence=rho, gamma=g)
+    mu = theory.block_start_law(alphas=a, weights=w, persistence=rho, gamma=g)
     e_iid = float(theory.expected_tokens(mean, g))
-    e_stat = markov_tokens_per_pass(proc, g, start="stationary")
-    e_stream = markov_tokens_per_pass(proc, g, start="stream")
+    e_stat = theory.markov_tokens_per_pass(
+        alphas=a, weights=w, persistence=rho, gamma=g, start="stationary"
+    )
+    e_stream = proc.mean_tokens(g)
     tails = [
         float(0.5 * np.ones(2) @ np.linalg.matrix_power(d @ trans, j - 1) @ d @ np.ones(2))
         for j in range(1, g + 1)
     ]
-    naive = _iid_alpha(e_stream, g)
+    naive = iid_alpha(e_stream, g)
     hi, lo = proc.alphas
     statement = (
         "Acceptance comes in easy and hard stretches. A hidden state is easy (acceptance "
@@ -172,7 +96,7 @@ def _build_markov(params: Mapping[str, Any]) -> Worked:
         f"hard). A block starting easy yields $r_E = {fmt(tokens[0], 4)}$ tokens on average "
         f"and one starting hard $r_H = {fmt(tokens[1], 4)}$, so the long-run mean is "
         f"$\\mu \\cdot r = {fmt(e_stream, 4)}$ (renewal-reward over the chain of block "
-        "starts; `specsim.problems.markov_tokens_per_pass`).",
+        "starts; `specsim.theory.markov_tokens_per_pass`).",
         f"(d) The ratio is ${fmt(e_stream / e_iid, 4)}$. (e) Inverting Equation 1 at "
         f"${fmt(e_stream, 4)}$ tokens gives $\\alpha = {fmt(naive, 3)}$, not "
         f"${mean:g}$: a mean acceptance measured token by token and a yield measured pass "

@@ -7,13 +7,26 @@ process (:mod:`specsim.acceptance`) and a lookahead policy
 (:mod:`specsim.policies`), and a ``numpy.random.Generator``.
 """
 
-from specsim.sim.costs import BlockCosts, CardCost, CostSource, PassCost, PlainCost
+from specsim.sim.costs import CardCost, PlainCost
 from specsim.sim.records import Blocks, ServingResult, StreamResult, chrome_trace
 from specsim.sim.serving import ServingConfig, simulate_serving
+from specsim.sim.source import (
+    BatchedCostSource,
+    BlockCosts,
+    CostSource,
+    IterationCost,
+    PassCost,
+    block_costs,
+    iteration_cost,
+)
 from specsim.sim.stream import StreamConfig, plan_blocks, simulate_stream
 from specsim.sim.workload import PoissonWorkload, TraceWorkload
 
 __all__ = [
+    "BatchedCostSource",
+    "IterationCost",
+    "block_costs",
+    "iteration_cost",
     "BlockCosts",
     "Blocks",
     "CardCost",

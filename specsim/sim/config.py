@@ -1,20 +1,23 @@
-"""Simulation configs from TOML tables: every key checked before anything runs.
+"""Simulation configs from TOML tables, through the configuration boundary :mod:`specsim.config`.
 
 The schema (commented examples in ``studies/configs/``, reference in
-``docs/simulate-config.md``)::
+``docs/simulate-config.md``): the top-level keys are the fields of
+:class:`specsim.sim.StreamConfig` (``mode = "stream"``, the default) or
+:class:`specsim.sim.ServingConfig` (``mode = "serving"``), plus ``mode``,
+``seed`` and, for streams, ``engine``. Each extension point is a table with a
+``kind``, whose other keys are the fields of that kind's class (:data:`KINDS`)::
 
-    mode = "stream"            # or "serving"
-    seed = 1
-    tokens = 100000            # stream: tokens to decode
-    prompt = 0                 # stream: prompt length (context at the start)
-    max_gamma = 64
     [acceptance]  kind = "iid" | "positional" | "markov" | "trace"
     [policy]      kind = "fixed" | "optimal" | "confidence" | "heuristic" |
                   "load-adaptive" | "oracle"
     [cost]        kind = "plain" | "cards"
     [workload]    kind = "poisson" | "trace"   (serving only)
-    max_batch = 64             # serving
-    kv_capacity_tokens = 200000  # serving, optional
+
+A policy takes ``alpha``, ``c`` and ``max_gamma`` from the run it is part of
+unless its table states them: ``alpha`` is the acceptance process's mean,
+``c`` the plain cost's ``c`` or, on cards, a draft step over a target step at
+the run's typical context, ``max_gamma`` the run's. A sweep that changes the
+acceptance or the cost changes them too (:func:`with_value`).
 
 A bad config raises ValueError naming the field (``acceptance.alpha``) and
 the problem; unknown keys are errors, not ignored.
@@ -22,176 +25,235 @@ the problem; unknown keys are errors, not ignored.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+import numpy as np
 
 from specsim import acceptance as acc
 from specsim import policies as pol
+from specsim.cards import read_toml
+from specsim.config import Kinds, build, coerce, field_types, has_path, replace_path
 from specsim.sim.costs import CardCost, PlainCost
 from specsim.sim.serving import ServingConfig
+from specsim.sim.source import CostSource, block_costs
 from specsim.sim.stream import StreamConfig
-from specsim.sim.workload import PoissonWorkload, TraceWorkload
+from specsim.sim.workload import PoissonWorkload, TraceWorkload, Workload
+from specsim.traces import read_trace
 
-__all__ = ["RunSpec", "config_from_dict", "load_config"]
+__all__ = [
+    "KINDS",
+    "FROM_RUN",
+    "RunSpec",
+    "TwoStateMarkov",
+    "config_from_dict",
+    "load_config",
+    "with_value",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TwoStateMarkov:
+    """The two-state form of ``kind = "markov"``: easy (``mean + spread``) and hard
+    (``mean - spread``) stretches, equally likely, kept with probability ``persistence``.
+
+    An acceptance process in its own right (it samples as
+    :meth:`specsim.acceptance.MarkovAcceptance.two_state`), so that sweeps can vary
+    ``mean`` and ``spread`` as fields.
+    """
+
+    mean: float
+    spread: float
+    persistence: float
+    confidence_noise: float = 0.1
+    process: acc.MarkovAcceptance = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        process = acc.MarkovAcceptance.two_state(
+            mean=self.mean,
+            spread=self.spread,
+            persistence=self.persistence,
+            confidence_noise=self.confidence_noise,
+        )
+        object.__setattr__(self, "process", process)
+
+    def sample(self, rng: np.random.Generator, n: int) -> acc.AcceptanceDraw:
+        return self.process.sample(rng, n)
+
+
+KINDS: Kinds = {
+    acc.AcceptanceProcess: {
+        "iid": acc.IIDAcceptance,
+        "positional": acc.PositionalAcceptance,
+        "markov": (acc.MarkovAcceptance, TwoStateMarkov),
+        "trace": acc.TraceAcceptance,
+    },
+    pol.LookaheadPolicy: {
+        "fixed": pol.FixedGamma,
+        "optimal": pol.OptimalStatic,
+        "confidence": pol.ConfidenceThreshold,
+        "heuristic": pol.HeuristicPlusTwoMinusOne,
+        "load-adaptive": pol.LoadAdaptive,
+        "oracle": pol.Oracle,
+    },
+    CostSource: {"plain": PlainCost, "cards": CardCost},
+    Workload: {"poisson": PoissonWorkload, "trace": TraceWorkload},
+}
+"""Each extension point's kinds and the class (or alternative forms) each names."""
+
+FROM_RUN: tuple[str, ...] = ("alpha", "c", "max_gamma")
+"""Policy fields that, left out of the policy table, come from the run."""
+
+_EXTRA = {"stream": ("mode", "seed", "engine"), "serving": ("mode", "seed")}
+_CLASSES: dict[str, type] = {"stream": StreamConfig, "serving": ServingConfig}
 
 
 @dataclass(frozen=True)
 class RunSpec:
-    """A parsed config: what to run, its seed and its engine."""
+    """A parsed config: what to run, its seed, its engine, and which policy fields follow
+    the run (:data:`FROM_RUN`)."""
 
     config: StreamConfig | ServingConfig
     seed: int
-    engine: str = "fast"
+    engine: Literal["fast", "events"] = "fast"
+    derived: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        _seed(self.seed, "seed")
 
 
-_TOP = {
-    "stream": {"mode", "seed", "tokens", "prompt", "max_gamma", "engine", "acceptance", "policy",
-               "cost"},
-    "serving": {"mode", "seed", "max_gamma", "max_batch", "kv_capacity_tokens", "acceptance",
-                "policy", "cost", "workload"},
-}  # fmt: skip
+def _seed(value: Any, where: str) -> int:
+    """A run's seed: an integer >= 0 (numpy's own refusal would not name the field)."""
+    seed = coerce(value, int, where)
+    if seed < 0:
+        raise ValueError(f"{where}: expected an integer >= 0, got {seed}")
+    return int(seed)
 
 
-def _keys(table: Mapping[str, Any], where: str, allowed: set[str], required: set[str]) -> None:
-    if not isinstance(table, Mapping):
-        raise ValueError(f"{where}: expected a table, got {table!r}")
-    unknown = sorted(set(table) - allowed)
+def _trace_table(table: Any, base: Path, where: str) -> Any:
+    """A ``kind = "trace"`` table with ``file``: the file's per-position alphas as ``probs``."""
+    if not (isinstance(table, Mapping) and table.get("kind") == "trace" and "file" in table):
+        return table
+    if "probs" in table:
+        raise ValueError(f"{where}: give probs or file, not both")
+    p = Path(str(table["file"]))
+    trace = read_trace(p if p.is_absolute() else base / p, kind="positions")
+    rest = {k: v for k, v in table.items() if k != "file"}
+    return {**rest, "probs": tuple(trace.data["alpha"].astype(float).tolist())}
+
+
+def _typical_context(config: StreamConfig | ServingConfig) -> int:
+    if isinstance(config, StreamConfig):
+        return int(config.prompt + config.tokens // 2)
+    workload = config.workload
+    prompts = getattr(workload, "prompt_tokens", 0)
+    return int(np.mean(prompts))
+
+
+def _from_run(name: str, config: StreamConfig | ServingConfig, max_gamma: int, where: str) -> Any:
+    """The run's value of policy field ``name``."""
+    if name == "max_gamma":
+        return max_gamma
+    if name == "alpha":
+        mean = getattr(config.acceptance, "mean", None)
+        if mean is None:
+            raise ValueError(f"{where}.alpha: the acceptance process has no mean; state alpha")
+        return float(mean)
+    cost = config.cost
+    if isinstance(cost, PlainCost):
+        return float(cost.c)
+    ctx = np.array([_typical_context(config)], dtype=np.int64)
+    blocks = block_costs(cost, np.zeros(1, dtype=np.int64), ctx)
+    return float(blocks.draft_time[0] / blocks.verify_time[0])
+
+
+def _policy(
+    table: Any, config: StreamConfig | ServingConfig, max_gamma: int, where: str
+) -> tuple[Any, frozenset[str]]:
+    """The policy a table names, with the fields it leaves out taken from the run."""
+    kinds = KINDS[pol.LookaheadPolicy]
+    if not isinstance(table, Mapping) or table.get("kind") not in kinds:
+        return coerce(table, pol.LookaheadPolicy, where, kinds=KINDS), frozenset()
+    fields = field_types(kinds[table["kind"]])
+    derived = frozenset(f for f in FROM_RUN if f in fields and f not in table)
+    filled = {**table, **{f: _from_run(f, config, max_gamma, where) for f in derived}}
+    return coerce(filled, pol.LookaheadPolicy, where, kinds=KINDS), derived
+
+
+def config_from_dict(
+    data: Mapping[str, Any], *, where: str = "config", base: str | os.PathLike[str] = "."
+) -> RunSpec:
+    """Build a run from a parsed TOML table; ``base`` resolves relative trace paths."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{where}: expected a table, got {data!r}")
+    mode = data.get("mode", "stream")
+    if mode not in _CLASSES:
+        raise ValueError(f"{where}.mode: expected 'stream' or 'serving', got {mode!r}")
+    cls = _CLASSES[mode]
+    hints = field_types(cls)
+    allowed = set(hints) | set(_EXTRA[mode])
+    unknown = sorted(set(data) - allowed)
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
-    missing = sorted(required - set(table))
+    required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING}
+    missing = sorted(required - set(data))
     if missing:
         raise ValueError(f"{where}: missing key(s) {missing}")
+    seed = _seed(data.get("seed", 0), f"{where}.seed")
+    engine = coerce(data.get("engine", "fast"), Literal["fast", "events"], f"{where}.engine")
+    table = {k: v for k, v in data.items() if k in hints and k != "policy"}
+    table["acceptance"] = _trace_table(table["acceptance"], Path(base), f"{where}.acceptance")
+    parts = {k: coerce(v, hints[k], f"{where}.{k}", kinds=KINDS) for k, v in table.items()}
+    # A stand-in policy, so that the run's own values (alpha, c) can be read from it.
+    trial = build(cls, {**parts, "policy": pol.FixedGamma(gamma=0)}, where=where)
+    policy, derived = _policy(data["policy"], trial, trial.max_gamma, f"{where}.policy")
+    config = dataclasses.replace(trial, policy=policy)
+    return RunSpec(config=config, seed=seed, engine=engine, derived=derived)
 
 
-def _typed(table: Mapping[str, Any], key: str, where: str, kind: type | tuple[type, ...]) -> Any:
-    value = table[key]
-    ok = isinstance(value, kind) and not (isinstance(value, bool) and kind in (int, float))
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if not ok:
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise ValueError(f"{where}.{key}: expected {names}, got {value!r}")
-    return value
-
-
-def _build(kinds: Mapping[str, Any], table: Any,
-           where: str, extra: Mapping[str, Any] | None = None) -> Any:  # fmt: skip
-    if not isinstance(table, Mapping) or "kind" not in table:
-        raise ValueError(f"{where}: expected a table with a 'kind' key, got {table!r}")
-    kind = table["kind"]
-    if kind not in kinds:
-        raise ValueError(f"{where}.kind: unknown kind {kind!r}; known: {sorted(kinds)}")
-    factory, fields = kinds[kind]
-    _keys(table, where, set(fields) | {"kind"}, set())
-    args = {k: _typed(table, k, where, t) for k, t in fields.items() if k in table}
-    for k, v in list(args.items()):
-        if isinstance(v, list):
-            args[k] = tuple(v)
-    try:
-        return factory(**args, **(extra or {}))
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{where} ({kind}): {exc}") from None
-
-
-def _trace_probs(path: str, base: Path) -> tuple[float, ...]:
-    """Per-position acceptance ``alpha`` from a ``positions`` trace (docs/traces.md)."""
-    from specsim.traces import read_trace
-
-    p = Path(path)
-    trace = read_trace(p if p.is_absolute() else base / p, kind="positions")
-    return tuple(trace.data["alpha"].astype(float).tolist())
-
-
-def _markov(**kw: Any) -> acc.MarkovAcceptance:
-    if "mean" in kw:
-        return acc.MarkovAcceptance.two_state(**kw)
-    return acc.MarkovAcceptance(**kw)
-
-
-def _cards(**kw: Any) -> CardCost:
-    from specsim.cards import load_hardware, load_model
-
-    return CardCost(
-        target=load_model(kw.pop("target")),
-        draft=load_model(kw.pop("draft")) if "draft" in kw else None,
-        hardware=load_hardware(kw.pop("hardware")),
-        draft_hardware=load_hardware(kw.pop("draft_hardware")) if "draft_hardware" in kw else None,
-        **kw,
-    )
-
-
-ACCEPTANCE = {
-    "iid": (acc.IIDAcceptance, {"alpha": float, "confidence_noise": float}),
-    "positional": (acc.PositionalAcceptance, {"alphas": list, "confidence_noise": float}),
-    "markov": (_markov, {"alphas": list, "weights": list, "persistence": float, "mean": float,
-                         "spread": float, "confidence_noise": float}),
-    "trace": (acc.TraceAcceptance, {"probs": list, "offset_from_rng": bool,
-                                    "confidence_noise": float}),
-}  # fmt: skip
-POLICY = {
-    "fixed": (pol.FixedGamma, {"gamma": int}),
-    "optimal": (pol.OptimalStatic, {"alpha": float, "c": float, "max_gamma": int}),
-    "confidence": (pol.ConfidenceThreshold, {"threshold": float, "max_gamma": int}),
-    "heuristic": (pol.HeuristicPlusTwoMinusOne, {"initial": int, "max_gamma": int}),
-    "load-adaptive": (pol.LoadAdaptive, {"alpha": float, "max_gamma": int}),
-    "oracle": (pol.Oracle, {"max_gamma": int}),
-}
-COST = {
-    "plain": (PlainCost, {"c": float, "v": (float, int, list), "c_hat": float, "step_s": float,
-                          "overlap": bool}),
-    "cards": (_cards, {"target": str, "draft": str, "hardware": str, "draft_hardware": str,
-                       "tensor_parallel": int, "dtype": str}),
-}  # fmt: skip
-WORKLOAD = {
-    "poisson": (PoissonWorkload, {"rate_per_s": float, "requests": int,
-                                  "prompt_tokens": (int, list), "output_tokens": (int, list)}),
-    "trace": (TraceWorkload, {"arrival_s": list, "prompt_tokens": list, "output_tokens": list}),
-}  # fmt: skip
-
-
-def config_from_dict(data: Mapping[str, Any], *, where: str = "config",
-                     base: str | os.PathLike[str] = ".") -> RunSpec:  # fmt: skip
-    """Build a run from a parsed TOML table; ``base`` resolves relative trace paths."""
-    mode = data.get("mode", "stream")
-    if mode not in _TOP:
-        raise ValueError(f"{where}.mode: expected 'stream' or 'serving', got {mode!r}")
-    required = {"acceptance", "policy", "cost"} | ({"tokens"} if mode == "stream" else {"workload"})
-    _keys(data, where, _TOP[mode], required)
-    a_table = dict(data["acceptance"]) if isinstance(data["acceptance"], Mapping) else {}
-    if a_table.get("kind") == "trace" and "file" in a_table:
-        a_table["probs"] = list(_trace_probs(a_table.pop("file"), Path(base)))
-    acceptance = _build(ACCEPTANCE, a_table or data["acceptance"], f"{where}.acceptance")
-    policy = _build(POLICY, data["policy"], f"{where}.policy")
-    cost_table = dict(data["cost"]) if isinstance(data["cost"], Mapping) else data["cost"]
-    if isinstance(cost_table, dict) and isinstance(cost_table.get("v"), int | float):
-        cost_table["v"] = float(cost_table["v"])
-    cost = _build(COST, cost_table, f"{where}.cost")
-    seed = _typed(data, "seed", where, int) if "seed" in data else 0
-    names = ("tokens", "prompt", "max_gamma", "max_batch", "kv_capacity_tokens")
-    ints = {k: _typed(data, k, where, int) for k in names if k in data}
-    try:
-        if mode == "stream":
-            engine = _typed(data, "engine", where, str) if "engine" in data else "fast"
-            if engine not in ("fast", "events"):
-                raise ValueError(f"engine: expected 'fast' or 'events', got {engine!r}")
-            cfg: StreamConfig | ServingConfig = StreamConfig(
-                acceptance=acceptance, policy=policy, cost=cost, **ints
-            )
-            return RunSpec(config=cfg, seed=seed, engine=engine)
-        workload = _build(WORKLOAD, data["workload"], f"{where}.workload")
-        cfg = ServingConfig(workload=workload, acceptance=acceptance, policy=policy, cost=cost,
-                            **ints)  # fmt: skip
-    except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
-    return RunSpec(config=cfg, seed=seed)
+def with_value(
+    spec: RunSpec, path: str, value: Any, *, where: str, base: str | os.PathLike[str] = "."
+) -> RunSpec:
+    """``spec`` with the dotted ``path`` (``"acceptance.alpha"``, ``"policy"``, ``"seed"``)
+    set to ``value``, by :func:`dataclasses.replace`; policy fields that follow the run
+    are worked out again."""
+    if path in ("seed", "engine"):
+        return RunSpec(
+            config=spec.config,
+            seed=_seed(value, f"{where}: seed") if path == "seed" else spec.seed,
+            engine=coerce(value, Literal["fast", "events"], f"{where}: engine")
+            if path == "engine"
+            else spec.engine,
+            derived=spec.derived,
+        )
+    config, derived = spec.config, spec.derived
+    if path == "policy":
+        policy, derived = _policy(value, config, config.max_gamma, f"{where}: policy")
+        config = dataclasses.replace(config, policy=policy)
+    else:
+        why = has_path(config, path)
+        if why is not None:
+            raise ValueError(f"{where}: {path!r}: {why}")
+        if path == "acceptance":
+            value = _trace_table(value, Path(base), f"{where}: acceptance")
+        config = replace_path(config, path, value, where=where, kinds=KINDS)
+        if path.startswith("policy."):
+            derived = derived - {path.removeprefix("policy.")}
+    if derived:
+        filled = {f: _from_run(f, config, config.max_gamma, where) for f in derived}
+        try:
+            current: Any = config.policy  # a dataclass whose fields include those in `derived`
+            config = dataclasses.replace(config, policy=dataclasses.replace(current, **filled))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: policy: {exc}") from None
+    return RunSpec(config=config, seed=spec.seed, engine=spec.engine, derived=derived)
 
 
 def load_config(path: str | os.PathLike[str]) -> RunSpec:
     """Read a simulation config TOML file (through :func:`specsim.cards.read_toml`)."""
-    from specsim.cards import read_toml
-
     p = Path(path)
     return config_from_dict(read_toml(p), where=str(p), base=p.parent)

@@ -1,206 +1,56 @@
-"""Where the simulator gets pass times, operations, bytes and energy.
+"""The cost sources that ship: the theory's parameters and the roofline on cards.
 
-Two cost sources with the same small interface:
-
-- :class:`PlainCost`: the theory's parameters. A target pass verifying
-  ``gamma + 1`` positions takes ``v(gamma)`` target-step times, a draft step
-  ``c`` of one; a draft token costs ``c_hat`` target-token operations. For
-  checking the closed forms and for teaching. It has no power model, so its
-  energy is ``None``.
+- :class:`PlainCost` (in :mod:`specsim.sim.plain`, re-exported here): the
+  theory's parameters, ``v(gamma)`` target-step times a pass and ``c`` a draft
+  step; no power model, so its energy is ``None``.
 - :class:`CardCost`: the roofline cost model of :mod:`specsim.cost` on model
-  and accelerator cards, at the batch and context of each pass.
+  and accelerator cards, at the batch and context of each pass, with the
+  memory footprint serving admission reads (:meth:`CardCost.kv_capacity_tokens`).
 
-``verify(new_tokens, context)`` and ``draft_step(context)`` take per-sequence
-arrays (one pass covers all of them) and return a :class:`PassCost`.
+Both implement :class:`~specsim.sim.source.BatchedCostSource`, cost many
+serving iterations at once (``uniform_iterations``, ``iterations``: what the
+serving simulator's drain uses) and take any :class:`~specsim.cost.PassShape` too
+(``verify_pass``), so a pass verifying a token tree is one constructor away.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 
-from specsim._roofline import time_energy
-from specsim.cards import DTYPE_BYTES, HardwareCard, ModelCard
+from specsim.cards import HardwareCard, ModelCard
+from specsim.cost import (
+    Footprint,
+    Formats,
+    PassShape,
+    Roofline,
+    chain_pairs,
+    chain_sums,
+    encoder_tokens,
+    footprint,
+    pass_cost,
+    roofline,
+    step_cost_grid,
+    time_energy,
+    verification_positions,
+)
+from specsim.cost.checks import check_draft_pair, check_tensor_parallel
+from specsim.cost.formats import resolve_dtype
+from specsim.sim.plain import PlainCost
+from specsim.sim.source import BlockCosts, IterationCost, IterationCosts, PassCost, named
 
-__all__ = ["PassCost", "BlockCosts", "CostSource", "PlainCost", "CardCost"]
-
+__all__ = ["PlainCost", "CardCost"]
 
 class _Kernel(NamedTuple):
     """What a pass of one model on one accelerator needs, computed once per cost source."""
 
-    linear: tuple[float, ...]  # the roofline constants (specsim._roofline)
+    roofline: Roofline  # the roofline constants (specsim.cost.roofline)
     encoder: float  # encoder tokens cross-attended per sequence (0 for decoders)
     devices: float  # tensor-parallel devices the pass runs on
-
-
-@dataclass(frozen=True, slots=True)
-class PassCost:
-    """Time (s), operations (FLOP, or target-token units for PlainCost), bytes and energy (J)."""
-
-    time_s: float
-    flops: float
-    bytes: float
-    energy_j: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class BlockCosts:
-    """Per-block arrays for one stream (batch 1): a verification pass, one draft step.
-
-    ``verify_*`` is the pass verifying ``gamma + 1`` positions at the block's
-    context; ``draft_*`` is one draft step there; ``step_*`` is one plain
-    autoregressive target step there (the baseline).
-    """
-
-    verify_time: NDArray[np.float64]
-    verify_flops: NDArray[np.float64]
-    verify_energy: NDArray[np.float64] | None
-    draft_time: NDArray[np.float64]
-    draft_flops: NDArray[np.float64]
-    draft_energy: NDArray[np.float64] | None
-
-
-class CostSource(Protocol):
-    """What the simulator asks of a cost source."""
-
-    def verify(self, new_tokens: NDArray[np.int64], context: NDArray[np.int64]) -> PassCost: ...
-
-    def draft_step(self, context: NDArray[np.int64]) -> PassCost: ...
-
-    def blocks(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> BlockCosts: ...
-
-    def prefill(self, prompts: NDArray[np.int64], *, draft: bool) -> PassCost: ...
-
-    def iteration(
-        self, gamma: NDArray[np.int64], context: NDArray[np.int64]
-    ) -> tuple[float, float, float]: ...
-
-    def uniform_iteration(
-        self, *, batch: int, context_sum: float, gamma: int
-    ) -> tuple[float, float, float]: ...
-
-    def uniform_iteration_times(
-        self, context: NDArray[np.int64], max_gamma: int
-    ) -> NDArray[np.float64]: ...
-
-    @property
-    def overlapped(self) -> bool: ...
-
-
-def _positive(value: float, name: str, *, allow_zero: bool = True) -> float:
-    v = float(value)
-    if not np.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name}: expected a finite number {bound}, got {value!r}")
-    return v
-
-
-@dataclass(frozen=True, kw_only=True)
-class PlainCost:
-    """The closed forms' cost parameters.
-
-    ``c``: draft step time / target step time. ``v``: the verification factor,
-    a number (the same for every gamma; 1 is the paper's memory-bound
-    assumption) or a sequence ``v[gamma]`` for gamma = 0, 1, ... (the last
-    value holds beyond its end). ``c_hat``: draft operations per token / target
-    operations per token (defaults to ``c``). ``step_s``: the target step time
-    that scales everything to seconds. ``overlap``: the draft runs on its own
-    accelerator, overlapped with verification.
-    """
-
-    c: float
-    v: float | tuple[float, ...] = 1.0
-    c_hat: float | None = None
-    step_s: float = 1.0
-    overlap: bool = False
-
-    def __post_init__(self) -> None:
-        _positive(self.c, "c")
-        _positive(self.step_s, "step_s", allow_zero=False)
-        if self.c_hat is not None:
-            _positive(self.c_hat, "c_hat")
-        vs = self.v if isinstance(self.v, tuple) else (self.v,)
-        if len(vs) == 0:
-            raise ValueError("v: expected a number or a non-empty sequence")
-        for i, x in enumerate(vs):
-            _positive(x, f"v[{i}]" if isinstance(self.v, tuple) else "v", allow_zero=False)
-
-    @property
-    def overlapped(self) -> bool:
-        return self.overlap
-
-    def v_of(self, gamma: ArrayLike) -> NDArray[np.float64]:
-        """v(gamma): a sequence is indexed by gamma (last value beyond its end); a
-        number applies to every gamma >= 1. v(0) = 1: one position is one step."""
-        g = np.asarray(gamma, dtype=np.int64)
-        if isinstance(self.v, tuple):
-            vs = np.asarray(self.v, dtype=float)
-            return vs[np.minimum(g, vs.shape[0] - 1)]
-        return np.where(g == 0, 1.0, float(self.v))
-
-    @property
-    def _c_hat(self) -> float:
-        return self.c if self.c_hat is None else self.c_hat
-
-    def verify(self, new_tokens: NDArray[np.int64], context: NDArray[np.int64]) -> PassCost:
-        gamma = int(np.max(new_tokens)) - 1
-        return PassCost(
-            time_s=float(self.v_of(gamma)) * self.step_s,
-            flops=float(np.sum(new_tokens)),
-            bytes=0.0,
-            energy_j=None,
-        )
-
-    def draft_step(self, context: NDArray[np.int64]) -> PassCost:
-        n = int(np.size(context))
-        return PassCost(
-            time_s=self.c * self.step_s, flops=self._c_hat * n, bytes=0.0, energy_j=None
-        )
-
-    def prefill(self, prompts: NDArray[np.int64], *, draft: bool) -> PassCost:
-        """One target step for the whole prefill (plain parameters know no prompt cost)."""
-        return PassCost(time_s=self.step_s, flops=float(np.sum(prompts)), bytes=0.0, energy_j=None)
-
-    def iteration(
-        self, gamma: NDArray[np.int64], context: NDArray[np.int64]
-    ) -> tuple[float, float, float]:
-        """(time, energy, draft time) of a batch iteration: max(gamma) draft steps, one pass."""
-        g = int(gamma.max()) if gamma.shape[0] else 0
-        return self.uniform_iteration(batch=int(gamma.shape[0]), context_sum=0.0, gamma=g)
-
-    def uniform_iteration(
-        self, *, batch: int, context_sum: float, gamma: int
-    ) -> tuple[float, float, float]:
-        """(time, energy, draft time) of an iteration in which every sequence drafts ``gamma``."""
-        if isinstance(self.v, tuple):
-            v = self.v[min(gamma, len(self.v) - 1)]
-        else:
-            v = 1.0 if gamma == 0 else self.v
-        d = gamma * self.c * self.step_s
-        return d + float(v) * self.step_s, 0.0, d
-
-    def uniform_iteration_times(
-        self, context: NDArray[np.int64], max_gamma: int
-    ) -> NDArray[np.float64]:
-        """Iteration time when every sequence uses gamma, for gamma = 0..max_gamma."""
-        g = np.arange(max_gamma + 1)
-        return (g * self.c + self.v_of(g)) * self.step_s
-
-    def blocks(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> BlockCosts:
-        n = gamma.shape[0]
-        return BlockCosts(
-            verify_time=self.v_of(gamma) * self.step_s,
-            verify_flops=(gamma + 1).astype(float),
-            verify_energy=None,
-            draft_time=np.full(n, self.c * self.step_s),
-            draft_flops=np.full(n, self._c_hat),
-            draft_energy=None,
-        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -223,41 +73,13 @@ class CardCost:
             raise ValueError(
                 f"tensor_parallel: expected an integer >= 1, got {self.tensor_parallel!r}"
             )
+        check_tensor_parallel(self.target, self.tensor_parallel)
+        if self.draft is not None:
+            check_draft_pair(self.target, self.draft)
 
     @property
     def overlapped(self) -> bool:
         return self.draft_hardware is not None
-
-    def _cost(
-        self,
-        model: ModelCard,
-        hardware: HardwareCard,
-        new_tokens: Sequence[int] | NDArray[np.int64],
-        context: NDArray[np.int64],
-        tp: int,
-    ) -> PassCost:
-        from specsim.cost import step_cost
-
-        new = np.asarray(new_tokens, dtype=np.int64)
-        ctx = np.asarray(context, dtype=np.int64)
-        sc = step_cost(
-            model,
-            hardware,
-            batch=int(ctx.shape[0]),
-            context=ctx,
-            new_tokens=new,
-            dtype=self.dtype,
-            tensor_parallel=tp,
-        )
-        return PassCost(
-            time_s=float(sc.time_s),
-            flops=float(sc.flops),
-            bytes=float(sc.bytes),
-            energy_j=float(sc.energy_j),
-        )
-
-    def verify(self, new_tokens: NDArray[np.int64], context: NDArray[np.int64]) -> PassCost:
-        return self._cost(self.target, self.hardware, new_tokens, context, self.tensor_parallel)
 
     def _draft_model(self) -> tuple[ModelCard, HardwareCard, int]:
         if self.draft is None:
@@ -266,10 +88,20 @@ class CardCost:
             return self.draft, self.draft_hardware, 1
         return self.draft, self.hardware, self.tensor_parallel
 
+    def _pass(self, model: ModelCard, hw: HardwareCard, shape: PassShape, tp: int) -> PassCost:
+        sc = pass_cost(model, hw, shape, dtype=self.dtype, tensor_parallel=tp)
+        return PassCost(time_s=sc.time_s, flops=sc.flops, bytes=sc.bytes, energy_j=sc.energy_j)
+
+    def verify_pass(self, shape: PassShape) -> PassCost:
+        """The target's pass of any shape (chains or a token tree)."""
+        return self._pass(self.target, self.hardware, shape, self.tensor_parallel)
+
+    def verify(self, new_tokens: NDArray[np.int64], context: NDArray[np.int64]) -> PassCost:
+        return self.verify_pass(PassShape.chain(context=context, new=new_tokens))
+
     def draft_step(self, context: NDArray[np.int64]) -> PassCost:
         model, hw, tp = self._draft_model()
-        ctx = np.asarray(context, dtype=np.int64)
-        return self._cost(model, hw, np.ones(ctx.shape[0], dtype=np.int64), ctx, tp)
+        return self._pass(model, hw, PassShape.chain(context=context, new=1), tp)
 
     def prefill(self, prompts: NDArray[np.int64], *, draft: bool) -> PassCost:
         """The prompts through the target and, when drafting, through the draft too.
@@ -277,14 +109,16 @@ class CardCost:
         From the pass aggregates, like :meth:`uniform_iteration` (tests check it
         equals :func:`specsim.cost.step_cost` at context 0).
         """
-        b = float(prompts.shape[0])
-        T = float(prompts.sum())
-        pairs = float((prompts * (prompts + 1)).sum()) / 2.0
+        # On Python ints, chains on an empty cache: a speed trick, an admission's prompts
+        # are few and numpy's per-call overhead would dominate.
+        ps = prompts.tolist()
+        T, S, R = float(sum(ps)), float(sum([chain_pairs(0, p) for p in ps])), 0.0
+        b = float(len(ps))
         target, dra = self._kernels
         passes = [target] if not draft or dra is None else [target, dra]
         time = energy = flops = nbytes = 0.0
-        for k in passes:
-            t, en, _, fl, by = time_energy(k.linear, T, pairs + T * k.encoder, b * k.encoder)
+        for k in passes:  # the encoder's tokens: cross-attended and read by every sequence
+            t, en, _, fl, by = time_energy(k.roofline, T, S + T * k.encoder, R + b * k.encoder)
             time, energy = time + t, energy + en
             flops, nbytes = flops + fl * k.devices, nbytes + by * k.devices
         return PassCost(time_s=time, flops=flops, bytes=nbytes, energy_j=energy)
@@ -292,37 +126,45 @@ class CardCost:
     @cached_property
     def _kernels(self) -> tuple[_Kernel, _Kernel | None]:
         """The roofline constants of the target's and the draft's passes (computed once)."""
-        from specsim import _roofline
-        from specsim.cost import _dtype, _encoder_length
 
         def kernel(model: ModelCard, hw: HardwareCard, tp: int) -> _Kernel:
-            co = _roofline.coefficients(model, hw, _dtype(model, self.dtype), float(tp))
-            return _Kernel(co.linear, _encoder_length(model, None), float(tp))
+            co = roofline(model, hw, Formats.of(resolve_dtype(model, self.dtype)), float(tp))
+            return _Kernel(co, encoder_tokens(model, None), float(tp))
 
         target = kernel(self.target, self.hardware, self.tensor_parallel)
         return target, None if self.draft is None else kernel(*self._draft_model())
 
-    def uniform_iteration(
-        self, *, batch: int, context_sum: float, gamma: int
-    ) -> tuple[float, float, float]:
-        """(time, energy, draft time) of an iteration in which every sequence drafts ``gamma``.
+    def uniform_iteration(self, *, batch: int, context_sum: float, gamma: int) -> IterationCost:
+        """An iteration in which every sequence drafts ``gamma``.
 
         Only the batch and the sum of the contexts matter: the pass aggregates
         are formed here in closed form, and each pass is evaluated on Python
         floats (a speed trick: the serving simulator asks this every
         iteration; tests check it equals :func:`specsim.cost.step_cost`).
         """
+        return named(IterationCost, self._uniform(float(batch), float(context_sum), gamma))
+
+    def uniform_iterations(self, *, batch: NDArray[np.int64], context_sum: NDArray[np.int64],
+                           gamma: int) -> IterationCosts:  # fmt: skip
+        """Many iterations at once, element ``i`` as :meth:`uniform_iteration` gives it for
+        ``batch[i]`` sequences whose contexts sum to ``context_sum[i]``, all drafting
+        ``gamma``: the same operations in the same order on arrays, so the same floats (a
+        speed trick: the serving simulator costs whole runs of iterations in one call)."""
+        time, energy, d_time = self._uniform(batch.astype(np.float64),
+                                             context_sum.astype(np.float64), gamma)  # fmt: skip
+        return IterationCosts(time, energy, np.broadcast_to(d_time, time.shape))
+
+    def _uniform(self, b: Any, sc: Any, gamma: int) -> tuple[Any, Any, Any]:
+        """Time, energy and draft time of uniform iterations (floats or arrays)."""
         (tl, te, _), draft = self._kernels
-        b, sc, n1 = float(batch), float(context_sum), gamma + 1.0
-        T = b * n1
-        time, energy = time_energy(tl, T, n1 * sc + b * n1 * (n1 + 1.0) / 2.0 + T * te,
-                                   sc + b * te)[:2]  # fmt: skip
+        T, S, R = chain_sums(b, sc, verification_positions(float(gamma)), te)
+        time, energy, _, _, _ = time_energy(tl, T, S, R)
         d_time = 0.0
         if gamma > 0:
             if draft is None:
                 raise ValueError("this cost source has no draft model")
             dl, de, _ = draft
-            r0, s0 = sc + b * de, sc + b + b * de
+            _, s0, r0 = chain_sums(b, sc, 1.0, de)
             for j in range(gamma):  # draft step j: one token per sequence after j drafted
                 jb = j * b
                 t, e, _, _, _ = time_energy(dl, b, s0 + jb, r0 + jb)
@@ -330,17 +172,15 @@ class CardCost:
                 energy += e
         return time + d_time, energy, d_time
 
-    def iteration(
-        self, gamma: NDArray[np.int64], context: NDArray[np.int64]
-    ) -> tuple[float, float, float]:
-        """(time, energy, draft time) of a batch iteration from pass aggregates.
+    def iteration(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> IterationCost:
+        """A batch iteration from pass aggregates.
 
         Draft step ``j`` batches the sequences with ``gamma_i > j``; the
         verification pass covers ``gamma_i + 1`` positions of every sequence.
         The cost model's terms depend on a pass only through sums over its
-        sequences (new tokens, KV tokens read, attention pairs), so the sums
-        are formed here and each pass costs one evaluation on Python floats
-        (tests check it equals :func:`specsim.cost.step_cost`).
+        sequences, so the sums are formed here and each pass costs one
+        evaluation on Python floats (tests check it equals
+        :func:`specsim.cost.step_cost` and :func:`iteration_cost`).
         """
         b = int(gamma.shape[0])
         gmax = int(gamma.max()) if b else 0
@@ -356,78 +196,122 @@ class CardCost:
         csum = np.bincount(gamma, weights=context, minlength=gmax + 1).tolist()
         T = pairs = 0.0
         for v in range(gmax + 1):
-            T += count[v] * (v + 1.0)
-            pairs += (v + 1.0) * csum[v] + count[v] * (v + 1.0) * (v + 2.0) / 2.0
+            n = verification_positions(float(v))
+            T += count[v] * n
+            pairs += chain_pairs(csum[v], n, count[v])
         time, energy = time_energy(tl, T, pairs + T * te, sum(csum) + b * te)[:2]
         d_time = 0.0
         nb, s = 0.0, 0.0  # draft step j batches the sequences with gamma > j: suffix sums
         for j in range(gmax - 1, -1, -1):
             nb, s = nb + count[j + 1], s + csum[j + 1]
-            sj = s + j * nb  # their contexts after j drafted tokens
-            t, e = time_energy(dl, nb, sj + nb + nb * de, sj + nb * de)[:2]
+            t, e = time_energy(dl, *chain_sums(nb, s + j * nb, 1.0, de))[:2]
             d_time += t
             energy += e
-        return time + d_time, energy, d_time
+        return named(IterationCost, (time + d_time, energy, d_time))
+
+    def iterations(self, count: NDArray[np.int64], csum: NDArray[np.float64]) -> IterationCosts:
+        """Many mixed iterations at once: row ``i`` has ``count[i, v]`` sequences drafting
+        ``v`` with context sum ``csum[i, v]`` (not all drafting the same gamma).
+
+        Element for element what :meth:`iteration` gives (a speed trick for the serving
+        simulator, which costs the iterations near the requests' ends in bulk): the same
+        operations in the same order, the columns past a row's largest gamma adding exact
+        zeros (the pass sums are integers, exact in float64 below 2^53).
+        """
+        (tl, te, _), draft = self._kernels
+        if draft is None:
+            raise ValueError("this cost source has no draft model")
+        dl, de, _ = draft
+        k, top = count.shape[0], count.shape[1] - 1
+        cnt = count.astype(np.float64)
+        T, pairs = np.zeros(k), np.zeros(k)
+        for v in range(top + 1):
+            n = verification_positions(float(v))
+            T = T + cnt[:, v] * n
+            pairs = pairs + chain_pairs(csum[:, v], n, cnt[:, v])
+        b = cnt.sum(axis=1)
+        time, energy = time_energy(tl, T, pairs + T * te, csum.sum(axis=1) + b * te)[:2]
+        d_time, nb, s = np.zeros(k), np.zeros(k), np.zeros(k)
+        for j in range(top - 1, -1, -1):  # draft step j batches the sequences with gamma > j
+            nb, s = nb + cnt[:, j + 1], s + csum[:, j + 1]
+            t, e = time_energy(dl, *chain_sums(nb, s + j * nb, 1.0, de))[:2]
+            some = nb > 0  # a row whose largest gamma is <= j has no step j
+            d_time = d_time + np.where(some, t, 0.0)
+            energy = energy + np.where(some, e, 0.0)
+        return IterationCosts(time + d_time, energy, d_time)
 
     def uniform_iteration_times(
         self, context: NDArray[np.int64], max_gamma: int
     ) -> NDArray[np.float64]:
         """Iteration time when every sequence uses gamma, for gamma = 0..max_gamma.
 
-        The same sums as :meth:`iteration`, for all gammas in two vectorized calls
-        (what a load-adaptive policy asks every iteration).
+        The same sums as :meth:`iteration`, for all gammas in two vectorized
+        evaluations (what a load-adaptive policy asks every iteration).
         """
-        from specsim.cost import pass_aggregates_cost
-
-        ctx = context.astype(np.float64)
-        b, sc = float(ctx.shape[0]), float(ctx.sum())
-        new = np.arange(max_gamma + 1, dtype=np.float64) + 1.0
-        ver = pass_aggregates_cost(
-            self.target, self.hardware, dtype=self.dtype, tensor_parallel=self.tensor_parallel,
-            batch=b, tokens=b * new, context_tokens=sc, pairs=new * sc + b * new * (new + 1) / 2,
-        )["time_s"]  # fmt: skip
-        times = np.asarray(ver, dtype=np.float64)
+        (tl, te, _), draft = self._kernels
+        b, sc = float(context.shape[0]), float(context.sum())
+        new = verification_positions(np.arange(max_gamma + 1, dtype=np.float64))
+        times = np.asarray(time_energy(tl, *chain_sums(b, sc, new, te))[0], dtype=np.float64)
         if max_gamma > 0 and self.draft is not None:
-            model, hw, tp = self._draft_model()
+            dl, de, _ = self._kernels[1]  # type: ignore[misc]
             s = sc + np.arange(max_gamma, dtype=np.float64) * b
-            dra = pass_aggregates_cost(
-                model, hw, dtype=self.dtype, tensor_parallel=tp,
-                batch=b, tokens=b, context_tokens=s, pairs=s + b,
-            )["time_s"]  # fmt: skip
+            dra = time_energy(dl, *chain_sums(b, s, 1.0, de))[0]
             times = times + np.concatenate([[0.0], np.cumsum(dra)])
         return times
 
     def blocks(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> BlockCosts:
-        from specsim.cost import step_cost_grid
-
+        kw: dict[str, Any] = {"batch": 1, "context": context, "dtype": self.dtype}
         ver = step_cost_grid(
-            self.target,
-            self.hardware,
-            batch=1,
-            context=context,
-            new_tokens=gamma + 1,
-            tensor_parallel=self.tensor_parallel,
-            dtype=self.dtype,
-        )
+            self.target, self.hardware, new_tokens=verification_positions(gamma),
+            tensor_parallel=self.tensor_parallel, **kw,
+        )  # fmt: skip
         model, hw, tp = self._draft_model()
-        dra = step_cost_grid(
-            model, hw, batch=1, context=context, new_tokens=1, tensor_parallel=tp, dtype=self.dtype
-        )
+        dra = step_cost_grid(model, hw, new_tokens=1, tensor_parallel=tp, **kw)
+
+        def per_block(x: NDArray[np.float64]) -> NDArray[np.float64]:
+            return np.broadcast_to(np.asarray(x, dtype=float), context.shape).copy()
+
         return BlockCosts(
             verify_time=np.asarray(ver.time_s, dtype=float),
             verify_flops=np.asarray(ver.flops, dtype=float),
             verify_energy=np.asarray(ver.energy_j, dtype=float),
-            draft_time=np.broadcast_to(np.asarray(dra.time_s, dtype=float), context.shape).copy(),
-            draft_flops=np.broadcast_to(np.asarray(dra.flops, dtype=float), context.shape).copy(),
-            draft_energy=np.broadcast_to(
-                np.asarray(dra.energy_j, dtype=float), context.shape
-            ).copy(),
+            draft_time=per_block(dra.time_s),
+            draft_flops=per_block(dra.flops),
+            draft_energy=per_block(dra.energy_j),
         )
 
-    def kv_bytes_per_token(self) -> float:
-        """KV-cache bytes per token of one sequence, target and draft together."""
+    def footprints(self) -> tuple[Footprint, Footprint | None]:
+        """Per device, the target's memory footprint and, when it shares the target's
+        accelerator, the draft's (:func:`specsim.cost.footprint`).
+
+        The draft is counted whole on each device (conservative: its passes are
+        modelled split over the target's devices, its memory is not).
+        """
         dt = self.dtype or self.target.dtype
-        total = self.target.kv_bytes_per_token(DTYPE_BYTES[dt]) / self.tensor_parallel
-        if self.draft is not None and self.draft_hardware is None:
-            total += self.draft.kv_bytes_per_token(DTYPE_BYTES[self.dtype or self.draft.dtype])
-        return float(total)
+        target = footprint(
+            self.target, tensor_parallel=self.tensor_parallel, formats=Formats.of(dt)
+        )
+        if self.draft is None or self.draft_hardware is not None:
+            return target, None
+        d_fmt = Formats.of(self.dtype or self.draft.dtype)
+        return target, footprint(self.draft, tensor_parallel=1, formats=d_fmt)
+
+    def kv_bytes_per_token(self) -> float:
+        """KV-cache bytes per token of one sequence on one device, target and draft together."""
+        target, draft = self.footprints()
+        return target.kv_bytes_per_token + (0.0 if draft is None else draft.kv_bytes_per_token)
+
+    def kv_capacity_tokens(self) -> int:
+        """KV-cache tokens one device holds after the weights: the serving admission budget.
+
+        Raises ValueError when the weights leave no room.
+        """
+        target, draft = self.footprints()
+        weights = target.weights_bytes + (0.0 if draft is None else draft.weights_bytes)
+        free = self.hardware.mem_capacity - weights
+        if free <= 0:
+            raise ValueError(
+                f"cost: the weights ({weights / 1e9:.1f} GB per device) leave no room for a "
+                f"KV cache on {self.hardware.slug} ({self.hardware.mem_capacity / 1e9:.1f} GB)"
+            )
+        return int(free / self.kv_bytes_per_token())

@@ -18,6 +18,7 @@ this is an attribution, not a measurement).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,9 +26,52 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from specsim.sim.costs import BlockCosts
+from specsim.cost import verification_positions
+from specsim.sim.source import BlockCosts
 
-__all__ = ["Blocks", "StreamResult", "ServingResult", "batch_means_se", "chrome_trace"]
+__all__ = [
+    "Blocks",
+    "StreamResult",
+    "ServingResult",
+    "batch_means_se",
+    "chrome_trace",
+    "iteration_table",
+]
+
+ITERATION_COLUMNS = [
+    "start_s", "end_s", "prefill_s", "draft_s", "batch", "admitted", "draft_tokens", "positions",
+    "positions_wasted", "draft_wasted", "emitted", "energy_j",
+]  # fmt: skip
+"""The serving iteration table: one row per batch iteration (its prefill, draft steps and
+verification pass; token counts summed over the batch; energy NaN without a power model)."""
+_COUNTS = frozenset(ITERATION_COLUMNS[4:11])  # integer columns: batch .. emitted
+
+
+def iteration_table(rows: Sequence[tuple[float, ...] | NDArray[np.float64]]) -> pd.DataFrame:
+    """The serving iteration table from its rows, in the columns of :data:`ITERATION_COLUMNS`.
+
+    A row is a tuple, or a block of rows as a 2-d array (a stretch of iterations). One numpy
+    conversion per run of tuples, then a column each (a speed trick: pandas infers
+    row-wise data several times slower; the counts are exact integers well below 2^53).
+    """
+    width = len(ITERATION_COLUMNS)
+    parts: list[NDArray[np.float64]] = []
+    tuples: list[tuple[float, ...]] = []
+    for row in rows:
+        if type(row) is tuple:
+            tuples.append(row)
+            continue
+        if tuples:
+            parts.append(np.array(tuples, dtype=np.float64).reshape(-1, width))
+            tuples = []
+        parts.append(row)  # type: ignore[arg-type]
+    if tuples or not parts:
+        parts.append(np.array(tuples, dtype=np.float64).reshape(-1, width))
+    arr = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return pd.DataFrame({
+        name: arr[:, i].astype(np.int64) if name in _COUNTS else arr[:, i]
+        for i, name in enumerate(ITERATION_COLUMNS)
+    })  # fmt: skip
 
 
 def batch_means_se(x: NDArray[np.float64], y: NDArray[np.float64] | None = None) -> float | None:
@@ -86,7 +130,7 @@ class StreamResult:
         tokens = int(b.emitted.sum())
         passes = int(b.gamma.shape[0])
         time_s = float(b.verify_end[-1])
-        positions = b.gamma + 1
+        positions = verification_positions(b.gamma)
         pos_wasted = positions - b.emitted
         draft_wasted = b.gamma - b.accepted
         overlap_steps = np.divide(
@@ -175,7 +219,7 @@ class StreamResult:
                     "track": "target",
                     "start_s": b.verify_start,
                     "end_s": b.verify_end,
-                    "tokens": b.gamma + 1,
+                    "tokens": verification_positions(b.gamma),
                 }
             ),
             pd.DataFrame(
@@ -223,14 +267,22 @@ class StreamResult:
         return chrome_trace(self.events())
 
 
+PLAIN_KEYS = ("throughput_tokens_per_s", "tpot_p50", "tpot_p99", "e2e_p50", "e2e_p99",
+              "ttft_p99", "energy_j_per_token")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class ServingResult:
-    """Per-request table and per-iteration table of a speculative run and its plain twin."""
+    """Per-request table and per-iteration table of a speculative run and its plain twin.
+
+    The plain twin's tables are None when the run skipped it
+    (``ServingConfig.plain_twin = False``).
+    """
 
     requests_spec: pd.DataFrame
     iterations_spec: pd.DataFrame
-    requests_plain: pd.DataFrame
-    iterations_plain: pd.DataFrame
+    requests_plain: pd.DataFrame | None = None
+    iterations_plain: pd.DataFrame | None = None
 
     def requests(self) -> pd.DataFrame:
         return self.requests_spec
@@ -239,14 +291,21 @@ class ServingResult:
         return self.iterations_spec
 
     def metrics(self) -> dict[str, Any]:
-        spec = _summary(self.requests_spec, self.iterations_spec)
-        plain = _summary(self.requests_plain, self.iterations_plain)
-        out = dict(spec)
-        for key in ("throughput_tokens_per_s", "tpot_p50", "tpot_p99", "e2e_p50", "e2e_p99",
-                    "ttft_p99", "energy_j_per_token"):  # fmt: skip
-            out[f"plain_{key}"] = plain[key]
-        out["speedup"] = spec["throughput_tokens_per_s"] / plain["throughput_tokens_per_s"]
-        out["tpot_speedup"] = plain["tpot_p50"] / spec["tpot_p50"]
+        """The metrics record: the speculative run's summary, then ``plain_*`` (the same
+        quantities for the plain twin), ``speedup`` (throughput over the twin's) and
+        ``tpot_speedup`` (the twin's median TPOT over the run's). Without a twin those keys
+        are present and None: no plain run, no comparison."""
+        out = _summary(self.requests_spec, self.iterations_spec)
+        plain = None
+        if self.requests_plain is not None and self.iterations_plain is not None:
+            plain = _summary(self.requests_plain, self.iterations_plain)
+        for key in PLAIN_KEYS:
+            out[f"plain_{key}"] = None if plain is None else plain[key]
+        if plain is None:
+            out["speedup"] = out["tpot_speedup"] = None
+        else:
+            out["speedup"] = out["throughput_tokens_per_s"] / plain["throughput_tokens_per_s"]
+            out["tpot_speedup"] = plain["tpot_p50"] / out["tpot_p50"]
         return out
 
     def chrome_trace(self) -> dict[str, Any]:

@@ -10,23 +10,38 @@ batch iteration:
    admitted prompts are prefilled in one pass of the target (and the draft),
    which also yields each request's first token (TTFT); a one-token request
    is then done and never joins the decoding batch;
-2. asks the lookahead policy for each running sequence's ``gamma_i``;
+2. asks the lookahead policy for each running sequence's ``gamma_i``, handing
+   it the sequence's own history (its previous block's gamma and accepted
+   count), so that a per-sequence policy walks each request exactly as it
+   walks a single stream; a policy that declares a fixed gamma is not asked,
+   and one that declares itself batch-wide is asked once per iteration
+   (:mod:`specsim.policies`). Gamma is capped at ``max_gamma`` (the KV
+   reservation covers that much lookahead) and cut so that no block drafts
+   past its request's last token; the history keeps the policy's gamma before
+   that cut, as a single stream, which has no end, would see it;
 3. runs the draft steps, step ``j`` batching every sequence with ``gamma_i > j``;
 4. runs one verification pass over every sequence's ``gamma_i + 1`` positions
    (its cost from the cost model at that batch and those contexts);
 5. emits each sequence's accepted tokens plus one and retires finished ones.
 
 The same workload is then served without speculation (``gamma = 0``) in the
-same run, for the speedup. The draft shares the target's accelerator
-(serialized); overlapped drafting is modelled for single streams only.
-Workloads are in :mod:`specsim.sim.workload`; the result, its metrics record
-and Chrome trace in :mod:`specsim.sim.records`.
+same run, for the speedup: the *plain twin*. It is skipped when the policy
+declares ``gamma = 0`` (the run is its own twin) and when the config says
+``plain_twin = False`` (then the result has no plain metrics). The draft
+shares the target's accelerator (serialized); overlapped drafting is modelled
+for single streams only. Once every request has arrived, the clock steers
+nothing, and a fixed-gamma run on the vectorized path finishes in
+:mod:`specsim.sim.drain` without simpy, its costs evaluated in bulk (the same
+rows, bit for bit). Requests, admission and the running batch are in
+:mod:`specsim.sim.batch`; workloads in :mod:`specsim.sim.workload`; the
+result, its metrics record and Chrome trace in :mod:`specsim.sim.records`.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -35,25 +50,47 @@ import simpy
 from numpy.typing import NDArray
 
 from specsim.acceptance import AcceptanceProcess
+from specsim.cost import verification_positions
 from specsim.policies import (
+    MAX_GAMMA,
     FixedGamma,
-    LoadAdaptive,
     LookaheadPolicy,
     PolicyContext,
+    batch_wide,
+    check_choice,
     fixed_gamma,
 )
-from specsim.sim.costs import CardCost, CostSource
-from specsim.sim.records import ServingResult
-from specsim.sim.stream import _run_lengths
+from specsim.sim.batch import NO_HISTORY, Admission, Batch, Requests, draw_requests
+from specsim.sim.drain import Drain, drain
+from specsim.sim.records import ServingResult, iteration_table
+from specsim.sim.source import (
+    BatchedCostSource,
+    CostSource,
+    IterationCost,
+    check_positions_fit,
+    iteration_cost,
+)
 from specsim.sim.workload import Workload
 
 __all__ = ["ServingConfig", "simulate_serving"]
 
+TimesOf = Callable[[NDArray[np.int64], int], NDArray[np.float64]]
+Row = tuple[float, ...] | NDArray[np.float64]  # one iteration, or the drain's block of them
+
 
 @dataclass(frozen=True, kw_only=True)
 class ServingConfig:
-    """A serving run. ``kv_capacity_tokens``: KV-cache budget in tokens (None: from the
-    accelerator's memory left after the weights, for a CardCost)."""
+    """A serving run.
+
+    ``max_gamma``: the longest block (default :data:`specsim.policies.MAX_GAMMA`); every
+    request's KV reservation covers a pass of that many drafts.
+    ``kv_capacity_tokens``: KV-cache budget in tokens (None: the cost source's
+    own ``kv_capacity_tokens()``, the accelerator's memory left after the
+    weights for a CardCost; unlimited for a source without one).
+    ``plain_twin``: also serve the workload without speculation, for the
+    speedup and the ``plain_*`` metrics (False: skip it, and those metrics are
+    None).
+    """
 
     workload: Workload
     cost: CostSource
@@ -61,7 +98,8 @@ class ServingConfig:
     policy: LookaheadPolicy
     max_batch: int = 64
     kv_capacity_tokens: int | None = None
-    max_gamma: int = 16
+    max_gamma: int = MAX_GAMMA
+    plain_twin: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.max_batch, bool) or self.max_batch < 1:
@@ -72,94 +110,138 @@ class ServingConfig:
             raise ValueError(
                 f"kv_capacity_tokens: expected a positive integer, got {self.kv_capacity_tokens!r}"
             )
+        budget: Callable[[], int] | None = getattr(self.cost, "kv_capacity_tokens", None)
+        if self.kv_capacity_tokens is not None and budget is not None:
+            most = budget()
+            if self.kv_capacity_tokens > most:
+                raise ValueError(
+                    f"kv_capacity_tokens: {self.kv_capacity_tokens} tokens do not fit; the "
+                    f"accelerator's memory holds {most} after the weights"
+                )
+        if not isinstance(self.plain_twin, bool):
+            raise ValueError(f"plain_twin: expected true or false, got {self.plain_twin!r}")
         if self.cost.overlapped:
             raise ValueError(
                 "cost: overlapped drafting (a draft accelerator) is modelled for single streams "
                 "only; serve with the draft on the target's accelerator"
             )
+        fixed = fixed_gamma(self.policy)
+        if fixed is not None and fixed > self.max_gamma:
+            raise ValueError(f"policy: gamma {fixed} exceeds max_gamma {self.max_gamma}")
 
     def kv_capacity(self) -> int | None:
         if self.kv_capacity_tokens is not None:
             return int(self.kv_capacity_tokens)
-        if isinstance(self.cost, CardCost):
-            from specsim.cards import DTYPE_BYTES
-
-            c = self.cost
-            weights = c.target.shape_params * DTYPE_BYTES[c.dtype or c.target.dtype]
-            weights /= c.tensor_parallel
-            if c.draft is not None:
-                weights += c.draft.shape_params * DTYPE_BYTES[c.dtype or c.draft.dtype]
-            free = c.hardware.mem_capacity - weights
-            if free <= 0:
-                raise ValueError(
-                    f"cost: the weights ({weights / 1e9:.1f} GB per device) leave no room for a "
-                    f"KV cache on {c.hardware.slug} ({c.hardware.mem_capacity / 1e9:.1f} GB)"
-                )
-            return int(free / c.kv_bytes_per_token())
-        return None
+        capacity: Callable[[], int] | None = getattr(self.cost, "kv_capacity_tokens", None)
+        return None if capacity is None else int(capacity())
 
 
-def _serve(
-    config: ServingConfig,
-    reqs: pd.DataFrame,
-    run_flat: NDArray[np.int64],
-    base: NDArray[np.int64],
-    policy: LookaheadPolicy,
-    draws: list[Any] | None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+class _PassTimes:
+    """``pass_time(gamma)`` for a batch-wide policy: the iteration's time if every sequence
+    drafts gamma, from ``times_of(contexts, n)``, a table for gammas 0..n at once."""
+
+    def __init__(self, times_of: TimesOf, contexts: NDArray[np.int64], size: int) -> None:
+        self.times_of, self.contexts = times_of, contexts
+        self.table = times_of(contexts, size)
+
+    def __call__(self, gamma: int) -> float:
+        if gamma >= self.table.shape[0]:
+            self.table = self.times_of(self.contexts, gamma)
+        return float(self.table[gamma])
+
+
+def _composed_times(cost: CostSource, contexts: NDArray[np.int64],
+                    size: int) -> NDArray[np.float64]:  # fmt: skip
+    """Iteration times for gammas 0..size from a source's passes (no speed path)."""
+    ones = np.ones(contexts.shape[0], dtype=np.int64)
+    return np.array([iteration_cost(cost, g * ones, contexts).time_s for g in range(size + 1)])
+
+
+def _sequence_gammas(policy: LookaheadPolicy, batch: Batch, req: Requests) -> NDArray[np.int64]:
+    """Ask a per-sequence policy for every running sequence's gamma, with its own history."""
+    b = batch.size
+    pos = batch.positions(req).tolist()
+    rid = batch.rid.tolist()
+    last_g, last_a = batch.last_gamma.tolist(), batch.last_accepted.tolist()
+    draws = req.draws
+    out = np.empty(b, dtype=np.int64)
+    for k in range(b):
+        had = last_g[k] != NO_HISTORY
+        ctx = PolicyContext(position=pos[k], draw=draws[rid[k]],
+                            last_gamma=last_g[k] if had else None,
+                            last_accepted=last_a[k] if had else None, batch=b)  # fmt: skip
+        out[k] = check_choice(policy, policy.choose(ctx))
+    return out
+
+
+def _serve(config: ServingConfig, req: Requests,
+           policy: LookaheadPolicy) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
     env = simpy.Environment()
     accel = simpy.Resource(env, capacity=1)
-    cost = config.cost
-    n = len(reqs)
-    arrival = reqs["arrival_s"].to_numpy()
-    prompt = reqs["prompt_tokens"].to_numpy().astype(np.int64)
-    out_len = reqs["output_tokens"].to_numpy().astype(np.int64)
-    first_tok = np.full(n, np.nan)
-    finish = np.full(n, np.nan)
-    capacity = config.kv_capacity()
-    reserve = prompt + out_len + config.max_gamma + 1
-    if capacity is not None and reserve.max() > capacity:
-        i = int(np.argmax(reserve))
-        raise ValueError(
-            f"kv_capacity_tokens: {capacity} tokens cannot hold request {i} "
-            f"(prompt {prompt[i]} + output {out_len[i]} + lookahead {config.max_gamma + 1})"
-        )
-    waiting: deque[int] = deque()
+    cost, max_gamma, max_batch, n = config.cost, config.max_gamma, config.max_batch, len(req)
+    first_tok, finish = np.full(n, np.nan), np.full(n, np.nan)
+    admission = Admission(req, capacity=config.kv_capacity(), max_batch=max_batch,
+                          max_gamma=max_gamma)  # fmt: skip
+    batch = Batch(max_batch)
+    fixed, wide = fixed_gamma(policy), batch_wide(policy)
+    # The source's speed paths, looked up once (a Protocol isinstance check is slow).
+    uniform: Callable[..., IterationCost] | None = None
+    mixed: Callable[[NDArray[np.int64], NDArray[np.int64]], IterationCost]
+    times_of: TimesOf
+    if isinstance(cost, BatchedCostSource):
+        uniform, mixed = cost.uniform_iteration, cost.iteration
+        times_of = cost.uniform_iteration_times
+    else:
+        mixed, times_of = partial(iteration_cost, cost), partial(_composed_times, cost)
+    table_size = int(getattr(policy, "max_gamma", max_gamma))
+    # The vectorized path needs one gamma for the batch and run lengths that hold for any
+    # gamma (acceptance independent of the position in a block); gamma 0 needs neither.
+    vector_ok = fixed == 0 or (fixed is not None or wide) and req.plain_weights
+    one = np.ones(1, dtype=np.int64)
+    with_energy = cost.verify(one, one).energy_j is not None  # PlainCost has no power model
+    run1 = req.run1
+    step = None  # where a block drafting the fixed gamma from each flat position leaves it
+    if vector_ok and fixed is not None and fixed > 0 and uniform is not None:
+        step = np.minimum(run1, verification_positions(fixed))
+        step += np.arange(step.shape[0], dtype=np.int64)
+    rows: list[Row] = []
+    draining = None
+    # The optional bulk paths (CostSource's docstring); without them, no drain.
+    uniform_many = getattr(cost, "uniform_iterations", None)
+    mixed_many = getattr(cost, "iterations", None)
+    if (vector_ok and fixed is not None and uniform is not None and uniform_many is not None
+            and (fixed == 0 or mixed_many is not None)):  # fmt: skip
+        draining = Drain(cost=cost, uniform=uniform_many, req=req, admission=admission,
+                         mixed_many=mixed_many,
+                         batch=batch, step=step, gamma=fixed, max_batch=max_batch,
+                         with_energy=with_energy, first_tok=first_tok, finish=finish)  # fmt: skip
     wake = [env.event()]
-    rows: list[tuple[float, ...]] = []
-    max_gamma = config.max_gamma
-    fixed = fixed_gamma(policy)
-    if fixed is not None and fixed > max_gamma:
-        raise ValueError(f"policy: gamma {fixed} exceeds max_gamma {max_gamma}")
-    with_energy = isinstance(cost, CardCost)
-    nan = float("nan")
-    run_flat1 = run_flat + 1  # tokens a block emits when not capped by gamma
 
     def arrivals() -> simpy.events.ProcessGenerator:
         for i in range(n):
-            yield env.timeout(max(0.0, arrival[i] - env.now))
-            waiting.append(i)
+            yield env.timeout(max(0.0, req.arrival[i] - env.now))
+            admission.arrive(i)
             if not wake[0].triggered:
                 wake[0].succeed()
 
+    def prefill(adm: NDArray[np.int64], start: float) -> tuple[float, float, int]:
+        """Prefill the admitted prompts in one pass, which emits each one's first token; the
+        others join the batch. Returns the pass's time and energy and how many were done."""
+        pc = cost.prefill(req.prompt[adm], draft=fixed != 0)
+        first_tok[adm] = start + pc.time_s
+        one = req.out_len[adm] == 1  # one-token requests are done
+        if one.any():
+            finish[adm[one]] = start + pc.time_s
+            admission.release(adm[one])
+        if not one.all():
+            batch.add(adm[~one], req)
+        return pc.time_s, pc.energy_j or 0.0, int(one.sum())
+
     def engine() -> simpy.events.ProcessGenerator:
-        # Struct of arrays over the running sequences, updated in place: few numpy
-        # calls per batch iteration, and the batch's context sum and a lower bound
-        # on its tokens still to emit kept as numbers (a speed trick: the serving
-        # benchmark runs thousands of iterations).
-        rid = np.zeros(0, dtype=np.int64)  # request of each running sequence
-        ptr = np.zeros(0, dtype=np.int64)  # index of its next position in run_flat
-        end = np.zeros(0, dtype=np.int64)  # ptr at its last token: tokens to emit = end - ptr
-        off = np.zeros(0, dtype=np.int64)  # its context is off + ptr
-        ones = np.ones(config.max_batch, dtype=np.int64)
-        caps = np.zeros(config.max_batch, dtype=np.int64)  # gamma + 1, for a fast minimum
-        ctx_sum = 0  # sum of the running sequences' contexts
-        low = 0  # a lower bound on min(end - ptr); exact after a refresh
-        used = 0  # KV tokens reserved
         done = 0
         hold: Any = None  # the accelerator, held while there is work
         while done < n:
-            if not waiting and rid.shape[0] == 0:
+            if not admission.waiting and batch.size == 0:
                 if hold is not None:
                     accel.release(hold)
                     hold = None
@@ -169,151 +251,92 @@ def _serve(
                 hold = accel.request()
                 yield hold
             start = env.now
-            admitted: list[int] = []
-            while waiting and rid.shape[0] + len(admitted) < config.max_batch:
-                i = waiting[0]
-                if capacity is not None and used + reserve[i] > capacity:
-                    break
-                waiting.popleft()
-                admitted.append(i)
-                used += int(reserve[i])
-            prefill_s = 0.0
-            energy = 0.0
+            if draining is not None and admission.arrived == n:
+                # Every request has arrived: the clock no longer steers anything, so the rest
+                # runs without simpy and is costed in bulk (specsim.sim.drain).
+                rows.append(drain(draining, start=start, done=done))
+                break
+            running = batch.size
+            admitted = admission.admit(running) if admission.waiting and running < max_batch else []
+            prefill_s = energy = 0.0
             if admitted:
-                adm = np.asarray(admitted, dtype=np.int64)
-                pc = cost.prefill(prompt[adm], draft=fixed != 0)
-                prefill_s = pc.time_s
-                energy += pc.energy_j or 0.0
-                first_tok[adm] = start + prefill_s
-                # The prefill emits each request's first token; one-token requests are done.
-                one = out_len[adm] == 1
-                if one.any():
-                    finish[adm[one]] = start + prefill_s
-                    used -= int(reserve[adm[one]].sum())
-                    done += int(one.sum())
-                    adm = adm[~one]
-                if adm.shape[0]:
-                    rid = np.concatenate([rid, adm])
-                    ptr = np.concatenate([ptr, base[adm] + 1])
-                    end = np.concatenate([end, base[adm] + out_len[adm]])
-                    off = np.concatenate([off, prompt[adm] - base[adm]])
-                    ctx_sum += int(prompt[adm].sum()) + adm.shape[0]
-                    low = int((end - ptr).min())
-            b = rid.shape[0]
+                prefill_s, energy, one_token = prefill(np.asarray(admitted, dtype=np.int64), start)
+                done += one_token
+            b = batch.size
             if b == 0:  # only one-token requests were admitted: a prefill-only iteration
                 yield env.timeout(prefill_s)
                 rows.append((start, env.now, prefill_s, 0.0, 0, len(admitted), 0, 0, 0, 0, 0,
-                             energy if with_energy else nan))  # fmt: skip
+                             energy if with_energy else np.nan))  # fmt: skip
                 continue
-            # The lookahead: one gamma for all (fixed, load-adaptive) or one per sequence.
+            # The lookahead: one gamma for all (declared fixed or batch-wide) or one each.
             if fixed is not None:
                 gam = fixed
-            elif isinstance(policy, LoadAdaptive):
-                table = cost.uniform_iteration_times(off + ptr, policy.max_gamma)
-                gam = policy.choose(
-                    PolicyContext(position=0, draw=None, last_gamma=None, last_accepted=None,
-                                  batch=b, pass_time=lambda x: float(table[x]))  # noqa: B023
-                )  # fmt: skip
-                gam = min(gam, max_gamma)  # the KV reservation covers max_gamma, as per token
+            elif wide:
+                times = _PassTimes(times_of, batch.contexts(), table_size)
+                ctx = PolicyContext(position=0, draw=None, last_gamma=None, last_accepted=None,
+                                    batch=b, pass_time=times)  # fmt: skip
+                gam = min(check_choice(policy, policy.choose(ctx)), max_gamma)
             else:
                 gam = -1
-            if draws is None and 0 <= gam < low:
+            if vector_ok and 0 <= gam < batch.low and uniform is not None:
                 # Every sequence drafts gam (none is within gam of its end): the fast path.
-                if gam == 0:  # plain decoding: one token each
-                    acc = ones[:b]
-                    ptr += acc
-                    emitted = b
-                else:
-                    caps[:b] = gam + 1
-                    acc = run_flat1[ptr]
-                    np.minimum(acc, caps[:b], out=acc)
-                    ptr += acc
-                    emitted = sum(acc.tolist())
+                t_iter, e_iter, d_time = uniform(batch=b, context_sum=batch.ctx_sum,
+                                                 gamma=gam)  # fmt: skip
+                emitted = batch.advance_uniform(gam, run1)
                 drafted = gam * b
-                low -= gam + 1
-                t_iter, e_iter, d_time = cost.uniform_iteration(
-                    batch=b, context_sum=ctx_sum, gamma=gam
-                )
             else:
-                rem = end - ptr
-                if draws is not None:
-                    pos = ptr - base[rid]  # tokens each sequence has emitted
-                if gam >= 0:
-                    g = np.minimum(rem - 1, gam)
-                else:
-                    assert draws is not None
-                    g = np.array(
-                        [policy.choose(PolicyContext(position=int(pos[k]), draw=draws[rid[k]],
-                                                     last_gamma=None, last_accepted=None,
-                                                     batch=b))
-                         for k in range(b)], dtype=np.int64)  # fmt: skip
-                    g = np.clip(np.minimum(g, rem - 1), 0, max_gamma)
-                if draws is None:
-                    acc = np.minimum(run_flat1[ptr], g + 1)
-                else:
-                    from specsim.acceptance import accepted_in_block
-
-                    acc = 1 + np.array([accepted_in_block(draws[rid[k]], int(pos[k]), int(g[k]))
-                                        for k in range(b)], dtype=np.int64)  # fmt: skip
+                chosen = np.full(b, gam) if gam >= 0 else _sequence_gammas(policy, batch, req)
+                np.minimum(chosen, max_gamma, out=chosen)
+                g = np.minimum(chosen, batch.end - batch.ptr - 1)  # not past the request's end
+                acc = req.emitted(batch, g)
                 drafted = int(g.sum())
-                t_iter, e_iter, d_time = cost.iteration(g, off + ptr)
-                ptr += acc
-                emitted = int(acc.sum())
-                low = int((rem - acc).min())
-            ctx_sum += emitted
+                t_iter, e_iter, d_time = mixed(g, batch.contexts())
+                emitted = batch.advance(acc)
+                batch.last_gamma, batch.last_accepted = chosen, acc - 1
             yield env.timeout(prefill_s + t_iter)
-            now = env.now
             wasted = drafted + b - emitted
             rows.append(
-                (start, now, prefill_s, d_time, b, len(admitted), drafted, drafted + b,
-                 wasted, wasted, emitted, energy + e_iter if with_energy else nan)
+                (start, env.now, prefill_s, d_time, b, len(admitted), drafted, drafted + b,
+                 wasted, wasted, emitted, energy + e_iter if with_energy else np.nan)
             )  # fmt: skip
-            if low <= 0 and (low := int((end - ptr).min())) <= 0:
-                fin = ptr >= end  # finished sequences: retire them
-                finished = rid[fin]
+            now = env.now
+            if batch.low <= 0 and batch.refresh_low() <= 0:
+                finished = batch.retire()  # finished sequences leave the batch
                 finish[finished] = now
-                used -= int(reserve[finished].sum())
+                admission.release(finished)
                 done += finished.shape[0]
-                ctx_sum -= int((off[fin] + end[fin]).sum())
-                keep = ~fin
-                rid, ptr, end, off = rid[keep], ptr[keep], end[keep], off[keep]
-                low = int((end - ptr).min()) if rid.shape[0] else 0
-            elif low <= gam:  # a sequence may be within gam of its end: make the bound exact
-                low = int((end - ptr).min())
+            elif batch.low <= gam:  # a sequence may be within gam of its end: make it exact
+                batch.refresh_low()
 
     env.process(arrivals())
     env.process(engine())
     env.run()
-    req = reqs.copy()
-    req["first_token_s"] = first_tok
-    req["finish_s"] = finish
-    it = pd.DataFrame(
-        rows,
-        columns=["start_s", "end_s", "prefill_s", "draft_s", "batch", "admitted", "draft_tokens",
-                 "positions", "positions_wasted", "draft_wasted", "emitted", "energy_j"],
-    )  # fmt: skip
-    return req, it
+    out = req.table.copy()
+    out["first_token_s"] = first_tok
+    out["finish_s"] = finish
+    return out, iteration_table(rows)
 
 
 def simulate_serving(config: ServingConfig, rng: np.random.Generator) -> ServingResult:
-    """Serve the workload with speculation and, in the same run, without it."""
+    """Serve the workload with speculation and, in the same run, without it (the plain twin,
+    unless the policy's gamma is a declared 0 or ``config.plain_twin`` is False)."""
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng: expected numpy.random.Generator, got {type(rng).__name__}")
-    reqs = config.workload.sample(rng)
-    lengths = reqs["output_tokens"].to_numpy() + config.max_gamma + 1
-    draws = [config.acceptance.sample(rng, int(m)) for m in lengths]
-    ends = np.cumsum(lengths).astype(np.int64)
-    base = ends - lengths
-    weights = np.concatenate([d.position_weights for d in draws])
-    one_gamma = fixed_gamma(config.policy) is not None or isinstance(config.policy, LoadAdaptive)
-    vector_ok = one_gamma and bool(np.all(weights == 1))
-    # Run lengths of accepted positions, request by request: one pass over all the
-    # requests' positions, each run cut at the end of its request's draw.
-    run_flat = _run_lengths(np.concatenate([d.u < d.prob for d in draws]))
-    np.minimum(run_flat, np.repeat(ends, lengths) - np.arange(ends[-1]), out=run_flat)
-    spec = _serve(config, reqs, run_flat, base, config.policy, None if vector_ok else draws)
-    plain = _serve(config, reqs, run_flat, base, FixedGamma(gamma=0), None)
+    table = config.workload.sample(rng)
+    check_positions_fit(config.cost, context=table["prompt_tokens"].to_numpy(),
+                        new_tokens=table["output_tokens"].to_numpy(), name="workload")  # fmt: skip
+    draws = draw_requests(config.acceptance, table["output_tokens"].to_numpy(),
+                          max_gamma=config.max_gamma, rng=rng)  # fmt: skip
+    req = Requests.build(table, draws, max_gamma=config.max_gamma)
+    spec = _serve(config, req, config.policy)
+    if not config.plain_twin:
+        plain = None
+    elif fixed_gamma(config.policy) == 0:  # the run is plain decoding: it is its own twin
+        plain = (spec[0].copy(), spec[1].copy())
+    else:
+        plain = _serve(config, req, FixedGamma(gamma=0))
     return ServingResult(
         requests_spec=spec[0], iterations_spec=spec[1],
-        requests_plain=plain[0], iterations_plain=plain[1],
+        requests_plain=None if plain is None else plain[0],
+        iterations_plain=None if plain is None else plain[1],
     )  # fmt: skip

@@ -34,9 +34,16 @@ import simpy
 from numpy.typing import NDArray
 
 from specsim.acceptance import AcceptanceDraw, AcceptanceProcess, accepted_in_block
-from specsim.policies import LookaheadPolicy, PolicyContext, fixed_gamma
-from specsim.sim.costs import CostSource
+from specsim.cost import verification_positions
+from specsim.policies import (
+    MAX_GAMMA,
+    LookaheadPolicy,
+    PolicyContext,
+    check_choice,
+    fixed_gamma,
+)
 from specsim.sim.records import Blocks, StreamResult
+from specsim.sim.source import CostSource, block_costs, check_positions_fit
 
 __all__ = ["StreamConfig", "simulate_stream", "plan_blocks"]
 
@@ -52,7 +59,7 @@ class StreamConfig:
     policy: LookaheadPolicy
     cost: CostSource
     prompt: int = 0
-    max_gamma: int = 64
+    max_gamma: int = MAX_GAMMA
 
     def __post_init__(self) -> None:
         for name in ("tokens", "prompt", "max_gamma"):
@@ -65,16 +72,39 @@ class StreamConfig:
             raise TypeError(f"acceptance: expected an acceptance process, got {self.acceptance!r}")
         if not hasattr(self.policy, "choose"):
             raise TypeError(f"policy: expected a lookahead policy, got {self.policy!r}")
+        check_positions_fit(self.cost, context=self.prompt, new_tokens=self.tokens, name="prompt")
 
 
-def _run_lengths(ok: NDArray[np.bool_]) -> NDArray[np.int64]:
-    """For each position, how many consecutive accepted positions start there."""
+def run_lengths(
+    ok: NDArray[np.bool_], lengths: NDArray[np.int64] | None = None, cap: int | None = None
+) -> NDArray[np.int64]:
+    """For each position, how many consecutive accepted positions start there.
+
+    ``lengths``: the positions of consecutive requests (serving draws all requests'
+    positions as one array), so that no run crosses the end of its request; None: one.
+    ``cap``: runs longer than this count as ``cap`` (None: no cap).
+    Each position's next rejection (and its request's end) spread by ``np.repeat``: a
+    few passes over the positions (a speed trick: serving runs have about a million);
+    a small cap instead adds ``cap`` shifted products of the outcomes.
+    """
     n = ok.shape[0]
-    idx = np.arange(n)
-    # Position of the next rejection at or after each index (n if none).
-    nxt = np.where(~ok, idx, n)
-    nxt = np.minimum.accumulate(nxt[::-1])[::-1]
-    return (nxt - idx).astype(np.int64)
+    if cap is not None and 1 <= cap <= 8:
+        going = ok.copy()  # position p + k is accepted and in p's request
+        if lengths is not None:
+            going[np.cumsum(lengths)[lengths > 0] - 1] = False
+        run = ok.astype(np.int64)
+        acc = ok.copy()
+        for k in range(1, min(cap, n)):
+            acc[n - k :] = False
+            acc[: n - k] &= going[k - 1 : n - 1] & ok[k:]
+            run += acc
+        return run
+    rejections = np.append(np.flatnonzero(~ok), n)
+    nxt = np.repeat(rejections, np.diff(rejections, prepend=-1))[:n]
+    if lengths is not None:
+        np.minimum(nxt, np.repeat(np.cumsum(lengths), lengths), out=nxt)
+    run = nxt - np.arange(n, dtype=np.int64)
+    return run if cap is None else np.minimum(run, cap, out=run)
 
 
 def plan_blocks(
@@ -87,13 +117,13 @@ def plan_blocks(
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
     """Walk the stream: per block its start position, gamma, accepted and emitted counts."""
     plain_weights = bool(np.all(draw.position_weights == 1.0))
-    g = fixed_gamma(policy)
-    if g is not None and g > max_gamma:
-        raise ValueError(f"policy {policy!r} chose gamma {g}, outside 0..max_gamma={max_gamma}")
-    if g is not None and plain_weights and not overlapped:
+    fixed = fixed_gamma(policy)
+    if fixed is not None:
+        check_choice(policy, fixed, max_gamma=max_gamma)
+    if fixed is not None and plain_weights and not overlapped:
         # Speed path: with one gamma and position-free acceptance the block
         # outcome at a position is min(run length, gamma), known in advance.
-        run = np.minimum(_run_lengths(draw.u < draw.prob), g).tolist()
+        run = np.minimum(run_lengths(draw.u < draw.prob), fixed).tolist()
         starts: list[int] = []
         t = 0
         while t < tokens:
@@ -101,26 +131,24 @@ def plan_blocks(
             t += run[t] + 1
         start = np.asarray(starts, dtype=np.int64)
         acc = np.asarray(run, dtype=np.int64)[start]
-        gam = np.full(start.shape[0], g, dtype=np.int64)
+        gam = np.full(start.shape[0], fixed, dtype=np.int64)
         return start, gam, acc, acc + 1
     starts, gammas, accs, emits = [], [], [], []
     t, last_g, last_a = 0, None, None
     while t < tokens:
-        g = policy.choose(
-            PolicyContext(position=t, draw=draw, last_gamma=last_g, last_accepted=last_a)
-        )
-        if isinstance(g, bool) or not isinstance(g, int | np.integer) or not 0 <= g <= max_gamma:
-            raise ValueError(
-                f"policy {policy!r} chose gamma {g!r}, outside 0..max_gamma={max_gamma}"
-            )
-        a = accepted_in_block(draw, t, int(g))
+        if fixed is None:
+            ctx = PolicyContext(position=t, draw=draw, last_gamma=last_g, last_accepted=last_a)
+            g = check_choice(policy, policy.choose(ctx), max_gamma=max_gamma)
+        else:
+            g = fixed
+        a = accepted_in_block(draw, t, g)
         e = a if (overlapped and g > 0 and a == g) else a + 1
         starts.append(t)
-        gammas.append(int(g))
+        gammas.append(g)
         accs.append(a)
         emits.append(e)
         t += e
-        last_g, last_a = int(g), a
+        last_g, last_a = g, a
     return (
         np.asarray(starts, dtype=np.int64),
         np.asarray(gammas, dtype=np.int64),
@@ -219,7 +247,7 @@ def simulate_stream(
     if engine not in ("fast", "events"):
         raise ValueError(f"engine: expected 'fast' or 'events', got {engine!r}")
     overlapped = bool(config.cost.overlapped)
-    draw = config.acceptance.sample(rng, config.tokens + config.max_gamma + 1)
+    draw = config.acceptance.sample(rng, config.tokens + verification_positions(config.max_gamma))
     start, gamma, acc, emit = plan_blocks(
         draw,
         config.policy,
@@ -228,7 +256,7 @@ def simulate_stream(
         overlapped=overlapped,
     )
     context = config.prompt + start
-    costs = config.cost.blocks(gamma, context)
+    costs = block_costs(config.cost, gamma, context)
     full = (gamma > 0) & (acc == gamma)
     timeline = _timeline_fast if engine == "fast" else _timeline_events
     d_start, d_end, v_end, wasted = timeline(
@@ -236,7 +264,8 @@ def simulate_stream(
     )
     # The baseline: one target step per token at its context, same cost source.
     total = int(emit.sum())
-    base = config.cost.blocks(np.zeros(total, dtype=np.int64), config.prompt + np.arange(total))
+    zeros = np.zeros(total, dtype=np.int64)
+    base = block_costs(config.cost, zeros, config.prompt + np.arange(total))
     blocks = Blocks(
         start=start,
         gamma=gamma,

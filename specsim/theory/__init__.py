@@ -6,6 +6,12 @@ Numeric twins (imported eagerly; numpy only): :func:`expected_tokens`,
 :func:`target_calls_per_token`, :func:`draft_calls_per_token` and
 :func:`gamma1_lower_bound`. They broadcast, return floats for scalars, are exact at
 alpha = 1 and raise ValueError naming the parameter for out-of-range input.
+:func:`best_gamma` gives the best lookahead of one (alpha, c) as a
+:class:`GammaOptimum`, saying when no finite gamma is optimal (``unbounded``).
+Beyond the i.i.d. assumption, :func:`markov_tokens_per_pass` (and
+:func:`block_start_law`) solve bursty, hidden-Markov acceptance exactly
+(:mod:`specsim.theory.markov`). :data:`CLOSED_FORMS` holds the published forms as
+text and LaTeX, for printing without sympy.
 
 Symbolic side (sympy, imported on first use): :data:`RESULTS` (every
 :class:`SymbolicResult`, derived on first access), :func:`derive_all`,
@@ -28,6 +34,8 @@ import importlib
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, overload
 
+from specsim.theory.forms import CLOSED_FORMS, ClosedForm
+from specsim.theory.markov import block_start_law, markov_tokens_per_pass
 from specsim.theory.numeric import (
     TIE_RTOL,
     draft_calls_per_token,
@@ -41,17 +49,17 @@ from specsim.theory.numeric import (
     tokens_variance,
     walltime_speedup,
 )
+from specsim.theory.optimum import GammaOptimum, best_gamma
 
 if TYPE_CHECKING:
     from specsim.theory.overlap import overlap_identity
+    from specsim.theory.results import derive_all, get_result
     from specsim.theory.symbolic import (
         Claim,
         Reference,
         Step,
         SymbolicResult,
         closed_forms,
-        derive_all,
-        get_result,
     )
 
 __all__ = [
@@ -66,6 +74,12 @@ __all__ = [
     "target_calls_per_token",
     "draft_calls_per_token",
     "gamma1_lower_bound",
+    "best_gamma",
+    "GammaOptimum",
+    "markov_tokens_per_pass",
+    "block_start_law",
+    "CLOSED_FORMS",
+    "ClosedForm",
     "RESULTS",
     "Claim",
     "Reference",
@@ -77,15 +91,15 @@ __all__ = [
     "overlap_identity",
 ]
 
-# The symbolic names load sympy (half a second) only when first touched.
+# start-up: the symbolic names load sympy (about a second of CPU) only when first touched.
 _LAZY = {
     "Claim": "specsim.theory.symbolic",
     "Reference": "specsim.theory.symbolic",
     "Step": "specsim.theory.symbolic",
     "SymbolicResult": "specsim.theory.symbolic",
     "closed_forms": "specsim.theory.symbolic",
-    "derive_all": "specsim.theory.symbolic",
-    "get_result": "specsim.theory.symbolic",
+    "derive_all": "specsim.theory.results",
+    "get_result": "specsim.theory.results",
     "overlap_identity": "specsim.theory.overlap",
 }
 
@@ -100,7 +114,7 @@ class _Results(Sequence["SymbolicResult"]):
     """Every derived :class:`SymbolicResult`, in reading order; derived on first access."""
 
     def _items(self) -> tuple[SymbolicResult, ...]:
-        from specsim.theory.symbolic import derive_all
+        from specsim.theory.results import derive_all  # start-up: sympy only when read
 
         return derive_all()
 

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from specsim.theory.numeric import ops_factor, target_calls_per_token, walltime_speedup
-from specsim.theory.symbolic import SymbolicResult, derive_all
+from specsim.theory.results import derive_all
+from specsim.theory.symbolic import SymbolicResult
 from specsim.theory.tables import LEVIATHAN_TABLE1
 
 __all__ = ["DEFAULT_PATH", "StaleDerivationsError", "render", "write", "check", "main"]

@@ -146,14 +146,25 @@ def _optimal() -> SymbolicResult:
     scaled = sp.simplify(diff * (1 + gamma * c) * (1 + (gamma + 1) * c))
     general = e.subs(gamma, gamma + 1) * (gamma * c + v0) - e * ((gamma + 1) * c + v1)
     general_form = alpha ** (gamma + 1) * (gamma * c + v0) - e * (c + v1 - v0)
+    # Delta > 0 exactly when g < 0 (divide by alpha^(gamma+1) > 0); g never decreases.
+    g = c * e / alpha ** (gamma + 1) - (1 + gamma * c)
+    g_step = sp.simplify(g.subs(gamma, gamma + 1) - g)
     steps = (
         Step(description="W(gamma+1) - W(gamma) times the two positive denominators (v = 1)",
              lhs=r"\Delta(\gamma)", rhs=scaled),
         Step(description="the same with v(gamma) and v(gamma + 1) free",
              lhs=r"\Delta_v(\gamma)", rhs=general_form),
-        Step(description="so gamma + 1 beats gamma exactly when Delta > 0; the best integer "
-             "gamma is found by scanning 0..max_gamma", lhs=r"\gamma^*",
-             rhs=sp.Symbol(r"\arg\max_{0\le\gamma\le\gamma_{max}} W(\gamma)")),
+        Step(description="Delta > 0 exactly when g < 0, and g grows by c(alpha^-(gamma+2) - 1) "
+             ">= 0 a step: once W stops rising it never rises again (one peak, v = 1)",
+             lhs=r"g(\gamma + 1) - g(\gamma)", rhs=c * (alpha ** (-gamma - 2) - 1)),
+        Step(description="so the best gamma is the first where Delta <= 0 (found by bisection)",
+             lhs=r"\gamma^*", rhs=sp.Symbol(r"\min\{\gamma : \Delta(\gamma) \le 0\}")),
+        Step(description="a free draft: Delta > 0 at every gamma, W rises towards 1/(1 - alpha) "
+             "and no finite gamma is optimal (unbounded)", lhs=r"\Delta\big|_{c=0}",
+             rhs=form.subs(c, 0)),
+        Step(description="every draft accepted: Delta = 1 - c, so for c < 1 W rises towards "
+             "1/c at every gamma (unbounded too)", lhs=r"\lim_{\alpha\to 1}\Delta",
+             rhs=sp.limit(form, alpha, 1)),
     )
     claims = (
         prove("sign of W(gamma+1) - W(gamma) is the sign of alpha^(gamma+1)(1 + gamma c) - c E",
@@ -161,14 +172,21 @@ def _optimal() -> SymbolicResult:
         prove("with v(gamma): E(gamma+1)(gamma c + v(gamma)) - E(gamma)((gamma+1) c + "
               "v(gamma+1)) = alpha^(gamma+1)(gamma c + v(gamma)) - E (c + v(gamma+1) - v(gamma))",
               general, general_form),
+        prove("Delta = -alpha^(gamma+1) g", form, -alpha ** (gamma + 1) * g),
+        prove("g(gamma+1) - g(gamma) = c (alpha^-(gamma+2) - 1), >= 0 for 0 < alpha <= 1",
+              g_step, c * (alpha ** (-gamma - 2) - 1)),
+        prove("c = 0: Delta = alpha^(gamma+1) > 0", form.subs(c, 0), alpha ** (gamma + 1)),
+        prove("alpha -> 1: Delta -> 1 - c", sp.limit(form, alpha, 1), 1 - c),
     )
     return SymbolicResult(
         name="optimal_gamma",
         title="The best lookahead: marginal gain of one more draft token",
         statement=(
             "Drafting gamma + 1 tokens instead of gamma improves walltime exactly when "
-            "alpha^(gamma+1)(1 + gamma c) > c E(gamma) (v = 1); the optimal integer gamma "
-            "maximizes E/(gamma c + v(gamma)) and is found numerically."
+            "alpha^(gamma+1)(1 + gamma c) > c E(gamma) (v = 1); W rises to one peak and falls "
+            "after it, so the optimal integer gamma, which maximizes E/(gamma c + v(gamma)), is "
+            "the first where this fails. With c = 0 < alpha, or alpha = 1 > c, it never fails: W "
+            "rises at every gamma and no finite gamma is optimal (unbounded)."
         ),
         lhs=r"\Delta(\gamma)",
         expr=form,

@@ -5,9 +5,9 @@ words, its assumptions, LaTeX, the derivation steps sympy performed, the claims
 sympy proved (each with the residual it reduced to 0) and the reference (paper,
 section, item). The derivations live in :mod:`specsim.theory.tokens`,
 :mod:`specsim.theory.speedup` and :mod:`specsim.theory.overlap`; this module holds
-the vocabulary they share, the published forms they are proven equal to
-(:func:`closed_forms`) and :func:`derive_all`, which runs them all once per process
-(a few seconds of sympy; nothing runs at import).
+the vocabulary they share and the published forms they are proven equal to
+(:func:`closed_forms`). :func:`specsim.theory.results.derive_all` runs them all
+once per process (a few seconds of sympy; nothing runs at import).
 
 Symbols: ``alpha`` (mean acceptance, declared positive: alpha = 0 follows by
 continuity and alpha = 1 by a limit), ``gamma`` (draft length, integer >= 0),
@@ -46,8 +46,6 @@ __all__ = [
     "LEVIATHAN",
     "CHEN",
     "closed_forms",
-    "derive_all",
-    "get_result",
     "latex",
     "prove",
     "generic_branch",
@@ -238,25 +236,3 @@ def closed_forms() -> Mapping[str, sp.Basic]:
     the CLI prints them without running the derivations.
     """
     return _closed_forms()
-
-
-@functools.cache
-def derive_all() -> tuple[SymbolicResult, ...]:
-    """Run every derivation once per process (seconds of sympy) and return the results."""
-    from specsim.theory import overlap, speedup, tokens
-
-    return (
-        *tokens.derive(),
-        *speedup.derive(),
-        overlap.overlap_identity(2),
-        overlap.overlap_identity(3),
-    )
-
-
-def get_result(name: str) -> SymbolicResult:
-    """The derived result called ``name`` (see ``[r.name for r in derive_all()]``)."""
-    for result in derive_all():
-        if result.name == name:
-            return result
-    names = ", ".join(r.name for r in derive_all())
-    raise KeyError(f"get_result: no symbolic result named {name!r}; known: {names}")

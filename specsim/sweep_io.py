@@ -24,7 +24,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-__all__ = ["open_writer", "CsvWriter", "ParquetWriter"]
+import pandas as pd
+
+__all__ = ["open_writer", "output_files", "remove_output", "CsvWriter", "ParquetWriter"]
 
 
 def _meta_path(path: Path) -> Path:
@@ -134,8 +136,6 @@ class ParquetWriter:
         self.path, self.parts = path, path.with_name(path.name + ".parts")
         _check_meta(path, identity, seeds, resume, path.exists() or self.parts.exists())
         self.parts.mkdir(parents=True, exist_ok=True)
-        import pandas as pd
-
         self.done: set[int] = set()
         if path.exists():
             self.done |= {int(x) for x in pd.read_parquet(path, columns=["point"])["point"]}
@@ -146,8 +146,6 @@ class ParquetWriter:
         return set(self.done)
 
     def write(self, rows: list[dict[str, Any]]) -> None:
-        import pandas as pd
-
         point = int(rows[0]["point"])
         tmp = self.parts / f".part-{point:08d}.tmp"
         pd.DataFrame(rows).to_parquet(tmp, index=False)
@@ -157,8 +155,6 @@ class ParquetWriter:
         return None
 
     def finalize(self) -> int:
-        import pandas as pd
-
         frames = [pd.read_parquet(p) for p in sorted(self.parts.glob("part-*.parquet"))]
         if self.path.exists():
             frames.insert(0, pd.read_parquet(self.path))
@@ -170,6 +166,20 @@ class ParquetWriter:
         os.replace(tmp, self.path)
         shutil.rmtree(self.parts)
         return len(df)
+
+
+def output_files(path: Path) -> tuple[Path, ...]:
+    """Everything a writer of ``path`` may create: the file, its sidecar, Parquet parts."""
+    return (path, _meta_path(path), path.with_name(path.name + ".parts"))
+
+
+def remove_output(path: Path) -> None:
+    """Remove what a writer of ``path`` created (see :func:`output_files`)."""
+    for p in (*output_files(path), path.with_name(path.name + ".tmp")):
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
 
 
 def open_writer(

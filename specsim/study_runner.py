@@ -3,24 +3,27 @@
 A study is a module of the ``studies`` package (``studies/`` in a checkout,
 ``specsim/_studies`` in an installed wheel) with four names:
 
-- ``DEFAULTS``: a flat dict of configuration values on real cards;
+- ``Config``: a flat, frozen, keyword-only dataclass of settings with defaults
+  on real cards, validated in ``__post_init__``;
 - ``run(config, rng, *, fast=False) -> pandas.DataFrame``: the tidy results;
 - ``figures(df) -> dict[str, matplotlib.figure.Figure]``: drawn from the table only;
 - ``summary(df) -> str``: a short markdown account, every number computed from ``df``.
 
-This module loads studies by name (:func:`load_study`), turns ``key=value``
-overrides into typed values from ``DEFAULTS`` (:func:`parse_overrides`), runs
-a study (:func:`run_study`) and writes its CSV, PNG and SVG figures and
+This module loads studies by name (:func:`load_study`), builds a study's
+config from overrides through the configuration boundary :mod:`specsim.config`
+(:func:`study_config`; ``key=value`` text with :func:`parse_overrides`), runs a
+study (:func:`run_study`) and writes its CSV, PNG and SVG figures and
 ``summary.md`` to a folder (:func:`save_study`).
 
 >>> "paper" in study_names()
 True
->>> parse_overrides({"gamma": 4, "alphas": (0.5, 0.6)}, ["gamma=7", "alphas=0.7,0.8"])
-{'gamma': 7, 'alphas': (0.7, 0.8)}
+>>> parse_overrides(load_study("bill").Config, ["gammas=2,5", "mission_alpha=0.3"])
+{'gammas': (2, 5), 'mission_alpha': 0.3}
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import json
@@ -30,13 +33,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
-from specsim._rng import keyed_rng
+from specsim.config import build, parse_assignments
+from specsim.rng import keyed_rng
+
+if TYPE_CHECKING:  # the figures' type only: importing the runner does not load matplotlib
+    from matplotlib.figure import Figure
 
 __all__ = [
     "STUDY_NAMES",
@@ -44,9 +50,11 @@ __all__ = [
     "studies_package",
     "study_names",
     "load_study",
-    "parse_value",
+    "study_config",
+    "config_keys",
+    "KEY_DOCS",
+    "key_doc",
     "parse_overrides",
-    "resolve_config",
     "study_rng",
     "run_study",
     "save_study",
@@ -102,76 +110,81 @@ def load_study(name: str) -> ModuleType:
         raise ValueError(f"study: unknown study {name!r}; known: {', '.join(STUDY_NAMES)}")
     package = studies_package()
     module = importlib.import_module(f"{package.__name__}.{name}")
-    for attr in ("DEFAULTS", "run", "figures", "summary"):
+    for attr in ("Config", "run", "figures", "summary"):
         if not hasattr(module, attr):
             raise TypeError(f"study {name!r}: module {module.__file__} lacks {attr!r}")
     return module
 
 
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
+def parse_overrides(config_class: type, items: Iterable[str]) -> dict[str, Any]:
+    """``["key=value", ...]`` typed by the fields of a study's ``Config`` (lists:
+    comma-separated); unknown keys and unreadable values raise ValueError naming them."""
+    return parse_assignments(config_class, items, where="--set")
 
 
-def _scalar(text: str, like: object, key: str) -> object:
-    text = text.strip()
-    try:
-        if isinstance(like, bool):
-            low = text.lower()
-            if low in _TRUE | _FALSE:
-                return low in _TRUE
-            raise ValueError("expected true or false")
-        if isinstance(like, int):
-            f = float(text)
-            if not f.is_integer():
-                raise ValueError("expected an integer")
-            return int(f)
-        if isinstance(like, float):
-            v = float(text)
-            if not np.isfinite(v):
-                raise ValueError("expected a finite number")
-            return v
-    except ValueError as exc:
-        raise ValueError(f"--set {key}={text!r}: {exc} (default is {like!r})") from None
-    if not text:
-        raise ValueError(f"--set {key}: empty value")
-    return text
+def study_config(name: str, overrides: Mapping[str, Any] | None = None) -> Any:
+    """Study ``name``'s ``Config`` with ``overrides`` (checked by the configuration boundary)."""
+    return build(load_study(name).Config, dict(overrides or {}), where=f"study {name!r}")
 
 
-def parse_value(text: str, default: object, key: str) -> object:
-    """``text`` converted to the type of ``default`` (tuples: comma-separated items)."""
-    if isinstance(default, tuple):
-        like = default[0] if default else ""
-        items = [t for t in text.split(",") if t.strip()]
-        if not items:
-            raise ValueError(f"--set {key}: expected a comma-separated list, got {text!r}")
-        return tuple(_scalar(t, like, key) for t in items)
-    return _scalar(text, default, key)
+def config_keys(config: Any) -> dict[str, Any]:
+    """A study config's settings as ``{key: value}``, in declaration order."""
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
 
 
-def parse_overrides(defaults: Mapping[str, Any], items: Iterable[str]) -> dict[str, Any]:
-    """``["key=value", ...]`` as a dict typed after ``defaults``; unknown keys raise ValueError."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ValueError(f"--set: expected key=value, got {item!r}")
-        if key not in defaults:
-            raise ValueError(f"--set: unknown key {key!r}; known keys: {', '.join(defaults)}")
-        out[key] = parse_value(value, defaults[key], key)
-    return out
+KEY_DOCS: dict[str, tuple[str, str]] = {
+    "target": ("target model card (slug)", ""),
+    "draft": ("draft model card (slug)", ""),
+    "drafts": ("draft model cards compared (slugs)", ""),
+    "hardware": ("accelerator card(s) (slug)", ""),
+    "tensor_parallel": (
+        "devices per model replica (0: the smallest power of two that fits)",
+        "devices",
+    ),
+    "alpha": ("mean acceptance probability of a draft token", "probability"),
+    "alphas": ("mean acceptance probabilities compared", "probability"),
+    "gamma": ("draft tokens per verification pass", "tokens"),
+    "gammas": ("lookaheads compared (draft tokens per pass)", "tokens"),
+    "max_gamma": ("largest lookahead a policy may choose", "tokens"),
+    "context": ("tokens already in the KV cache when a pass is costed", "tokens"),
+    "prompt": ("prompt length of each stream", "tokens"),
+    "tokens": ("tokens decoded per simulated stream", "tokens"),
+    "streams": ("simulated streams", "count"),
+    "requests": ("requests served per simulated run", "count"),
+    "rate_per_s": ("request arrival rate (Poisson)", "1/s"),
+    "prompt_tokens": ("prompt length range of a request (low, high)", "tokens"),
+    "output_tokens": ("output length range of a request (low, high)", "tokens"),
+    "max_batch": ("most requests in one batch", "requests"),
+    "persistence": (
+        "probability that the acceptance state carries over to the next position",
+        "probability",
+    ),
+    "batches": ("batch sizes compared", "sequences"),
+    "policy": ("lookahead policy", ""),
+    "slo_tpot_p99_s": ("service-level objective on the 99th-percentile time per output token", "s"),
+    "slo_ttft_p99_s": ("service-level objective on the 99th-percentile time to first token", "s"),
+}
+"""Meaning and unit of the settings the studies share, by key: what ``--list-keys`` shows
+for a key whose field carries no ``metadata={"doc": ..., "unit": ...}`` of its own."""
 
 
-def resolve_config(
-    defaults: Mapping[str, Any], config: Mapping[str, Any] | None, where: str
-) -> dict[str, Any]:
-    """``defaults`` updated by ``config``; a key not in ``defaults`` raises ValueError."""
-    merged = dict(defaults)
-    for key, value in (config or {}).items():
-        if key not in defaults:
-            raise ValueError(f"{where}: unknown config key {key!r}; known: {', '.join(defaults)}")
-        merged[key] = value
-    return merged
+def key_doc(config_class: type, key: str) -> tuple[str, str]:
+    """``(meaning, unit)`` of setting ``key`` of a study's ``Config`` ("" where not known).
+
+    The field's own ``metadata`` (``doc``, ``unit``) first, then :data:`KEY_DOCS`; a
+    ``fast_X`` key is X in the fast form (``--fast``), and a key ending in ``_s`` is
+    in seconds.
+    """
+    meta: Mapping[str, Any] = next(
+        (f.metadata for f in dataclasses.fields(config_class) if f.name == key), {}
+    )
+    doc, unit = KEY_DOCS.get(key, ("", ""))
+    if not doc and key.startswith("fast_"):
+        base_doc, unit = key_doc(config_class, key.removeprefix("fast_"))
+        doc = f"{base_doc or key.removeprefix('fast_')}, in the fast form (--fast)"
+    if not unit and key.endswith("_s") and not key.endswith("_per_s"):
+        unit = "s"
+    return str(meta.get("doc", doc)), str(meta.get("unit", unit))
 
 
 def study_rng(seed: int, name: str) -> np.random.Generator:
@@ -184,7 +197,7 @@ class StudyOutput:
     """One study's results: the table, its figures, its summary and what produced them."""
 
     name: str
-    config: dict[str, Any]
+    config: Any
     data: pd.DataFrame
     figures: dict[str, Figure]
     summary: str
@@ -203,7 +216,7 @@ def run_study(
 ) -> StudyOutput:
     """Run study ``name`` on its defaults updated by ``overrides``; nothing is written."""
     module = load_study(name)
-    config = resolve_config(module.DEFAULTS, overrides, f"study {name!r}")
+    config = study_config(name, overrides)
     start = time.perf_counter()
     df = module.run(config, study_rng(seed, name), fast=fast)
     if not isinstance(df, pd.DataFrame) or df.empty:
@@ -253,7 +266,7 @@ def save_study(output: StudyOutput, out_dir: Path | str) -> dict[str, Path]:
                 "study": output.name,
                 "seed": output.seed,
                 "fast": output.fast,
-                "config": {k: _jsonable(v) for k, v in output.config.items()},
+                "config": {k: _jsonable(v) for k, v in config_keys(output.config).items()},
             },
             indent=2,
         )

@@ -1,0 +1,347 @@
+"""Card files: where cards are found, reading them, and writing them back.
+
+This is the only module of specsim that reads TOML (:func:`read_toml` serves
+simulation configs and sweep specs too) and the only one that writes cards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import numbers
+import os
+import re
+import tomllib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import MISSING, fields
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+from specsim.cards.hardware import HardwareCard
+from specsim.cards.model import ModelCard
+
+__all__ = [
+    "ENV_VAR",
+    "SearchPath",
+    "packaged_root",
+    "card_dirs",
+    "searched_first",
+    "load_model",
+    "load_hardware",
+    "list_models",
+    "list_hardware",
+    "read_toml",
+    "write_card",
+    "write_hardware_card",
+]
+
+ENV_VAR = "SPECSIM_CARDS"
+"""Environment variable naming extra card folders (``os.pathsep``-separated)."""
+
+SearchPath = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None
+
+_Card = TypeVar("_Card", ModelCard, HardwareCard)
+
+
+def packaged_root() -> Path | None:
+    """The cards shipped with specsim: ``specsim/_models`` in a wheel, ``models/`` in a checkout."""
+    try:
+        root = resources.files("specsim") / "_models"
+    except (ModuleNotFoundError, TypeError):  # pragma: no cover - namespace oddities
+        root = None
+    if root is not None and root.is_dir():
+        return Path(str(root))
+    checkout = Path(__file__).resolve().parents[2] / "models"
+    return checkout if checkout.is_dir() else None
+
+
+def card_dirs(kind: str, search_path: SearchPath = None) -> list[Path]:
+    """Folders searched for cards of ``kind`` ("lm" or "hardware"), in search order."""
+    if kind not in ("lm", "hardware"):
+        raise ValueError(f"kind: expected 'lm' or 'hardware', got {kind!r}")
+    subdirs = ("lm",) if kind == "lm" else ("hardware", "calibrated")
+    if search_path is None:
+        user: list[Path] = []
+    elif isinstance(search_path, str | os.PathLike):
+        user = [Path(search_path)]
+    else:
+        user = [Path(p) for p in search_path]
+    env = os.environ.get(ENV_VAR, "")
+    user += [Path(p) for p in env.split(os.pathsep) if p]
+    out: list[Path] = []
+    for root in user:
+        if not root.is_dir():
+            raise ValueError(f"search_path: {str(root)!r} is not a folder")
+        out.append(root)
+        out += [root / s for s in subdirs if (root / s).is_dir()]
+    packaged = packaged_root()
+    if packaged is not None:
+        out += [packaged / s for s in subdirs if (packaged / s).is_dir()]
+    return out
+
+
+@contextlib.contextmanager
+def searched_first(folders: Sequence[str | os.PathLike[str]] | None) -> Iterator[None]:
+    """Within the ``with`` block, every card lookup searches ``folders`` first.
+
+    For code that loads cards by slug without a ``search_path`` (simulation
+    configs, studies): the folders are put in front of :data:`ENV_VAR` for the
+    block (so processes started inside see them too) and the variable is put
+    back after it. Each folder must exist (ValueError naming ``cards``).
+    """
+    if not folders:
+        yield
+        return
+    for folder in folders:
+        if not Path(folder).is_dir():
+            raise ValueError(f"cards: {os.fspath(folder)!r} is not a folder")
+    before = os.environ.get(ENV_VAR)
+    os.environ[ENV_VAR] = os.pathsep.join(
+        [os.fspath(f) for f in folders] + ([before] if before else [])
+    )
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = before
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML: {exc}") from exc
+
+
+def _build(cls: type[_Card], data: dict[str, Any], path: Path) -> _Card:
+    """A card of ``cls`` from one file's table, naming unknown and missing fields."""
+    keys = {f.name for f in fields(cls)} - {"source_path"}
+    unknown = sorted(set(data) - keys)
+    if unknown:
+        raise ValueError(f"{path}: unknown field(s) {unknown}; known fields: {sorted(keys)}")
+    missing = sorted(
+        f.name
+        for f in fields(cls)
+        if f.name in keys
+        and f.name not in data
+        and f.default is MISSING
+        and f.default_factory is MISSING
+    )
+    if missing:
+        raise ValueError(f"{path}: missing field(s) {missing}")
+    return cls(**data, source_path=str(path))
+
+
+def _is_kind(data: dict[str, Any], kind: str) -> bool:
+    return ("architecture" in data) if kind == "lm" else ("peak_flops" in data)
+
+
+def _user_dirs(kind: str, search_path: SearchPath) -> list[Path]:
+    """The folders of :func:`card_dirs` that are not the shipped cards (search path, env)."""
+    packaged = packaged_root()
+    shipped = (
+        set() if packaged is None else {packaged / s for s in ("lm", "hardware", "calibrated")}
+    )
+    return [d for d in card_dirs(kind, search_path) if d not in shipped]
+
+
+def _slug_of(data: dict[str, Any]) -> object:
+    return data.get("slug")
+
+
+def _find(kind: str, slug_or_path: str | os.PathLike[str], search_path: SearchPath) -> Path:
+    if not isinstance(slug_or_path, str | os.PathLike):
+        raise TypeError(
+            f"card: expected a card slug or a path to a .toml file, got {slug_or_path!r}"
+        )
+    text = os.fspath(slug_or_path)
+    if not isinstance(text, str) or not text:
+        raise TypeError(f"slug_or_path: expected a slug or a .toml path, got {slug_or_path!r}")
+    direct = Path(text)
+    if text.endswith(".toml") or direct.is_file():
+        if not direct.is_file():
+            raise FileNotFoundError(f"card file {text!r} does not exist")
+        return direct
+    what = "model" if kind == "lm" else "hardware"
+    dirs = card_dirs(kind, search_path)
+    user = _user_dirs(kind, search_path)
+    # Every file that answers for this slug, by its name or (in a user folder) by its slug
+    # field: a card is looked up by file name, so a file named for another card, or two files
+    # of one slug, would make a lookup pick a card the user did not mean, without a word.
+    found: list[tuple[Path, dict[str, Any]]] = []
+    seen: set[Path] = set()
+    for d in dirs:
+        paths = [d / f"{text}.toml"] if d not in user else sorted(d.glob("*.toml"))
+        for candidate in paths:
+            if not candidate.is_file() or candidate.resolve() in seen:
+                continue
+            data = _read(candidate)
+            if not _is_kind(data, kind):
+                continue
+            if candidate.stem == text or _slug_of(data) == text:
+                found.append((candidate, data))
+                seen.add(candidate.resolve())
+    for candidate, data in found:
+        slug = _slug_of(data)
+        if slug != candidate.stem:
+            raise ValueError(
+                f"slug_or_path: {candidate} holds the {what} card {slug!r}, but a card is "
+                f"looked up by its file name ({candidate.name!r}); name the file {slug}.toml"
+            )
+    in_user = [p for p, _ in found if p.parent in user]
+    shipped = [p for p, _ in found if p.parent not in user]
+    # A user's card may stand in for a shipped one of the same slug (it comes first, on
+    # purpose); two user cards, or two shipped ones, of one slug are a mistake.
+    for group in (in_user, shipped):
+        if len(group) > 1:
+            raise ValueError(
+                f"slug_or_path: the {what} card {text!r} is found twice on the search path: "
+                f"{group[0]} and {group[1]}; remove or rename one"
+            )
+    if found:
+        return (in_user or shipped)[0]
+    known = sorted({p.stem for d in dirs for p in d.glob("*.toml")})
+    raise ValueError(
+        f"slug_or_path: no {what} card {text!r} in {[str(d) for d in dirs]}; available: {known}"
+    )
+
+
+def load_model(
+    slug_or_path: str | os.PathLike[str], *, search_path: SearchPath = None
+) -> ModelCard:
+    """Load a language-model card by slug (``"llama-2-7b"``) or from a ``.toml`` path."""
+    path = _find("lm", slug_or_path, search_path)
+    return _build(ModelCard, _read(path), path)
+
+
+def load_hardware(
+    slug_or_path: str | os.PathLike[str], *, search_path: SearchPath = None
+) -> HardwareCard:
+    """Load an accelerator card by slug (``"a100-80gb"``) or from a ``.toml`` path."""
+    path = _find("hardware", slug_or_path, search_path)
+    return _build(HardwareCard, _read(path), path)
+
+
+def _list(kind: str, search_path: SearchPath) -> list[Path]:
+    seen: dict[str, Path] = {}
+    for d in card_dirs(kind, search_path):
+        for path in sorted(d.glob("*.toml")):
+            if path.stem not in seen and _is_kind(_read(path), kind):
+                seen[path.stem] = path
+    return [seen[k] for k in sorted(seen)]
+
+
+def list_models(*, search_path: SearchPath = None) -> list[ModelCard]:
+    """Every language-model card found, sorted by slug (the first of each slug wins)."""
+    return [_build(ModelCard, _read(p), p) for p in _list("lm", search_path)]
+
+
+def list_hardware(*, search_path: SearchPath = None) -> list[HardwareCard]:
+    """Every accelerator card found (base and calibrated), sorted by slug."""
+    return [_build(HardwareCard, _read(p), p) for p in _list("hardware", search_path)]
+
+
+def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read any specsim TOML file (cards, simulation configs, sweep specs): the one reader.
+
+    Raises FileNotFoundError naming a missing file and ValueError for invalid TOML.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: no such file")
+    return _read(p)
+
+
+# Writing --------------------------------------------------------------------------------------
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _toml_key(key: object, where: str) -> str:
+    if not isinstance(key, str) or not key:
+        raise TypeError(f"{where}: TOML keys are non-empty strings, got {key!r}")
+    return key if _BARE_KEY.fullmatch(key) else _toml_string(key)
+
+
+def _toml_string(text: str) -> str:
+    # JSON's escapes (\" \\ \n \t \uXXXX for control characters) are all valid in a TOML
+    # basic string; TOML also forbids a raw DEL. Non-ASCII stays as UTF-8 (ensure_ascii would
+    # write surrogate pairs, which TOML rejects).
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _toml_value(value: object, where: str) -> str:
+    """One value as TOML: a string, number, boolean, array or inline table."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):  # numpy floats too, written as Python floats
+        return repr(float(value))  # the shortest form that reads back equal; 'inf', 'nan' too
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v, f"{where}[{i}]") for i, v in enumerate(value)) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(_toml_pair(k, v, where) for k, v in value.items()) + "}"
+    raise TypeError(f"{where}: cannot write {value!r} ({type(value).__name__}) to TOML")
+
+
+def _toml_pair(key: object, value: object, where: str) -> str:
+    return f"{_toml_key(key, where)} = {_toml_value(value, f'{where}.{key}')}"
+
+
+def _toml_table(header: str, table: Mapping[str, object], where: str) -> list[str]:
+    """``[header]`` and its keys; nested tables follow as ``[header.key]`` sections."""
+    lines = [f"\n[{header}]"] if header else []
+    nested = []
+    for key, value in table.items():
+        if isinstance(value, Mapping):
+            nested.append((key, value))
+        elif value is None:
+            raise TypeError(f"{where}.{key}: TOML has no null; leave the key out instead")
+        else:
+            lines.append(_toml_pair(key, value, where))
+    for key, value in nested:
+        sub = f"{header}.{_toml_key(key, where)}" if header else _toml_key(key, where)
+        lines += _toml_table(sub, value, f"{where}.{key}")
+    return lines
+
+
+def write_card(
+    card: ModelCard | HardwareCard, path: str | os.PathLike[str], *, header: str = ""
+) -> Path:
+    """Write ``card`` as a TOML card file that :func:`load_model` or :func:`load_hardware`
+    reads back equal (every field; ``source_path`` becomes the new file).
+
+    Fields left at ``None`` are left out (they load back as ``None``); tables
+    (``peak_flops``, a ``sources`` table, ``calibration`` with its nested tables)
+    follow the plain fields; a ``sources`` list stays a list. ``header`` becomes
+    leading comment lines (where the numbers come from). A value TOML cannot hold
+    (``None`` inside a table, an object) is a TypeError naming where it is.
+    """
+    if not isinstance(card, ModelCard | HardwareCard):
+        raise TypeError(f"card: expected a ModelCard or a HardwareCard, got {type(card).__name__}")
+    table = {
+        f.name: getattr(card, f.name)
+        for f in fields(card)
+        if f.name != "source_path" and getattr(card, f.name) is not None
+    }
+    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+    lines += _toml_table("", table, card.slug)
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return p
+
+
+def write_hardware_card(
+    card: HardwareCard, path: str | os.PathLike[str], *, header: str = ""
+) -> Path:
+    """Write an accelerator card that :func:`load_hardware` reads back equal (see write_card)."""
+    if not isinstance(card, HardwareCard):
+        raise TypeError(f"card: expected a HardwareCard, got {type(card).__name__}")
+    return write_card(card, path, header=header)

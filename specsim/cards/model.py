@@ -1,0 +1,162 @@
+"""Language-model cards: a model's shape, its stated size and default dtype."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from specsim.cards.checks import (
+    DTYPE_BYTES,
+    card_label,
+    check_bool,
+    check_float,
+    check_int,
+    check_sources,
+    check_str,
+)
+
+__all__ = ["ModelCard"]
+
+ARCHITECTURES = ("decoder", "encoder-decoder")
+NORMS = ("rmsnorm", "layernorm")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelCard:
+    """A language model's shape, stated size and default dtype.
+
+    ``layers`` counts decoder layers; ``encoder_layers`` is 0 for decoder-only
+    models. ``params`` is the total parameter count as the source states it;
+    ``__post_init__`` checks it against :attr:`shape_params` within
+    ``params_tolerance`` (relative). Position tables (learned absolute
+    positions, T5's relative-position buckets) and layer biases other than the
+    q/k/v biases of ``qkv_bias`` models are not counted: they are below 0.5% of
+    every card here.
+    """
+
+    slug: str
+    name: str
+    family: str
+    architecture: str
+    layers: int
+    encoder_layers: int
+    d_model: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    d_ff: int
+    gated_mlp: bool
+    vocab: int
+    params: int
+    tied_embeddings: bool
+    dtype: str
+    max_position: int
+    norm: str
+    sources: dict[str, str] | list[str] = field(hash=False)
+    qkv_bias: bool = False
+    params_tolerance: float = 0.03
+    hf_repo: str | None = None
+    activation: str | None = None
+    notes: str = ""
+    source_path: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        where = card_label(self.source_path, "model", self.slug)
+        for name in ("slug", "name", "family"):
+            check_str(where, name, getattr(self, name))
+        check_str(where, "architecture", self.architecture, ARCHITECTURES)
+        check_str(where, "norm", self.norm, NORMS)
+        check_str(where, "dtype", self.dtype, tuple(DTYPE_BYTES))
+        for name in ("layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab"):
+            check_int(where, name, getattr(self, name), minimum=1)
+        for name in ("params", "max_position"):
+            check_int(where, name, getattr(self, name), minimum=1)
+        check_int(where, "encoder_layers", self.encoder_layers, minimum=0)
+        for name in ("gated_mlp", "tied_embeddings", "qkv_bias"):
+            check_bool(where, name, getattr(self, name))
+        check_float(where, "params_tolerance", self.params_tolerance, strict=True)
+        check_sources(where, self.sources)
+        if (self.architecture == "decoder") != (self.encoder_layers == 0):
+            raise ValueError(
+                f"{where}: field 'encoder_layers' must be 0 exactly for architecture "
+                f"'decoder', got {self.encoder_layers} with {self.architecture!r}"
+            )
+        if self.heads % self.kv_heads:
+            raise ValueError(
+                f"{where}: field 'kv_heads' must divide heads ({self.heads}), got {self.kv_heads}"
+            )
+        shape = self.shape_params
+        if abs(shape - self.params) > self.params_tolerance * self.params:
+            raise ValueError(
+                f"{where}: field 'params' = {self.params:,} disagrees with the count from the "
+                f"shape, {shape:,} ({(shape / self.params - 1) * 100:+.1f}%, tolerance "
+                f"{self.params_tolerance:.0%}); check layers, widths, vocab, gated_mlp and "
+                "tied_embeddings"
+            )
+
+    # Shapes -----------------------------------------------------------------------------
+    @property
+    def q_dim(self) -> int:
+        """Width of the query projection, ``heads * head_dim``."""
+        return self.heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of the key (and of the value) projection, ``kv_heads * head_dim``."""
+        return self.kv_heads * self.head_dim
+
+    @property
+    def _norm_params(self) -> int:
+        return self.d_model * (2 if self.norm == "layernorm" else 1)
+
+    @property
+    def _self_attention_params(self) -> int:
+        bias = self.q_dim + 2 * self.kv_dim if self.qkv_bias else 0
+        return 2 * self.d_model * self.q_dim + 2 * self.d_model * self.kv_dim + bias
+
+    @property
+    def _mlp_params(self) -> int:
+        return (3 if self.gated_mlp else 2) * self.d_model * self.d_ff
+
+    @property
+    def decode_layer_params(self) -> int:
+        """Weights one decoder layer reads in a decode pass.
+
+        Self-attention, MLP and norms; for encoder-decoder models also the
+        cross-attention query and output projections. The cross-attention key and
+        value projections of the encoder output run once, at prefill, and their
+        result is cached, so a decode pass does not read them (it reads the cached
+        cross keys and values instead; see :mod:`specsim.cost`).
+        """
+        n = self._self_attention_params + self._mlp_params + 2 * self._norm_params
+        if self.architecture == "encoder-decoder":
+            n += 2 * self.d_model * self.q_dim + self._norm_params
+        return n
+
+    @property
+    def shape_params(self) -> int:
+        """Total parameter count computed from the shape (all weights resident in memory)."""
+        embed = self.vocab * self.d_model * (1 if self.tied_embeddings else 2)
+        dec = self.layers * self.decode_layer_params + self._norm_params
+        if self.architecture == "encoder-decoder":
+            # Cross-attention key/value projections, skipped by decode_layer_params.
+            dec += self.layers * 2 * self.d_model * self.kv_dim
+            enc_layer = self._self_attention_params + self._mlp_params + 2 * self._norm_params
+            dec += self.encoder_layers * enc_layer + self._norm_params
+        return embed + dec
+
+    @property
+    def decode_params(self) -> int:
+        """Parameters a decode pass reads: decoder layers, final norm and the LM head.
+
+        For T5 this is the decoder's weights (with the cross-attention query and
+        output projections) plus the untied LM head; the encoder runs once at
+        prefill. The input embedding table is not counted when untied: a pass
+        gathers only one row per token.
+        """
+        return (
+            self.layers * self.decode_layer_params + self._norm_params + self.vocab * self.d_model
+        )
+
+    def kv_bytes_per_token(self, bytes_per_element: float) -> float:
+        """Bytes of self-attention key/value cache per token over all decoder layers."""
+        return self.layers * 2 * self.kv_dim * bytes_per_element

@@ -1,0 +1,134 @@
+"""Checks that a command's outputs can be written, made before any computing starts.
+
+A result that took minutes to compute must not be thrown away because its file
+cannot be written, and an earlier run's results must not be overwritten without
+asking. Every subcommand that writes calls one of these on each output path
+first (right after parsing), so a bad path is a one-line error with exit
+status 2 (:class:`OutputError` is a ValueError) and nothing has been computed
+or written yet:
+
+- :func:`check_file` for one output file (``--out CARD.toml``, ``--plot-v
+  FILE.png``, ``--events FILE``): the path must not be a folder, its folder
+  must be writable (or creatable), and an existing file is replaced only with
+  ``--force``;
+- :func:`check_folder` for an output folder (``study --out``, ``report
+  --out``): the path must not be a file, it must be writable (or creatable),
+  and a folder that already holds files is written into only with ``--force``.
+
+Both create nothing: a folder that does not exist yet is made by the command
+when it writes.
+
+Two more things every writing command shares live here: :func:`card_option`
+(a card flag's error names the flag, not a Python parameter) and
+:class:`ProgressBar` (progress of a long run on stderr).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+__all__ = ["OutputError", "check_file", "check_folder", "card_option", "ProgressBar"]
+
+_Card = TypeVar("_Card")
+_PARAM = re.compile(r"^slug_or_path: ")
+
+
+class OutputError(ValueError):
+    """An output that cannot (or may not) be written; the message names the option."""
+
+
+def _writable(folder: Path) -> bool:
+    """Whether files can be created in the existing ``folder`` (a read-only mount says no)."""
+    return os.access(folder, os.W_OK | os.X_OK)
+
+
+def _check_parent(path: Path, option: str) -> None:
+    """The nearest existing folder above ``path`` must be a writable folder."""
+    for above in path.absolute().parents:
+        if above.exists():
+            if not above.is_dir():
+                raise OutputError(f"{option}: {above} is a file, so {path} cannot be created")
+            if not _writable(above):
+                raise OutputError(f"{option}: cannot write into {above} (the folder is read-only)")
+            return
+
+
+def check_file(path: str | os.PathLike[str], *, option: str, force: bool = False) -> Path:
+    """``path`` as a Path if a file can be written there, else :class:`OutputError`.
+
+    ``option`` names the flag in the message (``--out``); an existing file is
+    refused unless ``force``.
+    """
+    p = Path(path)
+    if str(path) == "":
+        raise OutputError(f"{option}: expected a file path, got an empty string")
+    if p.is_dir():
+        raise OutputError(f"{option}: {p} is a folder; give the path of a file to write")
+    if p.exists():
+        if not force:
+            raise OutputError(f"{option}: {p} already exists; pass --force to overwrite it")
+        if not os.access(p, os.W_OK):
+            raise OutputError(f"{option}: cannot overwrite {p} (the file is read-only)")
+    _check_parent(p, option)
+    return p
+
+
+def check_folder(path: str | os.PathLike[str], *, option: str, force: bool = False) -> Path:
+    """``path`` as a Path if an output folder can be written there, else :class:`OutputError`.
+
+    A folder that already holds files is refused unless ``force`` (an earlier
+    run's results are not overwritten without asking).
+    """
+    p = Path(path)
+    if str(path) == "":
+        raise OutputError(f"{option}: expected a folder path, got an empty string")
+    if p.exists() and not p.is_dir():
+        raise OutputError(f"{option}: {p} is a file; give a folder to write into")
+    if p.is_dir():
+        if not _writable(p):
+            raise OutputError(f"{option}: cannot write into {p} (the folder is read-only)")
+        if not force and any(p.iterdir()):
+            raise OutputError(
+                f"{option}: {p} already holds files (an earlier run?); pass --force to write "
+                "into it, or choose a new folder"
+            )
+        return p
+    _check_parent(p, option)
+    return p
+
+
+def card_option(
+    loader: Callable[..., _Card], value: str, *, option: str, cards: Sequence[str] | None = None
+) -> _Card:
+    """``loader(value, search_path=cards)``, with an error naming ``option`` (not the parameter)."""
+    try:
+        return loader(value, search_path=cards)
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        raise type(exc)(f"{option}: {_PARAM.sub('', str(exc))}") from None
+
+
+class ProgressBar:
+    """A plain-text progress bar on stderr: redrawn in place on a terminal, one line per
+    step otherwise (so that logs stay readable)."""
+
+    def __init__(self, width: int = 30) -> None:
+        self.width = width
+        self.start = time.perf_counter()
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        filled = self.width * done // max(total, 1)
+        bar = "#" * filled + "." * (self.width - filled)
+        line = f"[{bar}] {done}/{total} {label} ({time.perf_counter() - self.start:.0f} s)"
+        if self.tty:
+            end = "\n" if done >= total else ""
+            sys.stderr.write("\r" + line.ljust(79) + end)
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()

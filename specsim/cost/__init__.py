@@ -1,0 +1,87 @@
+"""The cost of a pass: time, operations, bytes moved and energy of real models on real hardware.
+
+One noun per module, lowest first:
+
+- :mod:`specsim.cost.shape`: the :class:`PassShape` of a verification pass
+  (batch, each sequence's context and new positions, a chain or a token tree)
+  and the three sums the roofline needs from it (:class:`PassSums`); the only
+  place "gamma + 1" (:func:`verification_positions`) and the attention-pair
+  formula (:func:`chain_pairs`) are written;
+- :mod:`specsim.cost.formats`: :class:`Formats`, the compute dtype and the
+  byte widths of weights, KV cache and activations;
+- :mod:`specsim.cost.memory`: the memory :func:`footprint` per device (weights,
+  KV bytes per token), read by the roofline and by serving admission alike;
+- :mod:`specsim.cost.roofline`: the per-card constants (:class:`Roofline`) and
+  the one formula for time and energy (:func:`time_energy`);
+- :mod:`specsim.cost.model`: the public model, :func:`step_cost`,
+  :func:`pass_cost`, :func:`step_cost_grid` and friends, returning the records
+  of :mod:`specsim.cost.results`;
+- :mod:`specsim.cost.derived`: c, v(gamma) and c-hat; :mod:`specsim.cost.frames`:
+  tidy tables of them (pandas).
+
+>>> from specsim.cards import load_hardware, load_model
+>>> cost = step_cost(load_model("llama-2-7b"), load_hardware("a100-80gb"),
+...                  batch=1, context=105, new_tokens=1, dtype="bfloat16")
+>>> cost.bound
+'memory'
+"""
+
+from specsim.cost.derived import cost_coefficient, ops_coefficient, verification_factor
+from specsim.cost.formats import Formats
+from specsim.cost.frames import DEFAULT_BATCHES, cost_coefficient_frame, verification_frame
+from specsim.cost.memory import Footprint, footprint, kv_heads_per_device
+from specsim.cost.model import (
+    DEFAULT_CONTEXT,
+    DEFAULT_ENCODER_LENGTH,
+    encoder_tokens,
+    pass_aggregates_cost,
+    pass_cost,
+    pass_flops,
+    ridge_tokens,
+    step_cost,
+    step_cost_grid,
+)
+from specsim.cost.results import PassTerms, StepCost, StepCostGrid
+from specsim.cost.roofline import Roofline, roofline, time_energy
+from specsim.cost.shape import (
+    PassShape,
+    PassSums,
+    chain_pairs,
+    chain_sums,
+    sequence_sums,
+    verification_positions,
+)
+
+__all__ = [
+    "DEFAULT_CONTEXT",
+    "DEFAULT_ENCODER_LENGTH",
+    "DEFAULT_BATCHES",
+    "PassShape",
+    "PassSums",
+    "verification_positions",
+    "chain_pairs",
+    "chain_sums",
+    "sequence_sums",
+    "Formats",
+    "Footprint",
+    "footprint",
+    "kv_heads_per_device",
+    "Roofline",
+    "roofline",
+    "time_energy",
+    "StepCost",
+    "StepCostGrid",
+    "PassTerms",
+    "step_cost",
+    "pass_cost",
+    "step_cost_grid",
+    "pass_flops",
+    "ridge_tokens",
+    "pass_aggregates_cost",
+    "encoder_tokens",
+    "cost_coefficient",
+    "verification_factor",
+    "ops_coefficient",
+    "verification_frame",
+    "cost_coefficient_frame",
+]

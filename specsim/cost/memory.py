@@ -1,0 +1,56 @@
+"""What a model keeps resident on each tensor-parallel device: weights and KV cache.
+
+Both the cost model (whether a pass fits, :mod:`specsim.cost.roofline`) and
+the serving simulator's admission (:meth:`specsim.sim.CardCost.kv_bytes_per_token`)
+read this one function, so the two cannot disagree about what fits.
+
+Tensor parallelism (Shoeybi et al., "Megatron-LM", 2019) splits the weights
+and the attention heads over the devices. Key/value heads are split too, but
+never below one per device: with more devices than KV heads (grouped-query
+attention, Ainslie et al., EMNLP 2023), each device holds a replica of the
+head its query heads read, as real tensor-parallel runtimes do.
+
+>>> from specsim.cards import load_model
+>>> fp = footprint(load_model("llama-2-70b"), tensor_parallel=16, formats=Formats.of("float16"))
+>>> fp.kv_bytes_per_token  # 8 KV heads over 16 devices: one replica each
+40960.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specsim.cards import ModelCard
+from specsim.cost.formats import Formats
+
+__all__ = ["Footprint", "footprint", "kv_heads_per_device"]
+
+
+def kv_heads_per_device(model: ModelCard, tensor_parallel: float) -> float:
+    """KV heads each device holds: ``kv_heads / tp``, but at least one (replicated)."""
+    return max(model.kv_heads / tensor_parallel, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Footprint:
+    """Bytes one device holds for a model.
+
+    ``weights_bytes``: all its weights (the shape's parameter count) over the
+    devices; ``kv_bytes_per_token_layer``: the self-attention keys and values
+    of one token in one decoder layer; ``kv_bytes_per_token``: the same over
+    all decoder layers (what one token of one sequence costs in KV cache).
+    """
+
+    weights_bytes: float
+    kv_bytes_per_token_layer: float
+    kv_bytes_per_token: float
+
+
+def footprint(model: ModelCard, *, tensor_parallel: float, formats: Formats) -> Footprint:
+    """Weights and KV cache per device of ``model`` on ``tensor_parallel`` devices."""
+    per_layer = 2.0 * model.head_dim * kv_heads_per_device(model, tensor_parallel) * formats.kv
+    return Footprint(
+        weights_bytes=model.shape_params / tensor_parallel * formats.weights,
+        kv_bytes_per_token_layer=per_layer,
+        kv_bytes_per_token=model.layers * per_layer,
+    )

@@ -1,0 +1,393 @@
+"""The cost of one forward pass: time, operations, bytes moved and energy.
+
+A *pass* runs a model over ``new_tokens`` positions of each of ``batch``
+sequences whose key/value caches already hold ``context`` tokens: a decode
+step is ``new_tokens = 1``, a speculative verification pass verifies
+``gamma + 1`` positions in a chain, or the nodes of a token tree
+(:class:`specsim.cost.shape.PassShape`, evaluated by :func:`pass_cost`). The
+model is a per-layer roofline with real-world terms (Williams, Waterman &
+Patterson, "Roofline", CACM 2009; applied to LLM decoding as in Pope et al.,
+"Efficiently Scaling Transformer Inference", MLSys 2023):
+
+* **bytes**: the weights a pass reads once, whatever the batch
+  (:attr:`~specsim.cards.ModelCard.decode_params`); each sequence's cached keys
+  and values, ``(context + new) * layers * 2 * kv_heads * head_dim * bytes``;
+  the new keys and values written; activations (each weight GEMM reads its
+  input and writes its output once; element-wise work is fused). T5 decoders
+  also read the cached cross-attention keys and values of the encoder output
+  (``encoder_length`` tokens, default :data:`DEFAULT_ENCODER_LENGTH`).
+* **flops**: ``2 * weights * tokens`` plus attention, ``4 * head_dim * heads``
+  per (query, key) pair, the pairs counted causally
+  (:func:`specsim.cost.shape.chain_pairs` for a chain).
+* **time**: per decoder layer, ``max(flops / (peak * compute_efficiency),
+  bytes / (bandwidth * memory_efficiency))`` for the weight GEMMs and again for
+  attention (separate kernels), plus the same for the LM head; then
+  ``layers * layer_overhead_s + pass_overhead_s``; then, under tensor
+  parallelism, ``(2, or 3 with cross-attention) * layers`` ring all-reduces of
+  the activations, each ``2 (tp - 1) / tp * bytes / link_bandwidth + latency``
+  (Patarasuk & Yuan, JPDC 2009). Weights, heads and KV heads are split over
+  ``tensor_parallel`` devices (KV heads replicated when fewer than devices,
+  :mod:`specsim.cost.memory`).
+* **energy**: per device, the linear utilisation power model
+  ``P = idle + (max - idle) * u`` with ``u`` the busier of the compute and
+  memory units as a fraction of raw peak over the pass (Fan, Weber & Barroso,
+  "Power provisioning for a warehouse-sized computer", ISCA 2007); a card that
+  gives ``energy_per_flop_j`` and ``energy_per_byte_j`` uses
+  ``idle * time + e_flop * flops + e_byte * bytes`` instead. Totals cover all
+  devices.
+
+Two forms. :func:`step_cost` evaluates **one pass** whose sequences may differ:
+``context`` and ``new_tokens`` are scalars or arrays of length ``batch`` (a
+continuous-batching verification pass where sequence ``i`` verifies
+``new_tokens[i]`` positions after ``context[i]``). :func:`step_cost_grid`
+evaluates **many homogeneous passes at once**: ``batch``, ``context``,
+``new_tokens`` and ``tensor_parallel`` broadcast against each other and each
+element is a separate pass in which every sequence has that context and new
+token count. The grid form is vectorised (10^5 passes in milliseconds,
+``benchmarks/bench_cost.py``); a homogeneous :func:`step_cost` equals the
+matching grid element. The derived quantities (cost coefficient c, verification
+factor v(gamma), operations coefficient c-hat) are in :mod:`specsim.cost.derived`.
+
+>>> from specsim.cards import load_hardware, load_model
+>>> m, hw = load_model("llama-2-7b"), load_hardware("a100-80gb")
+>>> cost = step_cost(m, hw, batch=1, context=105, new_tokens=1, dtype="bfloat16")
+>>> cost.bound, 95 < 1 / cost.time_s < 115
+('memory', True)
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from specsim.cards import HardwareCard, ModelCard
+from specsim.cost.checks import (
+    check_hardware,
+    check_model,
+    check_tensor_parallel,
+    int_array,
+)
+from specsim.cost.checks import check_positions as _check_positions
+from specsim.cost.formats import Formats, resolve_dtype
+from specsim.cost.memory import footprint
+from specsim.cost.results import RESULT_FIELDS, FloatArray, PassTerms, StepCost, StepCostGrid
+from specsim.cost.roofline import roofline, time_energy
+from specsim.cost.shape import PassShape, chain_sums
+
+__all__ = [
+    "DEFAULT_CONTEXT",
+    "DEFAULT_ENCODER_LENGTH",
+    "encoder_tokens",
+    "pass_cost",
+    "step_cost",
+    "step_cost_grid",
+    "pass_flops",
+    "ridge_tokens",
+    "pass_aggregates_cost",
+]
+
+DEFAULT_CONTEXT = 512
+"""Context (tokens already cached per sequence) used when a derived quantity is not given one."""
+
+DEFAULT_ENCODER_LENGTH = 512
+"""Encoder output length a T5 decoder cross-attends to, unless given: T5's pre-training input
+length (Raffel et al., JMLR 2020)."""
+
+
+ModelLike = ModelCard | str | os.PathLike[str]
+"""A model card, or its slug or ``.toml`` path (:func:`specsim.cards.load_model`)."""
+HardwareLike = HardwareCard | str | os.PathLike[str]
+"""An accelerator card, or its slug or ``.toml`` path (:func:`specsim.cards.load_hardware`)."""
+
+
+def encoder_tokens(model: ModelCard, encoder_length: int | None) -> float:
+    """Encoder tokens each sequence cross-attends to: 0 for a decoder-only model, else
+    ``encoder_length`` (default :data:`DEFAULT_ENCODER_LENGTH`); a ValueError otherwise."""
+    if model.architecture == "decoder":
+        if encoder_length not in (None, 0):
+            raise ValueError(
+                f"encoder_length: model {model.slug!r} is decoder-only, got {encoder_length!r}"
+            )
+        return 0.0
+    e = DEFAULT_ENCODER_LENGTH if encoder_length is None else encoder_length
+    return float(int_array("encoder_length", e, 1))
+
+
+# The core ---------------------------------------------------------------------------------
+def _evaluate(
+    model: ModelCard, hw: HardwareCard, *, formats: Formats, tp: float, T: Any, S: Any, R: Any
+) -> PassTerms:
+    """All terms of passes on ``tp`` devices from their aggregates (numbers or arrays).
+
+    T, S, R as in :class:`specsim.cost.shape.PassSums`. The pass also writes the
+    keys and values of its T new tokens and reads them back. Time and energy come
+    from :func:`specsim.cost.roofline.time_energy`; the rest is their breakdown.
+    Arrays are combined with scalar coefficients only, so a grid of 10^5 passes
+    makes few temporaries (a performance choice: fresh large temporaries cost
+    page faults).
+    """
+    co = roofline(model, hw, formats, tp)
+    L = co.layers
+    time, energy, roof, flops, nbytes = time_energy(co, T, S, R)
+    act = L * (co.activation_bytes + co.attention_io_bytes) + co.head_io_bytes  # per token
+    return PassTerms(
+        time_s=time,
+        flops=flops * tp,
+        bytes=nbytes * tp,
+        energy_j=energy,
+        weight_bytes=co.weight_bytes * tp + 0.0 * T,
+        kv_bytes=(R + 2 * T) * (L * co.kv_bytes) * tp,
+        activation_bytes=T * act * tp,
+        compute_time_s=flops / co.peak,
+        memory_time_s=nbytes / co.bandwidth,
+        roofline_time_s=roof,
+        overhead_time_s=co.overhead_s + 0.0 * T,
+        allreduce_time_s=T * co.allreduce_per_token_s + co.allreduce_latency_s,
+        resident_bytes=co.resident_bytes + (R + T) * (L * co.kv_bytes),
+    )
+
+
+def _memory_error(
+    model: ModelCard, hw: HardwareCard, *, dtype: str, tp: float, B: float, resident: float
+) -> ValueError:
+    weights = footprint(model, tensor_parallel=tp, formats=Formats.of(dtype)).weights_bytes
+    return ValueError(
+        f"model {model.slug!r} does not fit on {hw.slug!r}: weights {weights / 1e9:.2f} GB per "
+        f"device (tensor_parallel={int(tp)}, {dtype}) + KV cache {(resident - weights) / 1e9:.2f} "
+        f"GB for batch {int(B)} = {resident / 1e9:.2f} GB > memory {hw.mem_capacity / 1e9:.2f} GB"
+    )
+
+
+def pass_cost(
+    model: ModelLike,
+    hardware: HardwareLike,
+    shape: PassShape,
+    *,
+    dtype: str | None = None,
+    tensor_parallel: int = 1,
+    encoder_length: int | None = None,
+) -> StepCost:
+    """Cost of one pass of any :class:`~specsim.cost.shape.PassShape`: chains or a token tree.
+
+    >>> from specsim.cards import load_hardware, load_model
+    >>> m, hw = load_model("llama-2-7b"), load_hardware("a100-80gb")
+    >>> tree = PassShape.tree(context=512, parents=[-1, 0, 0, 1, 1, 2, 2, 3, 4, 5])
+    >>> cost = pass_cost(m, hw, tree)
+    >>> cost.tokens, cost.bound
+    (10, 'memory')
+    """
+    model, hardware = check_model(model), check_hardware(hardware)
+    tp = check_tensor_parallel(model, tensor_parallel)
+    if tp.ndim:
+        raise ValueError(f"tensor_parallel: expected a scalar, got {tp.tolist()!r}")
+    if not isinstance(shape, PassShape):
+        raise TypeError(f"shape: expected a PassShape, got {type(shape).__name__}")
+    depth = shape.new if shape.parents is None else max(shape.depths or (0,))
+    _check_positions(model, context=shape.context, new_tokens=depth)
+    dt = resolve_dtype(model, dtype)
+    T, S, R = shape.sums(encoder_tokens(model, encoder_length))
+    terms = _evaluate(model, hardware, formats=Formats.of(dt), tp=float(tp), T=T, S=S, R=R)
+    values = {k: float(getattr(terms, k)) for k in RESULT_FIELDS}
+    if values["resident_bytes"] > hardware.mem_capacity:
+        raise _memory_error(
+            model, hardware, dtype=dt, tp=float(tp), B=shape.batch,
+            resident=values["resident_bytes"],
+        )  # fmt: skip
+    bound = "compute" if values["compute_time_s"] > values["memory_time_s"] else "memory"
+    return StepCost(
+        **values, bound=bound, batch=shape.batch, tokens=shape.tokens, tensor_parallel=int(tp),
+        dtype=dt,
+    )  # fmt: skip
+
+
+def step_cost(
+    model: ModelLike,
+    hardware: HardwareLike,
+    *,
+    batch: int,
+    context: ArrayLike,
+    new_tokens: ArrayLike,
+    dtype: str | None = None,
+    tensor_parallel: int = 1,
+    encoder_length: int | None = None,
+) -> StepCost:
+    """Cost of one pass over ``batch`` sequences (see the module docstring for the model).
+
+    ``context`` and ``new_tokens`` are scalars (every sequence alike) or arrays
+    of length ``batch``: chains, a :meth:`PassShape.chain <specsim.cost.shape.PassShape.chain>`
+    given to :func:`pass_cost`. ``dtype`` defaults to the model card's. Raises
+    ValueError for bad numbers, an unknown dtype, or a model whose weights and
+    KV cache exceed the accelerator's memory (the message gives the sizes in GB), a
+    ``tensor_parallel`` that does not split the heads
+    (:func:`~specsim.cost.checks.check_tensor_parallel`) or a ``context + new_tokens``
+    beyond the model's ``max_position`` (:func:`~specsim.cost.checks.check_positions`).
+    ``model`` and ``hardware`` may be slugs (or card paths) instead of cards.
+    """
+    model, hardware = check_model(model), check_hardware(hardware)
+    B = int_array("batch", batch, 1)
+    tp = check_tensor_parallel(model, tensor_parallel)
+    if B.ndim or tp.ndim:
+        raise ValueError(
+            f"batch and tensor_parallel must be scalars in step_cost (use step_cost_grid for "
+            f"arrays), got batch={B.tolist()!r}, tensor_parallel={tp.tolist()!r}"
+        )
+    n_seq = int(B)
+    ctx = int_array("context", context, 0)
+    new = int_array("new_tokens", new_tokens, 1)
+    for name, arr in (("context", ctx), ("new_tokens", new)):
+        if arr.ndim > 1 or (arr.ndim == 1 and arr.shape[0] != n_seq):
+            raise ValueError(
+                f"{name}: expected a scalar or an array of length batch={n_seq}, got shape "
+                f"{arr.shape}"
+            )
+    shape = PassShape.chain(context=ctx.astype(np.int64), new=new.astype(np.int64), batch=n_seq)
+    return pass_cost(
+        model, hardware, shape, dtype=dtype, tensor_parallel=int(tp), encoder_length=encoder_length
+    )
+
+
+def step_cost_grid(
+    model: ModelLike,
+    hardware: HardwareLike,
+    *,
+    batch: ArrayLike,
+    context: ArrayLike,
+    new_tokens: ArrayLike,
+    dtype: str | None = None,
+    tensor_parallel: ArrayLike = 1,
+    encoder_length: int | None = None,
+    check_memory: bool = True,
+    check_positions: bool = False,
+) -> StepCostGrid:
+    """Costs of many homogeneous passes at once (vectorised).
+
+    ``batch``, ``context``, ``new_tokens`` and ``tensor_parallel`` broadcast
+    together; element ``i`` is one pass of ``batch[i]`` sequences, each with
+    ``context[i]`` cached and ``new_tokens[i]`` new tokens. With
+    ``check_memory`` (default) any element that does not fit raises a
+    ValueError naming it; without, :attr:`StepCostGrid.fits` marks them. Every
+    ``tensor_parallel`` must split the model's heads, as in :func:`step_cost`; with
+    ``check_positions``, every ``context + new_tokens`` must also be within the model's
+    ``max_position`` (:func:`~specsim.cost.checks.check_positions`), else a ValueError
+    naming the element. Grids are not checked by default: a draft's cost coefficient
+    is often tabulated at its target's longer contexts.
+    """
+    model, hardware = check_model(model), check_hardware(hardware)
+    B = int_array("batch", batch, 1)
+    ctx = int_array("context", context, 0)
+    new = int_array("new_tokens", new_tokens, 1)
+    tp = check_tensor_parallel(model, tensor_parallel)
+    try:
+        B, ctx, new, tp = np.broadcast_arrays(B, ctx, new, tp)
+    except ValueError as exc:
+        raise ValueError(
+            f"batch, context, new_tokens, tensor_parallel: shapes {np.shape(batch)}, "
+            f"{np.shape(context)}, {np.shape(new_tokens)}, {np.shape(tensor_parallel)} do not "
+            "broadcast"
+        ) from exc
+    if check_positions:
+        _check_positions(model, context=ctx, new_tokens=new)
+    dt = resolve_dtype(model, dtype)
+    formats = Formats.of(dt)
+    T, S, R = chain_sums(B, B * ctx, new, encoder_tokens(model, encoder_length))
+    groups = np.unique(tp)
+    if groups.size == 1:  # the usual case: one device count for the whole grid
+        terms = _evaluate(model, hardware, formats=formats, tp=float(groups[0]), T=T, S=S, R=R)
+        arrays = {
+            k: np.asarray(np.broadcast_to(getattr(terms, k), T.shape), dtype=np.float64)
+            for k in RESULT_FIELDS
+        }
+    else:
+        arrays = {k: np.empty(T.shape) for k in RESULT_FIELDS}
+        for g in groups:
+            sel = tp == g
+            terms = _evaluate(
+                model, hardware, formats=formats, tp=float(g), T=T[sel], S=S[sel], R=R[sel]
+            )
+            for k in RESULT_FIELDS:
+                arrays[k][sel] = getattr(terms, k)
+    fits = arrays["resident_bytes"] <= hardware.mem_capacity
+    if check_memory and not fits.all():
+        i = tuple(int(j) for j in np.argwhere(~fits)[0]) if fits.ndim else ()
+        err = _memory_error(
+            model, hardware, dtype=dt, tp=float(tp[i]), B=float(B[i]),
+            resident=float(arrays["resident_bytes"][i]),
+        )  # fmt: skip
+        raise ValueError(
+            f"element {i} of {int((~fits).sum())} that do not fit (context {int(ctx[i])}, new "
+            f"tokens {int(new[i])}): {err}"
+        )
+    return StepCostGrid(**arrays, fits=fits, dtype=dt)
+
+
+# Hardware-free and ridge quantities -------------------------------------------------------
+def pass_flops(
+    model: ModelLike,
+    *,
+    batch: ArrayLike = 1,
+    context: ArrayLike = DEFAULT_CONTEXT,
+    new_tokens: ArrayLike = 1,
+    encoder_length: int | None = None,
+) -> FloatArray | float:
+    """Floating-point operations of homogeneous passes (hardware-independent), broadcasting."""
+    model = check_model(model)
+    B = int_array("batch", batch, 1)
+    ctx = int_array("context", context, 0)
+    new = int_array("new_tokens", new_tokens, 1)
+    T, S, _ = chain_sums(B, B * ctx, new, encoder_tokens(model, encoder_length))
+    # 2 flops per weight read per token (decode_params: layers, final norm, LM head), plus
+    # 4 * head_dim per head and (query, key) pair, as in specsim.cost.roofline with tp = 1.
+    out = T * (2.0 * model.decode_params) + S * (4.0 * model.layers * model.head_dim * model.heads)
+    return float(out) if np.ndim(out) == 0 else np.asarray(out)
+
+
+def ridge_tokens(hardware: HardwareCard, dtype: str) -> float:
+    """Tokens per pass at which the weight GEMMs turn compute-bound.
+
+    Reading ``W`` weights costs ``W * bytes / (bandwidth * memory_efficiency)``;
+    multiplying them by ``n`` tokens costs ``2 W n / (peak * compute_efficiency)``;
+    they are equal at ``n* = bytes * peak * ce / (2 * bandwidth * me)``, the
+    accelerator's ridge point (Williams et al. 2009) in tokens.
+    """
+    return Formats.of(dtype).weights * hardware.ridge_intensity(dtype) / 2.0
+
+
+def _number(x: ArrayLike) -> Any:
+    # Plain numbers stay Python floats: 0-d arrays would make every term slow.
+    return float(x) if isinstance(x, int | float) else np.asarray(x, dtype=np.float64)
+
+
+def pass_aggregates_cost(
+    model: ModelLike,
+    hardware: HardwareLike,
+    *,
+    batch: ArrayLike,
+    tokens: ArrayLike,
+    context_tokens: ArrayLike,
+    pairs: ArrayLike,
+    dtype: str | None = None,
+    tensor_parallel: int = 1,
+    encoder_length: int | None = None,
+) -> PassTerms:
+    """The cost terms of passes given as sums over their sequences (no memory check).
+
+    The model's terms depend on a pass only through ``batch``, its new
+    ``tokens``, the ``context_tokens`` cached before it (summed over
+    sequences) and the causal self-attention ``pairs``
+    (:meth:`specsim.cost.shape.PassShape.pairs`, summed). The arguments
+    broadcast, and :func:`step_cost` gives the same numbers. The positions of the
+    sequences are not known here, so ``max_position`` is not checked.
+    """
+    model, hardware = check_model(model), check_hardware(hardware)
+    tp = check_tensor_parallel(model, tensor_parallel)
+    if tp.ndim:
+        raise ValueError(f"tensor_parallel: expected a scalar, got {tp.tolist()!r}")
+    formats = Formats.of(resolve_dtype(model, dtype))
+    e = encoder_tokens(model, encoder_length)
+    B, T = _number(batch), _number(tokens)
+    S = _number(pairs) + T * e
+    R = _number(context_tokens) + B * e
+    return _evaluate(model, hardware, formats=formats, tp=float(tp), T=T, S=S, R=R)

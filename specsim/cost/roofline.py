@@ -1,0 +1,191 @@
+"""The arithmetic of one pass, on three aggregates of the pass.
+
+Every term of the cost model is linear in three sums over a pass's sequences
+(:class:`specsim.cost.shape.PassSums`): ``T`` new tokens, ``S`` attention
+(query, key) pairs and ``R`` cached tokens read. The card-dependent constants
+of those linear forms, a :class:`Roofline`, are computed once per (model card,
+accelerator card, formats, tensor parallelism) and cached; :func:`time_energy`
+then evaluates a pass in a few dozen float operations, on Python floats (one
+pass, what the serving simulator asks thousands of times) or numpy arrays
+(grids of passes). :func:`specsim.cost.step_cost`,
+:func:`specsim.cost.step_cost_grid` and the simulator's cost sources all go
+through it: there is one formula for time and energy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from specsim.cards import HardwareCard, ModelCard
+from specsim.cost.formats import Formats
+from specsim.cost.memory import footprint
+
+__all__ = ["Roofline", "roofline", "time_energy"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Roofline:
+    """Per-device constants of a pass of one model on one accelerator.
+
+    The first group is the breakdown the cost model reports: effective
+    ``peak`` (FLOP/s) and ``bandwidth`` (bytes/s); bytes and flops per token
+    and decoder layer (``activation_bytes``: the weight GEMMs' inputs and
+    outputs; ``attention_io_bytes``: attention's query read and output written;
+    ``kv_bytes``: one token's keys and values); per token for the LM head
+    (``head_io_bytes``, ``head_flops``); per pass (``weight_bytes``, all
+    weights read; ``resident_bytes``, all weights held; ``overhead_s``).
+
+    The second group are the coefficients of time, flops, bytes and energy as
+    linear forms in ``T``, ``S`` and ``R`` with the layers folded in, in the
+    roofline's three kernels (dense GEMMs, attention, LM head), each
+    ``max(compute, memory)``: ``*_compute_s`` per token (per pair for
+    attention), ``*_memory_s`` per token (``attention_cached_s`` per cached
+    token), ``*_weights_s`` once per pass.
+    """
+
+    # The breakdown (one device) ...
+    layers: int
+    devices: float
+    peak: float
+    bandwidth: float
+    activation_bytes: float
+    attention_io_bytes: float
+    kv_bytes: float
+    head_io_bytes: float
+    head_flops: float
+    weight_bytes: float
+    resident_bytes: float
+    overhead_s: float
+    allreduce_per_token_s: float
+    allreduce_latency_s: float
+    # ... and the linear forms: time (s) ...
+    dense_compute_s: float
+    dense_memory_s: float
+    dense_weights_s: float
+    attention_compute_s: float
+    attention_cached_s: float
+    attention_new_s: float
+    head_compute_s: float
+    head_memory_s: float
+    head_weights_s: float
+    fixed_s: float
+    # ... flops and bytes ...
+    flops_per_token: float
+    flops_per_pair: float
+    bytes_per_token: float
+    bytes_per_cached: float
+    # ... energy: idle power, then the utilisation model or the per-operation one.
+    idle_w: float
+    dynamic_w: float
+    inv_raw_peak: float
+    inv_raw_bandwidth: float
+    per_operation_energy: bool
+    energy_per_flop_j: float
+    energy_per_byte_j: float
+
+
+_CACHE: dict[tuple[int, int, Formats, float], tuple[ModelCard, HardwareCard, Roofline]] = {}
+
+
+def roofline(model: ModelCard, hw: HardwareCard, formats: Formats, tp: float) -> Roofline:
+    """The :class:`Roofline` of ``model`` on ``tp`` devices ``hw``, memoized on the cards' identity.
+
+    A speed trick for the simulator, which evaluates passes of the same cards
+    thousands of times: hashing a frozen card (all its fields) costs more than
+    the pass. The cached entry holds the cards, so their ids cannot be reused.
+    """
+    key = (id(model), id(hw), formats, tp)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is model and hit[1] is hw:
+        return hit[2]
+    if len(_CACHE) >= 256:
+        _CACHE.clear()
+    co = _compute(model, hw, formats, tp)
+    _CACHE[key] = (model, hw, co)
+    return co
+
+
+def _compute(model: ModelCard, hw: HardwareCard, formats: Formats, tp: float) -> Roofline:
+    """Weights and heads are split over ``tp`` devices, KV heads as
+    :func:`specsim.cost.memory.footprint` says. Activation traffic per token and
+    layer: each weight GEMM reads its input and writes its output once (inputs of
+    column-parallel GEMMs are replicated).
+    """
+    wb, ab, d, L = formats.weights, formats.activations, model.d_model, model.layers
+    encdec = model.architecture == "encoder-decoder"
+    q = model.q_dim / tp
+    act = 4 * d + 2 * q + ((3 if model.gated_mlp else 2) * model.d_ff) / tp
+    layer_params = model.decode_layer_params / tp
+    head_params = (model.decode_params - L * model.decode_layer_params) / tp  # LM head, norm
+    P = hw.peak(formats.compute) * hw.compute_efficiency
+    W = hw.mem_bandwidth * hw.memory_efficiency
+    w_layer, w_head = layer_params * wb, head_params * wb  # weight bytes per layer, LM head
+    dense_flops = 2.0 * layer_params  # per token per layer
+    attn_flops = 4.0 * model.head_dim * model.heads / tp  # per (query, key) pair
+    head_flops = 2.0 * head_params  # per token
+    act_bytes = (act + (2 * d + 2 * q if encdec else 0)) * ab  # dense activations, per token
+    q_io = 2.0 * q * ab * (2 if encdec else 1)  # attention reads q, writes its output
+    fp = footprint(model, tensor_parallel=tp, formats=formats)
+    kv = fp.kv_bytes_per_token_layer
+    head_io = (2.0 * d + model.vocab / tp) * ab  # head input, logits, embedding gather
+    n_allreduce = float(L * (3 if encdec else 2))
+    overhead = L * hw.layer_overhead_s + hw.pass_overhead_s
+    ring, latency = 0.0, 0.0
+    if tp > 1:  # ring all-reduces of the activations (Patarasuk & Yuan, JPDC 2009)
+        ring = n_allreduce * 2.0 * (tp - 1) / tp * d * ab / hw.interconnect_bandwidth
+        latency = n_allreduce * hw.interconnect_latency_s
+    per_op = hw.energy_per_flop_j is not None and hw.energy_per_byte_j is not None
+    return Roofline(
+        layers=L, devices=float(tp), peak=P, bandwidth=W,
+        activation_bytes=act_bytes, attention_io_bytes=q_io, kv_bytes=kv,
+        head_io_bytes=head_io, head_flops=head_flops, weight_bytes=L * w_layer + w_head,
+        resident_bytes=fp.weights_bytes, overhead_s=overhead,
+        allreduce_per_token_s=ring, allreduce_latency_s=latency,
+        dense_compute_s=L * dense_flops / P, dense_memory_s=L * act_bytes / W,
+        dense_weights_s=L * w_layer / W,
+        attention_compute_s=L * attn_flops / P, attention_cached_s=L * kv / W,
+        attention_new_s=L * (2.0 * kv + q_io) / W,
+        head_compute_s=head_flops / P, head_memory_s=head_io / W, head_weights_s=w_head / W,
+        fixed_s=overhead + latency,
+        flops_per_token=L * dense_flops + head_flops, flops_per_pair=L * attn_flops,
+        bytes_per_token=2.0 * L * kv + L * (act_bytes + q_io) + head_io,
+        bytes_per_cached=L * kv,
+        idle_w=hw.idle_power_w, dynamic_w=hw.max_power_w - hw.idle_power_w,
+        inv_raw_peak=1.0 / hw.peak(formats.compute), inv_raw_bandwidth=1.0 / hw.mem_bandwidth,
+        per_operation_energy=per_op,
+        energy_per_flop_j=hw.energy_per_flop_j if per_op else 0.0,  # type: ignore[arg-type]
+        energy_per_byte_j=hw.energy_per_byte_j if per_op else 0.0,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def time_energy(co: Roofline, T: Any, S: Any, R: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """``(time, energy, roofline time, flops, bytes)`` of passes with aggregates T, S, R.
+
+    Time and roofline time are one device's (all devices run in lockstep);
+    flops and bytes are one device's; energy is the total over the devices.
+    Numbers or arrays (broadcasting). Energy uses the utilisation power model
+    ``(idle + (max - idle) * u) * time`` with ``u`` the busier unit's fraction
+    of raw peak, or ``idle * time + e_flop * flops + e_byte * bytes`` when the
+    card gives per-flop and per-byte energies. (A bare tuple, not a named one:
+    the simulator's fast paths call this several times per iteration.)
+    """
+    # Builtin max and min on plain floats: a speed trick for single passes.
+    scalar = type(T) is float and type(S) is float and type(R) is float
+    mx: Any = max if scalar else np.maximum
+    dense = mx(T * co.dense_compute_s, T * co.dense_memory_s + co.dense_weights_s)
+    attention = mx(S * co.attention_compute_s, R * co.attention_cached_s + T * co.attention_new_s)
+    head = mx(T * co.head_compute_s, T * co.head_memory_s + co.head_weights_s)
+    roof = dense + attention + head
+    time = roof + (T * co.allreduce_per_token_s + co.fixed_s)
+    flops = T * co.flops_per_token + S * co.flops_per_pair
+    nbytes = co.weight_bytes + R * co.bytes_per_cached + T * co.bytes_per_token
+    if co.per_operation_energy:
+        energy = co.idle_w * time + co.energy_per_flop_j * flops + co.energy_per_byte_j * nbytes
+    else:
+        mn: Any = min if scalar else np.minimum
+        util = mn(mx(flops * co.inv_raw_peak, nbytes * co.inv_raw_bandwidth) / time, 1.0)
+        energy = (co.idle_w + co.dynamic_w * util) * time
+    return time, energy * co.devices, roof, flops, nbytes

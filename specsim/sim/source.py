@@ -1,0 +1,177 @@
+"""What a cost source is: the records of a pass's cost and the protocols the simulators use.
+
+A cost source is anything with the few methods of :class:`CostSource`: the
+cost of a verification pass over chains (``verify(new_tokens, context)``, one
+pass covering per-sequence arrays), of one draft step, and of a prefill, each a
+:class:`PassCost`, and whether the draft runs overlapped on its own
+accelerator. Sources that can do better than pass by pass also implement
+:class:`BatchedCostSource` (whole blocks of a stream, whole serving
+iterations); :func:`block_costs` and :func:`iteration_cost` use those speed
+paths when a source has them and compose passes otherwise, so a minimal source
+works wherever the simulators call these two functions. The sources that ship
+are in :mod:`specsim.sim.costs`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from specsim.cards import ModelCard
+from specsim.cost import verification_positions
+from specsim.cost.checks import check_positions
+
+__all__ = [
+    "check_positions_fit",
+    "PassCost",
+    "BlockCosts",
+    "IterationCost",
+    "IterationCosts",
+    "CostSource",
+    "BatchedCostSource",
+    "block_costs",
+    "iteration_cost",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PassCost:
+    """Time (s), operations (FLOP, or target-token units for PlainCost), bytes and energy (J)."""
+
+    time_s: float
+    flops: float
+    bytes: float
+    energy_j: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class BlockCosts:
+    """Per-block arrays for one stream (batch 1): a verification pass, one draft step.
+
+    ``verify_*`` is the pass verifying ``gamma + 1`` positions at the block's
+    context; ``draft_*`` is one draft step there. Each is the time, flops and
+    energy of a :class:`PassCost`, one element per block.
+    """
+
+    verify_time: NDArray[np.float64]
+    verify_flops: NDArray[np.float64]
+    verify_energy: NDArray[np.float64] | None
+    draft_time: NDArray[np.float64]
+    draft_flops: NDArray[np.float64]
+    draft_energy: NDArray[np.float64] | None
+
+
+# A NamedTuple built without its Python-level __new__: a speed trick for the serving
+# simulator's fast paths, which return one per iteration.
+named = tuple.__new__
+
+
+class IterationCost(NamedTuple):
+    """A serving iteration: its time (draft steps plus the verification pass), the energy of
+    both, and the draft steps' share of the time (seconds, joules)."""
+
+    time_s: float
+    energy_j: float
+    draft_s: float
+
+
+class IterationCosts(NamedTuple):
+    """A stretch of serving iterations at one batch and gamma: :class:`IterationCost`'s
+    fields as arrays, one element per iteration."""
+
+    time_s: NDArray[np.float64]
+    energy_j: NDArray[np.float64]
+    draft_s: NDArray[np.float64]
+
+
+class CostSource(Protocol):
+    """What every cost source provides (see the module docstring)."""
+
+    def verify(self, new_tokens: NDArray[np.int64], context: NDArray[np.int64]) -> PassCost: ...
+
+    def draft_step(self, context: NDArray[np.int64]) -> PassCost: ...
+
+    def prefill(self, prompts: NDArray[np.int64], *, draft: bool) -> PassCost: ...
+
+    @property
+    def overlapped(self) -> bool: ...
+
+
+@runtime_checkable
+class BatchedCostSource(CostSource, Protocol):
+    """The optional speed paths of a cost source: whole blocks and whole serving iterations.
+
+    Each must equal what :func:`block_costs` and :func:`iteration_cost` compose
+    from the passes of :class:`CostSource`; ``uniform_iteration`` is the
+    iteration in which every sequence drafts ``gamma``, from the batch and the
+    sum of its contexts alone. Two more methods are optional, for the serving
+    simulator's drain, which costs whole runs of iterations at once
+    (:class:`IterationCosts`): ``uniform_iterations(batch=, context_sum=,
+    gamma=)`` on arrays, and ``iterations(count, csum)``, mixed iterations from
+    each gamma's count and context sum; both shipped sources have them.
+    """
+
+    def blocks(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> BlockCosts: ...
+
+    def iteration(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> IterationCost: ...
+
+    def uniform_iteration(self, *, batch: int, context_sum: float, gamma: int) -> IterationCost: ...
+
+    def uniform_iteration_times(
+        self, context: NDArray[np.int64], max_gamma: int
+    ) -> NDArray[np.float64]: ...
+
+
+def block_costs(
+    source: CostSource, gamma: NDArray[np.int64], context: NDArray[np.int64]
+) -> BlockCosts:
+    """Per-block costs of a stream: the source's :meth:`~BatchedCostSource.blocks`, or pass by
+    pass from ``verify`` and ``draft_step``."""
+    if isinstance(source, BatchedCostSource):
+        return source.blocks(gamma, context)
+    one = np.ones(1, dtype=np.int64)
+    ver = [
+        source.verify(verification_positions(g) * one, c * one)
+        for g, c in zip(gamma, context, strict=True)
+    ]
+    dra = [source.draft_step(c * one) for c in context]
+
+    def column(costs: list[PassCost], name: str) -> NDArray[np.float64]:
+        return np.array([getattr(p, name) for p in costs], dtype=np.float64)
+
+    energy = all(p.energy_j is not None for p in ver + dra)
+    return BlockCosts(
+        verify_time=column(ver, "time_s"), verify_flops=column(ver, "flops"),
+        verify_energy=column(ver, "energy_j") if energy else None,
+        draft_time=column(dra, "time_s"), draft_flops=column(dra, "flops"),
+        draft_energy=column(dra, "energy_j") if energy else None,
+    )  # fmt: skip
+
+
+def iteration_cost(
+    source: CostSource, gamma: NDArray[np.int64], context: NDArray[np.int64]
+) -> IterationCost:
+    """A serving iteration: the source's :meth:`~BatchedCostSource.iteration`, or composed:
+    draft step ``j`` batches the sequences with ``gamma_i > j`` (their contexts ``j`` tokens
+    on), then one pass verifies ``gamma_i + 1`` positions of every sequence."""
+    if isinstance(source, BatchedCostSource):
+        return source.iteration(gamma, context)
+    ver = source.verify(verification_positions(gamma), context)
+    energy, d_time = ver.energy_j or 0.0, 0.0
+    for j in range(int(gamma.max()) if gamma.shape[0] else 0):
+        d = source.draft_step(context[gamma > j] + j)
+        d_time += d.time_s
+        energy += d.energy_j or 0.0
+    return IterationCost(ver.time_s + d_time, energy, d_time)
+
+
+def check_positions_fit(cost: CostSource, *, context: ArrayLike, new_tokens: ArrayLike,
+                        name: str) -> None:  # fmt: skip
+    """A ValueError naming ``name`` when a run on a card-priced source would take the target
+    past its ``max_position`` (sources without model cards have no positions to check)."""
+    target = getattr(cost, "target", None)
+    if isinstance(target, ModelCard):
+        check_positions(target, context=context, new_tokens=new_tokens, name=name)
