@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 import tomllib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,8 +16,11 @@ from specsim.cli import jsonout
 from specsim.cli.output import check_file
 from specsim.config import parse_text, path_hint
 from specsim.policies import FixedGamma
-from specsim.sim import PlainCost, StreamConfig, simulate_serving, simulate_stream
-from specsim.sim.config import KINDS, RunSpec, load_config, with_value
+from specsim.sim.plain import PlainCost
+from specsim.sim.stream import StreamConfig, simulate_stream
+
+if TYPE_CHECKING:
+    from specsim.sim.config import RunSpec
 
 HELP = (
     "Simulate speculative decoding: a single stream from flags, or any scenario from a TOML config."
@@ -85,6 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _value(spec: RunSpec, path: str, text: str) -> Any:
+    from specsim.sim.config import KINDS  # start-up: configs load serving, pandas and traces
+
     """``--set`` text read by the type of the field at ``path`` (tables as TOML inline tables)."""
     if path == "seed":
         return parse_text(text, int, path)
@@ -97,9 +102,12 @@ def _value(spec: RunSpec, path: str, text: str) -> Any:
     return parse_text(text, hint, f"--set {path}")
 
 
-def _spec(args: argparse.Namespace) -> RunSpec:
+def _spec(args: argparse.Namespace) -> RunSpec | StreamConfig:
+    """A CONFIG's run spec, or the plain-parameter stream (its seed is ``--seed``)."""
     given = [f"--{k.replace('_', '-')}" for k in PLAIN if getattr(args, k) is not None]
     if args.config:
+        from specsim.sim.config import load_config, with_value  # start-up: as in _value
+
         if given:
             raise ValueError(
                 f"{', '.join(given)}: plain-parameter flags do not apply to a CONFIG; change "
@@ -133,7 +141,7 @@ def _spec(args: argparse.Namespace) -> RunSpec:
         print(
             "specsim simulate: note: --c not given, so the draft is free (c = 0)", file=sys.stderr
         )
-    return RunSpec(config=cfg, seed=0 if args.seed is None else args.seed)
+    return cfg
 
 
 def run(args: argparse.Namespace) -> int:
@@ -142,11 +150,16 @@ def run(args: argparse.Namespace) -> int:
             check_file(getattr(args, option), option=f"--{option}", force=args.force)
     with searched_first(args.cards):
         spec = _spec(args)
-        rng = np.random.default_rng(spec.seed)
-        if isinstance(spec.config, StreamConfig):
-            result: Any = simulate_stream(spec.config, rng, engine=spec.engine)
+        if isinstance(spec, StreamConfig):
+            rng = np.random.default_rng(0 if args.seed is None else args.seed)
+            result: Any = simulate_stream(spec, rng)
+        elif isinstance(spec.config, StreamConfig):
+            result = simulate_stream(spec.config, np.random.default_rng(spec.seed),
+                                     engine=spec.engine)  # fmt: skip
         else:
-            result = simulate_serving(spec.config, rng)
+            from specsim.sim.serving import simulate_serving  # start-up: as in _value
+
+            result = simulate_serving(spec.config, np.random.default_rng(spec.seed))
     metrics = result.metrics()
     if args.trace:
         with open(args.trace, "w", encoding="utf-8") as fh:

@@ -5,42 +5,89 @@
 take a cost source (:class:`PlainCost` or :class:`CardCost`), an acceptance
 process (:mod:`specsim.acceptance`) and a lookahead policy
 (:mod:`specsim.policies`), and a ``numpy.random.Generator``.
+
+The names below load with the submodule that defines them, on first use (a
+start-up saving: ``specsim simulate`` on plain parameters runs a stream and
+never needs serving's pandas tables).
 """
 
-from specsim.sim.costs import CardCost, PlainCost
-from specsim.sim.records import Blocks, ServingResult, StreamResult, chrome_trace
-from specsim.sim.serving import ServingConfig, simulate_serving
-from specsim.sim.source import (
-    BatchedCostSource,
-    BlockCosts,
-    CostSource,
-    IterationCost,
-    PassCost,
-    block_costs,
-    iteration_cost,
-)
-from specsim.sim.stream import StreamConfig, plan_blocks, simulate_stream
-from specsim.sim.workload import PoissonWorkload, TraceWorkload
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from specsim.sim.costs import CardCost, PlainCost
+    from specsim.sim.records import Blocks, ServingResult, StreamResult, chrome_trace
+    from specsim.sim.serving import ServingConfig, simulate_serving
+    from specsim.sim.source import (
+        BatchedCostSource,
+        BlockCosts,
+        CostSource,
+        IterationCost,
+        PassCost,
+        block_costs,
+        iteration_cost,
+    )
+    from specsim.sim.stream import StreamConfig, plan_blocks, simulate_stream
+    from specsim.sim.workload import PoissonWorkload, TraceWorkload
+
+# Where each public name is defined.
+_HOME: dict[str, str] = {
+    "CardCost": "costs",
+    "PlainCost": "costs",
+    "Blocks": "records",
+    "ServingResult": "records",
+    "StreamResult": "records",
+    "chrome_trace": "records",
+    "ServingConfig": "serving",
+    "simulate_serving": "serving",
+    "BatchedCostSource": "source",
+    "BlockCosts": "source",
+    "CostSource": "source",
+    "IterationCost": "source",
+    "PassCost": "source",
+    "block_costs": "source",
+    "iteration_cost": "source",
+    "StreamConfig": "stream",
+    "plan_blocks": "stream",
+    "simulate_stream": "stream",
+    "PoissonWorkload": "workload",
+    "TraceWorkload": "workload",
+}
 
 __all__ = [
     "BatchedCostSource",
-    "IterationCost",
-    "block_costs",
-    "iteration_cost",
     "BlockCosts",
     "Blocks",
     "CardCost",
     "CostSource",
+    "IterationCost",
     "PassCost",
     "PlainCost",
     "PoissonWorkload",
     "ServingConfig",
     "ServingResult",
-    "TraceWorkload",
-    "simulate_serving",
     "StreamConfig",
     "StreamResult",
+    "TraceWorkload",
+    "block_costs",
     "chrome_trace",
+    "iteration_cost",
     "plan_blocks",
+    "simulate_serving",
     "simulate_stream",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'specsim.sim' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"specsim.sim.{home}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME))

@@ -20,14 +20,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from numpy.typing import NDArray
 
 from specsim.cost import verification_positions
 from specsim.sim.source import BlockCosts
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "Blocks",
@@ -54,6 +56,8 @@ def iteration_table(rows: Sequence[tuple[float, ...] | NDArray[np.float64]]) -> 
     conversion per run of tuples, then a column each (a speed trick: pandas infers
     row-wise data several times slower; the counts are exact integers well below 2^53).
     """
+    import pandas as pd  # start-up: a stream's metrics need no pandas (specsim simulate)
+
     width = len(ITERATION_COLUMNS)
     parts: list[NDArray[np.float64]] = []
     tuples: list[tuple[float, ...]] = []
@@ -198,6 +202,8 @@ class StreamResult:
 
     def events(self) -> pd.DataFrame:
         """Tidy event table: one row per draft phase, verification pass, emission and discard."""
+        import pandas as pd  # start-up: a stream's metrics need no pandas (specsim simulate)
+
         b = self.blocks
         n = b.gamma.shape[0]
         idx = np.arange(n)
@@ -309,6 +315,8 @@ class ServingResult:
         return out
 
     def chrome_trace(self) -> dict[str, Any]:
+        import pandas as pd  # start-up: a stream's metrics need no pandas (specsim simulate)
+
         it = self.iterations_spec
         rows = []
         for r in it.itertuples(index=False):

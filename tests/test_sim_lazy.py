@@ -1,0 +1,41 @@
+"""specsim.sim loads its names on first use, and a plain-parameter stream needs no pandas."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import specsim.sim as sim
+
+
+def test_every_public_name_has_a_home_and_loads() -> None:
+    assert set(sim.__all__) == set(sim._HOME)
+    for name in sim.__all__:
+        assert getattr(sim, name).__name__ == name
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    try:
+        sim.NoSuchThing  # noqa: B018
+    except AttributeError as exc:
+        assert "NoSuchThing" in str(exc)
+    else:  # pragma: no cover
+        raise AssertionError("expected AttributeError")
+
+
+def test_a_plain_parameter_stream_imports_no_pandas() -> None:
+    code = (
+        "import sys, io, contextlib\n"
+        "from specsim.cli import main\n"
+        "buf = io.StringIO()\n"
+        "with contextlib.redirect_stdout(buf):\n"
+        "    main(['simulate', '--alpha', '0.7', '--gamma', '4', '--c', '0.05', '--tokens',"
+        " '1000', '--json'])\n"
+        "print(buf.getvalue())\n"
+        "print('pandas' in sys.modules, 'specsim.sim.serving' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip().splitlines()  # fmt: skip
+    assert out[-1] == "False False"
+    assert json.loads("\n".join(out[:-1]))["tokens"] >= 1000
