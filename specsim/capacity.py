@@ -17,6 +17,11 @@ percentiles of time per output token (TPOT) and time to first token (TTFT):
    evenly (a split Poisson stream is Poisson), checked by simulating one
    replica at its share.
 
+Every serving run is reported to a ``progress(done, total, label)`` callback
+(passed to :func:`search_capacity`, or set around a study with
+:func:`reporting`): ``total`` is an upper bound until the grid of rates has
+been served, exact after.
+
 Assumptions: acceptance is i.i.d. with the given alpha; the draft shares the
 target's devices; every request's KV cache is reserved on admission (no
 preemption).
@@ -24,9 +29,11 @@ preemption).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +44,17 @@ from specsim.cards import HardwareCard, ModelCard
 from specsim.policies import LookaheadPolicy
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig, simulate_serving
 
-__all__ = ["TP_SIZES", "MODES", "SLO", "smallest_tp", "kv_capacity", "search_capacity"]
+__all__ = [
+    "TP_SIZES", "MODES", "SLO", "Progress", "smallest_tp", "kv_capacity", "search_capacity",
+    "reporting",
+]  # fmt: skip
+
+Progress = Callable[[int, int, str], None]
+"""``progress(done, total, label)``: called after each serving run of a search."""
+
+# Studies call search_capacity with their own arguments; a caller that runs a whole study
+# (specsim study capacity) hands its progress callback down through this variable.
+_PROGRESS: ContextVar[Progress | None] = ContextVar("capacity_progress", default=None)
 
 TP_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16)
 """The tensor-parallel sizes tried, smallest first."""
@@ -80,6 +97,17 @@ def kv_capacity(config: ServingConfig) -> int:
         return 0
 
 
+@contextlib.contextmanager
+def reporting(progress: Progress | None) -> Iterator[None]:
+    """Within the block, :func:`search_capacity` calls given no ``progress`` report to
+    this one (a study that searches does not need to pass it on)."""
+    token = _PROGRESS.set(progress)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
 def search_capacity(
     *,
     target: ModelCard,
@@ -99,6 +127,7 @@ def search_capacity(
     seed: int,
     tensor_parallel: int = 0,
     where: str = "capacity",
+    progress: Progress | None = None,
 ) -> list[dict[str, Any]]:
     """Tidy rows of one accelerator's capacity search.
 
@@ -109,8 +138,10 @@ def search_capacity(
     "check <mode>"``: the probe at each replica's share. ``tensor_parallel = 0``
     picks the smallest size whose KV cache holds ``max_batch`` requests of the
     longest kind. Every serving run draws from ``numpy.random.default_rng(seed)``
-    (common random numbers across rates).
+    (common random numbers across rates). ``progress`` (default: the one set by
+    :func:`reporting`, if any) is called after every serving run.
     """
+    report = progress if progress is not None else _PROGRESS.get()
     need = max_batch * (prompt_tokens[1] + output_tokens[1] + max_gamma + 1)  # KV tokens
 
     def replica(tp: int) -> ServingConfig:
@@ -143,6 +174,9 @@ def search_capacity(
         "kv_capacity_tokens": kv_capacity(config),
     }
     rows: list[dict[str, Any]] = []
+    grid = [float(r) for r in rates]
+    # An upper bound (every mode bisects and checks) until the grid has been served.
+    runs = {"done": 0, "total": len(grid) + len(MODES) * (bisect + 1)}
 
     def serve(rate: float, kind: str) -> dict[str, bool]:
         poisson: Any = config.workload  # the PoissonWorkload built by replica()
@@ -167,13 +201,22 @@ def search_capacity(
                     "mean_gamma": float(m["mean_gamma"]) if mode == "speculative" else 0.0,
                 }
             )
+        runs["done"] += 1
+        if report is not None:
+            report(runs["done"], runs["total"], f"{hardware.slug} {kind} {rate:.3g}/s")
         return ok
 
-    grid = [float(r) for r in rates]
     passed = [serve(r, "probe") for r in grid]
+    firsts = {}
     for mode in MODES:
         good = [bool(p[mode]) for p in passed]
-        k = good.index(False) if False in good else len(good)  # first failing rate
+        firsts[mode] = good.index(False) if False in good else len(good)  # first failing rate
+    # Now exact: a mode bisects inside the grid and checks when some rate passed.
+    runs["total"] = len(grid) + sum(
+        (bisect if 0 < k < len(grid) else 0) + (k > 0) for k in firsts.values()
+    )
+    for mode in MODES:
+        k = firsts[mode]
         lo = grid[k - 1] if k > 0 else 0.0
         hi = grid[k] if k < len(grid) else math.inf
         for _ in range(bisect if 0 < k < len(grid) else 0):

@@ -29,7 +29,7 @@ import importlib.util
 import json
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -213,12 +213,23 @@ def run_study(
     overrides: Mapping[str, Any] | None = None,
     seed: int = 2023,
     fast: bool = False,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> StudyOutput:
-    """Run study ``name`` on its defaults updated by ``overrides``; nothing is written."""
+    """Run study ``name`` on its defaults updated by ``overrides``; nothing is written.
+
+    ``progress(done, total, label)``, if given, hears of every serving run of the
+    capacity searches the study makes (:func:`specsim.capacity.reporting`).
+    """
     module = load_study(name)
     config = study_config(name, overrides)
     start = time.perf_counter()
-    df = module.run(config, study_rng(seed, name), fast=fast)
+    if progress is None:
+        df = module.run(config, study_rng(seed, name), fast=fast)
+    else:
+        from specsim.capacity import reporting  # start-up: loads the simulator
+
+        with reporting(progress):
+            df = module.run(config, study_rng(seed, name), fast=fast)
     if not isinstance(df, pd.DataFrame) or df.empty:
         raise TypeError(f"study {name!r}: run() must return a non-empty DataFrame")
     figs = module.figures(df)

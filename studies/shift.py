@@ -1,62 +1,82 @@
 """Acceptance under stress: temperature, domain shift and language shift.
 
-What each stress does to the speedup, to the best gamma, and to the error of
-the i.i.d. formula (Theorem 3.8 with the cost model's v, evaluated at the mean
-alpha; Leviathan et al. 2023, Sections 3.1 and 3.3). The cost parameters c and
-v(gamma) come from real cards (:func:`specsim.costgrid.cost_coefficient`,
-:func:`specsim.costgrid.verification_factor`) so that the only difference
-between formula and simulator is the acceptance process:
+**Measured** (the default's first part, issue 15): alpha = sum min(p, q) measured
+on the tiny draft/target pairs trained on real text (``models/measured/real/``,
+read by :func:`specsim.measured.read_alpha_summary`; ``docs/real-acceptance.md``),
+for each draft, corpus and temperature with its 95% interval, and the walltime
+improvement each alpha implies on real cards (``measured_target`` with
+``measured_draft`` on ``measured_hardware``; :func:`specsim.shift.measured_speedups`),
+i.e. *if* a 68M draft agreed with a 7B target as these tiny pairs agree; which
+shift (language, domain, temperature) costs most (:func:`specsim.shift.shift_costs`);
+and Leviathan et al.'s Table 3 (GPT-like 6M against 97M on lm1b) beside the pairs
+here (:func:`specsim.shift.table3_comparison`), read from
+``../shared/data/leviathan2023_table3.csv`` when that file is present.
 
-- **temperature**: a target and a draft give logit vectors at ``positions``
-  positions (synthetic, stated as such: target logits ``N(0, logit_scale^2)``;
-  draft logits ``draft_sharpness`` times the target's plus ``N(0, draft_noise^2)``,
-  a smaller model that is less sure of itself, which reproduces the drop of
-  alpha from T = 0 to T = 1 of the paper's Table 3, e.g. 0.75 to 0.62 for
-  T5-small on EnDe). At temperature T
-  both are softmaxed at T and each position's alpha is ``sum min(p, q)``
-  (:func:`specsim.sampling.acceptance_rate`); T = 0 is greedy decoding (one-hot
-  rows: accepted iff the argmaxes agree). The simulator replays the pairs
-  (:class:`specsim.acceptance.DistributionAcceptance`).
-- **domain shift**: a Markov-modulated process
-  (:class:`specsim.acceptance.MarkovAcceptance`) that spends ``shift_fraction``
-  of the text in a shifted domain with alpha ``shifted_alpha`` (stretches of
-  mean length ``1 / (1 - persistence)`` tokens) and the rest at ``alpha``.
-- **language shift**: a replayed trace (:class:`specsim.acceptance.TraceAcceptance`)
-  of per-position alphas from the temperature-1 pairs, in which stretches of
-  ``stretch`` tokens (a share ``foreign_fractions`` of the trace) come from a
-  draft whose logits are a further ``N(0, foreign_noise^2)`` off in that language.
+**What-if (synthetic)**, the second part (``what_if = false`` leaves it out):
+what each stress does to the speedup, to the best gamma, and to the error of
+the i.i.d. formula (Theorem 3.8 with the cost model's v, evaluated at the mean
+alpha; Leviathan et al. 2023, Sections 3.1 and 3.3), with c and v(gamma) from
+real cards so that the only difference between formula and simulator is the
+acceptance process (:func:`specsim.shift.what_if_speedups`). The processes are
+synthetic, stated as such (:func:`specsim.shift.stress_scenarios`):
+
+- **temperature**: synthetic target logits ``N(0, logit_scale^2)`` and draft logits
+  ``draft_sharpness`` times the target's plus ``N(0, draft_noise^2)`` (a smaller model
+  that is less sure of itself: alpha drops from T = 0 to T = 1 as in the paper's
+  Table 3), softmaxed at each temperature (T = 0: greedy) and replayed;
+- **domain shift**: a Markov-modulated process that spends ``shift_fraction`` of the
+  text at ``shifted_alpha`` (stretches of mean ``1 / (1 - persistence)`` tokens);
+- **language shift**: a replayed trace of the temperature-1 per-position alphas in
+  which stretches of ``stretch`` tokens (a share ``foreign_fractions``) come from a
+  draft a further ``N(0, foreign_noise^2)`` off in that language.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from numpy.typing import NDArray
 
-from specsim import sampling
-from specsim.acceptance import (
-    AcceptanceProcess,
-    DistributionAcceptance,
-    MarkovAcceptance,
-    TraceAcceptance,
-)
+from specsim.measured import CORPORA, DRAFTS, read_alpha_summary, read_table3
 from specsim.plots import STYLE_CYCLE, describe, figure, legend_outside
-from specsim.sim import PlainCost
-from specsim.theory import walltime_speedup
+from specsim.shift import (
+    best_by_scenario,
+    by_temperature,
+    measured_cells,
+    measured_speedups,
+    shift_costs,
+    softmax,
+    stress_scenarios,
+    table3_comparison,
+    what_if_speedups,
+)
 
 from ._common import (
     check_positive_int,
     check_probability,
     md_table,
     plain_cost_from_cards,
-    stream_metrics,
 )
 
-__all__ = ["Config", "run", "figures", "summary", "softmax", "best_by_scenario"]
+__all__ = [
+    "Config",
+    "run",
+    "figures",
+    "summary",
+    "softmax",
+    "best_by_scenario",
+    "measured_rows",
+    "shift_costs",
+    "LEVIATHAN_TABLE3",
+]
+
+LEVIATHAN_TABLE3 = (
+    Path(__file__).resolve().parents[1].parent / "shared" / "data" / ("leviathan2023_table3.csv")
+)
+"""Leviathan et al. 2023, Table 3 (beside the repository); the study says so when absent."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,6 +104,11 @@ class Config:
     foreign_fractions: tuple[float, ...] = (0.0, 0.25, 0.5)
     foreign_noise: float = 3.0
     stretch: int = 64
+    measured_target: str = "llama-2-7b"
+    measured_draft: str = "llama-68m"
+    measured_hardware: str = "a100-80gb"
+    measured_summary: str = ""
+    what_if: bool = True
 
     def __post_init__(self) -> None:
         check_probability(
@@ -92,147 +117,119 @@ class Config:
         )
         check_probability(self.shifted_alpha, "shifted_alpha")
         check_probability(self.foreign_fractions, "foreign_fractions")
-        for key in (
-            "max_gamma",
-            "tokens",
-            "fast_tokens",
-            "vocab",
-            "positions",
-            "stretch",
-            "context",
-            "tensor_parallel",
-        ):
+        ints = ("max_gamma", "tokens", "fast_tokens", "vocab", "positions", "stretch", "context")
+        for key in (*ints, "tensor_parallel"):
             check_positive_int(getattr(self, key), key)
         if any(t < 0 for t in self.temperatures):
             raise ValueError(f"temperatures must be >= 0, got {self.temperatures!r}")
 
 
-def softmax(logits: NDArray[np.float64], temperature: float) -> NDArray[np.float64]:
-    """Rows of ``softmax(logits / T)``; at T = 0 the one-hot argmax (greedy decoding)."""
-    if temperature < 0 or not np.isfinite(temperature):
-        raise ValueError(f"temperature: expected a finite value >= 0, got {temperature!r}")
-    if temperature == 0.0:
-        out = np.zeros_like(logits)
-        out[np.arange(logits.shape[0]), np.argmax(logits, axis=-1)] = 1.0
-        return out
-    z = logits / temperature
-    z = z - z.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    return np.asarray(e / e.sum(axis=-1, keepdims=True))
-
-
-def _scenarios(cfg: Config, rng: np.random.Generator) -> list[tuple[str, float, AcceptanceProcess]]:
-    n, v = int(cfg.positions), int(cfg.vocab)
-    z_t = float(cfg.logit_scale) * rng.standard_normal((n, v))
-    z_d = float(cfg.draft_sharpness) * z_t + float(cfg.draft_noise) * rng.standard_normal((n, v))
-    out: list[tuple[str, float, AcceptanceProcess]] = []
-    for t in cfg.temperatures:
-        p, q = softmax(z_t, float(t)), softmax(z_d, float(t))
-        out.append(("temperature", float(t), DistributionAcceptance(target=p, draft=q)))
-    a, f = float(cfg.alpha), float(cfg.shift_fraction)
-    for b in cfg.shifted_alpha:
-        out.append(
-            (
-                "domain shift",
-                float(b),
-                MarkovAcceptance(
-                    alphas=(a, float(b)),
-                    weights=(1.0 - f, f),
-                    persistence=float(cfg.persistence),
-                ),
-            )
-        )
-    home = np.asarray(sampling.acceptance_rate(softmax(z_t, 1.0), softmax(z_d, 1.0)))
-    z_f = z_d + float(cfg.foreign_noise) * rng.standard_normal((n, v))
-    away = np.asarray(sampling.acceptance_rate(softmax(z_t, 1.0), softmax(z_f, 1.0)))
-    stretch = int(cfg.stretch)
-    for frac in cfg.foreign_fractions:
-        # A trace of 64 stretches; a share ``frac`` of them (spread evenly) are foreign.
-        k = 64
-        foreign = np.zeros(k, dtype=bool)
-        foreign[np.linspace(0, k, round(float(frac) * k), endpoint=False).astype(int)] = True
-        idx = np.arange(k * stretch) % n
-        trace = np.where(np.repeat(foreign, stretch), away[idx], home[idx])
-        out.append(("language shift", float(frac), TraceAcceptance.from_values(trace)))
-    return out
-
-
-def _mean_alpha(acc: AcceptanceProcess) -> float:
-    return float(acc.mean)  # type: ignore[attr-defined]
+def measured_rows(cfg: Config) -> pd.DataFrame:
+    """One row per measured cell (``part = "measured"``, :func:`specsim.shift.measured_speedups`
+    on the configured cards), then Table 3's rows (``part = "paper"``) when present."""
+    summary = read_alpha_summary(cfg.measured_summary or None)
+    c, v = plain_cost_from_cards(target=cfg.measured_target, draft=cfg.measured_draft,
+                                 hardware=cfg.measured_hardware, context=int(cfg.context),
+                                 max_gamma=int(cfg.max_gamma))  # fmt: skip
+    cards = f"{cfg.measured_target} / {cfg.measured_draft} on {cfg.measured_hardware}"
+    frames = [measured_speedups(summary, c=c, v=v, cards=cards)]
+    if LEVIATHAN_TABLE3.is_file():
+        frames.append(read_table3(LEVIATHAN_TABLE3))
+    return pd.concat(frames, ignore_index=True)
 
 
 def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.DataFrame:
-    """Rows per (stress, level, gamma, method): simulator speedup with SE, i.i.d. formula."""
+    """Measured rows (see :func:`measured_rows`), then, with ``what_if``, the synthetic rows
+    (``part = "what-if"``) per (stress, level, gamma, method): simulator speedup with SE and
+    the i.i.d. formula."""
     cfg = config
+    measured = measured_rows(cfg)
+    if not cfg.what_if:
+        return measured
     gmax = int(cfg.max_gamma)
     tokens = int(cfg.fast_tokens if fast else cfg.tokens)
-    c, v = plain_cost_from_cards(
-        target=cfg.target,
-        draft=cfg.draft,
-        hardware=cfg.hardware,
-        context=int(cfg.context),
-        max_gamma=gmax,
-        tensor_parallel=int(cfg.tensor_parallel),
+    c, v = plain_cost_from_cards(target=cfg.target, draft=cfg.draft, hardware=cfg.hardware,
+                                 context=int(cfg.context), max_gamma=gmax,
+                                 tensor_parallel=int(cfg.tensor_parallel))  # fmt: skip
+    scenarios = stress_scenarios(
+        rng, positions=cfg.positions, vocab=cfg.vocab, logit_scale=cfg.logit_scale,
+        draft_sharpness=cfg.draft_sharpness, draft_noise=cfg.draft_noise,
+        temperatures=cfg.temperatures, alpha=cfg.alpha, shifted_alpha=cfg.shifted_alpha,
+        shift_fraction=cfg.shift_fraction, persistence=cfg.persistence,
+        foreign_fractions=cfg.foreign_fractions, foreign_noise=cfg.foreign_noise,
+        stretch=cfg.stretch,
+    )  # fmt: skip
+    whatif = what_if_speedups(scenarios, c=c, v=v, tokens=tokens, rng=rng)
+    return pd.concat([measured, whatif], ignore_index=True)
+
+
+_CORPUS_NAME = {"en": "English", "de": "German", "es": "Spanish", "it": "Italian",
+                "code": "Python code", "licences": "licences (formal English)"}  # fmt: skip
+_DRAFT_NAME = {"draft-all": "draft-all (every corpus)", "draft-en": "draft-en (English only)",
+               "draft-code": "draft-code (code only)",
+               "draft-distil": "draft-distil (distilled)"}  # fmt: skip
+
+
+def _measured_figure(m: pd.DataFrame, *, y: str, lo: str, hi: str, ylabel: str) -> Figure:
+    # Overlapping series get far-apart colours: en and licences, de and it lie together.
+    styles = dict(zip(CORPORA, (STYLE_CYCLE[i] for i in (0, 1, 2, 4, 3, 6)), strict=True))
+    fig, axes = figure(len(DRAFTS), width=3.4, height=3.6)
+    for ax, d in zip(axes, DRAFTS, strict=True):
+        for corpus, st in styles.items():
+            g = m[(m["draft"] == d) & (m["corpus"] == corpus)].sort_values("temperature")
+            if g.empty:
+                continue
+            err = np.vstack([g[y] - g[lo], g[hi] - g[y]])
+            ax.errorbar(g["temperature"], g[y], yerr=err, capsize=2, markersize=4,
+                        label=_CORPUS_NAME[str(corpus)], **st.line())  # fmt: skip
+        ax.set_title(_DRAFT_NAME[d], fontsize=10)
+        ax.set_xlabel("temperature T (0: greedy)")
+        ax.set_ylabel(ylabel)
+        temps = sorted(set(m["temperature"]))
+        ax.set_xticks(temps, [f"{t:g}" for t in temps])
+        ax.grid(True, alpha=0.3)
+    lows = [a.get_ylim()[0] for a in axes]
+    highs = [a.get_ylim()[1] for a in axes]
+    for ax in axes:  # one y scale, so the panels compare at a glance
+        ax.set_ylim(min(lows), max(highs))
+    legend_outside(fig, ncols=len(CORPORA))
+    return fig
+
+
+def _measured_figures(df: pd.DataFrame) -> dict[str, Figure]:
+    m = measured_cells(df)
+    if m.empty:
+        return {}
+    cards = str(m["cards"].iloc[0])
+    out = {}
+    fig = _measured_figure(m, y="mean_alpha", lo="ci_low", hi="ci_high",
+                           ylabel="mean alpha (probability)")  # fmt: skip
+    out["shift_measured_alpha"] = describe(
+        fig,
+        title="Measured acceptance rate alpha of the tiny pairs trained on real text, by "
+        "draft, test corpus\nand temperature (held-out test text; bars: 95% intervals)",
+        alt="Four panels, one per draft (trained on every corpus, on English only, on code "
+        "only, distilled from the target), each with one line per test corpus (English, German, "
+        "Spanish, Italian, Python code, licences; distinct colours, markers and line styles) "
+        "of mean alpha against temperature from 0 to 1.3 with 95% batch-means intervals. "
+        "Alpha rises with temperature everywhere; the English-only draft falls on the other "
+        "languages and on code, the code-only draft is high only on code.",
     )
-    cost = PlainCost(c=c, v=v)
-    rows: list[dict[str, Any]] = []
-    for stress, level, acc in _scenarios(cfg, rng):
-        alpha = _mean_alpha(acc)
-        seed = int(rng.integers(2**63 - 1))  # common random numbers across gamma
-        for g in range(1, gmax + 1):
-            m = stream_metrics(
-                acc, gamma=g, cost=cost, tokens=tokens, rng=np.random.default_rng(seed)
-            )
-            base = {
-                "stress": stress,
-                "level": level,
-                "mean_alpha": alpha,
-                "gamma": g,
-                "c": c,
-                "v": v[g],
-            }
-            rows.append(
-                {
-                    **base,
-                    "method": "simulator",
-                    "speedup": float(m["speedup"]),
-                    "se": float(m["speedup_se"]),
-                }
-            )
-            rows.append(
-                {
-                    **base,
-                    "method": "i.i.d. formula",
-                    "speedup": float(walltime_speedup(alpha, g, c, v[g])),
-                    "se": 0.0,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def best_by_scenario(df: pd.DataFrame) -> pd.DataFrame:
-    """Per (stress, level): mean alpha, the best gamma and speedup by simulation and by the
-    formula, and the formula's relative error at its own best gamma."""
-    out = []
-    for (stress, level), g in df.groupby(["stress", "level"], sort=False):
-        sim = g[g["method"] == "simulator"].set_index("gamma")
-        th = g[g["method"] == "i.i.d. formula"].set_index("gamma")
-        gs, gt = int(sim["speedup"].idxmax()), int(th["speedup"].idxmax())
-        out.append(
-            {
-                "stress": stress,
-                "level": level,
-                "mean alpha": float(g["mean_alpha"].iloc[0]),
-                "best gamma (sim)": gs,
-                "speedup (sim)": float(sim.loc[gs, "speedup"]),
-                "se": float(sim.loc[gs, "se"]),
-                "best gamma (formula)": gt,
-                "speedup (formula)": float(th.loc[gt, "speedup"]),
-                "sim at formula's gamma": float(sim.loc[gt, "speedup"]),
-                "formula error": float(th.loc[gt, "speedup"] / sim.loc[gt, "speedup"] - 1.0),
-            }
-        )
-    return pd.DataFrame(out)
+    fig = _measured_figure(m, y="speedup", lo="speedup_low", hi="speedup_high",
+                           ylabel="speedup at the best gamma (x)")  # fmt: skip
+    for ax in fig.axes:
+        ax.axhline(1.0, color="0.3", linewidth=0.8, label="_plain decoding")
+    out["shift_measured_speedup"] = describe(
+        fig,
+        title=f"Walltime improvement (speedup) these alphas imply on {cards}\n"
+        f"(c = {float(m['c'].iloc[0]):.3f}; at the best gamma; Theorem 3.8 with the cost "
+        "model's v; bars: alpha's 95% interval)",
+        alt="Four panels, one per draft, with one line per test corpus of the walltime "
+        "improvement at the best gamma that the measured mean alpha implies on the real "
+        f"cards {cards}, against temperature; bars are the improvements at the ends of "
+        "alpha's 95% interval, and a grey line at 1 marks plain decoding.",
+    )
+    return out
 
 
 _LEVEL = {
@@ -244,10 +241,14 @@ _SIM, _FORMULA = STYLE_CYCLE[0], STYLE_CYCLE[1]
 
 
 def figures(df: pd.DataFrame) -> dict[str, Figure]:
-    """Per stress: mean alpha, best speedup (sim and formula), and the formula's error; every
-    panel has the stress level on its x axis, ascending left to right."""
+    """Measured: alpha against temperature per draft and corpus (95% intervals), and the
+    walltime improvement it implies on the cards. What-if, per stress: mean alpha, best
+    speedup (sim and formula), and the formula's error; every panel has the stress level on
+    its x axis, ascending left to right."""
+    out = _measured_figures(df)
+    if "stress" not in df.columns:
+        return out
     best = best_by_scenario(df)
-    out: dict[str, Figure] = {}
     for stress, b in best.groupby("stress", sort=False):
         b = b.sort_values("level")
         x = b["level"].to_numpy(dtype=float)
@@ -281,7 +282,8 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
         legend_outside(fig, ncols=2)
         out[f"shift_{str(stress).replace(' ', '_')}"] = describe(
             fig,
-            title=f"Acceptance under stress, {stress}: the simulator against the i.i.d. formula",
+            title=f"What-if (synthetic acceptance), {stress}: the simulator against the "
+            "i.i.d. formula",
             alt=f"Three panels against the {_LEVEL.get(str(stress), 'level').split(' (')[0]}, "
             f"ascending from {x.min():g} to {x.max():g}: the mean acceptance rate; the best "
             "walltime improvement by the simulator (solid, circles, 95% intervals) and by the "
@@ -291,11 +293,96 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
     return out
 
 
+def _measured_summary(df: pd.DataFrame) -> list[str]:
+    m = measured_cells(df)
+    if m.empty:
+        return []
+    r0 = m.iloc[0]
+    lines = [
+        "### Measured acceptance: tiny pairs trained on real text (held-out test text)",
+        "",
+        "Mean alpha = sum min(p, q) and its 95% batch-means interval, from "
+        "`models/measured/real/alpha-summary.csv` (`docs/real-acceptance.md`):",
+        "",
+        md_table(
+            by_temperature(
+                m, lambda r: f"{r['mean_alpha']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+            )
+        ),  # fmt: skip
+        "",
+        f"Walltime improvement each alpha implies on {r0['cards']} (c = {r0['c']:.4f}; "
+        "best gamma by `specsim.theory.optimal_gamma` with the cost model's v(gamma), "
+        "improvement by `walltime_speedup`; in brackets: at the interval's ends): what a "
+        "68M draft would give *if* it agreed with its 7B target as these tiny pairs agree.",
+        "",
+        md_table(
+            by_temperature(
+                m,
+                lambda r: (
+                    f"{r['speedup']:.2f}x (gamma {int(r['gamma'])}) "
+                    f"[{r['speedup_low']:.2f}, {r['speedup_high']:.2f}]"
+                ),
+            )
+        ),  # fmt: skip
+        "",
+        "What each shift costs (held-out text; language and domain at T = 0 and 1, "
+        "temperature from T = 1 to greedy on each draft's home corpus), costliest first:",
+        "",
+    ]
+    costs = shift_costs(df)
+    lines += [md_table(costs), ""]
+    top = costs.iloc[0]
+    worst = {k: g.iloc[0] for k, g in costs.groupby("shift", sort=False)}
+    lines.append(
+        f"- Costliest shift: {top['shift']} ({top['draft']}, {top['from']} to {top['to']}): "
+        f"alpha {top['alpha from']:.3f} to {top['alpha to']:.3f}, improvement "
+        f"{top['speedup from']:.2f}x to {top['speedup to']:.2f}x "
+        f"({top['speedup lost (%)']:.0f}% of it lost)."
+    )
+    for kind, w in worst.items():
+        lines.append(
+            f"- Worst {kind} shift: {w['draft']}, {w['from']} to {w['to']}: "
+            f"{w['speedup lost (%)']:.0f}% of the improvement lost."
+        )
+    table3 = table3_comparison(df)
+    lines += ["", "### Against Leviathan et al. 2023, Table 3", ""]
+    if table3.empty:
+        lines.append(f"`{LEVIATHAN_TABLE3}` is absent: the comparison is left out.")
+    else:
+        table3 = table3.assign(**{"size ratio": [f"{r:.2g}" for r in table3["size ratio"]]},
+                               **{f"alpha T = {t}": [f"{a:.2f}" for a in table3[f"alpha T = {t}"]]
+                                  for t in (0, 1)})  # fmt: skip
+        lines += [
+            f"From `{LEVIATHAN_TABLE3.name}`: their GPT-like 6M draft against a 97M target "
+            "on lm1b, beside the pairs here at a similar size ratio (about 10) on each "
+            "draft's home corpus.",
+            "",
+            md_table(table3),
+            "",
+            "The pairs here are far less trained (minutes on one CPU core, target loss "
+            "3.5-4.6 nats per token): their alphas are about half of Table 3's. They show "
+            "how acceptance moves under shift, not the level a well-trained pair reaches.",
+        ]
+    return lines + [""]
+
+
 def summary(df: pd.DataFrame) -> str:
-    """The best-gamma table and the largest errors of the i.i.d. formula, from ``df``."""
+    """Measured: alpha tables, implied speedups, shift costs and Table 3; what-if: the
+    best-gamma table and the largest errors of the i.i.d. formula, from ``df``."""
+    lines = _measured_summary(df)
+    if "stress" not in df.columns:
+        return "\n".join(lines)
     best = best_by_scenario(df)
-    r0 = df.iloc[0]
-    lines = [f"### Acceptance under stress (c = {r0['c']:.3f})", "", md_table(best), ""]
+    r0 = df[df["part"] == "what-if"].iloc[0]
+    lines += [
+        f"### What-if (synthetic acceptance) under stress (c = {r0['c']:.3f})",
+        "",
+        "Synthetic logits, a Markov-modulated process and a replayed synthetic trace, "
+        "labelled as such (module docstring): the i.i.d. formula against the simulator.",
+        "",
+        md_table(best),
+        "",
+    ]
     for stress, b in best.groupby("stress", sort=False):
         worst = b.loc[b["formula error"].abs().idxmax()]
         lines.append(

@@ -51,6 +51,7 @@ LAYERS: dict[str, int] = {
     "specsim.rng": 0,  # seeds and keyed generators, a utility for every layer
     "specsim.cards": 0,
     "specsim.traces": 0,
+    "specsim.measured": 0,  # measured alphas of the tiny real-text pairs (issue 15)
     "specsim.trace_schema": 0,
     "specsim.config": 0,
     "specsim.sampling": 1,
@@ -69,6 +70,7 @@ LAYERS: dict[str, int] = {
     "specsim.problems": 4,
     "specsim.demo": 4,
     "specsim.capacity": 4,
+    "specsim.shift": 4,  # the shift study's library half: measured speedups, shift costs
     "specsim.studies": 5,
     "specsim.study_runner": 5,
     "specsim.plots": 5,

@@ -1,4 +1,5 @@
 import json
+import sys
 
 from specsim.cli import main
 
@@ -128,3 +129,42 @@ def test_plain_parameters_say_their_units_and_a_free_draft(capsys) -> None:
     assert abs(seconds["speedup"] - steps["speedup"]) < 1e-12
     assert main(["simulate", "studies/configs/stream-cards.toml", "--step-s", "1"]) == 2
     assert "--step-s: plain-parameter flags do not apply to a CONFIG" in capsys.readouterr().err
+
+
+def test_simulate_text_defines_speedup_and_reports_the_overshoot(capsys) -> None:
+    """Issue 13: the ratio is defined where it is printed; the requested tokens beside the
+    emitted ones (the last block is not cut)."""
+    assert main(["simulate", "--alpha", "0.7", "--gamma", "4", "--c", "0.05", "--tokens",
+                 "20000"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert out.rstrip().splitlines()[-1].startswith("speedup: plain decoding's time")
+    rows = dict(line.split(None, 1) for line in out.splitlines() if line and line[0] != "(")
+    assert rows["tokens_requested"].strip() == "20000"
+    assert 20000 <= int(rows["tokens"]) <= 20004
+
+
+def test_simulate_serving_text_defines_both_speedups(capsys) -> None:
+    assert main(["simulate", "studies/configs/serving.toml"]) == 0
+    out = capsys.readouterr().out
+    assert "\nspeedup: this run's throughput" in out and "\ntpot_speedup: the plain twin's" in out
+
+
+def test_simulate_refuses_a_trace_of_a_huge_stream_before_running(tmp_path, capsys) -> None:
+    trace = tmp_path / "t.json"
+    assert main(["simulate", "--alpha", "0.7", "--gamma", "4", "--c", "0.05", "--tokens",
+                 "100000000", "--trace", str(trace)]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "--trace" in err and "2,000,000" in err and "Traceback" not in err
+    assert not trace.exists()
+
+
+def test_simulate_progress_only_on_a_terminal(capsys, monkeypatch) -> None:
+    argv = ["simulate", "--alpha", "0.7", "--gamma", "4", "--c", "0.05", "--tokens", "1100000",
+            "--json"]  # fmt: skip
+    assert main(argv) == 0
+    assert "tokens (" not in capsys.readouterr().err
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "\rspecsim simulate: 1,100,00" in captured.err and captured.err.endswith("(100%)\n")
+    assert json.loads(captured.out)["tokens_requested"] == 1_100_000

@@ -321,8 +321,13 @@ def test_cost_coefficient_vectorises_and_takes_draft_hardware(
     m7: ModelCard, a100: HardwareCard
 ) -> None:
     m68 = load_model("llama-68m")
-    c = cost_coefficient(m68, m7, a100, batch=[1, 4, 16], context=[[128], [2048]])
+    c = cost_coefficient(m68, m7, a100, batch=[1, 4, 16], context=[[128], [2000]])
     assert isinstance(c, np.ndarray) and c.shape == (2, 3)
+    # llama-68m has 2048 positions: a c past them is refused unless asked for by name.
+    with pytest.raises(ValueError, match=r"^context: 4096 \+ 1 new tokens exceeds llama-68m's "
+                       r"max_position 2048$"):  # fmt: skip
+        cost_coefficient(m68, m7, a100, context=4096)
+    assert cost_coefficient(m68, m7, a100, context=4096, check_positions=False) > 0
     slow = load_hardware("rtx-3090")
     assert cost_coefficient(m68, m7, a100, draft_hardware=slow) > cost_coefficient(m68, m7, a100)
 
@@ -342,7 +347,7 @@ def test_a_hundred_thousand_configurations_in_one_call(m7: ModelCard, a100: Hard
         m7,
         a100,
         batch=rng.integers(1, 64, n),
-        context=rng.integers(0, 4096, n),
+        context=rng.integers(0, 4096 - 8, n),  # the last new token within max_position 4096
         new_tokens=rng.integers(1, 9, n),
         check_memory=False,
     )

@@ -13,11 +13,14 @@ import pytest
 from specsim.cards import load_hardware, load_model
 from specsim.cost import (
     PassShape,
+    cost_coefficient,
+    ops_coefficient,
     pass_aggregates_cost,
     pass_cost,
     pass_flops,
     step_cost,
     step_cost_grid,
+    verification_factor,
 )
 from specsim.cost.checks import (
     check_draft_pair,
@@ -169,14 +172,28 @@ def test_a_context_beyond_max_position_is_refused() -> None:
                                   "4096 (element (1, 1))")  # fmt: skip
 
 
-def test_grids_check_positions_when_asked() -> None:
-    # A draft's c is tabulated at its target's contexts (llama-68m: max_position 2048).
+def test_grids_check_positions_by_default() -> None:
+    # llama-68m has max_position 2048: a cost at its target's longer contexts is refused,
+    # and only an explicit check_positions=False extrapolates past it.
     kw: dict[str, Any] = {"batch": 1, "context": [128, 4096], "new_tokens": 1}
-    grid = step_cost_grid("llama-68m", "a100-80gb", **kw)
-    assert grid.time_s.shape == (2,)
     with pytest.raises(ValueError, match=r"^context: 4096 \+ 1 new tokens exceeds llama-68m's "
                        r"max_position 2048 \(element \(1,\)\)$"):  # fmt: skip
-        step_cost_grid("llama-68m", "a100-80gb", check_positions=True, **kw)
+        step_cost_grid("llama-68m", "a100-80gb", **kw)
+    grid = step_cost_grid("llama-68m", "a100-80gb", check_positions=False, **kw)
+    assert grid.time_s.shape == (2,)
+    assert step_cost_grid("llama-68m", "a100-80gb", batch=1, context=2047, new_tokens=1).time_s > 0
+
+
+def test_derived_quantities_check_positions_by_default() -> None:
+    m68, m7, hw = load_model("llama-68m"), load_model("llama-2-7b"), load_hardware("a100-80gb")
+    with pytest.raises(ValueError, match=r"^context: 2048 \+ 1 new tokens exceeds llama-68m's"):
+        cost_coefficient(m68, m7, hw, context=2048)
+    with pytest.raises(ValueError, match=r"^context: 4092 \+ 5 new tokens exceeds llama-2-7b's"):
+        verification_factor(m7, hw, 4, context=4092)
+    with pytest.raises(ValueError, match=r"^context: 3000 \+ 1 new tokens exceeds llama-68m's"):
+        ops_coefficient(m68, m7, context=3000)
+    assert ops_coefficient(m68, m7, context=3000, check_positions=False) > 0
+    assert verification_factor(m7, hw, 4, context=4091) > 1
 
 
 def test_a_tree_reaches_context_plus_its_depth() -> None:

@@ -161,6 +161,7 @@ def test_every_study_figure_is_readable(study_figures: dict[str, Figure]) -> Non
         "table2/table2_predicted", "bill/bill", "lookahead/lookahead",
         "energy/energy_h100-sxm", "energy/energy_h200", "energy/energy_speedup",
         "shift/shift_temperature", "shift/shift_domain_shift", "shift/shift_language_shift",
+        "shift/shift_measured_alpha", "shift/shift_measured_speedup",
         "capacity/capacity",
     }  # fmt: skip
     assert expected <= set(study_figures)

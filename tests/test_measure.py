@@ -517,3 +517,73 @@ def test_cli_measure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert main(["measure", "--device", "cpu", "--preset", "smoke", "--out", str(out),
                  "--threads", "0"]) == 2
     assert "--threads" in capsys.readouterr().err
+
+
+def test_cli_measure_shows_every_unit_with_the_time_left_and_a_json_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from specsim.cli import main
+    from specsim.cli.measure import _plan
+
+    out = tmp_path / "m"
+    base = ["measure", "--device", "cpu", "--preset", "smoke", "--out", str(out), "--threads", "1"]
+    assert main(base) == 0
+    text = capsys.readouterr().out
+    plan = _plan(PRESETS["smoke"], SECTIONS)
+    # One line per planned unit, in the plan's order: the plan is the harness's own.
+    units = re.findall(r"^\[ *[\d.]+ s\] (.+?): .*  \[(\d+)/(\d+)(, about .+ left)?\]$",
+                       text, flags=re.M)
+    assert [u[0] for u in units] == plan
+    assert [int(u[1]) for u in units] == list(range(1, len(plan) + 1))
+    assert {int(u[2]) for u in units} == {len(plan)}
+    assert all(u[3] for u in units[:-1]) and not units[-1][3]  # the last has nothing left
+    # A resumed run measures nothing; --json says so, and where the traces are.
+    assert main([*base, "--json"]) == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    assert summary["preset"] == "smoke" and summary["sections"] == list(SECTIONS)
+    assert set(summary["rows_written"].values()) == {0}
+    assert summary["output_folder"] == str(out.resolve())
+    for kind, path in summary["traces"].items():
+        assert Path(path) == out / f"{kind}.csv" and Path(path).is_file()
+    # With --json, stdout holds the JSON only: the unit lines go to stderr.
+    assert main([*base[:-4], "--out", str(tmp_path / "c"), "--only", "ceilings", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["rows_written"]["ceilings"] == 6
+    assert "ceilings matmul 64: " in captured.err and "[2/2]" in captured.err
+
+
+def test_cli_measure_only_sections_are_planned_in_order() -> None:
+    import dataclasses
+
+    from specsim.cli.measure import _plan
+
+    smoke = PRESETS["smoke"]
+    assert _plan(smoke, ("ceilings",)) == ["ceilings matmul 64", "ceilings copy 1048576"]
+    assert _plan(smoke, ("passes", "ceilings"))[:2] == _plan(smoke, ("ceilings",))
+    assert _plan(dataclasses.replace(smoke, assisted_repeats=0), ("assisted",)) == []
+
+
+@pytest.mark.parametrize(
+    ("preset", "extra", "named"),
+    [
+        ("real", ["--only", "passes"], "--only"),
+        ("smoke", ["--stage", "train"], "--stage"),
+        ("smoke", ["--work", "w", "--models", "m"], "--work, --models"),
+        ("cpu", ["--sample", "s", "--train-only", "a", "--vocab", "64"],
+         "--sample, --train-only, --vocab"),
+    ],
+)
+def test_cli_measure_refuses_flags_its_preset_ignores(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], preset: str, extra: list[str], named: str
+) -> None:
+    from specsim.cli import main
+
+    out = tmp_path / "never"
+    argv = ["measure", "--device", "cpu", "--preset", preset, "--out", str(out), *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"specsim measure: error: {named}: ") and "Traceback" not in err
+    assert err.count("\n") == 1 and not out.exists()  # one line, nothing run or written

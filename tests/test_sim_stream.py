@@ -16,7 +16,7 @@ from specsim.policies import (
     Oracle,
 )
 from specsim.sim import CardCost, PlainCost, StreamConfig, simulate_stream
-from specsim.sim.stream import run_lengths
+from specsim.sim.stream import run_lengths, simulate_stream_metrics
 
 Z = 4.4  # two-sided false-alarm rate about 1e-5 per check
 
@@ -180,3 +180,64 @@ def test_capped_run_lengths_equal_the_uncapped_ones_cut() -> None:
             want = np.minimum(run_lengths(ok, lengths), cap)
             assert np.array_equal(run_lengths(ok, lengths, cap), want)
             assert np.array_equal(run_lengths(ok, None, cap), np.minimum(run_lengths(ok), cap))
+
+
+def _config(tokens, alpha=0.7, gamma=4, cost=None):
+    return StreamConfig(
+        tokens=tokens,
+        acceptance=IIDAcceptance(alpha=alpha),
+        policy=FixedGamma(gamma=gamma),
+        cost=cost or PlainCost(c=0.05),
+        max_gamma=gamma,
+    )
+
+
+@pytest.mark.parametrize("cost", [PlainCost(c=0.05), PlainCost(c=0.3, overlap=True)])
+def test_a_stream_in_one_chunk_is_the_plain_run(cost) -> None:
+    """Issue 13: chunking must not move any figure of a run that fits in one chunk."""
+    cfg = _config(20_000, cost=cost)
+    whole = simulate_stream(cfg, np.random.default_rng(3)).metrics()
+    assert simulate_stream_metrics(cfg, np.random.default_rng(3)) == whole
+    assert whole["tokens_requested"] == 20_000 and 20_000 <= whole["tokens"] <= 20_004
+
+
+@pytest.mark.parametrize(("alpha", "per_pass"), [(0.0, 1.0), (1.0, 5.0)])
+def test_chunks_keep_the_known_answers(alpha: float, per_pass: float) -> None:
+    m = simulate_stream_metrics(_config(10_000, alpha=alpha), np.random.default_rng(0),
+                                chunk_tokens=997)  # fmt: skip
+    assert m["tokens_per_target_pass"] == per_pass
+    assert m["speedup"] == pytest.approx(per_pass / (1 + 4 * 0.05))
+
+
+def test_chunks_add_up_and_only_the_last_block_overshoots() -> None:
+    done: list[tuple[int, int]] = []
+    m = simulate_stream_metrics(
+        _config(60_000), np.random.default_rng(1), chunk_tokens=4096,
+        progress=lambda d, t: done.append((d, t)),
+    )  # fmt: skip
+    assert m["tokens_requested"] == 60_000 and 60_000 <= m["tokens"] <= 60_004
+    assert len(done) >= 60_000 // 4100 and done[-1] == (m["tokens"], 60_000)
+    assert [d for d, _ in done] == sorted(d for d, _ in done)
+    exact = theory.expected_tokens(0.7, 4)
+    assert abs(m["tokens_per_target_pass"] - exact) < Z * m["tokens_per_target_pass_se"]
+    assert m["target_calls_per_token"] == pytest.approx(1 / m["tokens_per_target_pass"])
+    speedup = exact / (1 + 4 * 0.05)  # Theorem 3.8 with v = 1
+    assert abs(m["speedup"] - speedup) < Z * m["speedup_se"]
+    whole = run(alpha=0.7, gamma=4, tokens=60_000, seed=1, max_gamma=4).metrics()
+    assert set(m) == set(whole)
+
+
+def test_chunk_size_is_checked() -> None:
+    with pytest.raises(ValueError, match="chunk_tokens"):
+        simulate_stream_metrics(_config(100), np.random.default_rng(0), chunk_tokens=0)
+
+
+@pytest.mark.parametrize("engine", ["fast", "events"])
+@pytest.mark.parametrize("cost", [PlainCost(c=0.05), PlainCost(c=0.1, v=[1.0, 1.1, 1.2, 1.3, 1.5]),
+                                  PlainCost(c=0.3, overlap=True)])  # fmt: skip
+def test_event_table_and_trace_start_at_exactly_zero(engine, cost) -> None:
+    """Issue 13: the first pass started at -5.55e-17 (end minus duration)."""
+    r = simulate_stream(_config(500, cost=cost), np.random.default_rng(7), engine=engine)
+    ev = r.events()
+    assert ev["start_s"].min() == 0.0 and (ev["start_s"] >= 0).all()
+    assert min(e["ts"] for e in r.chrome_trace()["traceEvents"] if "ts" in e) == 0.0

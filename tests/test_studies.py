@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Literal
 
 import numpy as np
@@ -373,6 +374,51 @@ def test_capacity_answer_is_consistent(small: dict[str, object]) -> None:
                 f"{int(s['accelerators'])} accelerators with speculative decoding against "
                 f"{int(p['accelerators'])} without"
             ) in text
+
+
+def test_capacity_reports_every_serving_run(small: dict[str, object]) -> None:
+    calls: list[tuple[int, int, str]] = []
+    out = run_study(
+        "capacity", overrides=SMALL["capacity"], seed=11, fast=True,
+        progress=lambda done, total, label: calls.append((done, total, label)),
+    )  # fmt: skip
+    pd.testing.assert_frame_equal(out.data, small["capacity"].data)  # type: ignore[attr-defined]
+    runs = int((out.data["kind"] != "answer").sum()) // 2  # one serving run: two modes' rows
+    assert [c[0] for c in calls] == list(range(1, runs + 1))
+    totals = [c[1] for c in calls]
+    assert totals[-1] == runs and totals == sorted(totals, reverse=True)  # bound, then exact
+    assert all(done <= total for done, total, _ in calls)
+    assert calls[0][2].startswith("h200 probe ")
+
+
+def test_cli_study_capacity_shows_a_bar_with_the_time_left_on_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sets = [x for k, v in SMALL["capacity"].items()
+            for x in ("--set", f"{k}={','.join(map(str, v)) if isinstance(v, tuple) else v}")]
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["study", "capacity", "--fast", "--out", str(tmp_path / "c"), *sets]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("\r[") and " left)" in err and err.endswith("\n")
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    assert main(["study", "capacity", "--fast", "--out", str(tmp_path / "d"), *sets]) == 0
+    assert capsys.readouterr().err == ""  # logs and pipes stay free of it
+
+
+def test_progress_bar_estimates_the_time_left_from_this_runs_pace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from specsim.cli import output
+
+    clock = iter([0.0, 10.0, 20.0, 30.0, 35.0, 40.0])
+    monkeypatch.setattr(output, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    bar = output.ProgressBar()  # starts at 0 s
+    assert bar.left(1, 8) == ", about 70 s left"  # 10 s a step, 7 steps left
+    assert bar.left(5, 8) == ", about 30 s left"  # 2-4 were skipped (a resume): 10 s a step
+    assert bar.left(8, 8) == ""  # done
+    assert bar.left(1, 4) == ", about 15 s left"  # a new phase: 5 s for its first step
+    assert bar.left(2, 4) == ", about 10 s left"
+    assert output._duration(600) == "10 min" and output._duration(9000) == "2.5 h"
 
 
 # The command and the installed layout ------------------------------------------------------------

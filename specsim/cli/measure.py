@@ -14,7 +14,12 @@ text and measures their acceptance (``docs/real-acceptance.md``): stages
 ``corpus``, ``tokenizer``, ``train``, ``alpha`` (default: all of them).
 
 Needs the optional extra ``specsim[measure]`` (torch, transformers). Rerunning
-with the same ``--out`` resumes: finished units are kept and skipped.
+with the same ``--out`` resumes: finished units are kept and skipped. Each
+finished unit's line says how many of the run's units are done and about how
+long the rest will take (with ``--quiet`` on a terminal: a progress bar on
+stderr). ``--json`` prints a summary of what was measured and where. A flag the
+chosen preset does not read is refused (``--only`` with ``--preset real``; the
+``real`` group's flags with any other preset).
 """
 
 from __future__ import annotations
@@ -23,11 +28,21 @@ import argparse
 import dataclasses
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from specsim.cli import jsonout
+from specsim.cli.output import ProgressBar, check_folder
 
 HELP = "time real transformer passes and speculative decoding into traces (needs torch)"
 
 _SECTIONS = ("ceilings", "passes", "autoregressive", "specdec", "assisted")
 _REAL_STAGES = ("corpus", "tokenizer", "train", "alpha")
+# The flags only the real preset reads (their defaults are applied in _run_real, so that a
+# flag given with another preset can be told from one left out).
+_REAL_FLAGS = ("stage", "work", "models", "sample", "train_only", "vocab")
+_REAL_DEFAULTS: dict[str, Any] = {"work": "out/real-work", "models": "models/tiny", "vocab": 4096}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,21 +56,92 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"run only these sections ({', '.join(_SECTIONS)})")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads for torch, overriding the preset's (cpu: 2)")
-    parser.add_argument("--quiet", action="store_true", help="print only the summary")
+    parser.add_argument("--quiet", action="store_true",
+                        help="print only the summary (and, on a terminal, a progress bar)")
+    parser.add_argument("--json", action="store_true",
+                        help="print a JSON summary (preset, device, seconds, rows written per "
+                        "trace, trace files, output folder); progress lines go to stderr")
     real = parser.add_argument_group("preset real (tiny models trained on real text)")
     real.add_argument("--stage", nargs="+", choices=_REAL_STAGES, default=None,
                       metavar="STAGE", help=f"stages to run ({', '.join(_REAL_STAGES)}; "
                       "default all)")
-    real.add_argument("--work", default="out/real-work", metavar="DIR",
+    real.add_argument("--work", default=None, metavar="DIR",
                       help="corpora, token cache and checkpoints (default out/real-work)")
-    real.add_argument("--models", default="models/tiny", metavar="DIR",
+    real.add_argument("--models", default=None, metavar="DIR",
                       help="tokenizer and trained weights (default models/tiny)")
     real.add_argument("--sample", default=None, metavar="DIR",
                       help="build the corpora from this committed sample instead of the "
                       "installed packages (models/corpora/sample)")
     real.add_argument("--train-only", nargs="+", default=None, metavar="MODEL",
                       help="train only these models of the plan")
-    real.add_argument("--vocab", type=int, default=4096, help="tokenizer vocabulary (4096)")
+    real.add_argument("--vocab", type=int, default=None,
+                      help="tokenizer vocabulary (default 4096)")
+
+
+def _ignored_flags(args: argparse.Namespace) -> None:
+    """A ValueError naming every given flag that ``--preset`` does not read (exit 2)."""
+    if args.preset == "real":
+        if args.only:
+            raise ValueError("--only: the real preset does not read it (it has stages, not "
+                             "sections); choose stages with --stage")
+        return
+    given = [f"--{k.replace('_', '-')}" for k in _REAL_FLAGS if getattr(args, k) is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)}: only --preset real reads "
+                         f"{'this flag' if len(given) == 1 else 'these flags'}, not --preset "
+                         f"{args.preset}")
+
+
+def _plan(preset: Any, sections: tuple[str, ...]) -> list[str]:
+    """The labels of the units :func:`specsim.measure.run_preset` runs, in its order.
+
+    Each unit's log line starts with its label and a colon; the total and the
+    position of each finished unit give the progress and the time left.
+    """
+    p = preset
+    targets = list(dict.fromkeys(t for t, _ in p.pairs))
+    units: dict[str, list[str]] = {
+        "ceilings": [f"ceilings matmul {n}" for n in p.matmul_sizes]
+        + [f"ceilings copy {b}" for b in p.copy_bytes],
+        "passes": [f"passes {m} b{b} c{c}" for m in p.timing_models for b in p.batches
+                   for c in p.contexts],
+        "autoregressive": [f"ar/{t}/T{temp:g}/b{b}" for t in targets for temp in p.temperatures
+                           for b in p.decode_batches],
+        "specdec": [f"sd/{t}+{d}/T{temp:g}/g{g}/b{b}" for t, d in p.pairs
+                    for temp in p.temperatures for g in p.gammas for b in p.decode_batches],
+        "assisted": [],
+    }
+    if p.assisted_repeats:
+        configs = [f"{t}+-" + "/{T}/none0" for t in targets]
+        for t, d in p.pairs:
+            configs += [f"{t}+{d}" + "/{T}/constant" + str(g) for g in p.gammas]
+            configs.append(f"{t}+{d}" + "/{T}/heuristic" + str(max(p.gammas)))
+        units["assisted"] = ["hf/" + c.format(T=f"T{temp:g}") for c in configs
+                             for temp in p.assisted_temperatures]
+    return [label for section in _SECTIONS if section in sections for label in units[section]]
+
+
+def _progress_log(args: argparse.Namespace, plan: list[str], t0: float) -> Callable[[str], None]:
+    """The ``log`` of :func:`specsim.measure.run_preset`: each line with the time since the
+    start; a finished unit's with ``done/total`` and the time left (a bar with --quiet on a
+    terminal). Lines go to stderr with --json, so that stdout holds the JSON only."""
+    where = {label: i for i, label in enumerate(plan)}
+    bar = ProgressBar()
+    stream = sys.stderr if args.json else sys.stdout
+    show_bar = args.quiet and sys.stderr.isatty()
+
+    def log(line: str) -> None:
+        i = where.get(line.partition(":")[0])
+        if i is not None and show_bar:
+            bar(i + 1, len(plan), plan[i])
+        if args.quiet:
+            return
+        note = ""
+        if i is not None:
+            note = f"  [{i + 1}/{len(plan)}{bar.left(i + 1, len(plan))}]"
+        print(f"[{time.perf_counter() - t0:7.1f} s] {line}{note}", file=stream, flush=True)
+
+    return log
 
 
 def _command(args: argparse.Namespace) -> str:
@@ -74,7 +160,12 @@ def _run_real(args: argparse.Namespace) -> int:
         return 2
     from specsim.measure.corpus import MissingPackageError
 
+    for key, value in _REAL_DEFAULTS.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     stages = args.stage or _REAL_STAGES
+    if "alpha" in stages:
+        check_folder(args.out, option="--out", force=True)  # resumes: may hold files
     t0 = time.perf_counter()
 
     def log(line: str) -> None:
@@ -94,7 +185,19 @@ def _run_real(args: argparse.Namespace) -> int:
 
         measure_real(work=args.work, models_dir=args.models, out=args.out, seed=args.seed,
                      threads=threads, command=_real_command(args), log=log)
-    print(f"preset real: stages {' '.join(stages)} done in {time.perf_counter() - t0:.1f} s; "
+    seconds = time.perf_counter() - t0
+    if args.json:
+        out = Path(args.out)
+        print(jsonout.dumps({
+            "preset": "real", "stages": list(stages), "seed": args.seed, "seconds": seconds,
+            "models_folder": str(Path(args.models).resolve()),
+            "work_folder": str(Path(args.work).resolve()),
+            "output_folder": str(out.resolve()) if "alpha" in stages else None,
+            "files": sorted(str(f) for f in out.iterdir() if f.is_file())
+            if "alpha" in stages and out.is_dir() else [],
+        }))
+        return 0
+    print(f"preset real: stages {' '.join(stages)} done in {seconds:.1f} s; "
           f"models in {args.models}" + (f", measurements in {args.out}"
                                         if "alpha" in stages else ""))
     return 0
@@ -108,8 +211,12 @@ def _real_command(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    _ignored_flags(args)
     if args.preset == "real":
         return _run_real(args)
+    # Before any measuring: the traces' folder can be written (it may hold an earlier
+    # run's traces, which are resumed).
+    check_folder(args.out, option="--out", force=True)
     try:
         import transformers
 
@@ -126,18 +233,23 @@ def run(args: argparse.Namespace) -> int:
         if args.threads < 1:
             raise ValueError(f"--threads: expected an integer >= 1, got {args.threads}")
         preset = dataclasses.replace(preset, threads=args.threads)
+    sections = tuple(args.only) if args.only else _SECTIONS
     t0 = time.perf_counter()
-
-    def log(line: str) -> None:
-        if not args.quiet:
-            print(f"[{time.perf_counter() - t0:7.1f} s] {line}", flush=True)
-
     written = run_preset(
-        preset, device=args.device, out=args.out, seed=args.seed,
-        sections=args.only if args.only else _SECTIONS,
-        command=_command(args), log=log,
+        preset, device=args.device, out=args.out, seed=args.seed, sections=sections,
+        command=_command(args), log=_progress_log(args, _plan(preset, sections), t0),
     )
     total = time.perf_counter() - t0
+    if args.json:
+        out = Path(args.out)
+        print(jsonout.dumps({
+            "preset": preset.name, "device": args.device, "seed": args.seed,
+            "sections": list(sections), "seconds": total, "rows_written": written,
+            "traces": {kind: str(out / f"{kind}.csv") for kind in written
+                       if (out / f"{kind}.csv").is_file()},
+            "output_folder": str(out.resolve()),
+        }))
+        return 0
     rows = ", ".join(f"{k} {v}" for k, v in written.items() if v)
     print(f"preset {preset.name} on {args.device}: {total:.1f} s; rows written: "
           f"{rows or 'none (everything was already measured)'}; traces in {args.out}")

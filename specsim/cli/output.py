@@ -114,21 +114,58 @@ def card_option(
 
 
 class ProgressBar:
-    """A plain-text progress bar on stderr: redrawn in place on a terminal, one line per
-    step otherwise (so that logs stay readable)."""
+    """A plain-text progress bar on stderr with an estimate of the time left: redrawn in
+    place on a terminal, one line per step otherwise (so that logs stay readable).
+
+    The estimate assumes the steps left take as long as the steps done in this
+    run so far. A ``done`` that jumps ahead skipped the steps between (a resumed
+    run's finished units): they count as neither done nor left by this run's
+    pace. A ``done`` smaller than the last one starts a new phase (another
+    accelerator's search, say), whose pace is measured afresh.
+    """
 
     def __init__(self, width: int = 30) -> None:
         self.width = width
         self.start = time.perf_counter()
         self.tty = sys.stderr.isatty()
+        self._phase_start = self.start  # when the phase's first step began
+        self._last_time = self.start
+        self._last_done: int | None = None
+        self._skipped = 0  # steps of this phase done before it (not by its pace)
+
+    def left(self, done: int, total: int) -> str:
+        """``", about 3 min left"`` for step ``done`` of ``total`` (empty when done or
+        nothing was timed yet); records the step."""
+        now = time.perf_counter()
+        if self._last_done is None or done <= self._last_done:
+            if self._last_done is not None:
+                self._phase_start = self._last_time
+            self._skipped = done - 1
+        elif done > self._last_done + 1:
+            self._skipped += done - self._last_done - 1
+        self._last_done, self._last_time = done, now
+        timed = done - self._skipped
+        if not 0 < done < total or timed <= 0:
+            return ""
+        return f", about {_duration((now - self._phase_start) * (total - done) / timed)} left"
 
     def __call__(self, done: int, total: int, label: str) -> None:
-        filled = self.width * done // max(total, 1)
+        left = self.left(done, total)
+        filled = self.width * min(done, total) // max(total, 1)
         bar = "#" * filled + "." * (self.width - filled)
-        line = f"[{bar}] {done}/{total} {label} ({time.perf_counter() - self.start:.0f} s)"
+        line = f"[{bar}] {done}/{total} {label} ({time.perf_counter() - self.start:.0f} s{left})"
         if self.tty:
             end = "\n" if done >= total else ""
             sys.stderr.write("\r" + line.ljust(79) + end)
         else:
             sys.stderr.write(line + "\n")
         sys.stderr.flush()
+
+
+def _duration(seconds: float) -> str:
+    """A time left in the largest unit that keeps it readable (``42 s``, ``3 min``, ``1.5 h``)."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

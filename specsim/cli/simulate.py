@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import tomllib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,13 +18,34 @@ from specsim.cli.output import check_file
 from specsim.config import parse_text, path_hint
 from specsim.policies import FixedGamma
 from specsim.sim.plain import PlainCost
-from specsim.sim.stream import StreamConfig, simulate_stream
+from specsim.sim.stream import (
+    CHUNK_TOKENS,
+    Engine,
+    StreamConfig,
+    simulate_stream,
+    simulate_stream_metrics,
+)
 
 if TYPE_CHECKING:
     from specsim.sim.config import RunSpec
 
 HELP = (
     "Simulate speculative decoding: a single stream from flags, or any scenario from a TOML config."
+)
+
+TABLE_TOKEN_LIMIT = 2_000_000
+"""The longest stream --trace or --events accept: they keep every block in memory (it grows
+with the tokens); without them a stream runs in chunks, in memory bounded whatever --tokens."""
+
+DEFINITIONS = {
+    "speedup": "speedup: this run's throughput (tokens/s) over the plain twin's (the same "
+    "workload served without a draft)",
+    "tpot_speedup": "tpot_speedup: the plain twin's median time per output token over this "
+    "run's (tpot_p50)",
+}
+STREAM_SPEEDUP = (
+    "speedup: plain decoding's time for the same tokens (one target step each, same costs) "
+    "over this run's"
 )
 
 # The plain-parameter run's flags and their defaults; with a CONFIG they are refused.
@@ -58,8 +80,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tokens",
         type=int,
-        help="tokens to decode (no CONFIG; default 100000; the last block may emit up to gamma "
-        "more)",
+        help="tokens to decode (no CONFIG; default 100000). The last block is not cut, so "
+        "'tokens' may exceed 'tokens_requested' by up to gamma. Runs in bounded memory "
+        f"(chunks of {CHUNK_TOKENS:,} tokens) unless --trace or --events, which hold every "
+        f"block and accept at most {TABLE_TOKEN_LIMIT:,} tokens",
     )
     parser.add_argument(
         "--step-s",
@@ -80,8 +104,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seed", type=int, default=None, help="seed, >= 0 (default: the config's, or 0)"
     )
     parser.add_argument("--json", action="store_true", help="print the metrics record as JSON")
-    parser.add_argument("--trace", metavar="FILE", help="write a Chrome trace (Perfetto) here")
-    parser.add_argument("--events", metavar="FILE", help="write the tidy event table (CSV) here")
+    parser.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="write a Chrome trace (Perfetto) here (a stream: memory grows with the tokens, "
+        f"at most {TABLE_TOKEN_LIMIT:,})",
+    )
+    parser.add_argument(
+        "--events",
+        metavar="FILE",
+        help="write the tidy event table (CSV) here (a stream: memory grows with the tokens, "
+        f"at most {TABLE_TOKEN_LIMIT:,})",
+    )
     parser.add_argument(
         "--force", action="store_true", help="overwrite an existing --trace or --events FILE"
     )
@@ -150,17 +184,34 @@ def run(args: argparse.Namespace) -> int:
             check_file(getattr(args, option), option=f"--{option}", force=args.force)
     with searched_first(args.cards):
         spec = _spec(args)
+        engine: Engine = "fast"
         if isinstance(spec, StreamConfig):
-            rng = np.random.default_rng(0 if args.seed is None else args.seed)
-            result: Any = simulate_stream(spec, rng)
+            stream, seed = spec, (0 if args.seed is None else args.seed)
         elif isinstance(spec.config, StreamConfig):
-            result = simulate_stream(spec.config, np.random.default_rng(spec.seed),
-                                     engine=spec.engine)  # fmt: skip
+            stream, seed, engine = spec.config, spec.seed, spec.engine
         else:
             from specsim.sim.serving import simulate_serving  # start-up: as in _value
 
-            result = simulate_serving(spec.config, np.random.default_rng(spec.seed))
-    metrics = result.metrics()
+            result: Any = simulate_serving(spec.config, np.random.default_rng(spec.seed))
+            metrics = result.metrics()
+            stream = None
+        if stream is not None:
+            tables = [f"--{o}" for o in ("trace", "events") if getattr(args, o)]
+            if tables and stream.tokens > TABLE_TOKEN_LIMIT:
+                raise ValueError(
+                    f"{' and '.join(tables)}: a stream's trace and event table keep every block "
+                    f"in memory, so they accept at most {TABLE_TOKEN_LIMIT:,} tokens; got "
+                    f"{stream.tokens:,} (without {' or '.join(tables)} any length runs in "
+                    "bounded memory)"
+                )
+            rng = np.random.default_rng(seed)
+            if tables:
+                result = simulate_stream(stream, rng, engine=engine)
+                metrics = result.metrics()
+            else:
+                metrics = simulate_stream_metrics(
+                    stream, rng, engine=engine, progress=_progress(stream.tokens)
+                )
     if args.trace:
         with open(args.trace, "w", encoding="utf-8") as fh:
             json.dump(result.chrome_trace(), fh)
@@ -178,4 +229,29 @@ def run(args: argparse.Namespace) -> int:
         for key, value in metrics.items():
             shown = f"{value:.6g}" if isinstance(value, float) else str(value)
             print(f"{key:<{width}}  {shown}")
+        # Define the ratios where they are printed (not only in the docs).
+        if "tpot_speedup" in metrics:  # serving: None without a plain twin, nothing to define
+            for key, line in DEFINITIONS.items():
+                if metrics[key] is not None:
+                    print(line)
+        else:
+            print(STREAM_SPEEDUP)
     return 0
+
+
+def _progress(total: int) -> Callable[[int, int], None] | None:
+    """Progress on stderr for a stream longer than one chunk, only on a terminal."""
+    if total <= CHUNK_TOKENS or not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        end = "\n" if done >= total else ""
+        print(
+            f"\rspecsim simulate: {min(done, total):,} of {total:,} tokens "
+            f"({100 * min(done, total) // total}%)",
+            end=end,
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return show

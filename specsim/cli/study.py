@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from types import ModuleType
 
 from specsim.cards import searched_first
 from specsim.cli import jsonout
-from specsim.cli.output import check_folder
+from specsim.cli.output import ProgressBar, check_folder
 from specsim.study_runner import (
     STUDY_NAMES,
     config_keys,
@@ -114,7 +115,12 @@ def run(args: argparse.Namespace) -> int:
             option="--out",
             force=args.force,
         )
-        result = run_study(args.name, overrides=overrides, seed=seed, fast=args.fast)
+        # A bar on a terminal (each serving run of a capacity search, with the time
+        # left); logs and pipes stay free of it.
+        progress = ProgressBar() if sys.stderr.isatty() else None
+        result = run_study(
+            args.name, overrides=overrides, seed=seed, fast=args.fast, progress=progress
+        )
     files = save_study(result, out)
     if args.json:
         print(

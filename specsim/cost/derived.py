@@ -19,7 +19,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from specsim.cards import HardwareCard, ModelCard
-from specsim.cost.checks import int_array
+from specsim.cost.checks import check_model, int_array
+from specsim.cost.checks import check_positions as _check_positions
 from specsim.cost.model import DEFAULT_CONTEXT, pass_flops, step_cost_grid
 from specsim.cost.results import FloatArray
 from specsim.cost.shape import verification_positions
@@ -42,17 +43,21 @@ def cost_coefficient(
     tensor_parallel: ArrayLike = 1,
     dtype: str | None = None,
     encoder_length: int | None = None,
+    check_positions: bool = True,
 ) -> FloatArray | float:
     """c = time of one draft step / time of one target step (one new token each).
 
     Leviathan et al. 2023, Definition 3.7 (the cost coefficient). The draft runs
     on ``draft_hardware`` (default: the target's) without tensor parallelism;
     the target with ``tensor_parallel``. ``dtype`` None uses each card's own.
-    Vectorised over ``batch``, ``context`` and ``tensor_parallel``.
+    Vectorised over ``batch``, ``context`` and ``tensor_parallel``. A ``context``
+    past either model's ``max_position`` raises a ValueError unless
+    ``check_positions=False`` (deliberate extrapolation).
     """
     d_hw = hardware if draft_hardware is None else draft_hardware
     kw: dict[str, Any] = dict(
-        batch=batch, context=context, new_tokens=1, dtype=dtype, encoder_length=encoder_length
+        batch=batch, context=context, new_tokens=1, dtype=dtype, encoder_length=encoder_length,
+        check_positions=check_positions,
     )
     t_d = step_cost_grid(draft, d_hw, **kw).time_s
     t_t = step_cost_grid(target, hardware, tensor_parallel=tensor_parallel, **kw).time_s
@@ -69,12 +74,15 @@ def verification_factor(
     tensor_parallel: ArrayLike = 1,
     dtype: str | None = None,
     encoder_length: int | None = None,
+    check_positions: bool = True,
 ) -> FloatArray | float:
     """v(gamma) = time(gamma + 1 new tokens) / time(1 new token), same batch and context.
 
     Near 1 while the pass is memory-bound (the weights are read once either
     way); towards ``gamma + 1`` once ``batch * (gamma + 1)`` passes
-    :func:`ridge_tokens`. Vectorised over ``gamma``, ``batch``, ``context``.
+    :func:`ridge_tokens`. Vectorised over ``gamma``, ``batch``, ``context``. A
+    ``context + gamma + 1`` past the model's ``max_position`` raises a ValueError unless
+    ``check_positions=False``.
     """
     g = int_array("gamma", gamma, 0)
     kw: dict[str, Any] = dict(
@@ -83,6 +91,7 @@ def verification_factor(
         dtype=dtype,
         tensor_parallel=tensor_parallel,
         encoder_length=encoder_length,
+        check_positions=check_positions,
     )
     t_v = step_cost_grid(model, hardware, new_tokens=verification_positions(g), **kw).time_s
     t_1 = step_cost_grid(model, hardware, new_tokens=1, **kw).time_s
@@ -95,12 +104,17 @@ def ops_coefficient(
     *,
     context: ArrayLike = DEFAULT_CONTEXT,
     encoder_length: int | None = None,
+    check_positions: bool = True,
 ) -> FloatArray | float:
     """c-hat = draft flops per token / target flops per token (batch 1, one new token).
 
     The operations analogue of the cost coefficient (Leviathan et al. 2023,
-    Section 3.4, the ratio of arithmetic operations per token).
+    Section 3.4, the ratio of arithmetic operations per token). A ``context`` past
+    either model's ``max_position`` raises a ValueError unless ``check_positions=False``.
     """
+    if check_positions:
+        for card in (check_model(draft), check_model(target)):
+            _check_positions(card, context=context, new_tokens=1)
     fd = pass_flops(draft, context=context, encoder_length=encoder_length)
     ft = pass_flops(target, context=context, encoder_length=encoder_length)
     return _scalar_or_array(np.asarray(np.asarray(fd) / np.asarray(ft)))

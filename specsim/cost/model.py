@@ -260,7 +260,7 @@ def step_cost_grid(
     tensor_parallel: ArrayLike = 1,
     encoder_length: int | None = None,
     check_memory: bool = True,
-    check_positions: bool = False,
+    check_positions: bool = True,
 ) -> StepCostGrid:
     """Costs of many homogeneous passes at once (vectorised).
 
@@ -270,10 +270,10 @@ def step_cost_grid(
     ``check_memory`` (default) any element that does not fit raises a
     ValueError naming it; without, :attr:`StepCostGrid.fits` marks them. Every
     ``tensor_parallel`` must split the model's heads, as in :func:`step_cost`; with
-    ``check_positions``, every ``context + new_tokens`` must also be within the model's
-    ``max_position`` (:func:`~specsim.cost.checks.check_positions`), else a ValueError
-    naming the element. Grids are not checked by default: a draft's cost coefficient
-    is often tabulated at its target's longer contexts.
+    ``check_positions`` (default), every ``context + new_tokens`` must also be within the
+    model's ``max_position`` (:func:`~specsim.cost.checks.check_positions`), else a ValueError
+    naming the element: a cost past the positions a model was made for is not a cost of
+    that model. ``check_positions=False`` is for deliberate extrapolation only.
     """
     model, hardware = check_model(model), check_hardware(hardware)
     B = int_array("batch", batch, 1)

@@ -29,7 +29,12 @@ if TYPE_CHECKING:
         block_costs,
         iteration_cost,
     )
-    from specsim.sim.stream import StreamConfig, plan_blocks, simulate_stream
+    from specsim.sim.stream import (
+        StreamConfig,
+        plan_blocks,
+        simulate_stream,
+        simulate_stream_metrics,
+    )
     from specsim.sim.workload import PoissonWorkload, TraceWorkload
 
 # Where each public name is defined.
@@ -52,6 +57,7 @@ _HOME: dict[str, str] = {
     "StreamConfig": "stream",
     "plan_blocks": "stream",
     "simulate_stream": "stream",
+    "simulate_stream_metrics": "stream",
     "PoissonWorkload": "workload",
     "TraceWorkload": "workload",
 }
@@ -77,6 +83,7 @@ __all__ = [
     "plan_blocks",
     "simulate_serving",
     "simulate_stream",
+    "simulate_stream_metrics",
 ]
 
 

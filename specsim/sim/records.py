@@ -36,6 +36,7 @@ __all__ = [
     "StreamResult",
     "ServingResult",
     "batch_means_se",
+    "stream_record",
     "chrome_trace",
     "iteration_table",
 ]
@@ -116,7 +117,9 @@ class Blocks:
 
     @property
     def verify_start(self) -> NDArray[np.float64]:
-        return self.verify_end - self.costs.verify_time
+        # A pass starts once its block is drafted: the clamp removes rounding (end minus
+        # duration came out at -5.55e-11 for the first pass), so a trace starts at 0.
+        return np.maximum(self.verify_end - self.costs.verify_time, self.draft_end)
 
 
 @dataclass(frozen=True)
@@ -127,30 +130,18 @@ class StreamResult:
     baseline_time_s: float
     baseline_flops: float
     baseline_energy_j: float | None
+    tokens_requested: int | None = None
 
-    def metrics(self) -> dict[str, Any]:
-        """The metrics record (a flat dict of numbers, JSON-ready)."""
+    def sums(self) -> dict[str, Any]:
+        """The run's totals: what :func:`stream_record` turns into the metrics record, and
+        what a run in chunks adds up chunk by chunk."""
         b, c = self.blocks, self.blocks.costs
-        tokens = int(b.emitted.sum())
-        passes = int(b.gamma.shape[0])
-        time_s = float(b.verify_end[-1])
         positions = verification_positions(b.gamma)
         pos_wasted = positions - b.emitted
         draft_wasted = b.gamma - b.accepted
-        overlap_steps = np.divide(
-            b.overlap_wasted_s,
-            c.draft_time,
-            out=np.zeros_like(b.overlap_wasted_s),
-            where=c.draft_time > 0,
-        )
-        t_flops = float(c.verify_flops.sum())
-        d_flops = float((c.draft_flops * b.gamma).sum())
-        flops_wasted = float(
-            (c.verify_flops * pos_wasted / positions).sum()
-            + (c.draft_flops * (draft_wasted + overlap_steps)).sum()
-        )
-        energy = None
-        energy_wasted = None
+        overlap_steps = np.divide(b.overlap_wasted_s, c.draft_time, where=c.draft_time > 0,
+                                  out=np.zeros_like(b.overlap_wasted_s))  # fmt: skip
+        energy = energy_wasted = None
         if c.verify_energy is not None and c.draft_energy is not None:
             energy = float(
                 c.verify_energy.sum() + (c.draft_energy * (b.gamma + overlap_steps)).sum()
@@ -159,118 +150,126 @@ class StreamResult:
                 (c.verify_energy * pos_wasted / positions).sum()
                 + (c.draft_energy * (draft_wasted + overlap_steps)).sum()
             )
-        block_time = np.diff(b.verify_end, prepend=0.0)
-        per_token_base = self.baseline_time_s / tokens
-        speedup = per_token_base * tokens / time_s
-        base_ops_per_token = self.baseline_flops / tokens
-        speedup_se = batch_means_se(b.emitted.astype(float), block_time)
-        ops_se = batch_means_se(c.verify_flops + c.draft_flops * b.gamma, b.emitted.astype(float))
-        out: dict[str, Any] = {
-            "tokens": tokens,
-            "target_passes": passes,
+        return {
+            "tokens_requested": self.tokens_requested,
+            "tokens": int(b.emitted.sum()),
+            "passes": int(b.gamma.shape[0]),
             "draft_steps": int(b.gamma.sum()),
-            "mean_gamma": float(b.gamma.mean()),
-            "tokens_per_target_pass": tokens / passes,
-            "tokens_per_target_pass_se": batch_means_se(b.emitted.astype(float)),
+            "accepted": int(b.accepted.sum()),
             # Proposals actually tested: the accepted ones plus the first rejected one.
-            "acceptance_observed": float(
-                b.accepted.sum() / max(int((b.accepted + (b.accepted < b.gamma)).sum()), 1)
-            ),
-            "time_s": time_s,
-            "tokens_per_s": tokens / time_s,
+            "tested": int((b.accepted + (b.accepted < b.gamma)).sum()),
+            "time_s": float(b.verify_end[-1]),
             "baseline_time_s": self.baseline_time_s,
-            "speedup": speedup,
-            "speedup_se": None if speedup_se is None else per_token_base * speedup_se,
-            "target_positions_verified": int(positions.sum()),
-            "target_positions_wasted": int(pos_wasted.sum()),
-            "draft_tokens_wasted": int(draft_wasted.sum()),
-            "overlap_draft_s_wasted": float(b.overlap_wasted_s.sum()),
-            "flops": t_flops + d_flops,
-            "flops_wasted": flops_wasted,
-            "ops_factor": (t_flops + d_flops) / tokens / base_ops_per_token,
-            "ops_factor_se": None if ops_se is None else ops_se / base_ops_per_token,
-            "target_calls_per_token": passes / tokens,
+            "baseline_flops": self.baseline_flops,
+            "baseline_energy_j": self.baseline_energy_j,
+            "positions": int(positions.sum()),
+            "positions_wasted": int(pos_wasted.sum()),
+            "draft_wasted": int(draft_wasted.sum()),
+            "overlap_wasted_s": float(b.overlap_wasted_s.sum()),
+            "target_flops": float(c.verify_flops.sum()),
+            "draft_flops": float((c.draft_flops * b.gamma).sum()),
+            "flops_wasted": float(
+                (c.verify_flops * pos_wasted / positions).sum()
+                + (c.draft_flops * (draft_wasted + overlap_steps)).sum()
+            ),
             "energy_j": energy,
-            "energy_j_per_token": None if energy is None else energy / tokens,
             "energy_j_wasted": energy_wasted,
-            "baseline_energy_j_per_token": None
-            if self.baseline_energy_j is None
-            else self.baseline_energy_j / tokens,
             "overlapped": b.overlapped,
         }
-        return out
+
+    def batch_series(self) -> tuple[NDArray[np.float64], ...]:
+        """Per block: tokens emitted, time and operations (the batch-means series)."""
+        b, c = self.blocks, self.blocks.costs
+        return (
+            b.emitted.astype(float),
+            np.diff(b.verify_end, prepend=0.0),
+            c.verify_flops + c.draft_flops * b.gamma,
+        )
+
+    def metrics(self) -> dict[str, Any]:
+        """The metrics record (a flat dict of numbers, JSON-ready)."""
+        emitted, block_time, ops = self.batch_series()
+        return stream_record(
+            self.sums(),
+            tokens_per_pass_se=batch_means_se(emitted),
+            tokens_per_time_se=batch_means_se(emitted, block_time),
+            ops_per_token_se=batch_means_se(ops, emitted),
+        )
 
     def events(self) -> pd.DataFrame:
         """Tidy event table: one row per draft phase, verification pass, emission and discard."""
         import pandas as pd  # start-up: a stream's metrics need no pandas (specsim simulate)
 
         b = self.blocks
-        n = b.gamma.shape[0]
-        idx = np.arange(n)
-        frames = [
-            pd.DataFrame(
-                {
-                    "block": idx,
-                    "kind": "draft",
-                    "track": "draft",
-                    "start_s": b.draft_start,
-                    "end_s": b.draft_end,
-                    "tokens": b.gamma,
-                }
-            ),
-            pd.DataFrame(
-                {
-                    "block": idx,
-                    "kind": "verify",
-                    "track": "target",
-                    "start_s": b.verify_start,
-                    "end_s": b.verify_end,
-                    "tokens": verification_positions(b.gamma),
-                }
-            ),
-            pd.DataFrame(
-                {
-                    "block": idx,
-                    "kind": "emit",
-                    "track": "output",
-                    "start_s": b.verify_end,
-                    "end_s": b.verify_end,
-                    "tokens": b.emitted,
-                }
-            ),
-        ]
-        rej = b.accepted < b.gamma
-        frames.append(
-            pd.DataFrame(
-                {
-                    "block": idx[rej],
-                    "kind": "discard",
-                    "track": "discarded",
-                    "start_s": b.verify_end[rej],
-                    "end_s": b.verify_end[rej],
-                    "tokens": (b.gamma - b.accepted)[rej],
-                }
-            )
-        )
-        ow = b.overlap_wasted_s > 0
+        idx = np.arange(b.gamma.shape[0])
+        cols = ("block", "kind", "track", "start_s", "end_s", "tokens")
+        rej, ow = b.accepted < b.gamma, b.overlap_wasted_s > 0
+        parts = [
+            (idx, "draft", "draft", b.draft_start, b.draft_end, b.gamma),
+            (idx, "verify", "target", b.verify_start, b.verify_end,
+             verification_positions(b.gamma)),
+            (idx, "emit", "output", b.verify_end, b.verify_end, b.emitted),
+            (idx[rej], "discard", "discarded", b.verify_end[rej], b.verify_end[rej],
+             (b.gamma - b.accepted)[rej]),
+        ]  # fmt: skip
         if ow.any():
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "block": idx[ow],
-                        "kind": "overlap_discard",
-                        "track": "discarded",
-                        "start_s": b.draft_end[ow],
-                        "end_s": b.draft_end[ow] + b.overlap_wasted_s[ow],
-                        "tokens": 0,
-                    }
-                )
-            )
+            parts.append((idx[ow], "overlap_discard", "discarded", b.draft_end[ow],
+                          b.draft_end[ow] + b.overlap_wasted_s[ow], 0))  # fmt: skip
+        frames = [pd.DataFrame(dict(zip(cols, part, strict=True))) for part in parts]
         out = pd.concat(frames, ignore_index=True)
         return out.sort_values(["start_s", "block"], kind="stable").reset_index(drop=True)
 
     def chrome_trace(self) -> dict[str, Any]:
         return chrome_trace(self.events())
+
+
+def _over(x: float | None, y: float) -> float | None:
+    return None if x is None else x / y
+
+
+def stream_record(s: dict[str, Any], *, tokens_per_pass_se: float | None,
+                  tokens_per_time_se: float | None, ops_per_token_se: float | None,
+                  ) -> dict[str, Any]:  # fmt: skip
+    """A stream's metrics record from its totals (:meth:`StreamResult.sums`) and the
+    batch-means standard errors of tokens per pass, tokens per time and operations per token.
+
+    ``tokens`` is what was emitted: the last block may overshoot ``tokens_requested`` by up
+    to its gamma (a block's output is not cut).
+    """
+    tokens, passes, time_s = s["tokens"], s["passes"], s["time_s"]
+    t_flops, d_flops = s["target_flops"], s["draft_flops"]
+    energy = s["energy_j"]
+    per_token_base = s["baseline_time_s"] / tokens
+    base_ops_per_token = s["baseline_flops"] / tokens
+    return {
+        "tokens": tokens,
+        "tokens_requested": s["tokens_requested"],
+        "target_passes": passes,
+        "draft_steps": s["draft_steps"],
+        "mean_gamma": s["draft_steps"] / passes,
+        "tokens_per_target_pass": tokens / passes,
+        "tokens_per_target_pass_se": tokens_per_pass_se,
+        "acceptance_observed": float(s["accepted"] / max(s["tested"], 1)),
+        "time_s": time_s,
+        "tokens_per_s": tokens / time_s,
+        "baseline_time_s": s["baseline_time_s"],
+        "speedup": per_token_base * tokens / time_s,
+        "speedup_se": None if tokens_per_time_se is None else per_token_base * tokens_per_time_se,
+        "target_positions_verified": s["positions"],
+        "target_positions_wasted": s["positions_wasted"],
+        "draft_tokens_wasted": s["draft_wasted"],
+        "overlap_draft_s_wasted": s["overlap_wasted_s"],
+        "flops": t_flops + d_flops,
+        "flops_wasted": s["flops_wasted"],
+        "ops_factor": (t_flops + d_flops) / tokens / base_ops_per_token,
+        "ops_factor_se": _over(ops_per_token_se, base_ops_per_token),
+        "target_calls_per_token": passes / tokens,
+        "energy_j": energy,
+        "energy_j_per_token": _over(energy, tokens),
+        "energy_j_wasted": s["energy_j_wasted"],
+        "baseline_energy_j_per_token": _over(s["baseline_energy_j"], tokens),
+        "overlapped": s["overlapped"],
+    }
 
 
 PLAIN_KEYS = ("throughput_tokens_per_s", "tpot_p50", "tpot_p99", "e2e_p50", "e2e_p99",

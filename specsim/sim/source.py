@@ -170,8 +170,10 @@ def iteration_cost(
 
 def check_positions_fit(cost: CostSource, *, context: ArrayLike, new_tokens: ArrayLike,
                         name: str) -> None:  # fmt: skip
-    """A ValueError naming ``name`` when a run on a card-priced source would take the target
-    past its ``max_position`` (sources without model cards have no positions to check)."""
-    target = getattr(cost, "target", None)
-    if isinstance(target, ModelCard):
-        check_positions(target, context=context, new_tokens=new_tokens, name=name)
+    """A ValueError naming ``name`` when a run on a card-priced source would take its target
+    or its draft past the card's ``max_position`` (sources without model cards have no
+    positions to check). The last block's overshoot (at most its gamma) is not counted here:
+    should it reach past, the cost model refuses that pass by name."""
+    for model in (getattr(cost, "target", None), getattr(cost, "draft", None)):
+        if isinstance(model, ModelCard):
+            check_positions(model, context=context, new_tokens=new_tokens, name=name)

@@ -26,8 +26,10 @@ runs that validate the closed forms; a test checks the two agree).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 import numpy as np
 import simpy
@@ -42,10 +44,20 @@ from specsim.policies import (
     check_choice,
     fixed_gamma,
 )
-from specsim.sim.records import Blocks, StreamResult
+from specsim.sim.records import Blocks, StreamResult, stream_record
 from specsim.sim.source import CostSource, block_costs, check_positions_fit
 
-__all__ = ["StreamConfig", "simulate_stream", "plan_blocks"]
+__all__ = [
+    "CHUNK_TOKENS",
+    "StreamConfig",
+    "plan_blocks",
+    "simulate_stream",
+    "simulate_stream_metrics",
+]
+
+CHUNK_TOKENS = 1 << 20
+"""Tokens per chunk of :func:`simulate_stream_metrics`: its memory is bounded by this, not by
+the stream's length."""
 
 Engine = Literal["fast", "events"]
 
@@ -169,8 +181,10 @@ def _timeline_fast(
     n = gamma.shape[0]
     if not overlapped:
         verify_end = np.cumsum(dphase + verify_t)
-        draft_end = verify_end - verify_t
-        return draft_end - dphase, draft_end, verify_end, np.zeros(n)
+        # A block drafts from the previous pass's end (exactly 0 for the first: a
+        # difference of sums would leave rounding, e.g. -5.55e-11, in the trace).
+        draft_start = np.concatenate(([0.0], verify_end[:-1]))
+        return draft_start, draft_start + dphase, verify_end, np.zeros(n)
     d_start, d_end, v_end, wasted = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
     prev_v, prev_d, prev_full = 0.0, 0.0, False
     dp, vt, fl = dphase.tolist(), verify_t.tolist(), full.tolist()
@@ -283,4 +297,76 @@ def simulate_stream(
         baseline_time_s=float(base.verify_time.sum()),
         baseline_flops=float(base.verify_flops.sum()),
         baseline_energy_j=None if base.verify_energy is None else float(base.verify_energy.sum()),
+        tokens_requested=config.tokens,
+    )
+
+
+_SUB_BATCHES = 30  # per chunk, merged into the 30 batches of batch_means_se at the end
+
+
+def simulate_stream_metrics(
+    config: StreamConfig,
+    rng: np.random.Generator,
+    *,
+    engine: Engine = "fast",
+    chunk_tokens: int = CHUNK_TOKENS,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """The metrics record of :func:`simulate_stream`, in memory bounded by ``chunk_tokens``.
+
+    A stream that fits in one chunk (``config.tokens <= chunk_tokens``) is exactly
+    ``simulate_stream(config, rng, engine=engine).metrics()``. A longer one runs chunk by
+    chunk, each continuing at the context the previous one reached, and adds up the totals;
+    its standard errors come from batch means over consecutive stretches of blocks, as in
+    one run. Each chunk draws its own acceptances and starts the acceptance process, the
+    policy's history and the overlapped draft afresh (effects at most every
+    ``chunk_tokens`` tokens). Only the last chunk overshoots: ``tokens`` exceeds
+    ``tokens_requested`` by at most the last block's gamma. ``progress(done, total)``, if
+    given, is called after each chunk with the tokens emitted so far.
+    """
+    if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or chunk_tokens < 1:
+        raise ValueError(f"chunk_tokens: expected a positive integer, got {chunk_tokens!r}")
+    if config.tokens <= chunk_tokens:
+        metrics = simulate_stream(config, rng, engine=engine).metrics()
+        if progress is not None:
+            progress(metrics["tokens"], config.tokens)
+        return metrics
+    totals: dict[str, Any] | None = None
+    batches: list[NDArray[np.float64]] = []  # rows: tokens, blocks, time, operations
+    done = 0
+    while done < config.tokens:
+        part = replace(
+            config, tokens=min(chunk_tokens, config.tokens - done), prompt=config.prompt + done
+        )
+        result = simulate_stream(part, rng, engine=engine)
+        sums = result.sums()
+        emitted, block_time, ops = result.batch_series()
+        for idx in np.array_split(np.arange(emitted.shape[0]), _SUB_BATCHES):
+            if idx.shape[0]:
+                row = [emitted[idx].sum(), idx.shape[0], block_time[idx].sum(), ops[idx].sum()]
+                batches.append(np.array(row, dtype=np.float64))
+        if totals is None:
+            totals = sums
+        else:
+            for key, value in sums.items():
+                if key in ("tokens_requested", "overlapped"):
+                    continue
+                if value is None or totals[key] is None:
+                    totals[key] = None
+                else:
+                    totals[key] += value
+        done += sums["tokens"]
+        if progress is not None:
+            progress(done, config.tokens)
+    assert totals is not None  # the loop ran at least once: config.tokens >= 1
+    totals["tokens_requested"] = config.tokens
+    se: list[float | None] = [None, None, None]
+    arr = np.array(batches)
+    if arr.shape[0] >= _SUB_BATCHES and arr[:, 1].sum() >= 2 * _SUB_BATCHES:
+        groups = np.array([g.sum(axis=0) for g in np.array_split(arr, _SUB_BATCHES)])
+        k = math.sqrt(_SUB_BATCHES)
+        for i, (num, den) in enumerate(((0, 1), (0, 2), (3, 0))):
+            se[i] = float((groups[:, num] / groups[:, den]).std(ddof=1) / k)
+    return stream_record(
+        totals, tokens_per_pass_se=se[0], tokens_per_time_se=se[1], ops_per_token_se=se[2]
     )
