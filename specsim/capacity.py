@@ -41,6 +41,7 @@ import numpy as np
 
 from specsim.acceptance import IIDAcceptance
 from specsim.cards import HardwareCard, ModelCard
+from specsim.cost import verification_positions
 from specsim.policies import LookaheadPolicy
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig, simulate_serving
 
@@ -142,7 +143,7 @@ def search_capacity(
     :func:`reporting`, if any) is called after every serving run.
     """
     report = progress if progress is not None else _PROGRESS.get()
-    need = max_batch * (prompt_tokens[1] + output_tokens[1] + max_gamma + 1)  # KV tokens
+    need = max_batch * (prompt_tokens[1] + output_tokens[1] + verification_positions(max_gamma))
 
     def replica(tp: int) -> ServingConfig:
         """One replica on ``tp`` devices; each probe changes only the workload's rate."""

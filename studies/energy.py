@@ -83,6 +83,10 @@ class Config:
         check_positive_int(self.tensor_parallel, "tensor_parallel", minimum=0)
         if self.gamma > self.max_gamma:
             raise ValueError(f"gamma {self.gamma} exceeds max_gamma {self.max_gamma}")
+        for key in ("serving_batches", "fast_serving_batches"):
+            outside = sorted(set(getattr(self, key)) - set(self.batches))
+            if outside:  # the summary sets each simulated batch beside the batch model's value
+                raise ValueError(f"{key}: {outside} not among batches {tuple(self.batches)}")
 
 
 def auto_tp(
@@ -393,9 +397,7 @@ def summary(df: pd.DataFrame) -> str:
         rows = []
         for r in sv.itertuples(index=False):
             key = (r.hardware, r.draft, r.batch)
-            # A serving batch outside ``batches`` has no batch-model value: nan, not an error.
-            nan = {"tokens_per_s": np.nan, "j_per_token": np.nan}
-            m = ref.loc[key] if key in ref.index else nan
+            m = ref.loc[key]  # every serving batch is among ``batches`` (Config checks)
             rows.append(
                 {
                     "hardware": r.hardware,

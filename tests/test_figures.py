@@ -47,7 +47,7 @@ TINY: dict[str, dict[str, object]] = {
     "table2": {"heterogeneity": (0.0, 0.5), "persistence": (0.5,), "fast_tokens": 2000},
     "bill": {"alphas": (0.0, 0.5, 0.8), "gammas": (1, 5), "fast_tokens": 2000},
     "lookahead": {"fast_streams": 2, "search_max_gamma": 3, "tokens": 256},
-    "energy": {"batches": (1, 16, 256), "fast_serving_batches": (16,)},
+    "energy": {"batches": (1, 16, 256), "serving_batches": (16,), "fast_serving_batches": (16,)},
     "shift": {
         "temperatures": (0.0, 1.0),
         "shifted_alpha": (0.8, 0.3),

@@ -248,3 +248,19 @@ def test_one_token_requests_finish_at_their_first_token() -> None:
     assert r.metrics()["tokens"] == 8
     names = [str(e.get("name")) for e in r.chrome_trace()["traceEvents"]]
     assert sum(x.startswith("verify") for x in names) == int((it["positions"] > 0).sum())
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("max_batch", 2.5, r"max_batch: expected an integer >= 1, got 2\.5"),
+        ("max_gamma", 8.0, r"max_gamma: expected an integer >= 0, got 8\.0"),
+        ("kv_capacity_tokens", True, r"kv_capacity_tokens: expected an integer >= 1, got True"),
+        ("kv_capacity_tokens", 500.5, r"kv_capacity_tokens: expected an integer >= 1, got 500\.5"),
+        ("kv_capacity_tokens", 10**12, r"kv_capacity_tokens: 1000000000000 tokens do not fit"),
+    ],
+)
+def test_counts_are_whole_numbers_that_fit(card: CardCost, field: str, value: object,
+                                           message: str) -> None:  # fmt: skip
+    with pytest.raises(ValueError, match=message):
+        config(card, **{field: value})

@@ -193,7 +193,17 @@ def test_capacity_and_energy_raise_when_nothing_fits_on_16_devices() -> None:
     with pytest.raises(ValueError, match=rf"study 'capacity': {too_big}"):
         run_study("capacity", overrides={"hardware": ("h200",), "max_batch": 10**6}, fast=True)
     with pytest.raises(ValueError, match=r"study 'energy': .*do not fit on 16 x h200"):
-        run_study("energy", overrides={"hardware": ("h200",), "batches": (1, 10**7)}, fast=True)
+        run_study("energy", overrides={"hardware": ("h200",), "batches": (1, 10**7),
+                                           "serving_batches": (1,), "fast_serving_batches": (1,)},
+                  fast=True)
+
+
+def test_energy_refuses_a_serving_batch_the_batch_model_does_not_price() -> None:
+    # Checked with the config: a simulated batch needs its batch-model twin in the summary.
+    with pytest.raises(ValueError, match=r"serving_batches: \[3\] not among batches"):
+        study_config("energy", {"serving_batches": (1, 3)})
+    with pytest.raises(ValueError, match=r"fast_serving_batches: \[5\] not among batches"):
+        study_config("energy", {"fast_serving_batches": (5,)})
 
 
 # Every study: output shape, files, figures ------------------------------------------------------

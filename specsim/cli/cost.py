@@ -10,10 +10,10 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from specsim.cards import load_hardware, load_model
+from specsim.cli import jsonout
 from specsim.cli.output import card_option, check_file
 from specsim.cost import (
     DEFAULT_CONTEXT,
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         }
         if args.plot_v is not None:
             out["plot_v"] = str(args.plot_v)
-        print(json.dumps(out, indent=2))
+        print(jsonout.dumps(out))
         return 0
     gb = 1e9
     rows = [

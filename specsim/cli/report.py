@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from specsim.cli import jsonout
 from specsim.cli.output import ProgressBar, check_folder
 from specsim.report import DEFAULT_OUT, REPORT_STUDIES, build_report, format_demo
 
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
                 for s in report.studies
             ],
         }  # fmt: skip
-        print(json.dumps(summary, indent=2))
+        print(jsonout.dumps(summary))
         return 0
     print(format_demo(report.demo))
     print()

@@ -122,9 +122,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _value(spec: RunSpec, path: str, text: str) -> Any:
+    """``--set`` text read by the type of the field at ``path`` (tables as TOML inline tables)."""
     from specsim.sim.config import KINDS  # start-up: configs load serving, pandas and traces
 
-    """``--set`` text read by the type of the field at ``path`` (tables as TOML inline tables)."""
     if path == "seed":
         return parse_text(text, int, path)
     hint = path_hint(spec.config, path) if path != "policy" else None

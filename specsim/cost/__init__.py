@@ -48,7 +48,6 @@ from specsim.cost.shape import (
     PassSums,
     chain_pairs,
     chain_sums,
-    sequence_sums,
     verification_positions,
 )
 
@@ -61,7 +60,6 @@ __all__ = [
     "verification_positions",
     "chain_pairs",
     "chain_sums",
-    "sequence_sums",
     "Formats",
     "Footprint",
     "footprint",

@@ -27,7 +27,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from specsim.cards import HardwareCard, ModelCard, load_hardware, load_model
 
-C = TypeVar("C", ModelCard, HardwareCard)
+CardT = TypeVar("CardT", ModelCard, HardwareCard)
 
 __all__ = [
     "int_array",
@@ -90,8 +90,8 @@ def _reason(exc: Exception) -> str:
     return str(exc).removeprefix("slug_or_path: ")
 
 
-def _card(value: object, *, name: str, card: type[C], load: Callable[[Any], C],
-          example: str) -> C:  # fmt: skip
+def _card(value: object, *, name: str, card: type[CardT], load: Callable[[Any], CardT],
+          example: str) -> CardT:  # fmt: skip
     """``value`` as a ``card``: a card, or a slug or path that ``load`` reads; else a TypeError."""
     if isinstance(value, card):
         return value

@@ -42,7 +42,6 @@ __all__ = [
     "verification_positions",
     "chain_pairs",
     "chain_sums",
-    "sequence_sums",
 ]
 
 
@@ -94,13 +93,6 @@ def chain_pairs(context: Any, new: Any, batch: Any = 1) -> Any:
     """Causal (query, key) pairs of ``batch`` chains of ``new`` positions after ``context``
     (the sum of their contexts), from :func:`chain_sums`. Numbers or broadcasting arrays."""
     return chain_sums(batch, context, new)[1]
-
-
-def sequence_sums(context: Any, new: NDArray[np.int64], encoder: float = 0.0) -> PassSums:
-    """:class:`PassSums` of chains given per sequence, ``new`` an integer array and
-    ``context`` one like it (or a number for all), without the checks of :class:`PassShape`
-    (a speed trick for the simulator's prefills)."""
-    return _totals(context, new, chain_pairs(context, new), encoder)
 
 
 def _totals(context: Any, new: NDArray[np.int64], pairs: Any, encoder: float) -> PassSums:

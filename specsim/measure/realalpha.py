@@ -186,7 +186,8 @@ def summarize(alpha: FloatArray, *, rng: np.random.Generator, lags: int = 5,
     q = np.quantile(a, [0.05, 0.25, 0.5, 0.75, 0.95])
     row = {
         "alpha_mean": float(a.mean()), "alpha_sd": float(a.std(ddof=1)),
-        "ci_low": float(a.mean()) - half, "ci_high": float(a.mean()) + half,
+        # alpha is a probability: an interval reaching past 0 or 1 is cut there
+        "ci_low": max(0.0, float(a.mean()) - half), "ci_high": min(1.0, float(a.mean()) + half),
         "boot_low": float(lo), "boot_high": float(hi),
         "alpha_p05": float(q[0]), "alpha_p25": float(q[1]), "alpha_p50": float(q[2]),
         "alpha_p75": float(q[3]), "alpha_p95": float(q[4]),

@@ -37,7 +37,7 @@ import numpy as np
 from specsim import acceptance as acc
 from specsim import policies as pol
 from specsim.cards import read_toml
-from specsim.config import Kinds, build, coerce, field_types, has_path, replace_path
+from specsim.config import Kinds, build, coerce, field_types, replace_path
 from specsim.sim.costs import CardCost, PlainCost
 from specsim.sim.serving import ServingConfig
 from specsim.sim.source import CostSource, block_costs
@@ -235,9 +235,6 @@ def with_value(
         policy, derived = _policy(value, config, config.max_gamma, f"{where}: policy")
         config = dataclasses.replace(config, policy=policy)
     else:
-        why = has_path(config, path)
-        if why is not None:
-            raise ValueError(f"{where}: {path!r}: {why}")
         if path == "acceptance":
             value = _trace_table(value, Path(base), f"{where}: acceptance")
         config = replace_path(config, path, value, where=where, kinds=KINDS)

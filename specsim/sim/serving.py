@@ -68,6 +68,7 @@ from specsim.sim.source import (
     CostSource,
     IterationCost,
     check_positions_fit,
+    check_whole,
     iteration_cost,
 )
 from specsim.sim.workload import Workload
@@ -102,18 +103,12 @@ class ServingConfig:
     plain_twin: bool = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_batch, bool) or self.max_batch < 1:
-            raise ValueError(f"max_batch: expected an integer >= 1, got {self.max_batch!r}")
-        if isinstance(self.max_gamma, bool) or self.max_gamma < 0:
-            raise ValueError(f"max_gamma: expected an integer >= 0, got {self.max_gamma!r}")
-        if self.kv_capacity_tokens is not None and self.kv_capacity_tokens < 1:
-            raise ValueError(
-                f"kv_capacity_tokens: expected a positive integer, got {self.kv_capacity_tokens!r}"
-            )
-        budget: Callable[[], int] | None = getattr(self.cost, "kv_capacity_tokens", None)
-        if self.kv_capacity_tokens is not None and budget is not None:
-            most = budget()
-            if self.kv_capacity_tokens > most:
+        check_whole(self.max_batch, "max_batch", minimum=1)
+        check_whole(self.max_gamma, "max_gamma", minimum=0)
+        if self.kv_capacity_tokens is not None:
+            check_whole(self.kv_capacity_tokens, "kv_capacity_tokens", minimum=1)
+            most = self._memory_budget()
+            if most is not None and self.kv_capacity_tokens > most:
                 raise ValueError(
                     f"kv_capacity_tokens: {self.kv_capacity_tokens} tokens do not fit; the "
                     f"accelerator's memory holds {most} after the weights"
@@ -129,11 +124,15 @@ class ServingConfig:
         if fixed is not None and fixed > self.max_gamma:
             raise ValueError(f"policy: gamma {fixed} exceeds max_gamma {self.max_gamma}")
 
+    def _memory_budget(self) -> int | None:
+        """KV tokens the accelerator holds after the weights, where the cost source knows."""
+        capacity: Callable[[], int] | None = getattr(self.cost, "kv_capacity_tokens", None)
+        return None if capacity is None else int(capacity())
+
     def kv_capacity(self) -> int | None:
         if self.kv_capacity_tokens is not None:
             return int(self.kv_capacity_tokens)
-        capacity: Callable[[], int] | None = getattr(self.cost, "kv_capacity_tokens", None)
-        return None if capacity is None else int(capacity())
+        return self._memory_budget()
 
 
 class _PassTimes:

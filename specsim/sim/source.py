@@ -26,6 +26,7 @@ from specsim.cost.checks import check_positions
 
 __all__ = [
     "check_positions_fit",
+    "check_whole",
     "PassCost",
     "BlockCosts",
     "IterationCost",
@@ -177,3 +178,11 @@ def check_positions_fit(cost: CostSource, *, context: ArrayLike, new_tokens: Arr
     for model in (getattr(cost, "target", None), getattr(cost, "draft", None)):
         if isinstance(model, ModelCard):
             check_positions(model, context=context, new_tokens=new_tokens, name=name)
+
+
+def check_whole(value: object, name: str, *, minimum: int) -> int:
+    """``value`` when it is an integer (not a bool) of at least ``minimum``; else a ValueError
+    naming the field: a run's counts (tokens, batch, gamma, KV tokens) are whole numbers."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
+    return int(value)

@@ -45,7 +45,7 @@ from specsim.policies import (
     fixed_gamma,
 )
 from specsim.sim.records import Blocks, StreamResult, stream_record
-from specsim.sim.source import CostSource, block_costs, check_positions_fit
+from specsim.sim.source import CostSource, block_costs, check_positions_fit, check_whole
 
 __all__ = [
     "CHUNK_TOKENS",
@@ -74,12 +74,9 @@ class StreamConfig:
     max_gamma: int = MAX_GAMMA
 
     def __post_init__(self) -> None:
-        for name in ("tokens", "prompt", "max_gamma"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-                raise ValueError(f"{name}: expected a non-negative integer, got {value!r}")
-        if self.tokens < 1:
-            raise ValueError(f"tokens: expected at least 1 token to decode, got {self.tokens}")
+        check_whole(self.tokens, "tokens", minimum=1)
+        check_whole(self.prompt, "prompt", minimum=0)
+        check_whole(self.max_gamma, "max_gamma", minimum=0)
         if not hasattr(self.acceptance, "sample"):
             raise TypeError(f"acceptance: expected an acceptance process, got {self.acceptance!r}")
         if not hasattr(self.policy, "choose"):
