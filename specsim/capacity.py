@@ -186,7 +186,7 @@ def search_capacity(
         m = simulate_serving(sc, np.random.default_rng(seed)).metrics()
         ok = {}
         for mode, pre in (("speculative", ""), ("plain", "plain_")):
-            tpot, ttft = float(m[f"{pre}tpot_p99"]), float(m[f"{pre}ttft_p99"])
+            tpot, ttft = float(m[f"{pre}tpot_p99_s"]), float(m[f"{pre}ttft_p99_s"])
             ok[mode] = tpot <= slo.tpot_p99_s and ttft <= slo.ttft_p99_s
             rows.append(
                 {

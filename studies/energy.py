@@ -180,7 +180,7 @@ def _serving(
     m = simulate_serving(cfg, rng).metrics()
     return {
         "tokens_per_s": m["throughput_tokens_per_s"],
-        "tpot_s": m["tpot_p50"],
+        "tpot_s": m["tpot_p50_s"],
         "j_per_token": m["energy_j_per_token"],
         "mean_batch": m["mean_batch"],
         "plain_tokens_per_s": m["plain_throughput_tokens_per_s"],

@@ -43,7 +43,7 @@ def test_every_request_finishes_with_sane_latencies(card: CardCost) -> None:
     assert (req["finish_s"] >= req["first_token_s"]).all()
     m = r.metrics()
     assert m["tokens"] == int(req["output_tokens"].sum())
-    assert m["ttft_p50"] <= m["ttft_p90"] <= m["ttft_p99"]
+    assert m["ttft_p50_s"] <= m["ttft_p90_s"] <= m["ttft_p99_s"]
     assert 0 < m["utilization"] <= 1.0 + 1e-9
     assert m["energy_j_per_token"] > 0 and m["plain_energy_j_per_token"] > 0
     assert m["tpot_speedup"] > 1.0  # alpha 0.7, a tiny draft, light load
@@ -78,7 +78,7 @@ def test_kv_limit_makes_requests_wait_and_too_small_is_an_error() -> None:
         np.random.default_rng(0),
     )
     assert tight.events()["batch"].max() <= 2 < roomy.events()["batch"].max()
-    assert tight.metrics()["ttft_p99"] > roomy.metrics()["ttft_p99"]
+    assert tight.metrics()["ttft_p99_s"] > roomy.metrics()["ttft_p99_s"]
     with pytest.raises(ValueError, match="cannot hold request"):
         simulate_serving(config(cost, workload=work, kv_capacity_tokens=100),
                          np.random.default_rng(0))  # fmt: skip

@@ -41,7 +41,7 @@ DEFINITIONS = {
     "speedup": "speedup: this run's throughput (tokens/s) over the plain twin's (the same "
     "workload served without a draft)",
     "tpot_speedup": "tpot_speedup: the plain twin's median time per output token over this "
-    "run's (tpot_p50)",
+    "run's (tpot_p50_s)",
 }
 STREAM_SPEEDUP = (
     "speedup: plain decoding's time for the same tokens (one target step each, same costs) "

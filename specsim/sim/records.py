@@ -272,8 +272,8 @@ def stream_record(s: dict[str, Any], *, tokens_per_pass_se: float | None,
     }
 
 
-PLAIN_KEYS = ("throughput_tokens_per_s", "tpot_p50", "tpot_p99", "e2e_p50", "e2e_p99",
-              "ttft_p99", "energy_j_per_token")  # fmt: skip
+PLAIN_KEYS = ("throughput_tokens_per_s", "tpot_p50_s", "tpot_p99_s", "e2e_p50_s", "e2e_p99_s",
+              "ttft_p99_s", "energy_j_per_token")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -310,7 +310,7 @@ class ServingResult:
             out["speedup"] = out["tpot_speedup"] = None
         else:
             out["speedup"] = out["throughput_tokens_per_s"] / plain["throughput_tokens_per_s"]
-            out["tpot_speedup"] = plain["tpot_p50"] / out["tpot_p50"]
+            out["tpot_speedup"] = plain["tpot_p50_s"] / out["tpot_p50_s"]
         return out
 
     def chrome_trace(self) -> dict[str, Any]:
@@ -350,7 +350,7 @@ def _summary(req: pd.DataFrame, it: pd.DataFrame) -> dict[str, Any]:
     out: dict[str, Any] = {"requests": len(req), "tokens": tokens}
     for name, arr in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e)):
         for q in (50, 90, 99):
-            out[f"{name}_p{q}"] = _pct(arr, q)
+            out[f"{name}_p{q}_s"] = _pct(arr, q)
     out.update(
         throughput_tokens_per_s=tokens / span,
         utilization=busy / span,
