@@ -60,6 +60,7 @@ LAYERS: dict[str, int] = {
     "specsim.acceptance": 2,
     "specsim.policies": 2,
     "specsim.proposers": 2,
+    "specsim.signal_policy": 2,  # lookahead from a draft's own probability and entropy (issue 15)
     "specsim.sim": 3,
     "specsim.calibrate": 4,
     "specsim.validate": 4,
@@ -70,6 +71,11 @@ LAYERS: dict[str, int] = {
     "specsim.problems": 4,
     "specsim.demo": 4,
     "specsim.capacity": 4,
+    "specsim.acceptance_fit": 4,  # acceptance processes fitted to measured sequences (issue 15)
+    "specsim.replay": 4,  # replays measured (signal, accepted) sequences under a policy (issue 15)
+    "specsim.trees": 4,  # the tree optimizer: the best token tree per machine (issue 16)
+    "specsim.validate_queueing": 4,  # the serving simulator against queueing theory (issue 17)
+    "specsim.fidelity": 4,  # predicted against measured, every anchor (issue 14)
     "specsim.shift": 4,  # the shift study's library half: measured speedups, shift costs
     "specsim.studies": 5,
     "specsim.study_runner": 5,
