@@ -239,17 +239,21 @@ def stress_scenarios(
     z_t = float(logit_scale) * rng.standard_normal((n, v))
     z_d = float(draft_sharpness) * z_t + float(draft_noise) * rng.standard_normal((n, v))
     out: list[tuple[str, float, AcceptanceProcess]] = []
+    # Each temperature's pair is computed once (temperature 1 serves the language shift too).
+    pairs = {float(t): (softmax(z_t, float(t)), softmax(z_d, float(t)))
+             for t in (*temperatures, 1.0)}  # fmt: skip
     for t in temperatures:
-        p, q = softmax(z_t, float(t)), softmax(z_d, float(t))
+        p, q = pairs[float(t)]
         out.append(("temperature", float(t), DistributionAcceptance(target=p, draft=q)))
     a, f = float(alpha), float(shift_fraction)
     for b in shifted_alpha:
         acc = MarkovAcceptance(alphas=(a, float(b)), weights=(1.0 - f, f),
                                persistence=float(persistence))  # fmt: skip
         out.append(("domain shift", float(b), acc))
-    home = np.asarray(sampling.acceptance_rate(softmax(z_t, 1.0), softmax(z_d, 1.0)))
+    p1, q1 = pairs[1.0]
+    home = np.asarray(sampling.acceptance_rate(p1, q1))
     z_f = z_d + float(foreign_noise) * rng.standard_normal((n, v))
-    away = np.asarray(sampling.acceptance_rate(softmax(z_t, 1.0), softmax(z_f, 1.0)))
+    away = np.asarray(sampling.acceptance_rate(p1, softmax(z_f, 1.0)))
     stretch = int(stretch)
     for frac in foreign_fractions:
         # A trace of 64 stretches; a share ``frac`` of them (spread evenly) are foreign.

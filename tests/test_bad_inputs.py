@@ -243,6 +243,10 @@ CLI_CASES = [
     c("simulate-trace-exists", f"{SIM} --trace {{tmp}}/t.json", "--trace", {"t.json": "{}"}),
     c("simulate-prompt-over-max-position", "simulate {tmp}/c.toml", "max_position",
       {"c.toml": cfg(CARDS, "prompt = 128", "prompt = 8000")}),
+    # prompt + tokens fits llama-68m's 2048 positions, but the last block drafts 3 past it
+    c("simulate-last-block-over-max-position", "simulate {tmp}/c.toml", "max_position",
+      {"c.toml": cfg(cfg(CARDS, "prompt = 128", "prompt = 1800"), "tokens = 200",
+                     "tokens = 247")}),
     c("simulate-draft-other-vocabulary", "simulate {tmp}/c.toml", "vocab",
       {"c.toml": cfg(CARDS, 'draft = "llama-68m"', 'draft = "llama-3.1-8b"')}),
     c("simulate-draft-other-architecture", "simulate {tmp}/c.toml", "architecture",

@@ -1,6 +1,7 @@
 """The single-stream simulator against the closed forms, with tolerances from standard errors."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -241,3 +242,16 @@ def test_event_table_and_trace_start_at_exactly_zero(engine, cost) -> None:
     ev = r.events()
     assert ev["start_s"].min() == 0.0 and (ev["start_s"] >= 0).all()
     assert min(e["ts"] for e in r.chrome_trace()["traceEvents"] if "ts" in e) == 0.0
+
+
+def test_the_last_blocks_lookahead_is_checked_before_the_run() -> None:
+    """The last block starts at most at prompt + tokens - 1 and drafts gamma positions
+    (llama-68m: 2048): 1800 + 245 + 3 reaches 2048 exactly and runs; one token more is
+    refused up front, naming the field, instead of failing in the last pass."""
+    cost = CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"),
+                    hardware=load_hardware("a100-80gb"))  # fmt: skip
+    ok = StreamConfig(tokens=245, prompt=1800, acceptance=IIDAcceptance(alpha=0.9),
+                      policy=FixedGamma(gamma=4), cost=cost)  # fmt: skip
+    assert simulate_stream(ok, np.random.default_rng(0)).metrics()["tokens"] >= 245
+    with pytest.raises(ValueError, match=r"^prompt: 1800 \+ 249 new tokens exceeds llama-68m"):
+        replace(ok, tokens=246)

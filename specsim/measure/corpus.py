@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specsim.measured import CORPORA  # the one list of corpus names (re-exported)
+
 __all__ = [
     "CORPORA",
     "SPLITS",
@@ -63,7 +65,6 @@ __all__ = [
     "write_sample",
 ]
 
-CORPORA: tuple[str, ...] = ("en", "de", "es", "it", "code", "licences")
 SPLITS: tuple[str, ...] = ("train", "validation", "test")
 #: Cut-offs of the hash fraction: [0, 0.9) train, [0.9, 0.95) validation, [0.95, 1) test.
 FRACTIONS: tuple[float, float, float] = (0.90, 0.05, 0.05)

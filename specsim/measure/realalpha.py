@@ -36,6 +36,7 @@ import torch
 from numpy.typing import NDArray
 from scipy import stats
 
+from specsim.measured import CORPORA, DRAFTS
 from specsim.sampling import acceptance_rate
 
 __all__ = [
@@ -51,8 +52,7 @@ __all__ = [
 ]
 
 TEMPERATURES: tuple[float, ...] = (0.0, 0.3, 0.7, 1.0, 1.3)
-TEST_CORPORA: tuple[str, ...] = ("en", "de", "es", "it", "code", "licences")
-DRAFTS: tuple[str, ...] = ("draft-all", "draft-en", "draft-code", "draft-distil")
+TEST_CORPORA = CORPORA  # every corpus is measured on its test split
 FloatArray = NDArray[np.float64]
 
 

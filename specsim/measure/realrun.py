@@ -50,9 +50,10 @@ from specsim.measure.realalpha import (
 from specsim.measure.realspec import measure_specdec, write_specdec
 from specsim.measure.tinylm import load_tiny, load_tokenizer
 from specsim.measure.train import encode_corpora, eval_windows
+from specsim.measured import TEXTS
 from specsim.rng import keyed_rng
 
-__all__ = ["measure_alpha", "measure_real", "alpha_table"]
+__all__ = ["measure_alpha", "measure_real", "alpha_table", "with_time_left"]
 
 Log = Callable[[str], None]
 
@@ -77,7 +78,7 @@ def measure_alpha(
     windows: dict[str, np.ndarray],
     context: int,
     temperatures: Sequence[float] = TEMPERATURES,
-    texts: Sequence[str] = ("test", "generated"),
+    texts: Sequence[str] = TEXTS,
     seed: int = 0,
     keep: int = 8,
     log: Log | None = None,
@@ -177,7 +178,9 @@ def measure_real(
                                seed=seed) for c in corpora}
     summary, positions = measure_alpha(
         target=target, drafts={n: m for n, (m, _) in loaded.items()}, windows=windows,
-        context=context, temperatures=temperatures, seed=seed, keep=keep, log=log)
+        context=context, temperatures=temperatures, seed=seed, keep=keep,
+        log=with_time_left(log, prefix="alpha ",
+                           total=len(TEXTS) * len(corpora) * len(temperatures)))
     summary.insert(1, "target", "target")
     outdir = Path(out)
     atomic_write_text(outdir / "alpha-summary.csv", summary.to_csv(index=False))
@@ -201,9 +204,38 @@ def measure_real(
         frames = measure_specdec(
             target=target, drafts={n: m for n, (m, _) in loaded.items()},
             windows={c: windows[c][:specdec_prompts] for c in specdec_corpora},
-            context=context, new_tokens=specdec_tokens, seed=seed, log=log)
+            context=context, new_tokens=specdec_tokens, seed=seed,
+            log=with_time_left(log, prefix="specdec ",
+                               total=len(specdec_corpora) * len(temperatures)))
         write_specdec(frames, out=outdir, command=command, seed=seed, threads=threads)
     return summary
+
+
+def with_time_left(log: Log | None, *, prefix: str, total: int) -> Log | None:
+    """``log`` with ``[done/total, about N min left]`` added to each line that starts with
+    ``prefix`` (one such line per finished cell of a stage), the time left extrapolated from
+    the stage's mean time per cell so far; other lines pass unchanged. None stays None.
+
+    >>> lines = []
+    >>> say = with_time_left(lines.append, prefix="alpha ", total=4)
+    >>> say("alpha en test T=0: ..."); say("loading")
+    >>> lines[0].split(" [")[1].startswith("1/4, about "), lines[1]
+    (True, 'loading')
+    """
+    if log is None:
+        return None
+    t0, done = time.perf_counter(), 0
+
+    def say(line: str) -> None:
+        nonlocal done
+        if not line.startswith(prefix):
+            log(line)
+            return
+        done += 1
+        left = (time.perf_counter() - t0) / done * max(total - done, 0)
+        log(f"{line} [{done}/{total}, about {left / 60:.1f} min left in this stage]")
+
+    return say
 
 
 def alpha_table(summary: pd.DataFrame, *, text: str = "test") -> str:

@@ -170,14 +170,17 @@ def iteration_cost(
 
 
 def check_positions_fit(cost: CostSource, *, context: ArrayLike, new_tokens: ArrayLike,
-                        name: str) -> None:  # fmt: skip
+                        name: str, draft_new_tokens: ArrayLike | None = None) -> None:  # fmt: skip
     """A ValueError naming ``name`` when a run on a card-priced source would take its target
-    or its draft past the card's ``max_position`` (sources without model cards have no
-    positions to check). The last block's overshoot (at most its gamma) is not counted here:
-    should it reach past, the cost model refuses that pass by name."""
-    for model in (getattr(cost, "target", None), getattr(cost, "draft", None)):
+    past the card's ``max_position`` (``context + new_tokens``) or its draft past its own
+    (``context + draft_new_tokens``, by default the same); sources without model cards have
+    no positions to check. Callers count every position a pass can reach, the last block's
+    lookahead included, so that a run is refused before it starts, never midway."""
+    draft_new = new_tokens if draft_new_tokens is None else draft_new_tokens
+    for model, new in ((getattr(cost, "target", None), new_tokens),
+                       (getattr(cost, "draft", None), draft_new)):  # fmt: skip
         if isinstance(model, ModelCard):
-            check_positions(model, context=context, new_tokens=new_tokens, name=name)
+            check_positions(model, context=context, new_tokens=new, name=name)
 
 
 def check_whole(value: object, name: str, *, minimum: int) -> int:

@@ -81,7 +81,16 @@ class StreamConfig:
             raise TypeError(f"acceptance: expected an acceptance process, got {self.acceptance!r}")
         if not hasattr(self.policy, "choose"):
             raise TypeError(f"policy: expected a lookahead policy, got {self.policy!r}")
-        check_positions_fit(self.cost, context=self.prompt, new_tokens=self.tokens, name="prompt")
+        # The last block starts at most at prompt + tokens - 1 and verifies gamma + 1
+        # positions (the draft reaches gamma of them): count them now, so that a run is
+        # refused before it starts rather than when its last block reaches past the card.
+        # A policy's own max_gamma, where it declares one, bounds its choices.
+        fixed = fixed_gamma(self.policy)
+        own = getattr(self.policy, "max_gamma", None)
+        bound = fixed if fixed is not None else own if isinstance(own, int) else self.max_gamma
+        reach = min(bound, self.max_gamma)
+        check_positions_fit(self.cost, context=self.prompt, new_tokens=self.tokens + reach,
+                            draft_new_tokens=self.tokens + max(reach - 1, 0), name="prompt")
 
 
 def run_lengths(
