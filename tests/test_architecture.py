@@ -80,6 +80,7 @@ LAYERS: dict[str, int] = {
     "specsim.studies": 5,
     "specsim.study_runner": 5,
     "specsim.plots": 5,
+    "specsim.plots_fidelity": 5,  # the fidelity page's figure (issue 14)
     "specsim.report": 5,
     "specsim.cli": 6,
     "specsim.docgen": 6,
@@ -100,7 +101,7 @@ OPTIONAL = (
 )
 PLOTTING = ("matplotlib", "seaborn")
 # The row of ARCHITECTURE.md that draws: plots, the study runner, the report.
-PLOTTING_LAYER = ("specsim.plots", "specsim.studies", "specsim.study_runner", "specsim.report")
+PLOTTING_LAYER = ("specsim.plots", "specsim.plots_fidelity", "specsim.studies", "specsim.study_runner", "specsim.report")
 MEASURE = "specsim.measure"
 START_UP = "start-up:"
 
