@@ -71,6 +71,7 @@ LAYERS: dict[str, int] = {
     "specsim.problems": 4,
     "specsim.demo": 4,
     "specsim.capacity": 4,
+    "specsim.capacity_search": 4,  # bisection to a stated precision (issue 17)
     "specsim.acceptance_fit": 4,  # acceptance processes fitted to measured sequences (issue 15)
     "specsim.replay": 4,  # replays measured (signal, accepted) sequences under a policy (issue 15)
     "specsim.trees": 4,  # the tree optimizer: the best token tree per machine (issue 16)
@@ -101,7 +102,8 @@ OPTIONAL = (
 )
 PLOTTING = ("matplotlib", "seaborn")
 # The row of ARCHITECTURE.md that draws: plots, the study runner, the report.
-PLOTTING_LAYER = ("specsim.plots", "specsim.plots_fidelity", "specsim.studies", "specsim.study_runner", "specsim.report")
+PLOTTING_LAYER = ("specsim.plots", "specsim.plots_fidelity", "specsim.studies",
+                  "specsim.study_runner", "specsim.report")  # fmt: skip
 MEASURE = "specsim.measure"
 START_UP = "start-up:"
 
