@@ -63,6 +63,7 @@ LAYERS: dict[str, int] = {
     "specsim.signal_policy": 2,  # lookahead from a draft's own probability and entropy (issue 15)
     "specsim.sim": 3,
     "specsim.calibrate": 4,
+    "specsim.calibrate_profile": 4,  # runtime profiles fitted to timed plain passes (issue 14)
     "specsim.validate": 4,
     "specsim.sweep": 4,
     "specsim.sweep_exec": 4,
