@@ -129,11 +129,17 @@ def trust_problems(fit: Fit, holdout: pd.DataFrame | None = None) -> list[str]:
 
 
 def summarize_passes(passes: pd.DataFrame) -> pd.DataFrame:
-    """One row per measured configuration: the median time over its repeats."""
+    """One row per measured configuration: the median time over its repeats.
+
+    A trace of several weight formats (a ``weights`` column) contributes its unquantized
+    passes only (``quant`` ``none``, or weights named as the dtype): a card's four numbers
+    describe the dtype's own kernels; :mod:`specsim.calibrate_profile` fits the formats."""
     need = {"model", "dtype", "batch", "context", "new_tokens", "time_s"}
     missing = sorted(need - set(passes.columns))
     if missing:
         raise ValueError(f"passes: missing column(s) {missing}")
+    if "quant" in passes.columns:
+        passes = passes[passes["quant"].astype(str) == "none"]
     if len(passes) == 0:
         raise ValueError("passes: the trace has no rows")
     keys = ["model", "dtype", "batch", "context", "new_tokens"]

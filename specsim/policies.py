@@ -15,7 +15,12 @@ user's own policy gets them too):
   told (then ``choose`` is not asked at all); absent or ``None`` otherwise;
 - ``batch_wide``: ``True`` when, in serving, the policy chooses one lookahead
   for the whole batch from ``batch`` and ``pass_time`` alone (it reads neither
-  a sequence's draw nor its history), so it is asked once per iteration.
+  a sequence's draw nor its history), so it is asked once per iteration;
+- ``settled(low, high)``: for a batch-wide policy, the lookahead it would choose for
+  every context sum between ``low`` and ``high`` at the current batch (pass times never
+  fall as contexts grow, on sources that declare ``monotone_times``), or None when no
+  one lookahead is proven; serving then skips asking in that range
+  (:class:`specsim.sim.source.BatchWide`). Only a method of that meaning may carry the name.
 
 Read them through :func:`fixed_gamma` and :func:`batch_wide`, which check them.
 """
@@ -193,7 +198,10 @@ class LoadAdaptive:
     ``argmax_gamma batch * E(alpha, gamma) / pass_time(gamma)`` over
     ``0..max_gamma``, where ``pass_time`` is the coming iteration's time at the
     current batch from the cost model: as passes turn compute-bound, the best
-    lookahead shrinks towards 0.
+    lookahead shrinks towards 0. ``E`` is formed once; a ``pass_time`` with a
+    ``table`` (the times for gammas 0..n, as the serving simulator passes it) is
+    read at once instead of gamma by gamma (the same floats: a speed trick, the
+    simulator asks every iteration).
     """
 
     alpha: float
@@ -205,16 +213,35 @@ class LoadAdaptive:
             raise ValueError(f"alpha: expected a probability in [0, 1], got {self.alpha!r}")
         _check_gamma(self.max_gamma, "max_gamma")
 
+    @cached_property
+    def _expected(self) -> np.ndarray:
+        """``E(alpha, gamma)`` for gamma = 0..max_gamma."""
+        return np.asarray(expected_tokens(self.alpha, np.arange(self.max_gamma + 1)))
+
     def choose(self, ctx: PolicyContext) -> int:
         if ctx.pass_time is None:
             raise ValueError(
                 "LoadAdaptive needs the iteration time: run it in a serving simulation"
             )
-        gammas = np.arange(self.max_gamma + 1)
-        rate = np.asarray(expected_tokens(self.alpha, gammas)) / np.array(
-            [ctx.pass_time(int(g)) for g in gammas]
-        )
-        return int(np.argmax(rate))
+        size = self.max_gamma + 1
+        table = getattr(ctx.pass_time, "table", None)
+        if isinstance(table, np.ndarray) and table.dtype == np.float64 and table.shape[0] >= size:
+            times = table[:size]
+        else:
+            times = np.array([ctx.pass_time(g) for g in range(size)])
+        return int(np.argmax(self._expected / times))
+
+    def settled(self, low: np.ndarray, high: np.ndarray) -> int | None:
+        """The gamma :meth:`choose` returns for every pass-time table ``t`` (gammas 0..n, ``n
+        >= max_gamma``) with ``low <= t <= high`` element by element, or None when these
+        bounds do not settle it. Settled when one gamma's smallest ratio ``E / high`` beats
+        every other's largest, ``E / low``: rounding is monotone, so each ratio at ``t``
+        lies between its two, and that gamma is the unique argmax there."""
+        size = self.max_gamma + 1
+        least, most = self._expected / high[:size], self._expected / low[:size]
+        g = int(np.argmax(least))
+        rest = np.delete(most, g)
+        return g if rest.shape[0] == 0 or least[g] > rest.max() else None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -32,9 +32,13 @@ import pandas as pd
 
 from specsim import __version__
 from specsim.demo import SamplingDemo, two_token_demo
+from specsim.fidelity import fidelity_summary, fidelity_table
 from specsim.plots import alt_text, plot_validation_z
+from specsim.plots_fidelity import plot_fidelity
 from specsim.study_runner import StudyOutput, run_study, save_study, study_rng
 from specsim.validate import Z_CHECK, check_summary, validation_tables
+from specsim.validate_queueing import queueing_checks
+from specsim.validate_trees import tree_checks
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -107,9 +111,14 @@ def format_demo(d: SamplingDemo) -> str:
 def validate_tables(rng: np.random.Generator, *, fast: bool) -> tuple[dict[str, pd.DataFrame], str]:
     """The tables of :mod:`specsim.validate` (the quick grid when ``fast``), and a note."""
     checks, dropped = validation_tables(rng, quick=fast)
+    queueing = queueing_checks(rng, quick=fast)
+    trees = tree_checks(rng, quick=fast)
     return (
-        {"closed forms against the simulator": checks, "assumptions dropped": dropped},
-        "Tables of specsim.validate.check_grid and assumptions_dropped"
+        {"closed forms against the simulator": checks, "assumptions dropped": dropped,
+         "serving against queueing theory": queueing,
+         "tree simulator against the tree closed forms": trees},
+        "Tables of specsim.validate.check_grid, assumptions_dropped, "
+        "specsim.validate_queueing.queueing_checks and specsim.validate_trees.tree_checks"
         + (" (the quick grid of `specsim validate --quick`)." if fast else "."),
     )
 
@@ -242,11 +251,15 @@ def render_html(
     seed: int,
     fast: bool,
     seconds: float,
+    fidelity: pd.DataFrame | None = None,
 ) -> str:
-    """The report page (self-contained HTML) from results in memory."""
+    """The report page (self-contained HTML) from results in memory; ``fidelity``: the
+    table of :func:`specsim.fidelity.fidelity_table`, shown summarized with its figure."""
     esc = html.escape
     nav = "".join(f'<li><a href="#{esc(s.name)}">{esc(s.name)}</a></li>' for s in studies)
-    nav += '<li><a href="#validate">validate</a></li><li><a href="#demo">sampling demo</a></li>'
+    nav += '<li><a href="#validate">validate</a></li>'
+    nav += '<li><a href="#fidelity">fidelity</a></li>' if fidelity is not None else ""
+    nav += '<li><a href="#demo">sampling demo</a></li>'
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
         "<!DOCTYPE html>",
@@ -288,10 +301,27 @@ def render_html(
         fig = validate_figure(table)
         parts.append(_figure_html(fig, _render_png(fig), f"z of each of the {len(table)} checks"))
     parts.append("</section>")
+    if fidelity is not None:
+        parts.append(_fidelity_html(fidelity))
     parts.append('<section id="demo"><h2>sampling demo</h2>')
     parts.append(f"<pre>{esc(format_demo(demo))}</pre></section>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _fidelity_html(table: pd.DataFrame) -> str:
+    misses = int((table["verdict"] == "miss").sum())
+    fig = plot_fidelity(table)
+    return "".join([
+        '<section id="fidelity"><h2>fidelity</h2>',
+        f"<p>Every committed measurement and published anchor, predicted against measured "
+        f"out of sample ({len(table)} rows, {misses} outside their measured interval; every "
+        "row is in <a href='fidelity.csv'>fidelity.csv</a>, and docs/fidelity.md says why "
+        "the misses miss). Per family and quantity, against the goals of issue 14:</p>",
+        _table_html(fidelity_summary(table)),
+        _figure_html(fig, _render_png(fig), "predicted against measured, every anchor"),
+        "</section>",
+    ])
 
 
 def build_report(
@@ -325,6 +355,8 @@ def build_report(
     tables, note = validate_tables(study_rng(seed, "validate"), fast=fast)
     for title, table in tables.items():
         table.to_csv(out / f"validate-{_slug(title)}.csv", index=False)
+    fidelity = fidelity_table(study_rng(seed, "fidelity"))
+    fidelity.to_csv(out / "fidelity.csv", index=False)
     tick(len(studies) + 2, "write")
     seconds = time.perf_counter() - start
     page = render_html(
@@ -335,6 +367,7 @@ def build_report(
         seed=seed,
         fast=fast,
         seconds=seconds,
+        fidelity=fidelity,
     )
     index = out / "index.html"
     index.write_text(page, encoding="utf-8")

@@ -62,7 +62,7 @@ import numpy as np
 
 from specsim.sim import StreamConfig, simulate_serving, simulate_stream
 from specsim.sim.config import RunSpec, with_value
-from specsim.sim.workload import PoissonWorkload, TraceWorkload
+from specsim.sim.workload import PoissonWorkload, PresetWorkload, SyntheticWorkload, TraceWorkload
 from specsim.sweep_exec import (
     DEFAULT_CONNECT_TIMEOUT_S,
     check_connect_timeout,
@@ -169,7 +169,7 @@ def _probe(run: RunSpec) -> RunSpec:
         config = dataclasses.replace(config, tokens=min(config.tokens, 64))
     else:
         w: Any = config.workload
-        if isinstance(w, PoissonWorkload):
+        if isinstance(w, PoissonWorkload | SyntheticWorkload | PresetWorkload):
             w = dataclasses.replace(w, requests=min(w.requests, 2))
         elif isinstance(w, TraceWorkload):
             w = dataclasses.replace(

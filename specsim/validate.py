@@ -13,6 +13,9 @@ alarm over the default 900 checks under 1%.
 :func:`assumptions_dropped` then drops the forms' assumptions one at a time
 and reports how far the formulas are off.
 
+:mod:`specsim.validate_queueing` checks the serving simulator against queueing
+theory (``specsim validate``'s third table).
+
 :func:`predict_runs` checks the whole model against real hardware: each measured
 speculative run (``specsim measure``) is predicted from a calibrated card, by
 replaying its accepted counts through the cost model and by simulating it end to

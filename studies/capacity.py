@@ -6,34 +6,44 @@ time to first token (TTFT), the study runs the capacity search of
 :mod:`specsim.capacity` on each accelerator card: the tensor parallelism of one
 replica (the smallest power of two whose memory holds the weights and the KV
 cache of ``max_batch`` requests of the longest kind, with ``tensor_parallel =
-0``, or the configured one), the largest Poisson request rate one replica
-sustains at the SLO with and without speculation (a geometric grid of rates,
-then bisection), the replicas and accelerators needed for ``rate_per_s``
-(checked by simulating one replica at its share) and the rate one accelerator
-sustains.
+0``, or the configured one); the largest Poisson request rate one replica
+sustains at the SLO with and without speculation, by bisection to
+``precision`` (relative), each p99 judged by its order-statistic 95%
+interval, widened for the correlation between requests, from at least
+``requests`` requests (doubled while undecided, up to ``max_requests``); the
+replicas and accelerators needed for ``rate_per_s`` (checked by simulating them
+behind the router, round-robin), with the interval the search leaves; and the
+crossover, the largest rate at which the speculative p99 TPOT is shown below
+plain decoding's.
 
 Speculation: ``policy = "adaptive"`` is :class:`specsim.policies.LoadAdaptive`
 (the gamma that maximizes expected tokens per second at the current batch,
 shrinking as passes turn compute-bound); ``"fixed"`` is ``FixedGamma(gamma)``.
 The fast form uses ``fast_policy`` (fixed by default: the adaptive policy
-costs about ten times more simulation time).
+costs about 1.5 times a fixed gamma in a capacity search, ``docs/capacity.md``) and
+``fast_max_requests``.
 Assumptions: alpha is assumed, i.i.d.; the draft shares the target's devices;
-every request's KV cache is reserved on admission (no preemption).
+every request's KV cache is reserved on admission (no preemption); a run
+starts empty; the limit is monotone in the rate.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from specsim.capacity import MODES, SLO, search_capacity
+from specsim.acceptance import IIDAcceptance
+from specsim.capacity import MODES, SLO, Search, kv_capacity, search_capacity, smallest_tp
 from specsim.cards import load_hardware, load_model
-from specsim.plots import describe, figure, legend_outside, plot_lines
+from specsim.cost import verification_positions
+from specsim.plots import LINESTYLES, describe, figure, legend_outside, plot_lines, style_map
 from specsim.policies import FixedGamma, LoadAdaptive, LookaheadPolicy
+from specsim.sim import CardCost, PoissonWorkload, ServingConfig
 
 from ._common import check_positive, check_positive_int, check_probability, md_table
 
@@ -47,58 +57,81 @@ class Config:
     target: str = "llama-3.1-70b"
     draft: str = "llama-3.2-1b"
     hardware: tuple[str, ...] = ("h100-sxm", "h200")
-    tensor_parallel: int = 0
+    tensor_parallel: int = 0  # 0: the smallest size whose memory holds max_batch requests
     alpha: float = 0.7  # assumed acceptance of the draft
     policy: Literal["adaptive", "fixed"] = "adaptive"
     fast_policy: Literal["adaptive", "fixed"] = (
-        "fixed"  # LoadAdaptive costs ~10x more simulation time
+        "fixed"  # LoadAdaptive costs ~1.5x a fixed gamma in a capacity search (docs/capacity.md)
     )
     gamma: int = 4
     max_gamma: int = 6
     max_batch: int = 64
-    rate_per_s: float = 20.0
+    rate_per_s: float = 20.0  # the service's total request rate [requests/s]
     prompt_tokens: tuple[int, int] = (256, 2048)
     output_tokens: tuple[int, int] = (64, 512)
     slo_tpot_p99_s: float = 0.05
     slo_ttft_p99_s: float = 2.0
-    rate_min: float = 0.5
-    rate_max: float = 32.0
-    rates: int = 7
-    fast_rates: int = 4
-    bisect: int = 4
-    fast_bisect: int = 2
-    requests: int = 300
-    fast_requests: int = 60
+    rate_min: float = field(
+        default=0.5,
+        metadata={"doc": "lowest request rate per replica searched", "unit": "requests/s"},
+    )
+    rate_max: float = field(
+        default=32.0,
+        metadata={"doc": "highest request rate per replica searched", "unit": "requests/s"},
+    )
+    precision: float = field(
+        default=0.02,
+        metadata={
+            "doc": "relative precision of the largest rate a replica sustains (bisection)",
+            "unit": "fraction",
+        },
+    )
+    requests: int = 800  # at least 368 bound a p99 at 95%
+    max_requests: int = field(
+        default=3200,
+        metadata={
+            "doc": "most requests per serving run while its verdict is undecided (doubling)",
+            "unit": "count",
+        },
+    )
+    fast_max_requests: int = 1600
+    crossover: bool = field(
+        default=True,
+        metadata={"doc": "also find the largest rate at which speculation lowers the p99 TPOT"},
+    )
+    crossover_precision: float = field(
+        default=0.05,
+        metadata={
+            "doc": "relative precision of the crossover rate (bisection)",
+            "unit": "fraction",
+        },
+    )
 
     def __post_init__(self) -> None:
         check_probability(self.alpha, "alpha")
-        for key in (
-            "gamma",
-            "max_gamma",
-            "max_batch",
-            "rates",
-            "fast_rates",
-            "requests",
-            "fast_requests",
-        ):
+        for key in ("gamma", "max_gamma", "max_batch", "requests", "max_requests",
+                    "fast_max_requests"):  # fmt: skip
             check_positive_int(getattr(self, key), key)
-        for key in ("bisect", "fast_bisect", "tensor_parallel"):
-            check_positive_int(getattr(self, key), key, minimum=0)
+        check_positive_int(self.tensor_parallel, "tensor_parallel", minimum=0)
         for key in ("prompt_tokens", "output_tokens"):
             low, high = getattr(self, key)
             if not 1 <= low <= high:
                 raise ValueError(
                     f"{key} must be 'low,high' with 1 <= low <= high, got {(low, high)}"
                 )
-        for key in ("rate_per_s", "slo_tpot_p99_s", "slo_ttft_p99_s", "rate_min", "rate_max"):
+        for key in ("rate_per_s", "slo_tpot_p99_s", "slo_ttft_p99_s", "rate_min", "rate_max",
+                    "precision", "crossover_precision"):  # fmt: skip
             check_positive(getattr(self, key), key)
         if self.rate_max <= self.rate_min:
             raise ValueError("rate_max must exceed rate_min")
+        for key in ("max_requests", "fast_max_requests"):
+            if getattr(self, key) < self.requests:
+                raise ValueError(f"{key} must be at least requests ({self.requests})")
 
 
 def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.DataFrame:
-    """Rows of kind "probe" (one serving run per rate and mode), "answer" and "check"
-    (:func:`specsim.capacity.search_capacity` on each accelerator card)."""
+    """Rows of kind "probe" (one per serving run and mode), "answer" (per card and mode)
+    and "crossover" (per card): :func:`specsim.capacity.search_capacity` on each card."""
     cfg = config
     target, draft = load_model(cfg.target), load_model(cfg.draft)
     policy_name = cfg.fast_policy if fast else cfg.policy
@@ -108,116 +141,198 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
         else FixedGamma(gamma=cfg.gamma)
     )
     slo = SLO(tpot_p99_s=cfg.slo_tpot_p99_s, ttft_p99_s=cfg.slo_ttft_p99_s)
-    rates = np.geomspace(cfg.rate_min, cfg.rate_max, cfg.fast_rates if fast else cfg.rates)
+    search = Search(rate_min=cfg.rate_min, rate_max=cfg.rate_max, precision=cfg.precision,
+                    crossover_precision=cfg.crossover_precision, requests=cfg.requests,
+                    max_requests=cfg.fast_max_requests if fast else cfg.max_requests)  # fmt: skip
+    need = cfg.max_batch * (cfg.prompt_tokens[1] + cfg.output_tokens[1]
+                            + verification_positions(cfg.max_gamma))  # fmt: skip
     rows: list[dict[str, Any]] = []
     for hw_name in cfg.hardware:
-        rows += search_capacity(
-            target=target,
-            draft=draft,
-            hardware=load_hardware(hw_name),
-            policy=policy,
-            alpha=cfg.alpha,
-            max_gamma=cfg.max_gamma,
-            max_batch=cfg.max_batch,
-            prompt_tokens=cfg.prompt_tokens,
-            output_tokens=cfg.output_tokens,
-            slo=slo,
-            rates=rates.tolist(),
-            bisect=cfg.fast_bisect if fast else cfg.bisect,
-            requests=cfg.fast_requests if fast else cfg.requests,
-            rate_per_s=cfg.rate_per_s,
-            seed=int(rng.integers(2**63 - 1)),  # common random numbers across rates
-            tensor_parallel=cfg.tensor_parallel,
+        hardware = load_hardware(hw_name)
+
+        def replica(tp: int, hardware: Any = hardware) -> ServingConfig:
+            return ServingConfig(
+                workload=PoissonWorkload(rate_per_s=1.0, requests=cfg.requests,
+                                         prompt_tokens=cfg.prompt_tokens,
+                                         output_tokens=cfg.output_tokens),
+                cost=CardCost(target=target, draft=draft, hardware=hardware, tensor_parallel=tp),
+                acceptance=IIDAcceptance(alpha=cfg.alpha), policy=policy,
+                max_batch=cfg.max_batch, max_gamma=cfg.max_gamma,
+            )  # fmt: skip
+
+        tp = cfg.tensor_parallel or smallest_tp(
+            lambda tp: kv_capacity(replica(tp)) >= need,
             where="study 'capacity'",
+            what=f"{target.slug} + {draft.slug} with the KV cache of {cfg.max_batch} "
+            f"requests of up to {need // cfg.max_batch} tokens",
+            hardware=hardware.slug,
         )
+        serving = replica(tp)
+        rows += search_capacity(
+            serving, slo=slo, search=search, rate_per_s=cfg.rate_per_s,
+            seed=int(rng.integers(2**63 - 1)),  # common random numbers across rates
+            base={"hardware": hardware.slug, "tensor_parallel": tp, "target": target.slug,
+                  "draft": draft.slug, "kv_capacity_tokens": kv_capacity(serving)},
+            crossover=cfg.crossover,
+        )  # fmt: skip
     df = pd.DataFrame(rows)
     df["slo_tpot_p99_s"], df["slo_ttft_p99_s"] = slo.tpot_p99_s, slo.ttft_p99_s
-    df["alpha"], df["policy"] = cfg.alpha, policy_name
+    df["alpha"], df["policy"], df["precision"] = cfg.alpha, policy_name, cfg.precision
     return df
 
 
+def _card(hw: str, tp: int) -> str:
+    return f"{hw} (replica of {tp})"
+
+
 def figures(df: pd.DataFrame) -> dict[str, Figure]:
-    """p99 TPOT and TTFT against the load per accelerator, speculative and plain, SLO lines.
+    """p99 TPOT and TTFT (with their intervals) against the load per accelerator,
+    speculative and plain, SLO lines and each card's crossover; then the accelerators
+    needed for the service's rate, with their intervals.
 
     The load is the replica's request rate over its tensor-parallel degree, so that
     cards with replicas of different sizes compare per accelerator.
     """
-    pr = df[df["kind"] == "probe"].copy()
-    tp = pr.groupby("hardware", sort=False)["tensor_parallel"].first().astype(int)
+    tp = df.groupby("hardware", sort=False)["tensor_parallel"].first().astype(int)
+    pr = df[(df["kind"] == "probe") & (df["search"] == "capacity")].copy()
+    # The run that decided each rate: the one with the most requests.
+    pr = pr.sort_values("requests").groupby(["hardware", "mode", "rate_per_s"], sort=False).tail(1)
     pr["rate_per_device"] = pr["rate_per_s"] / pr["tensor_parallel"]
-    pr["card"] = [f"{h} (replica of {tp[h]})" for h in pr["hardware"]]
-    fig, axes = figure(2, width=5.6)
+    pr["card"] = [_card(h, tp[h]) for h in pr["hardware"]]
+    styles = style_map(_card(h, n) for h, n in tp.items())
+    fig, axes = figure(3, width=5.0)
     for ax, (metric, slo, label) in zip(
         axes,
         (
             ("tpot_p99_s", "slo_tpot_p99_s", "p99 time per output token, TPOT (s)"),
             ("ttft_p99_s", "slo_ttft_p99_s", "p99 time to first token, TTFT (s)"),
         ),
-        strict=True,
+        strict=False,
     ):
         plot_lines(ax, pr, x="rate_per_device", y=metric, hue="card", style="mode")
+        # An interval without an end (too few requests to bound it) runs to the panel's edge.
+        values = pr[[metric, f"{metric[:-2]}_low_s", f"{metric[:-2]}_high_s"]].to_numpy()
+        finite = values[np.isfinite(values) & (values > 0)]
+        bottom, top = 0.5 * float(finite.min()), 2.0 * float(finite.max())
+        for card, g in pr.groupby("card", sort=False):
+            low = g[f"{metric[:-2]}_low_s"].clip(lower=bottom)
+            high = g[f"{metric[:-2]}_high_s"].clip(upper=top)
+            ax.errorbar(g["rate_per_device"], g[metric], fmt="none", ecolor=styles[card].color,
+                        yerr=[g[metric] - low, high - g[metric]], elinewidth=0.8, capsize=2,
+                        label="_interval")  # fmt: skip
+        ax.set_ylim(bottom, top)
         ax.axhline(float(df[slo].iloc[0]), color="0.2", linestyle=(0, (1, 2)), linewidth=1.2,
                    label="SLO")  # fmt: skip
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("load per accelerator (requests/s)")
         ax.set_ylabel(label)
-    ans = df[df["kind"] == "answer"].dropna(subset=["accelerators"])
-    title = "Latency of one replica against load per accelerator, with and without speculation"
-    if not ans.empty:
-        per_hw = [
-            f"{tp[hw]} x {hw} per replica: "
-            + ", ".join(f"{int(r.accelerators)} {r.mode}" for r in g.itertuples())
-            for hw, g in ans.groupby("hardware", sort=False)
-        ]
-        title += (
-            f"\naccelerators for {ans['rate_per_s'].iloc[0]:g} requests/s: " + "; ".join(per_hw)
-        )
-    legend_outside(fig, where="right")
+    cross = df[df["kind"] == "crossover"]
+    for i, r in enumerate(cross.itertuples(index=False)):
+        card = _card(str(r.hardware), int(r.tensor_parallel))
+        if r.crossover_rate > 0 and r.status != "above rate_max":
+            axes[0].axvline(r.crossover_rate / r.tensor_parallel, color=styles[card].color,
+                            linestyle=LINESTYLES[(2 + i) % len(LINESTYLES)], linewidth=1.2,
+                            marker=styles[card].marker, markevery=[1],
+                            label=f"{card}: speculation stops paying")  # fmt: skip
+    ans = df[(df["kind"] == "answer")]
+    ans = ans[ans["max_rate_per_replica"] > 0] if "accelerators" in ans else ans.iloc[:0]
+    ax = axes[2]
+    for i, (hw, g) in enumerate(ans.groupby("hardware", sort=False)):
+        card = _card(str(hw), tp[hw])
+        for j, r in enumerate(g.itertuples(index=False)):
+            st = styles[card]
+            ax.errorbar([i + (j - 0.5) * 0.3], [r.accelerators], capsize=4, color=st.color,
+                        marker=st.marker, markersize=7, linestyle="none",
+                        markerfacecolor=st.color if j == 0 else "none",
+                        yerr=[[r.accelerators - r.accelerators_low], [0]],
+                        label=f"{card}, {r.mode}")  # fmt: skip
+            ax.annotate(f"{int(r.accelerators)}", (i + (j - 0.5) * 0.3, r.accelerators),
+                        textcoords="offset points", xytext=(6, 4), fontsize=8)  # fmt: skip
+    ax.set_xticks(range(len(tp)), [_card(h, n) for h, n in tp.items()], fontsize=8)
+    ax.set_xlim(-0.7, len(tp) - 0.3)
+    ax.margins(y=0.12)
+    ax.set_xlabel("accelerator card (tensor-parallel degree per replica)")
+    ax.set_ylabel("accelerators needed (count)")
+    rate = float(df.loc[df["kind"] == "answer", "rate_per_s"].iloc[0])
+    ax.set_title(f"for {rate:g} requests/s (filled: speculative, hollow: plain)", fontsize=9)
+    legend_outside(fig, where="below", ncols=3)
+    pair = f"{df['target'].iloc[0]} with {df['draft'].iloc[0]} drafting"
     cards = ", ".join(f"{h} with {n} per replica" for h, n in tp.items())
     return {
         "capacity": describe(
             fig,
-            title=title,
-            alt=f"Two line charts, log-log: p99 time per output token and p99 time to first "
-            f"token of one serving replica against the request rate per accelerator, for "
-            f"{cards}, speculative (solid) and plain (dashed) decoding; a dotted line marks "
-            f"each SLO. A replica meets the SLO where both of its lines lie below the SLO line.",
+            title=f"Capacity of {pair}, with and without speculation: p99 latency against "
+            f"load per accelerator, and the accelerators needed at the SLO "
+            f"(to {float(df['precision'].iloc[0]):.0%} in rate)",
+            alt=f"Three charts. Left and middle, log-log: p99 time per output token and p99 "
+            f"time to first token of one serving replica against the request rate per "
+            f"accelerator, for {cards}, speculative (solid) and plain (dashed) decoding, with "
+            f"95% order-statistic intervals; a dotted line marks each SLO and a vertical "
+            f"line each card's crossover rate, above which speculation is no longer shown to "
+            f"lower the p99 TPOT. Right: the accelerators needed for {rate:g} requests/s per "
+            f"card, speculative (filled) and plain (hollow), an error bar down to the fewest "
+            f"the search could not rule out.",
         )
     }
 
 
+def _interval(r: Any) -> str:
+    low, high = int(r["accelerators_low"]), int(r["accelerators"])
+    return f"{high}" if low == high else f"{high} (at least {low})"
+
+
+def _crossover(c: Any) -> str:
+    """Where speculation stops lowering the p99 TPOT, in words."""
+    status, low = str(c["status"]), float(c["crossover_rate"])
+    if status == "above rate_max":
+        return f"speculation lowers the p99 TPOT at every rate searched (to {low:g} requests/s)"
+    if low <= 0:
+        return f"speculation is not shown to lower the p99 TPOT ({status})"
+    text = f"speculation lowers the p99 TPOT up to {low:.2f} requests/s per replica"
+    if status == "decided":
+        return text + f" and not from {c['first_failing_rate']:.2f}"
+    return text + " (above it, not distinguishable from plain decoding" + (
+        "" if math.isinf(c["first_failing_rate"]) else
+        f" until {c['first_failing_rate']:.2f}, where it loses") + ")"  # fmt: skip
+
+
 def summary(df: pd.DataFrame) -> str:
-    """The accelerators needed and the rate one accelerator sustains, per card and mode."""
+    """The accelerators needed and the rate one accelerator sustains, per card and mode,
+    and where speculation stops paying."""
     ans = df[df["kind"] == "answer"]
     r0 = df.iloc[0]
     lines = [
         f"### Capacity at the SLO (p99 TPOT <= {r0['slo_tpot_p99_s'] * 1e3:g} ms, p99 TTFT "
-        f"<= {r0['slo_ttft_p99_s']:g} s; alpha = {r0['alpha']:g}, policy {r0['policy']})",
+        f"<= {r0['slo_ttft_p99_s']:g} s; alpha = {r0['alpha']:g}, policy {r0['policy']}, "
+        f"rates to {r0['precision']:.0%})",
         "",
     ]
-    cols = [
-        "hardware",
-        "tensor_parallel",
-        "mode",
-        "max_rate_per_replica",
-        "rate_per_accelerator",
-        "replicas",
-        "accelerators",
-        "check_meets_slo",
-    ]
+    cols = ["hardware", "tensor_parallel", "mode", "max_rate_per_replica", "rate_high",
+            "first_failing_rate", "status", "rate_per_accelerator", "replicas",
+            "replicas_status", "accelerators", "accelerators_low"]  # fmt: skip
     lines += [md_table(ans[[c for c in cols if c in ans.columns]]), ""]
     rate = float(ans["rate_per_s"].iloc[0])
+    cross = df[df["kind"] == "crossover"].set_index("hardware")
     for hw, g in ans.groupby("hardware", sort=False):
         a = g.set_index("mode")
-        if a["max_rate_per_replica"].min() <= 0:
-            lines.append(f"- {hw}: one replica misses the SLO even at the lowest rate probed.")
-            continue
-        s, p = a.loc["speculative"], a.loc["plain"]
-        lines.append(
-            f"- {hw} ({int(s['tensor_parallel'])} per replica): {int(s['accelerators'])} "
-            f"accelerators with speculative decoding against {int(p['accelerators'])} without for "
-            f"{rate:g} requests/s; one accelerator sustains {s['rate_per_accelerator']:.2f} "
-            f"requests/s with it and {p['rate_per_accelerator']:.2f} without."
+        tp = int(a["tensor_parallel"].iloc[0])
+        parts = []
+        for mode, name in (("speculative", "with speculative decoding"), ("plain", "without")):
+            r = a.loc[mode]
+            if r["max_rate_per_replica"] <= 0:
+                parts.append(f"none shown to meet the SLO {name} ({r['status']})")
+            else:
+                limit = (f"rate limit to {r['precision']:.0%}" if r["status"] == "decided"
+                         else f"undecided from {r['rate_high'] / tp:.2f} to "
+                         f"{r['first_failing_rate'] / tp:.2f}" if
+                         r["status"] == "undecided" else str(r["status"]))  # fmt: skip
+                parts.append(f"{_interval(r)} {name} ({r['rate_per_accelerator']:.2f} "
+                             f"requests/s per accelerator, {limit})")  # fmt: skip
+        text = f"- {hw} ({tp} per replica), accelerators for {rate:g} requests/s: " + (
+            "; ".join(parts)
         )
+        if hw in cross.index:
+            text += "; " + _crossover(cross.loc[hw])
+        lines.append(text + ".")
     return "\n".join(lines) + "\n"

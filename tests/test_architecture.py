@@ -76,6 +76,7 @@ LAYERS: dict[str, int] = {
     "specsim.acceptance_fit": 4,  # acceptance processes fitted to measured sequences (issue 15)
     "specsim.replay": 4,  # replays measured (signal, accepted) sequences under a policy (issue 15)
     "specsim.trees": 4,  # the tree optimizer: the best token tree per machine (issue 16)
+    "specsim.validate_trees": 4,  # the tree simulator against the tree closed forms (issue 16)
     "specsim.validate_queueing": 4,  # the serving simulator against queueing theory (issue 17)
     "specsim.fidelity": 4,  # predicted against measured, every anchor (issue 14)
     "specsim.shift": 4,  # the shift study's library half: measured speedups, shift costs

@@ -492,6 +492,11 @@ def _lazy(path: str, *args: Any, **kw: Any) -> Callable[[Path], object]:
     return call
 
 
+def _with_line(card: str, line: str) -> str:
+    """``card`` with ``line`` added before its ``[peak_flops]`` table (a top-level key)."""
+    return card.replace("[peak_flops]", f"{line}\n[peak_flops]")
+
+
 def _card_cost(target: str, draft: str, hardware: str = "a100-80gb") -> Callable[[Path], object]:
     def call(_: Path) -> object:
         from specsim.cards import load_hardware, load_model
@@ -678,16 +683,16 @@ API_CASES = [
         (ValueError, TypeError), "mem_bandwidth"),
     Api("hw-mem-capacity-0", _hw_text(edit(A100, "mem_capacity", "0")), ValueError,
         "mem_capacity"),
-    Api("hw-compute-efficiency-above-1", _hw_text(A100.replace("[peak_flops]", "compute_efficiency = 1.5\n[peak_flops]")),
+    Api("hw-compute-efficiency-above-1", _hw_text(_with_line(A100, "compute_efficiency = 1.5")),
         ValueError, "compute_efficiency"),
-    Api("hw-memory-efficiency-0", _hw_text(A100.replace("[peak_flops]", "memory_efficiency = 0\n[peak_flops]")),
+    Api("hw-memory-efficiency-0", _hw_text(_with_line(A100, "memory_efficiency = 0")),
         ValueError, "memory_efficiency"),
     Api("hw-idle-above-max", _hw_text(edit(A100, "idle_power_w", "500")), ValueError,
         "idle_power_w"),
     Api("hw-kind-unknown", _hw_text(edit(A100, "kind", '"fpga"')), ValueError, "kind"),
     Api("hw-slug-missing", _hw_text(edit(A100, "slug", None)), (ValueError, TypeError),
         "slug"),
-    Api("hw-pass-overhead-negative", _hw_text(A100.replace("[peak_flops]", "pass_overhead_s = -1\n[peak_flops]")),
+    Api("hw-pass-overhead-negative", _hw_text(_with_line(A100, "pass_overhead_s = -1")),
         ValueError, "pass_overhead_s"),
     Api("hw-latency-nan", _hw_text(edit(A100, "interconnect_latency_s", "nan")),
         ValueError, "interconnect_latency_s"),

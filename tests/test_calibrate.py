@@ -197,3 +197,11 @@ def test_trust_problems_of_a_good_fit_are_none() -> None:
     base = load_hardware("a100-80gb")
     fit = fit_card(cfg, base)
     assert trust_problems(fit, holdout_errors(cfg, base, by="batch")) == []
+
+
+def test_a_card_fit_reads_only_the_unquantized_passes_of_a_trace() -> None:
+    passes, _ = synthetic(noise=0.0)
+    fp = passes.assign(weights="bf16", quant="none")
+    q = passes.assign(weights="int8", quant="dynamic", time_s=passes["time_s"] / 3)
+    both = summarize_passes(pd.concat([fp, q], ignore_index=True))
+    assert both.equals(summarize_passes(fp))

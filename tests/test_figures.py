@@ -57,7 +57,9 @@ TINY: dict[str, dict[str, object]] = {
         "positions": 64,
         "vocab": 256,
     },
-    "capacity": {"fast_requests": 30, "fast_rates": 2, "fast_bisect": 0, "rate_max": 8.0},
+    "proposers": {"hardware": ("a100-80gb",), "batches": (1, 8, 64), "fast_budget": 8},
+    "capacity": {"requests": 400, "fast_max_requests": 400, "precision": 0.3,
+                 "crossover_precision": 0.3, "rate_max": 8.0},
 }
 # Quantities with a unit: their axis label must name it in brackets or parentheses.
 UNITFUL = re.compile(
@@ -162,7 +164,8 @@ def test_every_study_figure_is_readable(study_figures: dict[str, Figure]) -> Non
         "energy/energy_h100-sxm", "energy/energy_h200", "energy/energy_speedup",
         "shift/shift_temperature", "shift/shift_domain_shift", "shift/shift_language_shift",
         "shift/shift_measured_alpha", "shift/shift_measured_speedup",
-        "capacity/capacity",
+        "capacity/capacity", "proposers/proposers_throughput", "proposers/proposers_energy",
+        "proposers/proposers_discarded", "proposers/proposers_tree_size",
     }  # fmt: skip
     assert expected <= set(study_figures)
     problems = [p for name, fig in study_figures.items() for p in figure_problems(fig, name)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,6 +19,7 @@ torch = pytest.importorskip("torch", reason=_MEASURE)
 pytest.importorskip("transformers", reason=_MEASURE)
 pytest.importorskip("tokenizers", reason=_MEASURE)
 
+from specsim.calibrate_profile import paired_runs  # noqa: E402
 from specsim.cards import load_model  # noqa: E402
 from specsim.measure import (  # noqa: E402
     PRESETS,
@@ -31,11 +33,15 @@ from specsim.measure import (  # noqa: E402
     get_preset,
     hf_config,
     hf_generate,
+    int4_supported,
+    interleaved_until,
     measure_ceilings,
     next_token_probs,
+    quantize_weights,
     resolve_device,
     run_preset,
     sample_rows,
+    shrink,
     speculative_decode,
     time_calls,
     time_passes,
@@ -390,6 +396,8 @@ def test_gpu_preset_path_on_cpu(tmp_path: Path) -> None:
         pairs=(("gpt-like-6m", "llama-68m"),), temperatures=(1.0,), gammas=(2,),
         decode_batches=(1, 2), prompt_len=4, decode_tokens=4, assisted_temperatures=(1.0,),
         matmul_sizes=(32,), copy_bytes=(4096,), ceiling_repeats=1,
+        # The formats and interleaved runs: test_h200_preset_shrunk_runs_every_path_on_cpu.
+        weight_formats=(), interleave=False, allreduce_bytes=(),
     )
     lines: list[str] = []
     run_preset(small, device="cpu", out=tmp_path, log=lines.append)
@@ -587,3 +595,86 @@ def test_cli_measure_refuses_flags_its_preset_ignores(
     err = capsys.readouterr().err
     assert err.startswith(f"specsim measure: error: {named}: ") and "Traceback" not in err
     assert err.count("\n") == 1 and not out.exists()  # one line, nothing run or written
+
+
+# Weight formats, interleaved runs, shrunk presets (issue 14) -------------------------------
+
+def test_quantized_weights_compute_nearly_the_same_logits(rng: np.random.Generator) -> None:
+    assert int4_supported() == ""  # torch 2.13's CPU build packs and multiplies int4
+    for arch in ("llama", "gpt2"):
+        model = build_model(ARCHS[arch], rng=rng)
+        x = torch.from_numpy(rng.integers(0, 61, (2, 5)))
+        ref = model(x).logits
+        for fmt, how, tol in (("int8", "dynamic", 0.05), ("int4", "weight-only", 0.35)):
+            q, method = quantize_weights(model, fmt, group_size=32)
+            assert method == how and q is not model
+            err = float((q(x).logits - ref).abs().max() / ref.abs().max())
+            assert err < tol, (arch, fmt, err)
+        assert quantize_weights(model, "fp32") == (model, "none")
+    with pytest.raises(ValueError, match="unknown format 'int3'"):
+        quantize_weights(model, "int3")
+    with pytest.raises(ValueError, match="group_size"):
+        quantize_weights(model, "int4", group_size=48)
+    bf16 = build_model(tiny(), rng=rng, dtype="bfloat16")
+    assert quantize_weights(bf16, "int8")[1] == "weight-only"  # dynamic int8 is float32 only
+
+
+def test_interleaved_runs_stop_by_the_interval_or_the_block_cap(rng: np.random.Generator) -> None:
+    target, draft = build_model(tiny(), rng=rng), build_model(tiny(layers=1), rng=rng)
+
+    def prompt(segment: int) -> np.ndarray:
+        return np.random.default_rng(segment).integers(0, 61, (1, 4))
+
+    kw: dict[str, Any] = dict(prompt=prompt, new_tokens=6, gamma=2, temperature=1.0)
+    run, why, (s, lo, hi) = interleaved_until(target, draft, rng=rng, halfwidth=0.99,
+                                              min_blocks=3, max_blocks=100, **kw)
+    assert why == "interval" and lo <= s <= hi and (hi - lo) / 2 <= 0.99 * s
+    run, why, _ = interleaved_until(target, draft, rng=rng, halfwidth=1e-9, min_blocks=3,
+                                    max_blocks=5, **kw)
+    assert why == "blocks" and run.blocks.block.tolist() == list(range(len(run.blocks)))
+    # Each block is followed by as many plain steps as it emitted, numbered on.
+    assert len(run.steps) == run.blocks.emitted.sum()
+    assert run.steps.step.tolist() == list(range(len(run.steps)))
+
+
+def test_cpu_rows_preset_shrunk_times_formats_and_interleaved_runs(tmp_path: Path) -> None:
+    preset = dataclasses.replace(shrink(PRESETS["cpu-rows"]), batches=(1,))
+    run_preset(preset, device="cpu", out=tmp_path, sections=("passes", "specdec"))
+    got = read_traces(tmp_path)
+    passes = got["passes"].data
+    assert set(passes.weights) == {"fp32", "int8", "int4"}
+    assert dict(zip(passes.weights, passes.quant, strict=True)) == {
+        "fp32": "none", "int8": "dynamic", "int4": "weight-only"}
+    assert set(passes.loc[passes.weights == "int4", "group_size"].astype(int)) == {128}
+    runs = paired_runs(got["specdec"].data, got["autoregressive"].data)
+    assert runs.paired.all() and (runs.twin_steps == runs.tokens).all()
+    assert (runs.speedup_low <= runs.speedup).all() and (runs.speedup <= runs.speedup_high).all()
+    assert sum(run_preset(preset, device="cpu", out=tmp_path,
+                          sections=("passes", "specdec")).values()) == 0  # fmt: skip
+
+
+def test_h200_preset_shrunk_runs_every_path_on_cpu(tmp_path: Path) -> None:
+    """The GPU preset's bfloat16 weight formats (weight-only int8 and int4) and interleaved
+    runs, end to end on the CPU; collectives are skipped without two GPUs."""
+    preset = shrink(PRESETS["h200"])
+    assert preset.dtype == "bfloat16" and preset.interleave and preset.allreduce_bytes
+    run_preset(dataclasses.replace(preset, batches=(1,)), device="cpu", out=tmp_path,
+               sections=("ceilings", "passes", "specdec"))  # fmt: skip
+    got = read_traces(tmp_path)
+    assert set(got["passes"].data.weights) == {"bf16", "int8", "int4"}
+    assert set(got["passes"].data.quant) == {"none", "weight-only"}
+    assert len(got["specdec"].data) and len(got["autoregressive"].data)
+    assert set(got["ceilings"].data.op) == {"matmul", "gemv", "copy"}
+
+
+def test_cli_measure_shrink_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from specsim.cli import main
+
+    out = tmp_path / "m"
+    assert main(["measure", "--device", "cpu", "--preset", "cpu-rows", "--shrink", "--out",
+                 str(out), "--only", "ceilings", "--quiet"]) == 0  # fmt: skip
+    meta = read_trace(out / "ceilings.csv").meta
+    assert meta["preset"] == "cpu-rows-shrunk" and "--shrink" in meta["command"]
+    assert main(["measure", "--device", "cpu", "--preset", "real", "--shrink", "--out",
+                 str(out)]) == 2  # fmt: skip
+    assert "--shrink" in capsys.readouterr().err

@@ -82,6 +82,10 @@ def _round(x: float, d: int) -> float:
 
 def independent(key: str, q: Mapping[str, Any]) -> list[float]:
     """Each problem's answers, worked again from its parameters without the templates."""
+    if key in ("tree_by_hand", "two_drafts", "tree_pays"):
+        import test_problems_trees  # the tree problems' routes live beside their tests
+
+        return test_problems_trees.independent(key, dict(q))
     if key in ("overlap", "correction", "exact_block"):
         p, d = np.array(q["p"]), np.array(q["q"])
         a = float(np.minimum(p, d).sum())

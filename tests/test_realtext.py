@@ -378,3 +378,24 @@ def test_sampled_speculative_first_token_follows_the_target(built: dict) -> None
         obs = np.append(obs, observed[small].sum())
         exp = np.append(exp, expected[small].sum())
     assert stats.chisquare(obs, exp).pvalue > 1e-3
+
+
+def test_the_whole_pipeline_on_the_sample(built: dict) -> None:
+    """Corpora, tokenizer and models from the committed sample (the fixture: train a few
+    steps), then measure alpha and fit the three acceptance processes to what was measured."""
+    from specsim.acceptance_fit import fit_cell, fit_table, sequences_by_cell
+
+    target, _ = load_tiny(built["models"] / "target.safetensors", tokenizer=built["tok"])
+    draft, _ = load_tiny(built["models"] / "draft.safetensors", tokenizer=built["tok"])
+    windows = {"en": eval_windows(built["data"], corpus="en", split="test", count=4, length=24)}
+    _, positions = measure_alpha(target=target, drafts={"draft": draft}, windows=windows,
+                                 context=8, temperatures=(1.0,), seed=2, keep=4)
+    cells = sequences_by_cell(positions, text="test")
+    assert list(cells) == [("draft", 1.0, "en")] and len(cells["draft", 1.0, "en"]) == 4
+    fits = {key: fit_cell(seqs, fit_gamma=2) for key, seqs in cells.items()}
+    table = fit_table(fits)
+    assert list(table["process"]) == ["iid", "positional", "markov"]
+    assert np.isfinite(table["loglik"]).all() and (table["loglik"] <= 0).all()
+    # The i.i.d. alpha is a probability fitted on the 4 x 16 measured flags.
+    flags = np.concatenate(cells["draft", 1.0, "en"])
+    assert 0.0 <= fits["draft", 1.0, "en"].iid.params[0] <= 1.0 and flags.size == 4 * 16

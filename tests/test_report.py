@@ -70,7 +70,7 @@ def test_report_runs_every_study_and_writes_its_files(
 def test_report_page_is_self_contained(report: tuple[Report, list[tuple[int, int, str]]]) -> None:
     rep, _ = report
     page = rep.html.read_text(encoding="utf-8")
-    n_figures = sum(len(s.figures) for s in rep.studies) + 1  # + the validation z plot
+    n_figures = sum(len(s.figures) for s in rep.studies) + 2  # + the z plot and fidelity
     images = re.findall(r'<img alt="[^"]+" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert len(images) == n_figures
     assert all(len(b) > 1000 for b in images)
@@ -91,6 +91,8 @@ def test_report_page_is_self_contained(report: tuple[Report, list[tuple[int, int
         assert len(pd.read_csv(rep.out_dir / f"validate-{slug}.csv")) == len(table)
     checks = next(iter(rep.validate.values()))
     assert f"({int(checks['ok'].sum())} of {len(checks)} checks pass)" in page
+    fidelity = pd.read_csv(rep.out_dir / "fidelity.csv")
+    assert '<section id="fidelity">' in page and f"({len(fidelity)} rows, " in page
 
 
 @pytest.mark.slow
@@ -129,7 +131,7 @@ def test_every_figure_loads_in_a_real_browser(
     report: tuple[Report, list[tuple[int, int, str]]], tmp_path: Path
 ) -> None:
     rep, _ = report
-    n_figures = sum(len(s.figures) for s in rep.studies) + 1  # + the validation z plot
+    n_figures = sum(len(s.figures) for s in rep.studies) + 2  # + the z plot and fidelity
     probe = (
         "<script>window.addEventListener('load', () => {"
         "const imgs = Array.from(document.images);"
@@ -189,8 +191,13 @@ def test_validate_tables_are_the_quick_grid_of_specsim_validate() -> None:
 
     tables, note = validate_tables(np.random.default_rng(0), fast=True)
     checks, dropped = validation_tables(np.random.default_rng(0), quick=True)
-    assert list(tables) == ["closed forms against the simulator", "assumptions dropped"]
+    assert list(tables) == ["closed forms against the simulator", "assumptions dropped",
+                            "serving against queueing theory",
+                            "tree simulator against the tree closed forms"]  # fmt: skip
     pd.testing.assert_frame_equal(tables["closed forms against the simulator"], checks)
+    queueing = tables["serving against queueing theory"]
+    assert queueing["pass"].all() and len(queueing) >= 4
+    assert tables["tree simulator against the tree closed forms"]["pass"].all()
     pd.testing.assert_frame_equal(tables["assumptions dropped"], dropped)
     assert set(checks["alpha"]) == set(QUICK_ALPHAS) and set(checks["gamma"]) == set(QUICK_GAMMAS)
     assert "--quick" in note

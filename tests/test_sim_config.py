@@ -152,3 +152,44 @@ def test_the_seed_is_an_integer_at_least_zero_and_named(
     spec = config_from_dict(BASE)
     with pytest.raises(ValueError, match="--seed: seed: expected an integer >= 0"):
         with_value(spec, "seed", -3, where="--seed")
+
+
+def _engine_examples() -> list[str]:
+    """The commented TOML examples of docs/simulate-config.md's engine section."""
+    text = (CONFIGS.parent.parent / "docs" / "simulate-config.md").read_text()
+    section = text.split("## Serving as engines do it")[1].split("\n## ")[0]
+    return re.findall(r"```toml\n(.*?)```", section, flags=re.S)
+
+
+def test_the_engine_examples_in_the_docs_load_and_run() -> None:
+    import tomllib
+
+    examples = _engine_examples()
+    assert len(examples) == 3
+    keys = ("kv_block_tokens", "token_budget", "replicas")
+    for text, key in zip(examples, keys, strict=True):
+        spec = config_from_dict(tomllib.loads(text), where="docs")
+        assert getattr(spec.config, key) == tomllib.loads(text)[key]
+        small = with_value(spec, "workload.requests", 24, where="test")
+        r = simulate_serving(small.config, np.random.default_rng(0))  # type: ignore[arg-type]
+        assert r.requests_spec["finish_s"].notna().all()
+
+
+@pytest.mark.parametrize(
+    ("patch", "message"),
+    [
+        ({"router": "random"}, r"config.router: expected one of \['round-robin'"),
+        ({"replicas": 0}, r"replicas: a router needs at least one replica"),
+        ({"kv_block_tokens": 0}, r"kv_block_tokens: expected an integer >= 1, got 0"),
+        ({"token_budget": 4}, r"token_budget: 4 tokens are fewer than one sequence's"),
+        ({"preemption": "swap"}, r"preemption: 'swap' .* no host_link_bandwidth"),
+    ],
+)
+def test_bad_engine_keys_name_the_field(patch, message) -> None:
+    serving = {"mode": "serving", "max_gamma": 8, "max_batch": 8,
+               "workload": {"kind": "poisson", "rate_per_s": 4.0, "requests": 10,
+                            "prompt_tokens": 64, "output_tokens": 16},
+               **{k: v for k, v in BASE.items() if k != "tokens"}}  # fmt: skip
+    config_from_dict(serving)  # the base is good
+    with pytest.raises(ValueError, match=message):
+        config_from_dict({**serving, **patch})

@@ -1,8 +1,10 @@
 import dataclasses
+from functools import partial
 
 import numpy as np
 import pandas as pd
 import pytest
+from serving_cases import card_cost, serving_config
 
 from specsim.acceptance import IIDAcceptance
 from specsim.cards import load_hardware, load_model
@@ -20,19 +22,10 @@ from specsim.sim import (
 
 @pytest.fixture(scope="module")
 def card() -> CardCost:
-    return CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"),
-                    hardware=load_hardware("a100-80gb"))  # fmt: skip
+    return card_cost()
 
 
-def config(cost, **kw):
-    base = dict(
-        workload=PoissonWorkload(rate_per_s=8.0, requests=60, prompt_tokens=(64, 256),
-                                 output_tokens=(16, 64)),
-        cost=cost, acceptance=IIDAcceptance(alpha=0.7), policy=FixedGamma(gamma=3),
-        max_batch=16, max_gamma=8,
-    )  # fmt: skip
-    base.update(kw)
-    return ServingConfig(**base)
+config = partial(serving_config, rate_per_s=8.0)
 
 
 def test_every_request_finishes_with_sane_latencies(card: CardCost) -> None:

@@ -52,11 +52,13 @@ SMALL = {
         "foreign_fractions": (0.0, 0.5),
         "max_gamma": 6,
     },
+    "proposers": {"hardware": ("a100-80gb",), "batches": (1, 8, 64), "fast_budget": 8},
     "capacity": {
         "hardware": ("h200",),
-        "fast_requests": 40,
-        "fast_rates": 3,
-        "fast_bisect": 1,
+        "requests": 400,
+        "fast_max_requests": 400,
+        "precision": 0.3,
+        "crossover_precision": 0.3,
         "rate_min": 0.5,
         "rate_max": 8.0,
     },
@@ -286,6 +288,23 @@ def test_table2_summary_errors_match_the_data(small: dict[str, object]) -> None:
         assert math.isclose(loss, float(fit["fit_loss"].iloc[0]), rel_tol=1e-9)
 
 
+def test_table2_why_not_numbers_come_from_the_bounds() -> None:
+    from specsim.fidelity.leviathan import one_parameter_fits, table2_bounds
+
+    text = load_study("table2").why_not()
+    b = table2_bounds()
+    over = b[b["lowest_over_highest_E"] > 1.0]
+    assert f"{len(over)} rows exceed E" in text and len(over) == 3
+    # E is Eq. 1 (Theorem 3.8 at c = 0) and the implied c gives the measurement back through
+    # Theorem 3.8's E / (1 + gamma c) (some are negative: no c >= 0 reaches those rows).
+    assert np.allclose(b["E"], walltime_speedup(b["alpha"], b["gamma"], 0.0))
+    assert np.allclose(b["E"] / (1.0 + b["gamma"] * b["implied_c"]), b["measured"])
+    fits = one_parameter_fits()
+    best = fits["held-out median"].min()
+    assert f"The best held-out median is {best:.1%}" in text
+    assert best >= fits["theorem 3.8 held-out median"].min() - 1e-4
+
+
 def test_bill_mission_example(small: dict[str, object]) -> None:
     df, text = small["bill"].data, small["bill"].summary  # type: ignore[attr-defined]
     m = df[df["mission"] & (df["c_hat"] == 0.0) & (df["method"] == "closed form")]
@@ -366,39 +385,50 @@ def test_capacity_answer_is_consistent(small: dict[str, object]) -> None:
     df, text = small["capacity"].data, small["capacity"].summary  # type: ignore[attr-defined]
     ans = df[df["kind"] == "answer"]
     assert set(ans["mode"]) == {"speculative", "plain"}
-    probes = df[df["kind"] == "probe"]
+    probes = df[(df["kind"] == "probe") & (df["search"] == "capacity")]
     for r in ans.itertuples(index=False):
+        mode = probes[probes["mode"] == r.mode]
         if r.max_rate_per_replica > 0:
-            assert r.replicas == math.ceil(r.rate_per_s / r.max_rate_per_replica)
+            # The answer is a probed rate that met the SLO, the first failure one that failed.
+            held = mode[mode["rate_per_s"] == r.max_rate_per_replica]
+            assert (held["outcome"] == "holds").any()
+            if math.isfinite(r.first_failing_rate):
+                failed = mode[mode["rate_per_s"] == r.first_failing_rate]
+                assert (failed["outcome"] == "fails").any()
+            if r.status == "decided":
+                assert r.rate_high == r.first_failing_rate
+                assert r.rate_high / r.max_rate_per_replica <= 1 + r.precision
+            # Replicas: never more than the bracket's low end needs, and checked.
+            assert 1 <= r.replicas <= math.ceil(r.rate_per_s / r.max_rate_per_replica)
             assert r.accelerators == r.replicas * r.tensor_parallel
-            assert bool(r.check_meets_slo)
-            ok = probes[
-                (probes["mode"] == r.mode) & (probes["rate_per_s"] <= r.max_rate_per_replica)
-            ]
-            assert ok["meets_slo"].all()
-    for _, g in ans.groupby("hardware"):
+            assert r.accelerators_low <= r.accelerators
+    for hw, g in ans.groupby("hardware"):
         a = g.set_index("mode")
         if a["max_rate_per_replica"].min() > 0:
-            s, p = a.loc["speculative"], a.loc["plain"]
-            assert (
-                f"{int(s['accelerators'])} accelerators with speculative decoding against "
-                f"{int(p['accelerators'])} without"
-            ) in text
+            s = a.loc["speculative"]
+            assert f"{hw} ({int(s['tensor_parallel'])} per replica)" in text
+            assert f"{int(s['accelerators'])}" in text and "with speculative decoding" in text
+    cross = df[df["kind"] == "crossover"]
+    assert len(cross) == df["hardware"].nunique()
+    assert "speculation" in text and "p99 TPOT" in text
 
 
-def test_capacity_reports_every_serving_run(small: dict[str, object]) -> None:
+def test_capacity_is_deterministic_and_reports_every_serving_run(
+    small: dict[str, object],
+) -> None:
     calls: list[tuple[int, int, str]] = []
     out = run_study(
         "capacity", overrides=SMALL["capacity"], seed=11, fast=True,
         progress=lambda done, total, label: calls.append((done, total, label)),
     )  # fmt: skip
     pd.testing.assert_frame_equal(out.data, small["capacity"].data)  # type: ignore[attr-defined]
-    runs = int((out.data["kind"] != "answer").sum()) // 2  # one serving run: two modes' rows
-    assert [c[0] for c in calls] == list(range(1, runs + 1))
+    runs = out.data.loc[out.data["kind"] == "probe", "run"].nunique()
+    done = [c[0] for c in calls]
+    assert done[:runs] == list(range(1, runs + 1)) and done[-1] == runs
     totals = [c[1] for c in calls]
     assert totals[-1] == runs and totals == sorted(totals, reverse=True)  # bound, then exact
-    assert all(done <= total for done, total, _ in calls)
-    assert calls[0][2].startswith("h200 probe ")
+    assert all(d <= total for d, total, _ in calls)
+    assert calls[0][2].startswith("h200 capacity speculative ")
 
 
 def test_cli_study_capacity_shows_a_bar_with_the_time_left_on_a_terminal(
@@ -500,7 +530,8 @@ def test_cli_study_list_keys_gives_meaning_and_unit(capsys: pytest.CaptureFixtur
     lines = {ln.split(" = ")[0]: ln for ln in capsys.readouterr().out.splitlines()}
     assert "# request arrival rate (Poisson) [1/s]" in lines["rate_per_s"]
     assert lines["slo_ttft_p99_s"].endswith("time to first token [s]")
-    assert "in the fast form (--fast) [count]" in lines["fast_requests"]
+    assert "in the fast form (--fast) [count]" in lines["fast_max_requests"]
+    assert "[requests/s]" in lines["rate_min"] and "[fraction]" in lines["precision"]
     assert main(["study", "capacity", "--list-keys", "--json"]) == 0
     rows = {r["key"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["alpha"]["unit"] == "probability" and rows["alpha"]["default"] == 0.7

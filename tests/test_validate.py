@@ -208,3 +208,61 @@ def test_validate_json_and_csv(
     assert len(pd.read_csv(csv)) == 24
     assert main(["validate", "--quick", "--csv", str(csv)]) == 2  # no overwrite without --force
     assert "--csv" in capsys.readouterr().err
+
+
+# The queueing table (specsim.validate_queueing) in `specsim validate` ---------------------
+def _queueing_table(*, failing: bool = False) -> pd.DataFrame:
+    from specsim.validate_queueing import QUEUEING_COLUMNS
+
+    rows = [
+        ["M/D/1", "rho s / (2 (1 - rho))", 0.5, 1, 20000, 0.51, 0.01, 0.5, 0.5, 1.0, True, "x"],
+        ["M/G/1", "pk", 0.6, 1, 8000, 1.2 if failing else 0.95, 0.01, 0.95, 0.95,
+         25.0 if failing else 0.0, not failing, "y"],
+        ["JSQ, M/M/k bounds", "b", 0.7, 2, 3000, np.nan, np.nan, np.nan, np.nan, np.nan, None,
+         "skipped: no replicas"],
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=QUEUEING_COLUMNS)
+
+
+@pytest.fixture(autouse=True)
+def _small_queueing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI tests of this module run a stand-in queueing table (the real one is
+    tests/test_validate_queueing.py's), so that they stay fast."""
+    import specsim.cli.validate as cli_validate
+
+    monkeypatch.setattr(cli_validate, "queueing_checks",
+                        lambda rng, quick: _queueing_table())  # fmt: skip
+
+
+def test_validate_prints_the_queueing_line_and_the_table_when_verbose(
+    small_validate: pd.DataFrame, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from specsim.cli import main
+
+    assert main(["validate", "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "queueing theory" in out and "2 of 2 queueing checks pass (|z| <= 4.5), 1 skipped" in out
+    assert "M/D/1" not in out
+    assert main(["validate", "--quick", "--verbose"]) == 0
+    out = capsys.readouterr().out
+    assert "M/D/1" in out and "skipped: no replicas" in out and "ok" in out
+
+
+def test_a_failing_queueing_check_fails_validate(
+    small_validate: pd.DataFrame, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    import json
+
+    import specsim.cli.validate as cli_validate
+    from specsim.cli import main
+
+    monkeypatch.setattr(cli_validate, "queueing_checks",
+                        lambda rng, quick: _queueing_table(failing=True))  # fmt: skip
+    assert main(["validate", "--quick"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "1 of 2 queueing checks pass" in out  # the table shows the failure
+    assert main(["validate", "--quick", "--json"]) == 1
+    record = json.loads(capsys.readouterr().out)
+    assert record["queueing_failed"] == 1 and len(record["queueing"]) == 3
+    assert record["queueing"][2]["pass"] is None

@@ -22,7 +22,9 @@ naming both files, as is a file named for another card.
 
 The package: :mod:`~specsim.cards.model` (:class:`ModelCard`),
 :mod:`~specsim.cards.hardware` (:class:`HardwareCard`), :mod:`~specsim.cards.files`
-(finding, reading and writing card files: the only TOML reader of specsim) and
+(finding, reading and writing card files: the only TOML reader of specsim),
+:mod:`~specsim.cards.runtime` (:class:`RuntimeProfile`, a software stack's numbers, under
+``runtime/``) and
 :mod:`~specsim.cards.checks` (field checks shared by the cards).
 
 >>> card = load_model("llama-2-7b")
@@ -37,8 +39,10 @@ from specsim.cards.files import (
     card_dirs,
     list_hardware,
     list_models,
+    list_runtimes,
     load_hardware,
     load_model,
+    load_runtime,
     read_toml,
     searched_first,
     write_card,
@@ -51,7 +55,9 @@ from specsim.cards.hardware import (
     DEFAULT_PASS_OVERHEAD_S,
     HardwareCard,
 )
+from specsim.cards.heads import HeadCard, list_heads, load_head
 from specsim.cards.model import ModelCard
+from specsim.cards.runtime import RuntimeProfile, check_runtime_device, profile_of_card
 
 __all__ = [
     "DTYPE_BYTES",
@@ -72,4 +78,12 @@ __all__ = [
     "write_hardware_card",
     "list_models",
     "list_hardware",
+    "RuntimeProfile",
+    "load_runtime",
+    "list_runtimes",
+    "profile_of_card",
+    "check_runtime_device",
+    "HeadCard",
+    "load_head",
+    "list_heads",
 ]

@@ -7,12 +7,9 @@ simulation configs and sweep specs too) and the only one that writes cards.
 from __future__ import annotations
 
 import contextlib
-import json
-import numbers
 import os
-import re
 import tomllib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import MISSING, fields
 from importlib import resources
 from pathlib import Path
@@ -20,6 +17,8 @@ from typing import Any, TypeVar
 
 from specsim.cards.hardware import HardwareCard
 from specsim.cards.model import ModelCard
+from specsim.cards.runtime import RuntimeProfile, check_runtime_device
+from specsim.cards.toml_out import toml_table
 
 __all__ = [
     "ENV_VAR",
@@ -29,8 +28,10 @@ __all__ = [
     "searched_first",
     "load_model",
     "load_hardware",
+    "load_runtime",
     "list_models",
     "list_hardware",
+    "list_runtimes",
     "read_toml",
     "write_card",
     "write_hardware_card",
@@ -41,7 +42,9 @@ ENV_VAR = "SPECSIM_CARDS"
 
 SearchPath = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None
 
-_Card = TypeVar("_Card", ModelCard, HardwareCard)
+_Card = TypeVar("_Card", ModelCard, HardwareCard, RuntimeProfile)
+_SUBDIRS = {"lm": ("lm",), "hardware": ("hardware", "calibrated"), "runtime": ("runtime",)}
+_WHAT = {"lm": "model", "hardware": "hardware", "runtime": "runtime"}
 
 
 def packaged_root() -> Path | None:
@@ -57,10 +60,10 @@ def packaged_root() -> Path | None:
 
 
 def card_dirs(kind: str, search_path: SearchPath = None) -> list[Path]:
-    """Folders searched for cards of ``kind`` ("lm" or "hardware"), in search order."""
-    if kind not in ("lm", "hardware"):
-        raise ValueError(f"kind: expected 'lm' or 'hardware', got {kind!r}")
-    subdirs = ("lm",) if kind == "lm" else ("hardware", "calibrated")
+    """Folders searched for cards of ``kind`` ("lm", "hardware" or "runtime"), in order."""
+    if kind not in _SUBDIRS:
+        raise ValueError(f"kind: expected 'lm', 'hardware' or 'runtime', got {kind!r}")
+    subdirs = _SUBDIRS[kind]
     if search_path is None:
         user: list[Path] = []
     elif isinstance(search_path, str | os.PathLike):
@@ -136,16 +139,52 @@ def _build(cls: type[_Card], data: dict[str, Any], path: Path) -> _Card:
     return cls(**data, source_path=str(path))
 
 
+STACK_FIELDS = ("compute_efficiency", "memory_efficiency", "layer_overhead_s", "pass_overhead_s")
+"""The software-stack numbers a hardware card takes from the runtime profile it names."""
+
+
+def _search_list(search_path: SearchPath) -> list[str | os.PathLike[str]]:
+    if search_path is None:
+        return []
+    if isinstance(search_path, str | os.PathLike):
+        return [search_path]
+    return list(search_path)
+
+
+def _hardware(path: Path, search_path: SearchPath) -> HardwareCard:
+    """A hardware card from ``path``, the :data:`STACK_FIELDS` it does not set filled from the
+    runtime profile it names (looked up beside the card, then on the search path); the profile
+    must suit it."""
+    data = _read(path)
+    name = data.get("runtime")
+    if name is None:
+        return _build(HardwareCard, data, path)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{path}: field 'runtime' must be a profile slug, got {name!r}")
+    try:
+        prof = load_runtime(name, search_path=[path.parent, *_search_list(search_path)])
+    except ValueError as exc:
+        raise ValueError(f"{path}: runtime: {str(exc).removeprefix('slug_or_path: ')}") from exc
+    # Numbers the card sets itself (a calibrated card: the deprecated path) win over the
+    # profile's; the profile fills the rest.
+    card = _build(HardwareCard, {**{k: getattr(prof, k) for k in STACK_FIELDS}, **data}, path)
+    try:
+        check_runtime_device(prof, card)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from exc
+    return card
+
+
 def _is_kind(data: dict[str, Any], kind: str) -> bool:
-    return ("architecture" in data) if kind == "lm" else ("peak_flops" in data)
+    key = {"lm": "architecture", "hardware": "peak_flops", "runtime": "stack"}[kind]
+    return key in data
 
 
 def _user_dirs(kind: str, search_path: SearchPath) -> list[Path]:
     """The folders of :func:`card_dirs` that are not the shipped cards (search path, env)."""
     packaged = packaged_root()
-    shipped = (
-        set() if packaged is None else {packaged / s for s in ("lm", "hardware", "calibrated")}
-    )
+    every = ("lm", "hardware", "calibrated", "runtime")
+    shipped = set() if packaged is None else {packaged / s for s in every}
     return [d for d in card_dirs(kind, search_path) if d not in shipped]
 
 
@@ -166,7 +205,7 @@ def _find(kind: str, slug_or_path: str | os.PathLike[str], search_path: SearchPa
         if not direct.is_file():
             raise FileNotFoundError(f"card file {text!r} does not exist")
         return direct
-    what = "model" if kind == "lm" else "hardware"
+    what = _WHAT[kind]
     dirs = card_dirs(kind, search_path)
     user = _user_dirs(kind, search_path)
     # Every file that answers for this slug, by its name or (in a user folder) by its slug
@@ -222,8 +261,16 @@ def load_hardware(
     slug_or_path: str | os.PathLike[str], *, search_path: SearchPath = None
 ) -> HardwareCard:
     """Load an accelerator card by slug (``"a100-80gb"``) or from a ``.toml`` path."""
-    path = _find("hardware", slug_or_path, search_path)
-    return _build(HardwareCard, _read(path), path)
+    return _hardware(_find("hardware", slug_or_path, search_path), search_path)
+
+
+def load_runtime(
+    slug_or_path: str | os.PathLike[str], *, search_path: SearchPath = None
+) -> RuntimeProfile:
+    """Load a runtime profile by slug (``"gpt-fast-a100"``) or from a ``.toml`` path
+    (``models/runtime/``; :mod:`specsim.cards.runtime`)."""
+    path = _find("runtime", slug_or_path, search_path)
+    return _build(RuntimeProfile, _read(path), path)
 
 
 def _list(kind: str, search_path: SearchPath) -> list[Path]:
@@ -242,7 +289,12 @@ def list_models(*, search_path: SearchPath = None) -> list[ModelCard]:
 
 def list_hardware(*, search_path: SearchPath = None) -> list[HardwareCard]:
     """Every accelerator card found (base and calibrated), sorted by slug."""
-    return [_build(HardwareCard, _read(p), p) for p in _list("hardware", search_path)]
+    return [_hardware(p, search_path) for p in _list("hardware", search_path)]
+
+
+def list_runtimes(*, search_path: SearchPath = None) -> list[RuntimeProfile]:
+    """Every runtime profile found, sorted by slug."""
+    return [_build(RuntimeProfile, _read(p), p) for p in _list("runtime", search_path)]
 
 
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -257,58 +309,18 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 # Writing --------------------------------------------------------------------------------------
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_OMIT_AT_DEFAULT = frozenset({"collective_algorithm", "collective_overhead_s"})
+"""Fields written only when they differ from their defaults (added after cards were committed,
+so that a card written today reads like one written before them)."""
 
 
-def _toml_key(key: object, where: str) -> str:
-    if not isinstance(key, str) or not key:
-        raise TypeError(f"{where}: TOML keys are non-empty strings, got {key!r}")
-    return key if _BARE_KEY.fullmatch(key) else _toml_string(key)
-
-
-def _toml_string(text: str) -> str:
-    # JSON's escapes (\" \\ \n \t \uXXXX for control characters) are all valid in a TOML
-    # basic string; TOML also forbids a raw DEL. Non-ASCII stays as UTF-8 (ensure_ascii would
-    # write surrogate pairs, which TOML rejects).
-    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
-
-
-def _toml_value(value: object, where: str) -> str:
-    """One value as TOML: a string, number, boolean, array or inline table."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, numbers.Integral):
-        return str(int(value))
-    if isinstance(value, numbers.Real):  # numpy floats too, written as Python floats
-        return repr(float(value))  # the shortest form that reads back equal; 'inf', 'nan' too
-    if isinstance(value, str):
-        return _toml_string(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v, f"{where}[{i}]") for i, v in enumerate(value)) + "]"
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(_toml_pair(k, v, where) for k, v in value.items()) + "}"
-    raise TypeError(f"{where}: cannot write {value!r} ({type(value).__name__}) to TOML")
-
-
-def _toml_pair(key: object, value: object, where: str) -> str:
-    return f"{_toml_key(key, where)} = {_toml_value(value, f'{where}.{key}')}"
-
-
-def _toml_table(header: str, table: Mapping[str, object], where: str) -> list[str]:
-    """``[header]`` and its keys; nested tables follow as ``[header.key]`` sections."""
-    lines = [f"\n[{header}]"] if header else []
-    nested = []
-    for key, value in table.items():
-        if isinstance(value, Mapping):
-            nested.append((key, value))
-        elif value is None:
-            raise TypeError(f"{where}.{key}: TOML has no null; leave the key out instead")
-        else:
-            lines.append(_toml_pair(key, value, where))
-    for key, value in nested:
-        sub = f"{header}.{_toml_key(key, where)}" if header else _toml_key(key, where)
-        lines += _toml_table(sub, value, f"{where}.{key}")
-    return lines
+def _stack_or_runtime(card: HardwareCard, table: dict[str, Any]) -> dict[str, Any]:
+    """A card naming a profile is written without the numbers that are the profile's; numbers of
+    its own (a calibrated card, the deprecated path) are written and win when it is read."""
+    near = [Path(card.source_path).parent] if card.source_path else []
+    prof = load_runtime(str(card.runtime), search_path=[p for p in near if p.is_dir()] or None)
+    same = {k for k in STACK_FIELDS if getattr(card, k) == getattr(prof, k)}
+    return {k: v for k, v in table.items() if k not in same}
 
 
 def write_card(
@@ -328,10 +340,14 @@ def write_card(
     table = {
         f.name: getattr(card, f.name)
         for f in fields(card)
-        if f.name != "source_path" and getattr(card, f.name) is not None
+        if f.name != "source_path"
+        and getattr(card, f.name) is not None
+        and not (f.name in _OMIT_AT_DEFAULT and getattr(card, f.name) == f.default)
     }
+    if isinstance(card, HardwareCard) and card.runtime is not None:
+        table = _stack_or_runtime(card, table)
     lines = [f"# {line}" if line else "#" for line in header.splitlines()]
-    lines += _toml_table("", table, card.slug)
+    lines += toml_table("", table, card.slug)
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text("\n".join(lines) + "\n", encoding="utf-8")

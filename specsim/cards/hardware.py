@@ -14,6 +14,7 @@ __all__ = [
     "DEFAULT_LAYER_OVERHEAD_S",
     "DEFAULT_PASS_OVERHEAD_S",
     "KINDS",
+    "COLLECTIVE_ALGORITHMS",
     "HardwareCard",
 ]
 
@@ -31,6 +32,9 @@ DEFAULT_PASS_OVERHEAD_S = 3.0e-4
 KINDS = ("gpu", "tpu", "cpu")
 """The kinds of accelerator a card may be."""
 
+COLLECTIVE_ALGORITHMS = ("ring", "tree", "per-allreduce")
+"""The all-reduce algorithms a card may name (:mod:`specsim.cost.collectives`)."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class HardwareCard:
@@ -43,6 +47,16 @@ class HardwareCard:
     pass attains; ``layer_overhead_s`` is a fixed cost per layer (kernel launches,
     small-kernel floors), ``pass_overhead_s`` a fixed cost per pass (host loop,
     sampling). ``calibration`` keeps a calibrated card's metadata table.
+    ``collective_algorithm`` is how tensor-parallel all-reduces run over the interconnect
+    (``ring``, ``tree``, or ``per-allreduce``: one ``interconnect_latency_s`` per all-reduce,
+    the form the shipped cards were fitted with); ``collective_overhead_s`` a fixed cost per
+    pass and per device beyond the first (:mod:`specsim.cost.collectives`).
+
+    The four software-stack numbers (``compute_efficiency`` to ``pass_overhead_s``) belong
+    to a runtime profile (:mod:`specsim.cards.runtime`): a card file names its default
+    profile in ``runtime`` and :func:`specsim.cards.load_hardware` fills the four fields
+    from it. A card that sets them itself (a calibrated card, or an old one) is the
+    deprecated path: its numbers act as its profile (:func:`specsim.cards.profile_of_card`).
     """
 
     slug: str
@@ -62,6 +76,9 @@ class HardwareCard:
     memory_efficiency: float = DEFAULT_MEMORY_EFFICIENCY
     layer_overhead_s: float = DEFAULT_LAYER_OVERHEAD_S
     pass_overhead_s: float = DEFAULT_PASS_OVERHEAD_S
+    collective_algorithm: str = "per-allreduce"
+    collective_overhead_s: float = 0.0
+    runtime: str | None = None
     calibration: dict[str, Any] | None = field(default=None, hash=False)
     notes: str = ""
     source_path: str | None = field(default=None, compare=False)
@@ -84,7 +101,9 @@ class HardwareCard:
                 )
             check_float(where, f"peak_flops.{dt}", rate, strict=True)
         positive = ("mem_bandwidth", "mem_capacity", "interconnect_bandwidth", "max_power_w")
-        nonneg = ("interconnect_latency_s", "idle_power_w", "layer_overhead_s", "pass_overhead_s")
+        nonneg = ("interconnect_latency_s", "idle_power_w", "layer_overhead_s", "pass_overhead_s",
+                  "collective_overhead_s")  # fmt: skip
+        check_str(where, "collective_algorithm", self.collective_algorithm, COLLECTIVE_ALGORITHMS)
         optional = ("energy_per_flop_j", "energy_per_byte_j")
         for name in positive + nonneg + optional:
             value = getattr(self, name)
@@ -108,6 +127,8 @@ class HardwareCard:
             check_float(where, name, value, strict=True)
             if value > 1:
                 raise ValueError(f"{where}: field {name!r} must be in (0, 1], got {value}")
+        if self.runtime is not None:
+            check_str(where, "runtime", self.runtime)
         check_sources(where, self.sources)
         if self.calibration is not None and not isinstance(self.calibration, Mapping):
             raise TypeError(

@@ -46,6 +46,7 @@ COMMANDS: dict[str, str] = {
         "print the closed forms of speculative decoding and evaluate them for given alpha, gamma, c"
     ),
     "cost": "time, bound, flops, bytes and energy of one forward pass of a model on an accelerator",
+    "tree": "the token tree with the most tokens/s for a proposer, machine and batch (optimizer)",
     "cards": "list the model and accelerator cards with their key numbers",
     "simulate": (
         "Simulate speculative decoding: a single stream from flags, or any scenario from a TOML "
@@ -58,7 +59,8 @@ COMMANDS: dict[str, str] = {
         "Fit a hardware card's efficiencies and overheads to measured traces (docs/traces.md)."
     ),
     "study": (
-        "Run one what-if study (paper, table2, bill, lookahead, energy, shift, capacity); "
+        "Run one what-if study (paper, table2, bill, lookahead, energy, shift, capacity, "
+        "proposers); "
         "--list-keys shows its settings."
     ),
     "sweep": (

@@ -1,4 +1,5 @@
-"""``specsim cards``: list the model and accelerator cards with their key numbers.
+"""``specsim cards``: list the model and accelerator cards and runtime profiles with their key
+numbers.
 
 Examples::
 
@@ -14,7 +15,14 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from specsim.cards import HardwareCard, ModelCard, list_hardware, list_models
+from specsim.cards import (
+    HardwareCard,
+    ModelCard,
+    RuntimeProfile,
+    list_hardware,
+    list_models,
+    list_runtimes,
+)
 from specsim.cost import ridge_tokens
 
 
@@ -32,7 +40,7 @@ def _best_dtype(peaks: dict[str, float]) -> str:
     return next(iter(peaks))
 
 
-def check_slugs(cards: Sequence[ModelCard | HardwareCard], what: str) -> None:
+def check_slugs(cards: Sequence[ModelCard | HardwareCard | RuntimeProfile], what: str) -> None:
     """Each card's file is named after its slug, and no slug is found twice.
 
     A card is looked up by the stem of its file, so a file whose name is not its
@@ -58,8 +66,10 @@ def check_slugs(cards: Sequence[ModelCard | HardwareCard], what: str) -> None:
 def run(args: argparse.Namespace) -> int:
     models = list_models(search_path=args.cards)
     hardware = list_hardware(search_path=args.cards)
+    runtimes = list_runtimes(search_path=args.cards)
     check_slugs(models, "model")
     check_slugs(hardware, "hardware")
+    check_slugs(runtimes, "runtime")
     if args.json:
         out = {
             "models": [
@@ -100,9 +110,27 @@ def run(args: argparse.Namespace) -> int:
                     "idle_power_w": h.idle_power_w,
                     "max_power_w": h.max_power_w,
                     "calibrated": h.calibration is not None,
+                    "runtime": h.runtime,
+                    "collective_algorithm": h.collective_algorithm,
                     "source": h.source_path,
                 }
                 for h in hardware
+            ],
+            "runtimes": [
+                {
+                    "slug": r.slug,
+                    "name": r.name,
+                    "stack": r.stack,
+                    "compute_efficiency": r.compute_efficiency,
+                    "memory_efficiency": r.memory_efficiency,
+                    "layer_overhead_s": r.layer_overhead_s,
+                    "pass_overhead_s": r.pass_overhead_s,
+                    "sampling_s_per_token": r.sampling_s_per_token,
+                    "fitted_on": r.fitted_on,
+                    "kinds": r.kinds,
+                    "source": r.source_path,
+                }
+                for r in runtimes
             ],
         }
         print(json.dumps(out, indent=2))
@@ -132,6 +160,20 @@ def run(args: argparse.Namespace) -> int:
             f"{h.interconnect_bandwidth / 1e9:>10.0f}{h.max_power_w:>6.0f}"
             f"{ridge_tokens(h, dt):>6.0f}  ce {h.compute_efficiency:.3g}, "
             f"me {h.memory_efficiency:.3g}, {h.layer_overhead_s * 1e6:.1f} us/layer, "
-            f"{h.pass_overhead_s * 1e6:.0f} us/pass" + (" [calibrated]" if h.calibration else "")
+            f"{h.pass_overhead_s * 1e6:.0f} us/pass"
+            + (f" [runtime {h.runtime}]" if h.runtime else "")
+            + (" [calibrated]" if h.calibration else "")
+        )
+    rs = max([len(r.slug) for r in runtimes] + [7]) + 2
+    print("\nruntime profiles (software stacks; `specsim cost --runtime SLUG`)")
+    print(f"  {'slug':<{rs}}{'stack':<15}{'ce':>6}{'me':>7}{'us/layer':>9}{'us/pass':>9}"
+          f"{'us/token':>9}  for")  # fmt: skip
+    for r in runtimes:
+        where = r.fitted_on or ("/".join(r.kinds) if r.kinds else "any")
+        print(
+            f"  {r.slug:<{rs}}{r.stack:<15}{r.compute_efficiency:>6.3g}"
+            f"{r.memory_efficiency:>7.3g}{r.layer_overhead_s * 1e6:>9.1f}"
+            f"{r.pass_overhead_s * 1e6:>9.0f}{r.sampling_s_per_token * 1e6:>9.1f}  "
+            + (f"fitted on {where}" if r.fitted_on else where)
         )
     return 0

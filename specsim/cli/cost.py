@@ -5,6 +5,9 @@ Examples::
     specsim cost --model llama-2-7b --hardware a100-80gb --batch 1 --context 512
     specsim cost --model llama-2-70b --hardware h100-sxm --tensor-parallel 4 --json
     specsim cost --model llama-2-7b --hardware a100-80gb --plot-v v.png
+    specsim cost --model llama-2-7b --hardware a100-80gb --weights int4 --group-size 32 --kv fp16
+    specsim cost --model llama-3.2-1b --hardware h100-sxm --tensor-parallel 16
+    specsim cost --model llama-160m --hardware cpu-epyc-2vcpu --runtime cpu-eager-pytorch
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from specsim.cards import load_hardware, load_model
+from specsim.cards import load_hardware, load_model, load_runtime
 from specsim.cli import jsonout
 from specsim.cli.output import card_option, check_file
 from specsim.cost import (
     DEFAULT_CONTEXT,
+    KV_FORMATS,
+    WEIGHT_FORMATS,
     ridge_tokens,
     step_cost,
     verification_factor,
@@ -39,8 +44,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--new-tokens", type=int, default=1, help="new tokens per sequence (gamma + 1 to verify)"
     )
-    parser.add_argument("--dtype", default=None, help="dtype (default: the model card's)")
+    parser.add_argument(
+        "--dtype", default=None, help="compute and activation dtype (default: the model card's)"
+    )
+    parser.add_argument(
+        "--weights",
+        default=None,
+        metavar="FORMAT",
+        help=f"weight format, one of {', '.join(WEIGHT_FORMATS)} (or bf16, fp16, fp8; "
+        "default: --dtype)",
+    )
+    parser.add_argument(
+        "--group-size", type=int, default=None, help="int4 only: weights per quantization group"
+    )
+    parser.add_argument(
+        "--kv", default=None, metavar="FORMAT",
+        help=f"KV-cache format, one of {', '.join(KV_FORMATS)} (default: --dtype)",
+    )  # fmt: skip
     parser.add_argument("--tensor-parallel", type=int, default=1, help="devices (default 1)")
+    parser.add_argument(
+        "--runtime",
+        default=None,
+        metavar="NAME",
+        help="runtime profile slug or .toml path (default: the one the hardware card names; "
+        "`specsim cards` lists them)",
+    )
     parser.add_argument(
         "--encoder-length", type=int, default=None, help="T5 only: encoder output length"
     )
@@ -76,6 +104,10 @@ def run(args: argparse.Namespace) -> int:
         check_file(args.plot_v, option="--plot-v", force=args.force)
     model = card_option(load_model, args.model, option="--model", cards=args.cards)
     hw = card_option(load_hardware, args.hardware, option="--hardware", cards=args.cards)
+    runtime = None
+    if args.runtime is not None:
+        runtime = card_option(load_runtime, args.runtime, option="--runtime", cards=args.cards)
+    formats = {"weights": args.weights, "kv": args.kv, "group_size": args.group_size}
     cost = step_cost(
         model,
         hw,
@@ -85,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         tensor_parallel=args.tensor_parallel,
         encoder_length=args.encoder_length,
+        runtime=runtime,
+        **formats,
     )
     gamma = verified_gamma(args.new_tokens)
     v = float(
@@ -97,9 +131,12 @@ def run(args: argparse.Namespace) -> int:
             dtype=cost.dtype,
             tensor_parallel=args.tensor_parallel,
             encoder_length=args.encoder_length,
+            runtime=runtime,
+            **formats,
         )
     )
-    ridge = ridge_tokens(hw, cost.dtype)
+    ridge = ridge_tokens(hw, cost.dtype, runtime=runtime)
+    stack = runtime.slug if runtime is not None else (hw.runtime or f"{hw.slug}'s own numbers")
     if args.plot_v is not None:
         from specsim.plots import plot_verification_factor  # start-up: matplotlib for --plot-v
 
@@ -110,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
             dtype=cost.dtype,
             tensor_parallel=args.tensor_parallel,
             encoder_length=args.encoder_length,
+            runtime=runtime,
+            **formats,
         )
         plot_verification_factor(df).savefig(args.plot_v, dpi=120)
     if args.json:
@@ -117,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
             "model": model.slug,
             "hardware": hw.slug,
             "context": args.context,
+            "runtime": stack,
             **cost.as_dict(),
             "tokens_per_s": cost.tokens / cost.time_s,
             "ridge_tokens": ridge,
@@ -135,6 +175,13 @@ def run(args: argparse.Namespace) -> int:
             f"{args.new_tokens} new token(s), {cost.dtype}, tensor parallel "
             f"{cost.tensor_parallel}",
         ),
+        (
+            "formats",
+            f"weights {cost.weight_format}"
+            + (f" (group {args.group_size})" if args.group_size else "")
+            + f", KV cache {cost.kv_format}, activations {cost.dtype}",
+        ),
+        ("runtime", stack),
         ("time", f"{cost.time_s * 1e3:.3f} ms  ({cost.tokens / cost.time_s:,.1f} tokens/s)"),
         ("bound", f"{cost.bound}  (ridge at ~{ridge:.0f} tokens per pass)"),
         (
@@ -143,8 +190,13 @@ def run(args: argparse.Namespace) -> int:
             f"{cost.compute_time_s * 1e3:.3f} ms, memory "
             f"{cost.memory_time_s * 1e3:.3f} ms)",
         ),
+        ("  dequantize", f"{cost.dequant_time_s * 1e3:.3f} ms  (part of the roofline)"),
         ("  overheads", f"{cost.overhead_time_s * 1e3:.3f} ms"),
-        ("  all-reduce", f"{cost.allreduce_time_s * 1e3:.3f} ms"),
+        (
+            "  all-reduce",
+            f"{cost.allreduce_time_s * 1e3:.3f} ms  "
+            f"({cost.allreduce_time_s / cost.time_s:.1%} of the pass)",
+        ),
         ("flops", f"{cost.flops:.4g}"),
         (
             "bytes",

@@ -5,6 +5,8 @@ Examples::
     specsim measure --device cpu --preset smoke --out out/smoke
     specsim measure --device cpu --preset cpu --out models/measured/cpu
     specsim measure --device cuda --preset h200 --out models/measured/h200
+    specsim measure --device cpu --preset h200 --shrink --out out/h200-shrunk
+    specsim measure --device cpu --preset cpu-rows --out models/measured/cpu-rows
     specsim measure --device cpu --preset cpu --out out/cpu --only passes
     specsim measure --device cpu --preset real --stage corpus tokenizer train \
         --work out/real-work --models models/tiny --out models/measured/real
@@ -48,7 +50,8 @@ _REAL_DEFAULTS: dict[str, Any] = {"work": "out/real-work", "models": "models/tin
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", required=True, help="cpu or cuda (cuda:N)")
     parser.add_argument("--preset", required=True,
-                        help="smoke, cpu, h200 (alias gpu): see specsim.measure.presets; real: "
+                        help="smoke, cpu, cpu-rows, h200 (alias gpu): see "
+                        "specsim.measure.presets; real: "
                         "tiny models trained on real text (below)")
     parser.add_argument("--out", required=True, metavar="DIR", help="folder of the traces")
     parser.add_argument("--seed", type=int, default=0, help="seed of every random choice")
@@ -56,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"run only these sections ({', '.join(_SECTIONS)})")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads for torch, overriding the preset's (cpu: 2)")
+    parser.add_argument("--shrink", action="store_true",
+                        help="cut the preset to CPU size with every path kept (smallest "
+                        "cards, short runs): check a GPU preset end to end without the GPU")
     parser.add_argument("--quiet", action="store_true",
                         help="print only the summary (and, on a terminal, a progress bar)")
     parser.add_argument("--json", action="store_true",
@@ -81,6 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _ignored_flags(args: argparse.Namespace) -> None:
     """A ValueError naming every given flag that ``--preset`` does not read (exit 2)."""
     if args.preset == "real":
+        if args.shrink:
+            raise ValueError("--shrink: the real preset does not read it")
         if args.only:
             raise ValueError("--only: the real preset does not read it (it has stages, not "
                              "sections); choose stages with --stage")
@@ -103,10 +111,12 @@ def _plan(preset: Any, sections: tuple[str, ...]) -> list[str]:
     units: dict[str, list[str]] = {
         "ceilings": [f"ceilings matmul {n}" for n in p.matmul_sizes]
         + [f"ceilings copy {b}" for b in p.copy_bytes],
-        "passes": [f"passes {m} b{b} c{c}" for m in p.timing_models for b in p.batches
-                   for c in p.contexts],
-        "autoregressive": [f"ar/{t}/T{temp:g}/b{b}" for t in targets for temp in p.temperatures
-                           for b in p.decode_batches],
+        "passes": [f"passes {m} b{b} c{c}" + (f" {f}" if i else "") for m in p.timing_models
+                   for b in p.batches for c in p.contexts
+                   for i, f in enumerate(["", *(f for f, _ in p.weight_formats)])],
+        "autoregressive": [] if p.interleave else [
+            f"ar/{t}/T{temp:g}/b{b}" for t in targets for temp in p.temperatures
+            for b in p.decode_batches],
         "specdec": [f"sd/{t}+{d}/T{temp:g}/g{g}/b{b}" for t, d in p.pairs
                     for temp in p.temperatures for g in p.gammas for b in p.decode_batches],
         "assisted": [],
@@ -147,8 +157,9 @@ def _progress_log(args: argparse.Namespace, plan: list[str], t0: float) -> Calla
 def _command(args: argparse.Namespace) -> str:
     only = f" --only {' '.join(args.only)}" if args.only else ""
     threads = f" --threads {args.threads}" if args.threads is not None else ""
+    shrink = " --shrink" if args.shrink else ""
     return (f"specsim measure --device {args.device} --preset {args.preset} --out {args.out} "
-            f"--seed {args.seed}{threads}{only}")
+            f"--seed {args.seed}{threads}{shrink}{only}")
 
 
 def _run_real(args: argparse.Namespace) -> int:
@@ -220,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import transformers
 
-        from specsim.measure import get_preset, run_preset
+        from specsim.measure import get_preset, run_preset, shrink
     except ImportError as exc:
         print(f"specsim measure: needs the optional extra specsim[measure] "
               f"(torch, transformers): {exc}", file=sys.stderr)
@@ -229,6 +240,8 @@ def run(args: argparse.Namespace) -> int:
     # arguments it passes internally during assisted generation is noise here.
     transformers.logging.set_verbosity_error()
     preset = get_preset(args.preset)
+    if args.shrink:
+        preset = shrink(preset)
     if args.threads is not None:
         if args.threads < 1:
             raise ValueError(f"--threads: expected an integer >= 1, got {args.threads}")

@@ -7,8 +7,10 @@ One noun per module, lowest first:
   and the three sums the roofline needs from it (:class:`PassSums`); the only
   place "gamma + 1" (:func:`verification_positions`) and the attention-pair
   formula (:func:`chain_pairs`) are written;
-- :mod:`specsim.cost.formats`: :class:`Formats`, the compute dtype and the
-  byte widths of weights, KV cache and activations;
+- :mod:`specsim.cost.quant`: the weight formats (bf16 to int4 and llama.cpp's
+  blocks), their bytes per weight and dequantization work;
+  :mod:`specsim.cost.formats`: :class:`Formats`, the compute dtype and the
+  byte widths of weights, KV cache and activations of a pass;
 - :mod:`specsim.cost.memory`: the memory :func:`footprint` per device (weights,
   KV bytes per token), read by the roofline and by serving admission alike;
 - :mod:`specsim.cost.roofline`: the per-card constants (:class:`Roofline`) and
@@ -27,7 +29,8 @@ One noun per module, lowest first:
 """
 
 from specsim.cost.derived import cost_coefficient, ops_coefficient, verification_factor
-from specsim.cost.formats import Formats
+from specsim.cost.flops import pass_flops, ridge_tokens
+from specsim.cost.formats import Formats, resolve_formats
 from specsim.cost.frames import DEFAULT_BATCHES, cost_coefficient_frame, verification_frame
 from specsim.cost.memory import Footprint, footprint, kv_heads_per_device
 from specsim.cost.model import (
@@ -36,11 +39,10 @@ from specsim.cost.model import (
     encoder_tokens,
     pass_aggregates_cost,
     pass_cost,
-    pass_flops,
-    ridge_tokens,
     step_cost,
     step_cost_grid,
 )
+from specsim.cost.quant import KV_FORMATS, WEIGHT_FORMATS
 from specsim.cost.results import PassTerms, StepCost, StepCostGrid
 from specsim.cost.roofline import Roofline, roofline, time_energy
 from specsim.cost.shape import (
@@ -61,6 +63,9 @@ __all__ = [
     "chain_pairs",
     "chain_sums",
     "Formats",
+    "resolve_formats",
+    "WEIGHT_FORMATS",
+    "KV_FORMATS",
     "Footprint",
     "footprint",
     "kv_heads_per_device",

@@ -25,15 +25,24 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from specsim.cards import HardwareCard, ModelCard, load_hardware, load_model
+from specsim.cards import (
+    HardwareCard,
+    ModelCard,
+    RuntimeProfile,
+    check_runtime_device,
+    load_hardware,
+    load_model,
+    load_runtime,
+)
 
-CardT = TypeVar("CardT", ModelCard, HardwareCard)
+CardT = TypeVar("CardT", ModelCard, HardwareCard, RuntimeProfile)
 
 __all__ = [
     "int_array",
     "plain",
     "check_model",
     "check_hardware",
+    "check_runtime",
     "check_tensor_parallel",
     "check_positions",
     "check_draft_pair",
@@ -115,6 +124,20 @@ def check_hardware(
     """``value`` as a :class:`~specsim.cards.HardwareCard`: a card, or a slug or path it is
     loaded from (:func:`specsim.cards.load_hardware`); a TypeError for anything else."""
     return _card(value, name=name, card=HardwareCard, load=load_hardware, example="a100-80gb")
+
+
+def check_runtime(
+    value: RuntimeProfile | str | os.PathLike[str] | None, hardware: HardwareCard
+) -> RuntimeProfile | None:
+    """``value`` as a :class:`~specsim.cards.RuntimeProfile` for ``hardware`` (a profile, or a
+    slug or path :func:`specsim.cards.load_runtime` reads), or None (the card's own numbers);
+    a ValueError naming an unknown profile or one fitted on another device."""
+    if value is None:
+        return None
+    prof = _card(value, name="runtime", card=RuntimeProfile, load=load_runtime,
+                 example="gpt-fast-a100")  # fmt: skip
+    check_runtime_device(prof, hardware)
+    return prof
 
 
 def check_tensor_parallel(

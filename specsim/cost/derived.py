@@ -21,7 +21,8 @@ from numpy.typing import ArrayLike
 from specsim.cards import HardwareCard, ModelCard
 from specsim.cost.checks import check_model, int_array
 from specsim.cost.checks import check_positions as _check_positions
-from specsim.cost.model import DEFAULT_CONTEXT, pass_flops, step_cost_grid
+from specsim.cost.flops import pass_flops
+from specsim.cost.model import DEFAULT_CONTEXT, RuntimeLike, step_cost_grid
 from specsim.cost.results import FloatArray
 from specsim.cost.shape import verification_positions
 
@@ -44,6 +45,13 @@ def cost_coefficient(
     dtype: str | None = None,
     encoder_length: int | None = None,
     check_positions: bool = True,
+    weights: str | None = None,
+    kv: str | None = None,
+    group_size: int | None = None,
+    draft_weights: str | None = None,
+    draft_group_size: int | None = None,
+    runtime: RuntimeLike = None,
+    draft_runtime: RuntimeLike = None,
 ) -> FloatArray | float:
     """c = time of one draft step / time of one target step (one new token each).
 
@@ -52,15 +60,26 @@ def cost_coefficient(
     the target with ``tensor_parallel``. ``dtype`` None uses each card's own.
     Vectorised over ``batch``, ``context`` and ``tensor_parallel``. A ``context``
     past either model's ``max_position`` raises a ValueError unless
-    ``check_positions=False`` (deliberate extrapolation).
+    ``check_positions=False`` (deliberate extrapolation). ``weights``, ``kv`` and
+    ``group_size`` are the target's formats (:func:`specsim.cost.resolve_formats`);
+    ``draft_weights`` and ``draft_group_size`` the draft's (its KV cache in ``kv`` too);
+    ``runtime`` and ``draft_runtime`` the software stacks' profiles (None: each card's own;
+    the draft on the target's hardware shares ``runtime`` unless given its own).
     """
     d_hw = hardware if draft_hardware is None else draft_hardware
     kw: dict[str, Any] = dict(
         batch=batch, context=context, new_tokens=1, dtype=dtype, encoder_length=encoder_length,
         check_positions=check_positions,
     )
-    t_d = step_cost_grid(draft, d_hw, **kw).time_s
-    t_t = step_cost_grid(target, hardware, tensor_parallel=tensor_parallel, **kw).time_s
+    d_rt = runtime if draft_runtime is None and draft_hardware is None else draft_runtime
+    t_d = step_cost_grid(
+        draft, d_hw, weights=draft_weights, kv=kv, group_size=draft_group_size, runtime=d_rt,
+        **kw,
+    ).time_s  # fmt: skip
+    t_t = step_cost_grid(
+        target, hardware, tensor_parallel=tensor_parallel, weights=weights, kv=kv,
+        group_size=group_size, runtime=runtime, **kw,
+    ).time_s  # fmt: skip
     return _scalar_or_array(np.asarray(t_d / t_t))
 
 
@@ -75,14 +94,19 @@ def verification_factor(
     dtype: str | None = None,
     encoder_length: int | None = None,
     check_positions: bool = True,
+    weights: str | None = None,
+    kv: str | None = None,
+    group_size: int | None = None,
+    runtime: RuntimeLike = None,
 ) -> FloatArray | float:
     """v(gamma) = time(gamma + 1 new tokens) / time(1 new token), same batch and context.
 
     Near 1 while the pass is memory-bound (the weights are read once either
     way); towards ``gamma + 1`` once ``batch * (gamma + 1)`` passes
-    :func:`ridge_tokens`. Vectorised over ``gamma``, ``batch``, ``context``. A
-    ``context + gamma + 1`` past the model's ``max_position`` raises a ValueError unless
-    ``check_positions=False``.
+    :func:`ridge_tokens`; above 1 at batch 1 for weight-only quantized ``weights``, whose
+    dequantization grows with the rows (:mod:`specsim.cost.quant`). Vectorised over
+    ``gamma``, ``batch``, ``context``. A ``context + gamma + 1`` past the model's
+    ``max_position`` raises a ValueError unless ``check_positions=False``.
     """
     g = int_array("gamma", gamma, 0)
     kw: dict[str, Any] = dict(
@@ -92,6 +116,10 @@ def verification_factor(
         tensor_parallel=tensor_parallel,
         encoder_length=encoder_length,
         check_positions=check_positions,
+        weights=weights,
+        kv=kv,
+        group_size=group_size,
+        runtime=runtime,
     )
     t_v = step_cost_grid(model, hardware, new_tokens=verification_positions(g), **kw).time_s
     t_1 = step_cost_grid(model, hardware, new_tokens=1, **kw).time_s

@@ -24,7 +24,8 @@ import numpy as np
 
 from specsim.cards import HardwareCard, ModelCard
 from specsim.cost.derived import ops_coefficient
-from specsim.cost.model import DEFAULT_CONTEXT, ridge_tokens, step_cost_grid
+from specsim.cost.flops import ridge_tokens
+from specsim.cost.model import DEFAULT_CONTEXT, RuntimeLike, step_cost_grid
 from specsim.cost.shape import verification_positions
 
 if TYPE_CHECKING:
@@ -46,13 +47,17 @@ def verification_frame(
     dtype: str | None = None,
     tensor_parallel: int = 1,
     encoder_length: int | None = None,
+    weights: str | None = None,
+    kv: str | None = None,
+    group_size: int | None = None,
+    runtime: RuntimeLike = None,
 ) -> pd.DataFrame:
     """v(gamma) = time(gamma + 1 new tokens) / time(1 new token) over gamma x batch.
 
     Columns: model, hardware, dtype, context, tensor_parallel, gamma, batch,
     tokens (``batch * (gamma + 1)``, the tokens of the verification pass), v,
     bound (of the verification pass), time_1_s, time_v_s, ridge_tokens
-    (:func:`specsim.cost.model.ridge_tokens`, the same on every row).
+    (:func:`specsim.cost.flops.ridge_tokens`, the same on every row).
     """
     import pandas as pd  # start-up: keeps import specsim.cost free of pandas
 
@@ -60,7 +65,8 @@ def verification_frame(
     b = np.asarray(batches, dtype=np.int64).reshape(1, -1)
     kw: dict[str, Any] = dict(
         batch=b, context=context, dtype=dtype, tensor_parallel=tensor_parallel,
-        encoder_length=encoder_length, check_memory=False,
+        encoder_length=encoder_length, check_memory=False, weights=weights, kv=kv,
+        group_size=group_size, runtime=runtime,
     )  # fmt: skip
     if g.size == 0 or b.size == 0:
         raise ValueError(f"gammas and batches must be non-empty, got {gammas!r}, {batches!r}")
@@ -81,7 +87,7 @@ def verification_frame(
             "bound": verify.bound.ravel(),
             "time_1_s": np.broadcast_to(single.time_s, verify.time_s.shape).ravel(),
             "time_v_s": verify.time_s.ravel(),
-            "ridge_tokens": ridge_tokens(hardware, verify.dtype),
+            "ridge_tokens": ridge_tokens(hardware, verify.dtype, runtime=runtime),
         }
     )
     keep = verify.fits.ravel()
@@ -101,13 +107,15 @@ def cost_coefficient_frame(
     tensor_parallel: int = 1,
     dtype: str | None = None,
     encoder_length: int | None = None,
+    runtime: RuntimeLike = None,
 ) -> pd.DataFrame:
     """c(draft, target) over drafts x batch x context, with c-hat and the parameter ratio.
 
     Columns: draft, target, hardware, draft_hardware, batch, context, c (time
     ratio of one step each), c_hat (flops-per-token ratio,
     :func:`specsim.cost.derived.ops_coefficient`), param_ratio (stated parameters,
-    draft / target), draft_time_s, target_time_s.
+    draft / target), draft_time_s, target_time_s. ``runtime`` is the software stack's
+    profile (None: each card's own); a draft on its own ``draft_hardware`` uses that card's.
     """
     import pandas as pd  # start-up: keeps import specsim.cost free of pandas
 
@@ -121,10 +129,13 @@ def cost_coefficient_frame(
         batch=b, context=c, new_tokens=1, dtype=dtype, encoder_length=encoder_length,
         check_memory=False,
     )  # fmt: skip
-    t_target = step_cost_grid(target, hardware, tensor_parallel=tensor_parallel, **kw)
+    t_target = step_cost_grid(
+        target, hardware, tensor_parallel=tensor_parallel, runtime=runtime, **kw
+    )
+    d_rt = runtime if draft_hardware is None else None
     frames = []
     for draft in drafts:
-        t_draft = step_cost_grid(draft, d_hw, **kw)
+        t_draft = step_cost_grid(draft, d_hw, runtime=d_rt, **kw)
         c_hat = np.broadcast_to(
             ops_coefficient(draft, target, context=c, encoder_length=encoder_length), bb.shape
         )

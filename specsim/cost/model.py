@@ -63,17 +63,19 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from specsim.cards import HardwareCard, ModelCard
+from specsim.cards import HardwareCard, ModelCard, RuntimeProfile
 from specsim.cost.checks import (
     check_hardware,
     check_model,
+    check_runtime,
     check_tensor_parallel,
     int_array,
 )
 from specsim.cost.checks import check_positions as _check_positions
-from specsim.cost.formats import Formats, resolve_dtype
+from specsim.cost.formats import Formats, resolve_formats
 from specsim.cost.memory import footprint
-from specsim.cost.results import RESULT_FIELDS, FloatArray, PassTerms, StepCost, StepCostGrid
+from specsim.cost.quant import dequant_rows
+from specsim.cost.results import RESULT_FIELDS, PassTerms, StepCost, StepCostGrid
 from specsim.cost.roofline import roofline, time_energy
 from specsim.cost.shape import PassShape, chain_sums
 
@@ -84,8 +86,6 @@ __all__ = [
     "pass_cost",
     "step_cost",
     "step_cost_grid",
-    "pass_flops",
-    "ridge_tokens",
     "pass_aggregates_cost",
 ]
 
@@ -101,6 +101,9 @@ ModelLike = ModelCard | str | os.PathLike[str]
 """A model card, or its slug or ``.toml`` path (:func:`specsim.cards.load_model`)."""
 HardwareLike = HardwareCard | str | os.PathLike[str]
 """An accelerator card, or its slug or ``.toml`` path (:func:`specsim.cards.load_hardware`)."""
+RuntimeLike = RuntimeProfile | str | os.PathLike[str] | None
+"""A runtime profile, its slug or path (:func:`specsim.cards.load_runtime`), or None: the
+hardware card's own efficiencies and overheads."""
 
 
 def encoder_tokens(model: ModelCard, encoder_length: int | None) -> float:
@@ -118,7 +121,8 @@ def encoder_tokens(model: ModelCard, encoder_length: int | None) -> float:
 
 # The core ---------------------------------------------------------------------------------
 def _evaluate(
-    model: ModelCard, hw: HardwareCard, *, formats: Formats, tp: float, T: Any, S: Any, R: Any
+    model: ModelCard, hw: HardwareCard, *, formats: Formats, tp: float, T: Any, S: Any, R: Any,
+    runtime: RuntimeProfile | None = None,
 ) -> PassTerms:
     """All terms of passes on ``tp`` devices from their aggregates (numbers or arrays).
 
@@ -129,7 +133,7 @@ def _evaluate(
     makes few temporaries (a performance choice: fresh large temporaries cost
     page faults).
     """
-    co = roofline(model, hw, formats, tp)
+    co = roofline(model, hw, formats, tp, runtime)
     L = co.layers
     time, energy, roof, flops, nbytes = time_energy(co, T, S, R)
     act = L * (co.activation_bytes + co.attention_io_bytes) + co.head_io_bytes  # per token
@@ -144,19 +148,21 @@ def _evaluate(
         compute_time_s=flops / co.peak,
         memory_time_s=nbytes / co.bandwidth,
         roofline_time_s=roof,
-        overhead_time_s=co.overhead_s + 0.0 * T,
+        overhead_time_s=co.overhead_s + T * co.sampling_s,
         allreduce_time_s=T * co.allreduce_per_token_s + co.allreduce_latency_s,
+        dequant_time_s=co.dequant_s * dequant_rows(T, co.dequant_tile) if co.dequant_s else 0.0 * T,
         resident_bytes=co.resident_bytes + (R + T) * (L * co.kv_bytes),
     )
 
 
 def _memory_error(
-    model: ModelCard, hw: HardwareCard, *, dtype: str, tp: float, B: float, resident: float
+    model: ModelCard, hw: HardwareCard, *, formats: Formats, tp: float, B: float, resident: float
 ) -> ValueError:
-    weights = footprint(model, tensor_parallel=tp, formats=Formats.of(dtype)).weights_bytes
+    weights = footprint(model, tensor_parallel=tp, formats=formats).weights_bytes
+    what = formats.compute if not formats.quantized else f"{formats.weight_format} weights"
     return ValueError(
         f"model {model.slug!r} does not fit on {hw.slug!r}: weights {weights / 1e9:.2f} GB per "
-        f"device (tensor_parallel={int(tp)}, {dtype}) + KV cache {(resident - weights) / 1e9:.2f} "
+        f"device (tensor_parallel={int(tp)}, {what}) + KV cache {(resident - weights) / 1e9:.2f} "
         f"GB for batch {int(B)} = {resident / 1e9:.2f} GB > memory {hw.mem_capacity / 1e9:.2f} GB"
     )
 
@@ -169,6 +175,10 @@ def pass_cost(
     dtype: str | None = None,
     tensor_parallel: int = 1,
     encoder_length: int | None = None,
+    weights: str | None = None,
+    kv: str | None = None,
+    group_size: int | None = None,
+    runtime: RuntimeLike = None,
 ) -> StepCost:
     """Cost of one pass of any :class:`~specsim.cost.shape.PassShape`: chains or a token tree.
 
@@ -180,6 +190,7 @@ def pass_cost(
     (10, 'memory')
     """
     model, hardware = check_model(model), check_hardware(hardware)
+    rt = check_runtime(runtime, hardware)
     tp = check_tensor_parallel(model, tensor_parallel)
     if tp.ndim:
         raise ValueError(f"tensor_parallel: expected a scalar, got {tp.tolist()!r}")
@@ -187,19 +198,19 @@ def pass_cost(
         raise TypeError(f"shape: expected a PassShape, got {type(shape).__name__}")
     depth = shape.new if shape.parents is None else max(shape.depths or (0,))
     _check_positions(model, context=shape.context, new_tokens=depth)
-    dt = resolve_dtype(model, dtype)
+    fm = resolve_formats(model, dtype, weights=weights, kv=kv, group_size=group_size)
     T, S, R = shape.sums(encoder_tokens(model, encoder_length))
-    terms = _evaluate(model, hardware, formats=Formats.of(dt), tp=float(tp), T=T, S=S, R=R)
+    terms = _evaluate(model, hardware, formats=fm, tp=float(tp), T=T, S=S, R=R, runtime=rt)
     values = {k: float(getattr(terms, k)) for k in RESULT_FIELDS}
     if values["resident_bytes"] > hardware.mem_capacity:
         raise _memory_error(
-            model, hardware, dtype=dt, tp=float(tp), B=shape.batch,
+            model, hardware, formats=fm, tp=float(tp), B=shape.batch,
             resident=values["resident_bytes"],
         )  # fmt: skip
     bound = "compute" if values["compute_time_s"] > values["memory_time_s"] else "memory"
     return StepCost(
         **values, bound=bound, batch=shape.batch, tokens=shape.tokens, tensor_parallel=int(tp),
-        dtype=dt,
+        dtype=fm.compute, weight_format=fm.weight_format, kv_format=fm.kv_format,
     )  # fmt: skip
 
 
@@ -213,6 +224,10 @@ def step_cost(
     dtype: str | None = None,
     tensor_parallel: int = 1,
     encoder_length: int | None = None,
+    weights: str | None = None,
+    kv: str | None = None,
+    group_size: int | None = None,
+    runtime: RuntimeLike = None,
 ) -> StepCost:
     """Cost of one pass over ``batch`` sequences (see the module docstring for the model).
 
@@ -245,8 +260,10 @@ def step_cost(
             )
     shape = PassShape.chain(context=ctx.astype(np.int64), new=new.astype(np.int64), batch=n_seq)
     return pass_cost(
-        model, hardware, shape, dtype=dtype, tensor_parallel=int(tp), encoder_length=encoder_length
-    )
+        model, hardware, shape, dtype=dtype, tensor_parallel=int(tp),
+        encoder_length=encoder_length, weights=weights, kv=kv, group_size=group_size,
+        runtime=runtime,
+    )  # fmt: skip
 
 
 def step_cost_grid(
@@ -261,6 +278,10 @@ def step_cost_grid(
     encoder_length: int | None = None,
     check_memory: bool = True,
     check_positions: bool = True,
+    weights: str | None = None,
+    kv: str | None = None,
+    group_size: int | None = None,
+    runtime: RuntimeLike = None,
 ) -> StepCostGrid:
     """Costs of many homogeneous passes at once (vectorised).
 
@@ -276,6 +297,7 @@ def step_cost_grid(
     that model. ``check_positions=False`` is for deliberate extrapolation only.
     """
     model, hardware = check_model(model), check_hardware(hardware)
+    rt = check_runtime(runtime, hardware)
     B = int_array("batch", batch, 1)
     ctx = int_array("context", context, 0)
     new = int_array("new_tokens", new_tokens, 1)
@@ -290,12 +312,13 @@ def step_cost_grid(
         ) from exc
     if check_positions:
         _check_positions(model, context=ctx, new_tokens=new)
-    dt = resolve_dtype(model, dtype)
-    formats = Formats.of(dt)
+    formats = resolve_formats(model, dtype, weights=weights, kv=kv, group_size=group_size)
     T, S, R = chain_sums(B, B * ctx, new, encoder_tokens(model, encoder_length))
     groups = np.unique(tp)
     if groups.size == 1:  # the usual case: one device count for the whole grid
-        terms = _evaluate(model, hardware, formats=formats, tp=float(groups[0]), T=T, S=S, R=R)
+        terms = _evaluate(
+            model, hardware, formats=formats, tp=float(groups[0]), T=T, S=S, R=R, runtime=rt
+        )
         arrays = {
             k: np.asarray(np.broadcast_to(getattr(terms, k), T.shape), dtype=np.float64)
             for k in RESULT_FIELDS
@@ -304,57 +327,28 @@ def step_cost_grid(
         arrays = {k: np.empty(T.shape) for k in RESULT_FIELDS}
         for g in groups:
             sel = tp == g
-            terms = _evaluate(
-                model, hardware, formats=formats, tp=float(g), T=T[sel], S=S[sel], R=R[sel]
-            )
+            terms = _evaluate(model, hardware, formats=formats, tp=float(g), T=T[sel],
+                              S=S[sel], R=R[sel], runtime=rt)  # fmt: skip
             for k in RESULT_FIELDS:
                 arrays[k][sel] = getattr(terms, k)
     fits = arrays["resident_bytes"] <= hardware.mem_capacity
     if check_memory and not fits.all():
         i = tuple(int(j) for j in np.argwhere(~fits)[0]) if fits.ndim else ()
         err = _memory_error(
-            model, hardware, dtype=dt, tp=float(tp[i]), B=float(B[i]),
+            model, hardware, formats=formats, tp=float(tp[i]), B=float(B[i]),
             resident=float(arrays["resident_bytes"][i]),
         )  # fmt: skip
         raise ValueError(
             f"element {i} of {int((~fits).sum())} that do not fit (context {int(ctx[i])}, new "
             f"tokens {int(new[i])}): {err}"
         )
-    return StepCostGrid(**arrays, fits=fits, dtype=dt)
+    return StepCostGrid(
+        **arrays, fits=fits, dtype=formats.compute, weight_format=formats.weight_format,
+        kv_format=formats.kv_format,
+    )  # fmt: skip
 
 
-# Hardware-free and ridge quantities -------------------------------------------------------
-def pass_flops(
-    model: ModelLike,
-    *,
-    batch: ArrayLike = 1,
-    context: ArrayLike = DEFAULT_CONTEXT,
-    new_tokens: ArrayLike = 1,
-    encoder_length: int | None = None,
-) -> FloatArray | float:
-    """Floating-point operations of homogeneous passes (hardware-independent), broadcasting."""
-    model = check_model(model)
-    B = int_array("batch", batch, 1)
-    ctx = int_array("context", context, 0)
-    new = int_array("new_tokens", new_tokens, 1)
-    T, S, _ = chain_sums(B, B * ctx, new, encoder_tokens(model, encoder_length))
-    # 2 flops per weight read per token (decode_params: layers, final norm, LM head), plus
-    # 4 * head_dim per head and (query, key) pair, as in specsim.cost.roofline with tp = 1.
-    out = T * (2.0 * model.decode_params) + S * (4.0 * model.layers * model.head_dim * model.heads)
-    return float(out) if np.ndim(out) == 0 else np.asarray(out)
-
-
-def ridge_tokens(hardware: HardwareCard, dtype: str) -> float:
-    """Tokens per pass at which the weight GEMMs turn compute-bound.
-
-    Reading ``W`` weights costs ``W * bytes / (bandwidth * memory_efficiency)``;
-    multiplying them by ``n`` tokens costs ``2 W n / (peak * compute_efficiency)``;
-    they are equal at ``n* = bytes * peak * ce / (2 * bandwidth * me)``, the
-    accelerator's ridge point (Williams et al. 2009) in tokens.
-    """
-    return Formats.of(dtype).weights * hardware.ridge_intensity(dtype) / 2.0
-
-
+# Passes given by their aggregates -------------------------------------------------------
 def _number(x: ArrayLike) -> Any:
     # Plain numbers stay Python floats: 0-d arrays would make every term slow.
     return float(x) if isinstance(x, int | float) else np.asarray(x, dtype=np.float64)
@@ -371,6 +365,10 @@ def pass_aggregates_cost(
     dtype: str | None = None,
     tensor_parallel: int = 1,
     encoder_length: int | None = None,
+    weights: str | None = None,
+    kv: str | None = None,
+    group_size: int | None = None,
+    runtime: RuntimeLike = None,
 ) -> PassTerms:
     """The cost terms of passes given as sums over their sequences (no memory check).
 
@@ -385,9 +383,10 @@ def pass_aggregates_cost(
     tp = check_tensor_parallel(model, tensor_parallel)
     if tp.ndim:
         raise ValueError(f"tensor_parallel: expected a scalar, got {tp.tolist()!r}")
-    formats = Formats.of(resolve_dtype(model, dtype))
+    formats = resolve_formats(model, dtype, weights=weights, kv=kv, group_size=group_size)
     e = encoder_tokens(model, encoder_length)
     B, T = _number(batch), _number(tokens)
     S = _number(pairs) + T * e
     R = _number(context_tokens) + B * e
-    return _evaluate(model, hardware, formats=formats, tp=float(tp), T=T, S=S, R=R)
+    rt = check_runtime(runtime, hardware)
+    return _evaluate(model, hardware, formats=formats, tp=float(tp), T=T, S=S, R=R, runtime=rt)

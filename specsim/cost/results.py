@@ -41,6 +41,7 @@ class PassTerms:
     overhead_time_s: Any
     allreduce_time_s: Any
     resident_bytes: Any
+    dequant_time_s: Any
 
     def __getitem__(self, name: str) -> Any:
         return getattr(self, name)
@@ -58,7 +59,10 @@ class StepCost:
     ``compute_time_s`` and ``memory_time_s`` are one device's whole-pass flops
     and bytes at effective peak (their max is a lower bound on the roofline
     time, which takes the max per kernel). ``bound`` names the larger of the
-    two. ``resident_bytes`` is one device's weights plus KV cache.
+    two. ``resident_bytes`` is one device's weights plus KV cache. ``dequant_time_s`` is the
+    part of ``roofline_time_s`` spent dequantizing weight-only formats
+    (:mod:`specsim.cost.quant`); ``dtype`` is the compute dtype, ``weight_format`` and
+    ``kv_format`` the formats of the weights and the KV cache.
     """
 
     time_s: float
@@ -75,10 +79,13 @@ class StepCost:
     overhead_time_s: float
     allreduce_time_s: float
     resident_bytes: float
+    dequant_time_s: float
     batch: int
     tokens: int
     tensor_parallel: int
     dtype: str
+    weight_format: str = ""
+    kv_format: str = ""
 
     @property
     def time_per_token_s(self) -> float:
@@ -107,8 +114,11 @@ class StepCostGrid:
     overhead_time_s: FloatArray
     allreduce_time_s: FloatArray
     resident_bytes: FloatArray
+    dequant_time_s: FloatArray
     fits: NDArray[np.bool_]
     dtype: str
+    weight_format: str = ""
+    kv_format: str = ""
 
     @property
     def compute_bound(self) -> NDArray[np.bool_]:

@@ -19,9 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from specsim.cards import HardwareCard, ModelCard
+from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, profile_of_card
+from specsim.cost.collectives import allreduce_bandwidth_factor, allreduce_steps
 from specsim.cost.formats import Formats
 from specsim.cost.memory import footprint
+from specsim.cost.quant import DEQUANT_TILE_ROWS, dequant_rows, vector_peak
 
 __all__ = ["Roofline", "roofline", "time_energy"]
 
@@ -61,6 +63,12 @@ class Roofline:
     overhead_s: float
     allreduce_per_token_s: float
     allreduce_latency_s: float
+    dequant_s: float
+    dequant_tile: float
+    sampling_s: float
+    rows_log2: tuple[float, ...]
+    compute_scale: tuple[float, ...]
+    memory_scale: tuple[float, ...]
     # ... and the linear forms: time (s) ...
     dense_compute_s: float
     dense_memory_s: float
@@ -87,28 +95,39 @@ class Roofline:
     energy_per_byte_j: float
 
 
-_CACHE: dict[tuple[int, int, Formats, float], tuple[ModelCard, HardwareCard, Roofline]] = {}
+_Key = tuple[int, int, Formats, float, int]
+_CACHE: dict[_Key, tuple[ModelCard, HardwareCard, RuntimeProfile | None, Roofline]] = {}
 
 
-def roofline(model: ModelCard, hw: HardwareCard, formats: Formats, tp: float) -> Roofline:
-    """The :class:`Roofline` of ``model`` on ``tp`` devices ``hw``, memoized on the cards' identity.
+def roofline(
+    model: ModelCard,
+    hw: HardwareCard,
+    formats: Formats,
+    tp: float,
+    runtime: RuntimeProfile | None = None,
+) -> Roofline:
+    """The :class:`Roofline` of ``model`` on ``tp`` devices ``hw`` under the software stack
+    ``runtime`` (None: the card's own numbers, :func:`specsim.cards.profile_of_card`),
+    memoized on the cards' identity.
 
     A speed trick for the simulator, which evaluates passes of the same cards
     thousands of times: hashing a frozen card (all its fields) costs more than
     the pass. The cached entry holds the cards, so their ids cannot be reused.
     """
-    key = (id(model), id(hw), formats, tp)
+    key = (id(model), id(hw), formats, tp, id(runtime))
     hit = _CACHE.get(key)
-    if hit is not None and hit[0] is model and hit[1] is hw:
-        return hit[2]
+    if hit is not None and hit[0] is model and hit[1] is hw and hit[2] is runtime:
+        return hit[3]
     if len(_CACHE) >= 256:
         _CACHE.clear()
-    co = _compute(model, hw, formats, tp)
-    _CACHE[key] = (model, hw, co)
+    co = _compute(model, hw, formats, tp, profile_of_card(hw) if runtime is None else runtime)
+    _CACHE[key] = (model, hw, runtime, co)
     return co
 
 
-def _compute(model: ModelCard, hw: HardwareCard, formats: Formats, tp: float) -> Roofline:
+def _compute(
+    model: ModelCard, hw: HardwareCard, formats: Formats, tp: float, rt: RuntimeProfile
+) -> Roofline:
     """Weights and heads are split over ``tp`` devices, KV heads as
     :func:`specsim.cost.memory.footprint` says. Activation traffic per token and
     layer: each weight GEMM reads its input and writes its output once (inputs of
@@ -120,8 +139,8 @@ def _compute(model: ModelCard, hw: HardwareCard, formats: Formats, tp: float) ->
     act = 4 * d + 2 * q + ((3 if model.gated_mlp else 2) * model.d_ff) / tp
     layer_params = model.decode_layer_params / tp
     head_params = (model.decode_params - L * model.decode_layer_params) / tp  # LM head, norm
-    P = hw.peak(formats.compute) * hw.compute_efficiency
-    W = hw.mem_bandwidth * hw.memory_efficiency
+    P = hw.peak(formats.compute) * rt.compute_efficiency
+    W = hw.mem_bandwidth * rt.memory_efficiency
     w_layer, w_head = layer_params * wb, head_params * wb  # weight bytes per layer, LM head
     dense_flops = 2.0 * layer_params  # per token per layer
     attn_flops = 4.0 * model.head_dim * model.heads / tp  # per (query, key) pair
@@ -132,11 +151,20 @@ def _compute(model: ModelCard, hw: HardwareCard, formats: Formats, tp: float) ->
     kv = fp.kv_bytes_per_token_layer
     head_io = (2.0 * d + model.vocab / tp) * ab  # head input, logits, embedding gather
     n_allreduce = float(L * (3 if encdec else 2))
-    overhead = L * hw.layer_overhead_s + hw.pass_overhead_s
+    overhead = L * rt.layer_overhead_s + rt.pass_overhead_s
     ring, latency = 0.0, 0.0
-    if tp > 1:  # ring all-reduces of the activations (Patarasuk & Yuan, JPDC 2009)
-        ring = n_allreduce * 2.0 * (tp - 1) / tp * d * ab / hw.interconnect_bandwidth
-        latency = n_allreduce * hw.interconnect_latency_s
+    if tp > 1:  # all-reduces of the activations (specsim.cost.collectives)
+        alg = hw.collective_algorithm
+        factor = allreduce_bandwidth_factor(tp, alg)
+        ring = n_allreduce * factor * d * ab / hw.interconnect_bandwidth
+        latency = n_allreduce * allreduce_steps(tp, alg) * hw.interconnect_latency_s
+        latency += hw.collective_overhead_s * (tp - 1.0)
+    # Weight-only formats: vector work per weight and row (specsim.cost.quant).
+    dequant = 0.0
+    if formats.dequant_ops:
+        vec = vector_peak(hw.peak_flops, formats.compute)
+        dequant = formats.dequant_ops * (L * layer_params + head_params) / vec
+    rows_log2, compute_scale, memory_scale = rt.efficiencies(formats.weight_format)
     per_op = hw.energy_per_flop_j is not None and hw.energy_per_byte_j is not None
     return Roofline(
         layers=L, devices=float(tp), peak=P, bandwidth=W,
@@ -144,6 +172,8 @@ def _compute(model: ModelCard, hw: HardwareCard, formats: Formats, tp: float) ->
         head_io_bytes=head_io, head_flops=head_flops, weight_bytes=L * w_layer + w_head,
         resident_bytes=fp.weights_bytes, overhead_s=overhead,
         allreduce_per_token_s=ring, allreduce_latency_s=latency,
+        dequant_s=dequant, dequant_tile=DEQUANT_TILE_ROWS, sampling_s=rt.sampling_s_per_token,
+        rows_log2=rows_log2, compute_scale=compute_scale, memory_scale=memory_scale,
         dense_compute_s=L * dense_flops / P, dense_memory_s=L * act_bytes / W,
         dense_weights_s=L * w_layer / W,
         attention_compute_s=L * attn_flops / P, attention_cached_s=L * kv / W,
@@ -175,11 +205,22 @@ def time_energy(co: Roofline, T: Any, S: Any, R: Any) -> tuple[Any, Any, Any, An
     # Builtin max and min on plain floats: a speed trick for single passes.
     scalar = type(T) is float and type(S) is float and type(R) is float
     mx: Any = max if scalar else np.maximum
-    dense = mx(T * co.dense_compute_s, T * co.dense_memory_s + co.dense_weights_s)
+    if co.rows_log2:  # a profile whose efficiencies depend on the rows (or weight format)
+        lr = np.log2(np.maximum(T, 1.0))
+        sc = np.interp(lr, co.rows_log2, co.compute_scale)
+        sm = np.interp(lr, co.rows_log2, co.memory_scale)
+        dense = mx(T * co.dense_compute_s * sc, (T * co.dense_memory_s + co.dense_weights_s) * sm)
+        head = mx(T * co.head_compute_s * sc, (T * co.head_memory_s + co.head_weights_s) * sm)
+    else:
+        dense = mx(T * co.dense_compute_s, T * co.dense_memory_s + co.dense_weights_s)
+        head = mx(T * co.head_compute_s, T * co.head_memory_s + co.head_weights_s)
     attention = mx(S * co.attention_compute_s, R * co.attention_cached_s + T * co.attention_new_s)
-    head = mx(T * co.head_compute_s, T * co.head_memory_s + co.head_weights_s)
     roof = dense + attention + head
+    if co.dequant_s:  # weight-only quantized formats only: unquantized passes skip it
+        roof = roof + co.dequant_s * dequant_rows(T, co.dequant_tile)
     time = roof + (T * co.allreduce_per_token_s + co.fixed_s)
+    if co.sampling_s:  # a runtime profile's sampling cost per new token
+        time = time + T * co.sampling_s
     flops = T * co.flops_per_token + S * co.flops_per_pair
     nbytes = co.weight_bytes + R * co.bytes_per_cached + T * co.bytes_per_token
     if co.per_operation_energy:

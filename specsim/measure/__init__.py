@@ -35,14 +35,24 @@ from specsim.measure.corpus import MissingPackageError, build_corpora
 from specsim.measure.decode import (
     Decoded,
     DecodeState,
+    Interleaved,
     SpecDecoded,
     autoregressive_decode,
+    interleaved_decode,
     next_token_probs,
     sample_rows,
     speculative_decode,
 )
-from specsim.measure.models import DTYPES, build_model, hf_config, resolve_device, torch_dtype
-from specsim.measure.presets import PRESETS, Preset, get_preset
+from specsim.measure.models import (
+    DTYPES,
+    build_model,
+    hf_config,
+    int4_supported,
+    quantize_weights,
+    resolve_device,
+    torch_dtype,
+)
+from specsim.measure.presets import PRESETS, Preset, get_preset, shrink
 from specsim.measure.realalpha import position_stats, summarize
 from specsim.measure.realbuild import build_real
 from specsim.measure.realrun import measure_alpha, measure_real
@@ -50,6 +60,8 @@ from specsim.measure.run import SECTIONS, device_name, run_preset, unit_rng
 from specsim.measure.timing import (
     energy_meter,
     filled_state,
+    interleaved_until,
+    measure_allreduce,
     measure_ceilings,
     time_calls,
     time_passes,
@@ -67,20 +79,27 @@ __all__ = [
     "next_token_probs",
     "sample_rows",
     "speculative_decode",
+    "Interleaved",
+    "interleaved_decode",
     "DTYPES",
     "build_model",
     "hf_config",
     "resolve_device",
     "torch_dtype",
+    "int4_supported",
+    "quantize_weights",
     "PRESETS",
     "Preset",
     "get_preset",
+    "shrink",
     "SECTIONS",
     "device_name",
     "run_preset",
     "unit_rng",
     "energy_meter",
     "filled_state",
+    "interleaved_until",
+    "measure_allreduce",
     "measure_ceilings",
     "time_calls",
     "time_passes",

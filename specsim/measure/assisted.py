@@ -18,15 +18,17 @@ generator inside :func:`torch.random.fork_rng`, which restores it afterwards.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 from transformers import GenerationConfig
 
+from specsim.cards import load_model
 from specsim.measure.models import synchronize
 
-__all__ = ["SCHEDULES", "hf_generate"]
+__all__ = ["SCHEDULES", "hf_generate", "assisted_runs"]
 
 SCHEDULES = ("constant", "heuristic")
 """The ``num_assistant_tokens_schedule`` values this harness measures."""
@@ -120,3 +122,50 @@ def hf_generate(
         "draft_passes": counters["draft"].calls,
         "tokens": tokens,
     }
+
+
+def assisted_runs(
+    *,
+    pairs: tuple[tuple[str, str], ...],
+    gammas: tuple[int, ...],
+    temperatures: tuple[float, ...],
+    repeats: int,
+    new_tokens: int,
+    done: set[tuple[Any, ...]],
+    model: Callable[..., Any],
+    prompt: Callable[[Any], np.ndarray],
+    rng: Callable[[str], np.random.Generator],
+) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """``(run_id, rows)`` of each Hugging Face generation run not in ``done``: plain per
+    target, constant schedule at each gamma and the heuristic one from the largest gamma per
+    pair, at each temperature; ``repeats`` rows each (columns of the ``assisted`` trace but
+    ``prompt_len``, ``dtype``, ``device``). ``model(role, slug, vocab=None)`` builds or
+    returns a model, ``prompt(target card)`` the prompt, ``rng(run_id)`` the generator."""
+    configs: list[tuple[str, str | None, str, int]] = []
+    for t_slug in dict.fromkeys(t for t, _ in pairs):
+        configs.append((t_slug, None, "none", 0))
+    for t_slug, d_slug in pairs:
+        configs += [(t_slug, d_slug, "constant", g) for g in gammas]
+        configs.append((t_slug, d_slug, "heuristic", max(gammas)))
+    for t_name, d_name, schedule, n in configs:
+        target = load_model(t_name)
+        for temp in temperatures:
+            run_id = f"hf/{t_name}+{d_name or '-'}/T{temp:g}/{schedule}{n}"
+            if (run_id,) in done:
+                continue
+            gen = rng(run_id)
+            tmodel = model("target", t_name)
+            dmodel = None if d_name is None else model("draft", d_name, vocab=target.vocab)
+            rows = []
+            for r in range(repeats):
+                res = hf_generate(tmodel, dmodel, prompt=prompt(target), new_tokens=new_tokens,
+                                  temperature=temp, rng=gen, num_assistant_tokens=n,
+                                  schedule=schedule)  # fmt: skip
+                rows.append({
+                    "run_id": run_id, "target": t_name, "draft": d_name or "",
+                    "temperature": float(temp), "batch": 1, "vocab": target.vocab,
+                    "schedule": schedule, "num_assistant_tokens": n, "repeat": r,
+                    "new_tokens": new_tokens, "time_s": res["time_s"],
+                    "target_passes": res["target_passes"], "draft_passes": res["draft_passes"],
+                })  # fmt: skip
+            yield run_id, rows

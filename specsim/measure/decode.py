@@ -26,6 +26,10 @@ models have near-uniform next-token distributions, so T sets the acceptance
 rate: a low T sharpens two unrelated models into disagreement, a high T
 flattens both towards uniform and agreement (see ``docs/traces.md``).
 
+:func:`interleaved_decode` times a speculative run and a plain run of the same target
+in turn, block by block, so that whatever else loads the machine moves both and their
+speedup can be paired block by block (issue 14).
+
 Wall times synchronise the device before each clock read; they include the
 host work of a Python decoding loop (sampling in numpy), as a real
 implementation would. The prompt prefill is not timed.
@@ -54,6 +58,8 @@ __all__ = [
     "SpecDecoded",
     "autoregressive_decode",
     "speculative_decode",
+    "Interleaved",
+    "interleaved_decode",
 ]
 
 IntArray = NDArray[np.int64]
@@ -216,17 +222,23 @@ def autoregressive_decode(
     """Generate ``new_tokens`` tokens per row one pass at a time, sampling at ``temperature``."""
     prompt = _check(prompt, new_tokens)
     state, seq = _start(model, prompt)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for step in range(new_tokens):
-        context = seq.shape[1]
-        t0 = _clock(state.device)
-        logits = state.forward(_pending(state, seq), last_only=True)[:, -1]
-        t1 = _clock(state.device)
-        token = _choose(next_token_probs(logits, temperature), temperature, rng)
-        t2 = time.perf_counter()
-        seq = np.concatenate([seq, token[:, None]], axis=1)
-        rows.append({"step": step, "context": context, "forward_s": t1 - t0, "sample_s": t2 - t1})
+        seq = _ar_step(state, seq, temperature=temperature, rng=rng, step=step, rows=rows)
     return Decoded(tokens=seq[:, -new_tokens:], steps=pd.DataFrame(rows))
+
+
+def _ar_step(state: DecodeState, seq: IntArray, *, temperature: float,
+             rng: np.random.Generator, step: int, rows: list[dict[str, Any]]) -> IntArray:
+    """One plain decoding step after ``seq``; its timing row is appended to ``rows``."""
+    context = seq.shape[1]
+    t0 = _clock(state.device)
+    logits = state.forward(_pending(state, seq), last_only=True)[:, -1]
+    t1 = _clock(state.device)
+    token = _choose(next_token_probs(logits, temperature), temperature, rng)
+    t2 = time.perf_counter()
+    rows.append({"step": step, "context": context, "forward_s": t1 - t0, "sample_s": t2 - t1})
+    return np.concatenate([seq, token[:, None]], axis=1)
 
 
 def speculative_decode(
@@ -255,49 +267,115 @@ def speculative_decode(
     t_state, seq = _start(target, prompt)
     d_state, _ = _start(draft, prompt)
     start_len = seq.shape[1]
-    greedy = temperature == 0
     blocks: list[dict[str, Any]] = []
     positions: list[dict[str, Any]] = []
     block = 0
     while seq.shape[1] - start_len < new_tokens:
-        context = seq.shape[1]
-        t0 = _clock(d_state.device)
-        drafted, q_rows, pass_s = [], [], []
-        feed = _pending(d_state, seq)
-        for _ in range(gamma):
-            tp = time.perf_counter()
-            q = next_token_probs(d_state.forward(feed, last_only=True)[:, -1], temperature)
-            x = _choose(q, temperature, rng)
-            drafted.append(x)
-            q_rows.append(q)
-            feed = torch.from_numpy(x[:, None])
-            pass_s.append(time.perf_counter() - tp)
-        t1 = _clock(t_state.device)
-        xs = np.stack(drafted, axis=1)
-        feed_t = torch.cat([_pending(t_state, seq), torch.from_numpy(xs)], dim=1)
-        logits = t_state.forward(feed_t)[:, -(gamma + 1) :]
-        t2 = _clock(t_state.device)
-        p = next_token_probs(logits, temperature)
-        qs = np.stack(q_rows, axis=1)
-        result = verify_batch(xs, qs, p, rng, greedy=greedy)
-        k = int(result.accepted.min())
-        seq = np.concatenate([seq, result.tokens[:, : k + 1]], axis=1)
-        t_state.rollback(seq.shape[1] - 1)
-        d_state.rollback(min(d_state.length, seq.shape[1] - 1))
-        t3 = time.perf_counter()
-        alpha = np.asarray(acceptance_rate(p[:, :gamma], qs)).reshape(len(seq), gamma)
-        for b in range(len(seq)):
-            n = int(result.accepted[b])
-            blocks.append({
-                "block": block, "seq": b, "context": context, "accepted": n, "emitted": k + 1,
-                "draft_s": t1 - t0, "target_s": t2 - t1, "verify_s": t3 - t2,
-            })
-            for i in range(gamma):
-                positions.append({
-                    "block": block, "seq": b, "position": i + 1, "alpha": float(alpha[b, i]),
-                    "accepted": i < n, "reached": i <= n, "draft_pass_s": pass_s[i],
-                })
+        seq = _spec_block(t_state, d_state, seq, gamma=gamma, temperature=temperature, rng=rng,
+                          block=block, blocks=blocks, positions=positions)  # fmt: skip
         block += 1
     tokens = seq[:, start_len : start_len + new_tokens]
     return SpecDecoded(tokens=tokens, blocks=pd.DataFrame(blocks),
                        positions=pd.DataFrame(positions))
+
+
+def _spec_block(
+    t_state: DecodeState, d_state: DecodeState, seq: IntArray, *, gamma: int,
+    temperature: float, rng: np.random.Generator, block: int,
+    blocks: list[dict[str, Any]], positions: list[dict[str, Any]],
+) -> IntArray:
+    """One speculative block after ``seq``: draft, verify, roll back; its rows are appended
+    to ``blocks`` and ``positions``; returns the longer sequence."""
+    greedy = temperature == 0
+    context = seq.shape[1]
+    t0 = _clock(d_state.device)
+    drafted, q_rows, pass_s = [], [], []
+    feed = _pending(d_state, seq)
+    for _ in range(gamma):
+        tp = time.perf_counter()
+        q = next_token_probs(d_state.forward(feed, last_only=True)[:, -1], temperature)
+        x = _choose(q, temperature, rng)
+        drafted.append(x)
+        q_rows.append(q)
+        feed = torch.from_numpy(x[:, None])
+        pass_s.append(time.perf_counter() - tp)
+    t1 = _clock(t_state.device)
+    xs = np.stack(drafted, axis=1)
+    feed_t = torch.cat([_pending(t_state, seq), torch.from_numpy(xs)], dim=1)
+    logits = t_state.forward(feed_t)[:, -(gamma + 1) :]
+    t2 = _clock(t_state.device)
+    p = next_token_probs(logits, temperature)
+    qs = np.stack(q_rows, axis=1)
+    result = verify_batch(xs, qs, p, rng, greedy=greedy)
+    k = int(result.accepted.min())
+    seq = np.concatenate([seq, result.tokens[:, : k + 1]], axis=1)
+    t_state.rollback(seq.shape[1] - 1)
+    d_state.rollback(min(d_state.length, seq.shape[1] - 1))
+    t3 = time.perf_counter()
+    alpha = np.asarray(acceptance_rate(p[:, :gamma], qs)).reshape(len(seq), gamma)
+    for b in range(len(seq)):
+        n = int(result.accepted[b])
+        blocks.append({
+            "block": block, "seq": b, "context": context, "accepted": n, "emitted": k + 1,
+            "draft_s": t1 - t0, "target_s": t2 - t1, "verify_s": t3 - t2,
+        })
+        for i in range(gamma):
+            positions.append({
+                "block": block, "seq": b, "position": i + 1, "alpha": float(alpha[b, i]),
+                "accepted": i < n, "reached": i <= n, "draft_pass_s": pass_s[i],
+            })
+    return seq
+
+
+@dataclass(frozen=True, slots=True)
+class Interleaved:
+    """A speculative run and its plain twin, timed block by block in turn
+    (:func:`interleaved_decode`): ``blocks`` and ``positions`` as :class:`SpecDecoded`'s,
+    ``steps`` as :class:`Decoded`'s; the plain steps run right after block ``i`` are the next
+    ``blocks.emitted[i]`` rows of ``steps``."""
+
+    blocks: pd.DataFrame
+    positions: pd.DataFrame
+    steps: pd.DataFrame
+
+
+def interleaved_decode(
+    target: Any,
+    draft: Any,
+    *,
+    prompt: IntArray,
+    new_tokens: int,
+    gamma: int,
+    temperature: float,
+    rng: np.random.Generator,
+    first_block: int = 0,
+    first_step: int = 0,
+) -> Interleaved:
+    """Speculative decoding and plain decoding of the same target from the same prompt, in
+    turn: after each speculative block that emits ``e`` tokens, the plain run decodes ``e``
+    tokens. Each block's speculative and plain times are then measured under the same load
+    on the machine, so the ratio of their sums (the speedup) is paired block by block.
+
+    The plain run samples its own tokens (from a generator drawn from ``rng``); blocks and
+    steps are numbered from ``first_block`` and ``first_step`` (runs made of segments).
+    """
+    prompt = _check(prompt, new_tokens, gamma)
+    t_state, seq = _start(target, prompt)
+    d_state, _ = _start(draft, prompt)
+    p_state, plain = _start(target, prompt)
+    plain_rng = np.random.default_rng(int(rng.integers(0, 2**63 - 1)))
+    start_len = seq.shape[1]
+    blocks: list[dict[str, Any]] = []
+    positions: list[dict[str, Any]] = []
+    steps: list[dict[str, Any]] = []
+    block, step = first_block, first_step
+    while seq.shape[1] - start_len < new_tokens:
+        seq = _spec_block(t_state, d_state, seq, gamma=gamma, temperature=temperature, rng=rng,
+                          block=block, blocks=blocks, positions=positions)  # fmt: skip
+        for _ in range(int(blocks[-1]["emitted"])):
+            plain = _ar_step(p_state, plain, temperature=temperature, rng=plain_rng, step=step,
+                             rows=steps)  # fmt: skip
+            step += 1
+        block += 1
+    return Interleaved(blocks=pd.DataFrame(blocks), positions=pd.DataFrame(positions),
+                       steps=pd.DataFrame(steps))

@@ -3,7 +3,13 @@
 A preset is one flat frozen config: the ceilings to time, the grid of forward
 passes, the pairs and temperatures of the decoding runs. ``smoke`` takes
 seconds (tests use it); ``cpu`` is sized to finish in under 10 minutes on two
-cores; ``h200`` (alias ``gpu``) in under 8 minutes on one H200.
+cores; ``h200`` (alias ``gpu``) in under 8 minutes on one H200 without its weight formats
+and interleaved runs (issue 14), which add about twice the pass grid's time and at
+most 2.5 minutes (an estimate: not run on a GPU yet); ``cpu-rows`` (issue 14) times
+plain passes at 1 to 64 new positions in three weight formats and speculative runs
+interleaved with their plain twins, block by block, until each speedup's 95% interval is
+within ``speedup_halfwidth`` (or ``max_blocks`` or ``max_run_s`` is reached). ``shrink``
+cuts a preset to CPU size with every path kept (``specsim measure --shrink``).
 
 Measured sizing of ``cpu`` (pieces run with one thread on a shared, busy
 2-core machine, extrapolated to the full grid): ceilings 3 s, pass grid about
@@ -28,9 +34,19 @@ lack (alpha barely varies between positions at a given T).
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-__all__ = ["Preset", "PRESETS", "get_preset"]
+from specsim import traces
+
+QUANT_FORMATS = ("fp32", "bf16", "int8", "int4")
+"""Weight formats a preset may time (:func:`specsim.measure.models.quantize_weights`)."""
+
+__all__ = ["QUANT_FORMATS", "Preset", "PRESETS", "get_preset", "shrink", "check_resume"]
 
 _MIB = 2**20
 _GIB = 2**30
@@ -60,6 +76,13 @@ class Preset:
     ``assisted_repeats`` runs of Hugging Face generation per configuration
     (0: none) at each of ``assisted_temperatures``: plain, constant schedule at
     each gamma, and the heuristic schedule starting at the largest gamma.
+
+    ``weight_formats``: (format, largest new_tokens) timed besides the dtype's own, int4 in
+    groups of ``group_size``. ``interleave``: speculative runs in turn with their plain
+    twins, in segments of ``decode_tokens``, from ``min_blocks`` until the speedup's 95%
+    interval is within ``+-speedup_halfwidth`` or ``max_blocks`` or ``max_run_s`` (0: none)
+    is reached. ``pin_threads``: the process is pinned to ``threads`` CPUs.
+    ``allreduce_bytes``: all-reduce sizes timed where several GPUs exist.
     """
 
     name: str
@@ -86,6 +109,15 @@ class Preset:
     decode_tokens: int
     assisted_repeats: int
     assisted_temperatures: tuple[float, ...]
+    weight_formats: tuple[tuple[str, int], ...] = ()
+    group_size: int = 128
+    interleave: bool = False
+    speedup_halfwidth: float = 0.05
+    min_blocks: int = 30
+    max_blocks: int = 5000
+    max_run_s: float = 0.0
+    pin_threads: bool = False
+    allreduce_bytes: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.dtype not in ("float32", "float64", "float16", "bfloat16"):
@@ -114,6 +146,17 @@ class Preset:
         for pair in self.pairs:
             if not (isinstance(pair, tuple) and len(pair) == 2):
                 raise ValueError(f"Preset.pairs: expected (target, draft) tuples, got {pair!r}")
+        for item in self.weight_formats:
+            if not (isinstance(item, tuple) and len(item) == 2 and item[0] in QUANT_FORMATS):
+                raise ValueError(f"Preset.weight_formats: expected (format, largest new_tokens) "
+                                 f"with a format of {QUANT_FORMATS}, got {item!r}")
+            _ints("weight_formats", (item[1],), 1)
+        for name, low in (("group_size", 1), ("min_blocks", 2), ("max_blocks", 2)):
+            _ints(name, (getattr(self, name),), low)
+        _ints("allreduce_bytes", self.allreduce_bytes, 1)
+        if not 0 < self.speedup_halfwidth < 1 or self.max_run_s < 0:
+            raise ValueError(f"Preset: speedup_halfwidth in (0, 1) and max_run_s >= 0 required, "
+                             f"got {self.speedup_halfwidth} and {self.max_run_s}")
 
     @property
     def positions_needed(self) -> int:
@@ -181,8 +224,9 @@ PRESETS: dict[str, Preset] = {
     ),
     "h200": Preset(
         name="h200",
-        description="under 8 minutes on one H200: a Llama-2-7B-shaped target with "
-        "llama-68m, llama-160m and Llama-3.2-1B-shaped drafts, bfloat16",
+        description="one H200 (estimated, not run: about 8 minutes in bfloat16, twice that "
+        "with int8 and int4 weights, 2.5 more for interleaved runs): a Llama-2-7B-shaped target "
+        "with llama-68m, llama-160m and Llama-3.2-1B-shaped drafts",
         dtype="bfloat16",
         threads=None,
         matmul_sizes=(1024, 4096, 8192, 16384),
@@ -206,8 +250,68 @@ PRESETS: dict[str, Preset] = {
         decode_tokens=96,
         assisted_repeats=1,
         assisted_temperatures=(0.6, 2.0),
+        weight_formats=(("int8", 64), ("int4", 64)),
+        interleave=True,
+        min_blocks=50,
+        max_run_s=3.0,  # 48 runs: about 2.5 minutes at most
+        allreduce_bytes=(8192, 2**20, 64 * 2**20),
+    ),
+    "cpu-rows": Preset(
+        name="cpu-rows",
+        description="about 5 minutes on one thread: plain passes at 1 to 64 new positions in "
+        "float32, dynamic int8 and int4 weights; speculative runs interleaved with their plain "
+        "twins until each speedup is known within +-5% (95%)",
+        dtype="float32",
+        # One thread: on this 2-vCPU VM two threads made the same passes up to 84 times
+        # slower in some repeats under other load, and tiny ones 10 times slower when quiet.
+        threads=1,
+        matmul_sizes=(256, 512, 1024, 2048),
+        copy_bytes=(_MIB, 16 * _MIB, 256 * _MIB),
+        ceiling_repeats=5,
+        timing_models=("gpt-like-97m", "gpt-like-6m", "llama-160m", "llama-68m"),
+        batches=(1,),
+        contexts=(64, 128),
+        new_tokens=(1, 2, 4, 8, 16, 32, 64),
+        warmup=1,
+        repeats=3,
+        energy_window_s=0.0,
+        max_cache_bytes=4 * _GIB,
+        source_len=64,
+        pairs=(("gpt-like-97m", "gpt-like-6m"), ("llama-160m", "llama-68m")),
+        temperatures=(0.6, 2.0),
+        gammas=(3,),
+        decode_batches=(1,),
+        prompt_len=64,
+        decode_tokens=48,
+        assisted_repeats=0,
+        assisted_temperatures=(),
+        # int4 stops at 4 rows: this torch build's CPU int4 kernel costs about 7x a float32
+        # pass per row, linearly in the rows (measured: a 768 x 32000 LM head takes 0.17 s
+        # for 1 row, 1.6 s for 8 and 13 s for 64), so 64 rows would take minutes per pass.
+        weight_formats=(("int8", 64), ("int4", 4)),
+        interleave=True,
+        min_blocks=30,
+        max_run_s=60.0,
+        pin_threads=True,
     ),
 }
+
+
+def shrink(preset: Preset) -> Preset:
+    """``preset`` cut to CPU size, every path kept (dtype, weight formats, interleaved runs,
+    collectives, energy): the smallest cards, short runs, a few blocks. For checking a GPU
+    preset end to end on a machine without the GPU (``specsim measure --shrink``)."""
+    return dataclasses.replace(
+        preset, name=f"{preset.name}-shrunk", matmul_sizes=(32,), copy_bytes=(4096,),
+        ceiling_repeats=1, timing_models=("gpt-like-6m",), batches=(1, 2), contexts=(8,),
+        new_tokens=(1, 2), warmup=1, repeats=1, energy_window_s=min(preset.energy_window_s,
+        0.01), max_cache_bytes=1e8, source_len=8, pairs=(("gpt-like-6m", "gpt-like-6m"),),
+        temperatures=(1.0,), gammas=(2,), decode_batches=(1,), prompt_len=4, decode_tokens=6,
+        assisted_temperatures=preset.assisted_temperatures[:1],
+        weight_formats=tuple((f, min(n, 2)) for f, n in preset.weight_formats),
+        min_blocks=4, max_blocks=8, max_run_s=min(preset.max_run_s or 5.0, 5.0),
+        allreduce_bytes=preset.allreduce_bytes[:1],
+    )  # fmt: skip
 
 
 def get_preset(name: str) -> Preset:
@@ -216,3 +320,36 @@ def get_preset(name: str) -> Preset:
     if key not in PRESETS:
         raise ValueError(f"preset: unknown preset {name!r}; expected one of {[*PRESETS, 'gpu']}")
     return PRESETS[key]
+
+
+_RESUME_KEYS = ("device", "device_name", "dtype", "preset", "seed")
+"""Session metadata a run must share with the traces already in its output folder."""
+
+
+def check_resume(folder: Path, meta: Mapping[str, Any]) -> None:
+    """Refuse to resume into ``folder`` if its traces came from another device, dtype,
+    preset or seed (``meta``: this run's session): their units would be skipped as done
+    and the traces mixed."""
+    for kind in traces.KINDS:
+        csv_path, json_path = traces.trace_paths(folder / f"{kind}.csv")
+        if not csv_path.exists() or not json_path.exists():
+            continue  # nothing to resume, or start_trace reports the missing sidecar
+        try:
+            recorded = json.loads(json_path.read_text())
+        except json.JSONDecodeError:
+            continue  # start_trace reports it
+        if not isinstance(recorded, dict):
+            continue
+        sessions = recorded.get("sessions")
+        records = [recorded, *(sessions if isinstance(sessions, list) else [])]
+        for record in records:
+            if not isinstance(record, dict):
+                continue
+            for key in _RESUME_KEYS:
+                if record.get(key) != meta[key]:
+                    raise ValueError(
+                        f"out: {folder} already holds {kind} traces measured with "
+                        f"{key}={record.get(key)!r}, but this run has {key}={meta[key]!r}; "
+                        "resuming would skip its units as done and mix the traces (use "
+                        f"another out folder, or the same {key})"
+                    )

@@ -16,7 +16,6 @@ uninterrupted one; only the timings differ.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import sys
@@ -34,12 +33,18 @@ import transformers
 import specsim
 from specsim import traces
 from specsim.cards import ModelCard, load_model
-from specsim.measure.assisted import hf_generate
+from specsim.measure.assisted import assisted_runs
 from specsim.measure.decode import autoregressive_decode, speculative_decode
-from specsim.measure.models import build_model, resolve_device
-from specsim.measure.presets import Preset
-from specsim.measure.timing import measure_ceilings, time_passes
+from specsim.measure.models import build_model, quantize_weights, resolve_device
+from specsim.measure.presets import Preset, check_resume
+from specsim.measure.timing import (
+    interleaved_until,
+    measure_allreduce,
+    measure_ceilings,
+    time_passes,
+)
 from specsim.rng import keyed_rng
+from specsim.trace_schema import SCHEMAS
 
 __all__ = ["SECTIONS", "unit_rng", "device_name", "run_preset"]
 
@@ -86,37 +91,9 @@ class _Models:
         return self.built[key]
 
 
-_RESUME_KEYS = ("device", "device_name", "dtype", "preset", "seed")
-"""Session metadata a run must share with the traces already in its output folder."""
-
-
-def _check_resume(folder: Path, meta: Mapping[str, Any]) -> None:
-    """Refuse to resume into ``folder`` if its traces came from another device, dtype,
-    preset or seed: their units would be skipped as done and the traces mixed."""
-    for kind in traces.KINDS:
-        csv_path, json_path = traces.trace_paths(folder / f"{kind}.csv")
-        if not csv_path.exists() or not json_path.exists():
-            continue  # nothing to resume, or start_trace reports the missing sidecar
-        try:
-            recorded = json.loads(json_path.read_text())
-        except json.JSONDecodeError:
-            continue  # start_trace reports it
-        if not isinstance(recorded, dict):
-            continue
-        sessions = recorded.get("sessions")
-        records = [recorded, *(sessions if isinstance(sessions, list) else [])]
-        for record in records:
-            if not isinstance(record, dict):
-                continue
-            for key in _RESUME_KEYS:
-                if record.get(key) != meta[key]:
-                    raise ValueError(
-                        f"out: {folder} already holds {kind} traces measured with "
-                        f"{key}={record.get(key)!r}, but this run has {key}={meta[key]!r}; "
-                        "resuming would skip its units as done and mix the traces (use "
-                        f"another out folder, or the same {key})"
-                    )
-
+_FORMAT_COLS = ["weights", "quant", "group_size"]
+"""Columns a passes trace of several weight formats adds: the format (``fp32``, ``int8``,
+``int4``...), how it was made (``none``, ``dynamic``, ``weight-only``) and int4's group size."""
 
 def _kv_bytes(card: ModelCard, dtype: str, batch: int, context: int) -> float:
     element = torch.tensor([], dtype=getattr(torch, dtype)).element_size()
@@ -162,10 +139,13 @@ def run_preset(
     say = log if log is not None else (lambda line: None)
     folder = Path(out)
     old_threads = torch.get_num_threads()
+    old_cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     if dev.type == "cpu" and preset.threads is not None:
         # On a machine shared with other work, more threads than idle cores slow
         # small ops down many times over (OpenMP threads wait on each other).
         torch.set_num_threads(preset.threads)
+        if preset.pin_threads and old_cpus is not None:
+            os.sched_setaffinity(0, sorted(old_cpus)[: preset.threads])
     meta = {
         "device_name": device_name(dev), "device": dev.type, "dtype": preset.dtype,
         "preset": preset.name, "seed": seed, "threads": torch.get_num_threads(),
@@ -175,17 +155,21 @@ def run_preset(
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": command or " ".join(sys.argv),
     }
+    if old_cpus is not None:
+        meta["cpus"] = sorted(os.sched_getaffinity(0))
     if dev.type == "cuda":
         meta["cuda"] = torch.version.cuda
     written = dict.fromkeys(traces.KINDS, 0)
     try:
-        _check_resume(folder, meta)
+        check_resume(folder, meta)
         ctx = _Run(preset, dev, folder, seed, meta, say, written)
         for section in SECTIONS:
             if section in chosen:
                 getattr(ctx, section)()
     finally:
         torch.set_num_threads(old_threads)
+        if old_cpus is not None:
+            os.sched_setaffinity(0, old_cpus)
     return written
 
 
@@ -197,6 +181,7 @@ class _Run:
         self.p, self.dev, self.folder, self.seed = preset, dev, folder, seed
         self.meta, self.log, self.written = meta, log, written
         self.models = _Models(preset, str(dev), seed, log)
+        self.quantized: dict[str, tuple[Any, str]] = {}
         self.common = {"dtype": preset.dtype, "device": dev.type}
 
     def start(self, kind: str) -> pd.DataFrame:
@@ -224,9 +209,29 @@ class _Run:
             best = rows.groupby("op").rate.max()
             self.log(f"ceilings {op} {size}: " + ", ".join(
                 f"{k} {v:.3g}/s" for k, v in best.items()) + f" ({time.perf_counter() - t0:.1f} s)")
+        if self.p.allreduce_bytes and self.dev.type == "cuda":
+            rows = measure_allreduce(self.p.allreduce_bytes, dtype=self.p.dtype,
+                                     repeats=self.p.ceiling_repeats)  # fmt: skip
+            if rows.empty:
+                self.log("ceilings allreduce: skipped (fewer than two GPUs)")
+            elif not any(str(k[2]).startswith("allreduce") for k in done):
+                self.append("ceilings", _with(rows, **self.common))
+                self.log(f"ceilings allreduce: busbw up to {rows.rate.max():.3g} B/s")
+
+    def formats(self) -> list[tuple[str, int]]:
+        """(weight format, largest new_tokens) of the pass grid, the dtype's own first."""
+        own = {"float32": "fp32", "bfloat16": "bf16"}.get(self.p.dtype, self.p.dtype)
+        return [(own, max(self.p.new_tokens)), *self.p.weight_formats]
 
     def passes(self) -> None:
-        done = _done(self.start("passes"), ("model", "dtype", "device", "batch", "context"))
+        keys = ["model", "dtype", "device", "batch", "context"]
+        path = self.folder / "passes.csv"
+        if self.p.weight_formats:
+            keys.append("weights")
+            if not path.exists():  # a header with the weight-format columns
+                empty = pd.DataFrame(columns=[c.name for c in SCHEMAS["passes"]] + _FORMAT_COLS)
+                traces.write_trace(path, traces.Trace(kind="passes", data=empty, meta=self.meta))
+        done = _done(self.start("passes"), keys)
         # Weights do not change timings: reuse the decoding runs' models where they match.
         targets = {t for t, _ in self.p.pairs}
         drafts = {d for t, d in self.p.pairs if load_model(t).vocab == load_model(d).vocab}
@@ -236,29 +241,51 @@ class _Run:
             source = self.p.source_len if card.architecture == "encoder-decoder" else 0
             for batch in self.p.batches:
                 for context in self.p.contexts:
-                    if (slug, self.p.dtype, self.dev.type, batch, context) in done:
-                        continue
                     if _kv_bytes(card, self.p.dtype, batch, context) > self.p.max_cache_bytes:
                         self.log(f"passes {slug} b{batch} c{context}: skipped (KV cache over "
                                  f"{self.p.max_cache_bytes / 2**30:.0f} GiB)")
                         continue
-                    model = self.models.get(role, card)
-                    t0 = time.perf_counter()
-                    rows = time_passes(
-                        model, batch=batch, context=context, new_tokens=self.p.new_tokens,
-                        repeats=self.p.repeats, warmup=self.p.warmup, source_len=source,
-                        energy_window_s=self.p.energy_window_s,
-                        rng=unit_rng(self.seed, f"passes/{slug}/{batch}/{context}"),
-                    )
-                    self.append("passes", _with(rows, model=slug, **self.common))
-                    self.log(f"passes {slug} b{batch} c{context}: {len(rows)} passes, "
-                             f"{time.perf_counter() - t0:.1f} s")
+                    for i, (fmt, most) in enumerate(self.formats()):
+                        key = (slug, self.p.dtype, self.dev.type, batch, context)
+                        if (*key, fmt)[: len(keys)] in done:
+                            continue
+                        label = f"passes {slug} b{batch} c{context}" + (f" {fmt}" if i else "")
+                        self.time_format(card, role, fmt, label, batch=batch, context=context,
+                                         source=source, most=most)  # fmt: skip
+            self.quantized.clear()
+
+    def time_format(self, card: ModelCard, role: str, fmt: str, label: str, *, batch: int,
+                    context: int, source: int, most: int) -> None:
+        """Time one (model, weight format, batch, context) point of the pass grid."""
+        model = self.models.get(role, card)
+        method = "none"
+        if fmt not in ("fp32", "bf16"):
+            if fmt not in self.quantized:
+                self.quantized[fmt] = quantize_weights(model, fmt, group_size=self.p.group_size)
+            model, method = self.quantized[fmt]
+        t0 = time.perf_counter()
+        suffix = "" if fmt == self.formats()[0][0] else f"/{fmt}"
+        rows = time_passes(
+            model, batch=batch, context=context,
+            new_tokens=tuple(n for n in self.p.new_tokens if n <= most),
+            repeats=self.p.repeats, warmup=self.p.warmup, source_len=source,
+            energy_window_s=self.p.energy_window_s,
+            rng=unit_rng(self.seed, f"passes/{card.slug}/{batch}/{context}{suffix}"),
+        )  # fmt: skip
+        extra: dict[str, Any] = {}
+        if self.p.weight_formats:
+            extra = {"weights": fmt, "quant": method,
+                     "group_size": self.p.group_size if fmt == "int4" else 0}  # fmt: skip
+        self.append("passes", _with(rows, model=card.slug, **extra, **self.common))
+        self.log(f"{label}: {len(rows)} passes, {time.perf_counter() - t0:.1f} s")
 
     def _prompt(self, target: ModelCard, batch: int) -> np.ndarray:
         rng = unit_rng(self.seed, f"prompt/{target.slug}/{batch}")
         return rng.integers(0, target.vocab, (batch, self.p.prompt_len))
 
     def autoregressive(self) -> None:
+        if self.p.interleave:
+            return  # the plain runs are timed in turn with the speculative ones (specdec)
         done = _done(self.start("autoregressive"), ("run_id",))
         targets = dict.fromkeys(t for t, _ in self.p.pairs)
         for slug in targets:
@@ -282,11 +309,19 @@ class _Run:
     def specdec(self) -> None:
         done = _done(self.start("specdec"), ("run_id",))
         positions = self.start("positions")
-        orphans = ~positions.run_id.isin([key[0] for key in done])
+        finished = [key[0] for key in done]
+        orphans = ~positions.run_id.isin(finished)
         if bool(orphans.any()):
-            # A run cut between its two appends: drop its positions, it reruns in full.
+            # A run cut between its appends: drop its positions, it reruns in full.
             traces.replace_rows(self.folder / "positions.csv", kind="positions",
                                 data=positions[~orphans])
+        if self.p.interleave:
+            plain = self.start("autoregressive")
+            twins = plain.run_id.str.contains("+", regex=False)
+            lost = twins & ~plain.run_id.map(lambda r: "sd/" + r[3:]).isin(finished)
+            if bool(lost.any()):
+                traces.replace_rows(self.folder / "autoregressive.csv", kind="autoregressive",
+                                    data=plain[~lost])
         for t_slug, d_slug in self.p.pairs:
             target, draft = load_model(t_slug), load_model(d_slug)
             for temp in self.p.temperatures:
@@ -296,6 +331,9 @@ class _Run:
                         if (run_id,) in done:
                             continue
                         t0 = time.perf_counter()
+                        if self.p.interleave:
+                            self.interleaved(run_id, target, draft, temp, gamma, batch)
+                            continue
                         res = speculative_decode(
                             self.models.get("target", target),
                             self.models.get("draft", draft, vocab=target.vocab),
@@ -313,39 +351,49 @@ class _Run:
                                  f"{res.blocks.accepted.mean():.2f} accepted/block, "
                                  f"{tokens:.0f} tokens, {time.perf_counter() - t0:.1f} s")
 
+    def interleaved(self, run_id: str, target: ModelCard, draft: ModelCard, temp: float,
+                    gamma: int, batch: int) -> None:
+        """One speculative run timed in turn with its plain twin until the speedup is known
+        (:func:`specsim.measure.timing.interleaved_until`)."""
+        t0 = time.perf_counter()
+
+        def prompt(segment: int) -> np.ndarray:
+            rng = unit_rng(self.seed, f"prompt/{target.slug}/{batch}/{segment}")
+            return rng.integers(0, target.vocab, (batch, self.p.prompt_len))
+
+        res, why, ratio = interleaved_until(
+            self.models.get("target", target), self.models.get("draft", draft,
+                                                               vocab=target.vocab),
+            prompt=prompt, new_tokens=self.p.decode_tokens, gamma=gamma, temperature=temp,
+            rng=unit_rng(self.seed, run_id), halfwidth=self.p.speedup_halfwidth,
+            min_blocks=self.p.min_blocks, max_blocks=self.p.max_blocks, max_s=self.p.max_run_s,
+        )  # fmt: skip
+        run = {"temperature": float(temp), "batch": batch, "prompt_len": self.p.prompt_len,
+               **self.common}  # fmt: skip
+        self.append("positions", _with(res.positions, run_id=run_id))
+        self.append("autoregressive", _with(res.steps, run_id="ar/" + run_id[3:],
+                                            model=target.slug, **run))  # fmt: skip
+        self.append("specdec", _with(res.blocks, run_id=run_id, target=target.slug,
+                                     draft=draft.slug, gamma=gamma, vocab=target.vocab, **run))
+        self.log(f"{run_id}: {res.blocks.block.nunique()} blocks (stopped by {why}), "
+                 f"speedup {ratio[0]:.3f} "
+                 f"[{ratio[1]:.3f}, {ratio[2]:.3f}], {time.perf_counter() - t0:.1f} s")
+
     def assisted(self) -> None:
         if self.p.assisted_repeats == 0:
             return
         done = _done(self.start("assisted"), ("run_id",))
-        configs: list[tuple[str, str | None, str, int]] = []
-        for t_slug in dict.fromkeys(t for t, _ in self.p.pairs):
-            configs.append((t_slug, None, "none", 0))
-        for t_slug, d_slug in self.p.pairs:
-            configs += [(t_slug, d_slug, "constant", g) for g in self.p.gammas]
-            configs.append((t_slug, d_slug, "heuristic", max(self.p.gammas)))
-        for t_name, d_name, schedule, n in configs:
-            target = load_model(t_name)
-            for temp in self.p.assisted_temperatures:
-                run_id = f"hf/{t_name}+{d_name or '-'}/T{temp:g}/{schedule}{n}"
-                if (run_id,) in done:
-                    continue
-                rng = unit_rng(self.seed, run_id)
-                tmodel = self.models.get("target", target)
-                dmodel = (None if d_name is None else
-                          self.models.get("draft", load_model(d_name), vocab=target.vocab))
-                rows = []
-                for r in range(self.p.assisted_repeats):
-                    res = hf_generate(tmodel, dmodel, prompt=self._prompt(target, 1),
-                                      new_tokens=self.p.decode_tokens, temperature=temp,
-                                      rng=rng, num_assistant_tokens=n, schedule=schedule)
-                    rows.append({
-                        "run_id": run_id, "target": t_name, "draft": d_name or "",
-                        "temperature": float(temp), "batch": 1, "prompt_len": self.p.prompt_len,
-                        "vocab": target.vocab, "schedule": schedule, "num_assistant_tokens": n,
-                        "repeat": r, "new_tokens": self.p.decode_tokens, "time_s": res["time_s"],
-                        "target_passes": res["target_passes"],
-                        "draft_passes": res["draft_passes"], **self.common,
-                    })
-                self.append("assisted", rows)
-                self.log(f"{run_id}: {rows[-1]['time_s']:.2f} s, "
-                         f"{rows[-1]['target_passes']} target passes")
+
+        def model(role: str, slug: str, vocab: int | None = None) -> Any:
+            return self.models.get(role, load_model(slug), vocab=vocab)
+
+        for run_id, rows in assisted_runs(
+            pairs=self.p.pairs, gammas=self.p.gammas, temperatures=self.p.assisted_temperatures,
+            repeats=self.p.assisted_repeats, new_tokens=self.p.decode_tokens, done=done,
+            model=model, prompt=lambda t: self._prompt(t, 1),
+            rng=lambda key: unit_rng(self.seed, key),
+        ):  # fmt: skip
+            self.append("assisted", [{**r, "prompt_len": self.p.prompt_len, **self.common}
+                                     for r in rows])  # fmt: skip
+            self.log(f"{run_id}: {rows[-1]['time_s']:.2f} s, "
+                     f"{rows[-1]['target_passes']} target passes")

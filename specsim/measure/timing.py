@@ -35,11 +35,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from torch.cuda import comm
 
-from specsim.measure.decode import DecodeState
+from specsim.calibrate_profile import enough_blocks, ratio_interval
+from specsim.measure.decode import DecodeState, Interleaved, interleaved_decode
 from specsim.measure.models import synchronize, torch_dtype
 
-__all__ = ["time_calls", "energy_meter", "filled_state", "time_passes", "measure_ceilings"]
+__all__ = ["time_calls", "energy_meter", "filled_state", "time_passes", "measure_ceilings",
+           "interleaved_until", "measure_allreduce"]  # fmt: skip
 
 
 def time_calls(
@@ -260,4 +263,88 @@ def measure_ceilings(
             times = timed(partial(dst.copy_, src))
             record("copy", nbytes, times, 0.0, 2.0 * nbytes)
             del src, dst
+    return pd.DataFrame(rows)
+
+
+def interleaved_until(
+    target: Any,
+    draft: Any,
+    *,
+    prompt: Callable[[int], np.ndarray],
+    new_tokens: int,
+    gamma: int,
+    temperature: float,
+    rng: np.random.Generator,
+    halfwidth: float,
+    min_blocks: int,
+    max_blocks: int,
+    max_s: float = 0.0,
+) -> tuple[Interleaved, str, tuple[float, float, float]]:
+    """Segments of :func:`specsim.measure.decode.interleaved_decode` (``new_tokens`` each,
+    segment ``i`` from ``prompt(i)``) until the speedup's 95% interval, from the paired
+    blocks so far, is within ``+-halfwidth`` (:func:`specsim.calibrate_profile.enough_blocks`)
+    with at least ``min_blocks`` blocks; or until ``max_blocks`` blocks or ``max_s`` seconds
+    (0: no limit). Returns the run, why it stopped (``interval``, ``blocks``, ``time``) and
+    the speedup with its 95% interval (:func:`specsim.calibrate_profile.ratio_interval`)."""
+    parts: list[Interleaved] = []
+    spec: list[float] = []
+    plain: list[float] = []
+    t0, segment, why = time.perf_counter(), 0, ""
+    while not why:
+        part = interleaved_decode(
+            target, draft, prompt=prompt(segment), new_tokens=new_tokens, gamma=gamma,
+            temperature=temperature, rng=rng, first_block=len(spec),
+            first_step=sum(len(p.steps) for p in parts),
+        )  # fmt: skip
+        parts.append(part)
+        b, s = part.blocks[part.blocks["seq"] == 0], part.steps
+        spec += (b["draft_s"] + b["target_s"] + b["verify_s"]).tolist()
+        ends = np.cumsum(b["emitted"].to_numpy())
+        step_s = (s["forward_s"] + s["sample_s"]).to_numpy()
+        plain += np.add.reduceat(step_s, np.r_[0, ends[:-1]]).tolist()
+        segment += 1
+        if enough_blocks(plain, spec, halfwidth=halfwidth, min_blocks=min_blocks):
+            why = "interval"
+        elif len(spec) >= max_blocks:
+            why = "blocks"
+        elif max_s and time.perf_counter() - t0 >= max_s:
+            why = "time"
+    run = Interleaved(*(pd.concat([getattr(p, f) for p in parts], ignore_index=True)
+                        for f in ("blocks", "positions", "steps")))  # fmt: skip
+    return run, why, ratio_interval(plain, spec)
+
+
+def measure_allreduce(sizes: Sequence[int], *, dtype: str, repeats: int) -> pd.DataFrame:
+    """All-reduce times over every visible GPU, one process (``torch.cuda.comm.reduce_add``
+    then ``broadcast``: NCCL where it is built in), for messages of ``sizes`` bytes; rows as
+    :func:`measure_ceilings`' with ``op`` ``allreduce<p>`` (p devices) and ``rate`` the bus
+    bandwidth ``2 (p - 1) / p * bytes / time`` (nccl-tests' ``busbw``). Empty with fewer than
+    two GPUs. Not run on a multi-GPU machine yet: none was available when it was written."""
+    p = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    rows: list[dict[str, Any]] = []
+    if p < 2:
+        return pd.DataFrame(rows)
+    devs = [torch.device("cuda", i) for i in range(p)]
+    tdtype = torch_dtype(dtype)
+    element = torch.tensor([], dtype=tdtype).element_size()
+    for size in sizes:
+        bufs = [torch.ones(max(size // element, 1), dtype=tdtype, device=d) for d in devs]
+
+        def allreduce(bufs: list[torch.Tensor] = bufs) -> None:
+            total = comm.reduce_add(bufs, destination=0)
+            comm.broadcast(total, out=bufs)
+
+        for r in range(repeats + 1):
+            for d in devs:
+                synchronize(d)
+            t0 = time.perf_counter()
+            allreduce()
+            for d in devs:
+                synchronize(d)
+            if r:  # the first is a warm-up
+                t = time.perf_counter() - t0
+                rows.append({"op": f"allreduce{p}", "size": size, "repeat": r - 1, "time_s": t,
+                             "flops": 0.0, "bytes": float(size),
+                             "rate": 2 * (p - 1) / p * size / t})  # fmt: skip
+        del bufs
     return pd.DataFrame(rows)

@@ -1,6 +1,6 @@
 """Randomized problem sets on speculative decoding, with worked solutions specsim computes.
 
-:func:`generate` draws one problem from each template (:data:`TEMPLATES`, 18 of
+:func:`generate` draws one problem from each template (:data:`TEMPLATES`, 21 of
 them in three levels) with a :class:`numpy.random.Generator` seeded by the set's
 seed and the template's key: the same seed gives the same set, and a problem
 does not change when other levels are left out. Each :class:`Problem` records
@@ -18,7 +18,7 @@ acceptance, and capacity under a per-user speed promise.
 
 >>> ps = generate(1, levels=(1,))
 >>> [p.number for p in ps.problems]
-['1.1', '1.2', '1.3', '1.4', '1.5', '1.6']
+['1.1', '1.2', '1.3', '1.4', '1.5', '1.6', '1.7']
 >>> p = ps.problems[2]
 >>> build(p.key, p.params, number=p.number) == p
 True
@@ -43,6 +43,7 @@ from specsim.problems._render import (
 from specsim.problems._sampling import CORRECTION, EXACT_BLOCK, OVERLAP
 from specsim.problems._serving import CAPACITY, GAMMA_WITH_V
 from specsim.problems._tokens import CALLS, EXPECTED_TOKENS, VARIANCE, WALLTIME
+from specsim.problems._trees import TREE_BY_HAND, TREE_PAYS, TWO_DRAFTS
 from specsim.problems._yield import MARKOV, MIXTURE
 from specsim.rng import check_seed, keyed_rng
 
@@ -69,6 +70,7 @@ TEMPLATES: tuple[Template, ...] = (
     VARIANCE,
     CALLS,
     WALLTIME,
+    TREE_BY_HAND,
     BEST_GAMMA,
     ORACLE,
     INFER_ALPHA,
@@ -76,11 +78,13 @@ TEMPLATES: tuple[Template, ...] = (
     ENERGY,
     COST_COEFFICIENT,
     VERIFICATION,
+    TWO_DRAFTS,
     EXACT_BLOCK,
     MARKOV,
     MIXTURE,
     GAMMA_WITH_V,
     CAPACITY,
+    TREE_PAYS,
 )
 """Every problem template, in reading order (level 1, then 2, then 3)."""
 

@@ -17,8 +17,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from specsim.sim.chrome import chrome_trace
     from specsim.sim.costs import CardCost, PlainCost
-    from specsim.sim.records import Blocks, ServingResult, StreamResult, chrome_trace
+    from specsim.sim.records import Blocks, ServingResult, StreamResult, goodput
+    from specsim.sim.router import replica_metrics
     from specsim.sim.serving import ServingConfig, simulate_serving
     from specsim.sim.source import (
         BatchedCostSource,
@@ -35,16 +37,24 @@ if TYPE_CHECKING:
         simulate_stream,
         simulate_stream_metrics,
     )
-    from specsim.sim.workload import PoissonWorkload, TraceWorkload
+    from specsim.sim.workload import (
+        PoissonWorkload,
+        PresetWorkload,
+        SyntheticWorkload,
+        TraceWorkload,
+        preset_workload,
+    )
 
 # Where each public name is defined.
 _HOME: dict[str, str] = {
+    "chrome_trace": "chrome",
     "CardCost": "costs",
     "PlainCost": "costs",
     "Blocks": "records",
     "ServingResult": "records",
     "StreamResult": "records",
-    "chrome_trace": "records",
+    "goodput": "records",
+    "replica_metrics": "router",
     "ServingConfig": "serving",
     "simulate_serving": "serving",
     "BatchedCostSource": "source",
@@ -59,7 +69,10 @@ _HOME: dict[str, str] = {
     "simulate_stream": "stream",
     "simulate_stream_metrics": "stream",
     "PoissonWorkload": "workload",
+    "PresetWorkload": "workload",
+    "SyntheticWorkload": "workload",
     "TraceWorkload": "workload",
+    "preset_workload": "workload",
 }
 
 __all__ = [
@@ -72,15 +85,20 @@ __all__ = [
     "PassCost",
     "PlainCost",
     "PoissonWorkload",
+    "PresetWorkload",
     "ServingConfig",
     "ServingResult",
     "StreamConfig",
     "StreamResult",
+    "SyntheticWorkload",
     "TraceWorkload",
     "block_costs",
     "chrome_trace",
+    "goodput",
     "iteration_cost",
     "plan_blocks",
+    "preset_workload",
+    "replica_metrics",
     "simulate_serving",
     "simulate_stream",
     "simulate_stream_metrics",

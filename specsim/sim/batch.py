@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,9 +27,14 @@ from numpy.typing import NDArray
 
 from specsim.acceptance import AcceptanceDraw, AcceptanceProcess, accepted_in_block
 from specsim.cost import verification_positions
+from specsim.policies import LookaheadPolicy, PolicyContext, check_choice
+from specsim.sim.source import CostSource, iteration_cost
 from specsim.sim.stream import run_lengths
 
-__all__ = ["Admission", "Batch", "Requests", "draw_requests"]
+__all__ = ["Admission", "Batch", "Requests", "composed_times", "draw_requests",
+           "sequence_gammas"]  # fmt: skip
+
+TimesOf = Callable[[NDArray[np.int64], int], NDArray[np.float64]]
 
 Ints = NDArray[np.int64]
 NO_HISTORY = -1  # a sequence's last gamma / accepted count before its first block
@@ -101,8 +107,10 @@ class Admission:
     """
 
     def __init__(self, requests: Requests, *, capacity: int | None, max_batch: int,
-                 max_gamma: int) -> None:  # fmt: skip
-        reserve = requests.reserve
+                 max_gamma: int, reserve: Ints | None = None) -> None:  # fmt: skip
+        """``reserve``: what each request needs at admission, in the capacity's units (default:
+        its whole KV footprint in tokens; a paged cache passes blocks)."""
+        reserve = requests.reserve if reserve is None else reserve
         if capacity is not None and reserve.max() > capacity:
             i = int(np.argmax(reserve))
             raise ValueError(
@@ -121,11 +129,13 @@ class Admission:
         self.waiting.append(i)
         self.arrived += 1
 
-    def admit(self, running: int) -> list[int]:
-        """Take waiting requests in arrival order while the batch has room and each fits."""
+    def admit(self, running: int, most: int | None = None) -> list[int]:
+        """Take waiting requests in arrival order while the batch has room and each fits
+        (and, given ``most``, no more than that many)."""
         admitted: list[int] = []
         waiting, cap = self.waiting, self.capacity
-        while waiting and running + len(admitted) < self.max_batch:
+        room = self.max_batch if most is None else min(self.max_batch, running + most)
+        while waiting and running + len(admitted) < room:
             need = int(self.reserve[waiting[0]])
             if cap is not None and self.used + need > cap:
                 break
@@ -135,6 +145,11 @@ class Admission:
 
     def release(self, finished: Ints) -> None:
         self.used -= int(self.reserve[finished].sum())
+
+    def requeue(self, preempted: list[int]) -> None:
+        """Preempted requests go back to the front of the queue, earliest arrival first."""
+        for i in sorted(preempted, reverse=True):
+            self.waiting.appendleft(i)
 
 
 class Batch:
@@ -163,18 +178,39 @@ class Batch:
     def size(self) -> int:
         return int(self.rid.shape[0])
 
-    def add(self, adm: Ints, requests: Requests) -> None:
-        """Admitted requests join after their prefill, which emitted their first token."""
+    def add(self, adm: Ints, requests: Requests, resume: Ints | None = None) -> None:
+        """Admitted requests join after their prefill, which emitted their first token; or,
+        given ``resume`` (rows of flat position, last gamma, last accepted), preempted ones
+        rejoin where they left off."""
         base, prompt = requests.base[adm], requests.prompt[adm]
-        none = np.full(adm.shape[0], NO_HISTORY, dtype=np.int64)
+        if resume is None:
+            none = np.full(adm.shape[0], NO_HISTORY, dtype=np.int64)
+            ptr, last_g, last_a = base + 1, none, none
+        else:
+            ptr, last_g, last_a = resume[:, 0], resume[:, 1], resume[:, 2]
         self.rid = np.concatenate([self.rid, adm])
-        self.ptr = np.concatenate([self.ptr, base + 1])
+        self.ptr = np.concatenate([self.ptr, ptr])
         self.end = np.concatenate([self.end, base + requests.out_len[adm]])
         self.off = np.concatenate([self.off, prompt - base])
-        self.last_gamma = np.concatenate([self.last_gamma, none])
-        self.last_accepted = np.concatenate([self.last_accepted, none])
-        self.ctx_sum += int(prompt.sum()) + adm.shape[0]
+        self.last_gamma = np.concatenate([self.last_gamma, last_g])
+        self.last_accepted = np.concatenate([self.last_accepted, last_a])
+        self.ctx_sum += int((prompt - base + ptr).sum())
         self.refresh_low()
+
+    def remove(self, rows: Ints) -> Ints:
+        """Take the sequences in ``rows`` out (preempted); returns their requests, flat
+        positions, lookahead histories and contexts, a row each."""
+        keep = np.ones(self.rid.shape[0], dtype=bool)
+        keep[rows] = False
+        ctx = self.off[rows] + self.ptr[rows]
+        out = np.stack([self.rid[rows], self.ptr[rows], self.last_gamma[rows],
+                        self.last_accepted[rows], ctx], axis=1)  # fmt: skip
+        self.ctx_sum -= int(ctx.sum())
+        self.rid, self.ptr = self.rid[keep], self.ptr[keep]
+        self.end, self.off = self.end[keep], self.off[keep]
+        self.last_gamma, self.last_accepted = self.last_gamma[keep], self.last_accepted[keep]
+        self.refresh_low()
+        return out
 
     def refresh_low(self) -> int:
         self.low = int((self.end - self.ptr).min()) if self.rid.shape[0] else 0
@@ -224,3 +260,27 @@ class Batch:
         self.last_gamma, self.last_accepted = self.last_gamma[keep], self.last_accepted[keep]
         self.refresh_low()
         return finished
+
+
+def composed_times(cost: CostSource, contexts: NDArray[np.int64],
+                    size: int) -> NDArray[np.float64]:  # fmt: skip
+    """Iteration times for gammas 0..size from a source's passes (no speed path)."""
+    ones = np.ones(contexts.shape[0], dtype=np.int64)
+    return np.array([iteration_cost(cost, g * ones, contexts).time_s for g in range(size + 1)])
+
+
+def sequence_gammas(policy: LookaheadPolicy, batch: Batch, req: Requests) -> NDArray[np.int64]:
+    """Ask a per-sequence policy for every running sequence's gamma, with its own history."""
+    b = batch.size
+    pos = batch.positions(req).tolist()
+    rid = batch.rid.tolist()
+    last_g, last_a = batch.last_gamma.tolist(), batch.last_accepted.tolist()
+    draws = req.draws
+    out = np.empty(b, dtype=np.int64)
+    for k in range(b):
+        had = last_g[k] != NO_HISTORY
+        ctx = PolicyContext(position=pos[k], draw=draws[rid[k]],
+                            last_gamma=last_g[k] if had else None,
+                            last_accepted=last_a[k] if had else None, batch=b)  # fmt: skip
+        out[k] = check_choice(policy, policy.choose(ctx))
+    return out

@@ -13,6 +13,10 @@ The schema (commented examples in ``studies/configs/``, reference in
     [cost]        kind = "plain" | "cards"
     [workload]    kind = "poisson" | "trace"   (serving only)
 
+Serving's engine options are top-level keys too: ``kv_block_tokens`` and
+``preemption`` (a paged KV cache), ``token_budget`` (chunked prefill),
+``replicas`` and ``router`` (:mod:`specsim.sim.paged`, :mod:`specsim.sim.router`).
+
 A policy takes ``alpha``, ``c`` and ``max_gamma`` from the run it is part of
 unless its table states them: ``alpha`` is the acceptance process's mean,
 ``c`` the plain cost's ``c`` or, on cards, a draft step over a target step at
@@ -38,11 +42,26 @@ from specsim import acceptance as acc
 from specsim import policies as pol
 from specsim.cards import read_toml
 from specsim.config import Kinds, build, coerce, field_types, replace_path
+from specsim.sim.arrivals import Arrivals, GammaArrivals, OnOffArrivals, PoissonArrivals
 from specsim.sim.costs import CardCost, PlainCost
 from specsim.sim.serving import ServingConfig
 from specsim.sim.source import CostSource, block_costs
 from specsim.sim.stream import StreamConfig
-from specsim.sim.workload import PoissonWorkload, TraceWorkload, Workload
+from specsim.sim.workload import (
+    Empirical,
+    Fixed,
+    Geometric,
+    Lengths,
+    LogNormal,
+    PoissonWorkload,
+    PresetWorkload,
+    SyntheticWorkload,
+    TraceWorkload,
+    Uniform,
+    Workload,
+    Zipf,
+    read_request_trace,
+)
 from specsim.traces import read_trace
 
 __all__ = [
@@ -101,7 +120,21 @@ KINDS: Kinds = {
         "oracle": pol.Oracle,
     },
     CostSource: {"plain": PlainCost, "cards": CardCost},
-    Workload: {"poisson": PoissonWorkload, "trace": TraceWorkload},
+    Workload: {
+        "poisson": PoissonWorkload,
+        "trace": TraceWorkload,
+        "synthetic": SyntheticWorkload,
+        "preset": PresetWorkload,
+    },
+    Arrivals: {"poisson": PoissonArrivals, "gamma": GammaArrivals, "on-off": OnOffArrivals},
+    Lengths: {
+        "fixed": Fixed,
+        "uniform": Uniform,
+        "geometric": Geometric,
+        "lognormal": LogNormal,
+        "zipf": Zipf,
+        "empirical": Empirical,
+    },
 }
 """Each extension point's kinds and the class (or alternative forms) each names."""
 
@@ -149,9 +182,27 @@ def _trace_table(table: Any, base: Path, where: str) -> Any:
 def _typical_context(config: StreamConfig | ServingConfig) -> int:
     if isinstance(config, StreamConfig):
         return int(config.prompt + config.tokens // 2)
-    workload = config.workload
-    prompts = getattr(workload, "prompt_tokens", 0)
-    return int(np.mean(prompts))
+    return int(config.workload.mean_prompt_tokens)
+
+
+def _workload_files(table: Any, base: Path) -> Any:
+    """``file`` keys in a workload table: a request trace (``kind = "trace"``, the schema of
+    :func:`specsim.sim.arrivals.read_request_trace`) or a length histogram (``kind =
+    "empirical"``, optional ``column``), read relative to ``base``."""
+    if not isinstance(table, Mapping):
+        return table
+    out = {k: _workload_files(v, base) if k in ("prompt", "output") else v
+           for k, v in table.items()}  # fmt: skip
+    if "file" not in out or out.get("kind") not in ("trace", "empirical"):
+        return out
+    p = Path(str(out.pop("file")))
+    path = p if p.is_absolute() else base / p
+    if out["kind"] == "trace":
+        w = read_request_trace(path)
+        return {**out, "arrival_s": w.arrival_s, "prompt_tokens": w.prompt_tokens,
+                "output_tokens": w.output_tokens}  # fmt: skip
+    e = Empirical.from_csv(path, column=str(out.pop("column", "tokens")))
+    return {**out, "values": e.values, "counts": e.counts}
 
 
 def _from_run(name: str, config: StreamConfig | ServingConfig, max_gamma: int, where: str) -> Any:
@@ -207,6 +258,8 @@ def config_from_dict(
     engine = coerce(data.get("engine", "fast"), Literal["fast", "events"], f"{where}.engine")
     table = {k: v for k, v in data.items() if k in hints and k != "policy"}
     table["acceptance"] = _trace_table(table["acceptance"], Path(base), f"{where}.acceptance")
+    if "workload" in table:
+        table["workload"] = _workload_files(table["workload"], Path(base))
     parts = {k: coerce(v, hints[k], f"{where}.{k}", kinds=KINDS) for k, v in table.items()}
     # A stand-in policy, so that the run's own values (alpha, c) can be read from it.
     trial = build(cls, {**parts, "policy": pol.FixedGamma(gamma=0)}, where=where)

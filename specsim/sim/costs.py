@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from specsim.cards import HardwareCard, ModelCard
+from specsim.cards import HardwareCard, ModelCard, RuntimeProfile
 from specsim.cost import (
     Footprint,
     Formats,
@@ -33,15 +33,15 @@ from specsim.cost import (
     encoder_tokens,
     footprint,
     pass_cost,
+    resolve_formats,
     roofline,
     step_cost_grid,
     time_energy,
     verification_positions,
 )
-from specsim.cost.checks import check_draft_pair, check_tensor_parallel
-from specsim.cost.formats import resolve_dtype
+from specsim.cost.checks import check_draft_pair, check_runtime, check_tensor_parallel
 from specsim.sim.plain import PlainCost
-from specsim.sim.source import BlockCosts, IterationCost, IterationCosts, PassCost, named
+from specsim.sim.source import BlockCosts, IterationCost, IterationCosts, PassCost, Remembers, named
 
 __all__ = ["PlainCost", "CardCost"]
 
@@ -54,11 +54,17 @@ class _Kernel(NamedTuple):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CardCost:
+class CardCost(Remembers):
     """The roofline cost model on cards: ``target`` and ``draft`` models on ``hardware``.
 
     ``draft_hardware`` set means the draft has its own accelerator (overlapped
-    drafting); otherwise it shares the target's, serialized.
+    drafting); otherwise it shares the target's, serialized. ``weights``, ``kv`` and
+    ``group_size`` are the target's weight and KV-cache formats, ``draft_weights`` and
+    ``draft_group_size`` the draft's (its KV cache is in ``kv`` too); None keeps ``dtype``
+    (:func:`specsim.cost.resolve_formats`). Pass times, the memory footprint and the KV
+    capacity follow them. ``runtime`` is the software stack's profile on ``hardware`` and
+    ``draft_runtime`` on ``draft_hardware`` (a :class:`~specsim.cards.RuntimeProfile` or
+    its slug; None: each card's own numbers, :func:`specsim.cards.profile_of_card`).
     """
 
     target: ModelCard
@@ -67,15 +73,47 @@ class CardCost:
     draft_hardware: HardwareCard | None = None
     tensor_parallel: int = 1
     dtype: str | None = None
+    weights: str | None = None
+    kv: str | None = None
+    group_size: int | None = None
+    draft_weights: str | None = None
+    draft_group_size: int | None = None
+    runtime: RuntimeProfile | str | None = None
+    draft_runtime: RuntimeProfile | str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.tensor_parallel, bool) or self.tensor_parallel < 1:
-            raise ValueError(
-                f"tensor_parallel: expected an integer >= 1, got {self.tensor_parallel!r}"
-            )
+            raise ValueError(f"tensor_parallel: expected an integer >= 1, got "
+                             f"{self.tensor_parallel!r}")  # fmt: skip
         check_tensor_parallel(self.target, self.tensor_parallel)
         if self.draft is not None:
             check_draft_pair(self.target, self.draft)
+        object.__setattr__(self, "runtime", check_runtime(self.runtime, self.hardware))
+        d_hw = self.hardware if self.draft_hardware is None else self.draft_hardware
+        d_rt = self.draft_runtime
+        if d_rt is None and self.draft_hardware is None:
+            d_rt = self.runtime  # the draft shares the target's accelerator and stack
+        object.__setattr__(self, "draft_runtime", check_runtime(d_rt, d_hw))
+        self.formats()  # an unknown format or a bad group size fails here
+        if self.draft is not None:
+            self.formats(draft=True)
+
+    def formats(self, *, draft: bool = False) -> Formats:
+        """The :class:`~specsim.cost.Formats` of the target's passes, or the draft's."""
+        if not draft:
+            return resolve_formats(self.target, self.dtype, weights=self.weights, kv=self.kv,
+                                   group_size=self.group_size)  # fmt: skip
+        if self.draft is None:
+            raise ValueError("this cost source has no draft model")
+        return resolve_formats(self.draft, self.dtype, weights=self.draft_weights, kv=self.kv,
+                               group_size=self.draft_group_size)  # fmt: skip
+
+    def _format_kw(self, *, draft: bool) -> dict[str, Any]:
+        f = self.formats(draft=draft)
+        quant = f.weight_format != f.compute or f.kv_format != f.compute
+        return {"runtime": self.draft_runtime if draft else self.runtime, "dtype": f.compute,
+                "weights": f.weight_format if quant else None, "kv": f.kv_format if quant else
+                None, "group_size": f.group_size if quant else None}  # fmt: skip
 
     @property
     def overlapped(self) -> bool:
@@ -88,20 +126,22 @@ class CardCost:
             return self.draft, self.draft_hardware, 1
         return self.draft, self.hardware, self.tensor_parallel
 
-    def _pass(self, model: ModelCard, hw: HardwareCard, shape: PassShape, tp: int) -> PassCost:
-        sc = pass_cost(model, hw, shape, dtype=self.dtype, tensor_parallel=tp)
+    def _pass(
+        self, model: ModelCard, hw: HardwareCard, shape: PassShape, tp: int, *, draft: bool
+    ) -> PassCost:
+        sc = pass_cost(model, hw, shape, tensor_parallel=tp, **self._format_kw(draft=draft))
         return PassCost(time_s=sc.time_s, flops=sc.flops, bytes=sc.bytes, energy_j=sc.energy_j)
 
     def verify_pass(self, shape: PassShape) -> PassCost:
         """The target's pass of any shape (chains or a token tree)."""
-        return self._pass(self.target, self.hardware, shape, self.tensor_parallel)
+        return self._pass(self.target, self.hardware, shape, self.tensor_parallel, draft=False)
 
     def verify(self, new_tokens: NDArray[np.int64], context: NDArray[np.int64]) -> PassCost:
         return self.verify_pass(PassShape.chain(context=context, new=new_tokens))
 
     def draft_step(self, context: NDArray[np.int64]) -> PassCost:
         model, hw, tp = self._draft_model()
-        return self._pass(model, hw, PassShape.chain(context=context, new=1), tp)
+        return self._pass(model, hw, PassShape.chain(context=context, new=1), tp, draft=True)
 
     def prefill(self, prompts: NDArray[np.int64], *, draft: bool) -> PassCost:
         """The prompts through the target and, when drafting, through the draft too.
@@ -127,22 +167,27 @@ class CardCost:
     def _kernels(self) -> tuple[_Kernel, _Kernel | None]:
         """The roofline constants of the target's and the draft's passes (computed once)."""
 
-        def kernel(model: ModelCard, hw: HardwareCard, tp: int) -> _Kernel:
-            co = roofline(model, hw, Formats.of(resolve_dtype(model, self.dtype)), float(tp))
+        def kernel(model: ModelCard, hw: HardwareCard, tp: int, draft: bool) -> _Kernel:
+            rt = self.draft_runtime if draft else self.runtime
+            co = roofline(model, hw, self.formats(draft=draft), float(tp), rt)  # type: ignore[arg-type]
             return _Kernel(co, encoder_tokens(model, None), float(tp))
 
-        target = kernel(self.target, self.hardware, self.tensor_parallel)
-        return target, None if self.draft is None else kernel(*self._draft_model())
+        target = kernel(self.target, self.hardware, self.tensor_parallel, False)
+        return target, None if self.draft is None else kernel(*self._draft_model(), True)
 
     def uniform_iteration(self, *, batch: int, context_sum: float, gamma: int) -> IterationCost:
         """An iteration in which every sequence drafts ``gamma``.
 
-        Only the batch and the sum of the contexts matter: the pass aggregates
-        are formed here in closed form, and each pass is evaluated on Python
-        floats (a speed trick: the serving simulator asks this every
-        iteration; tests check it equals :func:`specsim.cost.step_cost`).
+        Only the batch and the sum of the contexts matter: the pass aggregates are formed
+        here in closed form, each pass evaluated on Python floats and the result remembered
+        (speed tricks: the serving simulator asks this every iteration; tests check it
+        equals :func:`specsim.cost.step_cost`; :class:`~specsim.sim.source.Remembers`).
         """
-        return named(IterationCost, self._uniform(float(batch), float(context_sum), gamma))
+        out = self._memo.get((batch, context_sum, gamma))
+        if out is None:
+            out = self._remember((batch, context_sum, gamma), named(
+                IterationCost, self._uniform(float(batch), float(context_sum), gamma)))
+        return out
 
     def uniform_iterations(self, *, batch: NDArray[np.int64], context_sum: NDArray[np.int64],
                            gamma: int) -> IterationCosts:  # fmt: skip
@@ -240,33 +285,73 @@ class CardCost:
             energy = energy + np.where(some, e, 0.0)
         return IterationCosts(time + d_time, energy, d_time)
 
-    def uniform_iteration_times(
-        self, context: NDArray[np.int64], max_gamma: int
-    ) -> NDArray[np.float64]:
-        """Iteration time when every sequence uses gamma, for gamma = 0..max_gamma.
+    def chunk_costs(self, decode: tuple[Any, Any, Any, Any], chunks: tuple[Any, Any, Any, Any, Any],
+                    *, draft: bool) -> tuple[Any, Any]:  # fmt: skip
+        """Time and energy prefill chunks add to serving iterations (chunked prefill), in
+        closed form: the target's verification pass with the chunks less the pass without
+        them (the pass alone where no sequence decodes), plus the draft's prefill of the
+        chunks when drafting, as :func:`specsim.sim.engine.chunk_cost` composes them from
+        :meth:`verify` and :meth:`prefill`. ``decode``: the pass's positions, causal pairs,
+        context sum and sequences; ``chunks``: the chunks' tokens, pairs at their offsets,
+        offset sum, count and pairs at offset 0. Whole numbers as floats (exact below 2^53),
+        so the pass sums, and the floats, are those of the composed passes (tests check
+        it); numbers or arrays, element for element the same."""
+        (tl, te, _), dra = self._kernels
+        T, P, C, n = decode
+        tc, pc, cc, nc, q = chunks
+        tb = T + tc
+        both_t, both_e = time_energy(tl, tb, (P + pc) + tb * te, (C + cc) + (n + nc) * te)[:2]
+        alone_t, alone_e = time_energy(tl, T, P + T * te, C + n * te)[:2]
+        t = np.where(n > 0, both_t - alone_t, both_t)
+        e = np.where(n > 0, both_e - alone_e, both_e)
+        if draft and dra is not None:  # prefill(draft=True) less prefill(draft=False)
+            tt, et = time_energy(tl, tc, q + tc * te, 0.0 + nc * te)[:2]
+            td, ed = time_energy(dra.roofline, tc, q + tc * dra.encoder, 0.0 + nc * dra.encoder)[:2]
+            t, e = t + ((tt + td) - tt), e + ((et + ed) - et)
+        return np.maximum(t, 0.0), e
 
-        The same sums as :meth:`iteration`, for all gammas in two vectorized
-        evaluations (what a load-adaptive policy asks every iteration).
-        """
+    def uniform_iteration_times(self, context: NDArray[np.int64],
+                                max_gamma: int) -> NDArray[np.float64]:  # fmt: skip
+        """Iteration time when every sequence uses gamma, for gamma = 0..max_gamma."""
+        return self._times(float(context.shape[0]), float(context.sum()), max_gamma)
+
+    monotone_times = True  # uniform_times never falls as the context sum grows (below)
+    def uniform_times(self, *, batch: int, context_sum: int, max_gamma: int) -> NDArray[np.float64]:
+        """:meth:`uniform_iteration_times` from all it depends on, the batch and its context sum
+        (remembered by them). Non-decreasing in the context sum at a fixed batch: the pass sums
+        grow with it, the roofline time is sums and maxima of non-negative multiples of them,
+        each rounded operation monotone (``BatchWide`` relies on it; tests check it)."""
+        key = (batch, context_sum, -1 - max_gamma)  # apart from uniform_iteration's
+        out = self._memo.get(key)
+        if out is None:
+            out = self._remember(key, self._times(float(batch), float(context_sum), max_gamma))
+            out.flags.writeable = False
+        return out
+
+    def _times(self, b: float, sc: float, max_gamma: int) -> NDArray[np.float64]:
+        """The same sums as :meth:`iteration` per gamma, on Python floats (a speed trick: a third
+        of the time on arrays; the same operations, so the same floats; tests check it)."""
         (tl, te, _), draft = self._kernels
-        b, sc = float(context.shape[0]), float(context.sum())
-        new = verification_positions(np.arange(max_gamma + 1, dtype=np.float64))
-        times = np.asarray(time_energy(tl, *chain_sums(b, sc, new, te))[0], dtype=np.float64)
-        if max_gamma > 0 and self.draft is not None:
-            dl, de, _ = self._kernels[1]  # type: ignore[misc]
-            s = sc + np.arange(max_gamma, dtype=np.float64) * b
-            dra = time_energy(dl, *chain_sums(b, s, 1.0, de))[0]
-            times = times + np.concatenate([[0.0], np.cumsum(dra)])
-        return times
+        times = [time_energy(tl, *chain_sums(b, sc, verification_positions(float(g)), te))[0]
+                 for g in range(max_gamma + 1)]  # fmt: skip
+        if max_gamma > 0 and draft is not None:
+            dl, de, _ = draft
+            acc = 0.0  # the draft steps' cumulative sum, in order
+            for j in range(max_gamma):  # draft step j: every sequence's context j tokens on
+                acc += time_energy(dl, *chain_sums(b, sc + float(j) * b, 1.0, de))[0]
+                times[j + 1] += acc
+        return np.array(times, dtype=np.float64)
 
     def blocks(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> BlockCosts:
-        kw: dict[str, Any] = {"batch": 1, "context": context, "dtype": self.dtype}
+        kw: dict[str, Any] = {"batch": 1, "context": context}
         ver = step_cost_grid(
             self.target, self.hardware, new_tokens=verification_positions(gamma),
-            tensor_parallel=self.tensor_parallel, **kw,
+            tensor_parallel=self.tensor_parallel, **kw, **self._format_kw(draft=False),
         )  # fmt: skip
         model, hw, tp = self._draft_model()
-        dra = step_cost_grid(model, hw, new_tokens=1, tensor_parallel=tp, **kw)
+        dra = step_cost_grid(
+            model, hw, new_tokens=1, tensor_parallel=tp, **kw, **self._format_kw(draft=True)
+        )
 
         def per_block(x: NDArray[np.float64]) -> NDArray[np.float64]:
             return np.broadcast_to(np.asarray(x, dtype=float), context.shape).copy()
@@ -287,14 +372,12 @@ class CardCost:
         The draft is counted whole on each device (conservative: its passes are
         modelled split over the target's devices, its memory is not).
         """
-        dt = self.dtype or self.target.dtype
         target = footprint(
-            self.target, tensor_parallel=self.tensor_parallel, formats=Formats.of(dt)
+            self.target, tensor_parallel=self.tensor_parallel, formats=self.formats()
         )
         if self.draft is None or self.draft_hardware is not None:
             return target, None
-        d_fmt = Formats.of(self.dtype or self.draft.dtype)
-        return target, footprint(self.draft, tensor_parallel=1, formats=d_fmt)
+        return target, footprint(self.draft, tensor_parallel=1, formats=self.formats(draft=True))
 
     def kv_bytes_per_token(self) -> float:
         """KV-cache bytes per token of one sequence on one device, target and draft together."""

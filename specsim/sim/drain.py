@@ -16,26 +16,35 @@ in which every sequence drafts one gamma in one vectorized
 element for element the floats of one call each; the clock is their
 durations' cumulative sum, which numpy adds in order, as simpy's clock did.
 Tests check the tables equal the per-sequence engine's, bit for bit.
+
+A paged run (:mod:`specsim.sim.paged`) drains too, once memory can no longer
+bind (:func:`never_binds`): then it admits and runs as the reservation model
+does, and the blocks each pass holds are summed over the same pairs. At gamma
+0 the sums come in closed form from what joins and leaves. Chunked prefill's
+drain, built on these pieces: :mod:`specsim.sim.engine`.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
 from specsim.sim.batch import Admission, Batch, Requests
+from specsim.sim.paged import EXTRA_COLUMNS, Paging
 from specsim.sim.records import ITERATION_COLUMNS
 from specsim.sim.source import CostSource, IterationCosts
 
-__all__ = ["Drain", "drain"]
+__all__ = ["Drain", "IterationSums", "decode_costs", "drain", "iteration_sums", "never_binds",
+           "trajectories"]
 
 Ints = NDArray[np.int64]
 WIDTH = len(ITERATION_COLUMNS)
+EXTRA = len(EXTRA_COLUMNS)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -55,12 +64,52 @@ class Drain:
     with_energy: bool
     first_tok: NDArray[np.float64]
     finish: NDArray[np.float64]
+    paging: Paging | None = None  # a paged cache: drained once memory can no longer bind
+    seen: list[int] = field(default_factory=lambda: [-1])  # done at the last failed check
+
+    def ready(self, done: int) -> bool:
+        """Whether the drain may start now (paged: memory can no longer bind; checked
+        again only once more requests are done)."""
+        if self.paging is None:
+            return True
+        if self.seen[0] == done:
+            return False
+        left = np.concatenate([self.batch.rid, np.asarray(self.admission.waiting,
+                                                          dtype=np.int64)])  # fmt: skip
+        ok = never_binds(self.req, left, paging=self.paging, admission=self.admission,
+                         max_batch=self.max_batch)  # fmt: skip
+        self.seen[0] = -1 if ok else done
+        return ok
 
 
-def _trajectories(step: Ints, first: Ints, end: Ints) -> tuple[Ints, Ints]:
+def never_binds(req: Requests, left: Ints, *, paging: Paging | None, admission: Admission,
+                max_batch: int) -> bool:  # fmt: skip
+    """Whether memory can no longer bind for the requests ``left`` (running, prefilling or
+    waiting): their ``max_batch`` largest footprints fit the cache together (paged: each
+    request's admission need or its longest pass in blocks, whichever is more, and nothing
+    preempted waiting to resume; reserved: the reservations)."""
+    if paging is not None:
+        if paging.resume:
+            return False
+        if paging.capacity is None:
+            return True
+        longest = -(-(req.prompt[left] + req.out_len[left] - 1) // paging.block)
+        size, cap = np.maximum(paging.need[left], longest), paging.capacity
+    else:
+        if admission.capacity is None:
+            return True
+        size, cap = admission.reserve[left], admission.capacity
+    return int(np.sort(size)[::-1][:max_batch].sum()) <= cap
+
+
+def trajectories(step: Ints | None, first: Ints, end: Ints) -> tuple[Ints, Ints]:
     """Each sequence's flat position before each of its iterations and after its last
     (column ``i``: sequence ``i``, held at its end once there), and how many iterations it
-    needs: a block's end is ``step[p]``, cut at the request's last token."""
+    needs: a block's end is ``step[p]``, cut at the request's last token. ``step`` None:
+    one token an iteration (gamma 0), and only the first row is formed, the rest being
+    ``first + s``."""
+    if step is None:
+        return first[None, :], end - first
     chunks = [first[None, :]]
     ptr = first
     while not (ptr == end).all():
@@ -74,10 +123,12 @@ def _trajectories(step: Ints, first: Ints, end: Ints) -> tuple[Ints, Ints]:
     return pos, (pos == end).argmax(axis=0)
 
 
-def drain(d: Drain, *, start: float, done: int) -> NDArray[np.float64]:
-    """Serve until every request is done, from ``start`` (every request has arrived, ``done``
-    are done); returns the iteration table's rows as one array and fills in the first-token
-    and finish times (see the module docstring)."""
+def drain(d: Drain, *, start: float, done: int,
+          total: int) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:  # fmt: skip
+    """Serve until all ``total`` requests (of this replica) are done, from ``start`` (every
+    request has arrived, ``done`` are done); returns the iteration table's rows as one
+    array and, paged, their extra columns (:data:`specsim.sim.paged.EXTRA_COLUMNS`), and
+    fills in the first-token and finish times (see the module docstring)."""
     req, admission, batch, gamma = d.req, d.admission, d.batch, d.gamma
     n = len(req)
     waiting = np.array(admission.waiting, dtype=np.int64)
@@ -86,14 +137,17 @@ def drain(d: Drain, *, start: float, done: int) -> NDArray[np.float64]:
     end = np.concatenate([batch.end, req.base[joiners] + req.out_len[joiners]])
     off = np.concatenate([batch.off, req.prompt[joiners] - req.base[joiners]])
     first = np.concatenate([batch.ptr, req.base[joiners] + 1])
-    if gamma == 0:  # one token an iteration: no walk, and the context sums as numbers
+    numbers = gamma == 0 and d.paging is None
+    if d.paging is not None:  # memory can no longer bind (ready): admit as if unlimited
+        admission.capacity = None
+    if numbers:  # one token an iteration: no walk, and the context sums as numbers
         steps = end - first
         grow = (req.prompt + 1).tolist()  # a sequence's context when it joins ...
         shrink = (req.prompt + req.out_len).tolist()  # ... and when it leaves
         ctx_now, seg_ctx = batch.ctx_sum, []
     else:
-        assert d.step is not None and d.mixed_many is not None
-        pos, steps = _trajectories(d.step, first, end)
+        assert gamma == 0 or d.step is not None and d.mixed_many is not None
+        pos, steps = trajectories(d.step if gamma else None, first, end)
     column = np.full(n, -1, dtype=np.int64)
     column[rid] = np.arange(rid.shape[0])
     joined = np.zeros(rid.shape[0], dtype=np.int64)  # the iteration each sequence joins at
@@ -105,7 +159,8 @@ def drain(d: Drain, *, start: float, done: int) -> NDArray[np.float64]:
     prefills: list[tuple[int, float, int, float]] = []  # row, time, admitted, energy
     firsts: list[tuple[Ints, int, float, NDArray[np.bool_]]] = []  # requests, row, prefill, done
     ends: list[tuple[Ints, int]] = []  # (requests, the row they finish in)
-    while done < n:
+    tokens: list[tuple[int, int]] = []  # (row, prompt tokens prefilled)
+    while done < total:
         adm: list[int] = []
         if admission.waiting and running < d.max_batch:
             adm = admission.admit(running)
@@ -113,6 +168,7 @@ def drain(d: Drain, *, start: float, done: int) -> NDArray[np.float64]:
             a = np.asarray(adm, dtype=np.int64)
             pc = d.cost.prefill(req.prompt[a], draft=gamma != 0)
             prefills.append((row, pc.time_s, len(adm), pc.energy_j or 0.0))
+            tokens.append((row, int(req.prompt[a].sum())))
             one = req.out_len[a] == 1  # one-token requests are done with their prefill
             firsts.append((a, row, pc.time_s, one))
             if one.any():
@@ -123,7 +179,7 @@ def drain(d: Drain, *, start: float, done: int) -> NDArray[np.float64]:
                 joined[col] = it
                 heapq.heappush(heap, (it + need[col] - 1, r))
                 running += 1
-                if gamma == 0:
+                if numbers:
                     ctx_now += grow[r]
         if running == 0:  # only one-token requests were admitted: a prefill-only iteration
             row += 1
@@ -133,7 +189,7 @@ def drain(d: Drain, *, start: float, done: int) -> NDArray[np.float64]:
         finished = []
         while heap and heap[0][0] == last:
             finished.append(heapq.heappop(heap)[1])
-        if gamma == 0:
+        if numbers:
             seg_ctx.append((ctx_now, running))
             ctx_now += running * (last - it + 1) - sum([shrink[r] for r in finished])
         row += last - it + 1
@@ -145,7 +201,7 @@ def drain(d: Drain, *, start: float, done: int) -> NDArray[np.float64]:
         running -= f.shape[0]
     seg = np.array(segments, dtype=np.int64).reshape(-1, 3)  # first iteration, row, count
     rows = np.repeat(seg[:, 1] - seg[:, 0], seg[:, 2]) + np.arange(it)  # each one's row
-    if gamma == 0:
+    if numbers:
         ctx0, size = np.array(seg_ctx, dtype=np.int64).reshape(-1, 2).T
         b = np.repeat(size, seg[:, 2])
         ctx_sum = np.repeat(ctx0 - size * seg[:, 0], seg[:, 2]) + b * np.arange(it)
@@ -153,10 +209,51 @@ def drain(d: Drain, *, start: float, done: int) -> NDArray[np.float64]:
         table = np.zeros((row, WIDTH), dtype=np.float64)
         table[rows, 3], table[rows, 4], table[rows, 7] = dr, b, b
         table[rows, 10] = b
-        return _finish(d, table, rows, t, e, prefills, firsts, ends, start=start)
-    # Every (sequence, iteration) pair: the iteration (past a sequence's end: a spare bin,
-    # ``it``), the context, the tokens emitted; sums per iteration by bincount, exact
-    # in float64 (integers far below 2^53).
+        return _finish(d, table, rows, t, e, prefills, firsts, ends, start=start), None
+    sums = iteration_sums(pos, steps, joined, off, end, gamma, it,
+                          block=None if d.paging is None else d.paging.block)  # fmt: skip
+    b, emitted, drafted = sums.batch, sums.emitted, sums.drafted
+    t, e, dr = decode_costs(d.uniform, d.mixed_many, sums, gamma)
+    table = np.zeros((row, WIDTH), dtype=np.float64)
+    table[rows, 3], table[rows, 4], table[rows, 6] = dr, b, drafted
+    table[rows, 7] = drafted + b
+    table[rows, 8] = table[rows, 9] = drafted + b - emitted
+    table[rows, 10] = emitted
+    table = _finish(d, table, rows, t, e, prefills, firsts, ends, start=start)
+    if d.paging is None:
+        return table, None
+    extras = np.zeros((row, EXTRA), dtype=np.float64)  # paged: blocks held, tokens prefilled
+    extras[rows, 0] = sums.blocks
+    at, size = np.array(tokens, dtype=np.int64).reshape(-1, 2).T
+    extras[at, 4] = size
+    return table, extras
+
+
+class IterationSums(NamedTuple):
+    """Per iteration, sums over its decoding sequences: how many, their contexts, tokens
+    emitted and drafted, per gamma drafted (cut near the ends) the count and context sum,
+    and, given a block size, the KV blocks held during the pass and the pass's causal
+    (query, key) pairs."""
+
+    batch: NDArray[Any]
+    ctx_sum: NDArray[Any]
+    emitted: NDArray[Any]
+    drafted: NDArray[Any]
+    counts: NDArray[Any]
+    csum: NDArray[Any]
+    blocks: NDArray[Any] | None
+    pairs: NDArray[Any] | None
+
+
+def iteration_sums(pos: Ints, steps: Ints, joined: Ints, off: Ints, end: Ints, gamma: int,
+                   it: int, block: int | None = None) -> IterationSums:  # fmt: skip
+    """Sums over every (sequence, iteration) pair of :func:`trajectories` (sequence ``c`` runs
+    its step ``s`` in iteration ``joined[c] + s``; past its end, a spare bin ``it``), by
+    bincount, exact in float64 (integers far below 2^53). Gamma 0 (``pos``: its first row):
+    each sequence runs ``steps`` iterations from ``joined``, its context one more each, so
+    the sums are cumulative sums of what joins and leaves."""
+    if gamma == 0:
+        return _plain_sums(pos[0], steps, joined, off, it, block)
     here = pos[:-1]
     step_no = np.arange(here.shape[0])[:, None]
     valid = step_no < steps
@@ -176,23 +273,70 @@ def drain(d: Drain, *, start: float, done: int) -> NDArray[np.float64]:
     count[:, gamma] = b - count.sum(axis=1)
     csum[:, gamma] = ctx_sum - np.bincount(tc, weights=cc, minlength=it).astype(np.int64)
     drafted = (count * np.arange(width)).sum(axis=1)
+    blocks = pairs = None
+    if block is not None:
+        n = np.minimum(left, width)  # positions of the pass: gamma + 1, cut to left
+        w = np.where(valid, (ctx + n + (block - 2)) // block, 0).ravel()
+        blocks = np.bincount(flat, weights=w, minlength=it + 1)[:it].astype(np.int64)
+        w = np.where(valid, n * ctx + n * (n + 1) // 2, 0).ravel()
+        pairs = np.bincount(flat, weights=w, minlength=it + 1)[:it]
+    return IterationSums(b, ctx_sum, emitted, drafted, count, csum, blocks, pairs)
+
+
+def _plain_sums(first: Ints, steps: Ints, joined: Ints, off: Ints, it: int,
+                block: int | None) -> IterationSums:  # fmt: skip
+    """:func:`iteration_sums` at gamma 0: differences at joins and leaves, summed up."""
+    stop = joined + steps
+
+    def running(at: Ints, w: Any, until: Ints, w_until: Any) -> NDArray[Any]:
+        diff = np.bincount(at, weights=w, minlength=it + 1)
+        diff -= np.bincount(until, weights=w_until, minlength=it + 1)
+        return np.cumsum(diff)[:it]
+
+    ones = np.ones(joined.shape[0])
+    b = running(joined, ones, stop, ones).astype(np.int64)
+    ctx0 = off + first  # the context at a sequence's first iteration
+    lead = (ctx0 - joined).astype(np.float64)  # its context in iteration t is lead + t
+    ctx_sum = (running(joined, lead, stop, lead).astype(np.int64)
+               + b * np.arange(it, dtype=np.int64))  # fmt: skip
+    blocks = pairs = None
+    if block is not None:  # ceil(context / block) blocks, one more at each block's start
+        last = ctx0 + steps - 1
+        blocks_in = -(-ctx0 // block)
+        blocks_out = -(-last // block)
+        grow = blocks_out - blocks_in  # steps at which a sequence takes a new block
+        s0 = (-ctx0) % block + 1  # its first: context s0 + ctx0 - 1 is a multiple of block
+        k = np.repeat(np.arange(grow.shape[0]), grow)
+        nth = np.arange(k.shape[0]) - np.repeat(np.cumsum(grow) - grow, grow)
+        at = np.concatenate([joined, joined[k] + s0[k] + nth * block])
+        w = np.concatenate([blocks_in, np.ones(k.shape[0], dtype=np.int64)]).astype(np.float64)
+        blocks = running(at, w, stop, blocks_out.astype(np.float64)).astype(np.int64)
+        pairs = (ctx_sum + b).astype(np.float64)  # one position each: context + 1 pairs
+    counts, csum = b[:, None].copy(), ctx_sum[:, None].astype(np.float64)
+    return IterationSums(b, ctx_sum, b.copy(), np.zeros(it, dtype=np.int64), counts, csum,
+                         blocks, pairs)
+
+
+def decode_costs(uniform: Callable[..., IterationCosts],
+                 mixed_many: Callable[[Ints, NDArray[np.float64]], IterationCosts] | None,
+                 sums: IterationSums, gamma: int) -> tuple[Any, Any, Any]:  # fmt: skip
+    """The iterations' decode times, energies and draft times (zero where none decodes):
+    those in which every sequence drafts one gamma by ``uniform_iterations``, one call per
+    gamma, the others by ``iterations``, as the engine costs them one at a time."""
+    b, count, it = sums.batch, sums.counts, sums.batch.shape[0]
     low = np.argmax(count > 0, axis=1)  # the smallest and largest gamma drafted
     high = gamma - np.argmax(count[:, ::-1] > 0, axis=1)
     t, e, dr = np.zeros(it), np.zeros(it), np.zeros(it)
-    same = low == high
+    some = b > 0
+    same = (low == high) & some
     for v in np.unique(low[same]).tolist():  # as iteration() does: the uniform formula
         sel = np.flatnonzero(same & (low == v))
-        t[sel], e[sel], dr[sel] = d.uniform(batch=b[sel], context_sum=ctx_sum[sel], gamma=v)
-    sel = np.flatnonzero(~same)
+        t[sel], e[sel], dr[sel] = uniform(batch=b[sel], context_sum=sums.ctx_sum[sel], gamma=v)
+    sel = np.flatnonzero(~same & some)
     if sel.shape[0]:
-        assert d.mixed_many is not None
-        t[sel], e[sel], dr[sel] = d.mixed_many(count[sel], csum[sel].astype(np.float64))
-    table = np.zeros((row, WIDTH), dtype=np.float64)
-    table[rows, 3], table[rows, 4], table[rows, 6] = dr, b, drafted
-    table[rows, 7] = drafted + b
-    table[rows, 8] = table[rows, 9] = drafted + b - emitted
-    table[rows, 10] = emitted
-    return _finish(d, table, rows, t, e, prefills, firsts, ends, start=start)
+        assert mixed_many is not None
+        t[sel], e[sel], dr[sel] = mixed_many(count[sel], sums.csum[sel].astype(np.float64))
+    return t, e, dr
 
 
 def _finish(d: Drain, table: NDArray[np.float64], rows: Any, t: NDArray[np.float64],

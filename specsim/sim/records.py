@@ -1,18 +1,13 @@
 """What a simulation reports: the metrics record, the tidy event table, the Chrome trace.
 
-Discarded work is accounted separately from useful work:
-
-- ``target_positions_wasted``: positions a pass verified whose output was not
-  used (after the first rejection; the dropped bonus position when an
-  overlapped pre-drafted block takes its place);
-- ``draft_tokens_wasted``: drafted tokens that were rejected or came after a
-  rejection;
-- ``overlap_draft_s_wasted``: draft-accelerator time spent pre-drafting a
-  block that a rejection threw away.
-
-Operations and energy of a pass are split between used and wasted positions in
-proportion to positions (weights are read once per pass whatever happens, so
-this is an attribution, not a measurement).
+Discarded work is accounted apart from useful work: ``target_positions_wasted``
+(positions a pass verified whose output was not used: after the first rejection;
+the bonus position dropped when an overlapped pre-drafted block takes its place),
+``draft_tokens_wasted`` (drafts rejected or after a rejection) and
+``overlap_draft_s_wasted`` (draft-accelerator time pre-drafting a block that a
+rejection threw away). Operations and energy of a pass are split between used and
+wasted positions in proportion to positions (weights are read once per pass whatever
+happens, so this is an attribution, not a measurement). Serving adds :func:`goodput`.
 """
 
 from __future__ import annotations
@@ -26,20 +21,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from specsim.cost import verification_positions
+from specsim.sim.chrome import chrome_trace
 from specsim.sim.source import BlockCosts
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "Blocks",
-    "StreamResult",
-    "ServingResult",
-    "batch_means_se",
-    "stream_record",
-    "chrome_trace",
-    "iteration_table",
-]
+    "Blocks", "StreamResult", "ServingResult", "batch_means_se", "stream_record", "chrome_trace",
+    "goodput", "iteration_table",
+]  # fmt: skip
 
 ITERATION_COLUMNS = [
     "start_s", "end_s", "prefill_s", "draft_s", "batch", "admitted", "draft_tokens", "positions",
@@ -295,12 +286,17 @@ class ServingResult:
     def events(self) -> pd.DataFrame:
         return self.iterations_spec
 
-    def metrics(self) -> dict[str, Any]:
+    def metrics(self, *, ttft_target_s: float | None = None,
+                tpot_target_s: float | None = None) -> dict[str, Any]:  # fmt: skip
         """The metrics record: the speculative run's summary, then ``plain_*`` (the same
         quantities for the plain twin), ``speedup`` (throughput over the twin's) and
-        ``tpot_speedup`` (the twin's median TPOT over the run's). Without a twin those keys
-        are present and None: no plain run, no comparison."""
+        ``tpot_speedup`` (the twin's median TPOT over the run's), None without a twin. Both
+        latency targets add ``goodput_requests_per_s`` (:func:`goodput`), ``slo_attainment``."""
         out = _summary(self.requests_spec, self.iterations_spec)
+        if (ttft_target_s, tpot_target_s) != (None, None):  # one alone: goodput names the other
+            good = goodput(self.requests_spec, ttft_s=ttft_target_s, tpot_s=tpot_target_s)  # type: ignore[arg-type]
+            rate = len(self.requests_spec) / out["time_s"]
+            out.update(goodput_requests_per_s=good, slo_attainment=good / rate)
         plain = None
         if self.requests_plain is not None and self.iterations_plain is not None:
             plain = _summary(self.requests_plain, self.iterations_plain)
@@ -333,6 +329,20 @@ class ServingResult:
         return chrome_trace(ev)
 
 
+def goodput(requests: pd.DataFrame, *, ttft_s: float, tpot_s: float) -> float:
+    """Requests per second meeting both targets, TTFT <= ``ttft_s`` and TPOT <= ``tpot_s`` (a
+    one-token request has no TPOT and meets that one), over the span of throughput (first
+    arrival to last finish). An unfinished request (finish NaN) meets neither."""
+    for name, v in (("ttft_s", ttft_s), ("tpot_s", tpot_s)):
+        if isinstance(v, bool) or not isinstance(v, int | float) or not (v > 0):
+            raise ValueError(f"{name}: expected a latency target > 0 seconds, got {v!r}")
+    first, finish = requests["first_token_s"].to_numpy(), requests["finish_s"].to_numpy()
+    n_out, arrival = requests["output_tokens"].to_numpy(), requests["arrival_s"].to_numpy()
+    ok = (first - arrival <= ttft_s) & ((n_out == 1) | (finish - first <= tpot_s * (n_out - 1)))
+    done = np.isfinite(finish)  # none finished: none met the targets (and no span to divide)
+    return float(np.sum(ok & done) / (finish[done].max() - arrival.min())) if done.any() else 0.0
+
+
 def _pct(x: NDArray[np.float64], q: float) -> float:
     return float(np.percentile(x, q)) if x.shape[0] else float("inf")
 
@@ -351,9 +361,11 @@ def _summary(req: pd.DataFrame, it: pd.DataFrame) -> dict[str, Any]:
     for name, arr in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e)):
         for q in (50, 90, 99):
             out[f"{name}_p{q}_s"] = _pct(arr, q)
+    # Busy time is summed over replicas: utilization is per replica, in [0, 1].
+    replicas = int(it["replica"].nunique()) if "replica" in it.columns and len(it) else 1
     out.update(
         throughput_tokens_per_s=tokens / span,
-        utilization=busy / span,
+        utilization=busy / span / replicas,
         iterations=len(it),
         mean_batch=float(it["batch"].mean()),
         mean_gamma=float((it["draft_tokens"].sum()) / max(int(it["batch"].sum()), 1)),
@@ -363,36 +375,10 @@ def _summary(req: pd.DataFrame, it: pd.DataFrame) -> dict[str, Any]:
         tokens_per_target_pass=float(it["emitted"].sum() / max(int(it["batch"].sum()), 1)),
         time_s=span,
         energy_j=None if np.isnan(energy).all() else float(np.nansum(energy)),
+        # Paged KV: sequences preempted and the tokens recomputed for them (0 without paging).
+        preemptions=int(req["preemptions"].sum()) if "preemptions" in req.columns else 0,
+        recomputed_tokens=(int(req["recomputed_tokens"].sum())
+                           if "recomputed_tokens" in req.columns else 0),
     )
     out["energy_j_per_token"] = None if out["energy_j"] is None else out["energy_j"] / tokens
     return out
-
-
-def chrome_trace(events: pd.DataFrame) -> dict[str, Any]:
-    """Chrome trace-event JSON (loads in Perfetto or chrome://tracing), one track per kind.
-
-    Durations become complete events (``ph = "X"``) and instants (emissions)
-    instant events (``ph = "i"``); times are in microseconds.
-    """
-    tracks = {name: i for i, name in enumerate(dict.fromkeys(events["track"]), start=1)}
-    trace: list[dict[str, Any]] = [
-        {"ph": "M", "name": "thread_name", "pid": 1, "tid": tid, "args": {"name": name}}
-        for name, tid in tracks.items()
-    ]
-    for row in events.itertuples(index=False):
-        ts = float(row.start_s) * 1e6
-        dur = (float(row.end_s) - float(row.start_s)) * 1e6
-        ev = {
-            "name": f"{row.kind} {int(row.tokens)}",
-            "cat": str(row.kind),
-            "pid": 1,
-            "tid": tracks[str(row.track)],
-            "ts": ts,
-            "args": {"block": int(row.block), "tokens": int(row.tokens)},
-        }
-        if dur > 0:
-            ev.update(ph="X", dur=dur)
-        else:
-            ev.update(ph="i", s="t")
-        trace.append(ev)
-    return {"traceEvents": trace, "displayTimeUnit": "ms"}

@@ -1,8 +1,9 @@
-"""Serving many requests: arrivals, continuous batching, a KV-memory limit.
+"""Serving many requests: arrivals, continuous batching, a KV-memory limit, replicas.
 
-One accelerator (or tensor-parallel group, as one simpy resource, which the
-engine process holds while it has work) serves a stream of requests. Each
-batch iteration:
+One accelerator (or tensor-parallel group: one simpy resource, held while
+there is work) serves a stream of requests; ``replicas`` of it sit behind a
+router (:mod:`specsim.sim.router`). Paged KV with preemption and chunked
+prefill are options (:mod:`specsim.sim.paged`); without them, an iteration:
 
 1. admits waiting requests first-come first-served while the batch has room
    (``max_batch``) and their KV cache fits (prompt + output + lookahead
@@ -24,17 +25,14 @@ batch iteration:
    (its cost from the cost model at that batch and those contexts);
 5. emits each sequence's accepted tokens plus one and retires finished ones.
 
-The same workload is then served without speculation (``gamma = 0``) in the
-same run, for the speedup: the *plain twin*. It is skipped when the policy
-declares ``gamma = 0`` (the run is its own twin) and when the config says
-``plain_twin = False`` (then the result has no plain metrics). The draft
-shares the target's accelerator (serialized); overlapped drafting is modelled
-for single streams only. Once every request has arrived, the clock steers
-nothing, and a fixed-gamma run on the vectorized path finishes in
-:mod:`specsim.sim.drain` without simpy, its costs evaluated in bulk (the same
-rows, bit for bit). Requests, admission and the running batch are in
-:mod:`specsim.sim.batch`; workloads in :mod:`specsim.sim.workload`; the
-result, its metrics record and Chrome trace in :mod:`specsim.sim.records`.
+The same workload is then served without speculation (``gamma = 0``), for the
+speedup: the *plain twin*, skipped when the policy declares ``gamma = 0`` (the
+run is its own twin) or ``plain_twin = False``. The draft shares the target's
+accelerator (serialized). Once every request has arrived (and, paged or under
+a budget, memory can no longer bind), a fixed-gamma run on the vectorized path
+finishes without simpy, costed in bulk (:mod:`specsim.sim.drain`,
+:mod:`specsim.sim.engine`; the same rows, bit for bit). Requests, admission
+and the batch: :mod:`specsim.sim.batch`; the result: :mod:`specsim.sim.records`.
 """
 
 from __future__ import annotations
@@ -55,16 +53,26 @@ from specsim.policies import (
     MAX_GAMMA,
     FixedGamma,
     LookaheadPolicy,
-    PolicyContext,
     batch_wide,
-    check_choice,
     fixed_gamma,
 )
-from specsim.sim.batch import NO_HISTORY, Admission, Batch, Requests, draw_requests
+from specsim.sim import paged
+from specsim.sim.batch import (
+    Admission,
+    Batch,
+    Requests,
+    TimesOf,
+    composed_times,
+    draw_requests,
+    sequence_gammas,
+)
 from specsim.sim.drain import Drain, drain
-from specsim.sim.records import ServingResult, iteration_table
+from specsim.sim.engine import chunk_cost, drain_chunked, draining
+from specsim.sim.records import ServingResult
+from specsim.sim.router import Replica, Router, check_router, route, tables
 from specsim.sim.source import (
     BatchedCostSource,
+    BatchWide,
     CostSource,
     IterationCost,
     check_positions_fit,
@@ -74,9 +82,6 @@ from specsim.sim.source import (
 from specsim.sim.workload import Workload
 
 __all__ = ["ServingConfig", "simulate_serving"]
-
-TimesOf = Callable[[NDArray[np.int64], int], NDArray[np.float64]]
-Row = tuple[float, ...] | NDArray[np.float64]  # one iteration, or the drain's block of them
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,6 +96,14 @@ class ServingConfig:
     ``plain_twin``: also serve the workload without speculation, for the
     speedup and the ``plain_*`` metrics (False: skip it, and those metrics are
     None).
+    ``kv_block_tokens``: None reserves each request's whole KV footprint at
+    admission; an integer pages the cache in blocks of that many tokens
+    (vLLM's default is 16), and ``preemption`` ("recompute" or "swap") says
+    what happens to a sequence evicted when blocks run out
+    (:mod:`specsim.sim.paged`). ``token_budget``: None prefills whole prompts;
+    an integer caps the tokens of an iteration (chunked prefill, Sarathi-Serve).
+    ``replicas`` identical replicas (each with this cost source and KV budget)
+    behind ``router`` (:mod:`specsim.sim.router`).
     """
 
     workload: Workload
@@ -101,10 +114,17 @@ class ServingConfig:
     kv_capacity_tokens: int | None = None
     max_gamma: int = MAX_GAMMA
     plain_twin: bool = True
+    kv_block_tokens: int | None = None
+    preemption: paged.Preemption = "recompute"
+    token_budget: int | None = None
+    replicas: int = 1
+    router: Router = "round-robin"
 
     def __post_init__(self) -> None:
         check_whole(self.max_batch, "max_batch", minimum=1)
         check_whole(self.max_gamma, "max_gamma", minimum=0)
+        paged.check_engine(self)
+        check_router(self.router, self.replicas)
         if self.kv_capacity_tokens is not None:
             check_whole(self.kv_capacity_tokens, "kv_capacity_tokens", minimum=1)
             most = self._memory_budget()
@@ -135,54 +155,12 @@ class ServingConfig:
         return self._memory_budget()
 
 
-class _PassTimes:
-    """``pass_time(gamma)`` for a batch-wide policy: the iteration's time if every sequence
-    drafts gamma, from ``times_of(contexts, n)``, a table for gammas 0..n at once."""
-
-    def __init__(self, times_of: TimesOf, contexts: NDArray[np.int64], size: int) -> None:
-        self.times_of, self.contexts = times_of, contexts
-        self.table = times_of(contexts, size)
-
-    def __call__(self, gamma: int) -> float:
-        if gamma >= self.table.shape[0]:
-            self.table = self.times_of(self.contexts, gamma)
-        return float(self.table[gamma])
-
-
-def _composed_times(cost: CostSource, contexts: NDArray[np.int64],
-                    size: int) -> NDArray[np.float64]:  # fmt: skip
-    """Iteration times for gammas 0..size from a source's passes (no speed path)."""
-    ones = np.ones(contexts.shape[0], dtype=np.int64)
-    return np.array([iteration_cost(cost, g * ones, contexts).time_s for g in range(size + 1)])
-
-
-def _sequence_gammas(policy: LookaheadPolicy, batch: Batch, req: Requests) -> NDArray[np.int64]:
-    """Ask a per-sequence policy for every running sequence's gamma, with its own history."""
-    b = batch.size
-    pos = batch.positions(req).tolist()
-    rid = batch.rid.tolist()
-    last_g, last_a = batch.last_gamma.tolist(), batch.last_accepted.tolist()
-    draws = req.draws
-    out = np.empty(b, dtype=np.int64)
-    for k in range(b):
-        had = last_g[k] != NO_HISTORY
-        ctx = PolicyContext(position=pos[k], draw=draws[rid[k]],
-                            last_gamma=last_g[k] if had else None,
-                            last_accepted=last_a[k] if had else None, batch=b)  # fmt: skip
-        out[k] = check_choice(policy, policy.choose(ctx))
-    return out
-
-
 def _serve(config: ServingConfig, req: Requests,
            policy: LookaheadPolicy) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
     env = simpy.Environment()
-    accel = simpy.Resource(env, capacity=1)
     cost, max_gamma, max_batch, n = config.cost, config.max_gamma, config.max_batch, len(req)
     first_tok, finish = np.full(n, np.nan), np.full(n, np.nan)
-    admission = Admission(req, capacity=config.kv_capacity(), max_batch=max_batch,
-                          max_gamma=max_gamma)  # fmt: skip
-    batch = Batch(max_batch)
-    fixed, wide = fixed_gamma(policy), batch_wide(policy)
+    fixed = fixed_gamma(policy)
     # The source's speed paths, looked up once (a Protocol isinstance check is slow).
     uniform: Callable[..., IterationCost] | None = None
     mixed: Callable[[NDArray[np.int64], NDArray[np.int64]], IterationCost]
@@ -191,11 +169,13 @@ def _serve(config: ServingConfig, req: Requests,
         uniform, mixed = cost.uniform_iteration, cost.iteration
         times_of = cost.uniform_iteration_times
     else:
-        mixed, times_of = partial(iteration_cost, cost), partial(_composed_times, cost)
+        mixed, times_of = partial(iteration_cost, cost), partial(composed_times, cost)
     table_size = int(getattr(policy, "max_gamma", max_gamma))
+    wide = BatchWide(policy, cost=cost, size=table_size, max_gamma=max_gamma,
+                     times_of=times_of) if batch_wide(policy) else None  # fmt: skip
     # The vectorized path needs one gamma for the batch and run lengths that hold for any
     # gamma (acceptance independent of the position in a block); gamma 0 needs neither.
-    vector_ok = fixed == 0 or (fixed is not None or wide) and req.plain_weights
+    vector_ok = fixed == 0 or (fixed is not None or wide is not None) and req.plain_weights
     one = np.ones(1, dtype=np.int64)
     with_energy = cost.verify(one, one).energy_j is not None  # PlainCost has no power model
     run1 = req.run1
@@ -203,117 +183,188 @@ def _serve(config: ServingConfig, req: Requests,
     if vector_ok and fixed is not None and fixed > 0 and uniform is not None:
         step = np.minimum(run1, verification_positions(fixed))
         step += np.arange(step.shape[0], dtype=np.int64)
-    rows: list[Row] = []
-    draining = None
-    # The optional bulk paths (CostSource's docstring); without them, no drain.
-    uniform_many = getattr(cost, "uniform_iterations", None)
-    mixed_many = getattr(cost, "iterations", None)
-    if (vector_ok and fixed is not None and uniform is not None and uniform_many is not None
-            and (fixed == 0 or mixed_many is not None)):  # fmt: skip
-        draining = Drain(cost=cost, uniform=uniform_many, req=req, admission=admission,
-                         mixed_many=mixed_many,
-                         batch=batch, step=step, gamma=fixed, max_batch=max_batch,
-                         with_energy=with_energy, first_tok=first_tok, finish=finish)  # fmt: skip
-    wake = [env.event()]
+    # The bulk paths, where the source has them (specsim.sim.engine.draining).
+    block, budget = config.kv_block_tokens, config.token_budget
+    can_drain = vector_ok and fixed is not None and uniform is not None
+    # Round-robin reads no state: every request is routed before the run.
+    where = np.arange(n, dtype=np.int64) % config.replicas
+    fixed_route = config.router == "round-robin"
+    swap = paged.host_link(cost) if config.preemption == "swap" else None
+    reps: list[Replica] = []
+    for k in range(config.replicas):
+        paging = None if block is None else paged.Paging.build(
+            req, block=block, capacity=config.kv_capacity(), max_gamma=max_gamma, swap=swap)
+        admission = Admission(req, capacity=config.kv_capacity() if paging is None else
+                              paging.capacity, max_batch=max_batch, max_gamma=max_gamma,
+                              reserve=None if paging is None else paging.need)  # fmt: skip
+        batch = Batch(max_batch)
+        rep = Replica(admission=admission, batch=batch, paging=paging,
+                       prefills=None if budget is None else paged.Prefills(),
+                       total=int((where == k).sum()) if fixed_route else None,
+                       accel=simpy.Resource(env, capacity=1), wake=[env.event()], req=req,
+                       first_tok=first_tok, finish=finish)  # fmt: skip
+        if can_drain and fixed is not None:
+            rep.draining = draining(rep, cost=cost, gamma=fixed, budget=budget, step=step,
+                                    with_energy=with_energy)  # fmt: skip
+        reps.append(rep)
+    arrived = [0]
 
     def arrivals() -> simpy.events.ProcessGenerator:
         for i in range(n):
             yield env.timeout(max(0.0, req.arrival[i] - env.now))
-            admission.arrive(i)
-            if not wake[0].triggered:
-                wake[0].succeed()
+            k = int(where[i]) if fixed_route else route(config.router, i, reps)
+            where[i], rep = k, reps[k]
+            rep.admission.arrive(i)
+            rep.routed += 1
+            arrived[0] += 1
+            if not rep.wake[0].triggered:
+                rep.wake[0].succeed()
 
-    def prefill(adm: NDArray[np.int64], start: float) -> tuple[float, float, int]:
-        """Prefill the admitted prompts in one pass, which emits each one's first token; the
-        others join the batch. Returns the pass's time and energy and how many were done."""
-        pc = cost.prefill(req.prompt[adm], draft=fixed != 0)
-        first_tok[adm] = start + pc.time_s
-        one = req.out_len[adm] == 1  # one-token requests are done
-        if one.any():
-            finish[adm[one]] = start + pc.time_s
-            admission.release(adm[one])
-        if not one.all():
-            batch.add(adm[~one], req)
-        return pc.time_s, pc.energy_j or 0.0, int(one.sum())
+    def choose(batch: Batch) -> tuple[int, NDArray[np.int64] | None, NDArray[np.int64] | None]:
+        """The lookahead: one gamma for all (declared fixed or batch-wide) or one each; the
+        gammas chosen and, cut at each request's end, drafted (None, None: every sequence
+        drafts ``gam``, none within ``gam`` of its end, the fast path)."""
+        if fixed is not None:
+            gam = fixed
+        elif wide is not None:
+            gam = wide(batch.size, batch.ctx_sum, batch.contexts)
+        else:
+            gam = -1
+        if vector_ok and 0 <= gam < batch.low and uniform is not None:
+            return gam, None, None
+        chosen = np.full(batch.size, gam) if gam >= 0 else sequence_gammas(policy, batch, req)
+        np.minimum(chosen, max_gamma, out=chosen)
+        return gam, chosen, np.minimum(chosen, batch.end - batch.ptr - 1)
 
-    def engine() -> simpy.events.ProcessGenerator:
-        done = 0
+    def decode(batch: Batch, gam: int, chosen: Any, g: Any) -> tuple[float, float, float, int, int]:
+        """Draft and verify: the time, energy, draft time, tokens emitted and drafted."""
+        if g is None:  # every sequence drafts gam: the fast path
+            assert uniform is not None
+            t_iter, e_iter, d_time = uniform(batch=batch.size, context_sum=batch.ctx_sum,
+                                             gamma=gam)  # fmt: skip
+            return t_iter, e_iter, d_time, batch.advance_uniform(gam, run1), gam * batch.size
+        acc = req.emitted(batch, g)
+        t_iter, e_iter, d_time = mixed(g, batch.contexts())
+        emitted = batch.advance(acc)
+        batch.last_gamma, batch.last_accepted = chosen, acc - 1
+        return t_iter, e_iter, d_time, emitted, int(g.sum())
+
+    def iteration(rep: Replica, start: float) -> simpy.events.ProcessGenerator:
+        """One iteration with whole-prompt prefill (today's engine, paged or not)."""
+        admission, batch, paging = rep.admission, rep.batch, rep.paging
+        running = batch.size
+        admitted = []
+        if admission.waiting and running < max_batch:
+            if paging is not None:  # the blocks held now, for the admission test
+                admission.used = paging.held(batch)
+            admitted = admission.admit(running)
+        prefill_s, energy, before = 0.0, 0.0, rep.prefilled
+        if admitted:
+            adm = np.asarray(admitted, dtype=np.int64)
+            prefill_s, energy, one_token = rep.prefill(adm, start, cost=cost, draft=fixed != 0)
+            rep.done += one_token
+        b = batch.size
+        if b == 0:  # only one-token requests were admitted: a prefill-only iteration
+            yield env.timeout(prefill_s)
+            rep.rows.append((start, env.now, prefill_s, 0.0, 0, len(admitted), 0, 0, 0, 0, 0,
+                             energy if with_energy else np.nan))  # fmt: skip
+            if paging is not None:
+                rep.extras.append((paging.held(batch), 0, 0, 0.0, rep.prefilled - before))
+            return
+        gam, chosen, g = choose(batch)
+        pre = (0, 0, 0.0, 0)
+        if paging is not None:
+            chosen, g, pre = paging.fit(batch, gam, chosen, g, rep.prefills, rep.admission)
+            prefill_s += pre[2]
+            b = batch.size
+        t_iter, e_iter, d_time, emitted, drafted = decode(batch, gam, chosen, g)
+        yield env.timeout(prefill_s + t_iter)
+        wasted = drafted + b - emitted
+        rep.rows.append(
+            (start, env.now, prefill_s, d_time, b, len(admitted), drafted, drafted + b,
+             wasted, wasted, emitted, energy + e_iter if with_energy else np.nan)
+        )  # fmt: skip
+        if paging is not None:
+            rep.extras.append((pre[3], pre[0], pre[1], pre[2], rep.prefilled - before))
+        rep.retire(gam, env.now)
+
+    def engine(rep: Replica) -> simpy.events.ProcessGenerator:
         hold: Any = None  # the accelerator, held while there is work
-        while done < n:
-            if not admission.waiting and batch.size == 0:
+        admission, batch, prefills = rep.admission, rep.batch, rep.prefills
+        while rep.total is None or rep.done < rep.total:
+            if not admission.waiting and batch.size == 0 and not prefills:
                 if hold is not None:
-                    accel.release(hold)
+                    rep.accel.release(hold)
                     hold = None
-                wake[0] = env.event()
-                yield wake[0]
+                rep.wake[0] = env.event()
+                yield rep.wake[0]
             if hold is None:
-                hold = accel.request()
+                hold = rep.accel.request()
                 yield hold
             start = env.now
-            if draining is not None and admission.arrived == n:
+            if rep.draining is not None and (admission.arrived == rep.total if fixed_route
+                                             else arrived[0] == n):  # fmt: skip
                 # Every request has arrived: the clock no longer steers anything, so the rest
-                # runs without simpy and is costed in bulk (specsim.sim.drain).
-                rows.append(drain(draining, start=start, done=done))
-                break
-            running = batch.size
-            admitted = admission.admit(running) if admission.waiting and running < max_batch else []
-            prefill_s = energy = 0.0
-            if admitted:
-                prefill_s, energy, one_token = prefill(np.asarray(admitted, dtype=np.int64), start)
-                done += one_token
-            b = batch.size
-            if b == 0:  # only one-token requests were admitted: a prefill-only iteration
-                yield env.timeout(prefill_s)
-                rows.append((start, env.now, prefill_s, 0.0, 0, len(admitted), 0, 0, 0, 0, 0,
-                             energy if with_energy else np.nan))  # fmt: skip
-                continue
-            # The lookahead: one gamma for all (declared fixed or batch-wide) or one each.
-            if fixed is not None:
-                gam = fixed
-            elif wide:
-                times = _PassTimes(times_of, batch.contexts(), table_size)
-                ctx = PolicyContext(position=0, draw=None, last_gamma=None, last_accepted=None,
-                                    batch=b, pass_time=times)  # fmt: skip
-                gam = min(check_choice(policy, policy.choose(ctx)), max_gamma)
+                # runs without simpy and is costed in bulk (specsim.sim.drain, .engine).
+                if rep.draining.ready(rep.done):
+                    table, rep.extra_block = drain(
+                        rep.draining, start=start, done=rep.done, total=admission.arrived
+                    ) if isinstance(rep.draining, Drain) else drain_chunked(rep.draining,
+                                                                             start=start)
+                    rep.rows.append(table)
+                    break
+            if prefills is None:
+                yield from iteration(rep, start)
             else:
-                gam = -1
-            if vector_ok and 0 <= gam < batch.low and uniform is not None:
-                # Every sequence drafts gam (none is within gam of its end): the fast path.
-                t_iter, e_iter, d_time = uniform(batch=b, context_sum=batch.ctx_sum,
-                                                 gamma=gam)  # fmt: skip
-                emitted = batch.advance_uniform(gam, run1)
-                drafted = gam * b
-            else:
-                chosen = np.full(b, gam) if gam >= 0 else _sequence_gammas(policy, batch, req)
-                np.minimum(chosen, max_gamma, out=chosen)
-                g = np.minimum(chosen, batch.end - batch.ptr - 1)  # not past the request's end
-                acc = req.emitted(batch, g)
-                drafted = int(g.sum())
-                t_iter, e_iter, d_time = mixed(g, batch.contexts())
-                emitted = batch.advance(acc)
-                batch.last_gamma, batch.last_accepted = chosen, acc - 1
-            yield env.timeout(prefill_s + t_iter)
-            wasted = drafted + b - emitted
-            rows.append(
-                (start, env.now, prefill_s, d_time, b, len(admitted), drafted, drafted + b,
-                 wasted, wasted, emitted, energy + e_iter if with_energy else np.nan)
-            )  # fmt: skip
-            now = env.now
-            if batch.low <= 0 and batch.refresh_low() <= 0:
-                finished = batch.retire()  # finished sequences leave the batch
-                finish[finished] = now
-                admission.release(finished)
-                done += finished.shape[0]
-            elif batch.low <= gam:  # a sequence may be within gam of its end: make it exact
-                batch.refresh_low()
+                yield from chunked_iteration(rep, start)
+
+    def chunked_iteration(rep: Replica, start: float) -> simpy.events.ProcessGenerator:
+        """One iteration under a token budget (chunked prefill, :mod:`specsim.sim.paged`)."""
+        assert budget is not None and rep.prefills is not None
+        admission, batch, paging, prefills = rep.admission, rep.batch, rep.paging, rep.prefills
+        gam, chosen, g = choose(batch) if batch.size else (0, None, None)
+        if batch.size:
+            gam, chosen, g = paged.shrink_to_budget(batch, gam, chosen, g, budget)
+        pre = (0, 0, 0.0, 0)
+        if paging is not None and admission.waiting:
+            admission.used = paging.held(batch) + sum(prefills.holds)
+        room = budget - (batch.size + (gam * batch.size if g is None else int(g.sum())))
+        started = paged.start_prefills(prefills, admission, batch, paging, req, room)
+        if paging is not None and batch.size:
+            chosen, g, pre = paging.fit(batch, gam, chosen, g, prefills, admission)
+        b = batch.size
+        room = budget - (b + (gam * b if g is None else int(g.sum())))
+        rows_, sizes, offsets = prefills.plan(room)
+        chunk_s, chunk_e = chunk_cost(cost, gam, g, batch, sizes, offsets, draft=fixed != 0)
+        t_iter = e_iter = d_time = 0.0
+        emitted = drafted = 0
+        if b:
+            t_iter, e_iter, d_time, emitted, drafted = decode(batch, gam, chosen, g)
+        prefill_s = chunk_s + pre[2]
+        yield env.timeout(prefill_s + t_iter)
+        now = env.now
+        wasted = drafted + b - emitted
+        rep.rows.append(
+            (start, now, prefill_s, d_time, b, started, drafted, drafted + b, wasted, wasted,
+             emitted, chunk_e + e_iter if with_energy else np.nan)
+        )  # fmt: skip
+        rep.extras.append((pre[3] if paging is not None and b else
+                           (0 if paging is None else paging.held(batch) + sum(prefills.holds)),
+                           pre[0], pre[1], pre[2], sum(sizes)))  # fmt: skip
+        if b:
+            rep.retire(gam, now)
+        rep.done += paged.join_prefilled(prefills.advance(rows_, sizes), batch=batch,
+                                   admission=admission, paging=paging, req=req, now=now,
+                                   first_tok=first_tok, finish=finish)  # fmt: skip
 
     env.process(arrivals())
-    env.process(engine())
+    for rep in reps:
+        env.process(engine(rep))
     env.run()
     out = req.table.copy()
     out["first_token_s"] = first_tok
     out["finish_s"] = finish
-    return out, iteration_table(rows)
+    return tables(out, reps, where, extra=block is not None or budget is not None)
 
 
 def simulate_serving(config: ServingConfig, rng: np.random.Generator) -> ServingResult:

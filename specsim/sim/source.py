@@ -14,8 +14,10 @@ are in :mod:`specsim.sim.costs`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, runtime_checkable
+from functools import cached_property, partial
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -23,6 +25,7 @@ from numpy.typing import ArrayLike, NDArray
 from specsim.cards import ModelCard
 from specsim.cost import verification_positions
 from specsim.cost.checks import check_positions
+from specsim.policies import LookaheadPolicy, PolicyContext, check_choice
 
 __all__ = [
     "check_positions_fit",
@@ -35,6 +38,10 @@ __all__ = [
     "BatchedCostSource",
     "block_costs",
     "iteration_cost",
+    "TableTimes",
+    "BatchWide",
+    "MEMO",
+    "Remembers",
 ]
 
 
@@ -167,6 +174,114 @@ def iteration_cost(
         d_time += d.time_s
         energy += d.energy_j or 0.0
     return IterationCost(ver.time_s + d_time, energy, d_time)
+
+
+MEMO = 1 << 16
+"""The most entries a :class:`Remembers` source keeps (then it forgets them all)."""
+
+
+class Remembers:
+    """For an immutable cost source: a bounded memo of results by their arguments (a speed
+    trick: serving runs meet the same batch and context sum again and again; a function of
+    its arguments, so the same floats). Not pickled."""
+
+    @cached_property
+    def _memo(self) -> dict[tuple[Any, ...], Any]:
+        return {}
+
+    def _remember(self, key: tuple[Any, ...], value: Any) -> Any:
+        if len(self._memo) >= MEMO:
+            self._memo.clear()
+        self._memo[key] = value
+        return value
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_memo"}
+
+
+Ints = NDArray[np.int64]
+
+
+class TableTimes:
+    """``pass_time(gamma)`` for a batch-wide policy: the coming iteration's time if every
+    sequence drafts gamma, from ``times(n)``, the times for gammas 0..n at once (kept as
+    ``table``, which :class:`specsim.policies.LoadAdaptive` reads whole)."""
+
+    __slots__ = ("times", "table")
+
+    def __init__(self, times: Callable[[int], NDArray[np.float64]], size: int) -> None:
+        self.times, self.table = times, times(size)
+
+    def __call__(self, gamma: int) -> float:
+        if gamma >= self.table.shape[0]:
+            self.table = self.times(gamma)
+        return float(self.table[gamma])
+
+
+class BatchWide:
+    """A batch-wide policy's lookahead for each serving iteration (:func:`specsim.policies.
+    batch_wide`: chosen from the batch size and ``pass_time`` alone), capped at ``max_gamma``.
+
+    ``pass_time`` comes from the source's ``uniform_times(batch=, context_sum=, max_gamma=)``
+    where it has one (:meth:`specsim.sim.CardCost.uniform_times`), which depends on the batch
+    and the sum of its contexts alone, and the choice is then remembered by these two numbers
+    (a speed trick: a capacity search asks the policy every iteration); else from
+    ``times_of(contexts, n)``, asked every time. Where, moreover, the source declares its
+    times non-decreasing in the context sum (``monotone_times``) and the policy can tell the
+    choice every table between two bounds makes (``settled(low, high)``, e.g.
+    :meth:`specsim.policies.LoadAdaptive.settled`), each new choice also tries the table
+    ``SPAN`` tokens a sequence further: if the bounds settle it, every context sum in
+    between, at that batch, gets the same choice without asking (the same answer:
+    the choice is proven constant there).
+    """
+
+    SPAN = 32
+
+    def __init__(self, policy: LookaheadPolicy, *, cost: CostSource, size: int, max_gamma: int,
+                 times_of: Callable[[Ints, int], NDArray[np.float64]]) -> None:  # fmt: skip
+        self.policy, self.size, self.max_gamma, self.times_of = policy, size, max_gamma, times_of
+        self.sums = getattr(cost, "uniform_times", None)
+        self.memo: dict[tuple[int, int], int] = {}
+        settled = getattr(policy, "settled", None)
+        bounded = self.sums is not None and getattr(cost, "monotone_times", False) is True
+        self.settled = settled if bounded else None
+        self.spans: dict[int, tuple[int, int, int]] = {}  # batch: (from, to, gamma)
+        self.widths: dict[int, int] = {}  # batch: tokens a sequence the next span tries
+
+    def __call__(self, batch: int, context_sum: int, contexts: Callable[[], Ints]) -> int:
+        key = (batch, context_sum)
+        gam = self.memo.get(key, -1)
+        if gam >= 0:
+            return gam
+        span = self.spans.get(batch)
+        if span is not None and span[0] <= context_sum <= span[1]:
+            return span[2]
+        if self.sums is None:
+            times = TableTimes(partial(self.times_of, contexts()), self.size)
+        else:
+            times = TableTimes(partial(_sum_times, self.sums, batch, context_sum), self.size)
+        ctx = PolicyContext(position=0, draw=None, last_gamma=None, last_accepted=None,
+                            batch=batch, pass_time=times)  # fmt: skip
+        gam = min(check_choice(self.policy, self.policy.choose(ctx)), self.max_gamma)
+        if self.sums is not None:
+            self.memo[key] = gam
+        if self.settled is not None and times.table.shape[0] == self.size + 1:
+            width = self.widths.get(batch, self.SPAN)
+            to = context_sum + width * batch
+            high = _sum_times(self.sums, batch, to, self.size)  # type: ignore[arg-type]
+            proven = self.settled(times.table, high)
+            if proven is not None and min(check_choice(self.policy, proven),
+                                          self.max_gamma) == gam:  # fmt: skip
+                self.spans[batch] = (context_sum, to, gam)
+                self.widths[batch] = min(2 * width, 1024)
+            else:
+                self.widths[batch] = max(width // 2, 2)
+        return gam
+
+
+def _sum_times(sums: Callable[..., NDArray[np.float64]], batch: int, context_sum: int,
+               n: int) -> NDArray[np.float64]:  # fmt: skip
+    return sums(batch=batch, context_sum=context_sum, max_gamma=n)
 
 
 def check_positions_fit(cost: CostSource, *, context: ArrayLike, new_tokens: ArrayLike,

@@ -1,95 +1,398 @@
 """Serving workloads: when requests arrive and how long their prompts and outputs are.
 
-A workload is a small frozen config with one method, ``sample(rng)``, that
-returns a table with one row per request: ``arrival_s``, ``prompt_tokens``
-and ``output_tokens``.
+A workload is a small frozen config with one method, ``sample(rng)``, that returns a table
+with one row per request: ``arrival_s``, ``prompt_tokens`` and ``output_tokens``.
+:class:`PoissonWorkload` and :class:`TraceWorkload` (a recorded trace,
+:func:`read_request_trace`) live with the arrival processes in :mod:`specsim.sim.arrivals`;
+:class:`SyntheticWorkload` pairs any arrival process with two length distributions;
+:func:`preset_workload` (:class:`PresetWorkload` as a config) takes a published production
+trace's lengths and burstiness (:data:`PRESETS`). Length distributions are on whole tokens
+>= 1 and carry their exact ``mean`` and ``second_moment`` as Ciw's distributions do, so
+queueing formulas can be evaluated on the object the simulator samples.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
+from scipy.special import ndtr
 
-__all__ = ["PoissonWorkload", "TraceWorkload", "Workload"]
+from specsim.cards.files import packaged_root
+from specsim.sim.arrivals import (
+    Arrivals,
+    GammaArrivals,
+    PoissonWorkload,
+    TraceWorkload,
+    check_rate,
+    read_request_trace,
+)
 
-IntRange = int | tuple[int, int]
+__all__ = [
+    "PRESETS", "Empirical", "Fixed", "Geometric", "Lengths", "LogNormal", "PoissonWorkload",
+    "Preset", "PresetWorkload", "SyntheticWorkload", "TraceWorkload", "Uniform", "Workload", "Zipf",
+    "preset_workload", "read_request_trace",
+]  # fmt: skip
+
+Ints = NDArray[np.int64]
 
 
-def _draw_lengths(rng: np.random.Generator, spec: IntRange, n: int) -> NDArray[np.int64]:
-    if isinstance(spec, tuple):
-        return rng.integers(spec[0], spec[1] + 1, size=n)
-    return np.full(n, int(spec), dtype=np.int64)
+def _whole(value: object, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ValueError(f"{name}: expected a whole number of tokens, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name}: expected a length >= {minimum} token(s), got {value!r}")
+    return int(value)
 
 
-def _check_range(spec: IntRange, name: str, minimum: int) -> None:
-    lo, hi = spec if isinstance(spec, tuple) else (spec, spec)
-    if not all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in (lo, hi)):
-        raise ValueError(f"{name}: expected an integer or a (low, high) pair, got {spec!r}")
-    if lo < minimum or hi < lo:
-        raise ValueError(f"{name}: expected {minimum} <= low <= high, got {spec!r}")
+def _requests(value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"requests: expected an integer >= 1, got {value!r}")
+
+
+# Length distributions ------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class Fixed:
+    """Every request has ``value`` tokens."""
+
+    value: int
+
+    def __post_init__(self) -> None:
+        _whole(self.value, "value")
+
+    @property
+    def mean(self) -> float:
+        return float(self.value)
+
+    @property
+    def second_moment(self) -> float:
+        return float(self.value) ** 2
+
+    def sample(self, rng: np.random.Generator, n: int) -> Ints:
+        return np.full(n, self.value, dtype=np.int64)
 
 
 @dataclass(frozen=True, kw_only=True)
-class PoissonWorkload:
-    """``requests`` arrivals at ``rate_per_s``; lengths fixed or uniform on ``(low, high)``."""
+class Uniform:
+    """Uniform on the whole numbers ``low .. high`` (both included)."""
 
-    rate_per_s: float
+    low: int
+    high: int
+
+    def __post_init__(self) -> None:
+        _whole(self.low, "low")
+        if _whole(self.high, "high") < self.low:
+            raise ValueError(f"high: expected >= low ({self.low}), got {self.high!r}")
+
+    @property
+    def mean(self) -> float:
+        return (self.low + self.high) / 2.0
+
+    @property
+    def second_moment(self) -> float:
+        width = self.high - self.low + 1
+        return (width * width - 1) / 12.0 + self.mean**2
+
+    def sample(self, rng: np.random.Generator, n: int) -> Ints:
+        return rng.integers(self.low, self.high + 1, size=n)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Geometric:
+    """``P(L = k) = p (1 - p)^(k - 1)`` for k >= 1 with ``p = 1 / mean``: the discrete
+    memoryless length (the count of decode steps until an end-of-sequence token that each
+    step emits with probability p)."""
+
+    mean_tokens: float
+
+    def __post_init__(self) -> None:
+        if check_rate(self.mean_tokens, "mean_tokens") < 1:
+            raise ValueError(f"mean_tokens: expected a mean >= 1 token, got {self.mean_tokens!r}")
+
+    @property
+    def mean(self) -> float:
+        return float(self.mean_tokens)
+
+    @property
+    def second_moment(self) -> float:
+        p = 1.0 / self.mean_tokens
+        return (2.0 - p) / (p * p)
+
+    def sample(self, rng: np.random.Generator, n: int) -> Ints:
+        return rng.geometric(1.0 / self.mean_tokens, size=n).astype(np.int64)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Empirical:
+    """``values[i]`` with probability ``counts[i] / sum(counts)`` (counts default to 1 each)."""
+
+    values: tuple[int, ...]
+    counts: tuple[float, ...] | None = None
+    _p: NDArray[np.float64] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.values, list):
+            object.__setattr__(self, "values", tuple(self.values))
+        if isinstance(self.counts, list):
+            object.__setattr__(self, "counts", tuple(self.counts))
+        if len(self.values) == 0:
+            raise ValueError("values: expected at least one length")
+        for i, v in enumerate(self.values):
+            _whole(v, f"values[{i}]")
+        w = np.ones(len(self.values)) if self.counts is None else np.asarray(self.counts, float)
+        if w.shape != (len(self.values),):
+            raise ValueError(f"counts: expected {len(self.values)} counts, got {len(w)}")
+        if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+            raise ValueError("counts: expected finite counts >= 0 with a positive sum")
+        object.__setattr__(self, "_p", w / w.sum())
+
+    @classmethod
+    def from_csv(cls, path: str | os.PathLike[str], *, column: str = "tokens") -> Empirical:
+        """From a CSV file: a ``column`` of lengths, one a row, or a histogram with a
+        ``count`` column beside it."""
+        table = pd.read_csv(path)
+        if column not in table.columns:
+            raise ValueError(f"{path}: no column {column!r} (columns: {list(table.columns)})")
+        counts = tuple(table["count"].astype(float)) if "count" in table.columns else None
+        values = table[column].to_numpy()
+        if values.dtype.kind not in "iu":
+            raise ValueError(f"{path}: column {column!r} must hold whole numbers of tokens")
+        return cls(values=tuple(int(v) for v in values), counts=counts)
+
+    @property
+    def mean(self) -> float:
+        return float(self._p @ np.asarray(self.values, dtype=float))
+
+    @property
+    def second_moment(self) -> float:
+        v = np.asarray(self.values, dtype=float)
+        return float(self._p @ (v * v))
+
+    def sample(self, rng: np.random.Generator, n: int) -> Ints:
+        idx = rng.choice(len(self.values), size=n, p=self._p)
+        return np.asarray(self.values, dtype=np.int64)[idx]
+
+
+class _Tabled:
+    """A distribution on ``low .. high`` given by its probabilities there: exact moments by
+    summing over the support, sampling by inverting the distribution function."""
+
+    low: int
+    high: int
+
+    def pmf(self) -> NDArray[np.float64]:  # pragma: no cover - each subclass has its own
+        raise NotImplementedError
+
+    @property
+    def mean(self) -> float:
+        return float(self.pmf() @ np.arange(self.low, self.high + 1, dtype=float))
+
+    @property
+    def second_moment(self) -> float:
+        k = np.arange(self.low, self.high + 1, dtype=float)
+        return float(self.pmf() @ (k * k))
+
+    def sample(self, rng: np.random.Generator, n: int) -> Ints:
+        cdf = np.cumsum(self.pmf())
+        idx = np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right")
+        return self.low + np.minimum(idx, self.high - self.low).astype(np.int64)
+
+
+def _bounds(low: int, high: int) -> None:
+    _whole(low, "low")
+    if _whole(high, "high") < low:
+        raise ValueError(f"high: expected >= low ({low}), got {high!r}")
+    if high - low > 10_000_000:
+        raise ValueError(f"high: at most low + 10,000,000 tokens, got {high!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogNormal(_Tabled):
+    """``exp(N(ln median, sigma^2))`` rounded to the nearest whole token and cut to
+    ``[low, high]`` (the mass below and above lands on the ends). Its moments are those
+    of that rounded, cut variable, summed exactly over ``low .. high``."""
+
+    median: float
+    sigma: float
+    high: int
+    low: int = 1
+
+    def __post_init__(self) -> None:
+        check_rate(self.median, "median")
+        check_rate(self.sigma, "sigma")
+        _bounds(self.low, self.high)
+
+    def pmf(self) -> NDArray[np.float64]:
+        k = np.arange(self.low, self.high + 1, dtype=float)
+        z_hi = (np.log(k + 0.5) - math.log(self.median)) / self.sigma
+        cdf_hi = ndtr(z_hi)
+        cdf_hi[-1] = 1.0
+        cdf_lo = np.concatenate([[0.0], cdf_hi[:-1]])
+        return np.asarray(cdf_hi - cdf_lo, dtype=np.float64)
+
+    def sample(self, rng: np.random.Generator, n: int) -> Ints:
+        x = rng.lognormal(math.log(self.median), self.sigma, size=n)
+        return np.clip(np.floor(x + 0.5), self.low, self.high).astype(np.int64)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Zipf(_Tabled):
+    """A power law on whole numbers: ``P(L = k)`` proportional to ``k^-exponent`` for
+    ``low <= k <= high`` (a truncated Zipf law; any exponent > 0 is a distribution)."""
+
+    exponent: float
+    high: int
+    low: int = 1
+
+    def __post_init__(self) -> None:
+        check_rate(self.exponent, "exponent")
+        _bounds(self.low, self.high)
+
+    def pmf(self) -> NDArray[np.float64]:
+        k = np.arange(self.low, self.high + 1, dtype=float)
+        w = np.exp(-self.exponent * (np.log(k) - math.log(self.low)))  # scaled: no underflow
+        return np.asarray(w / w.sum(), dtype=np.float64)
+
+
+Lengths = Fixed | Uniform | Geometric | LogNormal | Zipf | Empirical
+
+
+# Workloads ------------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class SyntheticWorkload:
+    """``requests`` requests from an arrival process, prompt and output lengths drawn
+    independently from their distributions (arrivals first, then prompts, then outputs)."""
+
     requests: int
-    prompt_tokens: IntRange
-    output_tokens: IntRange
+    arrivals: Arrivals
+    prompt: Lengths
+    output: Lengths
 
     def __post_init__(self) -> None:
-        if not (np.isfinite(self.rate_per_s) and self.rate_per_s > 0):
-            raise ValueError(f"rate_per_s: expected a finite rate > 0, got {self.rate_per_s!r}")
-        if isinstance(self.requests, bool) or self.requests < 1:
-            raise ValueError(f"requests: expected an integer >= 1, got {self.requests!r}")
-        _check_range(self.prompt_tokens, "prompt_tokens", 1)
-        _check_range(self.output_tokens, "output_tokens", 1)
+        _requests(self.requests)
+        for name in ("prompt", "output"):
+            dist = getattr(self, name)
+            if not (hasattr(dist, "sample") and hasattr(dist, "mean")):
+                raise TypeError(f"{name}: expected a length distribution, got {dist!r}")
+        if not hasattr(self.arrivals, "times"):
+            raise TypeError(f"arrivals: expected an arrival process, got {self.arrivals!r}")
+
+    @property
+    def mean_prompt_tokens(self) -> float:
+        return float(self.prompt.mean)
+
+    def with_rate(self, rate_per_s: float) -> SyntheticWorkload:
+        """The same workload at another long-run arrival rate (what a capacity search varies)."""
+        return dataclasses.replace(self, arrivals=self.arrivals.with_rate(rate_per_s))
 
     def sample(self, rng: np.random.Generator) -> pd.DataFrame:
-        n = self.requests
+        n = int(self.requests)
         return pd.DataFrame(
             {
-                "arrival_s": np.cumsum(rng.exponential(1.0 / self.rate_per_s, size=n)),
-                "prompt_tokens": _draw_lengths(rng, self.prompt_tokens, n),
-                "output_tokens": _draw_lengths(rng, self.output_tokens, n),
+                "arrival_s": self.arrivals.times(rng, n),
+                "prompt_tokens": self.prompt.sample(rng, n),
+                "output_tokens": self.output.sample(rng, n),
             }
         )
+
+
+# Presets from published traces ----------------------------------------------------------------
+
+
+def workload_dir() -> Path:
+    """Where the presets' histograms are: ``workloads/`` beside the shipped cards."""
+    root = packaged_root()
+    if root is None:  # pragma: no cover - a broken install
+        raise FileNotFoundError("the packaged models folder (with workloads/) is missing")
+    return root / "workloads"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A production trace's length histograms (files under ``models/workloads``) and the
+    coefficient of variation of its inter-arrival times, with where they come from."""
+
+    prompt_file: str
+    output_file: str
+    interarrival_cv: float
+    rate_per_s: float  # the trace's own mean rate (requests over its span)
+    source: str
+
+
+_AZURE = ("Azure LLM inference trace 2023 (github.com/Azure/AzurePublicDataset, "
+          "data/AzureLLMInferenceTrace_{}.csv at commit b469a11), released with Patel et al., "
+          "'Splitwise: Efficient generative LLM inference using phase splitting', ISCA 2024; "
+          "histograms and the inter-arrival cv computed from the file")  # fmt: skip
+
+# fmt: off
+PRESETS: dict[str, Preset] = {
+    "azure-code-2023": Preset("azure-code-2023-prompt.csv", "azure-code-2023-output.csv",
+                              interarrival_cv=13.15, rate_per_s=2.567,
+                              source=_AZURE.format("code")),
+    "azure-conversation-2023": Preset("azure-conv-2023-prompt.csv", "azure-conv-2023-output.csv",
+                                      interarrival_cv=1.094, rate_per_s=5.530,
+                                      source=_AZURE.format("conv")),
+}
+# fmt: on
+"""Named workloads from published production traces: 8,819 coding and 19,366 conversation
+requests of one hour each (prompt median 1,469 and 1,020 tokens, output median 13 and 129;
+means 2,048 / 27.9 and 1,155 / 211.1). Prompt and output lengths are drawn independently
+from the trace's histograms (their correlation is not kept)."""
+
+
+def preset_workload(name: str, *, requests: int, rate_per_s: float | None = None,
+                    bursty: bool = True) -> SyntheticWorkload:  # fmt: skip
+    """The preset ``name``'s lengths, with Gamma inter-arrival times of the trace's
+    coefficient of variation (``bursty``; False: Poisson) at ``rate_per_s`` (default: the
+    trace's own rate)."""
+    if name not in PRESETS:
+        raise ValueError(f"preset: unknown workload {name!r}; known: {sorted(PRESETS)}")
+    p = PRESETS[name]
+    rate = p.rate_per_s if rate_per_s is None else rate_per_s
+    return SyntheticWorkload(
+        requests=requests,
+        arrivals=GammaArrivals(rate_per_s=rate, cv=p.interarrival_cv if bursty else 1.0),
+        prompt=Empirical.from_csv(workload_dir() / p.prompt_file),
+        output=Empirical.from_csv(workload_dir() / p.output_file),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
-class TraceWorkload:
-    """A recorded trace: arrival time, prompt length and output length per request."""
+class PresetWorkload:
+    """:func:`preset_workload` as a config (``kind = "preset"`` in a TOML file): the
+    histograms are read when the workload is sampled, not when it is built."""
 
-    arrival_s: tuple[float, ...]
-    prompt_tokens: tuple[int, ...]
-    output_tokens: tuple[int, ...]
+    name: str
+    requests: int
+    rate_per_s: float | None = None
+    bursty: bool = True
 
     def __post_init__(self) -> None:
-        n = len(self.arrival_s)
-        if n == 0 or len(self.prompt_tokens) != n or len(self.output_tokens) != n:
-            raise ValueError(
-                "trace: arrival_s, prompt_tokens and output_tokens must be non-empty and of equal "
-                f"length, got {n}, {len(self.prompt_tokens)}, {len(self.output_tokens)}"
-            )
-        arr = np.asarray(self.arrival_s, dtype=float)
-        if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(np.diff(arr) < 0):
-            raise ValueError("trace: arrival_s must be finite, >= 0 and non-decreasing")
-        for name in ("prompt_tokens", "output_tokens"):
-            if min(getattr(self, name)) < 1:
-                raise ValueError(f"trace: every {name} must be >= 1")
+        if self.name not in PRESETS:
+            raise ValueError(f"name: unknown workload {self.name!r}; known: {sorted(PRESETS)}")
+        _requests(self.requests)
+        if self.rate_per_s is not None:
+            check_rate(self.rate_per_s, "rate_per_s")
+
+    def workload(self) -> SyntheticWorkload:
+        return preset_workload(self.name, requests=self.requests, rate_per_s=self.rate_per_s,
+                               bursty=self.bursty)  # fmt: skip
+
+    @property
+    def mean_prompt_tokens(self) -> float:
+        return self.workload().mean_prompt_tokens
+
+    def with_rate(self, rate_per_s: float) -> PresetWorkload:
+        return dataclasses.replace(self, rate_per_s=rate_per_s)
 
     def sample(self, rng: np.random.Generator) -> pd.DataFrame:
-        return pd.DataFrame(
-            {
-                "arrival_s": np.asarray(self.arrival_s, dtype=float),
-                "prompt_tokens": np.asarray(self.prompt_tokens, dtype=np.int64),
-                "output_tokens": np.asarray(self.output_tokens, dtype=np.int64),
-            }
-        )
+        return self.workload().sample(rng)
 
 
-Workload = PoissonWorkload | TraceWorkload
+Workload = PoissonWorkload | TraceWorkload | SyntheticWorkload | PresetWorkload

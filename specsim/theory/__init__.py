@@ -10,8 +10,14 @@ alpha = 1 and raise ValueError naming the parameter for out-of-range input.
 :class:`GammaOptimum`, saying when no finite gamma is optimal (``unbounded``).
 Beyond the i.i.d. assumption, :func:`markov_tokens_per_pass` (and
 :func:`block_start_law`) solve bursty, hidden-Markov acceptance exactly
-(:mod:`specsim.theory.markov`). :data:`CLOSED_FORMS` holds the published forms as
-text and LaTeX, for printing without sympy.
+(:mod:`specsim.theory.markov`). Token trees (:mod:`specsim.theory.trees`):
+:func:`expected_tokens_tree` from per-depth, per-rank acceptance (Sequoia's model;
+:func:`tree_polynomial` is its sympy form), :func:`tree_ops_factor` and
+:func:`tree_positions_per_token` (Theorem 3.11 for trees). Several drafts
+(:mod:`specsim.theory.multidraft`): :func:`kseq_acceptance`, :func:`mss_acceptance`,
+:func:`rrs_acceptance` and the bound :func:`optimal_multidraft_acceptance`.
+:data:`CLOSED_FORMS` holds the published forms as text and LaTeX, for printing without
+sympy.
 
 Symbolic side (sympy, imported on first use): :data:`RESULTS` (every
 :class:`SymbolicResult`, derived on first access), :func:`derive_all`,
@@ -36,6 +42,14 @@ from typing import TYPE_CHECKING, overload
 
 from specsim.theory.forms import CLOSED_FORMS, ClosedForm
 from specsim.theory.markov import block_start_law, markov_tokens_per_pass
+from specsim.theory.multidraft import (
+    kseq_acceptance,
+    kseq_rho_star,
+    mss_acceptance,
+    multidraft_acceptance_by_k,
+    optimal_multidraft_acceptance,
+    rrs_acceptance,
+)
 from specsim.theory.numeric import (
     TIE_RTOL,
     draft_calls_per_token,
@@ -50,6 +64,18 @@ from specsim.theory.numeric import (
     walltime_speedup,
 )
 from specsim.theory.optimum import GammaOptimum, best_gamma
+from specsim.theory.trees import (
+    accept_from_marginal,
+    accept_symbol,
+    expected_tokens_tree,
+    expected_tokens_tree_array,
+    tree_depths_ranks,
+    tree_draft_positions,
+    tree_ops_factor,
+    tree_polynomial,
+    tree_positions_per_token,
+    tree_reach,
+)
 
 if TYPE_CHECKING:
     from specsim.theory.overlap import overlap_identity
@@ -78,6 +104,22 @@ __all__ = [
     "GammaOptimum",
     "markov_tokens_per_pass",
     "block_start_law",
+    "expected_tokens_tree",
+    "expected_tokens_tree_array",
+    "tree_reach",
+    "accept_from_marginal",
+    "tree_depths_ranks",
+    "tree_draft_positions",
+    "tree_positions_per_token",
+    "tree_ops_factor",
+    "tree_polynomial",
+    "accept_symbol",
+    "optimal_multidraft_acceptance",
+    "kseq_rho_star",
+    "kseq_acceptance",
+    "mss_acceptance",
+    "rrs_acceptance",
+    "multidraft_acceptance_by_k",
     "CLOSED_FORMS",
     "ClosedForm",
     "RESULTS",

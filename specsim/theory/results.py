@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 
-from specsim.theory import overlap, speedup, tokens
+from specsim.theory import overlap, speedup, tokens, trees
 from specsim.theory.symbolic import SymbolicResult
 
 __all__ = ["derive_all", "get_result"]
@@ -23,6 +23,7 @@ def derive_all() -> tuple[SymbolicResult, ...]:
     return (
         *tokens.derive(),
         *speedup.derive(),
+        *trees.derive(),
         overlap.overlap_identity(2),
         overlap.overlap_identity(3),
     )

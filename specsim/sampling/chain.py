@@ -1,4 +1,4 @@
-"""Exact speculative sampling: acceptance, correction and block verification.
+"""Exact speculative sampling of a chain: acceptance, correction and block verification.
 
 A draft model proposes a token ``x ~ q``; the target accepts it with probability
 ``min(1, p(x)/q(x))``; at the first rejection it emits a sample of the
@@ -14,16 +14,7 @@ Every function takes float64 arrays whose last axis is the vocabulary and
 broadcasts over leading axes; none loops in Python over the vocabulary. Random
 functions take a :class:`numpy.random.Generator`; nothing seeds globals.
 
-Example, the two-token case of a draft that over-proposes token B:
-
->>> import numpy as np
->>> p, q = np.array([0.8, 0.2]), np.array([0.4, 0.6])
->>> round(acceptance_rate(p, q), 12)
-0.6
->>> correction_distribution(p, q).tolist()
-[1.0, 0.0]
->>> float(np.max(np.abs(emitted_distribution(p, q) - p))) <= 1e-15
-True
+The package docstring (:mod:`specsim.sampling`) has a worked two-token example.
 """
 
 from __future__ import annotations
@@ -82,10 +73,10 @@ def check_distribution(probs: ArrayLike, name: str) -> FloatArray:
     mins = arr.min(axis=-1)
     negative = mins < 0.0
     if np.any(negative):
-        at = _first_index(arr < 0.0)
+        at = first_index(arr < 0.0)
         raise ValueError(f"{name}: negative probability {float(arr[at])!r} at index {at}")
     if np.any(bad):
-        row = _first_index(bad)
+        row = first_index(bad)
         total = float(sums[row])
         where = f"row {row}" if row else "the distribution"
         if not np.isfinite(total):
@@ -96,7 +87,8 @@ def check_distribution(probs: ArrayLike, name: str) -> FloatArray:
     return arr
 
 
-def _first_index(mask: NDArray[np.bool_]) -> tuple[int, ...]:
+def first_index(mask: NDArray[np.bool_]) -> tuple[int, ...]:
+    """The index of the first True of ``mask`` (row-major), for error messages."""
     return tuple(int(i) for i in np.argwhere(mask)[0])
 
 
@@ -138,10 +130,11 @@ def correction_distribution(target: ArrayLike, draft: ArrayLike) -> FloatArray:
     the target, no rejection can happen, and a copy of the target is returned.
     """
     p, q = _pair(target, draft)
-    return _correction(p, q)
+    return correction_rows(p, q)
 
 
-def _correction(p: FloatArray, q: FloatArray) -> FloatArray:
+def correction_rows(p: FloatArray, q: FloatArray) -> FloatArray:
+    """:func:`correction_distribution` on rows already checked (no validation, broadcasts)."""
     residual = np.maximum(p - q, 0.0)
     mass = residual.sum(axis=-1, keepdims=True)
     degenerate = mass <= RESIDUAL_FLOOR
@@ -160,13 +153,13 @@ def emitted_distribution(target: ArrayLike, draft: ArrayLike) -> FloatArray:
     p, q = _pair(target, draft)
     overlap = np.minimum(p, q)
     alpha = overlap.sum(axis=-1, keepdims=True)
-    return overlap + (1.0 - alpha) * _correction(p, q)
+    return overlap + (1.0 - alpha) * correction_rows(p, q)
 
 
 _CDF_BLOCK = 256
 
 
-def _inverse_cdf(weights: FloatArray, u: FloatArray) -> NDArray[np.int64]:
+def inverse_cdf(weights: FloatArray, u: FloatArray) -> NDArray[np.int64]:
     """Sample one index per row of non-negative ``weights`` from uniforms ``u`` in [0, 1).
 
     Exact inverse-CDF sampling: index ``i`` is chosen iff
@@ -303,7 +296,7 @@ def verify_batch(
             f"(gamma + 1 positions), got {p.shape}"
         )
     if np.any((toks < 0) | (toks >= vocab)):
-        b, i = _first_index((toks < 0) | (toks >= vocab))
+        b, i = first_index((toks < 0) | (toks >= vocab))
         raise ValueError(
             f"draft_tokens[{b}, {i}] = {int(toks[b, i])} is out of range for a vocabulary of "
             f"{vocab}"
@@ -313,7 +306,7 @@ def verify_batch(
     q_x = q[rows, cols, toks]
     p_x = p[rows, cols, toks]
     if np.any(q_x <= 0.0):
-        b, i = _first_index(q_x <= 0.0)
+        b, i = first_index(q_x <= 0.0)
         raise ValueError(
             f"draft_tokens[{b}, {i}] = {int(toks[b, i])} has draft probability 0: "
             "it cannot have been sampled from draft_probs"
@@ -334,7 +327,7 @@ def verify_batch(
     if greedy:
         last = np.argmax(p_last, axis=-1).astype(np.int64)
     elif gamma == 0:
-        last = _inverse_cdf(p_last, u[:, 0])
+        last = inverse_cdf(p_last, u[:, 0])
     else:
         q_last = q[np.arange(batch), np.minimum(accepted, gamma - 1)]
         residual = p_last - q_last
@@ -343,7 +336,7 @@ def verify_batch(
         # to the target where no rejection was possible or none happened.
         use_target = (accepted == gamma) | (residual.sum(axis=-1) <= RESIDUAL_FLOOR)
         weights = np.where(use_target[:, None], p_last, residual)
-        last = _inverse_cdf(weights, u[:, gamma])
+        last = inverse_cdf(weights, u[:, gamma])
     tokens = np.full((batch, gamma + 1), -1, dtype=np.int64)
     keep = np.arange(gamma)[None, :] < accepted[:, None]
     tokens[:, :gamma] = np.where(keep, toks, -1)
@@ -387,7 +380,7 @@ def enumerate_block(
         q = check_distribution(draft(ctx), f"draft{ctx}")
         if p.shape != q.shape:
             raise ValueError(f"target{ctx} and draft{ctx} have shapes {p.shape} and {q.shape}")
-        residual = _correction(p, q)  # the same at every rejected proposal here
+        residual = correction_rows(p, q)  # the same at every rejected proposal here
         for x in np.flatnonzero(q):
             keep = min(1.0, p[x] / q[x])
             if keep < 1.0:

@@ -1,0 +1,400 @@
+"""Fit a runtime profile to timed plain passes; predict measured speculative runs from it.
+
+:func:`fit_profile` chooses the numbers of a :class:`~specsim.cards.RuntimeProfile` on
+a fixed hardware card (its peaks stay as measured) by bounded least squares on the log
+of the median time of each measured configuration, jointly over row counts (tokens of a
+pass, ``batch * new_tokens``) and weight formats: the host cost per pass
+(``pass_overhead_s``), the launch cost per layer (``layer_overhead_s``), the fraction
+of peak compute reached at each row count of :data:`ROW_KNOTS`
+(``compute_efficiency_rows``, interpolated in log2 rows by the cost model), the
+fraction of peak bandwidth at each of them (``memory_efficiency_rows``: a one-row GEMV
+and a few-row GEMM stream weights at different rates) and, for each quantized weight
+format, a factor on the latter (``format_memory_factor``). At a row count where one
+roofline term binds, the other's efficiency does not move the prediction: its standard
+error is infinite and the fit says it is not determined. Standard errors come from the
+Jacobian at the optimum (as in :func:`specsim.calibrate.fit_card`); a parameter the data
+do not determine says so (:func:`profile_trust_problems`). Only plain passes enter the
+fit: speculative runs are what it is checked against (:func:`predict_profile_runs`).
+
+Measured speedups carry a 95% interval from block-level data (:func:`ratio_interval`):
+a speculative run timed in turn with its plain twin (``specsim measure``, interleaved
+runs) gives, for each block ``i``, the speculative time ``S_i`` and the time ``P_i`` the
+plain run took for the same ``e_i`` tokens; the speedup is ``sum P / sum S``, a ratio
+estimator whose standard error is the delta method's (Cochran, *Sampling Techniques*,
+3rd ed., 1977, Section 6.4) over the paired blocks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, stats
+
+from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, load_model
+from specsim.cards.toml_out import toml_table, toml_value
+from specsim.cost import step_cost_grid
+
+__all__ = [
+    "ROW_KNOTS",
+    "FIT_COLUMNS",
+    "ratio_interval",
+    "enough_blocks",
+    "profile_configs",
+    "check_fit_device",
+    "ProfileFit",
+    "fit_profile",
+    "predict_profile",
+    "profile_trust_problems",
+    "paired_runs",
+    "predict_profile_runs",
+    "profile_toml",
+]
+
+ROW_KNOTS = (1, 2, 4, 8, 16, 32, 64)
+"""Row counts at which the efficiencies are fitted (flat beyond the ends)."""
+
+FIT_COLUMNS = ("model", "dtype", "batch", "context", "new_tokens", "time_s")
+"""Columns of a ``passes`` trace the fit needs (``weights``, default the dtype, if present)."""
+
+_FULL = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def ratio_interval(
+    num: Sequence[float] | np.ndarray, den: Sequence[float] | np.ndarray, *, level: float = 0.95
+) -> tuple[float, float, float]:
+    """``(R, low, high)``: the ratio of sums ``R = sum(num) / sum(den)`` over paired blocks
+    and its ``level`` interval ``R -/+ z se``, ``se = sqrt(sum((num - R den)^2) / (n (n -
+    1))) / mean(den)`` (the delta method for a ratio estimator, Cochran 1977, eq. 6.9).
+    Needs at least two blocks and a positive ``sum(den)``."""
+    x, y = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
+        raise ValueError(f"num, den: need two equal-length 1-d arrays of >= 2 blocks, got "
+                         f"shapes {x.shape} and {y.shape}")  # fmt: skip
+    if not (np.isfinite(x).all() and np.isfinite(y).all()) or y.sum() <= 0:
+        raise ValueError("num, den: values must be finite and sum(den) > 0")
+    if not 0 < level < 1:
+        raise ValueError(f"level: expected a probability in (0, 1), got {level!r}")
+    n, r = len(x), float(x.sum() / y.sum())
+    se = math.sqrt(float(((x - r * y) ** 2).sum()) / (n * (n - 1))) / float(y.mean())
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    return r, r - z * se, r + z * se
+
+
+def enough_blocks(
+    num: Sequence[float] | np.ndarray, den: Sequence[float] | np.ndarray, *,
+    halfwidth: float, min_blocks: int,
+) -> bool:
+    """The stop rule: ``min_blocks`` blocks or more, and the 95% interval of ``sum(num) /
+    sum(den)`` (:func:`ratio_interval`) within ``+-halfwidth`` times the estimate."""
+    if len(num) < max(min_blocks, 2):
+        return False
+    r, low, high = ratio_interval(num, den)
+    return (high - low) / 2 <= halfwidth * r
+
+
+def profile_configs(passes: pd.DataFrame) -> pd.DataFrame:
+    """One row per measured configuration (model, dtype, weights, batch, context, new
+    tokens): the median time over its repeats, ``repeats`` and ``rows`` (batch * new tokens).
+    A trace without a column the fit needs is refused, naming them (:data:`FIT_COLUMNS`)."""
+    missing = [c for c in FIT_COLUMNS if c not in passes.columns]
+    if missing:
+        raise ValueError(f"passes: the trace lacks column(s) {missing} that the profile fit "
+                         f"needs (it needs {list(FIT_COLUMNS)})")  # fmt: skip
+    if len(passes) == 0:
+        raise ValueError("passes: the trace has no rows")
+    d = passes.copy()
+    if "weights" not in d.columns:
+        d["weights"] = d["dtype"].map(lambda v: _FULL.get(str(v), str(v)))
+    keys = ["model", "dtype", "weights", "batch", "context", "new_tokens"]
+    out = d.groupby(keys, as_index=False).agg(time_s=("time_s", "median"),
+                                               repeats=("time_s", "size"))  # fmt: skip
+    if (out["time_s"] <= 0).any():
+        raise ValueError("passes: a measured time is <= 0")
+    out["rows"] = out["batch"] * out["new_tokens"]
+    return out
+
+
+def check_fit_device(meta: Mapping[str, Any], card: HardwareCard) -> None:
+    """A ValueError when traces measured on the device ``meta`` describes (``device``: cpu or
+    cuda; ``device_name``) cannot be fitted on ``card``: another kind of accelerator, or
+    another device than the one whose ceilings made the card (``device_name`` in the card's
+    ``[calibration]``, else the sidecar of the trace named there)."""
+    want = {"cpu": "cpu", "cuda": "gpu"}.get(kind := str(meta.get("device", "")))
+    if want is not None and card.kind != want:
+        raise ValueError(f"traces: measured on a {kind} device, but card {card.slug!r} is a "
+                         f"{card.kind}; fit a profile on that device's own card")  # fmt: skip
+    name, known = str(meta.get("device_name", "")), _card_device(card)
+    if name and known and name != known:
+        raise ValueError(f"traces: measured on {name!r}, but card {card.slug!r} describes "
+                         f"{known!r}: a profile fitted on another device is refused")  # fmt: skip
+
+
+def _card_device(card: HardwareCard) -> str:
+    cal = card.calibration or {}
+    if cal.get("device_name"):
+        return str(cal["device_name"])
+    trace = cal.get("trace")
+    if not trace or not card.source_path:
+        return ""
+    first = Path(str(trace).split(", ")[0])
+    for root in (Path.cwd(), *Path(card.source_path).resolve().parents):
+        for side in (root / first / "passes.json", (root / first).with_suffix(".json")):
+            if side.is_file():
+                return str(json.loads(side.read_text()).get("device_name", ""))
+    return ""
+
+
+@dataclass(frozen=True)
+class ProfileFit:
+    """A fitted profile, each parameter's value, standard error and bounds, the residuals."""
+
+    profile: RuntimeProfile
+    params: dict[str, float]
+    stderr: dict[str, float]
+    bounds: dict[str, tuple[float, float]]
+    residuals: pd.DataFrame
+    rms_log_error: float
+    dropped: int = 0
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame({"parameter": list(self.params), "value": list(self.params.values()),
+                             "stderr": list(self.stderr.values())})  # fmt: skip
+
+
+def _names(formats: Sequence[str], base: str) -> list[str]:
+    out = ["pass_overhead_s", "layer_overhead_s"]
+    out += [f"{t}_efficiency_rows.{r}" for t in ("compute", "memory") for r in ROW_KNOTS]
+    return out + [f"format_memory_factor.{f}" for f in formats if f != base]
+
+
+def _profile(names: list[str], x: np.ndarray, *, base: RuntimeProfile) -> RuntimeProfile:
+    v = dict(zip(names, map(float, x), strict=True))
+
+    def table(prefix: str) -> dict[str, float]:
+        return {k.split(".")[1]: v[k] for k in names if k.startswith(prefix + ".")}
+
+    comp, mem = table("compute_efficiency_rows"), table("memory_efficiency_rows")
+    return dataclasses.replace(
+        base, pass_overhead_s=v["pass_overhead_s"], layer_overhead_s=v["layer_overhead_s"],
+        compute_efficiency=comp["1"], memory_efficiency=mem["1"], compute_efficiency_rows=comp,
+        memory_efficiency_rows=mem, format_memory_factor=table("format_memory_factor") or None,
+    )  # fmt: skip
+
+
+def predict_profile(
+    configs: pd.DataFrame, card: HardwareCard, profile: RuntimeProfile,
+    models: Mapping[str, ModelCard] | None = None,
+) -> np.ndarray:
+    """The cost model's pass time of each configuration row with ``profile`` on ``card``."""
+    models = models or {}
+    pred = np.empty(len(configs))
+    for (slug, dtype, fmt), grp in configs.groupby(["model", "dtype", "weights"], sort=False):
+        model = models.get(str(slug)) or load_model(str(slug))
+        own = _FULL.get(str(dtype), str(dtype)) == str(fmt)
+        grid = step_cost_grid(
+            model, card, batch=grp["batch"].to_numpy(), context=grp["context"].to_numpy(),
+            new_tokens=grp["new_tokens"].to_numpy(), dtype=str(dtype),
+            weights=None if own else str(fmt), runtime=profile, check_memory=False,
+        )  # fmt: skip
+        pred[configs.index.get_indexer(grp.index)] = grid.time_s
+    return pred
+
+
+def fit_profile(
+    configs: pd.DataFrame, card: HardwareCard, *, base: RuntimeProfile,
+    models: Mapping[str, ModelCard] | None = None,
+) -> ProfileFit:
+    """Least-squares fit of ``base``'s numbers (efficiencies at :data:`ROW_KNOTS`, format
+    factors, overheads) to ``configs`` (:func:`profile_configs`) on ``card``."""
+    given = models or {}
+    models = {str(m): given.get(str(m)) or load_model(str(m)) for m in configs["model"].unique()}
+    limit = configs["model"].map(lambda m: models[str(m)].max_position)
+    # Passes past a card's positions (a measurement may stretch a learned position table)
+    # are outside what the cost model prices: left out, and counted.
+    cfg = configs[configs["context"] + configs["new_tokens"] <= limit].reset_index(drop=True)
+    if cfg.empty:
+        raise ValueError("configs: no configuration within its model card's max_position")
+    dtype = str(cfg["dtype"].iloc[0])
+    names = _names(sorted(cfg["weights"].unique()), _FULL.get(dtype, dtype))
+    k = 2 + 2 * len(ROW_KNOTS)  # overheads and the two row tables, then format factors
+    low = np.array([0.0, 0.0, *[1e-4] * (len(names) - 2)])
+    high = np.array([0.5, 0.05, *[1.0] * (k - 2), *[20.0] * (len(names) - k)])
+    measured = np.log(cfg["time_s"].to_numpy(dtype=float))
+
+    timed = dataclasses.replace(base, sampling_s_per_token=0.0)  # passes are timed unsampled
+
+    def residual(x: np.ndarray) -> np.ndarray:
+        return np.log(predict_profile(cfg, card, _profile(names, x, base=timed), models)) - measured
+
+    x0 = np.array([1e-3, 1e-4, *[0.3] * (k - 2), *[1.0] * (len(names) - k)])
+    sol = optimize.least_squares(residual, x0, bounds=(low, high), x_scale="jac", method="trf")
+    dof = max(len(cfg) - len(names), 1)
+    s2 = float(sol.fun @ sol.fun) / dof
+    se = np.sqrt(np.clip(np.diag(np.linalg.pinv(sol.jac.T @ sol.jac) * s2), 0.0, None))
+    # A parameter the residuals do not move (its column of the Jacobian is zero) is not
+    # determined: its standard error is infinite, not the pseudo-inverse's zero.
+    se = np.where(np.abs(sol.jac).max(axis=0) == 0, np.inf, se)
+    res = cfg.copy()
+    res["predicted_s"] = predict_profile(cfg, card, _profile(names, sol.x, base=timed), models)
+    res["rel_error"] = res["predicted_s"] / res["time_s"] - 1.0
+    return ProfileFit(
+        profile=_profile(names, sol.x, base=base),
+        params=dict(zip(names, map(float, sol.x), strict=True)),
+        stderr=dict(zip(names, map(float, se), strict=True)),
+        bounds={n: (float(a), float(b)) for n, a, b in zip(names, low, high, strict=True)},
+        residuals=res, rms_log_error=float(np.sqrt(np.mean(sol.fun**2))),
+        dropped=len(configs) - len(cfg),
+    )  # fmt: skip
+
+
+def profile_trust_problems(fit: ProfileFit, *, stderr_ratio: float = 1.0,
+                           bound_tolerance: float = 1e-6) -> list[str]:
+    """Why a fitted number cannot be trusted, one sentence each: a standard error above
+    ``stderr_ratio`` times the estimate, or an estimate at a bound of the fit."""
+    out = []
+    for name, value in fit.params.items():
+        se = fit.stderr[name]
+        if not np.isfinite(se) or se > stderr_ratio * abs(value):
+            out.append(f"{name} = {value:.4g} has a standard error of {se:.3g}: the data do "
+                       "not determine it")  # fmt: skip
+        lo, hi = fit.bounds[name]
+        for bound, side in ((lo, "lower"), (hi, "upper")):
+            if abs(value - bound) <= bound_tolerance * (hi - lo):
+                out.append(f"{name} = {value:.4g} sits at the fit's {side} bound {bound:g}")
+    return out
+
+
+def paired_runs(specdec: pd.DataFrame, autoregressive: pd.DataFrame) -> pd.DataFrame:
+    """Each speculative run (batch row 0) with its plain twin and the measured per-token
+    latencies and speedup, each with a 95% interval (:func:`ratio_interval`).
+
+    The twin of ``sd/...`` is ``ar/...`` with the same rest of the id where it exists (an
+    interleaved run: blocks paired with the plain steps that followed them); else the
+    plain run of the same target, temperature, batch and prompt length, and the speedup's
+    interval combines the two latencies' as independent (unpaired runs)."""
+    rows = []
+    for run_id, blocks in specdec[specdec["seq"] == 0].groupby("run_id", sort=False):
+        b = blocks.sort_values("block")
+        first = b.iloc[0]
+        twin, paired = _twin(autoregressive, str(run_id), first)
+        if twin.empty:
+            raise ValueError(f"no autoregressive run matches speculative run {run_id!r}")
+        spec = (b["draft_s"] + b["target_s"] + b["verify_s"]).to_numpy()
+        emitted = b["emitted"].to_numpy(dtype=float)
+        twin = twin.sort_values(["run_id", "step"])
+        step_s = (twin["forward_s"] + twin["sample_s"]).to_numpy()
+        lat = ratio_interval(spec, emitted)
+        if paired:
+            if len(step_s) != int(emitted.sum()):
+                raise ValueError(f"run {run_id!r}: {len(step_s)} plain steps for "
+                                 f"{int(emitted.sum())} emitted tokens; not an interleaved pair")
+            plain_block = np.add.reduceat(step_s, np.r_[0, np.cumsum(emitted)[:-1]].astype(int))
+            plain = ratio_interval(plain_block, emitted)
+            speed = ratio_interval(plain_block, spec)
+        else:
+            plain = ratio_interval(step_s, np.ones(len(step_s)))
+            s = plain[0] / lat[0]
+            rel = math.hypot((plain[2] - plain[0]) / plain[0], (lat[2] - lat[0]) / lat[0])
+            speed = (s, s * (1 - rel), s * (1 + rel))
+        row = {"run_id": run_id, "target": first["target"], "draft": first["draft"],
+               "temperature": float(first["temperature"]), "gamma": int(first["gamma"]),
+               "batch": int(first["batch"]), "blocks": len(b), "tokens": int(emitted.sum()),
+               "paired": paired, "twin_steps": len(step_s)}  # fmt: skip
+        for name, (v, lo, hi) in (("spec_token_s", lat), ("plain_token_s", plain),
+                                  ("speedup", speed)):  # fmt: skip
+            row.update({name: v, f"{name}_low": lo, f"{name}_high": hi})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _twin(plain: pd.DataFrame, run_id: str, first: Any) -> tuple[pd.DataFrame, bool]:
+    """The plain twin of run ``run_id`` (first block row ``first``); True if interleaved."""
+    twin = plain[plain["run_id"] == "ar/" + run_id[3:]]
+    if len(twin):
+        return twin, True
+    same = ((plain["model"] == first["target"]) & (plain["temperature"] == first["temperature"])
+            & (plain["batch"] == first["batch"]) & (plain["prompt_len"] == first["prompt_len"]))
+    return plain[same], False
+
+
+def predict_profile_runs(
+    specdec: pd.DataFrame, autoregressive: pd.DataFrame, card: HardwareCard,
+    profile: RuntimeProfile,
+) -> pd.DataFrame:
+    """Each measured speculative run (:func:`paired_runs`) predicted from ``profile`` on
+    ``card`` and the run's own accepted counts: its ``gamma`` draft passes and one
+    verification pass per block at the block's context, and its plain twin's one-token
+    passes at their measured contexts (sampling: ``profile.sampling_s_per_token`` per row).
+    No speculative run enters the profile; this is the end-to-end check."""
+    runs = paired_runs(specdec, autoregressive)
+    pred_spec, pred_plain = [], []
+    for r in runs.itertuples(index=False):
+        t, d = load_model(str(r.target)), load_model(str(r.draft))
+        b = specdec[(specdec["run_id"] == r.run_id) & (specdec["seq"] == 0)]
+        dtype = str(b["dtype"].iloc[0])
+        ctx = b["context"].to_numpy(dtype=np.int64)
+        kw: dict[str, Any] = dict(batch=int(r.batch), dtype=dtype, runtime=profile,
+                                  check_memory=False)  # fmt: skip
+        verify = step_cost_grid(t, card, context=ctx, new_tokens=int(r.gamma) + 1, **kw).time_s
+        draft = step_cost_grid(d, card, context=ctx, new_tokens=1, **kw).time_s
+        pred_spec.append(float((int(r.gamma) * draft + verify).sum()) / r.tokens)
+        twin, _ = _twin(autoregressive, str(r.run_id), b.iloc[0])
+        actx = twin["context"].to_numpy(dtype=np.int64)
+        pred_plain.append(float(step_cost_grid(t, card, context=actx, new_tokens=1,
+                                               **kw).time_s.mean()))  # fmt: skip
+    out = runs.copy()
+    out["predicted_spec_token_s"] = pred_spec
+    out["predicted_plain_token_s"] = pred_plain
+    out["predicted_speedup"] = out["predicted_plain_token_s"] / out["predicted_spec_token_s"]
+    out["latency_error"] = out["predicted_spec_token_s"] / out["spec_token_s"] - 1
+    out["plain_latency_error"] = out["predicted_plain_token_s"] / out["plain_token_s"] - 1
+    out["speedup_error"] = out["predicted_speedup"] / out["speedup"] - 1
+    out["speedup_in_interval"] = out["predicted_speedup"].between(out["speedup_low"],
+                                                                  out["speedup_high"])
+    return out
+
+
+def profile_toml(
+    fit: ProfileFit, *, slug: str, name: str, command: str, data: str,
+    problems: Sequence[str] = (), notes: str = "",
+) -> str:
+    """The fitted profile as a ``models/runtime`` TOML card (read back by
+    :func:`specsim.cards.load_runtime`): a header saying how it was made, every number's
+    standard error beside it, and ``[sources]`` naming the command, the data and the trust
+    problems (:func:`profile_trust_problems`) of a fit written anyway."""
+    p = fit.profile
+    head = [f"# Fitted by: {command}", f"# Data: {data}"]
+    if problems:
+        head.append("# UNTRUSTED numbers (written anyway): " + "; ".join(problems))
+    se = fit.stderr
+
+    def line(key: str, value: object, note: str = "") -> str:
+        return f"{key} = {toml_value(value, key)}" + (f"  # {note}" if note else "")
+
+    body = [line("slug", slug), line("name", name), line("stack", p.stack),
+            line("fitted_on", p.fitted_on or ""), line("kinds", p.kinds or [])]  # fmt: skip
+    for key, note in (("compute_efficiency", "= compute_efficiency_rows.1"),
+                      ("memory_efficiency", "= memory_efficiency_rows.1"),
+                      ("layer_overhead_s", f"stderr {se['layer_overhead_s']:.3g}"),
+                      ("pass_overhead_s", f"stderr {se['pass_overhead_s']:.3g}"),
+                      ("sampling_s_per_token", "measured, not fitted: see [sources]")):
+        body.append(line(key, getattr(p, key), note))
+    body.append(line("notes", notes))
+    for table in ("compute_efficiency_rows", "memory_efficiency_rows", "format_memory_factor"):
+        values = getattr(p, table) or {}
+        body += [f"\n[{table}]"] if values else []
+        body += [line(k, v, f"stderr {se[f'{table}.{k}']:.3g}") for k, v in values.items()]
+    sources = {"fit": command, "data": data,
+               "fitted": "every number but sampling_s_per_token: bounded least squares on "
+               "log pass times, specsim.calibrate_profile.fit_profile",
+               **({"untrusted": "; ".join(problems)} if problems else {})}  # fmt: skip
+    body += toml_table("sources", sources, "sources")
+    return "\n".join(head + body) + "\n"

@@ -1,0 +1,140 @@
+"""Head cards: prediction heads trained on one target (Medusa, EAGLE, multi-token prediction).
+
+A head card (``models/heads/<slug>.toml``) says which target the heads were
+trained on (``target``, a model-card slug; using the heads with another target
+is an error, :class:`specsim.proposers.Heads`), how they draft (``kind``:
+``"parallel"``, all heads evaluated once per pass on the last position, as
+Medusa's heads, Cai et al. 2024, Section 2.1.1; ``"autoregressive"``, one step
+per tree depth on the target's features, as EAGLE's head, Li et al. 2024,
+Section 4), what one evaluation costs as a fraction of one target decoder layer
+(``layer_fraction``), how deep the heads reach (``max_depth``) and their
+acceptance by depth and rank (``accept[d - 1][r]``: the rank-``r`` candidate's
+acceptance at depth ``d`` given the earlier candidates were rejected, Sequoia's
+positional model). Every number cites its source in ``sources``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from specsim.cards.checks import card_label, check_float, check_int, check_sources, check_str
+from specsim.cards.files import SearchPath, packaged_root, read_toml
+
+__all__ = ["HEAD_KINDS", "HeadCard", "load_head", "list_heads"]
+
+HEAD_KINDS = ("parallel", "autoregressive")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeadCard:
+    """Prediction heads on one target: cost per evaluation and acceptance by depth and rank."""
+
+    slug: str
+    name: str
+    kind: str
+    target: str
+    layer_fraction: float
+    max_depth: int
+    accept: tuple[tuple[float, ...], ...]
+    sources: dict[str, str] | list[str] = field(hash=False)
+    notes: str = ""
+    source_path: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        where = card_label(self.source_path, "head", self.slug)
+        for name in ("slug", "name", "target"):
+            check_str(where, name, getattr(self, name))
+        check_str(where, "kind", self.kind, HEAD_KINDS)
+        check_float(where, "layer_fraction", self.layer_fraction, strict=True)
+        check_int(where, "max_depth", self.max_depth, minimum=1)
+        check_sources(where, self.sources)
+        if not isinstance(self.accept, list | tuple) or not self.accept:
+            raise TypeError(f"{where}: field 'accept' must be a list of rows, got {self.accept!r}")
+        rows = []
+        for d, row in enumerate(self.accept, start=1):
+            if not isinstance(row, list | tuple) or not row:
+                raise TypeError(f"{where}: field 'accept' depth {d}: expected a non-empty list")
+            for r, a in enumerate(row):
+                ok = isinstance(a, int | float) and not isinstance(a, bool)
+                if not ok or not (math.isfinite(a) and 0.0 <= a <= 1.0):
+                    raise ValueError(
+                        f"{where}: field 'accept' depth {d}, rank {r}: expected a probability "
+                        f"in [0, 1], got {a!r}"
+                    )
+            rows.append(tuple(float(a) for a in row))
+        if len(rows) > self.max_depth:
+            raise ValueError(
+                f"{where}: field 'accept' has {len(rows)} depths but max_depth is {self.max_depth}"
+            )
+        object.__setattr__(self, "accept", tuple(rows))
+
+
+def _dirs(search_path: SearchPath) -> list[Path]:
+    if search_path is None:
+        user: list[Path] = []
+    elif isinstance(search_path, str | os.PathLike):
+        user = [Path(search_path)]
+    else:
+        user = [Path(p) for p in search_path]
+    out = []
+    for root in user:
+        if not root.is_dir():
+            raise ValueError(f"search_path: {str(root)!r} is not a folder")
+        out += [root, root / "heads"]
+    packaged = packaged_root()
+    if packaged is not None:
+        out.append(packaged / "heads")
+    return [d for d in out if d.is_dir()]
+
+
+def _build(data: dict[str, Any], path: Path) -> HeadCard:
+    keys = {f.name for f in fields(HeadCard)} - {"source_path"}
+    unknown = sorted(set(data) - keys)
+    if unknown:
+        raise ValueError(f"{path}: unknown field(s) {unknown}; known fields: {sorted(keys)}")
+    missing = sorted(
+        f.name for f in fields(HeadCard)
+        if f.name in keys and f.name not in data and f.default is MISSING
+        and f.default_factory is MISSING
+    )  # fmt: skip
+    if missing:
+        raise ValueError(f"{path}: missing field(s) {missing}")
+    card = HeadCard(**data, source_path=str(path))
+    if card.slug != path.stem:
+        raise ValueError(f"{path}: holds the head card {card.slug!r}; name the file "
+                         f"{card.slug}.toml")  # fmt: skip
+    return card
+
+
+def load_head(slug_or_path: str | os.PathLike[str], *, search_path: SearchPath = None) -> HeadCard:
+    """Load a head card by slug (``models/heads/<slug>.toml``) or from a ``.toml`` path.
+
+    >>> card = load_head("medusa-vicuna-7b-v1.3")
+    >>> card.target, card.kind, card.max_depth
+    ('vicuna-7b-v1.3', 'parallel', 5)
+    """
+    text = os.fspath(slug_or_path)
+    if not isinstance(text, str) or not text:
+        raise TypeError(f"head: expected a slug or a .toml path, got {slug_or_path!r}")
+    direct = Path(text)
+    if text.endswith(".toml") or direct.is_file():
+        return _build(read_toml(direct), direct)
+    dirs = _dirs(search_path)
+    for d in dirs:
+        if (d / f"{text}.toml").is_file():
+            return _build(read_toml(d / f"{text}.toml"), d / f"{text}.toml")
+    known = sorted({p.stem for d in dirs for p in d.glob("*.toml")})
+    raise ValueError(f"head: no head card {text!r} in {[str(d) for d in dirs]}; available: {known}")
+
+
+def list_heads(*, search_path: SearchPath = None) -> list[HeadCard]:
+    """Every head card found, sorted by slug (the first of each slug wins)."""
+    seen: dict[str, Path] = {}
+    for d in _dirs(search_path):
+        for p in sorted(d.glob("*.toml")):
+            seen.setdefault(p.stem, p)
+    return [_build(read_toml(seen[k]), seen[k]) for k in sorted(seen)]

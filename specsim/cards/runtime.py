@@ -1,0 +1,172 @@
+"""Runtime profiles: what a software stack achieves on an accelerator.
+
+A :class:`RuntimeProfile` holds the numbers of a serving or generation stack
+(compiled PyTorch decoding, llama.cpp, ...), kept apart from the silicon's
+(:class:`~specsim.cards.HardwareCard`): the host's fixed cost per pass, a launch
+cost per layer, a sampling cost per new token, and the fractions of the card's
+peak compute and bandwidth its kernels reach. Those fractions may depend on the rows
+a weight GEMM processes (``compute_efficiency_rows``, ``memory_efficiency_rows``:
+rows -> fraction, interpolated linearly in log2(rows), flat beyond the table; one row
+of a batch-1 decode and 64 rows of a verification pass do not run at the same fraction
+of peak) and on the weight format (``format_memory_factor``: format -> factor on the
+bandwidth fraction of the weight reads); :meth:`RuntimeProfile.efficiencies` evaluates
+them.
+
+A profile fitted on one device names it in ``fitted_on`` (a hardware card's slug);
+:func:`check_runtime_device` refuses to use it on another. A hardware card without a
+profile keeps its own four legacy numbers (``compute_efficiency``,
+``memory_efficiency``, ``layer_overhead_s``, ``pass_overhead_s``), read as the profile
+:func:`profile_of_card` builds: the deprecated path that keeps old cards and the
+calibration engine working.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from specsim.cards.checks import card_label, check_float, check_sources, check_str
+from specsim.cards.hardware import KINDS, HardwareCard
+
+__all__ = ["RuntimeProfile", "profile_of_card", "check_runtime_device"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeProfile:
+    """A software stack's achieved rates and fixed costs (units: seconds, fractions)."""
+
+    slug: str
+    name: str
+    stack: str
+    compute_efficiency: float
+    memory_efficiency: float
+    layer_overhead_s: float
+    pass_overhead_s: float
+    sources: dict[str, str] | list[str] = field(hash=False)
+    sampling_s_per_token: float = 0.0
+    compute_efficiency_rows: dict[str, float] | None = field(default=None, hash=False)
+    memory_efficiency_rows: dict[str, float] | None = field(default=None, hash=False)
+    format_memory_factor: dict[str, float] | None = field(default=None, hash=False)
+    fitted_on: str | None = None
+    kinds: list[str] | None = field(default=None, hash=False)
+    notes: str = ""
+    source_path: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        where = card_label(self.source_path, "runtime", self.slug)
+        for name in ("slug", "name", "stack"):
+            check_str(where, name, getattr(self, name))
+        for name in ("layer_overhead_s", "pass_overhead_s", "sampling_s_per_token"):
+            check_float(where, name, getattr(self, name))
+            object.__setattr__(self, name, float(getattr(self, name)))
+        for name in ("compute_efficiency", "memory_efficiency"):
+            _fraction(where, name, getattr(self, name))
+            object.__setattr__(self, name, float(getattr(self, name)))
+        for table in ("compute_efficiency_rows", "memory_efficiency_rows"):
+            rows = getattr(self, table)
+            if rows is None:
+                continue
+            _table(where, table, rows)
+            for key, value in rows.items():
+                if not (isinstance(key, str) and key.isdigit() and int(key) >= 1):
+                    raise ValueError(f"{where}: {table} key {key!r} must be a row count >= 1")
+                _fraction(where, f"{table}.{key}", value)
+        if self.format_memory_factor is not None:
+            _table(where, "format_memory_factor", self.format_memory_factor)
+            for key, value in self.format_memory_factor.items():
+                check_float(where, f"format_memory_factor.{key}", value, strict=True)
+        if self.fitted_on is not None:
+            check_str(where, "fitted_on", self.fitted_on)
+        if self.kinds is not None:
+            if not isinstance(self.kinds, list) or not self.kinds:
+                raise TypeError(f"{where}: field 'kinds' must be a non-empty list, got "
+                                f"{self.kinds!r}")  # fmt: skip
+            for kind in self.kinds:
+                check_str(where, "kinds", kind, KINDS)
+        check_sources(where, self.sources)
+
+    def efficiencies(self, weight_format: str) -> tuple[tuple[float, ...], ...]:
+        """``(log2 rows, compute scale, memory scale)`` of the row tables, each scale the time
+        factor ``efficiency / efficiency(rows)`` (1 where a table is absent), the memory one
+        divided by ``format_memory_factor[weight_format]``; empty tuples when the profile
+        has no row table and no factor for the format."""
+        factor = (self.format_memory_factor or {}).get(weight_format, 1.0)
+        tables = (self.compute_efficiency_rows, self.memory_efficiency_rows)
+        if tables == (None, None) and factor == 1.0:
+            return (), (), ()
+        points = sorted({int(k) for t in tables if t for k in t} or {1})
+        x = tuple(math.log2(r) for r in points)
+
+        def scale(table: dict[str, float] | None, base: float, f: float) -> tuple[float, ...]:
+            if not table:
+                return tuple(1.0 / f for _ in points)
+            keys = sorted(int(k) for k in table)
+            lx = [math.log2(k) for k in keys]
+            ys = [float(table[str(k)]) for k in keys]
+            return tuple(base / (min(_interp(v, lx, ys) * f, 1.0)) for v in x)
+
+        return (x, scale(tables[0], self.compute_efficiency, 1.0),
+                scale(tables[1], self.memory_efficiency, factor))  # fmt: skip
+
+
+def _interp(v: float, xs: list[float], ys: list[float]) -> float:
+    """Piecewise-linear ``ys`` at ``v`` over increasing ``xs``, flat beyond the ends."""
+    if v <= xs[0]:
+        return ys[0]
+    for x0, x1, y0, y1 in zip(xs, xs[1:], ys, ys[1:], strict=False):
+        if v <= x1:
+            return y0 + (v - x0) / (x1 - x0) * (y1 - y0)
+    return ys[-1]
+
+
+def _table(where: str, name: str, value: object) -> None:
+    if not isinstance(value, dict) or not value:
+        raise TypeError(f"{where}: field {name!r} must be a non-empty table, got {value!r}")
+
+
+def _fraction(where: str, name: str, value: object) -> None:
+    check_float(where, name, value, strict=True)
+    if float(value) > 1:  # type: ignore[arg-type]
+        raise ValueError(f"{where}: field {name!r} must be in (0, 1], got {value}")
+
+
+def profile_of_card(hw: HardwareCard) -> RuntimeProfile:
+    """The profile a hardware card's own (legacy) numbers make: the default of a card that is
+    given no runtime, and what every result before runtime profiles used."""
+    return _LEGACY.get(hw) or _legacy(hw)
+
+
+_LEGACY: dict[HardwareCard, RuntimeProfile] = {}
+
+
+def _legacy(hw: HardwareCard) -> RuntimeProfile:
+    prof = RuntimeProfile(
+        slug=f"{hw.slug}-card",
+        name=f"the numbers on hardware card {hw.slug!r}",
+        stack="card",
+        compute_efficiency=hw.compute_efficiency,
+        memory_efficiency=hw.memory_efficiency,
+        layer_overhead_s=hw.layer_overhead_s,
+        pass_overhead_s=hw.pass_overhead_s,
+        sources={"card": hw.source_path or hw.slug},
+        fitted_on=hw.slug if hw.calibration is not None else None,
+    )
+    if len(_LEGACY) > 64:
+        _LEGACY.clear()
+    _LEGACY[hw] = prof
+    return prof
+
+
+def check_runtime_device(profile: RuntimeProfile, hw: HardwareCard) -> None:
+    """A ValueError when ``profile`` was fitted on another device than ``hw``, or is for
+    another kind of accelerator (``kinds``)."""
+    if profile.fitted_on is not None and profile.fitted_on != hw.slug:
+        raise ValueError(
+            f"runtime: profile {profile.slug!r} was fitted on {profile.fitted_on!r}; it does "
+            f"not describe hardware {hw.slug!r} (fit a profile on that device)"
+        )
+    if profile.kinds is not None and hw.kind not in profile.kinds:
+        raise ValueError(
+            f"runtime: profile {profile.slug!r} is for {profile.kinds} accelerators, not "
+            f"{hw.slug!r} ({hw.kind})"
+        )

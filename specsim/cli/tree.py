@@ -1,0 +1,106 @@
+"""``specsim tree``: the token tree with the most emitted tokens per second on a machine.
+
+Examples::
+
+    specsim tree --model llama-2-7b --draft llama-68m --hardware a100-80gb --batch 1 \\
+        --acceptance models/measured/ngram/accept-sample.toml
+    specsim tree --model llama-2-7b --ngram --hardware h100-sxm --batch 16 \\
+        --acceptance models/measured/ngram/accept-sample.toml --json
+    specsim tree --model llama-2-7b --head eagle-llama-2-chat-7b --hardware a100-80gb --batch 8
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from specsim.cards import load_hardware, load_head, load_model
+from specsim.cli import jsonout
+from specsim.cli.output import card_option
+from specsim.cost import DEFAULT_CONTEXT
+from specsim.proposers import DraftModel, Heads, NGram, Proposer, load_acceptance
+from specsim.trees import TreePlan, optimize_tree
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="target model card slug or .toml path")
+    parser.add_argument("--hardware", required=True, help="accelerator card slug or .toml path")
+    who = parser.add_mutually_exclusive_group(required=True)
+    who.add_argument("--draft", default=None, help="draft model card slug or .toml path")
+    who.add_argument("--head", default=None, help="head card slug (models/heads/) or .toml path")
+    who.add_argument("--ngram", action="store_true", help="n-gram lookup: no model cost")
+    parser.add_argument(
+        "--acceptance",
+        default=None,
+        metavar="FILE",
+        help="acceptance by depth and rank, .toml or .csv (docs/proposers.md); required with "
+        "--draft and --ngram, optional with --head (default: the head card's)",
+    )
+    parser.add_argument("--batch", type=int, default=1, help="sequences per pass (default 1)")
+    parser.add_argument("--budget", type=int, default=32, help="most tree nodes (default 32)")
+    parser.add_argument("--max-depth", type=int, default=12, help="deepest tree (default 12)")
+    parser.add_argument(
+        "--context",
+        type=int,
+        default=DEFAULT_CONTEXT,
+        help=f"tokens already cached per sequence (default {DEFAULT_CONTEXT})",
+    )
+    parser.add_argument("--dtype", default=None, help="dtype (default: the model card's)")
+    parser.add_argument(
+        "--cards", action="append", default=None, metavar="DIR", help="extra card folder"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _proposer(args: argparse.Namespace) -> Proposer:
+    acc = None if args.acceptance is None else load_acceptance(args.acceptance)
+    if args.head is not None:
+        card = card_option(load_head, args.head, option="--head", cards=args.cards)
+        heads = Heads(card=card, dtype=args.dtype)
+        if acc is not None:
+            raise ValueError("--acceptance: a head card carries its own acceptance; drop one")
+        return heads
+    if acc is None:
+        raise ValueError("--acceptance: required with --draft and --ngram")
+    if args.ngram:
+        return NGram(acceptance=acc)
+    draft = card_option(load_model, args.draft, option="--draft", cards=args.cards)
+    return DraftModel(card=draft, acceptance=acc, dtype=args.dtype)
+
+
+def _line(p: TreePlan, none: TreePlan) -> str:
+    return (
+        f"{p.nodes:>3} nodes, depth {p.depth:>2}: {p.tokens_per_pass:6.3f} tokens/pass, "
+        f"{p.tokens_per_s:10,.1f} tokens/s ({p.tokens_per_s / none.tokens_per_s:5.2f}x), "
+        f"{p.energy_per_token_j * 1e3:8.3f} mJ/token, discarded {p.discarded_share:6.1%}"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    target = card_option(load_model, args.model, option="--model", cards=args.cards)
+    hw = card_option(load_hardware, args.hardware, option="--hardware", cards=args.cards)
+    proposer = _proposer(args)
+    o = optimize_tree(
+        proposer=proposer, target=target, hardware=hw, batch=args.batch, budget=args.budget,
+        context=args.context, max_depth=args.max_depth, dtype=args.dtype,
+    )  # fmt: skip
+    if args.json:
+        out = {
+            "model": target.slug, "hardware": hw.slug, "proposer": proposer.name,
+            "acceptance_source": proposer.acceptance.source, "batch": args.batch,
+            "budget": args.budget, "max_depth": args.max_depth, "context": args.context,
+            **{key: plan.as_dict() for key, plan in
+               zip(("best", "chain", "kary", "none"), o.plans(), strict=True)},
+        }  # fmt: skip
+        print(jsonout.dumps(out))
+        return 0
+    print(
+        f"{proposer.name} for {target.slug} on {hw.slug}, batch {args.batch}, context "
+        f"{args.context}, budget {args.budget} nodes, depth <= {args.max_depth}"
+    )
+    if proposer.acceptance.source:
+        print(f"acceptance: {proposer.acceptance.source}")
+    width = max(len(p.kind) for p in o.plans())
+    for p in o.plans():
+        print(f"{p.kind:<{width}}  {_line(p, o.none)}")
+    print(f"best tree parents: {list(o.best.parents)}")
+    return 0

@@ -1,0 +1,55 @@
+"""Fidelity rows of the interleaved CPU runs, predicted by a runtime profile.
+
+``models/measured/cpu-rows`` holds speculative runs timed block by block with their
+plain twins interleaved in the same process (``specsim measure --preset cpu-rows``);
+the runtime profile ``models/runtime/cpu-xeon-eager-rows-fp32.toml`` was fitted on the
+same folder's timed plain passes only (``specsim calibrate --profile``), so no
+speculative run enters the prediction (:func:`specsim.calibrate_profile.predict_profile_runs`:
+the run's own accepted counts, its draft and verification passes priced by the profile).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from specsim.calibrate_profile import predict_profile_runs
+from specsim.cards import HardwareCard, RuntimeProfile
+
+from .rows import LEVEL, fidelity_row
+
+__all__ = ["profile_rows"]
+
+
+def profile_rows(
+    traces: Mapping[str, pd.DataFrame],
+    card: HardwareCard,
+    profile: RuntimeProfile,
+    *,
+    source: str,
+    profile_source: str,
+) -> list[dict[str, object]]:
+    """Per-token latency and speedup of every speculative run in ``traces`` (``specdec``,
+    ``autoregressive``, ``passes``) against ``profile`` on ``card``."""
+    runs = predict_profile_runs(traces["specdec"], traces["autoregressive"], card, profile)
+    fitted = (f"{profile_source} (fitted on the {len(traces['passes'])} timed plain passes of "
+              f"{source}/passes.csv, no speculative run) + this run's accepted counts")
+    how = f"{LEVEL:.0%} delta-method interval over the run's blocks"
+    out: list[dict[str, object]] = []
+    for r in runs.itertuples(index=False):
+        common = dict(family=f"CPU interleaved runs, {r.target} + {r.draft} (runtime profile)",
+                      source=f"{source}/specdec.csv", fitted_on=fitted)  # fmt: skip
+        out.append(fidelity_row(
+            anchor=f"{r.run_id} latency", quantity="per-token latency", unit="s/token",
+            measured=float(r.spec_token_s),
+            interval=(float(r.spec_token_s_low), float(r.spec_token_s_high)),
+            how=how + f" ({r.blocks} blocks)", predicted=float(r.predicted_spec_token_s),
+            **common))  # fmt: skip
+        paired = "paired with the interleaved plain steps" if r.paired else "unpaired"
+        out.append(fidelity_row(
+            anchor=f"{r.run_id} speedup", quantity="speedup over plain", unit="x",
+            measured=float(r.speedup), interval=(float(r.speedup_low), float(r.speedup_high)),
+            how=how + f" ({r.blocks} blocks, {paired})", predicted=float(r.predicted_speedup),
+            **common))  # fmt: skip
+    return out

@@ -1,0 +1,52 @@
+"""Proposers: where the drafted tokens come from, what they cost, and how often they are accepted.
+
+A **proposer** has a cost and an acceptance source (ARCHITECTURE.md). Three kinds ship:
+
+- :class:`DraftModel`: a smaller language model (a model card) that drafts one
+  depth of a token tree per step, batched over that depth's frontier;
+- :class:`Heads`: prediction heads on the target (a head card,
+  :class:`specsim.cards.HeadCard`): Medusa-like heads evaluated once per pass
+  (``kind = "parallel"``; Cai et al., ICML 2024, Section 2.1.1) or an
+  EAGLE-like one-layer head stepped once per depth on the target's features
+  (``kind = "autoregressive"``; Li et al., ICML 2024, Section 4);
+- :class:`NGram`: prompt lookup with no model at all (zero model cost; its
+  acceptance is measured from text, :mod:`specsim.proposers.ngram`).
+
+**Acceptance by depth and rank** (:class:`RankAcceptance`) is Sequoia's
+positional model (Chen et al., "Sequoia", 2024, Section 3.1): the
+probability that the rank-``r`` child (rank 0 first) of an accepted node at
+depth ``d`` is accepted, given that its earlier siblings were rejected,
+depends only on ``(d, r)``: ``accept[d - 1][r]``. A token tree is given by
+``parents``: node ``i``'s parent index, ``-1`` for the children of the root
+(the last emitted token), in topological order (:func:`check_tree`).
+
+>>> acc = RankAcceptance(accept=((0.6, 0.3), (0.5, 0.2)))
+>>> acc.conditional(1, 1), acc.conditional(3, 0), acc.conditional(1, 5)
+(0.3, 0.5, 0.0)
+>>> round(acc.marginal(1, 1), 3)
+0.12
+"""
+
+from specsim.proposers.kinds import DraftCost, DraftModel, Heads, NGram, Proposer
+from specsim.proposers.tables import (
+    RankAcceptance,
+    check_tree,
+    frontier_widths,
+    load_acceptance,
+    tree_depths,
+    verify_shape,
+)
+
+__all__ = [
+    "RankAcceptance",
+    "DraftCost",
+    "DraftModel",
+    "Heads",
+    "NGram",
+    "Proposer",
+    "check_tree",
+    "tree_depths",
+    "frontier_widths",
+    "verify_shape",
+    "load_acceptance",
+]
