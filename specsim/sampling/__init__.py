@@ -50,7 +50,6 @@ from specsim.sampling.chain import (
     verify,
     verify_batch,
 )
-from specsim.sampling.chain import inverse_cdf as _inverse_cdf  # noqa: F401 (tests use it)
 
 __all__ = [
     "SUM_TOLERANCE",
