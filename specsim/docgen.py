@@ -27,7 +27,7 @@ import pkgutil
 import re
 import sys
 from collections.abc import Iterator, Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 from types import ModuleType
 from typing import Any
 
@@ -116,6 +116,8 @@ def _doc_block(doc: str | None) -> list[str]:
 def _value(obj: Any) -> str:
     if isinstance(obj, set | frozenset):
         return f"a {type(obj).__name__} of {len(obj)} items"
+    if isinstance(obj, PurePath):  # where the checkout lies differs per machine
+        return "a path (where this checkout or installation lies)"
     text = _ADDRESS.sub("", repr(obj))
     return text if len(text) <= 90 and "\n" not in text else f"a {type(obj).__name__}"
 
