@@ -256,45 +256,32 @@ PRESETS: dict[str, Preset] = {
         max_run_s=3.0,  # 48 runs: about 2.5 minutes at most
         allreduce_bytes=(8192, 2**20, 64 * 2**20),
     ),
-    "cpu-rows": Preset(
-        name="cpu-rows",
-        description="about 5 minutes on one thread: plain passes at 1 to 64 new positions in "
-        "float32, dynamic int8 and int4 weights; speculative runs interleaved with their plain "
-        "twins until each speedup is known within +-5% (95%)",
-        dtype="float32",
-        # One thread: on this 2-vCPU VM two threads made the same passes up to 84 times
-        # slower in some repeats under other load, and tiny ones 10 times slower when quiet.
-        threads=1,
-        matmul_sizes=(256, 512, 1024, 2048),
-        copy_bytes=(_MIB, 16 * _MIB, 256 * _MIB),
-        ceiling_repeats=5,
-        timing_models=("gpt-like-97m", "gpt-like-6m", "llama-160m", "llama-68m"),
-        batches=(1,),
-        contexts=(64, 128),
-        new_tokens=(1, 2, 4, 8, 16, 32, 64),
-        warmup=1,
-        repeats=3,
-        energy_window_s=0.0,
-        max_cache_bytes=4 * _GIB,
-        source_len=64,
-        pairs=(("gpt-like-97m", "gpt-like-6m"), ("llama-160m", "llama-68m")),
-        temperatures=(0.6, 2.0),
-        gammas=(3,),
-        decode_batches=(1,),
-        prompt_len=64,
-        decode_tokens=48,
-        assisted_repeats=0,
-        assisted_temperatures=(),
-        # int4 stops at 4 rows: this torch build's CPU int4 kernel costs about 7x a float32
-        # pass per row, linearly in the rows (measured: a 768 x 32000 LM head takes 0.17 s
-        # for 1 row, 1.6 s for 8 and 13 s for 64), so 64 rows would take minutes per pass.
-        weight_formats=(("int8", 64), ("int4", 4)),
-        interleave=True,
-        min_blocks=30,
-        max_run_s=60.0,
-        pin_threads=True,
-    ),
 }
+PRESETS["cpu-rows"] = dataclasses.replace(
+    PRESETS["cpu"],
+    name="cpu-rows",
+    description="about 5 minutes on one thread: plain passes at 1 to 64 new positions in "
+    "float32, dynamic int8 and int4 weights; speculative runs interleaved with their plain "
+    "twins until each speedup is known within +-5% (95%)",
+    # One thread: on this 2-vCPU VM two threads made the same passes up to 84 times
+    # slower in some repeats under other load, and tiny ones 10 times slower when quiet.
+    threads=1,
+    batches=(1,),
+    contexts=(64, 128),
+    new_tokens=(1, 2, 4, 8, 16, 32, 64),
+    temperatures=(0.6, 2.0),
+    gammas=(3,),
+    assisted_repeats=0,
+    assisted_temperatures=(),
+    # int4 stops at 4 rows: this torch build's CPU int4 kernel costs about 7x a float32
+    # pass per row, linearly in the rows (measured: a 768 x 32000 LM head takes 0.17 s
+    # for 1 row, 1.6 s for 8 and 13 s for 64), so 64 rows would take minutes per pass.
+    weight_formats=(("int8", 64), ("int4", 4)),
+    interleave=True,
+    min_blocks=30,
+    max_run_s=60.0,
+    pin_threads=True,
+)
 
 
 def shrink(preset: Preset) -> Preset:

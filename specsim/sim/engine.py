@@ -28,7 +28,7 @@ import heapq
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -48,11 +48,23 @@ from specsim.sim.source import CostSource, IterationCosts, PassCost
 if TYPE_CHECKING:
     from specsim.sim.batch import Admission, Batch, Requests
     from specsim.sim.paged import Paging, Prefills
-    from specsim.sim.router import Replica
 
 __all__ = ["ChunkDrain", "chunk_cost", "drain_chunked", "draining"]
 
 Ints = NDArray[np.int64]
+
+
+class DrainingReplica(Protocol):
+    """What :func:`draining` reads of a replica (:class:`specsim.sim.router.Replica`, which
+    imports this module, so it is named by what it holds rather than imported)."""
+
+    admission: Admission
+    batch: Batch
+    paging: Paging | None
+    prefills: Prefills | None
+    req: Requests
+    first_tok: NDArray[np.float64]
+    finish: NDArray[np.float64]
 
 
 def chunk_cost(cost: CostSource, gam: int, g: Ints | None, batch: Batch, sizes: list[int],
@@ -129,7 +141,7 @@ class ChunkDrain:
         return ok
 
 
-def draining(rep: Replica, *, cost: Any, gamma: int, budget: int | None, step: Ints | None,
+def draining(rep: DrainingReplica, *, cost: Any, gamma: int, budget: int | None, step: Ints | None,
              with_energy: bool) -> Drain | ChunkDrain | None:  # fmt: skip
     """The replica's drain for a fixed ``gamma`` on the vectorized path, where the cost source
     has the bulk paths (``uniform_iterations``, ``iterations`` and, under a token budget,
