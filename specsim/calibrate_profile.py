@@ -9,7 +9,8 @@ of peak compute reached at each row count of :data:`ROW_KNOTS`
 (``compute_efficiency_rows``, interpolated in log2 rows by the cost model), the
 fraction of peak bandwidth at each of them (``memory_efficiency_rows``: a one-row GEMV
 and a few-row GEMM stream weights at different rates) and, for each quantized weight
-format, a factor on the latter (``format_memory_factor``). At a row count where one
+format, its factors on both and its dequantization work (:mod:`specsim.calibrate_formats`).
+At a row count where one
 roofline term binds, the other's efficiency does not move the prediction: its standard
 error is infinite and the fit says it is not determined. Standard errors come from the
 Jacobian at the optimum (as in :func:`specsim.calibrate.fit_card`); a parameter the data
@@ -38,25 +39,16 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
+from specsim import calibrate_formats as cf
 from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, load_model
 from specsim.cards.toml_out import toml_table, toml_value
 from specsim.cost import step_cost_grid
 
 __all__ = [
-    "ROW_KNOTS",
-    "FIT_COLUMNS",
-    "ratio_interval",
-    "enough_blocks",
-    "profile_configs",
-    "check_fit_device",
-    "ProfileFit",
-    "fit_profile",
-    "predict_profile",
-    "profile_trust_problems",
-    "paired_runs",
-    "predict_profile_runs",
-    "profile_toml",
-]
+    "ROW_KNOTS", "FIT_COLUMNS", "ratio_interval", "enough_blocks", "profile_configs",
+    "check_fit_device", "ProfileFit", "fit_profile", "predict_profile",
+    "profile_trust_problems", "paired_runs", "predict_profile_runs", "profile_toml",
+]  # fmt: skip
 
 ROW_KNOTS = (1, 2, 4, 8, 16, 32, 64)
 """Row counts at which the efficiencies are fitted (flat beyond the ends)."""
@@ -114,8 +106,9 @@ def profile_configs(passes: pd.DataFrame) -> pd.DataFrame:
     if "weights" not in d.columns:
         d["weights"] = d["dtype"].map(lambda v: _FULL.get(str(v), str(v)))
     keys = ["model", "dtype", "weights", "batch", "context", "new_tokens"]
-    out = d.groupby(keys, as_index=False).agg(time_s=("time_s", "median"),
-                                               repeats=("time_s", "size"))  # fmt: skip
+    out = d.groupby(keys, as_index=False).agg(
+        time_s=("time_s", "median"), repeats=("time_s", "size"),
+        **({"quant": ("quant", "first")} if "quant" in d.columns else {}))  # fmt: skip
     if (out["time_s"] <= 0).any():
         raise ValueError("passes: a measured time is <= 0")
     out["rows"] = out["batch"] * out["new_tokens"]
@@ -169,24 +162,23 @@ class ProfileFit:
                              "stderr": list(self.stderr.values())})  # fmt: skip
 
 
-def _names(formats: Sequence[str], base: str) -> list[str]:
-    out = ["pass_overhead_s", "layer_overhead_s"]
-    out += [f"{t}_efficiency_rows.{r}" for t in ("compute", "memory") for r in ROW_KNOTS]
-    return out + [f"format_memory_factor.{f}" for f in formats if f != base]
+def _parameters(cfg: pd.DataFrame, base: str) -> list[tuple[str, float, float, float]]:
+    """``(name, start, low, high)`` of every fitted number."""
+    formats = sorted(cfg["weights"].unique())
+    out = [("pass_overhead_s", 1e-3, 0.0, 0.5), ("layer_overhead_s", 1e-4, 0.0, 0.05)]
+    out += [(f"{t}_efficiency_rows.{r}", 0.3, 1e-4, 1.0)
+            for t in ("compute", "memory") for r in ROW_KNOTS]  # fmt: skip
+    return out + cf.format_parameters(formats, base, own=cf.own_arithmetic(cfg))
 
 
 def _profile(names: list[str], x: np.ndarray, *, base: RuntimeProfile) -> RuntimeProfile:
     v = dict(zip(names, map(float, x), strict=True))
-
-    def table(prefix: str) -> dict[str, float]:
-        return {k.split(".")[1]: v[k] for k in names if k.startswith(prefix + ".")}
-
-    comp, mem = table("compute_efficiency_rows"), table("memory_efficiency_rows")
-    return dataclasses.replace(
+    comp, mem = ({k.split(".")[1]: v[k] for k in names if k.startswith(f"{t}_efficiency_rows.")}
+                 for t in ("compute", "memory"))  # fmt: skip
+    return cf.with_format_tables(dataclasses.replace(
         base, pass_overhead_s=v["pass_overhead_s"], layer_overhead_s=v["layer_overhead_s"],
         compute_efficiency=comp["1"], memory_efficiency=mem["1"], compute_efficiency_rows=comp,
-        memory_efficiency_rows=mem, format_memory_factor=table("format_memory_factor") or None,
-    )  # fmt: skip
+        memory_efficiency_rows=mem), v)  # fmt: skip
 
 
 def predict_profile(
@@ -223,10 +215,9 @@ def fit_profile(
     if cfg.empty:
         raise ValueError("configs: no configuration within its model card's max_position")
     dtype = str(cfg["dtype"].iloc[0])
-    names = _names(sorted(cfg["weights"].unique()), _FULL.get(dtype, dtype))
-    k = 2 + 2 * len(ROW_KNOTS)  # overheads and the two row tables, then format factors
-    low = np.array([0.0, 0.0, *[1e-4] * (len(names) - 2)])
-    high = np.array([0.5, 0.05, *[1.0] * (k - 2), *[20.0] * (len(names) - k)])
+    params = _parameters(cfg, _FULL.get(dtype, dtype))
+    names = [p[0] for p in params]
+    x0, low, high = (np.array([p[i] for p in params]) for i in (1, 2, 3))
     measured = np.log(cfg["time_s"].to_numpy(dtype=float))
 
     timed = dataclasses.replace(base, sampling_s_per_token=0.0)  # passes are timed unsampled
@@ -234,7 +225,6 @@ def fit_profile(
     def residual(x: np.ndarray) -> np.ndarray:
         return np.log(predict_profile(cfg, card, _profile(names, x, base=timed), models)) - measured
 
-    x0 = np.array([1e-3, 1e-4, *[0.3] * (k - 2), *[1.0] * (len(names) - k)])
     sol = optimize.least_squares(residual, x0, bounds=(low, high), x_scale="jac", method="trf")
     dof = max(len(cfg) - len(names), 1)
     s2 = float(sol.fun @ sol.fun) / dof
@@ -388,7 +378,7 @@ def profile_toml(
                       ("sampling_s_per_token", "measured, not fitted: see [sources]")):
         body.append(line(key, getattr(p, key), note))
     body.append(line("notes", notes))
-    for table in ("compute_efficiency_rows", "memory_efficiency_rows", "format_memory_factor"):
+    for table in ("compute_efficiency_rows", "memory_efficiency_rows", *cf.FORMAT_TABLES):
         values = getattr(p, table) or {}
         body += [f"\n[{table}]"] if values else []
         body += [line(k, v, f"stderr {se[f'{table}.{k}']:.3g}") for k, v in values.items()]

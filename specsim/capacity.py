@@ -17,8 +17,10 @@
 Every serving run draws from ``numpy.random.default_rng(seed)`` (common random
 numbers across rates and modes; the same seed gives the same answer) and is
 reported to ``progress(done, total, label)`` (given, or set around a study with
-:func:`reporting`); ``total`` is an upper bound that only falls, exact at the end.
-Assumptions: the limit is monotone in the rate; a run starts empty; the
+:func:`reporting`); ``total`` is a bound, exact at the end. The runs are served
+by ``workers`` processes (:mod:`specsim.capacity_pool`): the same rows for any count.
+Assumptions: the limit is monotone in the rate; a run starts empty (its first
+``Search.warmup`` share of requests, 5%, is left out of its verdict); the
 intervals' coverage under queueing correlation is approximate
 (:func:`specsim.capacity_search.quantile_interval`, ``docs/capacity.md``).
 """
@@ -26,38 +28,28 @@ intervals' coverage under queueing correlation is approximate
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
-from specsim.capacity_search import (
-    FAILS,
-    HOLDS,
-    SLO,
-    UNDECIDED,
-    Bracket,
-    Outcome,
-    bisect_rate,
-    judge,
-    smallest_count,
+from specsim.capacity_pool import (
+    MODES,
+    Progress,
+    check_workers,
+    default_workers,
+    run_searches,
+    serve_replicas,
 )
-from specsim.policies import FixedGamma, fixed_gamma
-from specsim.sim import ServingConfig, ServingResult, simulate_serving
+from specsim.capacity_search import SLO, judge
+from specsim.policies import fixed_gamma
+from specsim.sim import ServingConfig
 
 __all__ = [
     "TP_SIZES", "MODES", "SLO", "Search", "Progress", "smallest_tp", "kv_capacity", "reporting",
     "judge", "serve_replicas", "search_capacity", "smallest_deployment",
 ]  # fmt: skip
-
-Progress = Callable[[int, int, str], None]
-"""``progress(done, total, label)``: called after each serving run of a search."""
 
 # Studies call search_capacity with their own arguments; a caller that runs a whole study
 # (specsim study capacity) hands its progress callback down through this variable.
@@ -65,9 +57,6 @@ _PROGRESS: ContextVar[Progress | None] = ContextVar("capacity_progress", default
 
 TP_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16)
 """The tensor-parallel sizes tried, smallest first."""
-
-MODES: tuple[str, ...] = ("speculative", "plain")
-"""The two ways every workload is served: with the policy, and plain decoding."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,6 +66,8 @@ class Search:
     run, doubled while undecided, up to ``max_requests``; intervals at ``confidence``,
     widened for the correlation between requests by ``batches`` batch means (None:
     the independent binomial interval; :func:`specsim.capacity_search.quantile_interval`).
+    ``warmup``: the share of each run's requests, the first to arrive, left out of its
+    p99s and goodput (a run starts empty: :func:`specsim.capacity_search.judge`).
     The crossover is bisected to ``crossover_precision`` (coarser by default: near it
     the modes' p99 TPOTs differ little, its probes take the most requests, and at 2%
     it served about a third of a search's requests)."""
@@ -89,6 +80,7 @@ class Search:
     confidence: float = 0.95
     batches: int | None = 20
     crossover_precision: float = 0.05
+    warmup: float = 0.05
 
     def __post_init__(self) -> None:
         for name in ("rate_min", "rate_max", "precision", "crossover_precision"):
@@ -105,6 +97,9 @@ class Search:
             raise ValueError(f"max_requests: {self.max_requests} is below {self.requests}")
         if not (isinstance(self.confidence, float) and 0 < self.confidence < 1):
             raise ValueError(f"confidence: expected a number in (0, 1), got {self.confidence!r}")
+        w = self.warmup
+        if isinstance(w, bool) or not isinstance(w, float | int) or not 0 <= w <= 0.5:
+            raise ValueError(f"warmup: expected a share of the requests in [0, 0.5], got {w!r}")
         b = self.batches
         if b is not None and (isinstance(b, bool) or not isinstance(b, int) or not
                               2 <= b <= self.requests):  # fmt: skip
@@ -157,137 +152,6 @@ def reporting(progress: Progress | None) -> Iterator[None]:
         _PROGRESS.reset(token)
 
 
-def serve_replicas(
-    config: ServingConfig, *, rate_per_s: float, requests: int, replicas: int, seed: int
-) -> ServingResult:
-    """Serve ``rate_per_s`` requests/s and ``requests`` requests in total on ``replicas``
-    replicas of ``config`` behind its router (``config.router``); the verdict pools
-    every request. Every call draws from ``default_rng(seed)``.
-
-    The workload is ``config.workload`` at that rate (its ``with_rate``: a Poisson,
-    synthetic or preset workload). A random split would give every replica
-    a Poisson stream at ``rate_per_s / replicas`` (the splitting property), so one
-    replica's run at that share; a router that balances load (round-robin,
-    join-shortest-queue) only does better, which the search uses: a count whose
-    share one replica is shown to sustain is not served again.
-    """
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-        raise ValueError(f"replicas: expected an integer >= 1, got {replicas!r}")
-    workload = config.workload
-    with_rate = getattr(workload, "with_rate", None)
-    if with_rate is None or not hasattr(workload, "requests"):
-        raise TypeError(f"workload: a capacity search varies the rate and the request count; "
-                        f"{type(workload).__name__} has no with_rate or requests")  # fmt: skip
-    stream = dataclasses.replace(with_rate(rate_per_s), requests=requests)
-    return simulate_serving(dataclasses.replace(config, workload=stream, replicas=replicas),
-                            np.random.default_rng(seed))  # fmt: skip
-
-
-class _Searcher:
-    """One configuration's searches, sharing its rows, its run counter, its progress and
-    its runs: a run is a function of (mode, rate, requests, replicas) and the seed, so the
-    crossover reuses the capacity searches' runs at the rates they share (a plain-mode run
-    equals the speculative run's plain twin: the same requests, drawn the same way)."""
-
-    def __init__(self, config: ServingConfig, *, slo: SLO, search: Search, seed: int,
-                 base: dict[str, Any], progress: Progress | None, budget: int) -> None:  # fmt: skip
-        self.config, self.slo, self.search, self.seed = config, slo, search, seed
-        self.base, self.progress = base, progress
-        self.rows: list[dict[str, Any]] = []
-        self.runs: dict[tuple[str, float, int, int], dict[str, Any]] = {}
-        self.done, self.total = 0, budget
-
-    def mode_config(self, mode: str, *, twin: bool = False) -> ServingConfig:
-        policy = self.config.policy if mode == "speculative" else FixedGamma(gamma=0)
-        return dataclasses.replace(self.config, policy=policy, plain_twin=twin)
-
-    def record(self, mode: str, rate: float, n: int, replicas: int, kind: str,
-               requests: pd.DataFrame, mean_gamma: float) -> dict[str, Any]:  # fmt: skip
-        row = judge(requests, self.slo, confidence=self.search.confidence,
-                    batches=self.search.batches)  # fmt: skip
-        full = {**self.base, "kind": "probe", "search": kind, "mode": mode, "run": self.done,
-                "rate_per_s": rate, "replicas": replicas, "rate_per_replica": rate / replicas,
-                **row, "meets_slo": row["outcome"] == HOLDS,
-                "mean_gamma": mean_gamma}  # fmt: skip
-        self.rows.append(full)
-        self.runs[(mode, rate, n, replicas)] = full
-        return full
-
-    def tick(self, label: str, left: int) -> None:
-        self.done += 1
-        self.total = max(self.done, min(self.total, self.done + left))
-        if self.progress is not None:
-            self.progress(self.done, self.total, f"{self.base['hardware']} {label}")
-
-    def served(self, mode: str, rate: float, n: int, *, replicas: int, kind: str,
-               left: int) -> dict[str, Any]:  # fmt: skip
-        """The judged run of ``mode`` at ``rate`` with ``n`` requests (served if new)."""
-        key = (mode, rate, n, replicas)
-        if key not in self.runs:
-            res = serve_replicas(self.mode_config(mode), rate_per_s=rate, requests=n,
-                                 replicas=replicas, seed=self.seed)  # fmt: skip
-            self.record(mode, rate, n, replicas, kind, res.requests(), _mean_gamma(res))
-            self.tick(f"{kind} {mode} {rate:.3g}/s, {n} requests", left)
-        return self.runs[key]
-
-    def probe(self, mode: str, rate: float, *, replicas: int, kind: str, left: int) -> Outcome:
-        """Serve ``mode`` at ``rate`` on ``replicas``, with more requests while undecided
-        (in all: each replica serves at least ``Search.requests``, as long as a one-replica
-        probe, and the pooled count follows ``Search.sizes``)."""
-        outcome: Outcome = UNDECIDED
-        for n in sorted({max(n, self.search.requests * replicas) for n in self.search.sizes}):
-            outcome = self.served(mode, rate, n, replicas=replicas, kind=kind,
-                                  left=left)["outcome"]  # fmt: skip
-            if outcome != UNDECIDED:
-                break
-        return outcome
-
-    def probe_replicas(self, mode: str, rate: float, replicas: int, *, known: Bracket,
-                       left: int) -> Outcome:  # fmt: skip
-        """``replicas`` at ``rate`` in total; a share at most the bracket's low end holds
-        (the router does at least as well as a random split) without another run."""
-        if rate / replicas <= known.low:
-            return HOLDS
-        return self.probe(mode, rate, replicas=replicas, kind="replicas", left=left)
-
-    def pays(self, rate: float, left: int) -> Outcome:
-        """Speculation beats plain decoding on p99 TPOT at ``rate`` (the same requests):
-        holds when the intervals do not overlap that way, fails when they do not overlap
-        the other way, else undecided (with more requests, up to the limit)."""
-        outcome: Outcome = UNDECIDED
-        for n in self.search.sizes:
-            if ("speculative", rate, n, 1) not in self.runs and ("plain", rate, n, 1) not in \
-                    self.runs:  # fmt: skip
-                res = serve_replicas(self.mode_config("speculative", twin=True),
-                                     rate_per_s=rate, requests=n, replicas=1,
-                                     seed=self.seed)  # fmt: skip
-                if res.requests_plain is None:  # a policy that declares gamma 0
-                    raise ValueError("policy: a crossover needs a speculative policy")
-                self.record("speculative", rate, n, 1, "crossover", res.requests(),
-                            _mean_gamma(res))  # fmt: skip
-                self.record("plain", rate, n, 1, "crossover", res.requests_plain, 0.0)
-                self.tick(f"crossover {rate:.3g}/s, {n} requests", left)
-            spec, plain = (self.served(m, rate, n, replicas=1, kind="crossover", left=left)
-                           for m in MODES)  # fmt: skip
-            outcome = (HOLDS if spec["tpot_p99_high_s"] < plain["tpot_p99_low_s"] else
-                       FAILS if spec["tpot_p99_low_s"] > plain["tpot_p99_high_s"] else
-                       UNDECIDED)  # fmt: skip
-            if outcome != UNDECIDED:
-                break
-        return outcome
-
-
-def _mean_gamma(res: ServingResult) -> float:
-    it = res.events()
-    return float(it["draft_tokens"].sum() / max(int(it["batch"].sum()), 1))
-
-
-def _bracket_row(b: Bracket) -> dict[str, Any]:
-    return {"rate_low": b.low, "rate_high": b.high, "first_failing_rate": b.first_fail,
-            "status": b.status, "precision_reached": b.precision,
-            "probes": b.probes}  # fmt: skip
-
-
 def search_capacity(
     config: ServingConfig,
     *,
@@ -299,6 +163,7 @@ def search_capacity(
     crossover: bool = True,
     modes: tuple[str, ...] = MODES,
     progress: Progress | None = None,
+    workers: int | None = None,
 ) -> list[dict[str, Any]]:
     """Tidy rows of one configuration's capacity search (each run replaces the rate and
     the request count of ``config.workload``: :func:`serve_replicas`).
@@ -316,7 +181,14 @@ def search_capacity(
     below plain decoding's (``crossover_rate``) and its bracket. ``base``
     (hardware, tensor_parallel, ...) starts every row; ``modes``: which of
     :data:`MODES` to search.
+
+    ``workers``: processes that serve the runs (None: the CPUs this process may use, at
+    most 2; 1: all in this process). The searches per mode and the crossover then run at
+    once, and the rows are the same, in the same order, for any number of workers
+    (:mod:`specsim.capacity_pool`); ``progress`` hears of each run as it ends.
     """
+    if workers is not None:
+        check_workers(workers)
     if not (isinstance(rate_per_s, float | int) and math.isfinite(rate_per_s) and rate_per_s > 0):
         raise ValueError(f"rate_per_s: expected a finite rate > 0, got {rate_per_s!r}")
     if not modes or any(m not in MODES for m in modes):
@@ -326,38 +198,10 @@ def search_capacity(
                          "pass crossover=False")  # fmt: skip
     report = progress if progress is not None else _PROGRESS.get()
     head = {"hardware": "", "tensor_parallel": 1, **(base or {})}
-    tp = int(head["tensor_parallel"])
-    levels = len(search.sizes)
-    per_mode = (search.bisections + 2) * levels
-    budget = (len(modes) + crossover) * per_mode
-    s = _Searcher(config, slo=slo, search=search, seed=seed, base=head, progress=report,
-                  budget=budget)  # fmt: skip
-    answers: list[dict[str, Any]] = []
-    for k, mode in enumerate(modes):
-        left = (len(modes) + crossover - k) * per_mode
-        b = bisect_rate(partial(s.probe, mode, replicas=1, kind="capacity", left=left),
-                        rate_min=search.rate_min, rate_max=search.rate_max,
-                        precision=search.precision)  # fmt: skip
-        ans: dict[str, Any] = {**head, "kind": "answer", "mode": mode, "rate_per_s": rate_per_s,
-                               "max_rate_per_replica": b.low, **_bracket_row(b),
-                               "rate_per_accelerator": b.low / tp}  # fmt: skip
-        if b.low > 0:
-            limit = 4 * math.ceil(rate_per_s / b.low) + 4
-            walk = partial(s.probe_replicas, mode, rate_per_s, known=b, left=left)
-            n, low = smallest_count(walk, start=math.ceil(rate_per_s / b.low), limit=limit)
-            ans.update(replicas=n, replicas_status="decided" if low == n else "undecided",
-                       accelerators=n * tp, accelerators_low=low * tp)  # fmt: skip
-        answers.append(ans)
-    if crossover:
-        c = bisect_rate(partial(s.pays, left=per_mode), rate_min=search.rate_min,
-                        rate_max=search.rate_max,
-                        precision=search.crossover_precision)  # fmt: skip
-        answers.append({**head, "kind": "crossover", "mode": "speculative vs plain",
-                        "crossover_rate": c.low, **_bracket_row(c)})  # fmt: skip
-    if report is not None and s.total != s.done:  # the bound falls to the exact count
-        s.total = s.done
-        report(s.done, s.done, f"{head['hardware']} done")
-    return s.rows + answers
+    return run_searches(config, slo=slo, search=search, seed=seed, base=head,
+                        rate_per_s=rate_per_s, modes=modes, crossover=crossover,
+                        workers=default_workers() if workers is None else workers,
+                        progress=report)  # fmt: skip
 
 
 def smallest_deployment(
@@ -370,6 +214,7 @@ def smallest_deployment(
     base: dict[str, Any] | None = None,
     modes: tuple[str, ...] = MODES,
     progress: Progress | None = None,
+    workers: int | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`search_capacity` (no crossover) for each tensor-parallel size in ``configs``
     (size -> one replica's config), then per mode a ``kind = "deployment"`` row: the size
@@ -380,7 +225,8 @@ def smallest_deployment(
     for tp, config in configs.items():
         rows += search_capacity(config, slo=slo, search=search, rate_per_s=rate_per_s,
                                 seed=seed, base={**(base or {}), "tensor_parallel": tp},
-                                crossover=False, modes=modes, progress=progress)  # fmt: skip
+                                crossover=False, modes=modes, progress=progress,
+                                workers=workers)  # fmt: skip
     for mode in modes:
         found = [r for r in rows if r["kind"] == "answer" and r["mode"] == mode and
                  "accelerators" in r]  # fmt: skip

@@ -338,7 +338,7 @@ class SLO:
 
 
 def judge(requests: pd.DataFrame, slo: SLO, *, confidence: float = 0.95,
-          batches: int | None = 20) -> dict[str, Any]:  # fmt: skip
+          batches: int | None = 20, warmup: float = 0.05) -> dict[str, Any]:  # fmt: skip
     """Whether one run's requests meet the SLO, with the intervals that decide it.
 
     ``requests``: the per-request table of a serving run (``arrival_s``,
@@ -351,8 +351,21 @@ def judge(requests: pd.DataFrame, slo: SLO, *, confidence: float = 0.95,
     (those requests per second of the run) and ``outcome``: ``holds`` when every
     interval meets its target, ``fails`` when one misses entirely, else
     ``undecided``.
+
+    Warm-up: a run starts empty, so its first requests wait less than in the steady
+    state. The first ``ceil(warmup * n)`` of the ``n`` requests by arrival (5% by
+    default, the rule of :mod:`specsim.validate_queueing`) are left out of everything
+    above (the p99s, goodput and throughput, over the time from the first kept arrival
+    to the last kept finish); ``requests`` counts them all, ``warmup_requests`` those
+    left out.
     """
-    order = np.argsort(requests["arrival_s"].to_numpy(dtype=float), kind="stable")
+    if isinstance(warmup, bool) or not isinstance(warmup, float | int) or not 0 <= warmup < 1:
+        raise ValueError(f"warmup: expected a share of the requests in [0, 1), got {warmup!r}")
+    total = len(requests)
+    skip = math.ceil(warmup * total)
+    if total - skip < 1:
+        raise ValueError(f"requests: {total} requests leave none after the warm-up ({warmup})")
+    order = np.argsort(requests["arrival_s"].to_numpy(dtype=float), kind="stable")[skip:]
     arrival = requests["arrival_s"].to_numpy(dtype=float)[order]
     first = requests["first_token_s"].to_numpy(dtype=float)[order]
     finish = requests["finish_s"].to_numpy(dtype=float)[order]
@@ -363,7 +376,7 @@ def judge(requests: pd.DataFrame, slo: SLO, *, confidence: float = 0.95,
     tpot = tpot_all[multi]
     good = int(((ttft <= slo.ttft_p99_s) & (tpot_all <= slo.tpot_p99_s)).sum())
     n = ttft.shape[0]
-    row: dict[str, Any] = {"requests": n}
+    row: dict[str, Any] = {"requests": total, "warmup_requests": skip}
     outcomes: list[Outcome] = []
     for name, x, target in (("ttft", ttft, slo.ttft_p99_s), ("tpot", tpot, slo.tpot_p99_s)):
         if x.shape[0] == 0:  # no multi-token request: no TPOT to miss

@@ -33,10 +33,12 @@ def plot_fidelity(table: pd.DataFrame) -> Figure:
     if table.empty:
         raise ValueError("plot_fidelity: the table is empty")
     quantities = list(dict.fromkeys(table["quantity"]))
-    # Eight styles at most: the interleaved runs (two rows per pair) share one.
+    # Eight styles at most: the two model pairs of a family share one, and so do the two
+    # directions of Leviathan et al.'s Table 2.
     table = table.assign(family=table["family"].str.replace(
-        r"^CPU interleaved runs, .* \(runtime profile\)$",
-        "CPU interleaved runs, both pairs (runtime profile)", regex=True))
+        r"^(CPU (?:interleaved )?runs), .* \+ .* \((.*)\)$", r"\1, both pairs (\2)", regex=True
+    ).str.replace(r"^Leviathan Table 2, .*$", "Leviathan Table 2 (fitted on the other task)",
+                  regex=True))  # fmt: skip
     styles = style_map(table["family"])
     fig, axes = figure(len(quantities), width=5.0, height=4.8)
     for ax, q in zip(axes, quantities, strict=True):

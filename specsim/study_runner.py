@@ -68,6 +68,7 @@ STUDY_NAMES: tuple[str, ...] = (
     "energy",
     "shift",
     "capacity",
+    "engine",
     "proposers",
 )
 """Every study, in the order the report shows them (``paper`` includes ``table2``)."""

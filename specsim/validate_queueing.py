@@ -25,16 +25,30 @@ Rows (:func:`queueing_checks`):
   :func:`specsim.theory.queueing.md1_mean_wait`;
 - M/G/1 with uniform and geometric output lengths, against the
   Pollaczek-Khinchine formula with the distributions' exact moments;
-- join-the-shortest-queue over 2 replicas with near-exponential service
-  (geometric lengths of mean 16: squared coefficient of variation 15/16),
-  between the M/M/k and random-routing bounds. It needs the serving engine's
-  ``replicas`` and ``router`` fields; without them the row says so and is skipped.
+- join-the-shortest-queue (JSQ) over 2 and 3 replicas (:data:`JSQ_ROWS`),
+  against the exact mean wait of :func:`specsim.theory.queueing.jsq_mean_wait`.
+
+The JSQ rows need exponential service, which passes of a fixed length cannot
+give: a geometric number of them has squared coefficient of variation
+``1 - 1/m``, which biases the mean wait by about ``1/(2m)`` relative (the
+Pollaczek-Khinchine factor ``(1 + scv) / 2`` at one server) and makes the
+engine run ``m`` passes a request. So the JSQ rows serve two-token requests on
+:class:`ExponentialService`, a cost source (the engine's documented extension
+point) whose prefill pass of request ``i`` takes an i.i.d. exponential
+``service_s[i]`` and whose other passes take no time: each request holds its
+replica for exactly that long, outstanding there until it ends, and its wait is
+``first_token_s - arrival_s - service_s[i]``. What is checked is the engine's
+arrivals, router, FCFS admission and replicas, against the exact chain, with no
+modelling bias. The router's ``"join-shortest-queue"`` orders replicas by
+requests waiting, then by outstanding ones: at one request a batch that is the
+number of requests at the replica, the JSQ of the chain (ties to the lowest
+index, which leaves the law of the sorted queue lengths unchanged).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,15 +58,18 @@ from numpy.typing import NDArray
 from specsim.acceptance import IIDAcceptance
 from specsim.policies import FixedGamma
 from specsim.sim import PlainCost
-from specsim.sim.arrivals import PoissonArrivals
+from specsim.sim.arrivals import PoissonArrivals, TraceWorkload
 from specsim.sim.records import batch_means_se
+from specsim.sim.router import Router
 from specsim.sim.serving import ServingConfig, simulate_serving
+from specsim.sim.source import BlockCosts, IterationCost, PassCost
 from specsim.sim.workload import Fixed, Geometric, Lengths, SyntheticWorkload, Uniform
-from specsim.theory.queueing import jsq_mean_wait_bounds, md1_mean_wait, mg1_mean_wait
+from specsim.theory.queueing import jsq_mean_wait, md1_mean_wait, mg1_mean_wait
 
 __all__ = [
-    "QUEUEING_COLUMNS", "WARM_UP", "Z_CHECK", "mean_wait_check", "queueing_checks",
-    "queueing_summary", "simulate_queue", "waiting_times",
+    "JSQ_ROWS", "QUEUEING_COLUMNS", "WARM_UP", "Z_CHECK", "ExponentialService", "jsq_waits",
+    "mean_wait_check", "queueing_checks", "queueing_summary", "serve_exponential",
+    "simulate_queue", "waiting_times",
 ]  # fmt: skip
 
 Z_CHECK = 4.5
@@ -68,29 +85,21 @@ in seconds. ``z``: (simulated - expected) / se, or for bounds how far outside th
 standard errors (0 inside). ``pass``: ``|z| <= Z_CHECK``; None for a skipped row."""
 
 
-def _engine_has_replicas() -> bool:
-    return {"replicas", "router"} <= {f.name for f in dataclasses.fields(ServingConfig)}
-
-
 def simulate_queue(*, arrival_rate: float, output: Lengths, step_s: float, requests: int,
                    rng: np.random.Generator, servers: int = 1,
-                   router: str = "join-shortest-queue") -> pd.DataFrame:  # fmt: skip
+                   router: Router = "join-shortest-queue") -> pd.DataFrame:  # fmt: skip
     """Serve ``requests`` Poisson arrivals one at a time per replica, without speculation, on
     :class:`PlainCost` passes of ``step_s``; returns the per-request table. ``servers > 1``
     puts that many replicas behind ``router`` (the engine's ``replicas`` and ``router``)."""
     arrivals = PoissonArrivals(rate_per_s=arrival_rate)
     workload = SyntheticWorkload(requests=requests, arrivals=arrivals, prompt=Fixed(value=1),
                                  output=output)  # fmt: skip
-    fields: dict[str, Any] = dict(
+    config = ServingConfig(
         workload=workload, cost=PlainCost(c=0.0, step_s=step_s),
         acceptance=IIDAcceptance(alpha=0.0), policy=FixedGamma(gamma=0), max_batch=1,
-        max_gamma=0, plain_twin=False,
+        max_gamma=0, plain_twin=False, replicas=servers, router=router,
     )  # fmt: skip
-    if servers != 1:
-        if not _engine_has_replicas():
-            raise ValueError("servers: the serving engine has no replicas field to serve on")
-        fields.update(replicas=servers, router=router)
-    return simulate_serving(ServingConfig(**fields), rng).requests_spec
+    return simulate_serving(config, rng).requests_spec
 
 
 def waiting_times(requests: pd.DataFrame, *, prefill_s: float) -> NDArray[np.float64]:
@@ -137,8 +146,8 @@ def _row(check: str, formula: str, load: float, servers: int, requests: int,
 
 def queueing_checks(rng: np.random.Generator, *, quick: bool = True,
                     z: float = Z_CHECK) -> pd.DataFrame:  # fmt: skip
-    """The queueing table (columns :data:`QUEUEING_COLUMNS`). ``quick``: about 40,000
-    requests in all (a few seconds); otherwise five times as many."""
+    """The queueing table (columns :data:`QUEUEING_COLUMNS`). ``quick``: about 116,000
+    requests in all (about 8 s of CPU); otherwise five times as many."""
     scale = 1 if quick else 5
     rows = []
     for load in (0.5, 0.8):
@@ -166,27 +175,107 @@ def queueing_checks(rng: np.random.Generator, *, quick: bool = True,
         rows.append(_row("M/G/1", "lambda E[S^2] / (2 (1 - rho))", load, 1, n,
                          mean_wait_check(waits, expected=expected, z=z),
                          f"service = output tokens x step, {name}"))  # fmt: skip
-    rows.append(_jsq_row(rng, n=3_000 * scale, z=z))
+    for servers, load, n in JSQ_ROWS:
+        rows.append(_jsq_row(rng, servers=servers, load=load, n=n * scale, z=z))
     return pd.DataFrame(rows, columns=QUEUEING_COLUMNS)
 
 
-def _jsq_row(rng: np.random.Generator, *, n: int, z: float) -> dict[str, Any]:
-    servers, load = 2, 0.7
-    formula = "M/M/k <= W <= M/M/1 at lambda/k"
-    if not _engine_has_replicas():
-        return _row("JSQ, M/M/k bounds", formula, load, servers, n, None,
-                    "skipped: ServingConfig has no replicas and router fields yet (the "
-                    "replicas of issue 17)")  # fmt: skip
-    dist = Geometric(mean_tokens=16.0)
-    step = 1.0 / dist.mean
+JSQ_ROWS: tuple[tuple[int, float, int], ...] = ((2, 0.7, 20_000), (3, 0.8, 20_000))
+"""The JSQ rows: (replicas, load per replica, requests in the quick table)."""
+
+
+@dataclass(frozen=True, eq=False)
+class ExponentialService:
+    """A cost source for the JSQ rows: request ``i``, given prompt length ``i + 1`` as its
+    name, is served by one prefill pass of ``service_s[i]`` seconds; every other pass takes
+    no time. With ``service_s`` drawn i.i.d. exponential that is the exponential service
+    the JSQ chain assumes, exactly: a request of two output tokens is prefilled (first
+    token) and decoded (second) in one iteration of that length, and stays outstanding on
+    its replica until it ends. A batched source (its speed paths are the same zeros) so that
+    the engine's iterations take its fast path."""
+
+    service_s: NDArray[np.float64]
+    overlapped: bool = False
+
+    def prefill(self, prompts: NDArray[np.int64], *, draft: bool) -> PassCost:
+        return PassCost(time_s=float(self.service_s[prompts - 1].sum()), flops=0.0, bytes=0.0,
+                        energy_j=None)  # fmt: skip
+
+    def verify(self, new_tokens: NDArray[np.int64], context: NDArray[np.int64]) -> PassCost:
+        return _FREE
+
+    def draft_step(self, context: NDArray[np.int64]) -> PassCost:
+        return _FREE
+
+    def blocks(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> BlockCosts:
+        zero = np.zeros(gamma.shape[0])
+        return BlockCosts(verify_time=zero, verify_flops=zero, verify_energy=None,
+                          draft_time=zero, draft_flops=zero, draft_energy=None)  # fmt: skip
+
+    def iteration(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> IterationCost:
+        return _NO_ITERATION
+
+    def uniform_iteration(self, *, batch: int, context_sum: float,
+                          gamma: int) -> IterationCost:  # fmt: skip
+        return _NO_ITERATION
+
+    def uniform_iteration_times(self, context: NDArray[np.int64],
+                                max_gamma: int) -> NDArray[np.float64]:  # fmt: skip
+        return np.zeros((context.shape[0], max_gamma + 1))
+
+
+_FREE = PassCost(time_s=0.0, flops=0.0, bytes=0.0, energy_j=None)
+_NO_ITERATION = IterationCost(time_s=0.0, energy_j=0.0, draft_s=0.0)
+
+
+def jsq_waits(*, arrival_rate: float, servers: int, requests: int, rng: np.random.Generator,
+              router: Router = "join-shortest-queue", mean_service: float = 1.0,
+              served_mean: float | None = None) -> NDArray[np.float64]:  # fmt: skip
+    """Each request's wait for service (arrival order) when ``requests`` Poisson arrivals at
+    ``arrival_rate`` are routed by ``router`` over ``servers`` replicas with i.i.d.
+    exponential service of mean ``mean_service`` (:func:`serve_exponential`).
+    ``served_mean`` (default ``mean_service``) lets a test serve slower than a formula
+    assumes."""
+    arrival = np.cumsum(rng.exponential(1.0 / arrival_rate, size=requests))
+    service = rng.exponential(mean_service if served_mean is None else served_mean,
+                              size=requests)  # fmt: skip
+    return serve_exponential(arrival, service, servers=servers, router=router, rng=rng)
+
+
+def serve_exponential(arrival_s: NDArray[np.float64], service_s: NDArray[np.float64], *,
+                      servers: int, router: Router, rng: np.random.Generator,
+                      output_tokens: int = 2) -> NDArray[np.float64]:  # fmt: skip
+    """Serve request ``i`` (arriving at ``arrival_s[i]``, sorted) for ``service_s[i]`` seconds
+    on one of ``servers`` replicas chosen by ``router``, one request at a time each (an
+    :class:`ExponentialService` cost source); returns each request's wait,
+    ``first_token_s - arrival_s - service_s``. ``output_tokens = 1`` makes every request a
+    one-token, prefill-only one."""
+    n = arrival_s.shape[0]
+    work = TraceWorkload(arrival_s=tuple(arrival_s.tolist()),
+                         prompt_tokens=tuple(range(1, n + 1)),
+                         output_tokens=(output_tokens,) * n)  # fmt: skip
+    config = ServingConfig(
+        workload=work, cost=ExponentialService(service_s=service_s),
+        acceptance=IIDAcceptance(alpha=0.0), policy=FixedGamma(gamma=0), max_batch=1,
+        max_gamma=0, plain_twin=False, replicas=servers, router=router,
+    )  # fmt: skip
+    table = simulate_serving(config, rng).requests_spec.sort_values("arrival_s", kind="stable")
+    prompt = table["prompt_tokens"].to_numpy()
+    wait = (table["first_token_s"] - table["arrival_s"]).to_numpy() - service_s[prompt - 1]
+    if not np.all(np.isfinite(wait)):
+        raise ValueError("requests: a request has no first token (the run did not finish it)")
+    # A wait is >= 0; float rounding of the clock leaves at most a few ulps below.
+    return np.maximum(wait, 0.0)
+
+
+def _jsq_row(rng: np.random.Generator, *, servers: int, load: float, n: int,
+             z: float) -> dict[str, Any]:  # fmt: skip
     rate = load * servers
-    waits = waiting_times(
-        simulate_queue(arrival_rate=rate, output=dist, step_s=step, requests=n, rng=rng,
-                       servers=servers, router="join-shortest-queue"), prefill_s=step)  # fmt: skip
-    low, high = jsq_mean_wait_bounds(arrival_rate=rate, mean_service=1.0, servers=servers)
-    return _row("JSQ, M/M/k bounds", formula, load, servers, n,
-                mean_wait_check(waits, expected=low, expected_high=high, z=z),
-                "geometric lengths, mean 16 (near-exponential service)")  # fmt: skip
+    waits = jsq_waits(arrival_rate=rate, servers=servers, requests=n, rng=rng)
+    expected = jsq_mean_wait(arrival_rate=rate, mean_service=1.0, servers=servers)
+    return _row("JSQ", "sorted-queue Markov chain", load, servers, n,
+                mean_wait_check(waits, expected=expected, z=z),
+                "exponential service, join-shortest-queue router")  # fmt: skip
 
 
 def queueing_summary(table: pd.DataFrame) -> tuple[int, int, int]:

@@ -24,7 +24,10 @@ costs about 1.5 times a fixed gamma in a capacity search, ``docs/capacity.md``) 
 ``fast_max_requests``.
 Assumptions: alpha is assumed, i.i.d.; the draft shares the target's devices;
 every request's KV cache is reserved on admission (no preemption); a run
-starts empty; the limit is monotone in the rate.
+starts empty, and its first ``warmup`` share of requests (5%, by arrival) is
+left out of the p99s and goodput; the limit is monotone in the rate. The
+serving runs of a card's search go to ``workers`` processes (the answer does
+not depend on how many).
 """
 
 from __future__ import annotations
@@ -106,6 +109,22 @@ class Config:
             "unit": "fraction",
         },
     )
+    warmup: float = field(
+        default=0.05,
+        metadata={
+            "doc": "share of each run's requests, the first to arrive, left out of its p99s "
+            "and goodput (warm-up)",
+            "unit": "fraction",
+        },
+    )
+    workers: int = field(
+        default=0,
+        metadata={
+            "doc": "processes serving a search's runs (0: the CPUs this process may use, at "
+            "most 2; 1: one process); the results do not depend on it",
+            "unit": "count",
+        },
+    )
 
     def __post_init__(self) -> None:
         check_probability(self.alpha, "alpha")
@@ -113,6 +132,9 @@ class Config:
                     "fast_max_requests"):  # fmt: skip
             check_positive_int(getattr(self, key), key)
         check_positive_int(self.tensor_parallel, "tensor_parallel", minimum=0)
+        check_positive_int(self.workers, "workers", minimum=0)
+        if not 0 <= self.warmup <= 0.5:
+            raise ValueError(f"warmup must be in [0, 0.5], got {self.warmup}")
         for key in ("prompt_tokens", "output_tokens"):
             low, high = getattr(self, key)
             if not 1 <= low <= high:
@@ -143,6 +165,7 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
     slo = SLO(tpot_p99_s=cfg.slo_tpot_p99_s, ttft_p99_s=cfg.slo_ttft_p99_s)
     search = Search(rate_min=cfg.rate_min, rate_max=cfg.rate_max, precision=cfg.precision,
                     crossover_precision=cfg.crossover_precision, requests=cfg.requests,
+                    warmup=cfg.warmup,
                     max_requests=cfg.fast_max_requests if fast else cfg.max_requests)  # fmt: skip
     need = cfg.max_batch * (cfg.prompt_tokens[1] + cfg.output_tokens[1]
                             + verification_positions(cfg.max_gamma))  # fmt: skip
@@ -173,7 +196,7 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
             seed=int(rng.integers(2**63 - 1)),  # common random numbers across rates
             base={"hardware": hardware.slug, "tensor_parallel": tp, "target": target.slug,
                   "draft": draft.slug, "kv_capacity_tokens": kv_capacity(serving)},
-            crossover=cfg.crossover,
+            crossover=cfg.crossover, workers=cfg.workers or None,
         )  # fmt: skip
     df = pd.DataFrame(rows)
     df["slo_tpot_p99_s"], df["slo_ttft_p99_s"] = slo.tpot_p99_s, slo.ttft_p99_s

@@ -9,6 +9,12 @@ compared with plain decoding:
 - **Medusa heads** (``models/heads/medusa-vicuna-7b-v1.3.toml``): five heads,
   one evaluation per pass costing 3.65 target layers; acceptance by depth and
   rank from the published top-k accuracies (Cai et al. 2024);
+- **the EAGLE head** (``models/heads/eagle-vicuna-7b-v1.3.toml``): one decoder
+  layer and a 2d-to-d projection, stepped once per depth, each step 1.81 target
+  layers with the shared LM head; acceptance of the top candidate by depth from
+  EAGLE's published n-alpha (Li et al. 2024; depths 3 and 4 interpolated, an
+  assumption the card states); no rank beyond the first is published, so it
+  drafts chains only;
 - **n-gram lookup**: no model cost; acceptance measured on the committed text
   corpora's test split (``models/measured/ngram/corpora-test/``, word tokens);
 - **a draft model** (llama-68m, SpecInfer's and Sequoia's draft for 7B
@@ -59,6 +65,7 @@ class Config:
     draft: str = "llama-68m"
     draft_alpha: float = 0.6
     heads: str = "medusa-vicuna-7b-v1.3"
+    eagle: str = "eagle-vicuna-7b-v1.3"
     ngram_acceptance: str = "measured/ngram/corpora-test/accept-corpora-test.toml"
     hardware: tuple[str, ...] = ("a100-80gb", "h100-sxm")
     batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
@@ -76,7 +83,8 @@ class Config:
 
 
 SERIES = ("no speculation", "draft model, chain (assumed alpha)", "Medusa heads, chain",
-          "Medusa heads, best tree", "n-gram, chain", "n-gram, best tree")  # fmt: skip
+          "Medusa heads, best tree", "EAGLE head, chain", "n-gram, chain",
+          "n-gram, best tree")  # fmt: skip
 
 
 def _acceptance_file(path: str) -> RankAcceptance:
@@ -105,6 +113,8 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
     assumed = RankAcceptance(accept=((cfg.draft_alpha,),), source=f"assumed {cfg.draft_alpha}")
     draft = DraftModel(card=load_model(cfg.draft), acceptance=assumed)
     heads = Heads(card=load_head(cfg.heads))
+    eagle = Heads(card=load_head(cfg.eagle))
+    eagle.check_target(target)
     ngram = NGram(acceptance=_acceptance_file(cfg.ngram_acceptance))
     proposers: dict[str, Proposer] = {"Medusa heads": heads, "n-gram": ngram}
     depth = {"Medusa heads": min(cfg.max_depth, heads.card.max_depth), "n-gram": cfg.max_depth}
@@ -121,6 +131,10 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
                               candidates=[()], **common)  # fmt: skip
             rows.append(_row(d.none, series="no speculation", **key))
             rows.append(_row(d.chain, series="draft model, chain (assumed alpha)", **key))
+            # The EAGLE card publishes rank 0 only: its best tree is a chain.
+            e = optimize_tree(proposer=eagle, budget=budget, max_depth=cfg.max_depth,
+                              candidates=[()], **common)  # fmt: skip
+            rows.append(_row(e.chain, series="EAGLE head, chain", **key))
             for name, p in proposers.items():
                 o = optimize_tree(proposer=p, budget=budget, max_depth=depth[name],
                                   candidates=trees[name], **common)  # fmt: skip
@@ -146,13 +160,20 @@ _METRICS = {
 
 def figures(df: pd.DataFrame) -> dict[str, Figure]:
     """Per metric, one panel per accelerator against batch: one colour, marker and line style
-    per series; in the throughput figure the winner at each batch is ringed."""
+    per series; in the throughput figure the winner at each batch is ringed; in the tree-size
+    figure each series is dodged slightly along the batch axis (equal counts would overlap)."""
     out: dict[str, Figure] = {}
     hws = list(dict.fromkeys(df["hardware"]))
     for name, (col, label, logy) in _METRICS.items():
         fig, axes = figure(len(hws), width=5.4, height=4.2)
         for ax, hw in zip(axes, hws, strict=True):
             d = df[df["hardware"] == hw]
+            if name == "tree_size":
+                # Node counts coincide across series: dodge each series a little along the
+                # (log) batch axis so that no line hides another.
+                order = {s: i for i, s in enumerate(dict.fromkeys(d["series"]))}
+                shift = d["series"].map(order).astype(float) - (len(order) - 1) / 2
+                d = d.assign(batch=d["batch"] * 2.0 ** (0.035 * shift))
             plot_lines(ax, d, x="batch", y=col, hue="series")
             if name == "throughput":
                 w = d[d["winner"]]
@@ -160,7 +181,7 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
                         markerfacecolor="none", markeredgecolor="0.1", markeredgewidth=1.4,
                         label="winner at this batch")  # fmt: skip
             ax.set_xscale("log", base=2)
-            ticks = sorted(set(d["batch"]))
+            ticks = sorted(set(df.loc[df["hardware"] == hw, "batch"]))
             ax.set_xticks(ticks, [str(t) for t in ticks])
             if logy:
                 ax.set_yscale("log")
@@ -198,5 +219,14 @@ def summary(df: pd.DataFrame) -> str:
                 f"{int(t['batch'].iloc[-1])}; it beats the best chain by "
                 f"{100 * float(gain.iloc[0]):.1f}% at the smallest batch and "
                 f"{100 * float(gain.iloc[-1]):.1f}% at the largest."
+            )
+        e = g[g["series"] == "EAGLE head, chain"].sort_values("batch")
+        if not e.empty:
+            lines.append(
+                f"- {hw}, EAGLE head: a chain of {int(e['nodes'].iloc[0])} at batch "
+                f"{int(e['batch'].iloc[0])} ({float(e['tokens_per_pass'].iloc[0]):.2f} tokens per "
+                f"pass, {float(e['speedup'].iloc[0]):.2f}x plain decoding) and of "
+                f"{int(e['nodes'].iloc[-1])} at batch {int(e['batch'].iloc[-1])} "
+                f"({float(e['speedup'].iloc[-1]):.2f}x)."
             )
     return "\n".join(lines) + "\n"

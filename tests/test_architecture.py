@@ -64,6 +64,7 @@ LAYERS: dict[str, int] = {
     "specsim.sim": 3,
     "specsim.calibrate": 4,
     "specsim.calibrate_profile": 4,  # runtime profiles fitted to timed plain passes (issue 14)
+    "specsim.calibrate_formats": 4,  # per-format numbers of a profile fitted to passes (issue 14)
     "specsim.validate": 4,
     "specsim.sweep": 4,
     "specsim.sweep_exec": 4,
@@ -73,6 +74,7 @@ LAYERS: dict[str, int] = {
     "specsim.demo": 4,
     "specsim.capacity": 4,
     "specsim.capacity_search": 4,  # bisection to a stated precision (issue 17)
+    "specsim.capacity_pool": 4,  # capacity searches in a process pool (issue 17)
     "specsim.acceptance_fit": 4,  # acceptance processes fitted to measured sequences (issue 15)
     "specsim.replay": 4,  # replays measured (signal, accepted) sequences under a policy (issue 15)
     "specsim.trees": 4,  # the tree optimizer: the best token tree per machine (issue 16)

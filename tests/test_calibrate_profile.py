@@ -25,7 +25,7 @@ from specsim.calibrate_profile import (
 )
 from specsim.cards import RuntimeProfile, load_hardware, load_model, load_runtime
 from specsim.cli import main
-from specsim.cost import step_cost_grid
+from specsim.cost import WEIGHT_FORMATS, step_cost_grid
 from specsim.traces import Trace, write_trace
 
 CARD = "cpu-epyc-2vcpu"
@@ -109,7 +109,8 @@ def test_fit_recovers_a_known_profile_within_its_standard_errors() -> None:
     fit = fit_profile(cfg, card, base=base)
     truth = true_profile()
     known = {"pass_overhead_s": truth.pass_overhead_s, "layer_overhead_s": truth.layer_overhead_s,
-             "format_memory_factor.int8": 1.6,
+             "format_memory_factor.int8": 1.6, "format_compute_factor.int8": 1.0,
+             "format_dequant_ops.int8": WEIGHT_FORMATS["int8"].dequant_ops,
              **{f"compute_efficiency_rows.{k}": v
                 for k, v in (truth.compute_efficiency_rows or {}).items()},
              **{f"memory_efficiency_rows.{k}": v
@@ -124,6 +125,44 @@ def test_fit_recovers_a_known_profile_within_its_standard_errors() -> None:
     undetermined = [k for k in known if k not in determined]
     problems = " ".join(profile_trust_problems(fit))
     assert all(f"{k} = " in problems for k in undetermined)
+
+
+def test_fit_recovers_a_stacks_format_numbers_and_says_what_few_rows_leave_open() -> None:
+    """Known answer: dynamic int8 (GEMMs in int8: a compute factor) and weight-only int4
+    measured at 1, 2 and 4 rows only, with a slow kernel's dequantization work. The fit
+    recovers each determined number within 4.5 standard errors; int4 gets no compute
+    factor (its kernel computes in float32, trace column ``quant``)."""
+    card = load_hardware(CARD)
+    truth = dataclasses.replace(true_profile(), format_memory_factor={"int8": 1.6, "int4": 1.2},
+                                format_compute_factor={"int8": 3.0},
+                                format_dequant_ops={"int8": 0.5, "int4": 300.0})  # fmt: skip
+    rows = [{"model": m, "dtype": "float32", "weights": w, "quant": q, "batch": 1,
+             "context": c, "new_tokens": n}
+            for m, (w, q, knots), c in itertools.product(
+                ("gpt-like-97m", "llama-68m"),
+                (("fp32", "none", ROW_KNOTS), ("int8", "dynamic", ROW_KNOTS),
+                 ("int4", "weight-only", (1, 2, 4))), (64, 256))
+            for n in knots]  # fmt: skip
+    cfg = pd.DataFrame(rows)
+    t = predict_profile(cfg, card, truth) * np.exp(
+        0.02 * np.random.default_rng(3).standard_normal(len(cfg)))
+    fit = fit_profile(profile_configs(cfg.assign(time_s=t)), card,
+                      base=dataclasses.replace(true_profile(), slug="fitted"))  # fmt: skip
+    assert "format_compute_factor.int4" not in fit.params
+    known = {"format_memory_factor.int8": 1.6, "format_compute_factor.int8": 3.0,
+             "format_dequant_ops.int8": 0.5, "format_memory_factor.int4": 1.2,
+             "format_dequant_ops.int4": 300.0}  # fmt: skip
+    assert set(known) <= set(fit.params)
+    for name in ("format_compute_factor.int8", "format_dequant_ops.int4"):
+        assert np.isfinite(fit.stderr[name]) and fit.stderr[name] < 0.2 * known[name], name
+    for name, value in known.items():
+        if np.isfinite(fit.stderr[name]):
+            z = (fit.params[name] - value) / fit.stderr[name]
+            assert abs(z) <= 4.5, (name, fit.params[name], value, fit.stderr[name])
+    assert fit.profile.format_dequant_ops is not None and fit.rms_log_error < 0.05
+    prof = fit.profile
+    assert set(prof.format_dequant_ops or {}) == {"int8", "int4"}
+    assert set(prof.format_compute_factor or {}) == {"int8"}
 
 
 def test_a_trace_without_the_fits_columns_is_refused_naming_them() -> None:
@@ -203,3 +242,28 @@ def test_runs_timed_exactly_as_the_profile_says_are_predicted_exactly() -> None:
     assert r.speedup_low < r.speedup < r.speedup_high and r.speedup_in_interval
     with pytest.raises(ValueError, match="not an interleaved pair"):
         predict_profile_runs(sd, ar.iloc[:-1], card, prof)
+
+
+def test_errors_by_format_known_answer_and_missing_columns() -> None:
+    from specsim.calibrate_formats import errors_by_format
+
+    res = pd.DataFrame({"weights": ["fp32", "fp32", "fp32", "int4"],
+                        "rel_error": [0.1, -0.3, 0.2, -0.9]})  # fmt: skip
+    out = errors_by_format(res).set_index("weights")
+    assert out.loc["fp32", "configs"] == 3 and out.loc["int4", "configs"] == 1
+    assert out.loc["fp32", "median_abs_error"] == pytest.approx(0.2)
+    assert out.loc["fp32", "worst_abs_error"] == pytest.approx(0.3)
+    assert out.loc["int4", "worst_abs_error"] == pytest.approx(0.9)
+    with pytest.raises(ValueError, match="rel_error"):
+        errors_by_format(res.drop(columns=["rel_error"]))
+
+
+def test_kernel_note_names_each_quantized_formats_kernel() -> None:
+    from specsim.calibrate_formats import kernel_note
+
+    cfg = pd.DataFrame({"weights": ["fp32", "int8", "int8", "int4"],
+                        "quant": ["none", "dynamic", "dynamic", "weight-only"]})  # fmt: skip
+    note = kernel_note(cfg)
+    assert "int4 weight-only, int8 dynamic;" in note and "fp32" not in note
+    assert kernel_note(cfg.drop(columns=["quant"])) == ""
+    assert kernel_note(cfg[cfg["weights"] == "fp32"]) == ""

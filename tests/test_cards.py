@@ -43,6 +43,7 @@ MODELS = (
     "qwen2.5-7b",
     "qwen2.5-72b",
     "vicuna-7b-v1.3",
+    "mimo-7b",
 )
 HARDWARE = (
     "a100-40gb",
@@ -379,3 +380,27 @@ def test_a_number_in_sources_is_reported_as_a_misplaced_key(tmp_path: Path) -> N
     path.write_text((ROOT / "models" / "hardware" / "a100-80gb.toml").read_text() + "extra = 3\n")
     with pytest.raises(ValueError, match=r"`extra` = 3 in \[sources\]: a number here is probably"):
         load_hardware(path)
+
+
+def test_runtime_format_tables_are_validated_naming_the_field() -> None:
+    from specsim.cards import RuntimeProfile
+
+    kw: dict[str, object] = dict(slug="p", name="p", stack="s", compute_efficiency=0.5,
+                                 memory_efficiency=0.5, layer_overhead_s=0.0,
+                                 pass_overhead_s=0.0, sources={"s": "test"})  # fmt: skip
+    ok = RuntimeProfile(**kw, format_compute_factor={"int8": 4.0},  # type: ignore[arg-type]
+                        format_dequant_ops={"int8": 0.0, "int4": 320.0})
+    assert ok.dequant_ops("int4", 2.64) == 320.0 and ok.dequant_ops("q4_0", 2.64) == 2.64
+    assert RuntimeProfile(**kw).dequant_ops("int4", 2.64) == 2.64  # type: ignore[arg-type]
+    for field, table, match in (
+        ("format_compute_factor", {"int8": 0.0}, "format_compute_factor.int8"),
+        ("format_compute_factor", {"int8": float("inf")}, "format_compute_factor.int8"),
+        ("format_dequant_ops", {"int4": -1.0}, "format_dequant_ops.int4"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            RuntimeProfile(**kw, **{field: table})  # type: ignore[arg-type]
+    for field in ("format_compute_factor", "format_dequant_ops"):
+        with pytest.raises(TypeError, match=field):
+            RuntimeProfile(**kw, **{field: {}})  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=field):
+            RuntimeProfile(**kw, **{field: {"int8": "fast"}})  # type: ignore[arg-type]

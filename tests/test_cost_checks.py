@@ -249,3 +249,18 @@ def test_a_draft_that_cannot_serve_its_target(target: str, draft: str, expected:
 )  # fmt: skip
 def test_the_pairs_in_use_are_admitted(target: str, draft: str) -> None:
     check_draft_pair(target, draft)
+
+
+def test_card_cost_reads_slugs_as_cards_and_names_a_bad_argument() -> None:
+    from specsim.sim import CardCost
+
+    by_slug = CardCost(target="llama-2-7b", draft="llama-68m", hardware="a100-80gb",
+                       runtime="gpt-fast")  # fmt: skip
+    by_card = CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"),
+                       hardware=load_hardware("a100-80gb"), runtime="gpt-fast")  # fmt: skip
+    assert by_slug.target == by_card.target and by_slug.hardware == by_card.hardware
+    assert by_slug.draft_hardware is None
+    with pytest.raises(TypeError, match="draft_hardware"):
+        CardCost(target="llama-2-7b", draft=None, hardware="a100-80gb", draft_hardware=3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="hardware"):
+        CardCost(target="llama-2-7b", draft=None, hardware="no-such-gpu")

@@ -198,7 +198,9 @@ def test_summary_and_figure(table: pd.DataFrame) -> None:
     assert real.loc["per-token latency", "median |error|"] == pytest.approx(lat.median())
     fig = plot_fidelity(table)
     axes = fig.axes
-    assert len(axes) == 2 and all(ax.get_xscale() == "log" for ax in axes)
+    assert len(axes) == table["quantity"].nunique() == 3
+    assert all(ax.get_xscale() == "log" for ax in axes)
+    assert len(table[table["family"] == "vLLM v0.19.1 on H100 (vllm-h100 profile)"]) == 4
     assert "(s/token)" in axes[0].get_xlabel() and "(x)" in axes[1].get_ylabel()
     assert fig.get_suptitle()
     with pytest.raises(ValueError, match="lacks column"):
@@ -207,7 +209,7 @@ def test_summary_and_figure(table: pd.DataFrame) -> None:
 
 def test_fitted_anchors_stay_out_of_the_out_of_sample_table(table: pd.DataFrame) -> None:
     fitted = fid.fitted_anchors()
-    assert tuple(fitted.columns) == fid.COLUMNS and len(fitted) == 10
+    assert tuple(fitted.columns) == fid.COLUMNS and len(fitted) == 12
     assert fitted["fitted_on"].str.startswith("itself").all()
     assert not fitted["family"].isin(table["family"]).any()
     assert not table["fitted_on"].str.startswith("itself").any()
@@ -216,11 +218,15 @@ def test_fitted_anchors_stay_out_of_the_out_of_sample_table(table: pd.DataFrame)
 
 
 def test_interleaved_rows_do_not_use_speculative_runs(table: pd.DataFrame) -> None:
-    """The runtime-profile family: every run of models/measured/cpu-rows, predicted from a
-    profile fitted on that folder's plain passes only."""
+    """The runtime-profile families: every run of models/measured/cpu-rows, predicted from
+    each of two profiles (float32 only; float32, int8 and int4) fitted on that folder's plain
+    passes only."""
     rows = table[table["family"].str.startswith("CPU interleaved runs")]
     spec = pd.read_csv(fid.ROOT / fid.ROWS_TRACES / "specdec.csv")
-    assert len(rows) == 2 * spec["run_id"].nunique()
+    assert len(rows) == 2 * 2 * spec["run_id"].nunique()
+    joint = rows["family"].str.contains("int4")
+    assert joint.sum() == len(rows) // 2
+    assert rows[joint]["fitted_on"].str.startswith(fid.ROWS_JOINT_PROFILE).all()
     assert rows["fitted_on"].str.contains("timed plain passes").all()
     assert (rows["measured_low"] < rows["measured"]).all()
 

@@ -57,6 +57,8 @@ TINY: dict[str, dict[str, object]] = {
         "positions": 64,
         "vocab": 256,
     },
+    "engine": {"fast_requests": 240, "replicas": 2, "token_budgets": (512,),
+               "routers": ("round-robin", "join-shortest-queue")},
     "proposers": {"hardware": ("a100-80gb",), "batches": (1, 8, 64), "fast_budget": 8},
     "capacity": {"requests": 400, "fast_max_requests": 400, "precision": 0.3,
                  "crossover_precision": 0.3, "rate_max": 8.0},
@@ -166,6 +168,7 @@ def test_every_study_figure_is_readable(study_figures: dict[str, Figure]) -> Non
         "shift/shift_measured_alpha", "shift/shift_measured_speedup",
         "capacity/capacity", "proposers/proposers_throughput", "proposers/proposers_energy",
         "proposers/proposers_discarded", "proposers/proposers_tree_size",
+        "engine/engine_latency", "engine/engine_goodput",
     }  # fmt: skip
     assert expected <= set(study_figures)
     problems = [p for name, fig in study_figures.items() for p in figure_problems(fig, name)]

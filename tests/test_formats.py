@@ -168,3 +168,56 @@ def test_cli_cost_formats(capsys: pytest.CaptureFixture[str]) -> None:
     assert "dequantize" in out
     assert main([*argv[:5], "--weights", "int3"]) != 0
     assert "weights: unknown format 'int3'" in capsys.readouterr().err
+
+
+# A stack's own numbers for a format (runtime profile, issue 14) ----------------------------
+
+def _profile(**tables: dict[str, float]):  # type: ignore[no-untyped-def]
+    from specsim.cards import profile_of_card
+
+    return dataclasses.replace(profile_of_card(A100), slug="stack", **tables)
+
+
+def test_a_profile_without_format_tables_prices_every_format_as_before() -> None:
+    plain = _profile()
+    for fmt in ("float16", "int8", "int4", "q4_K"):
+        for n in (1, 4, 32):
+            a = step_cost(M7, A100, batch=1, context=128, new_tokens=n, weights=fmt)
+            b = step_cost(M7, A100, batch=1, context=128, new_tokens=n, weights=fmt,
+                          runtime=plain)  # fmt: skip
+            assert b.time_s == pytest.approx(a.time_s, rel=1e-12)
+    # a table for one format leaves every other format's price exactly as it was
+    other = _profile(format_dequant_ops={"int4": 0.0}, format_compute_factor={"int4": 3.0})
+    for fmt in ("float16", "int8"):
+        a = step_cost(M7, A100, batch=4, context=128, new_tokens=8, weights=fmt, runtime=plain)
+        b = step_cost(M7, A100, batch=4, context=128, new_tokens=8, weights=fmt, runtime=other)
+        assert b.time_s == a.time_s
+
+
+def test_profile_dequant_ops_replace_the_formats_default() -> None:
+    """Known answer: the dequantization time is linear in the operations per weight, so a
+    stack's 10x the default costs 10x; 0 removes it."""
+    default = WEIGHT_FORMATS["int4"].dequant_ops
+    base = step_cost(M7, A100, batch=1, context=128, new_tokens=4, weights="int4",
+                     runtime=_profile())  # fmt: skip
+    slow = step_cost(M7, A100, batch=1, context=128, new_tokens=4, weights="int4",
+                     runtime=_profile(format_dequant_ops={"int4": 10 * default}))  # fmt: skip
+    none = step_cost(M7, A100, batch=1, context=128, new_tokens=4, weights="int4",
+                     runtime=_profile(format_dequant_ops={"int4": 0.0}))  # fmt: skip
+    assert base.dequant_time_s > 0
+    assert slow.dequant_time_s == pytest.approx(10 * base.dequant_time_s, rel=1e-12)
+    assert none.dequant_time_s == 0.0
+    assert slow.time_s - base.time_s == pytest.approx(9 * base.dequant_time_s, rel=1e-9)
+
+
+def test_profile_compute_factor_speeds_the_compute_bound_pass_only() -> None:
+    """A compute-bound pass (batch 64, 8 rows each) with a factor f on the compute fraction:
+    its dense and head time divides by f; a memory-bound one-row pass does not move."""
+    kw = dict(batch=64, context=128, new_tokens=8, weights="int8")
+    plain, fast = _profile(), _profile(format_compute_factor={"int8": 2.0})
+    a = step_cost(M7, A100, runtime=plain, **kw)  # type: ignore[arg-type]
+    b = step_cost(M7, A100, runtime=fast, **kw)  # type: ignore[arg-type]
+    assert b.time_s < a.time_s
+    one = dict(batch=1, context=128, new_tokens=1, weights="int8")
+    assert (step_cost(M7, A100, runtime=fast, **one).time_s  # type: ignore[arg-type]
+            == step_cost(M7, A100, runtime=plain, **one).time_s)  # type: ignore[arg-type]

@@ -202,3 +202,6 @@ def test_the_study_runs_on_the_cards(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert set(study.figures(df)) == {"proposers_throughput", "proposers_energy",
                                       "proposers_discarded", "proposers_tree_size"}  # fmt: skip
     assert "Medusa heads" in study.summary(df)
+    eagle = df[df["series"] == "EAGLE head, chain"].set_index("batch")
+    assert (eagle["nodes"] <= 5).all() and (eagle["depth"] == eagle["nodes"]).all()  # chains
+    assert eagle.loc[1, "speedup"] > 1.0 and "EAGLE head" in study.summary(df)

@@ -34,7 +34,7 @@ M7 = load_model("llama-2-7b")
 def test_shipped_profiles_load_and_cite_sources() -> None:
     slugs = {r.slug for r in list_runtimes()}
     assert {"gpt-fast", "pytorch-eager-a100", "llama-cpp-rtx3090", "t5x-tpu-v4",
-            "cpu-eager-pytorch"} <= slugs  # fmt: skip
+            "cpu-eager-pytorch", "vllm-h100"} <= slugs  # fmt: skip
     for path in sorted((ROOT / "models" / "runtime").glob("*.toml")):
         text = path.read_text(encoding="utf-8")
         assert "[sources]" in text
@@ -138,8 +138,8 @@ def test_card_cost_takes_a_runtime() -> None:
 def test_bad_profiles_are_named(tmp_path: Path) -> None:
     a100 = load_hardware("a100-80gb")
     kw = {"batch": 1, "context": 8, "new_tokens": 1}
-    with pytest.raises(ValueError, match=r"runtime: no runtime card 'vllm-h100'"):
-        step_cost(M7, a100, runtime="vllm-h100", **kw)
+    with pytest.raises(ValueError, match=r"runtime: no runtime card 'vllm-a100'"):
+        step_cost(M7, a100, runtime="vllm-a100", **kw)
     with pytest.raises(ValueError, match=r"fitted on 'cpu-epyc-2vcpu'.*'a100-80gb'"):
         step_cost(M7, a100, runtime="cpu-eager-pytorch", **kw)
     with pytest.raises(ValueError, match=r"fitted on 'rtx-3090'.*'a100-80gb'"):
@@ -174,6 +174,7 @@ def test_cli(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cards"]) == 0
     out = capsys.readouterr().out
     assert "runtime profiles" in out and "llama-cpp-rtx3090" in out
+    assert re.search(r"^  vllm-h100 +vllm .*fitted on h100-sxm$", out, re.M)
     argv = ["cost", "--model", "llama-2-7b", "--hardware", "a100-80gb"]
     assert main([*argv, "--runtime", "pytorch-eager-a100"]) == 0
     assert "runtime       pytorch-eager-a100" in capsys.readouterr().out
@@ -222,3 +223,58 @@ def test_efficiency_by_rows_and_format_known_answers() -> None:
         dataclasses.replace(base, memory_efficiency_rows={"0": 0.5})
     with pytest.raises(ValueError, match=r"memory_efficiency_rows.64' must be in \(0, 1\]"):
         dataclasses.replace(base, memory_efficiency_rows={"64": 1.5})
+
+
+# The vLLM profile (models/runtime/vllm-h100.toml): fitted in closed form on the vLLM blog's
+# ITL line for Llama-3.1-8B on one H100 (slope 4.37e-05 ms/token, intercept 6.44 ms).
+L31 = load_model("llama-3.1-8b")
+
+
+def _itl_ms(input_len: int, *, kv: str = "bfloat16", batch: int = 1, hw: str = "h100-sxm"
+            ) -> float:  # fmt: skip
+    cost = step_cost(L31, hw, batch=batch, context=input_len + 64, new_tokens=1, kv=kv,
+                     runtime="vllm-h100")  # fmt: skip
+    return 1e3 * cost.time_s
+
+
+def test_vllm_profile_reproduces_the_line_it_was_fitted_on() -> None:
+    from specsim.fidelity.anchors import VLLM_LINES
+
+    prof = load_runtime("vllm-h100")
+    assert (prof.stack, prof.fitted_on) == ("vllm", "h100-sxm")
+    slope, intercept = VLLM_LINES["bfloat16"]
+    # The closed form on the card: the slope is one token's K and V over the bandwidth.
+    kv_bytes = L31.layers * 2 * L31.kv_heads * L31.head_dim * 2
+    h100 = load_hardware("h100-sxm")
+    assert prof.memory_efficiency == pytest.approx(
+        kv_bytes / (slope * 1e-3 * h100.mem_bandwidth), abs=5e-5)  # fmt: skip
+    # Residual 0 by construction; the card's rounded digits leave < 0.01% on each number.
+    points = np.array([256, 1000, 8000, 32000, 125_000])
+    itl = np.array([_itl_ms(int(n)) for n in points])
+    assert itl == pytest.approx(intercept + slope * points, rel=1e-4)
+    assert _itl_ms(0) == pytest.approx(intercept, rel=1e-4)
+
+
+def test_vllm_profile_is_refused_on_another_device() -> None:
+    for other in ("a100-80gb", "h200", "l4"):
+        with pytest.raises(ValueError, match=r"'vllm-h100' was fitted on 'h100-sxm'"):
+            step_cost(L31, other, batch=1, context=64, new_tokens=1, runtime="vllm-h100")
+    with pytest.raises(ValueError, match=r"fitted on 'h100-sxm'.*'a100-80gb'"):
+        CardCost(target=M7, draft=None, hardware=load_hardware("a100-80gb"), runtime="vllm-h100")
+
+
+def test_vllm_checks_are_out_of_sample_and_report_misses() -> None:
+    from specsim.fidelity.anchors import vllm_anchors, vllm_checks
+
+    fitted = vllm_anchors()
+    assert len(fitted) == 2 and fitted["fitted_on"].str.startswith("itself").all()
+    assert (fitted["verdict"] == "within interval").all()
+    checks = vllm_checks()
+    assert len(checks) == 4
+    assert not any(str(r["fitted_on"]).startswith("itself") for r in checks)
+    # The figures the profile did not see: FP8 KV slope and intercept, then the median ITL
+    # at concurrency 8 (BF16, FP8); each a miss of its printed digits, by these errors.
+    errors = [float(r["error"]) for r in checks]  # type: ignore[arg-type]
+    assert errors == pytest.approx([-0.078, -0.0215, -0.0915, -0.2173], abs=1e-3)
+    assert all(r["verdict"] == "miss" for r in checks)
+    assert _itl_ms(21_000 - 64, batch=8) == pytest.approx(13.79, abs=0.005)

@@ -52,6 +52,8 @@ SMALL = {
         "foreign_fractions": (0.0, 0.5),
         "max_gamma": 6,
     },
+    "engine": {"fast_requests": 240, "replicas": 2, "token_budgets": (512,),
+               "routers": ("round-robin", "join-shortest-queue")},
     "proposers": {"hardware": ("a100-80gb",), "batches": (1, 8, 64), "fast_budget": 8},
     "capacity": {
         "hardware": ("h200",),

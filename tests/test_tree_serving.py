@@ -8,9 +8,9 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+from tree_cases import ACC, DRAFT, HW, TARGET, Z
 
-from specsim.cards import load_hardware, load_model
-from specsim.proposers import DraftModel, NGram, RankAcceptance, check_tree
+from specsim.proposers import NGram, RankAcceptance, check_tree
 from specsim.sim.arrivals import PoissonWorkload
 from specsim.sim.tree_serving import (
     TreeServingConfig,
@@ -20,10 +20,6 @@ from specsim.sim.tree_serving import (
 from specsim.theory.trees import tree_reach
 from specsim.trees import chain_tree, kary_tree, tree_tokens
 
-Z = 4.5
-ACC = RankAcceptance(accept=((0.75, 0.35, 0.2), (0.7, 0.3, 0.15), (0.65, 0.3)))
-TARGET, HW = load_model("llama-2-7b"), load_hardware("a100-80gb")
-DRAFT = DraftModel(card=load_model("llama-68m"), acceptance=ACC)
 TREE = kary_tree(2, 7)
 
 
@@ -31,7 +27,7 @@ def _config(rate: float, requests: int, **kw: object) -> TreeServingConfig:
     w = PoissonWorkload(rate_per_s=rate, requests=requests, prompt_tokens=(16, 256),
                         output_tokens=(1, 80))  # fmt: skip
     base: dict[str, object] = dict(workload=w, parents=TREE, proposer=DRAFT, target=TARGET,
-                                   hardware=HW)  # fmt: skip
+                                   hardware=HW, plain_twin=False)  # fmt: skip
     base.update(kw)
     return TreeServingConfig(**base)  # type: ignore[arg-type]
 

@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
 from specsim.sim.serving import ServingConfig
 from specsim.sim.workload import Fixed, Geometric
-from specsim.theory.queueing import md1_mean_wait, mg1_mean_wait
+from specsim.theory.queueing import (
+    jsq_mean_wait,
+    jsq_mean_wait_bounds,
+    md1_mean_wait,
+    mg1_mean_wait,
+)
 from specsim.validate_queueing import (
+    JSQ_ROWS,
     QUEUEING_COLUMNS,
     Z_CHECK,
+    jsq_waits,
     mean_wait_check,
     queueing_checks,
     queueing_summary,
+    serve_exponential,
     simulate_queue,
     waiting_times,
 )
-
-HAS_REPLICAS = "replicas" in {f.name for f in dataclasses.fields(ServingConfig)}
 
 
 def test_waiting_time_is_ttft_less_the_prefill_pass() -> None:
@@ -80,26 +84,80 @@ def test_queueing_table_passes() -> None:
     table = queueing_checks(np.random.default_rng(1), quick=True)
     assert list(table.columns) == QUEUEING_COLUMNS
     ran, passed, skipped = queueing_summary(table)
-    assert ran == passed >= 4 and ran + skipped == len(table)
-    jsq = table[table["check"].str.startswith("JSQ")].iloc[0]
-    if HAS_REPLICAS:
-        assert jsq["pass"] is True or jsq["pass"] == True  # noqa: E712
-    else:
-        assert jsq["pass"] is None and "skipped" in jsq["note"]
+    assert ran == passed == len(table) == 4 + len(JSQ_ROWS) and skipped == 0
+    jsq = table[table["check"] == "JSQ"]
+    assert jsq["servers"].tolist() == [k for k, _, _ in JSQ_ROWS]
+    for row in jsq.itertuples():
+        rate = row.load * row.servers
+        assert row.expected == jsq_mean_wait(arrival_rate=rate, mean_service=1.0,
+                                             servers=row.servers)  # fmt: skip
+        # The exact value, not a bound: strictly inside the old bounds, and the simulated
+        # mean is precise enough (se < 12% of it) to tell JSQ from the bounds' rules.
+        low, high = jsq_mean_wait_bounds(arrival_rate=rate, mean_service=1.0,
+                                         servers=row.servers)  # fmt: skip
+        assert low < row.expected < high and row.se < 0.12 * row.expected
     assert (table.loc[table["pass"].notna(), "se"] > 0).all()
 
 
-@pytest.mark.skipif(not HAS_REPLICAS, reason="ServingConfig has no replicas field yet")
-def test_more_replicas_behind_jsq_wait_between_the_bounds() -> None:
-    from specsim.theory.queueing import jsq_mean_wait_bounds
+# Join-the-shortest-queue rows -----------------------------------------------------------------
+def test_exponential_service_known_answer() -> None:
+    # Two replicas, four requests of 1 s at 0, 0.1, 0.2, 0.3 s: the first two start at once;
+    # the third finds both busy with one each (a tie: replica 0) and starts at 1.0 s, the
+    # fourth joins replica 1 (fewer waiting) and starts at 1.1 s.
+    arrival, service = np.array([0.0, 0.1, 0.2, 0.3]), np.ones(4)
+    for router in ("join-shortest-queue", "least-outstanding"):
+        waits = serve_exponential(arrival, service, servers=2, router=router,
+                                  rng=np.random.default_rng(0))  # fmt: skip
+        assert waits == pytest.approx([0.0, 0.0, 0.8, 0.8], abs=1e-12)
+    # Round-robin ignores the queues: requests 0 and 2 share replica 0, 1 and 3 replica 1.
+    waits = serve_exponential(arrival, np.array([1.0, 1.0, 0.5, 0.5]), servers=2,
+                              router="round-robin", rng=np.random.default_rng(0))  # fmt: skip
+    assert waits == pytest.approx([0.0, 0.0, 0.8, 0.8], abs=1e-12)
 
-    dist = Geometric(mean_tokens=16.0)
-    step = 1 / 16
-    req = simulate_queue(arrival_rate=2.1, output=dist, step_s=step, requests=3000,
-                         rng=np.random.default_rng(3), servers=3)  # fmt: skip
-    low, high = jsq_mean_wait_bounds(arrival_rate=2.1, mean_service=1.0, servers=3)
-    assert mean_wait_check(waiting_times(req, prefill_s=step), expected=low,
-                           expected_high=high)["pass"]  # fmt: skip
+
+def test_one_token_requests_stay_outstanding_while_prefilled() -> None:
+    # As above with one-token (prefill-only) requests: the second arrival must go to the idle
+    # replica 1, not queue behind request 0 on replica 0.
+    arrival, service = np.array([0.0, 0.1, 0.2, 0.3]), np.ones(4)
+    waits = serve_exponential(arrival, service, servers=2, router="join-shortest-queue",
+                              rng=np.random.default_rng(0), output_tokens=1)  # fmt: skip
+    assert waits == pytest.approx([0.0, 0.0, 0.8, 0.8], abs=1e-12)
+
+
+def test_four_replicas_behind_jsq_match_the_chain() -> None:
+    waits = jsq_waits(arrival_rate=2.4, servers=4, requests=10_000,
+                      rng=np.random.default_rng(24))  # fmt: skip
+    check = mean_wait_check(waits, expected=jsq_mean_wait(arrival_rate=2.4, mean_service=1.0,
+                                                          servers=4))  # fmt: skip
+    assert check["pass"] and check["se"] < 0.1 * check["expected"]
+
+
+def _round_robin_wait(k: int, lam: float) -> float:
+    """Round-robin over k exponential servers (mean 1): each sees Erlang-k inter-arrivals of
+    rate lam, a GI/M/1 queue: W = s / (1 - s), s = (lam / (lam + 1 - s))^k (Kleinrock 1975,
+    Sec. 6.4)."""
+    s = 0.5
+    for _ in range(500):
+        s = (lam / (lam + 1.0 - s)) ** k
+    return s / (1.0 - s)
+
+
+def test_the_jsq_check_fails_when_the_simulator_is_wrong() -> None:
+    # A router that does not look at the queues (round-robin) against the JSQ value: fails,
+    # while the same waits match round-robin's own exact value (so the check is not noise).
+    k, lam = 3, 1.5
+    waits = jsq_waits(arrival_rate=lam, servers=k, requests=16_000, router="round-robin",
+                      rng=np.random.default_rng(22))  # fmt: skip
+    jsq = jsq_mean_wait(arrival_rate=lam, mean_service=1.0, servers=k)
+    check = mean_wait_check(waits, expected=jsq)
+    assert not check["pass"] and check["z"] > Z_CHECK
+    assert mean_wait_check(waits, expected=_round_robin_wait(k, lam))["pass"]
+    # Service half as slow again as the formula assumes (load 0.75, not 0.5): fails too.
+    slow = jsq_waits(arrival_rate=1.0, servers=2, requests=6_000, served_mean=1.5,
+                     rng=np.random.default_rng(23))  # fmt: skip
+    check = mean_wait_check(slow, expected=jsq_mean_wait(arrival_rate=1.0, mean_service=1.0,
+                                                         servers=2))  # fmt: skip
+    assert not check["pass"] and check["z"] > Z_CHECK
 
 
 # Goodput (specsim.sim.records.goodput) -------------------------------------------------------

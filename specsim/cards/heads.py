@@ -11,6 +11,16 @@ Section 4), what one evaluation costs as a fraction of one target decoder layer
 acceptance by depth and rank (``accept[d - 1][r]``: the rank-``r`` candidate's
 acceptance at depth ``d`` given the earlier candidates were rejected, Sequoia's
 positional model). Every number cites its source in ``sources``.
+
+Optional fields: ``weights_per_eval``, the weights one evaluation reads (the
+head's own and any target weights it runs, such as a shared LM head), from the
+architecture; when given, :class:`specsim.proposers.Heads` checks that
+``layer_fraction`` is that count over the target's decoder layer
+(:attr:`specsim.cards.ModelCard.decode_layer_params`). ``assumed_depths``: the
+depths whose rows of ``accept`` are assumptions, not published numbers (the card's
+comments say what was assumed and why). A row with one rank means only the top
+candidate's acceptance is known: the heads then draft chains (a second candidate
+has acceptance 0 in :class:`specsim.proposers.RankAcceptance`).
 """
 
 from __future__ import annotations
@@ -42,6 +52,8 @@ class HeadCard:
     accept: tuple[tuple[float, ...], ...]
     sources: dict[str, str] | list[str] = field(hash=False)
     notes: str = ""
+    weights_per_eval: int | None = None
+    assumed_depths: tuple[int, ...] = ()
     source_path: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -71,6 +83,30 @@ class HeadCard:
                 f"{where}: field 'accept' has {len(rows)} depths but max_depth is {self.max_depth}"
             )
         object.__setattr__(self, "accept", tuple(rows))
+        if self.weights_per_eval is not None:
+            check_int(where, "weights_per_eval", self.weights_per_eval, minimum=1)
+        if not isinstance(self.assumed_depths, list | tuple):
+            raise TypeError(f"{where}: field 'assumed_depths' must be a list of depths, got "
+                            f"{self.assumed_depths!r}")  # fmt: skip
+        for d in self.assumed_depths:
+            check_int(where, "assumed_depths", d, minimum=1)
+            if d > len(rows):
+                raise ValueError(f"{where}: field 'assumed_depths' names depth {d}, but 'accept' "
+                                 f"has {len(rows)} depths")  # fmt: skip
+        object.__setattr__(self, "assumed_depths", tuple(sorted(set(self.assumed_depths))))
+
+    def check_layer_fraction(self, layer_params: int, *, rel: float = 1e-3) -> None:
+        """With ``weights_per_eval``, check ``layer_fraction`` against it over one target
+        decoder layer of ``layer_params`` weights (within ``rel``); an error names the card."""
+        if self.weights_per_eval is None:
+            return
+        implied = self.weights_per_eval / layer_params
+        if not math.isclose(self.layer_fraction, implied, rel_tol=rel):
+            raise ValueError(
+                f"{card_label(self.source_path, 'head', self.slug)}: field 'layer_fraction' is "
+                f"{self.layer_fraction}, but weights_per_eval {self.weights_per_eval} over the "
+                f"target's decoder layer of {layer_params} weights is {implied:.4f}"
+            )
 
 
 def _dirs(search_path: SearchPath) -> list[Path]:

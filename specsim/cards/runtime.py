@@ -8,9 +8,15 @@ peak compute and bandwidth its kernels reach. Those fractions may depend on the 
 a weight GEMM processes (``compute_efficiency_rows``, ``memory_efficiency_rows``:
 rows -> fraction, interpolated linearly in log2(rows), flat beyond the table; one row
 of a batch-1 decode and 64 rows of a verification pass do not run at the same fraction
-of peak) and on the weight format (``format_memory_factor``: format -> factor on the
-bandwidth fraction of the weight reads); :meth:`RuntimeProfile.efficiencies` evaluates
-them.
+of peak) and on the weight format: ``format_memory_factor`` (format -> factor on the
+bandwidth fraction of the weight reads), ``format_compute_factor`` (format -> factor on
+the compute fraction, for a format whose GEMMs run in another arithmetic than the compute
+dtype's, e.g. torch's dynamic int8 quantization, which multiplies int8 activations by int8
+weights) and ``format_dequant_ops`` (format -> dequantization operations per weight and
+row in this stack, replacing :mod:`specsim.cost.quant`'s default for that format, e.g. 0
+for a format that is never dequantized, or a slow kernel's much larger cost);
+:meth:`RuntimeProfile.efficiencies` and :meth:`RuntimeProfile.dequant_ops` evaluate them.
+All three are optional: a profile without them prices every format as before.
 
 A profile fitted on one device names it in ``fitted_on`` (a hardware card's slug);
 :func:`check_runtime_device` refuses to use it on another. A hardware card without a
@@ -47,6 +53,8 @@ class RuntimeProfile:
     compute_efficiency_rows: dict[str, float] | None = field(default=None, hash=False)
     memory_efficiency_rows: dict[str, float] | None = field(default=None, hash=False)
     format_memory_factor: dict[str, float] | None = field(default=None, hash=False)
+    format_compute_factor: dict[str, float] | None = field(default=None, hash=False)
+    format_dequant_ops: dict[str, float] | None = field(default=None, hash=False)
     fitted_on: str | None = None
     kinds: list[str] | None = field(default=None, hash=False)
     notes: str = ""
@@ -71,10 +79,16 @@ class RuntimeProfile:
                 if not (isinstance(key, str) and key.isdigit() and int(key) >= 1):
                     raise ValueError(f"{where}: {table} key {key!r} must be a row count >= 1")
                 _fraction(where, f"{table}.{key}", value)
-        if self.format_memory_factor is not None:
-            _table(where, "format_memory_factor", self.format_memory_factor)
-            for key, value in self.format_memory_factor.items():
-                check_float(where, f"format_memory_factor.{key}", value, strict=True)
+        for table, strict in (("format_memory_factor", True), ("format_compute_factor", True),
+                              ("format_dequant_ops", False)):  # fmt: skip
+            values = getattr(self, table)
+            if values is None:
+                continue
+            _table(where, table, values)
+            for key, value in values.items():
+                if not (isinstance(key, str) and key):
+                    raise TypeError(f"{where}: {table} key {key!r} must be a format name")
+                check_float(where, f"{table}.{key}", value, strict=strict)
         if self.fitted_on is not None:
             check_str(where, "fitted_on", self.fitted_on)
         if self.kinds is not None:
@@ -88,25 +102,35 @@ class RuntimeProfile:
     def efficiencies(self, weight_format: str) -> tuple[tuple[float, ...], ...]:
         """``(log2 rows, compute scale, memory scale)`` of the row tables, each scale the time
         factor ``efficiency / efficiency(rows)`` (1 where a table is absent), the memory one
-        divided by ``format_memory_factor[weight_format]``; empty tuples when the profile
-        has no row table and no factor for the format."""
+        divided by ``format_memory_factor[weight_format]`` (the efficiency capped at 1), the
+        compute one by ``format_compute_factor[weight_format]`` (not capped: the format's own
+        arithmetic may outrun the compute dtype's peak); empty tuples when the profile has
+        no row table and no factor for the format."""
         factor = (self.format_memory_factor or {}).get(weight_format, 1.0)
+        cfactor = (self.format_compute_factor or {}).get(weight_format, 1.0)
         tables = (self.compute_efficiency_rows, self.memory_efficiency_rows)
-        if tables == (None, None) and factor == 1.0:
+        if tables == (None, None) and factor == 1.0 and cfactor == 1.0:
             return (), (), ()
         points = sorted({int(k) for t in tables if t for k in t} or {1})
         x = tuple(math.log2(r) for r in points)
 
-        def scale(table: dict[str, float] | None, base: float, f: float) -> tuple[float, ...]:
+        def scale(table: dict[str, float] | None, base: float, f: float,
+                  after: float) -> tuple[float, ...]:  # fmt: skip
             if not table:
-                return tuple(1.0 / f for _ in points)
+                return tuple(1.0 / (f * after) for _ in points)
             keys = sorted(int(k) for k in table)
             lx = [math.log2(k) for k in keys]
             ys = [float(table[str(k)]) for k in keys]
-            return tuple(base / (min(_interp(v, lx, ys) * f, 1.0)) for v in x)
+            return tuple(base / (min(_interp(v, lx, ys) * f, 1.0) * after) for v in x)
 
-        return (x, scale(tables[0], self.compute_efficiency, 1.0),
-                scale(tables[1], self.memory_efficiency, factor))  # fmt: skip
+        return (x, scale(tables[0], self.compute_efficiency, 1.0, cfactor),
+                scale(tables[1], self.memory_efficiency, factor, 1.0))  # fmt: skip
+
+    def dequant_ops(self, weight_format: str, default: float) -> float:
+        """Dequantization operations per weight and row for ``weight_format`` in this stack:
+        ``format_dequant_ops[weight_format]`` where the profile gives it, else ``default``
+        (the format's own, :attr:`specsim.cost.quant.WeightFormat.dequant_ops`)."""
+        return float((self.format_dequant_ops or {}).get(weight_format, default))
 
 
 def _interp(v: float, xs: list[float], ys: list[float]) -> float:

@@ -24,6 +24,7 @@ from specsim.calibrate import (
     summarize_passes,
     trust_problems,
 )
+from specsim.calibrate_formats import errors_by_format, kernel_note
 from specsim.cards import (
     HardwareCard,
     RuntimeProfile,
@@ -341,9 +342,8 @@ def run_profile(args: argparse.Namespace) -> int:
         unsampled = dataclasses.replace(fit.profile, sampling_s_per_token=0.0)
         out = held.assign(in_fit=False, predicted_s=cp.predict_profile(held, card, unsampled))
         res = pd.concat([res, out.assign(rel_error=out["predicted_s"] / out["time_s"] - 1)])
-    say("median |relative error| by weight format (in_fit False: predicted, not fitted)")
-    say(res.groupby(["weights", "in_fit"])["rel_error"].agg(lambda e: e.abs().median())
-        .to_string())  # fmt: skip
+    say("|relative error| by weight format (in_fit False: predicted, not fitted)")
+    say(errors_by_format(res).to_string(index=False, float_format=lambda v: f"{v:.1%}"))
     problems = cp.profile_trust_problems(fit)
     if problems and not args.force:
         raise ValueError("the fit cannot be trusted, so no profile was written: "
@@ -352,7 +352,7 @@ def run_profile(args: argparse.Namespace) -> int:
     data = (f"{', '.join(args.traces)}: {len(fit.residuals)} plain-pass configurations, "
             f"weight formats {sorted(set(fit.residuals['weights']))}; sampling: {sampled}")
     text = cp.profile_toml(fit, slug=slug, name=args.name or slug, command=_command(args),
-                        data=data, problems=problems)  # fmt: skip
+                        data=data, problems=problems, notes=kernel_note(fit.residuals))  # fmt: skip
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     profile = load_runtime(args.out)

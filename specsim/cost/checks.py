@@ -40,6 +40,7 @@ CardT = TypeVar("CardT", ModelCard, HardwareCard, RuntimeProfile)
 __all__ = [
     "int_array",
     "plain",
+    "card_of",
     "check_model",
     "check_hardware",
     "check_runtime",
@@ -124,6 +125,16 @@ def check_hardware(
     """``value`` as a :class:`~specsim.cards.HardwareCard`: a card, or a slug or path it is
     loaded from (:func:`specsim.cards.load_hardware`); a TypeError for anything else."""
     return _card(value, name=name, card=HardwareCard, load=load_hardware, example="a100-80gb")
+
+
+def card_of(name: str, value: object) -> Any:
+    """A :class:`~specsim.sim.CardCost`-style argument as its card: ``target`` and ``draft``
+    through :func:`check_model`, ``hardware`` and ``draft_hardware`` through
+    :func:`check_hardware`; ``None`` stays ``None`` for the optional ``draft*`` ones."""
+    if value is None and name.startswith("draft"):
+        return None
+    check = check_hardware if "hardware" in name else check_model
+    return check(value, name=name)  # type: ignore[arg-type]
 
 
 def check_runtime(

@@ -39,7 +39,11 @@ kernels' roofline time instead of hiding under the weight reads: this is why
 verifying ``gamma + 1`` tokens with quantized weights costs more than one
 (v(gamma) > 1 at batch 1). Beyond :data:`DEQUANT_TILE_ROWS` rows a kernel
 reuses each dequantized tile, so the work grows by one tile's worth per
-``DEQUANT_TILE_ROWS`` further rows (:func:`dequant_rows`).
+``DEQUANT_TILE_ROWS`` further rows (:func:`dequant_rows`). The work per weight and
+row below is a default fitted on one stack (gpt-fast on an A100); a runtime profile
+gives its own stack's (``format_dequant_ops`` of :class:`specsim.cards.RuntimeProfile`:
+eager PyTorch's dynamic int8 on CPU dequantizes nothing, its CPU int4 kernel costs over a
+hundred times the default, ``models/runtime/cpu-xeon-eager-rows.toml``).
 
 >>> WEIGHT_FORMATS["q4_K"].bytes_per_weight(d_model=4096, group_size=None)
 0.5625

@@ -159,11 +159,13 @@ def _compute(
         ring = n_allreduce * factor * d * ab / hw.interconnect_bandwidth
         latency = n_allreduce * allreduce_steps(tp, alg) * hw.interconnect_latency_s
         latency += hw.collective_overhead_s * (tp - 1.0)
-    # Weight-only formats: vector work per weight and row (specsim.cost.quant).
+    # Weight-only formats: vector work per weight and row (specsim.cost.quant), unless the
+    # stack's profile says what this format costs there (format_dequant_ops).
     dequant = 0.0
-    if formats.dequant_ops:
+    ops = rt.dequant_ops(formats.weight_format, formats.dequant_ops) if formats.quantized else 0.0
+    if ops:
         vec = vector_peak(hw.peak_flops, formats.compute)
-        dequant = formats.dequant_ops * (L * layer_params + head_params) / vec
+        dequant = ops * (L * layer_params + head_params) / vec
     rows_log2, compute_scale, memory_scale = rt.efficiencies(formats.weight_format)
     per_op = hw.energy_per_flop_j is not None and hw.energy_per_byte_j is not None
     return Roofline(

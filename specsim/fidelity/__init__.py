@@ -15,7 +15,12 @@ anchor and quantity, each prediction made without the row's own measurement
 - ``models/measured/cpu-rows``: speculative runs interleaved with their plain twins,
   predicted by the runtime profile ``models/runtime/cpu-xeon-eager-rows-fp32.toml``,
   fitted on that folder's plain passes only (:mod:`specsim.fidelity.profile`);
-- Leviathan et al. 2023, Table 2: the full model fitted on one task, scored on the other.
+- the same runs predicted by ``models/runtime/cpu-xeon-eager-rows.toml``, the profile
+  fitted jointly on the float32, dynamic int8 and weight-only int4 passes;
+- Leviathan et al. 2023, Table 2: the full model fitted on one task, scored on the other;
+- vLLM v0.19.1 on one H100 (vLLM blog, 2026-04-22): the FP8 KV-cache ITL line and the
+  median ITL at concurrency 8, predicted by ``models/runtime/vllm-h100.toml``, fitted on
+  the same post's BF16 line only (:func:`specsim.fidelity.anchors.vllm_checks`).
 
 The figures the hardware cards were tuned to are in sample, so they are not rows here:
 :func:`fitted_anchors` lists them, predicted by the cards as they are now.
@@ -37,7 +42,7 @@ from specsim.cards import load_hardware, load_runtime
 from specsim.cards.files import packaged_root
 from specsim.traces import read_trace
 
-from .anchors import fitted_anchors
+from .anchors import fitted_anchors, vllm_checks
 from .leviathan import table2_predictions, table2_rows
 from .profile import profile_rows
 from .rows import COLUMNS, LEVEL, cpu_pass_rows, cpu_rows, cpu_runs, real_rows
@@ -53,6 +58,7 @@ __all__ = [
     "ROWS_TRACES",
     "ROWS_CARD",
     "ROWS_PROFILE",
+    "ROWS_JOINT_PROFILE",
     "measured_frames",
     "fidelity_table",
     "fidelity_summary",
@@ -67,6 +73,7 @@ REAL_TRACES = "models/measured/real"
 ROWS_TRACES = "models/measured/cpu-rows"
 ROWS_CARD = "models/calibrated/cpu-xeon-2vcpu.toml"
 ROWS_PROFILE = "models/runtime/cpu-xeon-eager-rows-fp32.toml"
+ROWS_JOINT_PROFILE = "models/runtime/cpu-xeon-eager-rows.toml"
 GOALS: dict[str, tuple[float, float | None]] = {
     "per-token latency": (0.10, 0.25),
     "speedup over plain": (0.10, None),
@@ -116,12 +123,19 @@ def fidelity_table(
     rows += real_rows(
         measured_frames(at(REAL_TRACES), ("specdec", "autoregressive")), source=REAL_TRACES
     )
+    interleaved = measured_frames(at(ROWS_TRACES), ("specdec", "autoregressive", "passes"))
+    rows_card = load_hardware(at(ROWS_CARD))
     rows += profile_rows(
-        measured_frames(at(ROWS_TRACES), ("specdec", "autoregressive", "passes")),
-        load_hardware(at(ROWS_CARD)), load_runtime(at(ROWS_PROFILE)),
+        interleaved, rows_card, load_runtime(at(ROWS_PROFILE)),
         source=ROWS_TRACES, profile_source=ROWS_PROFILE,
     )
+    rows += profile_rows(
+        interleaved, rows_card, load_runtime(at(ROWS_JOINT_PROFILE)),
+        source=ROWS_TRACES, profile_source=ROWS_JOINT_PROFILE,
+        label="runtime profile fitted on fp32, int8 and int4 passes",
+    )
     rows += table2_rows(table2_predictions(rng_t2, tokens=table2_tokens))
+    rows += vllm_checks()
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 

@@ -29,16 +29,18 @@ def profile_rows(
     *,
     source: str,
     profile_source: str,
+    label: str = "runtime profile",
 ) -> list[dict[str, object]]:
     """Per-token latency and speedup of every speculative run in ``traces`` (``specdec``,
-    ``autoregressive``, ``passes``) against ``profile`` on ``card``."""
+    ``autoregressive``, ``passes``) against ``profile`` on ``card``; ``label`` ends each
+    row's family name (one family per pair and profile)."""
     runs = predict_profile_runs(traces["specdec"], traces["autoregressive"], card, profile)
     fitted = (f"{profile_source} (fitted on the {len(traces['passes'])} timed plain passes of "
               f"{source}/passes.csv, no speculative run) + this run's accepted counts")
     how = f"{LEVEL:.0%} delta-method interval over the run's blocks"
     out: list[dict[str, object]] = []
     for r in runs.itertuples(index=False):
-        common = dict(family=f"CPU interleaved runs, {r.target} + {r.draft} (runtime profile)",
+        common = dict(family=f"CPU interleaved runs, {r.target} + {r.draft} ({label})",
                       source=f"{source}/specdec.csv", fitted_on=fitted)  # fmt: skip
         out.append(fidelity_row(
             anchor=f"{r.run_id} latency", quantity="per-token latency", unit="s/token",

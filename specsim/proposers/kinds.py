@@ -122,8 +122,12 @@ class Heads:
     def acceptance(self) -> RankAcceptance:
         src = self.card.sources
         where = src.get("accept", "") if isinstance(src, dict) else "; ".join(src)
+        assumed = self.card.assumed_depths
+        if assumed:
+            where += f" (depths {', '.join(map(str, assumed))} assumed: see the card)"
         return RankAcceptance(accept=self.card.accept, source=f"head card {self.card.slug}: "
-                              f"{where}", name=f"head card {self.card.slug}: accept")  # fmt: skip
+                              f"{where}", name=f"head card {self.card.slug}: accept",
+                              max_depth=self.card.max_depth)  # fmt: skip
 
     def check_target(self, target: ModelCard) -> None:
         if target.slug != self.card.target:
@@ -131,6 +135,7 @@ class Heads:
                 f"head card {self.card.slug!r}: trained for target {self.card.target!r}, "
                 f"cannot be used with target {target.slug!r}"
             )
+        self.card.check_layer_fraction(target.decode_layer_params)
 
     def draft_cost(self, parents: Sequence[int], *, target: ModelCard, hardware: HardwareCard,
                    batch: int, context: int) -> DraftCost:  # fmt: skip

@@ -109,13 +109,16 @@ class RankAcceptance:
     """Acceptance by depth and rank (Sequoia's positional model; see the module docstring).
 
     ``accept[d - 1][r]``: the conditional acceptance of the rank-``r`` child at
-    depth ``d``. Depths past the table repeat its last row; ranks past a row have
-    probability 0. ``source`` says where the numbers come from.
+    depth ``d``. Depths past the table repeat its last row, up to ``max_depth`` when
+    set (a proposer that cannot draft deeper, e.g. a head card: a deeper depth is an
+    error naming it); ranks past a row have probability 0. ``source`` says where the
+    numbers come from.
     """
 
     accept: tuple[tuple[float, ...], ...]
     source: str = ""
     name: str = field(default="accept")
+    max_depth: int | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -134,6 +137,10 @@ class RankAcceptance:
                         f"{self.name}: depth {d}, rank {r}: expected a probability in [0, 1], "
                         f"got {a!r}"
                     )
+        if self.max_depth is not None and (isinstance(self.max_depth, bool) or not isinstance(
+                self.max_depth, int) or self.max_depth < 1):  # fmt: skip
+            raise ValueError(f"{self.name}: max_depth: expected an integer >= 1 or None, got "
+                             f"{self.max_depth!r}")  # fmt: skip
         object.__setattr__(self, "accept", rows)
 
     @classmethod
@@ -174,6 +181,9 @@ class RankAcceptance:
         """The rank-``rank`` child's acceptance at ``depth`` given earlier siblings rejected."""
         if depth < 1 or rank < 0:
             raise ValueError(f"depth and rank: expected depth >= 1, rank >= 0; got {depth}, {rank}")
+        if self.max_depth is not None and depth > self.max_depth:
+            raise ValueError(f"{self.name}: depth {depth} is beyond what this proposer drafts "
+                             f"(max_depth {self.max_depth})")  # fmt: skip
         row = self.accept[min(depth, self.depths) - 1]
         return row[rank] if rank < len(row) else 0.0
 

@@ -39,7 +39,7 @@ from specsim.cost import (
     time_energy,
     verification_positions,
 )
-from specsim.cost.checks import check_draft_pair, check_runtime, check_tensor_parallel
+from specsim.cost.checks import card_of, check_draft_pair, check_runtime, check_tensor_parallel
 from specsim.sim.plain import PlainCost
 from specsim.sim.source import BlockCosts, IterationCost, IterationCosts, PassCost, Remembers, named
 
@@ -82,6 +82,8 @@ class CardCost(Remembers):
     draft_runtime: RuntimeProfile | str | None = None
 
     def __post_init__(self) -> None:
+        for name in ("target", "draft", "hardware", "draft_hardware"):  # a slug: its card
+            object.__setattr__(self, name, card_of(name, getattr(self, name)))
         if isinstance(self.tensor_parallel, bool) or self.tensor_parallel < 1:
             raise ValueError(f"tensor_parallel: expected an integer >= 1, got "
                              f"{self.tensor_parallel!r}")  # fmt: skip
@@ -349,9 +351,8 @@ class CardCost(Remembers):
             tensor_parallel=self.tensor_parallel, **kw, **self._format_kw(draft=False),
         )  # fmt: skip
         model, hw, tp = self._draft_model()
-        dra = step_cost_grid(
-            model, hw, new_tokens=1, tensor_parallel=tp, **kw, **self._format_kw(draft=True)
-        )
+        dra = step_cost_grid(model, hw, new_tokens=1, tensor_parallel=tp, **kw,
+                             **self._format_kw(draft=True))  # fmt: skip
 
         def per_block(x: NDArray[np.float64]) -> NDArray[np.float64]:
             return np.broadcast_to(np.asarray(x, dtype=float), context.shape).copy()
@@ -372,9 +373,8 @@ class CardCost(Remembers):
         The draft is counted whole on each device (conservative: its passes are
         modelled split over the target's devices, its memory is not).
         """
-        target = footprint(
-            self.target, tensor_parallel=self.tensor_parallel, formats=self.formats()
-        )
+        target = footprint(self.target, tensor_parallel=self.tensor_parallel,
+                           formats=self.formats())  # fmt: skip
         if self.draft is None or self.draft_hardware is not None:
             return target, None
         return target, footprint(self.draft, tensor_parallel=1, formats=self.formats(draft=True))
@@ -393,8 +393,7 @@ class CardCost(Remembers):
         weights = target.weights_bytes + (0.0 if draft is None else draft.weights_bytes)
         free = self.hardware.mem_capacity - weights
         if free <= 0:
-            raise ValueError(
-                f"cost: the weights ({weights / 1e9:.1f} GB per device) leave no room for a "
-                f"KV cache on {self.hardware.slug} ({self.hardware.mem_capacity / 1e9:.1f} GB)"
-            )
+            raise ValueError(f"cost: the weights ({weights / 1e9:.1f} GB per device) leave no "
+                             f"room for a KV cache on {self.hardware.slug} "
+                             f"({self.hardware.mem_capacity / 1e9:.1f} GB)")  # fmt: skip
         return int(free / self.kv_bytes_per_token())

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "Blocks", "StreamResult", "ServingResult", "batch_means_se", "stream_record", "chrome_trace",
-    "goodput", "iteration_table",
+    "Blocks", "StreamResult", "ServingResult", "batch_means_se", "grouped_ratio_se",
+    "stream_record", "chrome_trace", "goodput", "iteration_table",
 ]  # fmt: skip
 
 ITERATION_COLUMNS = [
@@ -83,12 +83,15 @@ def batch_means_se(x: NDArray[np.float64], y: NDArray[np.float64] | None = None)
         return None
     m = n // k
     xs = x[: m * k].reshape(k, m).sum(axis=1)
-    if y is None:
-        est = xs / m
-    else:
-        ys = y[: m * k].reshape(k, m).sum(axis=1)
-        est = xs / ys
-    return float(est.std(ddof=1) / math.sqrt(k))
+    ys = np.full(k, float(m)) if y is None else y[: m * k].reshape(k, m).sum(axis=1)
+    return grouped_ratio_se(xs, ys)
+
+
+def grouped_ratio_se(num: NDArray[np.float64], den: NDArray[np.float64]) -> float:
+    """Standard error of a mean or ratio from its batches' sums: the spread of the ``k``
+    batch ratios ``num / den`` over ``sqrt(k)`` (the batch-means rule of
+    :func:`batch_means_se`, for callers that accumulate the sums themselves)."""
+    return float((num / den).std(ddof=1) / math.sqrt(num.shape[0]))
 
 
 @dataclass(frozen=True)

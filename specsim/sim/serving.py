@@ -258,14 +258,14 @@ def _serve(config: ServingConfig, req: Requests,
             if paging is not None:  # the blocks held now, for the admission test
                 admission.used = paging.held(batch)
             admitted = admission.admit(running)
-        prefill_s, energy, before = 0.0, 0.0, rep.prefilled
+        prefill_s, energy, before, one_token = 0.0, 0.0, rep.prefilled, 0
         if admitted:
             adm = np.asarray(admitted, dtype=np.int64)
             prefill_s, energy, one_token = rep.prefill(adm, start, cost=cost, draft=fixed != 0)
-            rep.done += one_token
         b = batch.size
         if b == 0:  # only one-token requests were admitted: a prefill-only iteration
             yield env.timeout(prefill_s)
+            rep.done += one_token  # one-token requests end with the pass, not at its start
             rep.rows.append((start, env.now, prefill_s, 0.0, 0, len(admitted), 0, 0, 0, 0, 0,
                              energy if with_energy else np.nan))  # fmt: skip
             if paging is not None:
@@ -279,6 +279,7 @@ def _serve(config: ServingConfig, req: Requests,
             b = batch.size
         t_iter, e_iter, d_time, emitted, drafted = decode(batch, gam, chosen, g)
         yield env.timeout(prefill_s + t_iter)
+        rep.done += one_token
         wasted = drafted + b - emitted
         rep.rows.append(
             (start, env.now, prefill_s, d_time, b, len(admitted), drafted, drafted + b,

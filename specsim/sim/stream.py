@@ -26,7 +26,6 @@ runs that validate the closed forms; a test checks the two agree).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -44,7 +43,7 @@ from specsim.policies import (
     check_choice,
     fixed_gamma,
 )
-from specsim.sim.records import Blocks, StreamResult, stream_record
+from specsim.sim.records import Blocks, StreamResult, grouped_ratio_se, stream_record
 from specsim.sim.source import CostSource, block_costs, check_positions_fit, check_whole
 
 __all__ = [
@@ -370,9 +369,8 @@ def simulate_stream_metrics(
     arr = np.array(batches)
     if arr.shape[0] >= _SUB_BATCHES and arr[:, 1].sum() >= 2 * _SUB_BATCHES:
         groups = np.array([g.sum(axis=0) for g in np.array_split(arr, _SUB_BATCHES)])
-        k = math.sqrt(_SUB_BATCHES)
         for i, (num, den) in enumerate(((0, 1), (0, 2), (3, 0))):
-            se[i] = float((groups[:, num] / groups[:, den]).std(ddof=1) / k)
+            se[i] = grouped_ratio_se(groups[:, num], groups[:, den])
     return stream_record(
         totals, tokens_per_pass_se=se[0], tokens_per_time_se=se[1], ops_per_token_se=se[2]
     )

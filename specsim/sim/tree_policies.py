@@ -31,7 +31,10 @@ child and its next sibling become candidates, until ``budget`` nodes are taken. 
 is EAGLE-2's top-``m`` rerank by value, taken greedily so that the tree stays closed
 under parents and earlier siblings (the walk tries siblings in rank order). The draft
 has run on the parent of every candidate it looked at: those nodes, depth by depth,
-are what drafting costs (:attr:`DynamicPass.examined`).
+are what drafting costs (:attr:`DynamicPass.examined`). :class:`TreeGrowth` runs the
+same search a node at a time, so that the sequences of a batch can share one budget
+(:mod:`specsim.sim.tree_serving_dynamic`); :meth:`ConfidenceTree.build` is that search
+run to the policy's budget.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ import numpy as np
 
 from specsim.proposers import RankAcceptance
 
-__all__ = ["NodeConfidence", "ConfidenceTree", "DynamicPass"]
+__all__ = ["NodeConfidence", "ConfidenceTree", "DynamicPass", "TreeGrowth"]
 
 
 def _whole(value: object, name: str, minimum: int) -> int:
@@ -89,12 +92,15 @@ class DynamicPass:
     """One pass's tree: ``parents`` (topological, siblings in rank order), each node's
     acceptance ``accept`` (given its earlier siblings rejected) and ``predicted`` reach,
     and ``examined``: the tree of every candidate looked at (the chosen nodes first), whose
-    inner nodes the draft ran on."""
+    inner nodes the draft ran on; ``widths``: ``frontier_widths(examined)``
+    (:func:`specsim.proposers.frontier_widths`), the draft's positions per depth, counted as
+    the tree grew (a speed trick: that function re-checks the tree)."""
 
     parents: tuple[int, ...]
     accept: tuple[float, ...]
     predicted: tuple[float, ...]
     examined: tuple[int, ...]
+    widths: tuple[int, ...] = ()
 
     def reach(self) -> float:
         """Expected accepted nodes of this tree given its nodes' acceptances:
@@ -121,6 +127,69 @@ class DynamicPass:
         return sum(reached)
 
 
+class TreeGrowth:
+    """One pass's tree grown a node at a time (the policy's best-first search, module
+    docstring), so that several sequences can share one budget
+    (:mod:`specsim.sim.tree_serving_dynamic`): :attr:`best` is the predicted reach of the
+    candidate :meth:`take` would add next (None: nothing left to add within the
+    policy's ``budget``, ``max_depth`` and ranks); :meth:`result` is the pass so far.
+    Candidates' acceptances and signals are drawn from ``rng`` as they are looked at."""
+
+    def __init__(self, policy: ConfidenceTree, acceptance: RankAcceptance,
+                 world: NodeConfidence, rng: np.random.Generator) -> None:  # fmt: skip
+        self.policy, self.acceptance, self.world, self.rng = policy, acceptance, world, rng
+        self.ranks = acceptance.ranks if policy.max_rank is None else policy.max_rank
+        self.parents: list[int] = []
+        self.accept: list[float] = []
+        self.predicted: list[float] = []
+        self.depths: list[int] = []
+        self.heap: list[tuple[float, int, int, int, int, float, float, float]] = []
+        self.count = 0
+        self._offer(-1, 1, 0, 1.0, 1.0)
+
+    def _offer(self, parent: int, depth: int, rank: int, reach: float, left: float) -> None:
+        if depth > self.policy.max_depth or rank >= self.ranks:
+            return
+        p = self.world.latent(self.acceptance.conditional(depth, rank), self.rng)
+        c = self.world.signal(p, self.rng)
+        value = reach * left * c
+        # Ties (and zero values) by creation order: earlier candidates first.
+        heapq.heappush(self.heap, (-value, self.count, parent, depth, rank, reach,
+                                   left * (1 - c), p))  # fmt: skip
+        self.count += 1
+
+    @property
+    def best(self) -> float | None:
+        if not self.heap or len(self.parents) >= self.policy.budget:
+            return None
+        return -self.heap[0][0]
+
+    def take(self) -> None:
+        """Add the best candidate; its first child and next sibling become candidates."""
+        if self.best is None:
+            raise ValueError("take: the tree is full (budget reached or no candidate left)")
+        value, _, parent, depth, rank, reach, left_after, p = heapq.heappop(self.heap)
+        node = len(self.parents)
+        self.parents.append(parent)
+        self.accept.append(p)
+        self.predicted.append(-value)
+        self.depths.append(depth)
+        self._offer(node, depth + 1, 0, -value, 1.0)  # its first child
+        self._offer(parent, depth, rank + 1, reach, left_after)  # its next sibling
+
+    def result(self) -> DynamicPass:
+        """The tree grown so far, with what the draft looked at (:class:`DynamicPass`)."""
+        waiting = sorted(h[2] for h in self.heap)
+        examined = tuple(self.parents) + tuple(waiting)
+        widths = [0] * (max(self.depths, default=0) + (1 if waiting else 0))
+        for node in set(self.parents) | set(waiting):  # the nodes with children looked at
+            widths[0 if node < 0 else self.depths[node]] += 1
+        while widths and widths[-1] == 0:
+            widths.pop()
+        return DynamicPass(tuple(self.parents), tuple(self.accept), tuple(self.predicted),
+                           examined, tuple(widths))  # fmt: skip
+
+
 @dataclass(frozen=True, kw_only=True)
 class ConfidenceTree:
     """EAGLE-2's dynamic tree: at most ``budget`` nodes of highest predicted reach, at most
@@ -137,35 +206,15 @@ class ConfidenceTree:
         if self.max_rank is not None:
             _whole(self.max_rank, "max_rank", 1)
 
+    def grow(self, acceptance: RankAcceptance, world: NodeConfidence,
+             rng: np.random.Generator) -> TreeGrowth:  # fmt: skip
+        """A tree to grow node by node (:class:`TreeGrowth`), its first candidate drawn."""
+        return TreeGrowth(self, acceptance, world, rng)
+
     def build(self, acceptance: RankAcceptance, world: NodeConfidence,
               rng: np.random.Generator) -> DynamicPass:  # fmt: skip
         """Draw the candidates' acceptances and signals as they are looked at, and choose."""
-        ranks = acceptance.ranks if self.max_rank is None else self.max_rank
-        parents: list[int] = []
-        accept: list[float] = []
-        predicted: list[float] = []
-        heap: list[tuple[float, int, int, int, int, float, float, float]] = []
-        count = 0
-
-        def offer(parent: int, depth: int, rank: int, reach: float, left: float) -> None:
-            nonlocal count
-            if depth > self.max_depth or rank >= ranks:
-                return
-            p = world.latent(acceptance.conditional(depth, rank), rng)
-            c = world.signal(p, rng)
-            value = reach * left * c
-            # Ties (and zero values) by creation order: earlier candidates first.
-            heapq.heappush(heap, (-value, count, parent, depth, rank, reach, left * (1 - c), p))
-            count += 1
-
-        offer(-1, 1, 0, 1.0, 1.0)
-        while heap and len(parents) < self.budget:
-            value, _, parent, depth, rank, reach, left_after, p = heapq.heappop(heap)
-            node = len(parents)
-            parents.append(parent)
-            accept.append(p)
-            predicted.append(-value)
-            offer(node, depth + 1, 0, -value, 1.0)  # its first child
-            offer(parent, depth, rank + 1, reach, left_after)  # its next sibling
-        examined = tuple(parents) + tuple(sorted(h[2] for h in heap))
-        return DynamicPass(tuple(parents), tuple(accept), tuple(predicted), examined)
+        growth = self.grow(acceptance, world, rng)
+        while growth.best is not None:
+            growth.take()
+        return growth.result()

@@ -1,0 +1,209 @@
+"""Serving with trees chosen per pass from the draft's confidence (EAGLE-2), the batch's
+trees sharing one verified-position budget.
+
+The loop is :func:`specsim.sim.tree_batch.serve_tree_table` (continuous batching,
+first-come first-served admission, one prefill pass per iteration for the admitted
+prompts, an optional KV limit). Each decoding iteration, every running sequence grows
+its own tree with the EAGLE-2-like policy of :mod:`specsim.sim.tree_policies`
+(:class:`~specsim.sim.tree_policies.ConfidenceTree`; Li et al., "EAGLE-2", EMNLP 2024,
+arXiv:2406.16858, Section 4): the candidates' acceptances are drawn around the rank table
+for this sequence's context (:class:`~specsim.sim.tree_policies.NodeConfidence`) and the
+draft's confidences predict each candidate's reach, the probability that it lies on the
+accepted path. All the batch's trees are verified in one target pass with a tree mask,
+each sequence at its own context (:class:`specsim.sim.tree_batch.TreeVerify`), and each
+sequence's walk is sampled on its own tree (children tried in rank order, SpecInfer).
+
+**Sharing the budget** (:func:`share_budget`). A pass of ``B`` sequences verifies each
+sequence's root, ``B`` positions; with ``position_budget = P`` the other ``P - B``
+positions go to nodes, **best first across the batch**: the batch repeatedly takes, among
+every sequence's next candidate, the one of highest predicted reach, until ``P - B`` nodes
+are taken or no tree can grow (each at most the policy's ``budget`` nodes, ``max_depth``
+deep; ties to the earlier sequence). A node's predicted reach is its predicted share of
+an accepted token, so the taken nodes' sum is the iteration's predicted accepted tokens,
+and best first is EAGLE-2's rerank to the top values applied to the batch's union of
+candidates. It takes exactly the ``P - B`` candidates of highest predicted reach whenever
+predicted reach falls along each sequence's candidate order: a child's never exceeds its
+parent's; a later sibling's does not exceed an earlier one's when the confidence does not
+rise with rank. Each sequence's tree is then the first nodes of the tree the policy would
+build for it alone, so without a binding budget a sequence verifies what the single-stream
+simulator (:func:`specsim.sim.trees.simulate_dynamic_tree_stream`) would. Sequences with
+few promising candidates give their share to those with many: the budget follows the
+confidence, not the batch's head count. When ``P = B`` nothing is drafted.
+
+**Drafting** (:func:`batch_draft_cost`). The draft runs once per depth over the batch's
+frontier at that depth: every node whose children the policy looked at, in every
+sequence (:attr:`~specsim.sim.tree_policies.DynamicPass.examined`), one batched step
+per depth, each sequence at its own context. This is
+:class:`~specsim.proposers.DraftModel`'s and the heads' pricing
+(:mod:`specsim.proposers.kinds`) with widths that differ between sequences;
+``tests/test_tree_serving_dynamic.py`` checks that it equals the proposer's own
+``draft_cost`` when the trees and contexts are the same.
+
+**Counted** per iteration: the serving columns, ``accepted`` nodes (before the cut at
+requests' ends), ``budget_bound``, ``expected_tokens`` (the batch's tokens on average
+given each tree's drawn acceptances, ``sum_i 1 + reach_i``) and ``draft_positions``
+(positions the draft ran on). ``draft_tokens`` is the nodes verified over the batch;
+verified nodes off the accepted paths are ``positions_wasted``, as for chains.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from specsim.cards import HardwareCard, ModelCard
+from specsim.cost import pass_aggregates_cost
+from specsim.proposers import DraftModel, Heads, NGram, Proposer
+from specsim.sim.tree_batch import (
+    TreeServingFields,
+    TreeServingResult,
+    TreeStep,
+    TreeVerify,
+    batch_cap,
+    check_serving_fields,
+    plain_twin,
+    serve_tree_table,
+)
+from specsim.sim.tree_policies import ConfidenceTree, NodeConfidence, TreeGrowth
+
+__all__ = [
+    "DynamicTreeServingConfig", "batch_draft_cost", "share_budget",
+    "simulate_dynamic_tree_serving",
+]  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class DynamicTreeServingConfig(TreeServingFields):
+    """A serving run with EAGLE-2-like trees (module docstring): the ``workload``, the
+    ``policy`` that grows each sequence's tree, the ``world`` of per-context acceptances,
+    the ``proposer`` (rank table and drafting cost), the ``target`` and ``hardware`` cards;
+    ``max_batch``, ``position_budget`` (positions per iteration over the batch, roots
+    included; None: each tree up to the policy's budget), ``kv_capacity_tokens`` (None: no
+    limit; each request reserves prompt, output and ``policy.budget + 1`` positions) and
+    ``plain_twin`` as :class:`specsim.sim.tree_serving.TreeServingConfig`."""
+
+    policy: ConfidenceTree
+    world: NodeConfidence
+
+    def __post_init__(self) -> None:
+        for name, kind in (("policy", ConfidenceTree), ("world", NodeConfidence)):
+            value = getattr(self, name)
+            if not isinstance(value, kind):
+                raise TypeError(f"{name}: expected a {kind.__name__}, got {value!r}")
+        check_serving_fields(self)
+        self.proposer.check_target(self.target)
+        heads = self.proposer.card if isinstance(self.proposer, Heads) else None
+        if heads is not None and self.policy.max_depth > heads.max_depth:
+            raise ValueError(
+                f"policy.max_depth: {self.policy.max_depth} is deeper than head card "
+                f"{heads.slug!r} reaches ({heads.max_depth})"
+            )
+
+
+def share_budget(growths: Sequence[TreeGrowth], nodes: int | None) -> bool:
+    """Grow the batch's trees best first across the batch (module docstring) until ``nodes``
+    are taken (None: until no tree can grow); True when ``nodes`` stopped a tree that could
+    still grow (the budget was binding)."""
+    heap = [(-g.best, i) for i, g in enumerate(growths) if g.best is not None]
+    heapq.heapify(heap)
+    taken = 0
+    while heap and (nodes is None or taken < nodes):
+        _, i = heapq.heappop(heap)
+        g = growths[i]
+        g.take()
+        taken += 1
+        if g.best is not None:
+            heapq.heappush(heap, (-g.best, i))
+    return bool(heap)
+
+
+def batch_draft_cost(
+    proposer: Proposer, widths: Sequence[Sequence[int]], contexts: NDArray[np.int64], *,
+    target: ModelCard, hardware: HardwareCard,
+) -> tuple[float, float]:  # fmt: skip
+    """Seconds and joules of drafting the batch's trees, given by their frontier ``widths``
+    (:func:`specsim.proposers.frontier_widths` of the tree of nodes the draft ran on, as
+    :attr:`~specsim.sim.tree_policies.DynamicPass.widths`), sequence
+    ``i`` after ``contexts[i]`` cached tokens: per depth ``d``, one batched step of the draft
+    model (of the target scaled by ``layer_fraction / layers`` for heads; a parallel head
+    card once per sequence) over the frontier ``w_i`` of each sequence that has one, at
+    ``c_i = contexts[i] + d - 1``: ``tokens = sum w_i``, ``context_tokens = sum c_i``,
+    ``pairs = sum w_i (c_i + 1)`` (:func:`specsim.cost.pass_aggregates_cost`). An n-gram
+    proposer costs nothing; empty widths draft nothing."""
+    if isinstance(proposer, NGram):
+        return 0.0, 0.0
+    if isinstance(proposer, DraftModel):
+        model, scale, parallel = proposer.card, 1.0, False
+    else:
+        model, scale = target, proposer.card.layer_fraction / target.layers
+        parallel = proposer.card.kind == "parallel"
+    fronts = [((1,) if parallel else tuple(x)) if len(x) else () for x in widths]
+    depth = max((len(x) for x in fronts), default=0)
+    if depth == 0:
+        return 0.0, 0.0
+    w = np.zeros((len(fronts), depth))  # sequence by depth
+    for i, x in enumerate(fronts):
+        w[i, : len(x)] = x
+    c = np.asarray(contexts, dtype=np.float64)[:, None] + np.arange(depth)  # c_i at depth d
+    active = w > 0
+    # All depths in one call (the cost broadcasts); a depth nobody drafts costs nothing.
+    steps = pass_aggregates_cost(
+        model, hardware, batch=active.sum(axis=0), tokens=w.sum(axis=0),
+        context_tokens=(c * active).sum(axis=0), pairs=(w * (c + 1.0)).sum(axis=0),
+        dtype=proposer.dtype,
+    )  # fmt: skip
+    used = active.any(axis=0)
+    time = scale * float(np.sum(np.asarray(steps.time_s) * used))
+    energy = scale * float(np.sum(np.asarray(steps.energy_j) * used))
+    return time, energy
+
+
+def simulate_dynamic_tree_serving(config: DynamicTreeServingConfig,
+                                  rng: np.random.Generator) -> TreeServingResult:  # fmt: skip
+    """Serve the workload with a tree chosen per pass and sequence (module docstring), and
+    again without speculation when ``config.plain_twin``; every draw comes from ``rng``."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng: expected numpy.random.Generator, got {type(rng).__name__}")
+    cfg = config
+    table = cfg.workload.sample(rng).reset_index(drop=True)
+    verify = TreeVerify(cfg.target, cfg.hardware, cfg.dtype)
+    acc = cfg.proposer.acceptance
+
+    def step(seqs: NDArray[np.int64], ctx: NDArray[np.int64],
+             rng: np.random.Generator) -> TreeStep:  # fmt: skip
+        b = len(seqs)
+        room = None if cfg.position_budget is None else cfg.position_budget - b
+        if room == 0:  # roots only: nothing to draft
+            zero = np.zeros(b, dtype=np.int64)
+            ver_s, ver_e = verify.cost([()] * b, ctx)
+            return TreeStep(zero, zero, ver_s, 0.0, ver_e, True, (float(b), 0.0))
+        growths = [cfg.policy.grow(acc, cfg.world, rng) for _ in range(b)]
+        bound = share_budget(growths, room)
+        passes = [g.result() for g in growths]
+        ver_s, ver_e = verify.cost([p.parents for p in passes], ctx)
+        d_s, d_e = batch_draft_cost(cfg.proposer, [p.widths for p in passes], ctx,
+                                    target=cfg.target, hardware=cfg.hardware)  # fmt: skip
+        accepted = np.asarray([p.walk(rng) for p in passes], dtype=np.int64)
+        nodes = np.asarray([len(p.parents) for p in passes], dtype=np.int64)
+        expected = float(b + sum(p.reach() for p in passes))
+        drafted = float(sum(sum(p.widths) for p in passes))
+        return TreeStep(accepted, nodes, ver_s, d_s, ver_e + d_e, bound, (expected, drafted))
+
+    cap = batch_cap(cfg.max_batch, cfg.position_budget)
+    req, it = serve_tree_table(table, step=step, target=cfg.target, hardware=cfg.hardware,
+                               dtype=cfg.dtype, proposer=cfg.proposer, cap=cap,
+                               lookahead=cfg.policy.budget + 1,
+                               kv_capacity_tokens=cfg.kv_capacity_tokens,
+                               extra_columns=("expected_tokens", "draft_positions"),
+                               rng=rng)  # fmt: skip
+    it["draft_positions"] = it["draft_positions"].astype(np.int64)
+    twin = (None, None)
+    if cfg.plain_twin:
+        twin = plain_twin(table, target=cfg.target, hardware=cfg.hardware, dtype=cfg.dtype,
+                          cap=cap, kv_capacity_tokens=cfg.kv_capacity_tokens, rng=rng)
+    return TreeServingResult(requests=req, iterations=it, requests_plain=twin[0],
+                             iterations_plain=twin[1])  # fmt: skip

@@ -1,0 +1,400 @@
+"""Serving as engines do it: paged KV with preemption, chunked prefill, replicas behind a router.
+
+One deployment (Llama-3.1-70B with a Llama-3.2-1B draft on two H200s per replica, as
+the capacity study sizes it) at a fixed arrival rate near the capacity study's limit
+for a replica, served with speculation (a fixed gamma) and without (the plain twin, on
+the same requests) by :func:`specsim.sim.simulate_serving`. Three parts, each against
+its first setting:
+
+- ``memory`` (conversation workload): today's reservation of each request's whole KV
+  footprint, a paged cache (``kv_block_tokens``) with the card's memory (which must give
+  identical times: checked request by request), and both with a tight KV budget
+  (``tight_kv_tokens``), where paging preempts (latest arrival first) by recompute or swap;
+- ``prefill`` (code workload, long prompts): whole prompts against chunked prefill with
+  each of ``token_budgets`` (Sarathi-Serve), and the lookahead run (the engine cuts it
+  when the verification positions alone exceed the budget);
+- ``replicas`` (conversation at ``replicas`` times the rate): behind each of ``routers``.
+
+Each p99 carries its 95% order-statistic interval widened by ``batches`` batch means
+over the requests in arrival order (:func:`specsim.capacity_search.quantile_interval`);
+goodput (requests meeting both SLO targets per second) its batch-means standard error
+(:func:`specsim.sim.records.batch_means_se`). A difference is "beyond noise" when the
+95% intervals do not overlap (goodput: more than 1.96 combined standard errors).
+Swap needs a host link the cards do not state: ``host_link_bandwidth`` is PCIe Gen5
+x16, 64 GB/s a direction per device (H200 datasheet: "PCIe Gen5: 128GB/s", both ways).
+Assumptions: alpha is assumed, i.i.d.; the draft shares the target's devices; prompt
+and output lengths are drawn independently from the Azure 2023 traces' histograms
+(Patel et al., ISCA 2024); arrivals are Poisson unless ``bursty``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from specsim.acceptance import IIDAcceptance
+from specsim.capacity_search import quantile_interval
+from specsim.cards import load_hardware, load_model
+from specsim.plots import describe, figure, legend_outside, style_map
+from specsim.policies import FixedGamma
+from specsim.sim import CardCost, PresetWorkload, ServingConfig, goodput, simulate_serving
+from specsim.sim.records import batch_means_se
+from specsim.sim.router import ROUTERS
+from specsim.sim.workload import PRESETS
+
+from ._common import check_positive, check_positive_int, check_probability, fmt, md_table
+
+__all__ = ["Config", "HostLinkedCost", "run", "figures", "summary", "PARTS"]
+
+PARTS: tuple[str, ...] = ("memory", "prefill", "replicas")
+MODES: tuple[str, ...] = ("speculative", "plain")
+Z95 = 1.959963984540054  # the two-sided 95% normal quantile
+_METRICS = ("ttft_p99_s", "tpot_p99_s", "e2e_p99_s", "goodput_per_s")
+_VS = {m: "vs_" + m.replace("_per_s", "").removesuffix("_s") for m in _METRICS}  # vs_ttft_p99
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostLinkedCost(CardCost):
+    """A CardCost with the host link (bytes/s a direction, per device) that swap needs."""
+
+    host_link_bandwidth: float = 64e9
+
+
+def _key(default: Any, doc: str, unit: str = "") -> Any:
+    return field(default=default, metadata={"doc": doc, "unit": unit})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """The study's settings (``specsim study engine --list-keys``); checked on construction."""
+
+    target: str = "llama-3.1-70b"
+    draft: str = "llama-3.2-1b"
+    hardware: str = "h200"
+    tensor_parallel: int = _key(2, "devices per replica (2 H200s hold the 70B weights)", "devices")
+    alpha: float = 0.7  # assumed acceptance of the draft
+    gamma: int = 4
+    max_batch: int = 64
+    conversation: str = _key("azure-conversation-2023", "workload preset of parts memory, replicas")
+    code: str = _key("azure-code-2023", "long-prompt workload preset of part prefill")
+    bursty: bool = _key(False, "Gamma inter-arrivals of the trace's cv (false: Poisson)")
+    rate_per_s: float = _key(2.5, "conversation rate per replica", "requests/s")
+    code_rate_per_s: float = _key(1.5, "code arrival rate (part prefill)", "requests/s")
+    kv_block_tokens: int = _key(16, "paged KV block size (vLLM's default)", "tokens")
+    tight_kv_tokens: int = _key(24576, "the tight KV budget of part memory", "tokens")
+    host_link_bandwidth: float = _key(64e9, "host link a direction per device (swap)", "bytes/s")
+    token_budgets: tuple[int, ...] = _key((512, 2048), "chunked-prefill budgets", "tokens")
+    replicas: int = _key(4, "replicas of part replicas", "count")
+    routers: tuple[str, ...] = _key(tuple(ROUTERS), "routers compared in part replicas")
+    slo_tpot_p99_s: float = 0.05
+    slo_ttft_p99_s: float = 2.0
+    requests: int = 4000  # per serving run (the replicas' run too)
+    fast_requests: int = 800
+    batches: int = _key(20, "batch means widening each p99 interval", "count")
+
+    def __post_init__(self) -> None:
+        check_probability(self.alpha, "alpha")
+        for key in ("tensor_parallel", "gamma", "max_batch", "kv_block_tokens",
+                    "tight_kv_tokens", "token_budgets", "requests",
+                    "fast_requests"):  # fmt: skip
+            check_positive_int(getattr(self, key), key)
+        check_positive_int(self.batches, "batches", minimum=2)
+        check_positive_int(self.replicas, "replicas", minimum=2)  # for a router to choose
+        for key in ("rate_per_s", "code_rate_per_s", "host_link_bandwidth", "slo_tpot_p99_s",
+                    "slo_ttft_p99_s"):  # fmt: skip
+            check_positive(getattr(self, key), key)
+        if not self.token_budgets:
+            raise ValueError("token_budgets: expected at least one budget, got ()")
+        for key in ("conversation", "code"):
+            if getattr(self, key) not in PRESETS:
+                raise ValueError(f"{key}: unknown workload {getattr(self, key)!r}; known: "
+                                 f"{sorted(PRESETS)}")  # fmt: skip
+        bad = [r for r in self.routers if r not in ROUTERS]
+        if bad or not self.routers:
+            raise ValueError(f"routers: expected some of {list(ROUTERS)}, got {self.routers!r}")
+        if min(self.requests, self.fast_requests) < (least := max(60, 2 * self.batches)):
+            raise ValueError(f"requests, fast_requests: need at least {least} (60 for batch "
+                             f"means, 2 x batches), got {self.requests}, {self.fast_requests}")
+
+
+def _stats(req: pd.DataFrame, it: pd.DataFrame, cfg: Config) -> dict[str, Any]:
+    """One mode's metrics with their intervals: p99s (batch-widened order statistics),
+    goodput with its batch-means SE, preemptions, recomputed tokens, lookahead, balance."""
+    req = req.sort_values("arrival_s", kind="stable")  # batch means run in arrival order
+    arrival, first = req["arrival_s"].to_numpy(float), req["first_token_s"].to_numpy(float)
+    finish, n_out = req["finish_s"].to_numpy(float), req["output_tokens"].to_numpy()
+    tpot = np.where(n_out > 1, (finish - first) / np.maximum(n_out - 1, 1), 0.0)
+    row: dict[str, Any] = {}
+    e2e = finish - arrival
+    for name, x in (("ttft", first - arrival), ("tpot", tpot[n_out > 1]), ("e2e", e2e)):
+        k = cfg.batches if x.shape[0] >= 2 * cfg.batches else None
+        row[f"{name}_p99_s"] = float(np.percentile(x, 99)) if x.shape[0] else 0.0
+        row[f"{name}_p99_low_s"], row[f"{name}_p99_high_s"] = (
+            quantile_interval(x, 0.99, batches=k) if x.shape[0] else (0.0, 0.0))
+    ok = ((first - arrival <= cfg.slo_ttft_p99_s) & (tpot <= cfg.slo_tpot_p99_s)).astype(float)
+    span, se = float(finish.max() - arrival.min()), batch_means_se(ok)
+    row.update(requests=len(req), goodput_fraction=float(ok.mean()),
+               goodput_per_s=goodput(req, ttft_s=cfg.slo_ttft_p99_s, tpot_s=cfg.slo_tpot_p99_s),
+               goodput_se=np.nan if se is None else se * len(req) / span)  # fmt: skip
+    pre = req["preemptions"].to_numpy(float) if "preemptions" in req else np.zeros(len(req))
+    recomputed = int(np.sum(req.get("recomputed_tokens", 0)))
+    prefilled, se = int(np.sum(it.get("prefill_tokens", 0))), batch_means_se(pre)
+    row.update(
+        preemptions=int(pre.sum()), preemptions_per_request=float(pre.mean()),
+        preemptions_per_request_se=np.nan if se is None else se, recomputed_tokens=recomputed,
+        recomputed_share=recomputed / prefilled if prefilled else 0.0,
+        swap_s=float(np.sum(it.get("swap_s", 0.0))),
+        mean_batch=float(it["batch"].mean()),
+        mean_gamma=float(it["draft_tokens"].sum() / max(int(it["batch"].sum()), 1)),
+        most_positions=int(it["positions"].max()),
+    )  # fmt: skip
+    if "replica" in req:
+        per = req.assign(e2e=e2e).groupby("replica")
+        counts, p99 = per.size(), per["e2e"].quantile(0.99)
+        row.update(replica_requests_min=int(counts.min()), replica_requests_max=int(counts.max()),
+                   replica_e2e_p99_min_s=float(p99.min()), replica_e2e_p99_max_s=float(p99.max()))
+    return row
+
+
+def _serve(base: ServingConfig, cfg: Config, seed: int, **kw: Any) -> list[dict[str, Any]]:
+    """Serve ``base`` with ``kw`` (speculative and its plain twin, same requests): a row each."""
+    config = replace(base, **kw)
+    r = simulate_serving(config, np.random.default_rng(seed))
+    settings = {"kv_block_tokens": config.kv_block_tokens or 0,
+                "kv_capacity_tokens": config.kv_capacity() or 0,
+                "preemption": config.preemption if config.kv_block_tokens else "",
+                "token_budget": config.token_budget or 0, "replicas": config.replicas,
+                "router": config.router if config.replicas > 1 else ""}  # fmt: skip
+    modes: Any = (("speculative", r.requests_spec, r.iterations_spec),
+                  ("plain", r.requests_plain, r.iterations_plain))  # plain_twin is on
+    return [{"mode": mode, **settings, **_stats(req, it, cfg),
+             "_times": req[["first_token_s", "finish_s"]].to_numpy()} for mode, req, it in modes]
+
+
+def _beyond(a: pd.Series, b: pd.Series, metric: str) -> str:
+    """Whether ``a`` differs from the baseline ``b`` beyond noise (module docstring)."""
+    if a[metric] == b[metric]:
+        return "identical"
+    if metric == "goodput_per_s":
+        se = float(np.hypot(a["goodput_se"], b["goodput_se"]))
+        apart = abs(a[metric] - b[metric]) > Z95 * se
+    else:
+        low, high = metric.replace("_s", "_low_s"), metric.replace("_s", "_high_s")
+        apart = a[low] > b[high] or a[high] < b[low]
+    word = "higher" if a[metric] > b[metric] else "lower"
+    return f"{word}, beyond noise" if apart else "within noise"
+
+
+def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.DataFrame:
+    """Rows per (part, variant, mode); ``vs_*`` judge each against its ``baseline`` (the part's
+    first setting; paged with the tight budget: reservation at that budget), same mode."""
+    cfg = config
+    n = cfg.fast_requests if fast else cfg.requests
+    cost = HostLinkedCost(target=load_model(cfg.target), draft=load_model(cfg.draft),
+                          hardware=load_hardware(cfg.hardware),
+                          tensor_parallel=cfg.tensor_parallel,
+                          host_link_bandwidth=cfg.host_link_bandwidth)  # fmt: skip
+
+    def base(preset: str, rate: float, requests: int) -> ServingConfig:
+        return ServingConfig(
+            workload=PresetWorkload(name=preset, requests=requests, rate_per_s=rate,
+                                    bursty=cfg.bursty),
+            cost=cost, acceptance=IIDAcceptance(alpha=cfg.alpha),
+            policy=FixedGamma(gamma=cfg.gamma), max_batch=cfg.max_batch, max_gamma=cfg.gamma,
+        )  # fmt: skip
+
+    conv, code = base(cfg.conversation, cfg.rate_per_s, n), base(cfg.code, cfg.code_rate_per_s, n)
+    many = base(cfg.conversation, cfg.rate_per_s * cfg.replicas, n)
+    paged, tight = {"kv_block_tokens": cfg.kv_block_tokens}, cfg.tight_kv_tokens
+    plan: list[tuple[str, str, ServingConfig, dict[str, Any]]] = [
+        ("memory", "reservation", conv, {}), ("memory", "paged", conv, paged),
+        ("memory", "reservation, tight", conv, {"kv_capacity_tokens": tight}),
+        ("memory", "paged, tight, recompute", conv, {**paged, "kv_capacity_tokens": tight}),
+        ("memory", "paged, tight, swap", conv,
+         {**paged, "kv_capacity_tokens": tight, "preemption": "swap"}),
+        ("prefill", "whole prompts", code, {}),
+        *[("prefill", f"budget {b}", code, {"token_budget": b}) for b in cfg.token_budgets],
+        *[("replicas", r, many, {"replicas": cfg.replicas, "router": r}) for r in cfg.routers],
+    ]  # fmt: skip
+    seed = int(rng.integers(2**63 - 1))  # common random numbers: every variant, same requests
+    rows = []
+    for part, variant, serving, kw in plan:
+        wl: Any = serving.workload  # a PresetWorkload
+        rows += [{"part": part, "variant": variant, "workload": wl.name,
+                  "rate_per_s": wl.rate_per_s, **row} for row in _serve(serving, cfg, seed, **kw)]
+    df = pd.DataFrame(rows)
+    for (part, _), sel in df.groupby(["part", "mode"], sort=False):
+        first = sel.iloc[0]  # paged with the tight budget: the baseline is reservation at it
+        res = sel[sel["variant"] == "reservation, tight"]
+        for i, r in sel.iterrows():
+            b = res.iloc[0] if "paged, tight" in str(r["variant"]) and len(res) else first
+            df.loc[i, "baseline"] = b["variant"]
+            for metric in _METRICS:
+                df.loc[i, _VS[metric]] = _beyond(r, b, metric)
+            if part == "memory":  # paged with memory enough must equal the reservation model
+                df.loc[i, "same_times_as_reservation"] = bool(
+                    np.array_equal(r["_times"], first["_times"], equal_nan=True))
+    df = df.drop(columns="_times")
+    df["target"], df["draft"], df["hardware"] = cfg.target, cfg.draft, cfg.hardware
+    df["tensor_parallel"], df["alpha"], df["gamma"] = cfg.tensor_parallel, cfg.alpha, cfg.gamma
+    df["slo_ttft_p99_s"], df["slo_tpot_p99_s"] = cfg.slo_ttft_p99_s, cfg.slo_tpot_p99_s
+    return df
+
+
+_PANEL_METRICS = {"memory": ("ttft_p99_s", "tpot_p99_s"), "prefill": ("ttft_p99_s", "tpot_p99_s"),
+                  "replicas": ("ttft_p99_s", "e2e_p99_s")}  # fmt: skip
+_NAMES = {"ttft_p99_s": "p99 TTFT", "tpot_p99_s": "p99 TPOT", "e2e_p99_s": "p99 end-to-end"}
+
+
+def _points(ax: Axes, d: pd.DataFrame, series: list[tuple[str, str]], styles: Any) -> float:
+    """Per (column, mode): a point per variant with its interval (plain hollow); the top."""
+    variants = list(dict.fromkeys(d["variant"]))
+    at = {v: float(i) for i, v in enumerate(variants)}
+    ends = d[[c for m, _ in series for c in (m, m.replace("_s", "_high_s")) if c in d]].to_numpy()
+    top = 1.6 * float(ends[np.isfinite(ends)].max())  # an unbounded interval runs to the top
+    for k, (metric, mode) in enumerate(series):
+        g = d[d["mode"] == mode]
+        x = np.array([at[v] for v in g["variant"]]) + 0.12 * (k - (len(series) - 1) / 2)
+        y = g[metric].to_numpy(float)
+        if metric == "goodput_per_s":
+            lo = hi = Z95 * np.nan_to_num(g["goodput_se"].to_numpy(float))
+        else:  # an interval without an upper end runs off the panel
+            lo = y - g[metric.replace("_s", "_low_s")].clip(lower=0).to_numpy(float)
+            hi = np.minimum(g[metric.replace("_s", "_high_s")].to_numpy(float), top) - y
+        st = styles[metric]
+        ax.errorbar(x, y, yerr=[lo, hi], color=st.color, marker=st.marker, linestyle="none",
+                    markersize=6, capsize=2, label=f"{_NAMES.get(metric, 'goodput')}, {mode}",
+                    markerfacecolor=st.color if mode == "speculative" else "none")  # fmt: skip
+    ax.set_xticks(list(at.values()), variants, rotation=25, ha="right", fontsize=8)
+    ax.set_xlim(-0.6, len(variants) - 0.4)
+    ax.set_xlabel("engine setting")
+    ax.set_title(_title(d, str(d["part"].iloc[0])), fontsize=9)
+    return top
+
+
+def _title(d: pd.DataFrame, part: str) -> str:
+    r = d.iloc[0]
+    name = {"memory": "KV memory", "prefill": "prefill"}.get(part, f"{r['replicas']} replicas")
+    return f"{name} ({r['workload']}, {float(r['rate_per_s']):g} requests/s)"
+
+
+def figures(df: pd.DataFrame) -> dict[str, Figure]:
+    """p99 latencies with their intervals per variant, a panel per part; then goodput."""
+    r0 = df.iloc[0]
+    styles = style_map(["ttft_p99_s", "tpot_p99_s", "e2e_p99_s", "goodput_per_s"])
+    pair = (f"{r0['target']} with {r0['draft']} drafting (gamma = {int(r0['gamma'])}) on "
+            f"{int(r0['tensor_parallel'])} x {r0['hardware']} per replica")  # fmt: skip
+    fig, axes = figure(3, width=4.4, height=4.2)
+    for ax, part in zip(axes, PARTS, strict=True):
+        top = _points(ax, df[df["part"] == part],
+                      [(m, mode) for m in _PANEL_METRICS[part] for mode in MODES], styles)
+        for metric, ls in (("ttft_p99_s", ":"), ("tpot_p99_s", "-.")):
+            if metric in _PANEL_METRICS[part] and (slo := float(r0[f"slo_{metric}"])):
+                ax.axhline(slo, color=styles[metric].color, linestyle=ls, linewidth=1,
+                           label=f"SLO on {_NAMES[metric]} ({slo:g} s)")  # fmt: skip
+        ax.set_yscale("log")
+        ax.set_ylim(top=top)
+        ax.set_ylabel("p99 latency (s)")
+    legend_outside(fig, ncols=4)
+    out = {"engine_latency": describe(
+        fig, title=f"Serving engine settings with and without speculation: p99 latencies "
+        f"with 95% intervals (a bar to the top edge: no upper bound from these requests), {pair}",
+        alt=f"Three panels of points with 95% interval bars, log scale of seconds, {pair}; "
+        "filled markers speculative, hollow plain. Left: p99 time to first token and per output "
+        "token for KV reservation and a paged cache, with the card's memory and a tight budget "
+        "(paged: recompute or swap). Middle: the same for whole prompts and chunked prefill "
+        "budgets on code prompts. Right: p99 time to first token and end-to-end latency behind "
+        "each router. Dotted lines mark the SLOs; a bar to the top edge has no upper bound.")}
+    fig, axes = figure(3, width=4.4, height=4.0)
+    for ax, part in zip(axes, PARTS, strict=True):
+        d = df[df["part"] == part]
+        top = _points(ax, d, [("goodput_per_s", mode) for mode in MODES], styles)
+        ax.axhline(float(d["rate_per_s"].iloc[0]), color="0.4", linestyle=":", linewidth=1,
+                   label="arrival rate")  # fmt: skip
+        ax.set_ylim(0, 1.12 * max(float(d["rate_per_s"].iloc[0]), top / 1.6))
+        ax.set_ylabel("goodput (requests/s)")
+    legend_outside(fig, ncols=3)
+    out["engine_goodput"] = describe(
+        fig, title=f"Goodput (requests per second meeting both SLOs) with 95% batch-means "
+        f"intervals, {pair}",
+        alt=f"Three panels of goodput in requests/s with 1.96-standard-error bars, filled "
+        f"speculative, hollow plain, a dotted line at the arrival rate: KV memory settings, "
+        f"chunked prefill budgets and routers, {pair}.")
+    return out
+
+
+def _iv(r: Any, metric: str) -> str:
+    """A p99 with its interval, in ms below one second."""
+    scale, unit = (1e3, " ms") if r[metric] < 1 else (1.0, " s")
+    lo, hi = r[metric.replace("_s", "_low_s")], r[metric.replace("_s", "_high_s")]
+    return f"{fmt(r[metric] * scale)} [{fmt(lo * scale)}, {fmt(hi * scale)}]{unit}"
+
+
+def _table(d: pd.DataFrame, metrics: tuple[str, ...], extra: dict[str, str]) -> str:
+    rows = []
+    for _, r in d.iterrows():
+        row = {"setting": r["variant"], "mode": r["mode"]}
+        for m in metrics:
+            row[_NAMES[m]] = _iv(r, m)
+            row[f"{_NAMES[m]} vs baseline"] = r[_VS[m]]
+        row["goodput (req/s)"] = f"{r['goodput_per_s']:.3f} ± {Z95 * r['goodput_se']:.3f}"
+        row["goodput vs baseline"] = r[_VS["goodput_per_s"]]
+        row.update({k: int(r[c]) if isinstance(r[c], float) and r[c].is_integer() else r[c]
+                    for c, k in extra.items()})  # counts that pandas stored as floats
+        rows.append(row)
+    return md_table(pd.DataFrame(rows))
+
+
+def summary(df: pd.DataFrame) -> str:
+    """A table per part and what each shows, every number from ``df``."""
+    r0 = df.iloc[0]
+    mem, pre, rep = (df[df["part"] == p] for p in PARTS)
+    mem = mem.assign(
+        pre=[f"{n} ({p:.3f} ± {Z95 * se:.3f})" for n, p, se in
+             zip(mem["preemptions"], mem["preemptions_per_request"],
+                 np.nan_to_num(mem["preemptions_per_request_se"]), strict=True)],
+        rec=[f"{n} ({x:.1%})" for n, x in zip(mem["recomputed_tokens"], mem["recomputed_share"],
+                                              strict=True)])  # fmt: skip
+    paged = mem[mem["variant"] == "paged"]
+    same = "gives" if paged["same_times_as_reservation"].all() else "does NOT give"
+    spec = pre[pre["mode"] == "speculative"]
+    gam, most = spec["mean_gamma"].to_numpy(), int(spec["most_positions"].max())
+    budgets = spec[spec["token_budget"] > 0]
+    cut = np.ptp(gam) > 0 or bool((budgets["most_positions"] > budgets["token_budget"]).any())
+    lines = [
+        f"### Serving engine settings: {r0['target']} + {r0['draft']} (gamma = "
+        f"{int(r0['gamma'])}, alpha = {r0['alpha']:g}) on {int(r0['tensor_parallel'])} x "
+        f"{r0['hardware']} per replica; p99s with 95% intervals, goodput ± 1.96 SE (SLO: "
+        f"p99 TTFT <= {r0['slo_ttft_p99_s']:g} s, p99 TPOT <= {r0['slo_tpot_p99_s'] * 1e3:g} ms)",
+        "", f"**KV memory** ({_title(mem, 'memory')}; tight = "
+        f"{int(mem['kv_capacity_tokens'].min())} tokens):", "",
+        _table(mem, ("ttft_p99_s", "tpot_p99_s"),
+               {"pre": "preemptions (a request ± 1.96 SE)",
+                "rec": "tokens recomputed (of prefill)", "swap_s": "swapped out (s)"}), "",
+        f"- Paged KV with the card's memory ({int(paged['kv_capacity_tokens'].iloc[0])} tokens) "
+        f"{same} every request the same first-token and finish times as the reservation "
+        "model, in both modes.", "",
+        f"**Chunked prefill** ({_title(pre, 'prefill')}):", "",
+        _table(pre, ("ttft_p99_s", "tpot_p99_s"),
+               {"mean_gamma": "mean gamma", "mean_batch": "mean batch",
+                "most_positions": "most positions a pass"}), "",
+        "- The lookahead was " + (
+            "cut where the budget bound: mean gamma " + ", ".join(f"{g:.3f}" for g in gam)
+            if cut else f"never cut: every setting ran mean gamma {gam[0]:.3f}, since the "
+            f"verification positions of a pass (at most {most}) never reached a budget; "
+            "prefill chunks take what the positions leave") + ".", "",
+        f"**Replicas** ({_title(rep, 'replicas')}):", "",
+        _table(rep, ("ttft_p99_s", "e2e_p99_s"),
+               {"replica_requests_min": "fewest requests a replica",
+                "replica_requests_max": "most", "replica_e2e_p99_min_s": "replica p99 e2e min (s)",
+                "replica_e2e_p99_max_s": "max (s)"}), "",
+        "Baseline: the first setting of its table (paged, tight: reservation, tight), same "
+        "mode; 'beyond noise': the 95% intervals do not overlap (goodput: more than 1.96 "
+        "combined standard errors apart).",
+    ]  # fmt: skip
+    return "\n".join(lines) + "\n"
