@@ -56,7 +56,9 @@ __all__ = [
     "render_html",
 ]
 
-REPORT_STUDIES: tuple[str, ...] = ("paper", "bill", "lookahead", "energy", "shift", "capacity")
+REPORT_STUDIES: tuple[str, ...] = (
+    "paper", "bill", "lookahead", "energy", "shift", "capacity", "engine", "proposers",
+)
 """The studies the report runs (``paper`` includes ``table2``)."""
 
 DEFAULT_OUT = "specsim-report"
