@@ -32,10 +32,11 @@ from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from functools import partial
 from multiprocessing import get_all_start_methods, get_context
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from specsim.capacity_precision import Search
 from specsim.capacity_search import (
     FAILS,
     HOLDS,
@@ -50,9 +51,6 @@ from specsim.capacity_search import (
 from specsim.policies import FixedGamma
 from specsim.sim import ServingConfig, ServingResult, simulate_serving
 from specsim.sweep_exec import end_with_parent
-
-if TYPE_CHECKING:
-    from specsim.capacity import Search
 
 __all__ = [
     "MODES", "TWIN", "Progress", "RunKey", "Judged", "Source", "check_workers",

@@ -75,6 +75,7 @@ LAYERS: dict[str, int] = {
     "specsim.capacity": 4,
     "specsim.capacity_search": 4,  # bisection to a stated precision (issue 17)
     "specsim.capacity_pool": 4,  # capacity searches in a process pool (issue 17)
+    "specsim.capacity_precision": 4,  # how precisely a capacity search answers (issue 17)
     "specsim.acceptance_fit": 4,  # acceptance processes fitted to measured sequences (issue 15)
     "specsim.replay": 4,  # replays measured (signal, accepted) sequences under a policy (issue 15)
     "specsim.trees": 4,  # the tree optimizer: the best token tree per machine (issue 16)
