@@ -231,3 +231,24 @@ def test_a_depth_two_draft_is_refused_by_the_mtp_card() -> None:
     plan = optimize_tree(proposer=heads, target=mimo, hardware=HW, batch=1, budget=4)
     assert max(tree_depths(plan.best.parents), default=0) <= 1
     assert plan.best.parents == chain_tree(1)  # at batch 1 a one-token draft pays
+
+
+def test_head_cards_are_found_where_the_other_cards_are(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder named by SPECSIM_CARDS (or search_path) is searched for head cards too, in its
+    heads/ subfolder, as for model, hardware and runtime cards."""
+    from specsim.cards import list_heads
+    from specsim.cards.files import ENV_VAR
+
+    shipped = Path(load_head("medusa-vicuna-7b-v1.3").source_path or "")
+    text = shipped.read_text(encoding="utf-8").replace(
+        'slug = "medusa-vicuna-7b-v1.3"', 'slug = "medusa-copy"')
+    assert 'slug = "medusa-copy"' in text
+    (tmp_path / "heads").mkdir()
+    (tmp_path / "heads" / "medusa-copy.toml").write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match="medusa-copy"):
+        load_head("medusa-copy")
+    assert load_head("medusa-copy", search_path=tmp_path).slug == "medusa-copy"
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    assert load_head("medusa-copy").accept == load_head("medusa-vicuna-7b-v1.3").accept
+    assert "medusa-copy" in {c.slug for c in list_heads()}

@@ -43,8 +43,9 @@ ENV_VAR = "SPECSIM_CARDS"
 SearchPath = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None
 
 _Card = TypeVar("_Card", ModelCard, HardwareCard, RuntimeProfile)
-_SUBDIRS = {"lm": ("lm",), "hardware": ("hardware", "calibrated"), "runtime": ("runtime",)}
-_WHAT = {"lm": "model", "hardware": "hardware", "runtime": "runtime"}
+_SUBDIRS = {"lm": ("lm",), "hardware": ("hardware", "calibrated"), "runtime": ("runtime",),
+            "heads": ("heads",)}  # fmt: skip
+_WHAT = {"lm": "model", "hardware": "hardware", "runtime": "runtime", "heads": "head"}
 
 
 def packaged_root() -> Path | None:
@@ -60,9 +61,11 @@ def packaged_root() -> Path | None:
 
 
 def card_dirs(kind: str, search_path: SearchPath = None) -> list[Path]:
-    """Folders searched for cards of ``kind`` ("lm", "hardware" or "runtime"), in order."""
+    """Folders searched for cards of ``kind`` ("lm", "hardware", "runtime" or "heads"), in
+    order: each of ``search_path`` and :data:`ENV_VAR`'s folders with its subfolder for the
+    kind, then the packaged cards'."""
     if kind not in _SUBDIRS:
-        raise ValueError(f"kind: expected 'lm', 'hardware' or 'runtime', got {kind!r}")
+        raise ValueError(f"kind: expected one of {sorted(_SUBDIRS)}, got {kind!r}")
     subdirs = _SUBDIRS[kind]
     if search_path is None:
         user: list[Path] = []

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from specsim.cards.checks import card_label, check_float, check_int, check_sources, check_str
-from specsim.cards.files import SearchPath, packaged_root, read_toml
+from specsim.cards.files import SearchPath, card_dirs, read_toml
 
 __all__ = ["HEAD_KINDS", "HeadCard", "load_head", "list_heads"]
 
@@ -109,24 +109,6 @@ class HeadCard:
             )
 
 
-def _dirs(search_path: SearchPath) -> list[Path]:
-    if search_path is None:
-        user: list[Path] = []
-    elif isinstance(search_path, str | os.PathLike):
-        user = [Path(search_path)]
-    else:
-        user = [Path(p) for p in search_path]
-    out = []
-    for root in user:
-        if not root.is_dir():
-            raise ValueError(f"search_path: {str(root)!r} is not a folder")
-        out += [root, root / "heads"]
-    packaged = packaged_root()
-    if packaged is not None:
-        out.append(packaged / "heads")
-    return [d for d in out if d.is_dir()]
-
-
 def _build(data: dict[str, Any], path: Path) -> HeadCard:
     keys = {f.name for f in fields(HeadCard)} - {"source_path"}
     unknown = sorted(set(data) - keys)
@@ -159,7 +141,7 @@ def load_head(slug_or_path: str | os.PathLike[str], *, search_path: SearchPath =
     direct = Path(text)
     if text.endswith(".toml") or direct.is_file():
         return _build(read_toml(direct), direct)
-    dirs = _dirs(search_path)
+    dirs = card_dirs("heads", search_path)
     for d in dirs:
         if (d / f"{text}.toml").is_file():
             return _build(read_toml(d / f"{text}.toml"), d / f"{text}.toml")
@@ -170,7 +152,7 @@ def load_head(slug_or_path: str | os.PathLike[str], *, search_path: SearchPath =
 def list_heads(*, search_path: SearchPath = None) -> list[HeadCard]:
     """Every head card found, sorted by slug (the first of each slug wins)."""
     seen: dict[str, Path] = {}
-    for d in _dirs(search_path):
+    for d in card_dirs("heads", search_path):
         for p in sorted(d.glob("*.toml")):
             seen.setdefault(p.stem, p)
     return [_build(read_toml(seen[k]), seen[k]) for k in sorted(seen)]

@@ -17,7 +17,7 @@ import pandas as pd
 from specsim.calibrate_profile import predict_profile_runs
 from specsim.cards import HardwareCard, RuntimeProfile
 
-from .rows import LEVEL, fidelity_row
+from .rows import LEVEL, run_rows
 
 __all__ = ["profile_rows"]
 
@@ -42,16 +42,13 @@ def profile_rows(
     for r in runs.itertuples(index=False):
         common = dict(family=f"CPU interleaved runs, {r.target} + {r.draft} ({label})",
                       source=f"{source}/specdec.csv", fitted_on=fitted)  # fmt: skip
-        out.append(fidelity_row(
-            anchor=f"{r.run_id} latency", quantity="per-token latency", unit="s/token",
-            measured=float(r.spec_token_s),
-            interval=(float(r.spec_token_s_low), float(r.spec_token_s_high)),
-            how=how + f" ({r.blocks} blocks)", predicted=float(r.predicted_spec_token_s),
-            **common))  # fmt: skip
         paired = "paired with the interleaved plain steps" if r.paired else "unpaired"
-        out.append(fidelity_row(
-            anchor=f"{r.run_id} speedup", quantity="speedup over plain", unit="x",
-            measured=float(r.speedup), interval=(float(r.speedup_low), float(r.speedup_high)),
-            how=how + f" ({r.blocks} blocks, {paired})", predicted=float(r.predicted_speedup),
-            **common))  # fmt: skip
+        out += run_rows(
+            anchor=r.run_id, common=common,
+            latency=(float(r.spec_token_s),
+                     (float(r.spec_token_s_low), float(r.spec_token_s_high)),
+                     how + f" ({r.blocks} blocks)", float(r.predicted_spec_token_s)),
+            speedup=(float(r.speedup), (float(r.speedup_low), float(r.speedup_high)),
+                     how + f" ({r.blocks} blocks, {paired})", float(r.predicted_speedup)),
+        )  # fmt: skip
     return out

@@ -35,6 +35,7 @@ __all__ = [
     "COLUMNS",
     "LEVEL",
     "fidelity_row",
+    "run_rows",
     "ratio_interval",
     "speedup_interval",
     "rounding_interval",
@@ -85,6 +86,23 @@ def fidelity_row(
         "interval": how, "predicted": p, "error": p / m - 1.0, "fitted_on": fitted_on,
         "verdict": "within interval" if low <= p <= high else "miss",
     }  # fmt: skip
+
+
+def run_rows(
+    *,
+    anchor: str,
+    common: dict[str, str],
+    latency: tuple[float, tuple[float, float], str, float],
+    speedup: tuple[float, tuple[float, float], str, float],
+) -> list[dict[str, object]]:
+    """A measured speculative run's two rows, per-token latency (s/token) and speedup over
+    plain decoding (x): each of ``latency`` and ``speedup`` is (measured, interval, how,
+    predicted); ``common``: the ``family``, ``source`` and ``fitted_on`` they share."""
+    return [fidelity_row(anchor=f"{anchor} {what}", quantity=quantity, unit=unit,
+                         measured=m, interval=iv, how=how, predicted=p, **common)
+            for what, quantity, unit, (m, iv, how, p) in (
+                ("latency", "per-token latency", "s/token", latency),
+                ("speedup", "speedup over plain", "x", speedup))]  # fmt: skip
 
 
 def _t(dof: float) -> float:
@@ -179,14 +197,10 @@ def cpu_rows(
         how = f"{LEVEL:.0%} t interval, delta method over {len(b)} blocks"
         common = dict(family=f"CPU runs, {r.target} + {r.draft} (calibrated card)",
                       source=f"{source}/specdec.csv", fitted_on=fitted)  # fmt: skip
-        out.append(fidelity_row(
-            anchor=f"{r.run_id} latency", quantity="per-token latency", unit="s/token",
-            measured=lat, interval=(lat - half, lat + half), how=how,
-            predicted=float(r.replay_token_s), **common))  # fmt: skip
-        out.append(fidelity_row(
-            anchor=f"{r.run_id} speedup", quantity="speedup over plain", unit="x",
-            measured=s, interval=(lo, hi), how=how + f" and {len(steps)} plain steps",
-            predicted=float(r.replay_speedup), **common))  # fmt: skip
+        out += run_rows(anchor=r.run_id, common=common,
+                        latency=(lat, (lat - half, lat + half), how, float(r.replay_token_s)),
+                        speedup=(s, (lo, hi), how + f" and {len(steps)} plain steps",
+                                 float(r.replay_speedup)))  # fmt: skip
     return out
 
 
@@ -226,14 +240,10 @@ def real_rows(traces: Mapping[str, pd.DataFrame], *, source: str) -> list[dict[s
         cell = f"{draft} T{temp:g} g{gamma}"
         common = dict(family="real tiny models (CPU)", source=f"{source}/specdec.csv",
                       fitted_on=fitted)  # fmt: skip
-        out.append(fidelity_row(
-            anchor=f"{cell} latency", quantity="per-token latency", unit="s/token",
-            measured=lat, interval=(lat - half, lat + half), how=how, predicted=pred_lat,
-            **common))  # fmt: skip
-        out.append(fidelity_row(
-            anchor=f"{cell} speedup", quantity="speedup over plain", unit="x", measured=s,
-            interval=(lo, hi), how=how + f" and {len(steps)} plain steps",
-            predicted=float(steps.mean()) / pred_lat, **common))  # fmt: skip
+        out += run_rows(anchor=cell, common=common,
+                        latency=(lat, (lat - half, lat + half), how, pred_lat),
+                        speedup=(s, (lo, hi), how + f" and {len(steps)} plain steps",
+                                 float(steps.mean()) / pred_lat))  # fmt: skip
     return out
 
 
@@ -279,12 +289,8 @@ def cpu_pass_rows(traces: Mapping[str, pd.DataFrame], *, source: str) -> list[di
                       source=f"{source}/specdec.csv",
                       fitted_on=f"median batch-1 pass times of {source}/passes.csv (no "
                       "speculative run) + this run's accepted counts")  # fmt: skip
-        out.append(fidelity_row(
-            anchor=f"{run_id} latency", quantity="per-token latency", unit="s/token",
-            measured=lat, interval=(lat - half, lat + half), how=how, predicted=pred,
-            **common))  # fmt: skip
-        out.append(fidelity_row(
-            anchor=f"{run_id} speedup", quantity="speedup over plain", unit="x", measured=s,
-            interval=(lo, hi), how=how + f" and {len(steps)} plain steps",
-            predicted=plain / pred, **common))  # fmt: skip
+        out += run_rows(anchor=run_id, common=common,
+                        latency=(lat, (lat - half, lat + half), how, pred),
+                        speedup=(s, (lo, hi), how + f" and {len(steps)} plain steps",
+                                 plain / pred))  # fmt: skip
     return out

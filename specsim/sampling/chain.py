@@ -92,6 +92,16 @@ def first_index(mask: NDArray[np.bool_]) -> tuple[int, ...]:
     return tuple(int(i) for i in np.argwhere(mask)[0])
 
 
+def check_token_range(tokens: NDArray[np.int64], vocab: int, name: str) -> None:
+    """A ValueError naming the first entry of ``tokens`` outside ``[0, vocab)``, as
+    ``name[i, j]``."""
+    bad = (tokens < 0) | (tokens >= vocab)
+    if np.any(bad):
+        at = first_index(bad)
+        raise ValueError(f"{name}{list(at)} = {int(tokens[at])} is out of range for a "
+                         f"vocabulary of {vocab}")  # fmt: skip
+
+
 def _pair(target: ArrayLike, draft: ArrayLike) -> tuple[FloatArray, FloatArray]:
     p = check_distribution(target, "target")
     q = check_distribution(draft, "draft")
@@ -295,12 +305,7 @@ def verify_batch(
             f"target_probs: expected shape ({batch}, {gamma + 1}, {vocab}) "
             f"(gamma + 1 positions), got {p.shape}"
         )
-    if np.any((toks < 0) | (toks >= vocab)):
-        b, i = first_index((toks < 0) | (toks >= vocab))
-        raise ValueError(
-            f"draft_tokens[{b}, {i}] = {int(toks[b, i])} is out of range for a vocabulary of "
-            f"{vocab}"
-        )
+    check_token_range(toks, vocab, "draft_tokens")
     rows = np.arange(batch)[:, None]
     cols = np.arange(gamma)[None, :]
     q_x = q[rows, cols, toks]

@@ -31,6 +31,7 @@ from specsim.sampling.chain import (
     BatchBlockResult,
     FloatArray,
     check_distribution,
+    check_token_range,
     first_index,
     inverse_cdf,
 )
@@ -140,11 +141,7 @@ def _check(drafts: ArrayLike, draft_probs: ArrayLike, target_probs: ArrayLike) -
     if p.shape != (batch, k, length + 1, vocab):
         raise ValueError(f"target_probs: expected shape ({batch}, {k}, {length + 1}, V) "
                          f"(length + 1 positions per draft), got {p.shape}")  # fmt: skip
-    bad = (toks < 0) | (toks >= vocab)
-    if np.any(bad):
-        at = first_index(bad)
-        raise ValueError(f"drafts{list(at)} = {int(toks[at])} is out of range for a vocabulary "
-                         f"of {vocab}")  # fmt: skip
+    check_token_range(toks, vocab, "drafts")
     q_x = np.take_along_axis(q, toks[..., None], axis=-1)[..., 0]
     if np.any(q_x <= 0.0):
         at = first_index(q_x <= 0.0)

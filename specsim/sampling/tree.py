@@ -48,6 +48,7 @@ from specsim.sampling.chain import (
     RESIDUAL_FLOOR,
     FloatArray,
     check_distribution,
+    check_token_range,
     first_index,
     inverse_cdf,
 )
@@ -144,10 +145,7 @@ def check_tree_inputs(
             f"target_probs: expected shape ({batch}, {n + 1}, V) (the root and {n} nodes), "
             f"got {p.shape}"
         )
-    if np.any((toks < 0) | (toks >= vocab)):
-        b, i = first_index((toks < 0) | (toks >= vocab))
-        raise ValueError(f"draft_tokens[{b}, {i}] = {int(toks[b, i])} is out of range for a "
-                         f"vocabulary of {vocab}")  # fmt: skip
+    check_token_range(toks, vocab, "draft_tokens")
     q = None
     if draft_probs is not None:
         q = check_distribution(draft_probs, "draft_probs")

@@ -82,28 +82,40 @@ def sample_tree_accepts(
 
 
 @dataclass(frozen=True, kw_only=True)
-class TreeStreamConfig:
-    """A single-stream tree run: ``requests`` requests one after another, each decoding at
-    least ``tokens`` tokens after a ``prompt``, verifying ``parents`` every pass (at most
-    ``budget`` nodes, when given). Several requests give long runs within the target's
-    ``max_position``."""
+class _StreamFields:
+    """The fields both single-stream tree configs share, and their checks."""
 
-    parents: tuple[int, ...]
     proposer: Proposer
     target: ModelCard
     hardware: HardwareCard
     tokens: int
     prompt: int = 0
     requests: int = 1
-    budget: int | None = None
     dtype: str | None = None
+
+    def _check(self, nodes: int) -> None:
+        """Check the shared fields; a pass verifies at most ``nodes`` nodes."""
+        check_whole(self.tokens, "tokens", minimum=1)
+        check_whole(self.requests, "requests", minimum=1)
+        check_whole(self.prompt, "prompt", minimum=0)
+        self.proposer.check_target(self.target)
+        check_positions(self.target, context=self.prompt, new_tokens=self.tokens + nodes + 1,
+                        name="tokens")  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class TreeStreamConfig(_StreamFields):
+    """A single-stream tree run: ``requests`` requests one after another, each decoding at
+    least ``tokens`` tokens after a ``prompt``, verifying ``parents`` every pass (at most
+    ``budget`` nodes, when given). Several requests give long runs within the target's
+    ``max_position``."""
+
+    parents: tuple[int, ...]
+    budget: int | None = None
 
     def __post_init__(self) -> None:
         tree = check_tree(self.parents)
         object.__setattr__(self, "parents", tree)
-        check_whole(self.tokens, "tokens", minimum=1)
-        check_whole(self.requests, "requests", minimum=1)
-        check_whole(self.prompt, "prompt", minimum=0)
         if self.budget is not None:
             check_whole(self.budget, "budget", minimum=0)
             if len(tree) > self.budget:
@@ -111,9 +123,7 @@ class TreeStreamConfig:
                     f"budget: {self.budget} verified nodes per pass is smaller than the tree's "
                     f"{len(tree)} nodes"
                 )
-        self.proposer.check_target(self.target)
-        check_positions(self.target, context=self.prompt, new_tokens=self.tokens + len(tree) + 1,
-                        name="tokens")  # fmt: skip
+        self._check(len(tree))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,7 +214,7 @@ def simulate_tree_stream(config: TreeStreamConfig, rng: np.random.Generator) -> 
 
 
 @dataclass(frozen=True, kw_only=True)
-class DynamicTreeConfig:
+class DynamicTreeConfig(_StreamFields):
     """A single-stream run whose tree is chosen every pass by ``policy`` from the draft's
     confidence in a ``world`` of per-node acceptances around the proposer's rank table
     (:mod:`specsim.sim.tree_policies`, EAGLE-2); the other fields as
@@ -212,21 +222,9 @@ class DynamicTreeConfig:
 
     policy: ConfidenceTree
     world: NodeConfidence
-    proposer: Proposer
-    target: ModelCard
-    hardware: HardwareCard
-    tokens: int
-    prompt: int = 0
-    requests: int = 1
-    dtype: str | None = None
 
     def __post_init__(self) -> None:
-        check_whole(self.tokens, "tokens", minimum=1)
-        check_whole(self.requests, "requests", minimum=1)
-        check_whole(self.prompt, "prompt", minimum=0)
-        self.proposer.check_target(self.target)
-        check_positions(self.target, context=self.prompt,
-                        new_tokens=self.tokens + self.policy.budget + 1, name="tokens")  # fmt: skip
+        self._check(self.policy.budget)
 
 
 def simulate_dynamic_tree_stream(
