@@ -31,8 +31,7 @@ from aiconfigurator_core.sdk.engine import EngineHandle
 SYSTEM, BACKEND = "a100_sxm", "trtllm"  # the fastest of the peer's backends on this system
 
 
-def serve(w: dict[str, np.ndarray], target: EngineHandle, draft: EngineHandle,
-          gamma: int) -> int:  # fmt: skip
+def serve(w: dict[str, np.ndarray], target: EngineHandle, draft: EngineHandle, gamma: int) -> int:
     """One serving run; returns the number of batch iterations."""
     arrival, prompt, out_len = w["arrival_s"], w["prompt_tokens"], w["output_tokens"]
     base, run1 = w["base"], w["run_flat"] + 1
@@ -50,8 +49,11 @@ def serve(w: dict[str, np.ndarray], target: EngineHandle, draft: EngineHandle,
             waiting.append(nxt)
             nxt += 1
         adm: list[int] = []
-        while (waiting and rid.shape[0] + len(adm) < max_batch
-               and used + reserve[waiting[0]] <= capacity):  # fmt: skip
+        while (
+            waiting
+            and rid.shape[0] + len(adm) < max_batch
+            and used + reserve[waiting[0]] <= capacity
+        ):
             i = waiting.pop(0)
             adm.append(i)
             used += int(reserve[i])

@@ -41,13 +41,20 @@ from specsim.sim import CardCost, PoissonWorkload, ServingConfig  # noqa: E402
 def config() -> ServingConfig:
     """A fresh configuration (a new card: an empty memo of pass times)."""
     return ServingConfig(
-        workload=PoissonWorkload(rate_per_s=1.0, requests=800, prompt_tokens=(256, 2048),
-                                 output_tokens=(64, 512)),
-        cost=CardCost(target=load_model("llama-3.1-70b"), draft=load_model("llama-3.2-1b"),
-                      hardware=load_hardware("h200"), tensor_parallel=2),
-        acceptance=IIDAcceptance(alpha=0.7), policy=LoadAdaptive(alpha=0.7, max_gamma=6),
-        max_batch=64, max_gamma=6,
-    )  # fmt: skip
+        workload=PoissonWorkload(
+            rate_per_s=1.0, requests=800, prompt_tokens=(256, 2048), output_tokens=(64, 512)
+        ),
+        cost=CardCost(
+            target=load_model("llama-3.1-70b"),
+            draft=load_model("llama-3.2-1b"),
+            hardware=load_hardware("h200"),
+            tensor_parallel=2,
+        ),
+        acceptance=IIDAcceptance(alpha=0.7),
+        policy=LoadAdaptive(alpha=0.7, max_gamma=6),
+        max_batch=64,
+        max_gamma=6,
+    )
 
 
 def children_cpu() -> float:
@@ -60,11 +67,22 @@ def search(workers: int, crossover: bool) -> tuple[pd.DataFrame, float, float, f
     """The search's rows, its wall seconds, this process's CPU seconds and its workers'."""
     cfg = config()
     wall, cpu, kids = time.perf_counter(), time.process_time(), children_cpu()
-    rows = search_capacity(cfg, slo=SLO(tpot_p99_s=0.05, ttft_p99_s=2.0), search=Search(),
-                           rate_per_s=20.0, seed=1, crossover=crossover, workers=workers,
-                           base={"hardware": "h200", "tensor_parallel": 2})  # fmt: skip
-    return (pd.DataFrame(rows), time.perf_counter() - wall, time.process_time() - cpu,
-            children_cpu() - kids)  # fmt: skip
+    rows = search_capacity(
+        cfg,
+        slo=SLO(tpot_p99_s=0.05, ttft_p99_s=2.0),
+        search=Search(),
+        rate_per_s=20.0,
+        seed=1,
+        crossover=crossover,
+        workers=workers,
+        base={"hardware": "h200", "tensor_parallel": 2},
+    )
+    return (
+        pd.DataFrame(rows),
+        time.perf_counter() - wall,
+        time.process_time() - cpu,
+        children_cpu() - kids,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -82,8 +100,12 @@ def main(argv: list[str] | None = None) -> None:
     rows = [("serving runs of the search", f"{runs}")]
     for w in counts:
         _, wall, cpu, kids = results[w]
-        rows.append((f"workers = {w}: wall / CPU of this process / CPU of its workers",
-                     f"{wall:.1f} s / {cpu:.1f} s / {kids:.1f} s"))  # fmt: skip
+        rows.append(
+            (
+                f"workers = {w}: wall / CPU of this process / CPU of its workers",
+                f"{wall:.1f} s / {cpu:.1f} s / {kids:.1f} s",
+            )
+        )
     if len(counts) > 1:
         a, b = results[counts[0]][1], results[counts[-1]][1]
         rows.append((f"wall ratio, workers {counts[0]} / {counts[-1]}", f"{a / b:.2f}"))

@@ -37,10 +37,21 @@ CASES: dict[str, tuple[list[str], float | None]] = {
         2.0,
     ),
     "specsim simulate --alpha 0.7 --gamma 4 --c 0.05 --tokens 1000 --json": (
-        [str(SPECSIM), "simulate", "--alpha", "0.7", "--gamma", "4", "--c", "0.05",
-         "--tokens", "1000", "--json"],
+        [
+            str(SPECSIM),
+            "simulate",
+            "--alpha",
+            "0.7",
+            "--gamma",
+            "4",
+            "--c",
+            "0.05",
+            "--tokens",
+            "1000",
+            "--json",
+        ],
         3.0,
-    ),  # fmt: skip
+    ),
 }
 
 
@@ -52,8 +63,13 @@ def _children_cpu() -> float:
 def run_once(command: list[str]) -> tuple[float, float]:
     """Wall and CPU seconds of one run of ``command`` (which must succeed)."""
     cpu0, wall0 = _children_cpu(), time.perf_counter()
-    subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL,
-                   env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})  # fmt: skip
+    subprocess.run(
+        command,
+        check=True,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
     return time.perf_counter() - wall0, _children_cpu() - cpu0
 
 
@@ -87,11 +103,13 @@ def main(argv: list[str] | None = None) -> int:
             continue
         ratio = cpu / base_cpu
         met = met and ratio <= goal
-        rows.append((
-            label,
-            f"{wall * 1e3:.0f} ms wall ({wall / base_wall:.2f}x), {cpu * 1e3:.0f} ms CPU "
-            f"({ratio:.2f}x; goal <= {goal:g}x: {'met' if ratio <= goal else 'NOT met'})",
-        ))  # fmt: skip
+        rows.append(
+            (
+                label,
+                f"{wall * 1e3:.0f} ms wall ({wall / base_wall:.2f}x), {cpu * 1e3:.0f} ms CPU "
+                f"({ratio:.2f}x; goal <= {goal:g}x: {'met' if ratio <= goal else 'NOT met'})",
+            )
+        )
     print(f"## Command-line start-up (best of {args.runs} runs each; {machine()})\n")
     print(table(rows))
     return 0 if met else 1

@@ -67,8 +67,9 @@ def ensure_peer() -> Path | None:
     print(f"installing the peer ({PEER_SPEC}) into {PEER_ENV} ...", file=sys.stderr)
     try:
         venv.create(PEER_ENV, with_pip=True, clear=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", PEER_SPEC], check=True,
-                       timeout=1800)  # fmt: skip
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", PEER_SPEC], check=True, timeout=1800
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         print(f"skipped: the peer could not be installed ({exc})")
         return None
@@ -81,14 +82,21 @@ def hf_config(card: ModelCard, folder: Path) -> Path:
     heads = card.d_model // PEER_HEAD_DIM
     kv_heads = max(1, heads * card.kv_heads // card.heads)
     cfg = {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
-        "hidden_size": card.d_model, "num_hidden_layers": card.layers,
-        "num_attention_heads": heads, "num_key_value_heads": kv_heads,
-        "head_dim": PEER_HEAD_DIM, "intermediate_size": card.d_ff,
-        "vocab_size": card.vocab, "max_position_embeddings": card.max_position,
-        "torch_dtype": "float16", "hidden_act": "silu", "rms_norm_eps": 1e-5,
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": card.d_model,
+        "num_hidden_layers": card.layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": PEER_HEAD_DIM,
+        "intermediate_size": card.d_ff,
+        "vocab_size": card.vocab,
+        "max_position_embeddings": card.max_position,
+        "torch_dtype": "float16",
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-5,
         "tie_word_embeddings": card.tied_embeddings,
-    }  # fmt: skip
+    }
     path = folder / card.slug
     path.mkdir(parents=True, exist_ok=True)
     (path / "config.json").write_text(json.dumps(cfg, indent=1))
@@ -96,25 +104,42 @@ def hf_config(card: ModelCard, folder: Path) -> Path:
 
 
 def scenario() -> ServingConfig:
-    cost = CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"),
-                    hardware=load_hardware("a100-80gb"))  # fmt: skip
-    work = PoissonWorkload(rate_per_s=200.0, requests=600, prompt_tokens=256,
-                           output_tokens=1024)  # fmt: skip
-    return ServingConfig(workload=work, cost=cost, acceptance=IIDAcceptance(alpha=0.7),
-                         policy=FixedGamma(gamma=GAMMA), max_batch=64, max_gamma=GAMMA)  # fmt: skip
+    cost = CardCost(
+        target=load_model("llama-2-7b"),
+        draft=load_model("llama-68m"),
+        hardware=load_hardware("a100-80gb"),
+    )
+    work = PoissonWorkload(rate_per_s=200.0, requests=600, prompt_tokens=256, output_tokens=1024)
+    return ServingConfig(
+        workload=work,
+        cost=cost,
+        acceptance=IIDAcceptance(alpha=0.7),
+        policy=FixedGamma(gamma=GAMMA),
+        max_batch=64,
+        max_gamma=GAMMA,
+    )
 
 
 def write_workload(cfg: ServingConfig, path: Path) -> None:
     """The requests and acceptance run lengths exactly as simulate_serving draws them."""
     rng = np.random.default_rng(SEED)
     t = cfg.workload.sample(rng)
-    draws = draw_requests(cfg.acceptance, t["output_tokens"].to_numpy(),
-                          max_gamma=cfg.max_gamma, rng=rng)  # fmt: skip
+    draws = draw_requests(
+        cfg.acceptance, t["output_tokens"].to_numpy(), max_gamma=cfg.max_gamma, rng=rng
+    )
     req = Requests.build(t, draws, max_gamma=cfg.max_gamma)
-    np.savez(path, arrival_s=req.arrival, prompt_tokens=req.prompt, output_tokens=req.out_len,
-             base=req.base, run_flat=req.run1 - 1, max_gamma=cfg.max_gamma, gamma=GAMMA,
-             capacity=cfg.kv_capacity() or np.iinfo(np.int64).max,  # None: no limit
-             max_batch=cfg.max_batch)  # fmt: skip
+    np.savez(
+        path,
+        arrival_s=req.arrival,
+        prompt_tokens=req.prompt,
+        output_tokens=req.out_len,
+        base=req.base,
+        run_flat=req.run1 - 1,
+        max_gamma=cfg.max_gamma,
+        gamma=GAMMA,
+        capacity=cfg.kv_capacity() or np.iinfo(np.int64).max,  # None: no limit
+        max_batch=cfg.max_batch,
+    )
 
 
 def specsim_cpu(cfg: ServingConfig) -> tuple[float, int]:
@@ -137,8 +162,13 @@ def main() -> None:
         folder = Path(tmp)
         write_workload(cfg, folder / "workload.npz")
         models = [str(hf_config(load_model(s), folder)) for s in ("llama-2-7b", "llama-68m")]
-        cmd = [str(python), str(Path(__file__).with_name("_peer_loop.py")),
-               str(folder / "workload.npz"), *models, "1"]  # fmt: skip
+        cmd = [
+            str(python),
+            str(Path(__file__).with_name("_peer_loop.py")),
+            str(folder / "workload.npz"),
+            *models,
+            "1",
+        ]
         first = specsim_cpu(cfg)[0]  # warm-up: the first run in this process, reported apart
         peer: dict[str, list[float]] = {"spec": [], "plain": [], "first": []}
         mine: dict[str, list[float]] = {"alone": [], "twin": []}
@@ -161,21 +191,37 @@ def main() -> None:
         return f"{x / n * 1e3:.3f}"
 
     print(f"## Serving speed against a peer ({machine()}; CPU time, best of {args.rounds})\n")
-    print(table([
-        ("batch iterations of the speculative run: specsim / the peer's loop",
-         f"{iters:,} / {out['spec_iterations']:,}"),
-        ("batch iterations of the plain twin (the peer's loop)", f"{out['plain_iterations']:,}"),
-        ("specsim, the policy's run alone: ms per simulated request", ms(s_alone)),
-        ("specsim, the run and its plain twin: ms per simulated request", ms(s_twin)),
-        ("peer, the speculative run: ms per simulated request", ms(p_spec)),
-        ("peer, the speculative run and a plain run: ms per simulated request",
-         ms(p_spec + p_plain)),
-        ("peer / specsim, the run alone (goal >= 10x)", f"{p_spec / s_alone:.1f}x"),
-        ("peer / specsim, with the twin (goal >= 10x)", f"{(p_spec + p_plain) / s_twin:.1f}x"),
-        ("first runs in a fresh process, with the twin: specsim / peer, ms per request",
-         f"{ms(first)} / {ms(min(peer['first']))}"),
-        ("peer / specsim, first runs with the twin", f"{min(peer['first']) / first:.1f}x"),
-    ]))  # fmt: skip
+    print(
+        table(
+            [
+                (
+                    "batch iterations of the speculative run: specsim / the peer's loop",
+                    f"{iters:,} / {out['spec_iterations']:,}",
+                ),
+                (
+                    "batch iterations of the plain twin (the peer's loop)",
+                    f"{out['plain_iterations']:,}",
+                ),
+                ("specsim, the policy's run alone: ms per simulated request", ms(s_alone)),
+                ("specsim, the run and its plain twin: ms per simulated request", ms(s_twin)),
+                ("peer, the speculative run: ms per simulated request", ms(p_spec)),
+                (
+                    "peer, the speculative run and a plain run: ms per simulated request",
+                    ms(p_spec + p_plain),
+                ),
+                ("peer / specsim, the run alone (goal >= 10x)", f"{p_spec / s_alone:.1f}x"),
+                (
+                    "peer / specsim, with the twin (goal >= 10x)",
+                    f"{(p_spec + p_plain) / s_twin:.1f}x",
+                ),
+                (
+                    "first runs in a fresh process, with the twin: specsim / peer, ms per request",
+                    f"{ms(first)} / {ms(min(peer['first']))}",
+                ),
+                ("peer / specsim, first runs with the twin", f"{min(peer['first']) / first:.1f}x"),
+            ]
+        )
+    )
 
 
 if __name__ == "__main__":

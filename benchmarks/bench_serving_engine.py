@@ -39,16 +39,30 @@ from specsim.cards import load_hardware, load_model  # noqa: E402
 from specsim.policies import FixedGamma  # noqa: E402
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig, simulate_serving  # noqa: E402
 
-COST = CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"),
-                hardware=load_hardware("a100-80gb"))  # fmt: skip
+COST = CardCost(
+    target=load_model("llama-2-7b"),
+    draft=load_model("llama-68m"),
+    hardware=load_hardware("a100-80gb"),
+)
 
 
 def config(**kw: Any) -> ServingConfig:
     replicas = int(kw.get("replicas", 1))
-    work = PoissonWorkload(rate_per_s=200.0 * replicas, requests=600 * replicas,
-                           prompt_tokens=(128, 512), output_tokens=(64, 1024))  # fmt: skip
-    return ServingConfig(workload=work, cost=COST, acceptance=IIDAcceptance(alpha=0.7),
-                         policy=FixedGamma(gamma=4), max_batch=64, max_gamma=4, **kw)  # fmt: skip
+    work = PoissonWorkload(
+        rate_per_s=200.0 * replicas,
+        requests=600 * replicas,
+        prompt_tokens=(128, 512),
+        output_tokens=(64, 1024),
+    )
+    return ServingConfig(
+        workload=work,
+        cost=COST,
+        acceptance=IIDAcceptance(alpha=0.7),
+        policy=FixedGamma(gamma=4),
+        max_batch=64,
+        max_gamma=4,
+        **kw,
+    )
 
 
 def rate(cfg: ServingConfig, repeats: int = 3) -> tuple[float, float]:
@@ -67,13 +81,18 @@ def preemption_cost() -> list[tuple[str, str]]:
     """The same seed with a cache of 20,000 tokens against the card's 123,470 (paged both)."""
     rows = []
     free = simulate_serving(config(kv_block_tokens=16), np.random.default_rng(0))
-    tight = simulate_serving(config(kv_block_tokens=16, kv_capacity_tokens=20_000),
-                             np.random.default_rng(0))  # fmt: skip
+    tight = simulate_serving(
+        config(kv_block_tokens=16, kv_capacity_tokens=20_000), np.random.default_rng(0)
+    )
     a, b = free.metrics(), tight.metrics()
-    counts = [f"{int(r.iterations_spec['preempted'].sum()):,} / "
-              f"{int(r.iterations_spec['recomputed_tokens'].sum()):,}" for r in (free, tight)]
-    rows.append(("preemptions / tokens recomputed: card's cache / 20,000 tokens",
-                 " and ".join(counts)))  # fmt: skip
+    counts = [
+        f"{int(r.iterations_spec['preempted'].sum()):,} / "
+        f"{int(r.iterations_spec['recomputed_tokens'].sum()):,}"
+        for r in (free, tight)
+    ]
+    rows.append(
+        ("preemptions / tokens recomputed: card's cache / 20,000 tokens", " and ".join(counts))
+    )
     for key in ("throughput_tokens_per_s", "e2e_p50_s", "e2e_p99_s", "ttft_p99_s", "mean_batch"):
         rows.append((f"{key}: card's cache / 20,000 tokens", f"{a[key]:.4g} / {b[key]:.4g}"))
     return rows
@@ -81,25 +100,46 @@ def preemption_cost() -> list[tuple[str, str]]:
 
 def main() -> None:
     base, b0 = rate(config())
-    rows = [(f"single replica, reservation (today's engine; mean batch {b0:.1f}): "
-             "iterations per CPU-second", f"{base:,.0f}")]  # fmt: skip
+    rows = [
+        (
+            f"single replica, reservation (today's engine; mean batch {b0:.1f}): "
+            "iterations per CPU-second",
+            f"{base:,.0f}",
+        )
+    ]
     variants: list[tuple[str, dict[str, Any]]] = [
-        ("8 replicas, join-shortest-queue, reservation", {"replicas": 8,
-                                                          "router": "join-shortest-queue"}),
+        (
+            "8 replicas, join-shortest-queue, reservation",
+            {"replicas": 8, "router": "join-shortest-queue"},
+        ),
         ("single replica, paged KV", {"kv_block_tokens": 16}),
         ("single replica, chunked prefill", {"token_budget": 2048}),
-        ("single replica, paged KV + chunked prefill",
-         {"kv_block_tokens": 16, "token_budget": 2048}),
-        ("8 replicas, round-robin, paged KV + chunked prefill (goal >= 50%)",
-         {"kv_block_tokens": 16, "token_budget": 2048, "replicas": 8}),
-        ("8 replicas, join-shortest-queue, paged KV + chunked prefill (goal >= 50%)",
-         {"kv_block_tokens": 16, "token_budget": 2048, "replicas": 8,
-          "router": "join-shortest-queue"}),
-    ]  # fmt: skip
+        (
+            "single replica, paged KV + chunked prefill",
+            {"kv_block_tokens": 16, "token_budget": 2048},
+        ),
+        (
+            "8 replicas, round-robin, paged KV + chunked prefill (goal >= 50%)",
+            {"kv_block_tokens": 16, "token_budget": 2048, "replicas": 8},
+        ),
+        (
+            "8 replicas, join-shortest-queue, paged KV + chunked prefill (goal >= 50%)",
+            {
+                "kv_block_tokens": 16,
+                "token_budget": 2048,
+                "replicas": 8,
+                "router": "join-shortest-queue",
+            },
+        ),
+    ]
     for name, kw in variants:
         r, b = rate(config(**kw))
-        rows.append((f"{name} (mean batch {b:.1f}): iterations per CPU-second",
-                     f"{r:,.0f} ({r / base:.0%} of the reservation model)"))  # fmt: skip
+        rows.append(
+            (
+                f"{name} (mean batch {b:.1f}): iterations per CPU-second",
+                f"{r:,.0f} ({r / base:.0%} of the reservation model)",
+            )
+        )
     print(f"## Serving engine features ({machine()}; CPU time, best of 3)\n")
     print(table(rows))
     print("\n### What preemption costs (one replica, same seed)\n")

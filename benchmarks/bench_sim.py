@@ -60,8 +60,13 @@ def bare_simpy(n: int = 300_000) -> int:
 
 def stream(engine: str) -> int:
     tokens = 1_000_000 if engine == "fast" else 100_000
-    cfg = StreamConfig(tokens=tokens, acceptance=IIDAcceptance(alpha=0.7),
-                       policy=FixedGamma(gamma=4), cost=PlainCost(c=0.05), max_gamma=4)  # fmt: skip
+    cfg = StreamConfig(
+        tokens=tokens,
+        acceptance=IIDAcceptance(alpha=0.7),
+        policy=FixedGamma(gamma=4),
+        cost=PlainCost(c=0.05),
+        max_gamma=4,
+    )
     r = simulate_stream(cfg, np.random.default_rng(0), engine=engine)  # type: ignore[arg-type]
     r.metrics()
     return int(r.blocks.gamma.shape[0])
@@ -76,18 +81,29 @@ def serving(kind: str, twin: bool = True) -> tuple[int, float]:
     continuous batching keeps the batch near 64 while requests join and leave.
     Llama-2-7B with Llama-68M on an A100-80GB, i.i.d. alpha = 0.7, gamma = 4.
     """
-    cost = CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"),
-                    hardware=load_hardware("a100-80gb"))  # fmt: skip
+    cost = CardCost(
+        target=load_model("llama-2-7b"),
+        draft=load_model("llama-68m"),
+        hardware=load_hardware("a100-80gb"),
+    )
     work: TraceWorkload | PoissonWorkload
     if kind == "closed":
-        work = TraceWorkload(arrival_s=(0.0,) * 64, prompt_tokens=(256,) * 64,
-                             output_tokens=(1024,) * 64)  # fmt: skip
+        work = TraceWorkload(
+            arrival_s=(0.0,) * 64, prompt_tokens=(256,) * 64, output_tokens=(1024,) * 64
+        )
     else:
-        work = PoissonWorkload(rate_per_s=200.0, requests=600, prompt_tokens=(128, 512),
-                               output_tokens=(64, 1024))  # fmt: skip
-    cfg = ServingConfig(workload=work, cost=cost, acceptance=IIDAcceptance(alpha=0.7),
-                        policy=FixedGamma(gamma=4), max_batch=64, max_gamma=4,
-                        plain_twin=twin)  # fmt: skip
+        work = PoissonWorkload(
+            rate_per_s=200.0, requests=600, prompt_tokens=(128, 512), output_tokens=(64, 1024)
+        )
+    cfg = ServingConfig(
+        workload=work,
+        cost=cost,
+        acceptance=IIDAcceptance(alpha=0.7),
+        policy=FixedGamma(gamma=4),
+        max_batch=64,
+        max_gamma=4,
+        plain_twin=twin,
+    )
     r = simulate_serving(cfg, np.random.default_rng(0))
     it = pd.concat([r.iterations_spec, r.iterations_plain])
     return len(it), float(it["batch"].mean())
@@ -95,12 +111,17 @@ def serving(kind: str, twin: bool = True) -> tuple[int, float]:
 
 def iteration_parts() -> list[tuple[str, str]]:
     """Microseconds per call of the pieces of one serving iteration at batch 64."""
-    cost = CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"),
-                    hardware=load_hardware("a100-80gb"))  # fmt: skip
+    cost = CardCost(
+        target=load_model("llama-2-7b"),
+        draft=load_model("llama-68m"),
+        hardware=load_hardware("a100-80gb"),
+    )
     rows = []
     for g in (0, 4):
-        t = best_time(lambda: cost.uniform_iteration(batch=64, context_sum=40_000, gamma=g),  # noqa: B023
-                      number=2000)  # fmt: skip
+        t = best_time(
+            lambda: cost.uniform_iteration(batch=64, context_sum=40_000, gamma=g),  # noqa: B023
+            number=2000,
+        )
         passes = "1 pass" if g == 0 else f"{g + 1} passes"
         rows.append((f"cost model, one iteration at gamma = {g} ({passes}): us", f"{t * 1e6:.1f}"))
     return rows
@@ -120,23 +141,34 @@ def main() -> None:
         table(
             [
                 ("bare simpy: timeouts per CPU-second", f"{bare:,.0f}"),
-                ("single stream, fast engine: target passes per CPU-second (goal 300,000)",
-                 f"{fast:,.0f} ({fast / bare:.2f}x bare simpy)"),
-                ("single stream, events engine (simpy processes): passes per CPU-second",
-                 f"{events:,.0f} ({events / bare:.2f}x bare simpy)"),
-                (f"serving, closed batch of 64 (mean batch {b_closed:.1f}), cost model: "
-                 "iterations per CPU-second (goal 20,000)",
-                 f"{closed:,.0f} ({closed / bare:.3f}x bare simpy)"),
-                (f"serving, Poisson arrivals at saturation (mean batch {b_open:.1f}), cost model: "
-                 "iterations per CPU-second (goal 20,000)",
-                 f"{opened:,.0f} ({opened / bare:.3f}x bare simpy)"),
-                ("the same, the speculative run alone (plain_twin = False): iterations per "
-                 "CPU-second", f"{alone:,.0f} ({alone / bare:.3f}x bare simpy)"),
+                (
+                    "single stream, fast engine: target passes per CPU-second (goal 300,000)",
+                    f"{fast:,.0f} ({fast / bare:.2f}x bare simpy)",
+                ),
+                (
+                    "single stream, events engine (simpy processes): passes per CPU-second",
+                    f"{events:,.0f} ({events / bare:.2f}x bare simpy)",
+                ),
+                (
+                    f"serving, closed batch of 64 (mean batch {b_closed:.1f}), cost model: "
+                    "iterations per CPU-second (goal 20,000)",
+                    f"{closed:,.0f} ({closed / bare:.3f}x bare simpy)",
+                ),
+                (
+                    f"serving, Poisson arrivals at saturation (mean batch {b_open:.1f}), "
+                    "cost model: iterations per CPU-second (goal 20,000)",
+                    f"{opened:,.0f} ({opened / bare:.3f}x bare simpy)",
+                ),
+                (
+                    "the same, the speculative run alone (plain_twin = False): iterations per "
+                    "CPU-second",
+                    f"{alone:,.0f} ({alone / bare:.3f}x bare simpy)",
+                ),
             ]
             + [("bare simpy: us per timeout", f"{1e6 / bare:.1f}")]
             + iteration_parts()
         )
-    )  # fmt: skip
+    )
 
 
 if __name__ == "__main__":

@@ -26,8 +26,10 @@ def main() -> None:
     alpha, gamma, c = (
         x.ravel()
         for x in np.meshgrid(
-            np.linspace(0.0, 1.0, SIDE), np.arange(SIDE, dtype=np.float64),
-            np.linspace(0.0, 0.5, SIDE), indexing="ij",
+            np.linspace(0.0, 1.0, SIDE),
+            np.arange(SIDE, dtype=np.float64),
+            np.linspace(0.0, 0.5, SIDE),
+            indexing="ij",
         )
     )
     n = alpha.size
@@ -60,12 +62,15 @@ def main() -> None:
                 ("walltime_speedup, 10^6 points", f"{w * 1e3:.1f} ms ({w / power:.1f}x)"),
                 ("ops_factor, 10^6 points", f"{ops * 1e3:.1f} ms ({ops / power:.1f}x)"),
                 ("tokens_variance, 10^6 points", f"{var * 1e3:.1f} ms ({var / power:.1f}x)"),
-                ("all six closed-form twins, 10^6 points each",
-                 f"{everything * 1e3:.1f} ms ({everything / power:.1f}x)"),
-                ("optimal_gamma, 10^4 (alpha, c) points x 65 gammas",
-                 f"{best_gamma * 1e3:.1f} ms"),
-                ("goal: 10^6 points well under 1 s",
-                 "met" if max(e, w, ops, var) < 0.25 else "NOT met"),
+                (
+                    "all six closed-form twins, 10^6 points each",
+                    f"{everything * 1e3:.1f} ms ({everything / power:.1f}x)",
+                ),
+                ("optimal_gamma, 10^4 (alpha, c) points x 65 gammas", f"{best_gamma * 1e3:.1f} ms"),
+                (
+                    "goal: 10^6 points well under 1 s",
+                    "met" if max(e, w, ops, var) < 0.25 else "NOT met",
+                ),
             ]
         )
     )

@@ -43,20 +43,31 @@ def main() -> None:
     md_q, md_p = _rows(rng, BATCH, K, LENGTH), _rows(rng, BATCH, K, LENGTH + 1)
     chain = best_time(lambda: verify_batch(toks, q, p, rng))
     runs = [
-        ("tree, multi-step speculative sampling",
-         best_time(lambda: verify_tree_batch(TREE, tree_toks, tree_law, p, rng))),
-        ("tree, greedy", best_time(lambda: verify_tree_batch(TREE, tree_toks, None, p, rng,
-                                                             greedy=True))),
-        ("tree, typical acceptance (not exact)",
-         best_time(lambda: typical_tree_batch(TREE, tree_toks, p, rng, epsilon=0.09,
-                                              delta=0.3))),
-        (f"{K} drafts x {LENGTH}, k-sequential (SpecTr)",
-         best_time(lambda: verify_multidraft_batch(md_toks, md_q, md_p, rng, method="kseq"))),
-        (f"{K} drafts x {LENGTH}, multi-step sampling",
-         best_time(lambda: verify_multidraft_batch(md_toks, md_q, md_p, rng, method="mss"))),
-    ]  # fmt: skip
-    print(f"## tree and multi-draft verification (batch {BATCH}, 8 drafted tokens per row, "
-          f"V {VOCAB:,}, float64; {machine()})\n")  # fmt: skip
+        (
+            "tree, multi-step speculative sampling",
+            best_time(lambda: verify_tree_batch(TREE, tree_toks, tree_law, p, rng)),
+        ),
+        (
+            "tree, greedy",
+            best_time(lambda: verify_tree_batch(TREE, tree_toks, None, p, rng, greedy=True)),
+        ),
+        (
+            "tree, typical acceptance (not exact)",
+            best_time(lambda: typical_tree_batch(TREE, tree_toks, p, rng, epsilon=0.09, delta=0.3)),
+        ),
+        (
+            f"{K} drafts x {LENGTH}, k-sequential (SpecTr)",
+            best_time(lambda: verify_multidraft_batch(md_toks, md_q, md_p, rng, method="kseq")),
+        ),
+        (
+            f"{K} drafts x {LENGTH}, multi-step sampling",
+            best_time(lambda: verify_multidraft_batch(md_toks, md_q, md_p, rng, method="mss")),
+        ),
+    ]
+    print(
+        f"## tree and multi-draft verification (batch {BATCH}, 8 drafted tokens per row, "
+        f"V {VOCAB:,}, float64; {machine()})\n"
+    )
     rows = [("chain verify_batch, gamma 8 (baseline)", f"{chain * 1e3:.1f} ms")]
     rows += [(name, f"{t * 1e3:.1f} ms ({t / chain:.2f}x the chain)") for name, t in runs]
     print(table(rows))

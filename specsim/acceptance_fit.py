@@ -41,10 +41,22 @@ from specsim.theory import expected_tokens, markov_tokens_per_pass
 from specsim.theory.markov import block_start_law, markov_chain
 
 __all__ = [
-    "FIT_GAMMA", "Segmented", "Fitted", "CellFit", "segment", "fit_iid", "fit_positional",
-    "fit_markov", "fit_cell", "block_law", "sequences_by_cell", "fit_table", "gof_table",
-    "measured_tokens", "tokens_table",
-]  # fmt: skip
+    "FIT_GAMMA",
+    "Segmented",
+    "Fitted",
+    "CellFit",
+    "segment",
+    "fit_iid",
+    "fit_positional",
+    "fit_markov",
+    "fit_cell",
+    "block_law",
+    "sequences_by_cell",
+    "fit_table",
+    "gof_table",
+    "measured_tokens",
+    "tokens_table",
+]
 
 FIT_GAMMA = 8
 """The lookahead whose blocks define the observations the processes are fitted on."""
@@ -100,13 +112,16 @@ def segment(seqs: Sequence[ArrayLikeBool], gamma: int) -> Segmented:
             obs[t : t + min(run + 1, g)] = True
             counts, seq_of, t = counts + [run], seq_of + [i], t + run + 1
         observed.append(obs)
-    return Segmented(np.asarray(counts, dtype=np.int64), np.asarray(seq_of, dtype=np.int64),
-                     observed)
+    return Segmented(
+        np.asarray(counts, dtype=np.int64), np.asarray(seq_of, dtype=np.int64), observed
+    )
 
 
 def _bern_ll(ones: float, total: float, a: float) -> float:
-    return float((ones * np.log(a) if ones else 0.0)
-                 + ((total - ones) * np.log1p(-a) if total - ones else 0.0))
+    return float(
+        (ones * np.log(a) if ones else 0.0)
+        + ((total - ones) * np.log1p(-a) if total - ones else 0.0)
+    )
 
 
 @dataclass(frozen=True)
@@ -153,8 +168,14 @@ def fit_iid(seqs: Sequence[ArrayLikeBool], *, fit_gamma: int = FIT_GAMMA) -> Fit
         raise ValueError("sequences: no complete block to fit on")
     a = ones / n
     se = float(np.sqrt(max(a * (1 - a), 1.0 / n) / n))  # floor: a boundary MLE still has a scale
-    return Fitted(IIDAcceptance(alpha=a), (a,), (se,), _bern_ll(ones, n, a), n,
-                  lambda p, g: float(expected_tokens(p[0], g)))
+    return Fitted(
+        IIDAcceptance(alpha=a),
+        (a,),
+        (se,),
+        _bern_ll(ones, n, a),
+        n,
+        lambda p, g: float(expected_tokens(p[0], g)),
+    )
 
 
 def fit_positional(seqs: Sequence[ArrayLikeBool], *, fit_gamma: int = FIT_GAMMA) -> Fitted:
@@ -175,8 +196,14 @@ def fit_positional(seqs: Sequence[ArrayLikeBool], *, fit_gamma: int = FIT_GAMMA)
     if n == 0:
         raise ValueError("sequences: no complete block to fit on")
     proc = PositionalAcceptance(alphas=tuple(alphas))
-    return Fitted(proc, tuple(alphas), tuple(ses), ll, n,
-                  lambda p, g: PositionalAcceptance(alphas=tuple(p)).mean_tokens(g))
+    return Fitted(
+        proc,
+        tuple(alphas),
+        tuple(ses),
+        ll,
+        n,
+        lambda p, g: PositionalAcceptance(alphas=tuple(p)).mean_tokens(g),
+    )
 
 
 def _forward_ll(theta: FloatArray, code: NDArray[np.int64]) -> float:
@@ -195,8 +222,9 @@ def _forward_ll(theta: FloatArray, code: NDArray[np.int64]) -> float:
     return ll
 
 
-def fit_markov(seqs: Sequence[ArrayLikeBool], *, fit_gamma: int = FIT_GAMMA,
-               starts: int = 2, seed: int = 0) -> Fitted:
+def fit_markov(
+    seqs: Sequence[ArrayLikeBool], *, fit_gamma: int = FIT_GAMMA, starts: int = 2, seed: int = 0
+) -> Fitted:
     """MLE of a two-state Markov-modulated process (easy state first): the best of one
     start near the i.i.d. fit and ``starts`` from ``numpy.random.default_rng(seed)``."""
     flags = _as_flags(seqs)
@@ -220,18 +248,34 @@ def fit_markov(seqs: Sequence[ArrayLikeBool], *, fit_gamma: int = FIT_GAMMA,
     rng = np.random.default_rng(seed)
     inits = [np.array([min(a0 + 0.2, 0.95), max(a0 - 0.2, 0.05), 0.5, 0.5])]
     inits += [rng.uniform([0.3, 0.01, 0.1, 0.05], [0.99, 0.6, 0.9, 0.95]) for _ in range(starts)]
-    best = min((optimize.minimize(nll, np.log(x0 / (1 - x0)), method="L-BFGS-B",
-                                  bounds=[(-12.0, 12.0)] * 4) for x0 in inits),
-               key=lambda res: float(res.fun))
+    best = min(
+        (
+            optimize.minimize(
+                nll, np.log(x0 / (1 - x0)), method="L-BFGS-B", bounds=[(-12.0, 12.0)] * 4
+            )
+            for x0 in inits
+        ),
+        key=lambda res: float(res.fun),
+    )
     theta = natural(best.x)
     if theta[0] < theta[1]:  # label the easy state first
         theta = np.array([theta[1], theta[0], 1 - theta[2], theta[3]])
     se = _hessian_se(lambda t: -_forward_ll(t, code), theta)
-    proc = MarkovAcceptance(alphas=(theta[0], theta[1]), weights=(theta[2], 1 - theta[2]),
-                            persistence=min(theta[3], 1 - 1e-9))
-    return Fitted(proc, tuple(float(v) for v in theta), se, -float(best.fun), n,
-                  lambda p, g: markov_tokens_per_pass(alphas=(p[0], p[1]), weights=(p[2], 1 - p[2]),
-                                                      persistence=p[3], gamma=g))
+    proc = MarkovAcceptance(
+        alphas=(theta[0], theta[1]),
+        weights=(theta[2], 1 - theta[2]),
+        persistence=min(theta[3], 1 - 1e-9),
+    )
+    return Fitted(
+        proc,
+        tuple(float(v) for v in theta),
+        se,
+        -float(best.fun),
+        n,
+        lambda p, g: markov_tokens_per_pass(
+            alphas=(p[0], p[1]), weights=(p[2], 1 - p[2]), persistence=p[3], gamma=g
+        ),
+    )
 
 
 def _hessian_se(fun: Callable[[FloatArray], float], x: FloatArray) -> tuple[float, ...]:
@@ -243,8 +287,12 @@ def _hessian_se(fun: Callable[[FloatArray], float], x: FloatArray) -> tuple[floa
     for i in range(k):
         for j in range(k):
             ei, ej = np.eye(k)[i] * h[i], np.eye(k)[j] * h[j]
-            hess[i, j] = (fun(x + ei + ej) - fun(x + ei - ej) - fun(x - ei + ej)
-                          + fun(x - ei - ej)) / (4 * h[i] * h[j]) if h.min() > 1e-9 else 0.0
+            hess[i, j] = (
+                (fun(x + ei + ej) - fun(x + ei - ej) - fun(x - ei + ej) + fun(x - ei - ej))
+                / (4 * h[i] * h[j])
+                if h.min() > 1e-9
+                else 0.0
+            )
     var = np.diag(np.linalg.pinv(hess)) if np.all(np.diag(hess) > 0) else np.zeros(k)
     return tuple(float(np.sqrt(v)) if v > 0 else float("inf") for v in var)
 
@@ -261,11 +309,15 @@ class CellFit:
         return [("iid", self.iid), ("positional", self.positional), ("markov", self.markov)]
 
 
-def fit_cell(seqs: Sequence[ArrayLikeBool], *, fit_gamma: int = FIT_GAMMA,
-             seed: int = 0) -> CellFit:
+def fit_cell(
+    seqs: Sequence[ArrayLikeBool], *, fit_gamma: int = FIT_GAMMA, seed: int = 0
+) -> CellFit:
     """All three processes fitted to the same observations."""
-    return CellFit(fit_iid(seqs, fit_gamma=fit_gamma), fit_positional(seqs, fit_gamma=fit_gamma),
-                   fit_markov(seqs, fit_gamma=fit_gamma, seed=seed))
+    return CellFit(
+        fit_iid(seqs, fit_gamma=fit_gamma),
+        fit_positional(seqs, fit_gamma=fit_gamma),
+        fit_markov(seqs, fit_gamma=fit_gamma, seed=seed),
+    )
 
 
 def block_law(fit: Fitted, gamma: int) -> FloatArray:
@@ -279,10 +331,12 @@ def block_law(fit: Fitted, gamma: int) -> FloatArray:
         k = np.minimum(np.arange(g), len(proc.alphas) - 1)
         surv = np.concatenate([[1.0], np.cumprod(np.asarray(proc.alphas)[k])])
     else:
-        d, trans = markov_chain(alphas=proc.alphas, weights=proc.weights,
-                                persistence=proc.persistence)
-        vec = block_start_law(alphas=proc.alphas, weights=proc.weights,
-                              persistence=proc.persistence, gamma=g)
+        d, trans = markov_chain(
+            alphas=proc.alphas, weights=proc.weights, persistence=proc.persistence
+        )
+        vec = block_start_law(
+            alphas=proc.alphas, weights=proc.weights, persistence=proc.persistence, gamma=g
+        )
         surv_l = [1.0]
         for _ in range(g):
             vec = vec @ d
@@ -293,8 +347,9 @@ def block_law(fit: Fitted, gamma: int) -> FloatArray:
     return np.clip(law, 0.0, 1.0)
 
 
-def sequences_by_cell(positions: pd.DataFrame, *, text: str = "test") -> dict[
-        tuple[str, float, str], list[BoolArray]]:
+def sequences_by_cell(
+    positions: pd.DataFrame, *, text: str = "test"
+) -> dict[tuple[str, float, str], list[BoolArray]]:
     """The ``accepted`` flags of ``alpha-positions.csv.gz`` rows, per (draft, temperature,
     corpus), one array per window in position order."""
     missing = sorted({*CELL, "text", "seq", "position", "accepted"} - set(positions.columns))
@@ -306,7 +361,8 @@ def sequences_by_cell(positions: pd.DataFrame, *, text: str = "test") -> dict[
     out: dict[tuple[str, float, str], list[BoolArray]] = {}
     for key, g in rows.sort_values([*CELL, "seq", "position"]).groupby(list(CELL), sort=False):
         out[(str(key[0]), float(key[1]), str(key[2]))] = [
-            s["accepted"].to_numpy(dtype=bool) for _, s in g.groupby("seq", sort=True)]
+            s["accepted"].to_numpy(dtype=bool) for _, s in g.groupby("seq", sort=True)
+        ]
     return out
 
 
@@ -316,14 +372,27 @@ def fit_table(fits: dict[tuple[str, float, str], CellFit]) -> pd.DataFrame:
     rows = []
     for (draft, temp, corpus), cf in fits.items():
         for name, f in cf.items():
-            rows.append({"draft": draft, "temperature": temp, "corpus": corpus, "process": name,
-                         "params": " ".join(f"{v:.3f}" for v in f.params),
-                         "se": " ".join(f"{v:.3f}" for v in f.se), "k": f.k, "n_obs": f.n_obs,
-                         "loglik": f.loglik, "aic": f.aic, "bic": f.bic})
+            rows.append(
+                {
+                    "draft": draft,
+                    "temperature": temp,
+                    "corpus": corpus,
+                    "process": name,
+                    "params": " ".join(f"{v:.3f}" for v in f.params),
+                    "se": " ".join(f"{v:.3f}" for v in f.se),
+                    "k": f.k,
+                    "n_obs": f.n_obs,
+                    "loglik": f.loglik,
+                    "aic": f.aic,
+                    "bic": f.bic,
+                }
+            )
     df = pd.DataFrame(rows)
     grp = df.groupby(list(CELL))
-    return df.assign(aic_rank=grp["aic"].rank(method="min").astype(int),
-                     bic_rank=grp["bic"].rank(method="min").astype(int))
+    return df.assign(
+        aic_rank=grp["aic"].rank(method="min").astype(int),
+        bic_rank=grp["bic"].rank(method="min").astype(int),
+    )
 
 
 def _g_test(observed: FloatArray, expected: FloatArray) -> tuple[float, int, float]:
@@ -334,7 +403,7 @@ def _g_test(observed: FloatArray, expected: FloatArray) -> tuple[float, int, flo
         acc += e
         if acc >= 5:
             edges, acc = edges + [n + 1], 0.0
-    if len(edges) > 1 and expected[edges[-1]:].sum() < 5:
+    if len(edges) > 1 and expected[edges[-1] :].sum() < 5:
         edges.pop()
     obs, exp = np.add.reduceat(observed, edges), np.add.reduceat(expected, edges)
     if len(obs) < 2:
@@ -343,9 +412,11 @@ def _g_test(observed: FloatArray, expected: FloatArray) -> tuple[float, int, flo
     return float(res.statistic), len(obs) - 1, float(res.pvalue)
 
 
-def gof_table(seqs_by: dict[tuple[str, float, str], list[BoolArray]],
-              fits: dict[tuple[str, float, str], CellFit],
-              gammas: Sequence[int] = tuple(range(1, 9))) -> pd.DataFrame:
+def gof_table(
+    seqs_by: dict[tuple[str, float, str], list[BoolArray]],
+    fits: dict[tuple[str, float, str], CellFit],
+    gammas: Sequence[int] = tuple(range(1, 9)),
+) -> pd.DataFrame:
     """Observed against predicted accepted counts per block: a G test per cell, process and
     ``gamma`` (``g_stat``, ``dof``, ``p_value``; see the module docstring)."""
     rows = []
@@ -355,9 +426,19 @@ def gof_table(seqs_by: dict[tuple[str, float, str], list[BoolArray]],
             observed = np.bincount(counts, minlength=gamma + 1).astype(float)
             for name, f in fits[key].items():
                 g, dof, p = _g_test(observed, counts.shape[0] * block_law(f, gamma))
-                rows.append({"draft": key[0], "temperature": key[1], "corpus": key[2],
-                             "process": name, "gamma": gamma, "blocks": int(counts.shape[0]),
-                             "g_stat": g, "dof": dof, "p_value": p})
+                rows.append(
+                    {
+                        "draft": key[0],
+                        "temperature": key[1],
+                        "corpus": key[2],
+                        "process": name,
+                        "gamma": gamma,
+                        "blocks": int(counts.shape[0]),
+                        "g_stat": g,
+                        "dof": dof,
+                        "p_value": p,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -373,10 +454,12 @@ def measured_tokens(seqs: Sequence[ArrayLikeBool], gamma: int) -> tuple[float, f
     return est, se
 
 
-def tokens_table(seqs_by: dict[tuple[str, float, str], list[BoolArray]],
-                 fits: dict[tuple[str, float, str], CellFit],
-                 alpha_mean: dict[tuple[str, float, str], float] | None = None,
-                 gammas: Sequence[int] = tuple(range(1, 9))) -> pd.DataFrame:
+def tokens_table(
+    seqs_by: dict[tuple[str, float, str], list[BoolArray]],
+    fits: dict[tuple[str, float, str], CellFit],
+    alpha_mean: dict[tuple[str, float, str], float] | None = None,
+    gammas: Sequence[int] = tuple(range(1, 9)),
+) -> pd.DataFrame:
     """Measured tokens per block against Equation (1) at ``alpha_mean[cell]`` (default: the
     i.i.d. fit) and the fitted processes; ``z_theorem`` = (Equation (1) - measured) / the
     measured standard error, ``z_<process>`` = (predicted - measured) / the combined one."""
@@ -387,9 +470,17 @@ def tokens_table(seqs_by: dict[tuple[str, float, str], list[BoolArray]],
             meas, meas_se = measured_tokens(seqs, gamma)
             a = alpha_mean[key] if alpha_mean is not None else cf.iid.params[0]
             theorem = float(expected_tokens(a, gamma))
-            row = {"draft": key[0], "temperature": key[1], "corpus": key[2], "gamma": gamma,
-                   "measured": meas, "measured_se": meas_se, "alpha": a, "theorem": theorem,
-                   "z_theorem": (theorem - meas) / meas_se}
+            row = {
+                "draft": key[0],
+                "temperature": key[1],
+                "corpus": key[2],
+                "gamma": gamma,
+                "measured": meas,
+                "measured_se": meas_se,
+                "alpha": a,
+                "theorem": theorem,
+                "z_theorem": (theorem - meas) / meas_se,
+            }
             for name, f in cf.items():
                 pred, se = f.tokens(gamma)
                 row[f"pred_{name}"] = pred

@@ -60,8 +60,11 @@ construction and is not fitted."""
 # Bounds: a factor within 1/1000 to 50 of the compute dtype's fraction; dequantization work
 # from none to 1e4 operations per weight and row (a CPU int4 kernel measured at about 6
 # times a float32 pass per row needs a few hundred at the card's float32 peak).
-_BOUNDS = {"format_memory_factor": (1e-3, 50.0), "format_compute_factor": (1e-3, 50.0),
-           "format_dequant_ops": (0.0, 1e4)}  # fmt: skip
+_BOUNDS = {
+    "format_memory_factor": (1e-3, 50.0),
+    "format_compute_factor": (1e-3, 50.0),
+    "format_dequant_ops": (0.0, 1e4),
+}
 
 
 def own_arithmetic(configs: pd.DataFrame) -> set[str] | None:
@@ -102,14 +105,14 @@ def with_format_tables(profile: RuntimeProfile, values: Mapping[str, float]) -> 
     from fitted ``{"table.format": value}`` (other names are ignored)."""
     t: dict[str, dict[str, float] | None] = {}
     for table in FORMAT_TABLES:
-        got = {k.split(".", 1)[1]: float(v) for k, v in values.items()
-               if k.startswith(table + ".")}  # fmt: skip
+        got = {k.split(".", 1)[1]: float(v) for k, v in values.items() if k.startswith(table + ".")}
         t[table] = got or None
     return dataclasses.replace(
-        profile, format_memory_factor=t["format_memory_factor"],
+        profile,
+        format_memory_factor=t["format_memory_factor"],
         format_compute_factor=t["format_compute_factor"],
         format_dequant_ops=t["format_dequant_ops"],
-    )  # fmt: skip
+    )
 
 
 def errors_by_format(residuals: pd.DataFrame) -> pd.DataFrame:
@@ -122,8 +125,10 @@ def errors_by_format(residuals: pd.DataFrame) -> pd.DataFrame:
     keys = ["weights", "in_fit"] if "in_fit" in residuals.columns else ["weights"]
     err = residuals.assign(abs_error=np.abs(residuals["rel_error"].to_numpy(dtype=float)))
     return err.groupby(keys, as_index=False).agg(
-        configs=("abs_error", "size"), median_abs_error=("abs_error", "median"),
-        worst_abs_error=("abs_error", "max"))  # fmt: skip
+        configs=("abs_error", "size"),
+        median_abs_error=("abs_error", "median"),
+        worst_abs_error=("abs_error", "max"),
+    )
 
 
 def kernel_note(configs: pd.DataFrame) -> str:
@@ -136,5 +141,8 @@ def kernel_note(configs: pd.DataFrame) -> str:
     pairs = sorted({f"{w} {q}" for w, q in kinds.drop_duplicates().itertuples(index=False)})
     if not pairs:
         return ""
-    return ("format numbers fitted on passes with these kernels (trace column quant): "
-            + ", ".join(pairs) + "; another kernel for the same format needs its own profile")
+    return (
+        "format numbers fitted on passes with these kernels (trace column quant): "
+        + ", ".join(pairs)
+        + "; another kernel for the same format needs its own profile"
+    )

@@ -45,10 +45,20 @@ from specsim.cards.toml_out import toml_table, toml_value
 from specsim.cost import step_cost_grid
 
 __all__ = [
-    "ROW_KNOTS", "FIT_COLUMNS", "ratio_interval", "enough_blocks", "profile_configs",
-    "check_fit_device", "ProfileFit", "fit_profile", "predict_profile",
-    "profile_trust_problems", "paired_runs", "predict_profile_runs", "profile_toml",
-]  # fmt: skip
+    "ROW_KNOTS",
+    "FIT_COLUMNS",
+    "ratio_interval",
+    "enough_blocks",
+    "profile_configs",
+    "check_fit_device",
+    "ProfileFit",
+    "fit_profile",
+    "predict_profile",
+    "profile_trust_problems",
+    "paired_runs",
+    "predict_profile_runs",
+    "profile_toml",
+]
 
 ROW_KNOTS = (1, 2, 4, 8, 16, 32, 64)
 """Row counts at which the efficiencies are fitted (flat beyond the ends)."""
@@ -68,8 +78,10 @@ def ratio_interval(
     Needs at least two blocks and a positive ``sum(den)``."""
     x, y = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
     if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
-        raise ValueError(f"num, den: need two equal-length 1-d arrays of >= 2 blocks, got "
-                         f"shapes {x.shape} and {y.shape}")  # fmt: skip
+        raise ValueError(
+            f"num, den: need two equal-length 1-d arrays of >= 2 blocks, got "
+            f"shapes {x.shape} and {y.shape}"
+        )
     if not (np.isfinite(x).all() and np.isfinite(y).all()) or y.sum() <= 0:
         raise ValueError("num, den: values must be finite and sum(den) > 0")
     if not 0 < level < 1:
@@ -81,8 +93,11 @@ def ratio_interval(
 
 
 def enough_blocks(
-    num: Sequence[float] | np.ndarray, den: Sequence[float] | np.ndarray, *,
-    halfwidth: float, min_blocks: int,
+    num: Sequence[float] | np.ndarray,
+    den: Sequence[float] | np.ndarray,
+    *,
+    halfwidth: float,
+    min_blocks: int,
 ) -> bool:
     """The stop rule: ``min_blocks`` blocks or more, and the 95% interval of ``sum(num) /
     sum(den)`` (:func:`ratio_interval`) within ``+-halfwidth`` times the estimate."""
@@ -98,8 +113,10 @@ def profile_configs(passes: pd.DataFrame) -> pd.DataFrame:
     A trace without a column the fit needs is refused, naming them (:data:`FIT_COLUMNS`)."""
     missing = [c for c in FIT_COLUMNS if c not in passes.columns]
     if missing:
-        raise ValueError(f"passes: the trace lacks column(s) {missing} that the profile fit "
-                         f"needs (it needs {list(FIT_COLUMNS)})")  # fmt: skip
+        raise ValueError(
+            f"passes: the trace lacks column(s) {missing} that the profile fit "
+            f"needs (it needs {list(FIT_COLUMNS)})"
+        )
     if len(passes) == 0:
         raise ValueError("passes: the trace has no rows")
     d = passes.copy()
@@ -107,8 +124,10 @@ def profile_configs(passes: pd.DataFrame) -> pd.DataFrame:
         d["weights"] = d["dtype"].map(lambda v: _FULL.get(str(v), str(v)))
     keys = ["model", "dtype", "weights", "batch", "context", "new_tokens"]
     out = d.groupby(keys, as_index=False).agg(
-        time_s=("time_s", "median"), repeats=("time_s", "size"),
-        **({"quant": ("quant", "first")} if "quant" in d.columns else {}))  # fmt: skip
+        time_s=("time_s", "median"),
+        repeats=("time_s", "size"),
+        **({"quant": ("quant", "first")} if "quant" in d.columns else {}),
+    )
     if (out["time_s"] <= 0).any():
         raise ValueError("passes: a measured time is <= 0")
     out["rows"] = out["batch"] * out["new_tokens"]
@@ -122,12 +141,16 @@ def check_fit_device(meta: Mapping[str, Any], card: HardwareCard) -> None:
     ``[calibration]``, else the sidecar of the trace named there)."""
     want = {"cpu": "cpu", "cuda": "gpu"}.get(kind := str(meta.get("device", "")))
     if want is not None and card.kind != want:
-        raise ValueError(f"traces: measured on a {kind} device, but card {card.slug!r} is a "
-                         f"{card.kind}; fit a profile on that device's own card")  # fmt: skip
+        raise ValueError(
+            f"traces: measured on a {kind} device, but card {card.slug!r} is a "
+            f"{card.kind}; fit a profile on that device's own card"
+        )
     name, known = str(meta.get("device_name", "")), _card_device(card)
     if name and known and name != known:
-        raise ValueError(f"traces: measured on {name!r}, but card {card.slug!r} describes "
-                         f"{known!r}: a profile fitted on another device is refused")  # fmt: skip
+        raise ValueError(
+            f"traces: measured on {name!r}, but card {card.slug!r} describes "
+            f"{known!r}: a profile fitted on another device is refused"
+        )
 
 
 def _card_device(card: HardwareCard) -> str:
@@ -158,31 +181,51 @@ class ProfileFit:
     dropped: int = 0
 
     def table(self) -> pd.DataFrame:
-        return pd.DataFrame({"parameter": list(self.params), "value": list(self.params.values()),
-                             "stderr": list(self.stderr.values())})  # fmt: skip
+        return pd.DataFrame(
+            {
+                "parameter": list(self.params),
+                "value": list(self.params.values()),
+                "stderr": list(self.stderr.values()),
+            }
+        )
 
 
 def _parameters(cfg: pd.DataFrame, base: str) -> list[tuple[str, float, float, float]]:
     """``(name, start, low, high)`` of every fitted number."""
     formats = sorted(cfg["weights"].unique())
     out = [("pass_overhead_s", 1e-3, 0.0, 0.5), ("layer_overhead_s", 1e-4, 0.0, 0.05)]
-    out += [(f"{t}_efficiency_rows.{r}", 0.3, 1e-4, 1.0)
-            for t in ("compute", "memory") for r in ROW_KNOTS]  # fmt: skip
+    out += [
+        (f"{t}_efficiency_rows.{r}", 0.3, 1e-4, 1.0)
+        for t in ("compute", "memory")
+        for r in ROW_KNOTS
+    ]
     return out + cf.format_parameters(formats, base, own=cf.own_arithmetic(cfg))
 
 
 def _profile(names: list[str], x: np.ndarray, *, base: RuntimeProfile) -> RuntimeProfile:
     v = dict(zip(names, map(float, x), strict=True))
-    comp, mem = ({k.split(".")[1]: v[k] for k in names if k.startswith(f"{t}_efficiency_rows.")}
-                 for t in ("compute", "memory"))  # fmt: skip
-    return cf.with_format_tables(dataclasses.replace(
-        base, pass_overhead_s=v["pass_overhead_s"], layer_overhead_s=v["layer_overhead_s"],
-        compute_efficiency=comp["1"], memory_efficiency=mem["1"], compute_efficiency_rows=comp,
-        memory_efficiency_rows=mem), v)  # fmt: skip
+    comp, mem = (
+        {k.split(".")[1]: v[k] for k in names if k.startswith(f"{t}_efficiency_rows.")}
+        for t in ("compute", "memory")
+    )
+    return cf.with_format_tables(
+        dataclasses.replace(
+            base,
+            pass_overhead_s=v["pass_overhead_s"],
+            layer_overhead_s=v["layer_overhead_s"],
+            compute_efficiency=comp["1"],
+            memory_efficiency=mem["1"],
+            compute_efficiency_rows=comp,
+            memory_efficiency_rows=mem,
+        ),
+        v,
+    )
 
 
 def predict_profile(
-    configs: pd.DataFrame, card: HardwareCard, profile: RuntimeProfile,
+    configs: pd.DataFrame,
+    card: HardwareCard,
+    profile: RuntimeProfile,
     models: Mapping[str, ModelCard] | None = None,
 ) -> np.ndarray:
     """The cost model's pass time of each configuration row with ``profile`` on ``card``."""
@@ -192,16 +235,25 @@ def predict_profile(
         model = models.get(str(slug)) or load_model(str(slug))
         own = _FULL.get(str(dtype), str(dtype)) == str(fmt)
         grid = step_cost_grid(
-            model, card, batch=grp["batch"].to_numpy(), context=grp["context"].to_numpy(),
-            new_tokens=grp["new_tokens"].to_numpy(), dtype=str(dtype),
-            weights=None if own else str(fmt), runtime=profile, check_memory=False,
-        )  # fmt: skip
+            model,
+            card,
+            batch=grp["batch"].to_numpy(),
+            context=grp["context"].to_numpy(),
+            new_tokens=grp["new_tokens"].to_numpy(),
+            dtype=str(dtype),
+            weights=None if own else str(fmt),
+            runtime=profile,
+            check_memory=False,
+        )
         pred[configs.index.get_indexer(grp.index)] = grid.time_s
     return pred
 
 
 def fit_profile(
-    configs: pd.DataFrame, card: HardwareCard, *, base: RuntimeProfile,
+    configs: pd.DataFrame,
+    card: HardwareCard,
+    *,
+    base: RuntimeProfile,
     models: Mapping[str, ModelCard] | None = None,
 ) -> ProfileFit:
     """Least-squares fit of ``base``'s numbers (efficiencies at :data:`ROW_KNOTS`, format
@@ -240,21 +292,25 @@ def fit_profile(
         params=dict(zip(names, map(float, sol.x), strict=True)),
         stderr=dict(zip(names, map(float, se), strict=True)),
         bounds={n: (float(a), float(b)) for n, a, b in zip(names, low, high, strict=True)},
-        residuals=res, rms_log_error=float(np.sqrt(np.mean(sol.fun**2))),
+        residuals=res,
+        rms_log_error=float(np.sqrt(np.mean(sol.fun**2))),
         dropped=len(configs) - len(cfg),
-    )  # fmt: skip
+    )
 
 
-def profile_trust_problems(fit: ProfileFit, *, stderr_ratio: float = 1.0,
-                           bound_tolerance: float = 1e-6) -> list[str]:
+def profile_trust_problems(
+    fit: ProfileFit, *, stderr_ratio: float = 1.0, bound_tolerance: float = 1e-6
+) -> list[str]:
     """Why a fitted number cannot be trusted, one sentence each: a standard error above
     ``stderr_ratio`` times the estimate, or an estimate at a bound of the fit."""
     out = []
     for name, value in fit.params.items():
         se = fit.stderr[name]
         if not np.isfinite(se) or se > stderr_ratio * abs(value):
-            out.append(f"{name} = {value:.4g} has a standard error of {se:.3g}: the data do "
-                       "not determine it")  # fmt: skip
+            out.append(
+                f"{name} = {value:.4g} has a standard error of {se:.3g}: the data do "
+                "not determine it"
+            )
         lo, hi = fit.bounds[name]
         for bound, side in ((lo, "lower"), (hi, "upper")):
             if abs(value - bound) <= bound_tolerance * (hi - lo):
@@ -284,8 +340,10 @@ def paired_runs(specdec: pd.DataFrame, autoregressive: pd.DataFrame) -> pd.DataF
         lat = ratio_interval(spec, emitted)
         if paired:
             if len(step_s) != int(emitted.sum()):
-                raise ValueError(f"run {run_id!r}: {len(step_s)} plain steps for "
-                                 f"{int(emitted.sum())} emitted tokens; not an interleaved pair")
+                raise ValueError(
+                    f"run {run_id!r}: {len(step_s)} plain steps for "
+                    f"{int(emitted.sum())} emitted tokens; not an interleaved pair"
+                )
             plain_block = np.add.reduceat(step_s, np.r_[0, np.cumsum(emitted)[:-1]].astype(int))
             plain = ratio_interval(plain_block, emitted)
             speed = ratio_interval(plain_block, spec)
@@ -294,12 +352,23 @@ def paired_runs(specdec: pd.DataFrame, autoregressive: pd.DataFrame) -> pd.DataF
             s = plain[0] / lat[0]
             rel = math.hypot((plain[2] - plain[0]) / plain[0], (lat[2] - lat[0]) / lat[0])
             speed = (s, s * (1 - rel), s * (1 + rel))
-        row = {"run_id": run_id, "target": first["target"], "draft": first["draft"],
-               "temperature": float(first["temperature"]), "gamma": int(first["gamma"]),
-               "batch": int(first["batch"]), "blocks": len(b), "tokens": int(emitted.sum()),
-               "paired": paired, "twin_steps": len(step_s)}  # fmt: skip
-        for name, (v, lo, hi) in (("spec_token_s", lat), ("plain_token_s", plain),
-                                  ("speedup", speed)):  # fmt: skip
+        row = {
+            "run_id": run_id,
+            "target": first["target"],
+            "draft": first["draft"],
+            "temperature": float(first["temperature"]),
+            "gamma": int(first["gamma"]),
+            "batch": int(first["batch"]),
+            "blocks": len(b),
+            "tokens": int(emitted.sum()),
+            "paired": paired,
+            "twin_steps": len(step_s),
+        }
+        for name, (v, lo, hi) in (
+            ("spec_token_s", lat),
+            ("plain_token_s", plain),
+            ("speedup", speed),
+        ):
             row.update({name: v, f"{name}_low": lo, f"{name}_high": hi})
         rows.append(row)
     return pd.DataFrame(rows)
@@ -310,13 +379,19 @@ def _twin(plain: pd.DataFrame, run_id: str, first: Any) -> tuple[pd.DataFrame, b
     twin = plain[plain["run_id"] == "ar/" + run_id[3:]]
     if len(twin):
         return twin, True
-    same = ((plain["model"] == first["target"]) & (plain["temperature"] == first["temperature"])
-            & (plain["batch"] == first["batch"]) & (plain["prompt_len"] == first["prompt_len"]))
+    same = (
+        (plain["model"] == first["target"])
+        & (plain["temperature"] == first["temperature"])
+        & (plain["batch"] == first["batch"])
+        & (plain["prompt_len"] == first["prompt_len"])
+    )
     return plain[same], False
 
 
 def predict_profile_runs(
-    specdec: pd.DataFrame, autoregressive: pd.DataFrame, card: HardwareCard,
+    specdec: pd.DataFrame,
+    autoregressive: pd.DataFrame,
+    card: HardwareCard,
     profile: RuntimeProfile,
 ) -> pd.DataFrame:
     """Each measured speculative run (:func:`paired_runs`) predicted from ``profile`` on
@@ -331,15 +406,17 @@ def predict_profile_runs(
         b = specdec[(specdec["run_id"] == r.run_id) & (specdec["seq"] == 0)]
         dtype = str(b["dtype"].iloc[0])
         ctx = b["context"].to_numpy(dtype=np.int64)
-        kw: dict[str, Any] = dict(batch=int(r.batch), dtype=dtype, runtime=profile,
-                                  check_memory=False)  # fmt: skip
+        kw: dict[str, Any] = dict(
+            batch=int(r.batch), dtype=dtype, runtime=profile, check_memory=False
+        )
         verify = step_cost_grid(t, card, context=ctx, new_tokens=int(r.gamma) + 1, **kw).time_s
         draft = step_cost_grid(d, card, context=ctx, new_tokens=1, **kw).time_s
         pred_spec.append(float((int(r.gamma) * draft + verify).sum()) / r.tokens)
         twin, _ = _twin(autoregressive, str(r.run_id), b.iloc[0])
         actx = twin["context"].to_numpy(dtype=np.int64)
-        pred_plain.append(float(step_cost_grid(t, card, context=actx, new_tokens=1,
-                                               **kw).time_s.mean()))  # fmt: skip
+        pred_plain.append(
+            float(step_cost_grid(t, card, context=actx, new_tokens=1, **kw).time_s.mean())
+        )
     out = runs.copy()
     out["predicted_spec_token_s"] = pred_spec
     out["predicted_plain_token_s"] = pred_plain
@@ -347,14 +424,21 @@ def predict_profile_runs(
     out["latency_error"] = out["predicted_spec_token_s"] / out["spec_token_s"] - 1
     out["plain_latency_error"] = out["predicted_plain_token_s"] / out["plain_token_s"] - 1
     out["speedup_error"] = out["predicted_speedup"] / out["speedup"] - 1
-    out["speedup_in_interval"] = out["predicted_speedup"].between(out["speedup_low"],
-                                                                  out["speedup_high"])
+    out["speedup_in_interval"] = out["predicted_speedup"].between(
+        out["speedup_low"], out["speedup_high"]
+    )
     return out
 
 
 def profile_toml(
-    fit: ProfileFit, *, slug: str, name: str, command: str, data: str,
-    problems: Sequence[str] = (), notes: str = "",
+    fit: ProfileFit,
+    *,
+    slug: str,
+    name: str,
+    command: str,
+    data: str,
+    problems: Sequence[str] = (),
+    notes: str = "",
 ) -> str:
     """The fitted profile as a ``models/runtime`` TOML card (read back by
     :func:`specsim.cards.load_runtime`): a header saying how it was made, every number's
@@ -369,22 +453,32 @@ def profile_toml(
     def line(key: str, value: object, note: str = "") -> str:
         return f"{key} = {toml_value(value, key)}" + (f"  # {note}" if note else "")
 
-    body = [line("slug", slug), line("name", name), line("stack", p.stack),
-            line("fitted_on", p.fitted_on or ""), line("kinds", p.kinds or [])]  # fmt: skip
-    for key, note in (("compute_efficiency", "= compute_efficiency_rows.1"),
-                      ("memory_efficiency", "= memory_efficiency_rows.1"),
-                      ("layer_overhead_s", f"stderr {se['layer_overhead_s']:.3g}"),
-                      ("pass_overhead_s", f"stderr {se['pass_overhead_s']:.3g}"),
-                      ("sampling_s_per_token", "measured, not fitted: see [sources]")):
+    body = [
+        line("slug", slug),
+        line("name", name),
+        line("stack", p.stack),
+        line("fitted_on", p.fitted_on or ""),
+        line("kinds", p.kinds or []),
+    ]
+    for key, note in (
+        ("compute_efficiency", "= compute_efficiency_rows.1"),
+        ("memory_efficiency", "= memory_efficiency_rows.1"),
+        ("layer_overhead_s", f"stderr {se['layer_overhead_s']:.3g}"),
+        ("pass_overhead_s", f"stderr {se['pass_overhead_s']:.3g}"),
+        ("sampling_s_per_token", "measured, not fitted: see [sources]"),
+    ):
         body.append(line(key, getattr(p, key), note))
     body.append(line("notes", notes))
     for table in ("compute_efficiency_rows", "memory_efficiency_rows", *cf.FORMAT_TABLES):
         values = getattr(p, table) or {}
         body += [f"\n[{table}]"] if values else []
         body += [line(k, v, f"stderr {se[f'{table}.{k}']:.3g}") for k, v in values.items()]
-    sources = {"fit": command, "data": data,
-               "fitted": "every number but sampling_s_per_token: bounded least squares on "
-               "log pass times, specsim.calibrate_profile.fit_profile",
-               **({"untrusted": "; ".join(problems)} if problems else {})}  # fmt: skip
+    sources = {
+        "fit": command,
+        "data": data,
+        "fitted": "every number but sampling_s_per_token: bounded least squares on "
+        "log pass times, specsim.calibrate_profile.fit_profile",
+        **({"untrusted": "; ".join(problems)} if problems else {}),
+    }
     body += toml_table("sources", sources, "sources")
     return "\n".join(head + body) + "\n"

@@ -47,9 +47,19 @@ from specsim.policies import fixed_gamma
 from specsim.sim import ServingConfig
 
 __all__ = [
-    "TP_SIZES", "MODES", "SLO", "Search", "Progress", "smallest_tp", "kv_capacity", "reporting",
-    "judge", "serve_replicas", "search_capacity", "smallest_deployment",
-]  # fmt: skip
+    "TP_SIZES",
+    "MODES",
+    "SLO",
+    "Search",
+    "Progress",
+    "smallest_tp",
+    "kv_capacity",
+    "reporting",
+    "judge",
+    "serve_replicas",
+    "search_capacity",
+    "smallest_deployment",
+]
 
 # Studies call search_capacity with their own arguments; a caller that runs a whole study
 # (specsim study capacity) hands its progress callback down through this variable.
@@ -132,14 +142,23 @@ def search_capacity(
     if not modes or any(m not in MODES for m in modes):
         raise ValueError(f"modes: expected some of {list(MODES)}, got {modes!r}")
     if crossover and fixed_gamma(config.policy) == 0:
-        raise ValueError("policy: a crossover needs a speculative policy (gamma > 0); "
-                         "pass crossover=False")  # fmt: skip
+        raise ValueError(
+            "policy: a crossover needs a speculative policy (gamma > 0); pass crossover=False"
+        )
     report = progress if progress is not None else _PROGRESS.get()
     head = {"hardware": "", "tensor_parallel": 1, **(base or {})}
-    return run_searches(config, slo=slo, search=search, seed=seed, base=head,
-                        rate_per_s=rate_per_s, modes=modes, crossover=crossover,
-                        workers=default_workers() if workers is None else workers,
-                        progress=report)  # fmt: skip
+    return run_searches(
+        config,
+        slo=slo,
+        search=search,
+        seed=seed,
+        base=head,
+        rate_per_s=rate_per_s,
+        modes=modes,
+        crossover=crossover,
+        workers=default_workers() if workers is None else workers,
+        progress=report,
+    )
 
 
 def smallest_deployment(
@@ -161,18 +180,33 @@ def smallest_deployment(
     hears each size's search in turn."""
     rows: list[dict[str, Any]] = []
     for tp, config in configs.items():
-        rows += search_capacity(config, slo=slo, search=search, rate_per_s=rate_per_s,
-                                seed=seed, base={**(base or {}), "tensor_parallel": tp},
-                                crossover=False, modes=modes, progress=progress,
-                                workers=workers)  # fmt: skip
+        rows += search_capacity(
+            config,
+            slo=slo,
+            search=search,
+            rate_per_s=rate_per_s,
+            seed=seed,
+            base={**(base or {}), "tensor_parallel": tp},
+            crossover=False,
+            modes=modes,
+            progress=progress,
+            workers=workers,
+        )
     for mode in modes:
-        found = [r for r in rows if r["kind"] == "answer" and r["mode"] == mode and
-                 "accelerators" in r]  # fmt: skip
-        row: dict[str, Any] = {**(base or {}), "kind": "deployment", "mode": mode,
-                               "rate_per_s": rate_per_s}  # fmt: skip
+        found = [
+            r for r in rows if r["kind"] == "answer" and r["mode"] == mode and "accelerators" in r
+        ]
+        row: dict[str, Any] = {
+            **(base or {}),
+            "kind": "deployment",
+            "mode": mode,
+            "rate_per_s": rate_per_s,
+        }
         if found:
             best = min(found, key=lambda r: (r["accelerators"], r["tensor_parallel"]))
-            row.update({k: best[k] for k in ("tensor_parallel", "replicas", "accelerators")},
-                       accelerators_low=min(r["accelerators_low"] for r in found))  # fmt: skip
+            row.update(
+                {k: best[k] for k in ("tensor_parallel", "replicas", "accelerators")},
+                accelerators_low=min(r["accelerators_low"] for r in found),
+            )
         rows.append(row)
     return rows

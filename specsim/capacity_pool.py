@@ -53,10 +53,21 @@ from specsim.sim import ServingConfig, ServingResult, simulate_serving
 from specsim.sweep_exec import end_with_parent
 
 __all__ = [
-    "MODES", "TWIN", "Progress", "RunKey", "Judged", "Source", "check_workers",
-    "default_workers", "serve_replicas", "serve_judged", "Searcher", "Stopped", "PoolSource",
+    "MODES",
+    "TWIN",
+    "Progress",
+    "RunKey",
+    "Judged",
+    "Source",
+    "check_workers",
+    "default_workers",
+    "serve_replicas",
+    "serve_judged",
+    "Searcher",
+    "Stopped",
+    "PoolSource",
     "run_searches",
-]  # fmt: skip
+]
 
 MODES: tuple[str, ...] = ("speculative", "plain")
 """The two ways every workload is served: with the policy, and plain decoding."""
@@ -109,11 +120,14 @@ def serve_replicas(
     workload = config.workload
     with_rate = getattr(workload, "with_rate", None)
     if with_rate is None or not hasattr(workload, "requests"):
-        raise TypeError(f"workload: a capacity search varies the rate and the request count; "
-                        f"{type(workload).__name__} has no with_rate or requests")  # fmt: skip
+        raise TypeError(
+            f"workload: a capacity search varies the rate and the request count; "
+            f"{type(workload).__name__} has no with_rate or requests"
+        )
     stream = dataclasses.replace(with_rate(rate_per_s), requests=requests)
-    return simulate_serving(dataclasses.replace(config, workload=stream, replicas=replicas),
-                            np.random.default_rng(seed))  # fmt: skip
+    return simulate_serving(
+        dataclasses.replace(config, workload=stream, replicas=replicas), np.random.default_rng(seed)
+    )
 
 
 def _mean_gamma(res: ServingResult) -> float:
@@ -121,18 +135,35 @@ def _mean_gamma(res: ServingResult) -> float:
     return float(it["draft_tokens"].sum() / max(int(it["batch"].sum()), 1))
 
 
-def serve_judged(config: ServingConfig, kind: str, rate: float, n: int, replicas: int, *,
-                 slo: SLO, search: Search, seed: int) -> dict[RunKey, Judged]:  # fmt: skip
+def serve_judged(
+    config: ServingConfig,
+    kind: str,
+    rate: float,
+    n: int,
+    replicas: int,
+    *,
+    slo: SLO,
+    search: Search,
+    seed: int,
+) -> dict[RunKey, Judged]:
     """Serve one run (``kind``: a mode of :data:`MODES`, or :data:`TWIN` for the speculative
     mode and its plain twin in one run, whose results equal the two served apart) and
     judge it; keyed by :data:`RunKey`."""
     twin = kind == TWIN
     mode = "speculative" if twin else kind
     policy = config.policy if mode == "speculative" else FixedGamma(gamma=0)
-    res = serve_replicas(dataclasses.replace(config, policy=policy, plain_twin=twin),
-                         rate_per_s=rate, requests=n, replicas=replicas, seed=seed)  # fmt: skip
-    kw: dict[str, Any] = {"confidence": search.confidence, "batches": search.batches,
-                          "warmup": search.warmup}  # fmt: skip
+    res = serve_replicas(
+        dataclasses.replace(config, policy=policy, plain_twin=twin),
+        rate_per_s=rate,
+        requests=n,
+        replicas=replicas,
+        seed=seed,
+    )
+    kw: dict[str, Any] = {
+        "confidence": search.confidence,
+        "batches": search.batches,
+        "warmup": search.warmup,
+    }
     out = {(mode, rate, n, replicas): (judge(res.requests(), slo, **kw), _mean_gamma(res))}
     if twin:
         if res.requests_plain is None:  # a policy that declares gamma 0
@@ -142,9 +173,14 @@ def serve_judged(config: ServingConfig, kind: str, rate: float, n: int, replicas
 
 
 def _bracket_row(b: Bracket) -> dict[str, Any]:
-    return {"rate_low": b.low, "rate_high": b.high, "first_failing_rate": b.first_fail,
-            "status": b.status, "precision_reached": b.precision,
-            "probes": b.probes}  # fmt: skip
+    return {
+        "rate_low": b.low,
+        "rate_high": b.high,
+        "first_failing_rate": b.first_fail,
+        "status": b.status,
+        "precision_reached": b.precision,
+        "probes": b.probes,
+    }
 
 
 class Searcher:
@@ -153,8 +189,15 @@ class Searcher:
     run equals the speculative run's plain twin: the same requests, drawn the same way).
     ``source`` serves and judges a run (:data:`Source`)."""
 
-    def __init__(self, source: Source, *, search: Search, base: dict[str, Any],
-                 progress: Progress | None, budget: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        source: Source,
+        *,
+        search: Search,
+        base: dict[str, Any],
+        progress: Progress | None,
+        budget: int,
+    ) -> None:
         self.source, self.search, self.base, self.progress = source, search, base, progress
         self.rows: list[dict[str, Any]] = []
         self.runs: dict[RunKey, dict[str, Any]] = {}
@@ -163,10 +206,19 @@ class Searcher:
     def record(self, key: RunKey, kind: str, judged: Judged) -> None:
         mode, rate, _, replicas = key
         row, mean_gamma = judged
-        full = {**self.base, "kind": "probe", "search": kind, "mode": mode, "run": self.done,
-                "rate_per_s": rate, "replicas": replicas, "rate_per_replica": rate / replicas,
-                **row, "meets_slo": row["outcome"] == HOLDS,
-                "mean_gamma": mean_gamma}  # fmt: skip
+        full = {
+            **self.base,
+            "kind": "probe",
+            "search": kind,
+            "mode": mode,
+            "run": self.done,
+            "rate_per_s": rate,
+            "replicas": replicas,
+            "rate_per_replica": rate / replicas,
+            **row,
+            "meets_slo": row["outcome"] == HOLDS,
+            "mean_gamma": mean_gamma,
+        }
         self.rows.append(full)
         self.runs[key] = full
 
@@ -176,8 +228,9 @@ class Searcher:
         if self.progress is not None:
             self.progress(self.done, self.total, f"{self.base['hardware']} {label}")
 
-    def served(self, mode: str, rate: float, n: int, *, replicas: int, kind: str,
-               left: int) -> dict[str, Any]:  # fmt: skip
+    def served(
+        self, mode: str, rate: float, n: int, *, replicas: int, kind: str, left: int
+    ) -> dict[str, Any]:
         """The judged run of ``mode`` at ``rate`` with ``n`` requests (served if new)."""
         key = (mode, rate, n, replicas)
         if key not in self.runs:
@@ -191,14 +244,14 @@ class Searcher:
         probe, and the pooled count follows ``Search.sizes``)."""
         outcome: Outcome = UNDECIDED
         for n in sorted({max(n, self.search.requests * replicas) for n in self.search.sizes}):
-            outcome = self.served(mode, rate, n, replicas=replicas, kind=kind,
-                                  left=left)["outcome"]  # fmt: skip
+            outcome = self.served(mode, rate, n, replicas=replicas, kind=kind, left=left)["outcome"]
             if outcome != UNDECIDED:
                 break
         return outcome
 
-    def probe_replicas(self, mode: str, rate: float, replicas: int, *, known: Bracket,
-                       left: int) -> Outcome:  # fmt: skip
+    def probe_replicas(
+        self, mode: str, rate: float, replicas: int, *, known: Bracket, left: int
+    ) -> Outcome:
         """``replicas`` at ``rate`` in total; a share at most the bracket's low end holds
         (the router does at least as well as a random split) without another run."""
         if rate / replicas <= known.low:
@@ -217,11 +270,16 @@ class Searcher:
                 for k in keys:
                     self.record(k, "crossover", judged[k])
                 self.tick(f"crossover {rate:.3g}/s, {n} requests", left)
-            spec, plain = (self.served(m, rate, n, replicas=1, kind="crossover", left=left)
-                           for m in MODES)  # fmt: skip
-            outcome = (HOLDS if spec["tpot_p99_high_s"] < plain["tpot_p99_low_s"] else
-                       FAILS if spec["tpot_p99_low_s"] > plain["tpot_p99_high_s"] else
-                       UNDECIDED)  # fmt: skip
+            spec, plain = (
+                self.served(m, rate, n, replicas=1, kind="crossover", left=left) for m in MODES
+            )
+            outcome = (
+                HOLDS
+                if spec["tpot_p99_high_s"] < plain["tpot_p99_low_s"]
+                else FAILS
+                if spec["tpot_p99_low_s"] > plain["tpot_p99_high_s"]
+                else UNDECIDED
+            )
             if outcome != UNDECIDED:
                 break
         return outcome
@@ -230,28 +288,49 @@ class Searcher:
         """``mode``'s answer row: the bisection on one replica's rate, then the replicas
         for ``rate_per_s`` (:func:`specsim.capacity.search_capacity`)."""
         search, tp = self.search, int(self.base["tensor_parallel"])
-        b = bisect_rate(partial(self.probe, mode, replicas=1, kind="capacity", left=left),
-                        rate_min=search.rate_min, rate_max=search.rate_max,
-                        precision=search.precision)  # fmt: skip
-        ans: dict[str, Any] = {**self.base, "kind": "answer", "mode": mode,
-                               "rate_per_s": rate_per_s, "max_rate_per_replica": b.low,
-                               **_bracket_row(b), "rate_per_accelerator": b.low / tp}  # fmt: skip
+        b = bisect_rate(
+            partial(self.probe, mode, replicas=1, kind="capacity", left=left),
+            rate_min=search.rate_min,
+            rate_max=search.rate_max,
+            precision=search.precision,
+        )
+        ans: dict[str, Any] = {
+            **self.base,
+            "kind": "answer",
+            "mode": mode,
+            "rate_per_s": rate_per_s,
+            "max_rate_per_replica": b.low,
+            **_bracket_row(b),
+            "rate_per_accelerator": b.low / tp,
+        }
         if b.low > 0:
             limit = 4 * math.ceil(rate_per_s / b.low) + 4
             walk = partial(self.probe_replicas, mode, rate_per_s, known=b, left=left)
             n, low = smallest_count(walk, start=math.ceil(rate_per_s / b.low), limit=limit)
-            ans.update(replicas=n, replicas_status="decided" if low == n else "undecided",
-                       accelerators=n * tp, accelerators_low=low * tp)  # fmt: skip
+            ans.update(
+                replicas=n,
+                replicas_status="decided" if low == n else "undecided",
+                accelerators=n * tp,
+                accelerators_low=low * tp,
+            )
         return ans
 
     def crossover(self, *, left: int) -> dict[str, Any]:
         """The crossover's row: the largest rate at which speculation is shown to pay."""
         search = self.search
-        c = bisect_rate(partial(self.pays, left=left), rate_min=search.rate_min,
-                        rate_max=search.rate_max,
-                        precision=search.crossover_precision)  # fmt: skip
-        return {**self.base, "kind": "crossover", "mode": "speculative vs plain",
-                "crossover_rate": c.low, **_bracket_row(c)}  # fmt: skip
+        c = bisect_rate(
+            partial(self.pays, left=left),
+            rate_min=search.rate_min,
+            rate_max=search.rate_max,
+            precision=search.crossover_precision,
+        )
+        return {
+            **self.base,
+            "kind": "crossover",
+            "mode": "speculative vs plain",
+            "crossover_rate": c.low,
+            **_bracket_row(c),
+        }
 
 
 # The worker's search, set once per worker process by the pool's initializer: the card it
@@ -266,8 +345,9 @@ def _start_worker(parent: int, setup: dict[str, Any]) -> None:
 
 def _serve_in_worker(kind: str, rate: float, n: int, replicas: int) -> dict[RunKey, Judged]:
     w = _WORKER
-    return serve_judged(w["config"], kind, rate, n, replicas, slo=w["slo"], search=w["search"],
-                        seed=w["seed"])  # fmt: skip
+    return serve_judged(
+        w["config"], kind, rate, n, replicas, slo=w["slo"], search=w["search"], seed=w["seed"]
+    )
 
 
 class Stopped(RuntimeError):
@@ -282,14 +362,17 @@ class PoolSource:
     against 2 s to import the package anew), else spawn.
     """
 
-    def __init__(self, config: ServingConfig, *, slo: SLO, search: Search, seed: int,
-                 workers: int) -> None:  # fmt: skip
+    def __init__(
+        self, config: ServingConfig, *, slo: SLO, search: Search, seed: int, workers: int
+    ) -> None:
         method = "fork" if "fork" in get_all_start_methods() else "spawn"
         setup: dict[str, Any] = {"config": config, "slo": slo, "search": search, "seed": seed}
-        self.pool = ProcessPoolExecutor(max_workers=check_workers(workers),
-                                        mp_context=get_context(method),
-                                        initializer=_start_worker,
-                                        initargs=(os.getpid(), setup))  # fmt: skip
+        self.pool = ProcessPoolExecutor(
+            max_workers=check_workers(workers),
+            mp_context=get_context(method),
+            initializer=_start_worker,
+            initargs=(os.getpid(), setup),
+        )
         self.futures: dict[RunKey, Future[dict[RunKey, Judged]]] = {}
         self.lock = threading.Lock()
         self.stopped = False
@@ -336,10 +419,19 @@ class PoolSource:
         return {k: out[k] for k in keys}
 
 
-def run_searches(config: ServingConfig, *, slo: SLO, search: Search, seed: int,
-                 base: dict[str, Any], rate_per_s: float, modes: tuple[str, ...],
-                 crossover: bool, workers: int,
-                 progress: Progress | None) -> list[dict[str, Any]]:  # fmt: skip
+def run_searches(
+    config: ServingConfig,
+    *,
+    slo: SLO,
+    search: Search,
+    seed: int,
+    base: dict[str, Any],
+    rate_per_s: float,
+    modes: tuple[str, ...],
+    crossover: bool,
+    workers: int,
+    progress: Progress | None,
+) -> list[dict[str, Any]]:
     """The rows of :func:`specsim.capacity.search_capacity` (its arguments checked).
 
     One worker: the searches one after the other in this process. More: this thread
@@ -355,8 +447,10 @@ def run_searches(config: ServingConfig, *, slo: SLO, search: Search, seed: int,
     parts: list[str] = [*modes, "crossover"] if crossover else list(modes)
 
     def answers(s: Searcher) -> list[dict[str, Any]]:
-        out = [s.capacity(mode, rate_per_s=rate_per_s, left=(len(parts) - k) * per_mode)
-               for k, mode in enumerate(modes)]  # fmt: skip
+        out = [
+            s.capacity(mode, rate_per_s=rate_per_s, left=(len(parts) - k) * per_mode)
+            for k, mode in enumerate(modes)
+        ]
         return out + ([s.crossover(left=per_mode)] if crossover else [])
 
     if check_workers(workers) == 1 or len(parts) == 1:

@@ -55,10 +55,13 @@ class Search:
         if isinstance(w, bool) or not isinstance(w, float | int) or not 0 <= w <= 0.5:
             raise ValueError(f"warmup: expected a share of the requests in [0, 0.5], got {w!r}")
         b = self.batches
-        if b is not None and (isinstance(b, bool) or not isinstance(b, int) or not
-                              2 <= b <= self.requests):  # fmt: skip
-            raise ValueError(f"batches: expected None or an integer from 2 to requests "
-                             f"({self.requests}), got {b!r}")  # fmt: skip
+        if b is not None and (
+            isinstance(b, bool) or not isinstance(b, int) or not 2 <= b <= self.requests
+        ):
+            raise ValueError(
+                f"batches: expected None or an integer from 2 to requests "
+                f"({self.requests}), got {b!r}"
+            )
 
     @property
     def sizes(self) -> tuple[int, ...]:

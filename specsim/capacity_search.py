@@ -67,8 +67,10 @@ def _binomial_ranks(n: int, q: float, tail: float) -> tuple[int, int]:
     cdf = stats.binom.cdf(ks, n, q)
     below = ks[cdf <= tail]
     above = ks[cdf >= 1.0 - tail]
-    return (int(below[-1]) + 1 if below.shape[0] else 0,
-            int(above[0]) + 1 if above.shape[0] else n + 1)  # fmt: skip
+    return (
+        int(below[-1]) + 1 if below.shape[0] else 0,
+        int(above[0]) + 1 if above.shape[0] else n + 1,
+    )
 
 
 def quantile_interval(
@@ -128,8 +130,9 @@ def quantile_interval(
             raise ValueError(f"batches: expected an integer >= 2, got {batches!r}")
         m = n // batches
         if m < 1:
-            raise ValueError(f"batches: {batches} batches need at least as many observations, "
-                             f"got {n}")  # fmt: skip
+            raise ValueError(
+                f"batches: {batches} batches need at least as many observations, got {n}"
+            )
         at = float(np.quantile(a, q)) if reference is None else float(reference)
         at_or_below = raw[: m * batches] <= at
         p = float(at_or_below.mean())
@@ -221,8 +224,9 @@ def _check_range(rate_min: float, rate_max: float, precision: float) -> None:
         ):
             raise ValueError(f"{name}: expected a finite number > 0, got {v!r}")
     if rate_min >= rate_max:
-        raise ValueError(f"rate_min, rate_max: expected rate_min < rate_max, got {rate_min} >= "
-                         f"{rate_max}")  # fmt: skip
+        raise ValueError(
+            f"rate_min, rate_max: expected rate_min < rate_max, got {rate_min} >= {rate_max}"
+        )
 
 
 def bisect_rate(
@@ -245,15 +249,17 @@ def bisect_rate(
         count += 1
         out = probe(rate)
         if out not in (HOLDS, FAILS, UNDECIDED):
-            raise ValueError(f"probe({rate:g}): expected 'holds', 'fails' or 'undecided', got "
-                             f"{out!r}")  # fmt: skip
+            raise ValueError(
+                f"probe({rate:g}): expected 'holds', 'fails' or 'undecided', got {out!r}"
+            )
         return out
 
     first = ask(rate_min)
     if first != HOLDS:
         fail = rate_min if first == FAILS else math.inf
-        return Bracket(0.0, rate_min, fail, f"{first if first == UNDECIDED else 'fails'} at "
-                       "rate_min", count)  # fmt: skip
+        return Bracket(
+            0.0, rate_min, fail, f"{first if first == UNDECIDED else 'fails'} at rate_min", count
+        )
     last = ask(rate_max)
     if last == HOLDS:
         return Bracket(rate_max, math.inf, math.inf, "above rate_max", count)
@@ -299,8 +305,7 @@ def smallest_count(holds: Callable[[int], Outcome], *, start: int, limit: int) -
     below, n = 0, start  # below: the largest count known not to hold (0: none tried)
     while ask(n) != HOLDS:
         if n >= limit:
-            raise ValueError(f"no count up to {limit} meets the target (the last "
-                             f"{seen[n]})")  # fmt: skip
+            raise ValueError(f"no count up to {limit} meets the target (the last {seen[n]})")
         below, n = n, min(2 * n, limit)
     while n - below > 1:
         mid = (below + n) // 2
@@ -337,8 +342,14 @@ class SLO:
             raise ValueError(f"goodput_fraction: expected a fraction in (0, 1], got {g!r}")
 
 
-def judge(requests: pd.DataFrame, slo: SLO, *, confidence: float = 0.95,
-          batches: int | None = 20, warmup: float = 0.05) -> dict[str, Any]:  # fmt: skip
+def judge(
+    requests: pd.DataFrame,
+    slo: SLO,
+    *,
+    confidence: float = 0.95,
+    batches: int | None = 20,
+    warmup: float = 0.05,
+) -> dict[str, Any]:
     """Whether one run's requests meet the SLO, with the intervals that decide it.
 
     ``requests``: the per-request table of a serving run (``arrival_s``,
@@ -391,8 +402,12 @@ def judge(requests: pd.DataFrame, slo: SLO, *, confidence: float = 0.95,
     if slo.goodput_fraction is not None:
         outcomes.append(verdict(frac, slo.goodput_fraction, at_most=False))
     span = float(finish.max() - arrival.min())
-    row.update(goodput_fraction=good / n, goodput_fraction_low=frac[0],
-               goodput_fraction_high=frac[1], goodput_per_s=good / span if span > 0 else 0.0,
-               throughput_tokens_per_s=float(out_len.sum()) / span if span > 0 else 0.0,
-               outcome=combine(outcomes))  # fmt: skip
+    row.update(
+        goodput_fraction=good / n,
+        goodput_fraction_low=frac[0],
+        goodput_fraction_high=frac[1],
+        goodput_per_s=good / span if span > 0 else 0.0,
+        throughput_tokens_per_s=float(out_len.sum()) / span if span > 0 else 0.0,
+        outcome=combine(outcomes),
+    )
     return row

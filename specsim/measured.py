@@ -42,13 +42,29 @@ CORPORA: tuple[str, ...] = ("en", "de", "es", "it", "code", "licences")
 TEXTS: tuple[str, ...] = ("test", "generated")
 """``test``: held-out test text; ``generated``: text the target generated at that temperature."""
 SUMMARY_COLUMNS: tuple[str, ...] = (
-    "draft", "target", "temperature", "corpus", "text", "sequences", "positions",
-    "alpha_mean", "alpha_sd", "ci_low", "ci_high", "acf_1",
-)  # fmt: skip
+    "draft",
+    "target",
+    "temperature",
+    "corpus",
+    "text",
+    "sequences",
+    "positions",
+    "alpha_mean",
+    "alpha_sd",
+    "ci_low",
+    "ci_high",
+    "acf_1",
+)
 """The columns of ``alpha-summary.csv`` this module needs (the file has more)."""
 POSITION_COLUMNS: tuple[str, ...] = (
-    "draft", "temperature", "corpus", "text", "seq", "position", "alpha",
-)  # fmt: skip
+    "draft",
+    "temperature",
+    "corpus",
+    "text",
+    "seq",
+    "position",
+    "alpha",
+)
 """The columns of ``alpha-positions.csv.gz`` this module needs."""
 TABLE3_COLUMNS: tuple[str, ...] = ("target", "draft", "alpha_temp0", "alpha_temp1")
 """The columns of Leviathan et al. 2023's Table 3 as ``leviathan2023_table3.csv`` holds it."""
@@ -58,8 +74,10 @@ def measured_dir() -> Path:
     """``models/measured/real`` of this checkout (FileNotFoundError naming it when absent)."""
     path = Path(__file__).resolve().parents[1] / "models" / "measured" / "real"
     if not path.is_dir():
-        raise FileNotFoundError(f"measured alphas: no folder {str(path)!r} (a checkout of specsim "
-                                "has it; pass the path of alpha-summary.csv instead)")  # fmt: skip
+        raise FileNotFoundError(
+            f"measured alphas: no folder {str(path)!r} (a checkout of specsim "
+            "has it; pass the path of alpha-summary.csv instead)"
+        )
     return path
 
 
@@ -72,13 +90,17 @@ def _check(frame: pd.DataFrame, columns: tuple[str, ...], source: str) -> pd.Dat
     for col, known in (("draft", DRAFTS), ("corpus", CORPORA), ("text", TEXTS)):
         bad = sorted(set(frame[col].astype(str)) - set(known))
         if bad:
-            raise ValueError(f"{source}: column {col!r} has unknown value(s) {bad}; "
-                             f"expected one of {list(known)}")  # fmt: skip
+            raise ValueError(
+                f"{source}: column {col!r} has unknown value(s) {bad}; "
+                f"expected one of {list(known)}"
+            )
     temps = pd.to_numeric(frame["temperature"], errors="coerce").to_numpy(dtype=float)
     bad_t = frame["temperature"][~(np.isfinite(temps) & (temps >= 0))]
     if len(bad_t):
-        raise ValueError(f"{source}: column 'temperature' must hold numbers >= 0, got "
-                         f"{bad_t.iloc[0]} (row {int(bad_t.index[0]) + 2})")  # fmt: skip
+        raise ValueError(
+            f"{source}: column 'temperature' must hold numbers >= 0, got "
+            f"{bad_t.iloc[0]} (row {int(bad_t.index[0]) + 2})"
+        )
     return frame.assign(temperature=temps)
 
 
@@ -88,8 +110,10 @@ def _probabilities(frame: pd.DataFrame, columns: tuple[str, ...], source: str) -
         bad = ~((x >= 0.0) & (x <= 1.0))
         if bad.any():
             i = int(np.argmax(bad))
-            raise ValueError(f"{source}: column {col!r} must lie in [0, 1], got "
-                             f"{frame[col].iloc[i]} (row {i + 2})")  # fmt: skip
+            raise ValueError(
+                f"{source}: column {col!r} must lie in [0, 1], got "
+                f"{frame[col].iloc[i]} (row {i + 2})"
+            )
 
 
 def read_alpha_summary(path: str | os.PathLike[str] | None = None) -> pd.DataFrame:
@@ -108,8 +132,10 @@ def read_alpha_summary(path: str | os.PathLike[str] | None = None) -> pd.DataFra
     bad = ~((lo <= mid + 1e-12) & (mid <= hi + 1e-12))
     if bad.any():
         i = int(np.argmax(bad))
-        raise ValueError(f"{source}: row {i + 2}: the interval [{lo[i]}, {hi[i]}] does not hold "
-                         f"the mean {mid[i]}")  # fmt: skip
+        raise ValueError(
+            f"{source}: row {i + 2}: the interval [{lo[i]}, {hi[i]}] does not hold "
+            f"the mean {mid[i]}"
+        )
     keys = ["draft", "temperature", "corpus", "text"]
     dup = frame.duplicated(keys)
     if dup.any():
@@ -135,22 +161,33 @@ def alpha_cell(
     ValueError naming the argument when ``draft``, ``corpus``, ``text`` or
     ``temperature`` is not among the measured ones.
     """
-    for key, value, known in (("draft", draft, DRAFTS), ("corpus", corpus, CORPORA),
-                              ("text", text, TEXTS)):  # fmt: skip
+    for key, value, known in (
+        ("draft", draft, DRAFTS),
+        ("corpus", corpus, CORPORA),
+        ("text", text, TEXTS),
+    ):
         if value not in known or value not in set(summary[key]):
-            raise ValueError(f"alpha_cell: unknown {key} {value!r}; measured: "
-                             f"{sorted(set(summary[key]))}")  # fmt: skip
+            raise ValueError(
+                f"alpha_cell: unknown {key} {value!r}; measured: {sorted(set(summary[key]))}"
+            )
     temps = np.unique(summary["temperature"].to_numpy(dtype=float))
     near = np.isclose(temps, float(temperature), atol=1e-9)
     if not near.any():
-        raise ValueError(f"alpha_cell: temperature {temperature!r} was not measured; "
-                         f"measured: {temps.tolist()}")  # fmt: skip
+        raise ValueError(
+            f"alpha_cell: temperature {temperature!r} was not measured; measured: {temps.tolist()}"
+        )
     t = float(temps[near][0])
-    rows = summary[(summary["draft"] == draft) & (summary["corpus"] == corpus)
-                   & (summary["text"] == text) & np.isclose(summary["temperature"], t)]  # fmt: skip
+    rows = summary[
+        (summary["draft"] == draft)
+        & (summary["corpus"] == corpus)
+        & (summary["text"] == text)
+        & np.isclose(summary["temperature"], t)
+    ]
     if len(rows) != 1:
-        raise ValueError(f"alpha_cell: {len(rows)} rows for draft {draft!r}, corpus {corpus!r}, "
-                         f"temperature {t}, text {text!r}; expected one")  # fmt: skip
+        raise ValueError(
+            f"alpha_cell: {len(rows)} rows for draft {draft!r}, corpus {corpus!r}, "
+            f"temperature {t}, text {text!r}; expected one"
+        )
     return rows.iloc[0]
 
 
@@ -162,7 +199,14 @@ def read_table3(path: str | os.PathLike[str]) -> pd.DataFrame:
     missing = [c for c in TABLE3_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"{str(path)}: missing column(s) {missing}; it has {list(frame.columns)}")
-    rows = [{"part": "paper", "target": p.target, "draft": p.draft,
-             "alpha_temp0": float(p.alpha_temp0), "alpha_temp1": float(p.alpha_temp1)}
-            for p in frame.itertuples(index=False)]  # fmt: skip
+    rows = [
+        {
+            "part": "paper",
+            "target": p.target,
+            "draft": p.draft,
+            "alpha_temp0": float(p.alpha_temp0),
+            "alpha_temp1": float(p.alpha_temp1),
+        }
+        for p in frame.itertuples(index=False)
+    ]
     return pd.DataFrame(rows)

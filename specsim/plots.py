@@ -79,8 +79,15 @@ class Style:
 _COLORS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#999999")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LINESTYLES: tuple[str | tuple[int, tuple[int, ...]], ...] = (
-    "-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (1, 1)), (0, (8, 3)),
-)  # fmt: skip
+    "-",
+    "--",
+    "-.",
+    ":",
+    (0, (5, 1)),
+    (0, (3, 1, 1, 1, 1, 1)),
+    (0, (1, 1)),
+    (0, (8, 3)),
+)
 """Line styles, told apart in grey; :func:`plot_lines` uses them for a second factor."""
 _HATCHES = ("", "//", "..", "xx", "\\\\", "++", "oo", "--")
 STYLE_CYCLE: tuple[Style, ...] = tuple(
@@ -93,8 +100,10 @@ def style_map(levels: Iterable[Hashable]) -> dict[Hashable, Style]:
     """One :data:`STYLE_CYCLE` entry per distinct level, in order of first appearance."""
     keys = list(dict.fromkeys(levels))
     if len(keys) > len(STYLE_CYCLE):
-        raise ValueError(f"style_map: {len(keys)} levels, but only {len(STYLE_CYCLE)} distinct "
-                         "styles; split the figure or group the levels")  # fmt: skip
+        raise ValueError(
+            f"style_map: {len(keys)} levels, but only {len(STYLE_CYCLE)} distinct "
+            "styles; split the figure or group the levels"
+        )
     return dict(zip(keys, STYLE_CYCLE, strict=False))
 
 
@@ -108,9 +117,7 @@ def _require(df: pd.DataFrame, columns: Iterable[str], where: str) -> None:
         raise ValueError(f"{where}: the DataFrame is empty")
 
 
-def figure(
-    ncols: int = 1, *, width: float = 6.4, height: float = 4.4
-) -> tuple[Figure, list[Axes]]:
+def figure(ncols: int = 1, *, width: float = 6.4, height: float = 4.4) -> tuple[Figure, list[Axes]]:
     """A figure on the Agg canvas (no pyplot state) with ``ncols`` axes side by side,
     each ``width`` x ``height`` inches, constrained layout."""
     fig = Figure(figsize=(width * ncols, height), layout="constrained")
@@ -151,8 +158,16 @@ def plot_lines(
             kw = st.line()
             if s is not None:
                 kw["linestyle"] = LINESTYLES[j % len(LINESTYLES)]
-            ax.plot(d[x], d[y], label=name, markersize=markersize, markevery=markevery,
-                    drawstyle=drawstyle, linewidth=1.4, **kw)  # fmt: skip
+            ax.plot(
+                d[x],
+                d[y],
+                label=name,
+                markersize=markersize,
+                markevery=markevery,
+                drawstyle=drawstyle,
+                linewidth=1.4,
+                **kw,
+            )
 
 
 def grouped_bars(
@@ -180,8 +195,13 @@ def grouped_bars(
         d = df[df[hue] == h]
         at = np.array([pos[c] for c in d[category]]) - 0.4 + width * (k + 0.5)
         e = None if err is None else d[err].to_numpy(dtype=float)
-        common: dict[str, Any] = {"color": st.color, "hatch": st.hatch, "edgecolor": "0.15",
-                                  "linewidth": 0.6, "label": str(h)}  # fmt: skip
+        common: dict[str, Any] = {
+            "color": st.color,
+            "hatch": st.hatch,
+            "edgecolor": "0.15",
+            "linewidth": 0.6,
+            "label": str(h),
+        }
         if horizontal:
             ax.barh(at, d[value], height=width, xerr=e, **common)
         else:
@@ -220,9 +240,17 @@ def legend_outside(
         "outside right center" if where == "right" else "outside lower center"
     )
     entries: list[Any] = [h[0] if len(h) == 1 else tuple(h) for h in handles.values()]
-    fig.legend(entries, list(handles), loc=loc, ncols=n, title=title, fontsize=8,
-               title_fontsize=8, frameon=False,
-               handler_map={tuple: HandlerTuple(ndivide=None, pad=0.6)})  # fmt: skip
+    fig.legend(
+        entries,
+        list(handles),
+        loc=loc,
+        ncols=n,
+        title=title,
+        fontsize=8,
+        title_fontsize=8,
+        frameon=False,
+        handler_map={tuple: HandlerTuple(ndivide=None, pad=0.6)},
+    )
 
 
 def set_alt_text(fig: Figure, text: str) -> Figure:
@@ -262,12 +290,19 @@ def plot_verification_factor(df: pd.DataFrame) -> Figure:
     for gamma, st in style_map(df["gamma"]).items():
         ceiling = float(gamma) + 1  # type: ignore[arg-type]
         ax.axhline(ceiling, color=st.color, linestyle=":", linewidth=1)
-        ax.annotate(f"ceiling gamma + 1 = {ceiling:g}", xy=(0.0, ceiling),
-                    xycoords=("axes fraction", "data"), xytext=(3, 2), textcoords="offset points",
-                    fontsize=7, color=st.color)  # fmt: skip
+        ax.annotate(
+            f"ceiling gamma + 1 = {ceiling:g}",
+            xy=(0.0, ceiling),
+            xycoords=("axes fraction", "data"),
+            xytext=(3, 2),
+            textcoords="offset points",
+            fontsize=7,
+            color=st.color,
+        )
     ridge = float(df["ridge_tokens"].iloc[0])
-    ax.axvline(ridge, color="0.3", linestyle="--", linewidth=1,
-               label=f"ridge point (~{ridge:.0f} tokens)")  # fmt: skip
+    ax.axvline(
+        ridge, color="0.3", linestyle="--", linewidth=1, label=f"ridge point (~{ridge:.0f} tokens)"
+    )
     ax.set_xscale("log", base=2)
     ax.set_xlabel("verification pass size = batch x (gamma + 1) [tokens]")
     ax.set_ylabel("v(gamma) = t(gamma + 1 tokens) / t(1 token) (ratio)")
@@ -297,8 +332,15 @@ def plot_cost_coefficient(df: pd.DataFrame) -> Figure:
     """
     _require(df, ("draft", "batch", "context", "c", "param_ratio"), "plot_cost_coefficient")
     fig, (ax,) = figure(width=7.0)
-    plot_lines(ax, df, x="batch", y="c", hue="draft", style="context",
-               label=lambda d, ctx: f"{d}, context {ctx}")  # fmt: skip
+    plot_lines(
+        ax,
+        df,
+        x="batch",
+        y="c",
+        hue="draft",
+        style="context",
+        label=lambda d, ctx: f"{d}, context {ctx}",
+    )
     styles = style_map(df["draft"])
     for draft, ratio in df.groupby("draft", sort=False)["param_ratio"].first().items():
         ax.axhline(ratio, color=styles[draft].color, linestyle=(0, (2, 4)), linewidth=0.8)
@@ -330,13 +372,25 @@ def plot_calibration(df: pd.DataFrame) -> Figure:
     fig, (ax,) = figure()
     for model, st in style_map(df["model"]).items():
         d = df[df["model"] == model]
-        ax.plot(d["time_s"], d["predicted_s"], linestyle="none", marker=st.marker,
-                color=st.color, markersize=5, alpha=0.8, label=str(model))  # fmt: skip
+        ax.plot(
+            d["time_s"],
+            d["predicted_s"],
+            linestyle="none",
+            marker=st.marker,
+            color=st.color,
+            markersize=5,
+            alpha=0.8,
+            label=str(model),
+        )
     lo = float(min(df["time_s"].min(), df["predicted_s"].min()))
     hi = float(max(df["time_s"].max(), df["predicted_s"].max()))
     ax.plot([lo, hi], [lo, hi], color="0.4", linestyle="--", linewidth=1, label="perfect fit")
-    ax.set(xscale="log", yscale="log", xlabel="measured pass time (s)",
-           ylabel="predicted pass time (s)")  # fmt: skip
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="measured pass time (s)",
+        ylabel="predicted pass time (s)",
+    )
     legend_outside(fig, where="right")
     return describe(
         fig,
@@ -364,8 +418,15 @@ def plot_validation_z(checks: pd.DataFrame, *, limit: float) -> Figure:
     start, centres = 0, []
     for k, (q, st) in enumerate(styles.items()):
         z = checks.loc[checks["quantity"] == q, "z"].to_numpy(dtype=float)
-        ax.plot(start + np.arange(len(z)), z, linestyle="none", marker=st.marker,
-                color=st.color, markersize=4, label=str(q).replace("_", " "))  # fmt: skip
+        ax.plot(
+            start + np.arange(len(z)),
+            z,
+            linestyle="none",
+            marker=st.marker,
+            color=st.color,
+            markersize=4,
+            label=str(q).replace("_", " "),
+        )
         centres.append(start + (len(z) - 1) / 2)
         start += len(z) + gap
         if k < len(styles) - 1:
@@ -377,11 +438,17 @@ def plot_validation_z(checks: pd.DataFrame, *, limit: float) -> Figure:
     ax.set_ylabel("z (standard errors)")
     legend_outside(fig, where="right")
     failed = int((checks["z"].abs() > limit).sum())
-    zs = {str(q).replace("_", " "): checks.loc[checks["quantity"] == q, "z"].to_numpy(float)
-          for q in styles}  # fmt: skip
+    zs = {
+        str(q).replace("_", " "): checks.loc[checks["quantity"] == q, "z"].to_numpy(float)
+        for q in styles
+    }
     names = list(zs)
-    same = [f"{a} and {b}" for i, a in enumerate(names) for b in names[i + 1 :]
-            if zs[a].shape == zs[b].shape and np.allclose(zs[a], zs[b])]  # fmt: skip
+    same = [
+        f"{a} and {b}"
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+        if zs[a].shape == zs[b].shape and np.allclose(zs[a], zs[b])
+    ]
     note = f"{'; '.join(same)} have the same z (one estimator, a fixed factor apart)"
     return describe(
         fig,

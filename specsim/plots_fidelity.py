@@ -35,10 +35,15 @@ def plot_fidelity(table: pd.DataFrame) -> Figure:
     quantities = list(dict.fromkeys(table["quantity"]))
     # Eight styles at most: the two model pairs of a family share one, and so do the two
     # directions of Leviathan et al.'s Table 2.
-    table = table.assign(family=table["family"].str.replace(
-        r"^(CPU (?:interleaved )?runs), .* \+ .* \((.*)\)$", r"\1, both pairs (\2)", regex=True
-    ).str.replace(r"^Leviathan Table 2, .*$", "Leviathan Table 2 (fitted on the other task)",
-                  regex=True))  # fmt: skip
+    table = table.assign(
+        family=table["family"]
+        .str.replace(
+            r"^(CPU (?:interleaved )?runs), .* \+ .* \((.*)\)$", r"\1, both pairs (\2)", regex=True
+        )
+        .str.replace(
+            r"^Leviathan Table 2, .*$", "Leviathan Table 2 (fitted on the other task)", regex=True
+        )
+    )
     styles = style_map(table["family"])
     fig, axes = figure(len(quantities), width=5.0, height=4.8)
     for ax, q in zip(axes, quantities, strict=True):
@@ -49,17 +54,38 @@ def plot_fidelity(table: pd.DataFrame) -> Figure:
             if g.empty:
                 continue
             err = np.vstack([g["measured"] - g["measured_low"], g["measured_high"] - g["measured"]])
-            ax.errorbar(g["measured"], g["predicted"], xerr=err, linestyle="none",
-                        marker=st.marker, color=st.color, markersize=5, elinewidth=0.8,
-                        alpha=0.85, label=str(fam))  # fmt: skip
+            ax.errorbar(
+                g["measured"],
+                g["predicted"],
+                xerr=err,
+                linestyle="none",
+                marker=st.marker,
+                color=st.color,
+                markersize=5,
+                elinewidth=0.8,
+                alpha=0.85,
+                label=str(fam),
+            )
         lo = float(min(d["measured_low"].min(), d["predicted"].min())) * 0.8
         hi = float(max(d["measured_high"].max(), d["predicted"].max())) * 1.25
         xs = np.geomspace(lo, hi, 50)
-        ax.fill_between(xs, xs * (1 - _BAND), xs * (1 + _BAND), color="0.9", zorder=0,
-                        label=f"within +/- {_BAND:.0%}")  # fmt: skip
+        ax.fill_between(
+            xs,
+            xs * (1 - _BAND),
+            xs * (1 + _BAND),
+            color="0.9",
+            zorder=0,
+            label=f"within +/- {_BAND:.0%}",
+        )
         ax.plot(xs, xs, color="0.3", linestyle="--", linewidth=1, label="y = x (exact)")
-        ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi),
-               xlabel=f"measured {q} ({unit})", ylabel=f"predicted {q} ({unit})")  # fmt: skip
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlim=(lo, hi),
+            ylim=(lo, hi),
+            xlabel=f"measured {q} ({unit})",
+            ylabel=f"predicted {q} ({unit})",
+        )
         for axis in (ax.xaxis, ax.yaxis):  # 1-2-5 ticks as plain numbers: no crowded 10^x labels
             axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
             axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))

@@ -81,8 +81,7 @@ class CostModel:
     def __post_init__(self) -> None:
         if not (np.isfinite(self.c) and self.c >= 0):
             raise ValueError(f"CostModel.c: expected a finite value >= 0, got {self.c!r}")
-        if len(self.v) < 2 or self.v[0] != 1.0 or not all(np.isfinite(x) and x > 0
-                                                           for x in self.v):
+        if len(self.v) < 2 or self.v[0] != 1.0 or not all(np.isfinite(x) and x > 0 for x in self.v):
             raise ValueError(f"CostModel.v: expected v[0] = 1 and positive v[1..], got {self.v!r}")
 
     @property
@@ -93,8 +92,9 @@ class CostModel:
         return gamma * self.c + self.v[gamma]
 
 
-def measured_cost(specdec: pd.DataFrame, autoregressive: pd.DataFrame, *,
-                  max_gamma: int = 8) -> CostModel:
+def measured_cost(
+    specdec: pd.DataFrame, autoregressive: pd.DataFrame, *, max_gamma: int = 8
+) -> CostModel:
     """``c`` = median draft pass / median plain step, ``v(gamma)`` = median (target_s +
     verify_s) / median plain step at each measured gamma, linear in between (and beyond the
     largest, its value); the plain step is ``forward_s + sample_s`` of ``autoregressive``."""
@@ -106,8 +106,9 @@ def measured_cost(specdec: pd.DataFrame, autoregressive: pd.DataFrame, *,
     return CostModel(c=c, v=(1.0, *map(float, v)), label="measured CPU")
 
 
-def replay(draws: Sequence[AcceptanceDraw], policy: LookaheadPolicy,
-           cost: CostModel) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+def replay(
+    draws: Sequence[AcceptanceDraw], policy: LookaheadPolicy, cost: CostModel
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """Tokens, blocks, time (target passes) and drafted tokens per sequence for ``policy``.
 
     A sequence is replayed while ``cost.max_gamma`` positions remain, so every
@@ -118,11 +119,19 @@ def replay(draws: Sequence[AcceptanceDraw], policy: LookaheadPolicy,
     for i, draw in enumerate(draws):
         pos, last_g, last_n = 0, None, None
         while pos + cost.max_gamma <= len(draw):
-            g = fixed if fixed is not None else int(policy.choose(PolicyContext(
-                position=pos, draw=draw, last_gamma=last_g, last_accepted=last_n)))
+            g = (
+                fixed
+                if fixed is not None
+                else int(
+                    policy.choose(
+                        PolicyContext(
+                            position=pos, draw=draw, last_gamma=last_g, last_accepted=last_n
+                        )
+                    )
+                )
+            )
             if not 0 <= g <= cost.max_gamma:
-                raise ValueError(f"policy {policy!r} chose gamma {g}, outside "
-                                 f"0..{cost.max_gamma}")
+                raise ValueError(f"policy {policy!r} chose gamma {g}, outside 0..{cost.max_gamma}")
             n = accepted_in_block(draw, pos, g) if g else 0
             out[:, i] += (n + 1, 1, cost.block(g), g)
             pos += n + 1
@@ -139,8 +148,9 @@ def jackknife_ratio(num: FloatArray, den: FloatArray) -> tuple[float, float, Flo
     return est, se, loo
 
 
-def calibrate_threshold(draws: Sequence[AcceptanceDraw], cost: CostModel, *,
-                        mean_accept: float, iterations: int = 6) -> tuple[float, float]:
+def calibrate_threshold(
+    draws: Sequence[AcceptanceDraw], cost: CostModel, *, mean_accept: float, iterations: int = 6
+) -> tuple[float, float]:
     """``(h, rho)``: the threshold of :func:`specsim.signal_policy.prefix_threshold` at
     the throughput ``rho`` it achieves on ``draws`` (Dinkelbach's iteration from ``rho = 1``;
     ``dv`` is the mean step of ``v`` per extra position)."""
@@ -163,21 +173,30 @@ def _draws(rows: pd.DataFrame, model: AcceptanceModel) -> list[AcceptanceDraw]:
     return out
 
 
-def fit_signal_models(positions: pd.DataFrame, *,
-                      fit_text: str = "generated") -> dict[tuple[str, float], AcceptanceModel]:
+def fit_signal_models(
+    positions: pd.DataFrame, *, fit_text: str = "generated"
+) -> dict[tuple[str, float], AcceptanceModel]:
     """One :class:`~specsim.signal_policy.AcceptanceModel` per (draft, temperature), fitted
     on the rows of ``fit_text`` of every corpus."""
     rows = positions[positions["text"] == fit_text]
     if rows.empty:
         raise ValueError(f"fit_text: no rows for {fit_text!r}")
-    return {(str(d), float(t)): fit_acceptance_model(g["draft_prob"], g["draft_entropy"],
-                                                     g["accepted"].astype(bool))
-            for (d, t), g in rows.groupby(["draft", "temperature"])}
+    return {
+        (str(d), float(t)): fit_acceptance_model(
+            g["draft_prob"], g["draft_entropy"], g["accepted"].astype(bool)
+        )
+        for (d, t), g in rows.groupby(["draft", "temperature"])
+    }
 
 
-def replay_cells(positions: pd.DataFrame, cost: CostModel, *, fit_text: str = "generated",
-                 test_text: str = "test",
-                 cells: Sequence[tuple[str, float, str]] | None = None) -> pd.DataFrame:
+def replay_cells(
+    positions: pd.DataFrame,
+    cost: CostModel,
+    *,
+    fit_text: str = "generated",
+    test_text: str = "test",
+    cells: Sequence[tuple[str, float, str]] | None = None,
+) -> pd.DataFrame:
     """One row per cell and policy on ``test_text``: tokens per target pass, modelled
     speedup, mean gamma, with jackknife standard errors over sequences; the signal policy
     is fitted and calibrated on ``fit_text`` only (module docstring). The column ``_loo``
@@ -193,23 +212,38 @@ def replay_cells(positions: pd.DataFrame, cost: CostModel, *, fit_text: str = "g
             continue
         model = models[cell[:2]]
         draws = _draws(g, model)
-        fit_rows = fit[(fit.draft == cell[0]) & (fit.temperature == cell[1])
-                       & (fit.corpus == cell[2])]
-        h, rate = calibrate_threshold(_draws(fit_rows, model), cost,
-                                      mean_accept=model.mean_accept)
+        fit_rows = fit[
+            (fit.draft == cell[0]) & (fit.temperature == cell[1]) & (fit.corpus == cell[2])
+        ]
+        h, rate = calibrate_threshold(_draws(fit_rows, model), cost, mean_accept=model.mean_accept)
         policies: list[tuple[str, LookaheadPolicy]] = [
-            (f"fixed-{k}", FixedGamma(gamma=k)) for k in range(cost.max_gamma + 1)]
-        policies += [("oracle", Oracle(max_gamma=cost.max_gamma)),
-                     ("signal", SignalThreshold(threshold=h, max_gamma=cost.max_gamma))]
+            (f"fixed-{k}", FixedGamma(gamma=k)) for k in range(cost.max_gamma + 1)
+        ]
+        policies += [
+            ("oracle", Oracle(max_gamma=cost.max_gamma)),
+            ("signal", SignalThreshold(threshold=h, max_gamma=cost.max_gamma)),
+        ]
         for name, pol in policies:
             tok, blk, time, drafted = replay(draws, pol, cost)
             tpp, tpp_se, _ = jackknife_ratio(tok, blk)
             sp, sp_se, loo = jackknife_ratio(tok, time)
-            rows.append({"draft": cell[0], "temperature": cell[1], "corpus": cell[2],
-                         "policy": name, "tokens_per_pass": tpp, "tokens_per_pass_se": tpp_se,
-                         "speedup": sp, "speedup_se": sp_se, "threshold": h, "fit_rate": rate,
-                         "mean_gamma": float(drafted.sum() / blk.sum()),
-                         "blocks": int(blk.sum()), "_loo": loo})
+            rows.append(
+                {
+                    "draft": cell[0],
+                    "temperature": cell[1],
+                    "corpus": cell[2],
+                    "policy": name,
+                    "tokens_per_pass": tpp,
+                    "tokens_per_pass_se": tpp_se,
+                    "speedup": sp,
+                    "speedup_se": sp_se,
+                    "threshold": h,
+                    "fit_rate": rate,
+                    "mean_gamma": float(drafted.sum() / blk.sum()),
+                    "blocks": int(blk.sum()),
+                    "_loo": loo,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -227,18 +261,30 @@ def compare_policies(replayed: pd.DataFrame) -> pd.DataFrame:
         m = ratio.shape[0]
         gain_se = float(np.sqrt((m - 1) / m * np.sum((ratio - ratio.mean()) ** 2)))
         gain = sig.speedup / best.speedup - 1
-        rows.append({"draft": key[0], "temperature": key[1], "corpus": key[2],
-                     "best_gamma": int(best.policy.split("-")[1]),
-                     "speedup_best_fixed": best.speedup, "se_best_fixed": best.speedup_se,
-                     "speedup_signal": sig.speedup, "se_signal": sig.speedup_se,
-                     "speedup_oracle": orc.speedup, "se_oracle": orc.speedup_se,
-                     "threshold": sig.threshold, "gain": gain, "gain_se": gain_se,
-                     "z_gain": gain / gain_se if gain_se > 0 else 0.0})
+        rows.append(
+            {
+                "draft": key[0],
+                "temperature": key[1],
+                "corpus": key[2],
+                "best_gamma": int(best.policy.split("-")[1]),
+                "speedup_best_fixed": best.speedup,
+                "se_best_fixed": best.speedup_se,
+                "speedup_signal": sig.speedup,
+                "se_signal": sig.speedup_se,
+                "speedup_oracle": orc.speedup,
+                "se_oracle": orc.speedup_se,
+                "threshold": sig.threshold,
+                "gain": gain,
+                "gain_se": gain_se,
+                "z_gain": gain / gain_se if gain_se > 0 else 0.0,
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def predict_runs(specdec: pd.DataFrame, autoregressive: pd.DataFrame,
-                 tokens: dict[str, Callable[[Any], float]]) -> pd.DataFrame:
+def predict_runs(
+    specdec: pd.DataFrame, autoregressive: pd.DataFrame, tokens: dict[str, Callable[[Any], float]]
+) -> pd.DataFrame:
     """Measured and predicted speedup of every speculative run (one row per ``run_id``).
 
     ``tokens[name](run)`` predicts a run's tokens per block (``run`` has the fields
@@ -251,13 +297,25 @@ def predict_runs(specdec: pd.DataFrame, autoregressive: pd.DataFrame,
     """
     ar = autoregressive.assign(step_s=autoregressive["forward_s"] + autoregressive["sample_s"])
     twin = ar.groupby(["corpus", "temperature", "prompt"]).agg(
-        ar_tokens=("step", "size"), ar_time=("step_s", "sum"), step=("step_s", "mean"))
+        ar_tokens=("step", "size"), ar_time=("step_s", "sum"), step=("step_s", "mean")
+    )
     sd = specdec.assign(block_s=specdec["draft_s"] + specdec["target_s"] + specdec["verify_s"])
-    runs = sd.groupby("run_id").agg(
-        draft=("draft", "first"), temperature=("temperature", "first"),
-        corpus=("corpus", "first"), prompt=("prompt", "first"), gamma=("gamma", "first"),
-        tokens=("emitted", "sum"), blocks=("block", "size"), time=("block_s", "sum"),
-        draft_s=("draft_s", "mean"), block_s=("block_s", "mean")).reset_index()
+    runs = (
+        sd.groupby("run_id")
+        .agg(
+            draft=("draft", "first"),
+            temperature=("temperature", "first"),
+            corpus=("corpus", "first"),
+            prompt=("prompt", "first"),
+            gamma=("gamma", "first"),
+            tokens=("emitted", "sum"),
+            blocks=("block", "size"),
+            time=("block_s", "sum"),
+            draft_s=("draft_s", "mean"),
+            block_s=("block_s", "mean"),
+        )
+        .reset_index()
+    )
     runs = runs.join(twin, on=["corpus", "temperature", "prompt"])
     if runs["step"].isna().any():
         bad = runs.loc[runs["step"].isna(), "run_id"].iloc[0]
@@ -279,13 +337,21 @@ def prediction_table(runs: pd.DataFrame) -> pd.DataFrame:
     preds = [c for c in runs.columns if c.startswith("pred_")]
     rows = []
     for key, g in runs.groupby(["draft", "temperature", "gamma"], sort=True):
-        row = {"draft": key[0], "temperature": key[1], "gamma": key[2], "runs": len(g),
-               "measured": g["measured"].mean()}
+        row = {
+            "draft": key[0],
+            "temperature": key[1],
+            "gamma": key[2],
+            "runs": len(g),
+            "measured": g["measured"].mean(),
+        }
         for p in preds:
             err = g[p] / g["measured"] - 1
-            half = (stats.t.ppf(0.975, len(g) - 1) * err.std(ddof=1) / np.sqrt(len(g))
-                    if len(g) > 1 else float("inf"))
-            name = p[len("pred_"):]
+            half = (
+                stats.t.ppf(0.975, len(g) - 1) * err.std(ddof=1) / np.sqrt(len(g))
+                if len(g) > 1
+                else float("inf")
+            )
+            name = p[len("pred_") :]
             row[f"{name}"] = g[p].mean()
             row[f"err_{name}"] = err.mean()
             row[f"err_{name}_half"] = half

@@ -57,7 +57,14 @@ __all__ = [
 ]
 
 REPORT_STUDIES: tuple[str, ...] = (
-    "paper", "bill", "lookahead", "energy", "shift", "capacity", "engine", "proposers",
+    "paper",
+    "bill",
+    "lookahead",
+    "energy",
+    "shift",
+    "capacity",
+    "engine",
+    "proposers",
 )
 """The studies the report runs (``paper`` includes ``table2``)."""
 
@@ -116,9 +123,12 @@ def validate_tables(rng: np.random.Generator, *, fast: bool) -> tuple[dict[str, 
     queueing = queueing_checks(rng, quick=fast)
     trees = tree_checks(rng, quick=fast)
     return (
-        {"closed forms against the simulator": checks, "assumptions dropped": dropped,
-         "serving against queueing theory": queueing,
-         "tree simulator against the tree closed forms": trees},
+        {
+            "closed forms against the simulator": checks,
+            "assumptions dropped": dropped,
+            "serving against queueing theory": queueing,
+            "tree simulator against the tree closed forms": trees,
+        },
         "Tables of specsim.validate.check_grid, assumptions_dropped, "
         "specsim.validate_queueing.queueing_checks and specsim.validate_trees.tree_checks"
         + (" (the quick grid of `specsim validate --quick`)." if fast else "."),
@@ -314,16 +324,18 @@ def render_html(
 def _fidelity_html(table: pd.DataFrame) -> str:
     misses = int((table["verdict"] == "miss").sum())
     fig = plot_fidelity(table)
-    return "".join([
-        '<section id="fidelity"><h2>fidelity</h2>',
-        f"<p>Every committed measurement and published anchor, predicted against measured "
-        f"out of sample ({len(table)} rows, {misses} outside their measured interval; every "
-        "row is in <a href='fidelity.csv'>fidelity.csv</a>, and docs/fidelity.md says why "
-        "the misses miss). Per family and quantity, against the goals of issue 14:</p>",
-        _table_html(fidelity_summary(table)),
-        _figure_html(fig, _render_png(fig), "predicted against measured, every anchor"),
-        "</section>",
-    ])
+    return "".join(
+        [
+            '<section id="fidelity"><h2>fidelity</h2>',
+            f"<p>Every committed measurement and published anchor, predicted against measured "
+            f"out of sample ({len(table)} rows, {misses} outside their measured interval; every "
+            "row is in <a href='fidelity.csv'>fidelity.csv</a>, and docs/fidelity.md says why "
+            "the misses miss). Per family and quantity, against the goals of issue 14:</p>",
+            _table_html(fidelity_summary(table)),
+            _figure_html(fig, _render_png(fig), "predicted against measured, every anchor"),
+            "</section>",
+        ]
+    )
 
 
 def build_report(

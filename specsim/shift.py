@@ -52,8 +52,12 @@ __all__ = [
     "best_by_scenario",
 ]
 
-HOME: dict[str, str] = {"draft-all": "en", "draft-en": "en", "draft-code": "code",
-                        "draft-distil": "en"}  # fmt: skip
+HOME: dict[str, str] = {
+    "draft-all": "en",
+    "draft-en": "en",
+    "draft-code": "code",
+    "draft-distil": "en",
+}
 """Each draft's home corpus (the one it was trained on; English for the general drafts)."""
 SHIFTS: tuple[tuple[str, str, str, str], ...] = (
     ("language", "draft-en", "en", "de"),
@@ -176,19 +180,28 @@ def table3_comparison(df: pd.DataFrame) -> pd.DataFrame:
     if gpt.empty:
         return pd.DataFrame(columns=["pair", "size ratio", "alpha T = 0", "alpha T = 1"])
     p = gpt.iloc[0]
-    rows = [{"pair": f"{p['target']} / {p['draft']} (Table 3, lm1b)", "size ratio": _TABLE3_RATIO,
-             "alpha T = 0": float(p["alpha_temp0"]),
-             "alpha T = 1": float(p["alpha_temp1"])}]  # fmt: skip
+    rows = [
+        {
+            "pair": f"{p['target']} / {p['draft']} (Table 3, lm1b)",
+            "size ratio": _TABLE3_RATIO,
+            "alpha T = 0": float(p["alpha_temp0"]),
+            "alpha T = 1": float(p["alpha_temp1"]),
+        }
+    ]
     m = measured_cells(df)
     for d, home in HOME.items():
         a0 = m[(m["draft"] == d) & (m["corpus"] == home) & (m["temperature"] == 0.0)]
         a1 = m[(m["draft"] == d) & (m["corpus"] == home) & (m["temperature"] == 1.0)]
         if a0.empty or a1.empty:
             continue
-        rows.append({"pair": f"target 2.56M / {d} 259k (here, {home})",
-                     "size ratio": _HERE_RATIO,
-                     "alpha T = 0": float(a0["mean_alpha"].iloc[0]),
-                     "alpha T = 1": float(a1["mean_alpha"].iloc[0])})  # fmt: skip
+        rows.append(
+            {
+                "pair": f"target 2.56M / {d} 259k (here, {home})",
+                "size ratio": _HERE_RATIO,
+                "alpha T = 0": float(a0["mean_alpha"].iloc[0]),
+                "alpha T = 1": float(a1["mean_alpha"].iloc[0]),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -240,15 +253,17 @@ def stress_scenarios(
     z_d = float(draft_sharpness) * z_t + float(draft_noise) * rng.standard_normal((n, v))
     out: list[tuple[str, float, AcceptanceProcess]] = []
     # Each temperature's pair is computed once (temperature 1 serves the language shift too).
-    pairs = {float(t): (softmax(z_t, float(t)), softmax(z_d, float(t)))
-             for t in (*temperatures, 1.0)}  # fmt: skip
+    pairs = {
+        float(t): (softmax(z_t, float(t)), softmax(z_d, float(t))) for t in (*temperatures, 1.0)
+    }
     for t in temperatures:
         p, q = pairs[float(t)]
         out.append(("temperature", float(t), DistributionAcceptance(target=p, draft=q)))
     a, f = float(alpha), float(shift_fraction)
     for b in shifted_alpha:
-        acc = MarkovAcceptance(alphas=(a, float(b)), weights=(1.0 - f, f),
-                               persistence=float(persistence))  # fmt: skip
+        acc = MarkovAcceptance(
+            alphas=(a, float(b)), weights=(1.0 - f, f), persistence=float(persistence)
+        )
         out.append(("domain shift", float(b), acc))
     p1, q1 = pairs[1.0]
     home = np.asarray(sampling.acceptance_rate(p1, q1))
@@ -290,13 +305,27 @@ def what_if_speedups(
         alpha = float(acc.mean)  # type: ignore[attr-defined]
         seed = int(rng.integers(2**63 - 1))  # common random numbers across gamma
         for g in range(1, len(v)):
-            cfg = StreamConfig(tokens=tokens, acceptance=acc, policy=FixedGamma(gamma=g),
-                               cost=cost, max_gamma=g)  # fmt: skip
+            cfg = StreamConfig(
+                tokens=tokens, acceptance=acc, policy=FixedGamma(gamma=g), cost=cost, max_gamma=g
+            )
             m = simulate_stream(cfg, np.random.default_rng(seed)).metrics()
-            base = {"part": "what-if", "stress": stress, "level": level, "mean_alpha": alpha,
-                    "gamma": g, "c": c, "v": v[g]}  # fmt: skip
-            rows.append({**base, "method": "simulator", "speedup": float(m["speedup"]),
-                         "se": float(m["speedup_se"])})  # fmt: skip
+            base = {
+                "part": "what-if",
+                "stress": stress,
+                "level": level,
+                "mean_alpha": alpha,
+                "gamma": g,
+                "c": c,
+                "v": v[g],
+            }
+            rows.append(
+                {
+                    **base,
+                    "method": "simulator",
+                    "speedup": float(m["speedup"]),
+                    "se": float(m["speedup_se"]),
+                }
+            )
             formula = float(walltime_speedup(alpha, g, c, v[g]))
             rows.append({**base, "method": "i.i.d. formula", "speedup": formula, "se": 0.0})
     return pd.DataFrame(rows)

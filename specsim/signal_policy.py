@@ -74,8 +74,10 @@ def _features(draft_prob: ArrayLike, draft_entropy: ArrayLike) -> FloatArray:
     p = np.asarray(draft_prob, dtype=float)
     h = np.asarray(draft_entropy, dtype=float)
     if p.shape != h.shape or p.ndim != 1:
-        raise ValueError(f"draft_prob and draft_entropy: expected 1-d arrays of one shape, got "
-                         f"{p.shape} and {h.shape}")
+        raise ValueError(
+            f"draft_prob and draft_entropy: expected 1-d arrays of one shape, got "
+            f"{p.shape} and {h.shape}"
+        )
     if not np.all((p >= 0) & (p <= 1)):
         raise ValueError("draft_prob: expected probabilities in [0, 1]")
     if not np.all(np.isfinite(h) & (h >= 0)):
@@ -105,16 +107,23 @@ class AcceptanceModel:
         z = _features(draft_prob, draft_entropy) @ np.asarray(self.coef)
         return np.asarray(1.0 / (1.0 + np.exp(-z)), dtype=float)
 
-    def log_loss(self, draft_prob: ArrayLike, draft_entropy: ArrayLike,
-                 accepted: ArrayLike) -> float:
+    def log_loss(
+        self, draft_prob: ArrayLike, draft_entropy: ArrayLike, accepted: ArrayLike
+    ) -> float:
         """Mean negative log-likelihood (nats) of ``accepted`` under the model."""
         y = np.asarray(accepted, dtype=float)
         pr = np.clip(self.predict(draft_prob, draft_entropy), 1e-12, 1 - 1e-12)
         return float(-np.mean(y * np.log(pr) + (1 - y) * np.log1p(-pr)))
 
 
-def fit_acceptance_model(draft_prob: ArrayLike, draft_entropy: ArrayLike, accepted: ArrayLike,
-                         *, ridge: float = 1e-6, max_iter: int = 50) -> AcceptanceModel:
+def fit_acceptance_model(
+    draft_prob: ArrayLike,
+    draft_entropy: ArrayLike,
+    accepted: ArrayLike,
+    *,
+    ridge: float = 1e-6,
+    max_iter: int = 50,
+) -> AcceptanceModel:
     """Maximum-likelihood logistic regression by Newton's method (IRLS).
 
     ``ridge`` adds a tiny penalty so that separable data still converge. ValueError
@@ -141,13 +150,17 @@ def fit_acceptance_model(draft_prob: ArrayLike, draft_entropy: ArrayLike, accept
         if np.max(np.abs(step)) < 1e-10:
             break
     se = np.sqrt(np.diag(np.linalg.inv(info)))
-    return AcceptanceModel(coef=(float(beta[0]), float(beta[1]), float(beta[2])),
-                           se=(float(se[0]), float(se[1]), float(se[2])), n=int(len(yf)),
-                           mean_accept=float(yf.mean()))
+    return AcceptanceModel(
+        coef=(float(beta[0]), float(beta[1]), float(beta[2])),
+        se=(float(se[0]), float(se[1]), float(se[2])),
+        n=int(len(yf)),
+        mean_accept=float(yf.mean()),
+    )
 
 
-def prefix_threshold(*, c: float, rate: float = 1.0, mean_accept: float = 1.0,
-                     dv: float = 0.0) -> float:
+def prefix_threshold(
+    *, c: float, rate: float = 1.0, mean_accept: float = 1.0, dv: float = 0.0
+) -> float:
     """``h = rate (c + dv) / mean_accept``: the prefix acceptance above which drafting one
     more token pays (module docstring). ``rate`` is the throughput ``rho*`` in tokens per
     target pass, ``dv`` the extra verification time of one more position."""
@@ -176,8 +189,11 @@ class SignalThreshold:
     def __post_init__(self) -> None:
         if not (np.isfinite(self.threshold) and self.threshold >= 0):
             raise ValueError(f"threshold: expected a finite value >= 0, got {self.threshold!r}")
-        if isinstance(self.max_gamma, bool) or not isinstance(self.max_gamma, int) or (
-                self.max_gamma < 1):
+        if (
+            isinstance(self.max_gamma, bool)
+            or not isinstance(self.max_gamma, int)
+            or (self.max_gamma < 1)
+        ):
             raise ValueError(f"max_gamma: expected an integer >= 1, got {self.max_gamma!r}")
 
     def choose(self, ctx: PolicyContext) -> int:
@@ -195,8 +211,10 @@ def signal_draw(*, accepted: ArrayLike, predicted: ArrayLike) -> AcceptanceDraw:
     acc = np.asarray(accepted)
     pred = np.asarray(predicted, dtype=float)
     if acc.ndim != 1 or acc.shape != pred.shape:
-        raise ValueError(f"accepted and predicted: expected 1-d arrays of one shape, got "
-                         f"{acc.shape} and {pred.shape}")
+        raise ValueError(
+            f"accepted and predicted: expected 1-d arrays of one shape, got "
+            f"{acc.shape} and {pred.shape}"
+        )
     if not np.all((pred >= 0) & (pred <= 1)):
         raise ValueError("predicted: expected probabilities in [0, 1]")
     return AcceptanceDraw(u=np.full(acc.shape[0], 0.5), prob=acc.astype(float), confidence=pred)

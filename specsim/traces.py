@@ -54,7 +54,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True, slots=True)
 class Trace:
     """One trace table: its kind, its rows and its sidecar metadata."""
@@ -191,8 +190,9 @@ def read_trace(path: str | os.PathLike[str], *, kind: str | None = None) -> Trac
     if text and not text.endswith("\n"):
         raise ValueError(f"{csv_path}: the last line is incomplete (an interrupted write?)")
     raw = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
-    return Trace(kind=meta["kind"], data=validate_frame(raw, meta["kind"], source=str(csv_path)),
-                 meta=meta)
+    return Trace(
+        kind=meta["kind"], data=validate_frame(raw, meta["kind"], source=str(csv_path)), meta=meta
+    )
 
 
 def read_traces(directory: str | os.PathLike[str]) -> dict[str, Trace]:

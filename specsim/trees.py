@@ -232,34 +232,52 @@ class TreePlan:
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "kind": self.kind, "parents": list(self.parents), "nodes": self.nodes,
-            "depth": self.depth, "batch": self.batch, "tokens_per_pass": self.tokens_per_pass,
-            "verify_s": self.verify_s, "draft_s": self.draft_s, "time_s": self.time_s,
-            "tokens_per_s": self.tokens_per_s, "energy_per_token_j": self.energy_per_token_j,
+            "kind": self.kind,
+            "parents": list(self.parents),
+            "nodes": self.nodes,
+            "depth": self.depth,
+            "batch": self.batch,
+            "tokens_per_pass": self.tokens_per_pass,
+            "verify_s": self.verify_s,
+            "draft_s": self.draft_s,
+            "time_s": self.time_s,
+            "tokens_per_s": self.tokens_per_s,
+            "energy_per_token_j": self.energy_per_token_j,
             "discarded_share": self.discarded_share,
-        }  # fmt: skip
+        }
 
 
 def evaluate_tree(
-    parents: Sequence[int], *, proposer: Proposer, target: ModelCard, hardware: HardwareCard,
-    batch: int, context: int = 512, budget: int | None = None, kind: str = "tree",
+    parents: Sequence[int],
+    *,
+    proposer: Proposer,
+    target: ModelCard,
+    hardware: HardwareCard,
+    batch: int,
+    context: int = 512,
+    budget: int | None = None,
+    kind: str = "tree",
     dtype: str | None = None,
-) -> TreePlan:  # fmt: skip
+) -> TreePlan:
     """``parents`` priced at ``batch``: its expected tokens (the proposer's acceptance), the
     target's tree pass and the proposer's draft cost (none for the empty tree)."""
     tree = check_tree(parents) if budget is None else check_budget(parents, budget)
     proposer.check_target(target)  # a head card for another target: an error naming it
-    ver = pass_cost(target, hardware, verify_shape(tree, context=context, batch=batch),
-                    dtype=dtype)  # fmt: skip
+    ver = pass_cost(target, hardware, verify_shape(tree, context=context, batch=batch), dtype=dtype)
     draft = DraftCost(0.0, 0.0, 0.0)
     if tree:
-        draft = proposer.draft_cost(tree, target=target, hardware=hardware, batch=batch,
-                                    context=context)  # fmt: skip
+        draft = proposer.draft_cost(
+            tree, target=target, hardware=hardware, batch=batch, context=context
+        )
     return TreePlan(
-        kind=kind, parents=tree, batch=batch, verify_s=ver.time_s, draft_s=draft.time_s,
+        kind=kind,
+        parents=tree,
+        batch=batch,
+        verify_s=ver.time_s,
+        draft_s=draft.time_s,
         tokens_per_pass=tree_tokens(tree, proposer.acceptance),
         energy_j=ver.energy_j + draft.energy_j,
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -277,10 +295,17 @@ class TreeOptimum:
 
 
 def optimize_tree(
-    *, proposer: Proposer, target: ModelCard, hardware: HardwareCard, batch: int,
-    budget: int = 32, context: int = 512, max_depth: int = 12, dtype: str | None = None,
+    *,
+    proposer: Proposer,
+    target: ModelCard,
+    hardware: HardwareCard,
+    batch: int,
+    budget: int = 32,
+    context: int = 512,
+    max_depth: int = 12,
+    dtype: str | None = None,
     candidates: Sequence[tuple[int, ...]] | None = None,
-) -> TreeOptimum:  # fmt: skip
+) -> TreeOptimum:
     """The tree of at most ``budget`` nodes and ``max_depth`` depths with the most emitted
     tokens per second at ``batch`` (see the module docstring). ``candidates``: the best trees
     from :func:`best_trees`, when already computed for this acceptance and budget (they do
@@ -292,12 +317,20 @@ def optimize_tree(
     check_budget((), budget)
     depth = min(max_depth, proposer.card.max_depth) if isinstance(proposer, Heads) else max_depth
     acc = proposer.acceptance
-    trees = list(candidates) if candidates is not None else best_trees(
-        acc, budget=budget, max_depth=depth)  # fmt: skip
+    trees = (
+        list(candidates)
+        if candidates is not None
+        else best_trees(acc, budget=budget, max_depth=depth)
+    )
     kw: dict[str, Any] = {
-        "proposer": proposer, "target": target, "hardware": hardware, "batch": int(batch),
-        "context": context, "budget": budget, "dtype": dtype,
-    }  # fmt: skip
+        "proposer": proposer,
+        "target": target,
+        "hardware": hardware,
+        "batch": int(batch),
+        "context": context,
+        "budget": budget,
+        "dtype": dtype,
+    }
 
     def top(kind: str, pool: Sequence[tuple[int, ...]]) -> TreePlan:
         plans = [evaluate_tree(t, kind=kind, **kw) for t in pool]
@@ -305,9 +338,11 @@ def optimize_tree(
 
     chains = [chain_tree(n) for n in range(1, min(budget, depth) + 1)]
     karys = [
-        kary_tree(k, n) for k in KARY for n in range(k, budget + 1)
+        kary_tree(k, n)
+        for k in KARY
+        for n in range(k, budget + 1)
         if max(tree_depths(kary_tree(k, n))) <= depth
-    ]  # fmt: skip
+    ]
     none = evaluate_tree((), kind="no speculation", **kw)
     # The program's trees maximize tokens per pass; a chain, a k-ary tree or nothing can
     # still be faster where drafting's cost grows with the frontier, so all compete.

@@ -192,9 +192,12 @@ def assumptions_dropped(
 
     def stream(acceptance: AcceptanceProcess, cost: CostSource) -> dict[str, float]:
         cfg = StreamConfig(
-            tokens=tokens, acceptance=acceptance, policy=FixedGamma(gamma=gamma),
-            cost=cost, max_gamma=gamma,
-        )  # fmt: skip
+            tokens=tokens,
+            acceptance=acceptance,
+            policy=FixedGamma(gamma=gamma),
+            cost=cost,
+            max_gamma=gamma,
+        )
         return simulate_stream(cfg, rng).metrics()
 
     e_form = float(expected_tokens(alpha, gamma))
@@ -203,13 +206,28 @@ def assumptions_dropped(
     add("baseline (all assumptions hold)", "none", m["speedup"], s_form, "walltime_speedup")
     markov = MarkovAcceptance.two_state(mean=alpha, spread=0.25, persistence=0.9)
     m = stream(markov, PlainCost(c=c))
-    add("Markov-modulated acceptance, same mean", "i.i.d. acceptance",
-        m["tokens_per_target_pass"], e_form, "tokens_per_pass")  # fmt: skip
-    add("Markov-modulated acceptance, same mean", "i.i.d. acceptance",
-        m["speedup"], s_form, "walltime_speedup")  # fmt: skip
+    add(
+        "Markov-modulated acceptance, same mean",
+        "i.i.d. acceptance",
+        m["tokens_per_target_pass"],
+        e_form,
+        "tokens_per_pass",
+    )
+    add(
+        "Markov-modulated acceptance, same mean",
+        "i.i.d. acceptance",
+        m["speedup"],
+        s_form,
+        "walltime_speedup",
+    )
     m = stream(IIDAcceptance(alpha=alpha), PlainCost(c=c, overlap=True))
-    add("draft overlapped on its own accelerator", "serialized draft",
-        m["speedup"], s_form, "walltime_speedup")  # fmt: skip
+    add(
+        "draft overlapped on its own accelerator",
+        "serialized draft",
+        m["speedup"],
+        s_form,
+        "walltime_speedup",
+    )
     t, d, hw = load_model(target), load_model(draft), load_hardware(hardware)
     c_card = float(cost_coefficient(d, t, hw, batch=1, context=512))
     card = CardCost(target=t, draft=d, hardware=hw)
@@ -218,25 +236,41 @@ def assumptions_dropped(
     spec_time = base_time = 0.0
     for _ in range(max(1, tokens // 1024)):
         cfg = StreamConfig(
-            tokens=1024, prompt=512, acceptance=IIDAcceptance(alpha=alpha),
-            policy=FixedGamma(gamma=gamma), cost=card, max_gamma=gamma,
-        )  # fmt: skip
+            tokens=1024,
+            prompt=512,
+            acceptance=IIDAcceptance(alpha=alpha),
+            policy=FixedGamma(gamma=gamma),
+            cost=card,
+            max_gamma=gamma,
+        )
         r = simulate_stream(cfg, rng).metrics()
         spec_time += r["time_s"] / r["tokens"]
         base_time += r["baseline_time_s"] / r["tokens"]
-    add(f"v(gamma) from the cost model ({target} + {draft}, {hardware}, batch 1)",
-        "v = 1", base_time / spec_time, float(walltime_speedup(alpha, gamma, c_card)),
-        "walltime_speedup")  # fmt: skip
+    add(
+        f"v(gamma) from the cost model ({target} + {draft}, {hardware}, batch 1)",
+        "v = 1",
+        base_time / spec_time,
+        float(walltime_speedup(alpha, gamma, c_card)),
+        "walltime_speedup",
+    )
     n = 64
     work = TraceWorkload(arrival_s=(0.0,) * n, prompt_tokens=(512,) * n, output_tokens=(512,) * n)
     serving = ServingConfig(
-        workload=work, cost=card, acceptance=IIDAcceptance(alpha=alpha),
-        policy=FixedGamma(gamma=gamma), max_batch=n, max_gamma=gamma,
-    )  # fmt: skip
+        workload=work,
+        cost=card,
+        acceptance=IIDAcceptance(alpha=alpha),
+        policy=FixedGamma(gamma=gamma),
+        max_batch=n,
+        max_gamma=gamma,
+    )
     sm = simulate_serving(serving, rng).metrics()
-    add(f"batch {n} ({target} + {draft}, {hardware})", "batch 1",
-        sm["tpot_speedup"], float(walltime_speedup(alpha, gamma, c_card)),
-        "walltime_speedup")  # fmt: skip
+    add(
+        f"batch {n} ({target} + {draft}, {hardware})",
+        "batch 1",
+        sm["tpot_speedup"],
+        float(walltime_speedup(alpha, gamma, c_card)),
+        "walltime_speedup",
+    )
     return pd.DataFrame(rows)
 
 
@@ -253,9 +287,12 @@ def validation_tables(
     """
     if quick:
         checks = check_grid(
-            rng, alphas=QUICK_ALPHAS, gammas=QUICK_GAMMAS, relative=QUICK_RELATIVE,
+            rng,
+            alphas=QUICK_ALPHAS,
+            gammas=QUICK_GAMMAS,
+            relative=QUICK_RELATIVE,
             progress=progress,
-        )  # fmt: skip
+        )
     else:
         checks = check_grid(rng, progress=progress)
     return checks, assumptions_dropped(rng, tokens=50_000 if quick else 200_000)
@@ -277,9 +314,12 @@ def _run_frames(specdec: pd.DataFrame, autoregressive: pd.DataFrame) -> pd.DataF
     spec["wall_s"] = spec["draft_s"] + spec["target_s"] + spec["verify_s"]
     keys = ["run_id", "target", "draft", "gamma", *_RUN_KEYS]
     runs = spec.groupby(keys, as_index=False).agg(
-        blocks=("block", "size"), tokens=("emitted", "sum"), wall_s=("wall_s", "sum"),
-        host_s=("verify_s", "sum"), accepted=("accepted", "sum"),
-    )  # fmt: skip
+        blocks=("block", "size"),
+        tokens=("emitted", "sum"),
+        wall_s=("wall_s", "sum"),
+        host_s=("verify_s", "sum"),
+        accepted=("accepted", "sum"),
+    )
     ar = autoregressive.copy()
     ar["wall_s"] = ar["forward_s"] + ar["sample_s"]
     plain = ar.groupby(["model", *_RUN_KEYS], as_index=False).agg(
@@ -338,26 +378,33 @@ def predict_runs(
         blocks = specdec[(specdec["run_id"] == r.run_id) & (specdec["seq"] == 0)]
         gam = blocks["gamma"].to_numpy(dtype=np.int64)
         ctx = blocks["context"].to_numpy(dtype=np.int64)
-        verify = step_cost_grid(target, card, batch=batch, context=ctx, new_tokens=gam + 1,
-                                dtype=dtype).time_s  # fmt: skip
-        draft_s = step_cost_grid(draft, card, batch=batch, context=ctx, new_tokens=1,
-                                 dtype=dtype).time_s  # fmt: skip
+        verify = step_cost_grid(
+            target, card, batch=batch, context=ctx, new_tokens=gam + 1, dtype=dtype
+        ).time_s
+        draft_s = step_cost_grid(
+            draft, card, batch=batch, context=ctx, new_tokens=1, dtype=dtype
+        ).time_s
         replay = float((gam * draft_s + verify).sum()) / float(r.tokens)
         steps = int(r.ar_steps)
         ar_ctx = int(r.prompt_len) + np.arange(steps, dtype=np.int64)
-        ar = step_cost_grid(target, card, batch=batch, context=ar_ctx, new_tokens=1,
-                            dtype=dtype).time_s.sum() / steps  # fmt: skip
+        ar = (
+            step_cost_grid(
+                target, card, batch=batch, context=ar_ctx, new_tokens=1, dtype=dtype
+            ).time_s.sum()
+            / steps
+        )
         pos = positions[(positions["run_id"] == r.run_id) & (positions["seq"] == 0)]
         alphas = pos.loc[pos["reached"].astype(bool), "alpha"].to_numpy(dtype=float)
         sim = float("nan")
         if batch == 1:
             cfg = StreamConfig(
-                tokens=int(r.tokens), prompt=int(r.prompt_len),
+                tokens=int(r.tokens),
+                prompt=int(r.prompt_len),
                 acceptance=TraceAcceptance.from_values(np.clip(alphas, 0.0, 1.0)),
                 policy=FixedGamma(gamma=int(r.gamma)),
                 cost=CardCost(target=target, draft=draft, hardware=card, dtype=dtype),
                 max_gamma=int(r.gamma),
-            )  # fmt: skip
+            )
             sim_token_s = []
             for _ in range(seeds):
                 m = simulate_stream(cfg, rng).metrics()
@@ -365,17 +412,23 @@ def predict_runs(
             sim = float(np.mean(sim_token_s))
         rows.append(
             {
-                "run_id": r.run_id, "target": r.target, "draft": r.draft,
-                "temperature": r.temperature, "gamma": r.gamma, "batch": batch,
+                "run_id": r.run_id,
+                "target": r.target,
+                "draft": r.draft,
+                "temperature": r.temperature,
+                "gamma": r.gamma,
+                "batch": batch,
                 "tokens": r.tokens,
                 "acceptance": float(np.mean(alphas)) if alphas.size else float("nan"),
                 "measured_token_s": r.measured_token_s,
-                "replay_token_s": replay, "simulated_token_s": sim,
+                "replay_token_s": replay,
+                "simulated_token_s": sim,
                 "measured_speedup": r.measured_speedup,
-                "replay_speedup": float(ar) / replay, "simulated_speedup": float(ar) / sim,
+                "replay_speedup": float(ar) / replay,
+                "simulated_speedup": float(ar) / sim,
                 "host_share": float(r.host_s) / float(r.wall_s),
             }
-        )  # fmt: skip
+        )
     out = pd.DataFrame(rows)
     for kind in ("replay", "simulated"):
         out[f"{kind}_latency_error"] = out[f"{kind}_token_s"] / out["measured_token_s"] - 1

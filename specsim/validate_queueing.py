@@ -67,38 +67,71 @@ from specsim.sim.workload import Fixed, Geometric, Lengths, SyntheticWorkload, U
 from specsim.theory.queueing import jsq_mean_wait, md1_mean_wait, mg1_mean_wait
 
 __all__ = [
-    "JSQ_ROWS", "QUEUEING_COLUMNS", "WARM_UP", "Z_CHECK", "ExponentialService", "jsq_waits",
-    "mean_wait_check", "queueing_checks", "queueing_summary", "serve_exponential",
-    "simulate_queue", "waiting_times",
-]  # fmt: skip
+    "JSQ_ROWS",
+    "QUEUEING_COLUMNS",
+    "WARM_UP",
+    "Z_CHECK",
+    "ExponentialService",
+    "jsq_waits",
+    "mean_wait_check",
+    "queueing_checks",
+    "queueing_summary",
+    "serve_exponential",
+    "simulate_queue",
+    "waiting_times",
+]
 
 Z_CHECK = 4.5
 WARM_UP = 0.05
 """Share of the requests (the first to arrive) left out of the mean wait: the warm-up."""
 QUEUEING_COLUMNS = [
-    "check", "formula", "load", "servers", "requests", "simulated", "se", "expected",
-    "expected_high", "z", "pass", "note",
-]  # fmt: skip
+    "check",
+    "formula",
+    "load",
+    "servers",
+    "requests",
+    "simulated",
+    "se",
+    "expected",
+    "expected_high",
+    "z",
+    "pass",
+    "note",
+]
 """The table's columns. ``load``: per server, ``rho = lambda E[S] / servers``. ``expected``
 (and ``expected_high`` for a pair of bounds, else equal to it): the closed form's mean wait
 in seconds. ``z``: (simulated - expected) / se, or for bounds how far outside them in
 standard errors (0 inside). ``pass``: ``|z| <= Z_CHECK``; None for a skipped row."""
 
 
-def simulate_queue(*, arrival_rate: float, output: Lengths, step_s: float, requests: int,
-                   rng: np.random.Generator, servers: int = 1,
-                   router: Router = "join-shortest-queue") -> pd.DataFrame:  # fmt: skip
+def simulate_queue(
+    *,
+    arrival_rate: float,
+    output: Lengths,
+    step_s: float,
+    requests: int,
+    rng: np.random.Generator,
+    servers: int = 1,
+    router: Router = "join-shortest-queue",
+) -> pd.DataFrame:
     """Serve ``requests`` Poisson arrivals one at a time per replica, without speculation, on
     :class:`PlainCost` passes of ``step_s``; returns the per-request table. ``servers > 1``
     puts that many replicas behind ``router`` (the engine's ``replicas`` and ``router``)."""
     arrivals = PoissonArrivals(rate_per_s=arrival_rate)
-    workload = SyntheticWorkload(requests=requests, arrivals=arrivals, prompt=Fixed(value=1),
-                                 output=output)  # fmt: skip
+    workload = SyntheticWorkload(
+        requests=requests, arrivals=arrivals, prompt=Fixed(value=1), output=output
+    )
     config = ServingConfig(
-        workload=workload, cost=PlainCost(c=0.0, step_s=step_s),
-        acceptance=IIDAcceptance(alpha=0.0), policy=FixedGamma(gamma=0), max_batch=1,
-        max_gamma=0, plain_twin=False, replicas=servers, router=router,
-    )  # fmt: skip
+        workload=workload,
+        cost=PlainCost(c=0.0, step_s=step_s),
+        acceptance=IIDAcceptance(alpha=0.0),
+        policy=FixedGamma(gamma=0),
+        max_batch=1,
+        max_gamma=0,
+        plain_twin=False,
+        replicas=servers,
+        router=router,
+    )
     return simulate_serving(config, rng).requests_spec
 
 
@@ -114,9 +147,12 @@ def waiting_times(requests: pd.DataFrame, *, prefill_s: float) -> NDArray[np.flo
 
 
 def mean_wait_check(
-    waits: NDArray[np.float64], *, expected: float, expected_high: float | None = None,
+    waits: NDArray[np.float64],
+    *,
+    expected: float,
+    expected_high: float | None = None,
     z: float = Z_CHECK,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Simulated mean wait after the warm-up, its batch-means standard error, and the verdict
     against ``expected`` (or against the interval ``[expected, expected_high]``)."""
     kept = waits[int(math.ceil(WARM_UP * waits.shape[0])) :]
@@ -126,17 +162,36 @@ def mean_wait_check(
     high = expected if expected_high is None else expected_high
     gap = mean - expected if mean < expected else max(mean - high, 0.0)
     zval = gap / se
-    return {"simulated": mean, "se": se, "expected": expected, "expected_high": high,
-            "z": zval, "pass": bool(abs(zval) <= z)}  # fmt: skip
+    return {
+        "simulated": mean,
+        "se": se,
+        "expected": expected,
+        "expected_high": high,
+        "z": zval,
+        "pass": bool(abs(zval) <= z),
+    }
 
 
-def _row(check: str, formula: str, load: float, servers: int, requests: int,
-         result: dict[str, Any] | None, note: str = "") -> dict[str, Any]:  # fmt: skip
-    out: dict[str, Any] = {"check": check, "formula": formula, "load": load, "servers": servers,
-                           "requests": requests}  # fmt: skip
+def _row(
+    check: str,
+    formula: str,
+    load: float,
+    servers: int,
+    requests: int,
+    result: dict[str, Any] | None,
+    note: str = "",
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "check": check,
+        "formula": formula,
+        "load": load,
+        "servers": servers,
+        "requests": requests,
+    }
     if result is None:
-        out.update(simulated=math.nan, se=math.nan, expected=math.nan, expected_high=math.nan,
-                   z=math.nan)  # fmt: skip
+        out.update(
+            simulated=math.nan, se=math.nan, expected=math.nan, expected_high=math.nan, z=math.nan
+        )
         out["pass"] = None
     else:
         out.update(result)
@@ -144,8 +199,9 @@ def _row(check: str, formula: str, load: float, servers: int, requests: int,
     return out
 
 
-def queueing_checks(rng: np.random.Generator, *, quick: bool = True,
-                    z: float = Z_CHECK) -> pd.DataFrame:  # fmt: skip
+def queueing_checks(
+    rng: np.random.Generator, *, quick: bool = True, z: float = Z_CHECK
+) -> pd.DataFrame:
     """The queueing table (columns :data:`QUEUEING_COLUMNS`). ``quick``: about 116,000
     requests in all (about 8 s of CPU); otherwise five times as many."""
     scale = 1 if quick else 5
@@ -153,12 +209,23 @@ def queueing_checks(rng: np.random.Generator, *, quick: bool = True,
     for load in (0.5, 0.8):
         n = (20_000 if load == 0.5 else 40_000) * scale
         waits = waiting_times(
-            simulate_queue(arrival_rate=load, output=Fixed(value=1), step_s=1.0, requests=n,
-                           rng=rng), prefill_s=1.0)  # fmt: skip
-        result = mean_wait_check(waits, expected=md1_mean_wait(arrival_rate=load, service=1.0),
-                                 z=z)  # fmt: skip
-        rows.append(_row("M/D/1", "rho s / (2 (1 - rho))", load, 1, n, result,
-                         "one-token requests: service = one prefill pass"))  # fmt: skip
+            simulate_queue(
+                arrival_rate=load, output=Fixed(value=1), step_s=1.0, requests=n, rng=rng
+            ),
+            prefill_s=1.0,
+        )
+        result = mean_wait_check(waits, expected=md1_mean_wait(arrival_rate=load, service=1.0), z=z)
+        rows.append(
+            _row(
+                "M/D/1",
+                "rho s / (2 (1 - rho))",
+                load,
+                1,
+                n,
+                result,
+                "one-token requests: service = one prefill pass",
+            )
+        )
     dists: tuple[tuple[str, Lengths], ...] = (
         ("uniform 1..9 tokens", Uniform(low=1, high=9)),
         ("geometric, mean 4 tokens", Geometric(mean_tokens=4.0)),
@@ -170,11 +237,20 @@ def queueing_checks(rng: np.random.Generator, *, quick: bool = True,
             simulate_queue(arrival_rate=load, output=dist, step_s=step, requests=n, rng=rng),
             prefill_s=step,
         )
-        expected = mg1_mean_wait(arrival_rate=load, mean_service=1.0,
-                                 second_moment=dist.second_moment * step * step)  # fmt: skip
-        rows.append(_row("M/G/1", "lambda E[S^2] / (2 (1 - rho))", load, 1, n,
-                         mean_wait_check(waits, expected=expected, z=z),
-                         f"service = output tokens x step, {name}"))  # fmt: skip
+        expected = mg1_mean_wait(
+            arrival_rate=load, mean_service=1.0, second_moment=dist.second_moment * step * step
+        )
+        rows.append(
+            _row(
+                "M/G/1",
+                "lambda E[S^2] / (2 (1 - rho))",
+                load,
+                1,
+                n,
+                mean_wait_check(waits, expected=expected, z=z),
+                f"service = output tokens x step, {name}",
+            )
+        )
     for servers, load, n in JSQ_ROWS:
         rows.append(_jsq_row(rng, servers=servers, load=load, n=n * scale, z=z))
     return pd.DataFrame(rows, columns=QUEUEING_COLUMNS)
@@ -198,8 +274,9 @@ class ExponentialService:
     overlapped: bool = False
 
     def prefill(self, prompts: NDArray[np.int64], *, draft: bool) -> PassCost:
-        return PassCost(time_s=float(self.service_s[prompts - 1].sum()), flops=0.0, bytes=0.0,
-                        energy_j=None)  # fmt: skip
+        return PassCost(
+            time_s=float(self.service_s[prompts - 1].sum()), flops=0.0, bytes=0.0, energy_j=None
+        )
 
     def verify(self, new_tokens: NDArray[np.int64], context: NDArray[np.int64]) -> PassCost:
         return _FREE
@@ -209,18 +286,24 @@ class ExponentialService:
 
     def blocks(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> BlockCosts:
         zero = np.zeros(gamma.shape[0])
-        return BlockCosts(verify_time=zero, verify_flops=zero, verify_energy=None,
-                          draft_time=zero, draft_flops=zero, draft_energy=None)  # fmt: skip
+        return BlockCosts(
+            verify_time=zero,
+            verify_flops=zero,
+            verify_energy=None,
+            draft_time=zero,
+            draft_flops=zero,
+            draft_energy=None,
+        )
 
     def iteration(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> IterationCost:
         return _NO_ITERATION
 
-    def uniform_iteration(self, *, batch: int, context_sum: float,
-                          gamma: int) -> IterationCost:  # fmt: skip
+    def uniform_iteration(self, *, batch: int, context_sum: float, gamma: int) -> IterationCost:
         return _NO_ITERATION
 
-    def uniform_iteration_times(self, context: NDArray[np.int64],
-                                max_gamma: int) -> NDArray[np.float64]:  # fmt: skip
+    def uniform_iteration_times(
+        self, context: NDArray[np.int64], max_gamma: int
+    ) -> NDArray[np.float64]:
         return np.zeros((context.shape[0], max_gamma + 1))
 
 
@@ -228,37 +311,57 @@ _FREE = PassCost(time_s=0.0, flops=0.0, bytes=0.0, energy_j=None)
 _NO_ITERATION = IterationCost(time_s=0.0, energy_j=0.0, draft_s=0.0)
 
 
-def jsq_waits(*, arrival_rate: float, servers: int, requests: int, rng: np.random.Generator,
-              router: Router = "join-shortest-queue", mean_service: float = 1.0,
-              served_mean: float | None = None) -> NDArray[np.float64]:  # fmt: skip
+def jsq_waits(
+    *,
+    arrival_rate: float,
+    servers: int,
+    requests: int,
+    rng: np.random.Generator,
+    router: Router = "join-shortest-queue",
+    mean_service: float = 1.0,
+    served_mean: float | None = None,
+) -> NDArray[np.float64]:
     """Each request's wait for service (arrival order) when ``requests`` Poisson arrivals at
     ``arrival_rate`` are routed by ``router`` over ``servers`` replicas with i.i.d.
     exponential service of mean ``mean_service`` (:func:`serve_exponential`).
     ``served_mean`` (default ``mean_service``) lets a test serve slower than a formula
     assumes."""
     arrival = np.cumsum(rng.exponential(1.0 / arrival_rate, size=requests))
-    service = rng.exponential(mean_service if served_mean is None else served_mean,
-                              size=requests)  # fmt: skip
+    service = rng.exponential(mean_service if served_mean is None else served_mean, size=requests)
     return serve_exponential(arrival, service, servers=servers, router=router, rng=rng)
 
 
-def serve_exponential(arrival_s: NDArray[np.float64], service_s: NDArray[np.float64], *,
-                      servers: int, router: Router, rng: np.random.Generator,
-                      output_tokens: int = 2) -> NDArray[np.float64]:  # fmt: skip
+def serve_exponential(
+    arrival_s: NDArray[np.float64],
+    service_s: NDArray[np.float64],
+    *,
+    servers: int,
+    router: Router,
+    rng: np.random.Generator,
+    output_tokens: int = 2,
+) -> NDArray[np.float64]:
     """Serve request ``i`` (arriving at ``arrival_s[i]``, sorted) for ``service_s[i]`` seconds
     on one of ``servers`` replicas chosen by ``router``, one request at a time each (an
     :class:`ExponentialService` cost source); returns each request's wait,
     ``first_token_s - arrival_s - service_s``. ``output_tokens = 1`` makes every request a
     one-token, prefill-only one."""
     n = arrival_s.shape[0]
-    work = TraceWorkload(arrival_s=tuple(arrival_s.tolist()),
-                         prompt_tokens=tuple(range(1, n + 1)),
-                         output_tokens=(output_tokens,) * n)  # fmt: skip
+    work = TraceWorkload(
+        arrival_s=tuple(arrival_s.tolist()),
+        prompt_tokens=tuple(range(1, n + 1)),
+        output_tokens=(output_tokens,) * n,
+    )
     config = ServingConfig(
-        workload=work, cost=ExponentialService(service_s=service_s),
-        acceptance=IIDAcceptance(alpha=0.0), policy=FixedGamma(gamma=0), max_batch=1,
-        max_gamma=0, plain_twin=False, replicas=servers, router=router,
-    )  # fmt: skip
+        workload=work,
+        cost=ExponentialService(service_s=service_s),
+        acceptance=IIDAcceptance(alpha=0.0),
+        policy=FixedGamma(gamma=0),
+        max_batch=1,
+        max_gamma=0,
+        plain_twin=False,
+        replicas=servers,
+        router=router,
+    )
     table = simulate_serving(config, rng).requests_spec.sort_values("arrival_s", kind="stable")
     prompt = table["prompt_tokens"].to_numpy()
     wait = (table["first_token_s"] - table["arrival_s"]).to_numpy() - service_s[prompt - 1]
@@ -268,14 +371,21 @@ def serve_exponential(arrival_s: NDArray[np.float64], service_s: NDArray[np.floa
     return np.maximum(wait, 0.0)
 
 
-def _jsq_row(rng: np.random.Generator, *, servers: int, load: float, n: int,
-             z: float) -> dict[str, Any]:  # fmt: skip
+def _jsq_row(
+    rng: np.random.Generator, *, servers: int, load: float, n: int, z: float
+) -> dict[str, Any]:
     rate = load * servers
     waits = jsq_waits(arrival_rate=rate, servers=servers, requests=n, rng=rng)
     expected = jsq_mean_wait(arrival_rate=rate, mean_service=1.0, servers=servers)
-    return _row("JSQ", "sorted-queue Markov chain", load, servers, n,
-                mean_wait_check(waits, expected=expected, z=z),
-                "exponential service, join-shortest-queue router")  # fmt: skip
+    return _row(
+        "JSQ",
+        "sorted-queue Markov chain",
+        load,
+        servers,
+        n,
+        mean_wait_check(waits, expected=expected, z=z),
+        "exponential service, join-shortest-queue router",
+    )
 
 
 def queueing_summary(table: pd.DataFrame) -> tuple[int, int, int]:

@@ -46,15 +46,30 @@ from specsim.theory.trees import expected_tokens_tree, tree_positions_per_token
 from specsim.trees import best_trees, chain_tree, kary_tree, tree_tokens
 
 __all__ = [
-    "TREE_COLUMNS", "Z_CHECK", "STATED_ACCEPTANCE", "tree_cases", "tree_check", "tree_checks",
+    "TREE_COLUMNS",
+    "Z_CHECK",
+    "STATED_ACCEPTANCE",
+    "tree_cases",
+    "tree_check",
+    "tree_checks",
     "tree_summary",
-]  # fmt: skip
+]
 
 Z_CHECK = 4.5
 TREE_COLUMNS = [
-    "tree", "acceptance", "nodes", "passes", "quantity", "simulated", "se", "expected",
-    "pass_low", "pass_high", "z", "pass",
-]  # fmt: skip
+    "tree",
+    "acceptance",
+    "nodes",
+    "passes",
+    "quantity",
+    "simulated",
+    "se",
+    "expected",
+    "pass_low",
+    "pass_high",
+    "z",
+    "pass",
+]
 """The table's columns: the tree and where its acceptance comes from, its nodes, the passes
 simulated, the quantity (``tokens_per_pass`` or ``discarded_share``), the simulated mean and
 its standard error, the closed form (``expected``), the verdict's interval (the simulated
@@ -84,21 +99,39 @@ def _sequoia(acc: RankAcceptance, budget: int, depth: int) -> tuple[int, ...]:
 
 def tree_cases() -> list[tuple[str, str, tuple[int, ...], RankAcceptance]]:
     """``(tree, acceptance, parents, table)`` for every tree checked (module docstring)."""
-    stated, medusa = STATED_ACCEPTANCE, RankAcceptance(accept=load_head(
-        "medusa-vicuna-7b-v1.3").accept, source="head card medusa-vicuna-7b-v1.3")  # fmt: skip
+    stated, medusa = (
+        STATED_ACCEPTANCE,
+        RankAcceptance(
+            accept=load_head("medusa-vicuna-7b-v1.3").accept,
+            source="head card medusa-vicuna-7b-v1.3",
+        ),
+    )
     return [
         ("chain of 6", "stated", chain_tree(6), stated),
         ("star of 3", "stated", (-1, -1, -1), stated),
         ("binary, 14 nodes", "stated", kary_tree(2, 14), stated),
         ("Sequoia, 16 nodes", "stated", _sequoia(stated, 16, 8), stated),
         ("Sequoia, 16 nodes", "Medusa-1 heads (measured)", _sequoia(medusa, 16, 5), medusa),
-        ("Sequoia, 12 nodes", "2-gram lookup (measured)", _sequoia(_ngram_table(), 12, 4),
-         _ngram_table()),
-    ]  # fmt: skip
+        (
+            "Sequoia, 12 nodes",
+            "2-gram lookup (measured)",
+            _sequoia(_ngram_table(), 12, 4),
+            _ngram_table(),
+        ),
+    ]
 
 
-def _row(tree: str, source: str, nodes: int, passes: int, quantity: str, mean: float,
-         values: Any, expected: float, z: float) -> dict[str, Any]:  # fmt: skip
+def _row(
+    tree: str,
+    source: str,
+    nodes: int,
+    passes: int,
+    quantity: str,
+    mean: float,
+    values: Any,
+    expected: float,
+    z: float,
+) -> dict[str, Any]:
     """``mean``: the simulator's own summary; ``values``: its per-pass values, for the se."""
     v = np.asarray(values, dtype=np.float64)
     se = float(v.std(ddof=1) / math.sqrt(v.size))
@@ -106,22 +139,43 @@ def _row(tree: str, source: str, nodes: int, passes: int, quantity: str, mean: f
         zval = (mean - expected) / se
     else:  # a degenerate walk (every pass alike): the value must be the form's exactly
         zval = 0.0 if math.isclose(mean, expected, rel_tol=1e-12, abs_tol=1e-12) else math.inf
-    return {"tree": tree, "acceptance": source, "nodes": nodes, "passes": passes,
-            "quantity": quantity, "simulated": mean, "se": se, "expected": expected,
-            "pass_low": mean - z * se, "pass_high": mean + z * se, "z": zval,
-            "pass": bool(abs(zval) <= z)}  # fmt: skip
+    return {
+        "tree": tree,
+        "acceptance": source,
+        "nodes": nodes,
+        "passes": passes,
+        "quantity": quantity,
+        "simulated": mean,
+        "se": se,
+        "expected": expected,
+        "pass_low": mean - z * se,
+        "pass_high": mean + z * se,
+        "z": zval,
+        "pass": bool(abs(zval) <= z),
+    }
 
 
 def tree_check(
-    parents: Sequence[int], acceptance: RankAcceptance, *, rng: np.random.Generator,
-    requests: int, tree: str = "tree", source: str = "", z: float = Z_CHECK,
-) -> list[dict[str, Any]]:  # fmt: skip
+    parents: Sequence[int],
+    acceptance: RankAcceptance,
+    *,
+    rng: np.random.Generator,
+    requests: int,
+    tree: str = "tree",
+    source: str = "",
+    z: float = Z_CHECK,
+) -> list[dict[str, Any]]:
     """Two rows (:data:`TREE_COLUMNS`) for one tree: ``requests`` requests of 2,000 tokens
     simulated with ``acceptance`` (a zero-cost n-gram proposer on llama-2-7b and an
     A100-80GB: the check is of the walk, not of the costs), against the closed forms."""
-    cfg = TreeStreamConfig(parents=tuple(parents), proposer=NGram(acceptance=acceptance),
-                           target=load_model("llama-2-7b"), hardware=load_hardware("a100-80gb"),
-                           tokens=_TOKENS_PER_REQUEST, requests=requests)  # fmt: skip
+    cfg = TreeStreamConfig(
+        parents=tuple(parents),
+        proposer=NGram(acceptance=acceptance),
+        target=load_model("llama-2-7b"),
+        hardware=load_hardware("a100-80gb"),
+        tokens=_TOKENS_PER_REQUEST,
+        requests=requests,
+    )
     res = simulate_tree_stream(cfg, rng)
     n = res.nodes
     if n == 0:
@@ -133,23 +187,41 @@ def tree_check(
     m = res.metrics()
     discarded = (n - res.accepted) / (n + 1.0)  # per pass; every pass verifies n + 1 positions
     return [
-        _row(tree, source, n, res.passes, "tokens_per_pass", m["tokens_per_pass"], res.emitted,
-             e_form, z),
-        _row(tree, source, n, res.passes, "discarded_share", m["discarded_share"], discarded,
-             share_form, z),
-    ]  # fmt: skip
+        _row(
+            tree,
+            source,
+            n,
+            res.passes,
+            "tokens_per_pass",
+            m["tokens_per_pass"],
+            res.emitted,
+            e_form,
+            z,
+        ),
+        _row(
+            tree,
+            source,
+            n,
+            res.passes,
+            "discarded_share",
+            m["discarded_share"],
+            discarded,
+            share_form,
+            z,
+        ),
+    ]
 
 
-def tree_checks(rng: np.random.Generator, *, quick: bool = True,
-                z: float = Z_CHECK) -> pd.DataFrame:  # fmt: skip
+def tree_checks(
+    rng: np.random.Generator, *, quick: bool = True, z: float = Z_CHECK
+) -> pd.DataFrame:
     """The tree table (:data:`TREE_COLUMNS`), two rows per tree of :func:`tree_cases`.
     ``quick``: 40 requests of 2,000 tokens per tree (25,000 to 70,000 passes, well under
     2 s of CPU in all); otherwise ten times as many."""
     requests = 40 if quick else 400
     rows: list[dict[str, Any]] = []
     for name, source, parents, acc in tree_cases():
-        rows += tree_check(parents, acc, rng=rng, requests=requests, tree=name, source=source,
-                           z=z)  # fmt: skip
+        rows += tree_check(parents, acc, rng=rng, requests=requests, tree=name, source=source, z=z)
     return pd.DataFrame(rows, columns=TREE_COLUMNS)
 
 

@@ -121,18 +121,36 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
     fig, axes = figure(2, width=5.6, height=4.6)
     labels = {
         "ops_per_token": ("operations per emitted token (x plain decoding)", "the bill"),
-        "target_calls_per_token": ("serial target calls per emitted token (calls)",
-                                   "what it buys (the same whatever the draft costs)"),
-    }  # fmt: skip
+        "target_calls_per_token": (
+            "serial target calls per emitted token (calls)",
+            "what it buys (the same whatever the draft costs)",
+        ),
+    }
     for ax, (quantity, (label, title)) in zip(axes, labels.items(), strict=True):
         d = df[df["quantity"] == quantity]
         cf = d[d["method"] == "closed form"]
-        plot_lines(ax, cf, x="alpha", y="value", hue="gamma", style="draft_ops", markersize=4,
-                   label=lambda g, ops: f"gamma = {g}, {ops}")  # fmt: skip
+        plot_lines(
+            ax,
+            cf,
+            x="alpha",
+            y="value",
+            hue="gamma",
+            style="draft_ops",
+            markersize=4,
+            label=lambda g, ops: f"gamma = {g}, {ops}",
+        )
         sim = d[d["method"] == "simulator"]
-        ax.errorbar(sim["alpha"], sim["value"], yerr=1.96 * sim["se"].fillna(0.0), fmt="none",
-                    ecolor="0.15", elinewidth=0.9, capsize=2, zorder=5,
-                    label="simulator (95% CI)")  # fmt: skip
+        ax.errorbar(
+            sim["alpha"],
+            sim["value"],
+            yerr=1.96 * sim["se"].fillna(0.0),
+            fmt="none",
+            ecolor="0.15",
+            elinewidth=0.9,
+            capsize=2,
+            zorder=5,
+            label="simulator (95% CI)",
+        )
         m = cf[cf["mission"] & (cf["c_hat"] == 0.0)]
         if not m.empty:
             r = m.iloc[0]

@@ -128,8 +128,14 @@ class Config:
 
     def __post_init__(self) -> None:
         check_probability(self.alpha, "alpha")
-        for key in ("gamma", "max_gamma", "max_batch", "requests", "max_requests",
-                    "fast_max_requests"):  # fmt: skip
+        for key in (
+            "gamma",
+            "max_gamma",
+            "max_batch",
+            "requests",
+            "max_requests",
+            "fast_max_requests",
+        ):
             check_positive_int(getattr(self, key), key)
         check_positive_int(self.tensor_parallel, "tensor_parallel", minimum=0)
         check_positive_int(self.workers, "workers", minimum=0)
@@ -141,8 +147,15 @@ class Config:
                 raise ValueError(
                     f"{key} must be 'low,high' with 1 <= low <= high, got {(low, high)}"
                 )
-        for key in ("rate_per_s", "slo_tpot_p99_s", "slo_ttft_p99_s", "rate_min", "rate_max",
-                    "precision", "crossover_precision"):  # fmt: skip
+        for key in (
+            "rate_per_s",
+            "slo_tpot_p99_s",
+            "slo_ttft_p99_s",
+            "rate_min",
+            "rate_max",
+            "precision",
+            "crossover_precision",
+        ):
             check_positive(getattr(self, key), key)
         if self.rate_max <= self.rate_min:
             raise ValueError("rate_max must exceed rate_min")
@@ -163,25 +176,36 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
         else FixedGamma(gamma=cfg.gamma)
     )
     slo = SLO(tpot_p99_s=cfg.slo_tpot_p99_s, ttft_p99_s=cfg.slo_ttft_p99_s)
-    search = Search(rate_min=cfg.rate_min, rate_max=cfg.rate_max, precision=cfg.precision,
-                    crossover_precision=cfg.crossover_precision, requests=cfg.requests,
-                    warmup=cfg.warmup,
-                    max_requests=cfg.fast_max_requests if fast else cfg.max_requests)  # fmt: skip
-    need = cfg.max_batch * (cfg.prompt_tokens[1] + cfg.output_tokens[1]
-                            + verification_positions(cfg.max_gamma))  # fmt: skip
+    search = Search(
+        rate_min=cfg.rate_min,
+        rate_max=cfg.rate_max,
+        precision=cfg.precision,
+        crossover_precision=cfg.crossover_precision,
+        requests=cfg.requests,
+        warmup=cfg.warmup,
+        max_requests=cfg.fast_max_requests if fast else cfg.max_requests,
+    )
+    need = cfg.max_batch * (
+        cfg.prompt_tokens[1] + cfg.output_tokens[1] + verification_positions(cfg.max_gamma)
+    )
     rows: list[dict[str, Any]] = []
     for hw_name in cfg.hardware:
         hardware = load_hardware(hw_name)
 
         def replica(tp: int, hardware: Any = hardware) -> ServingConfig:
             return ServingConfig(
-                workload=PoissonWorkload(rate_per_s=1.0, requests=cfg.requests,
-                                         prompt_tokens=cfg.prompt_tokens,
-                                         output_tokens=cfg.output_tokens),
+                workload=PoissonWorkload(
+                    rate_per_s=1.0,
+                    requests=cfg.requests,
+                    prompt_tokens=cfg.prompt_tokens,
+                    output_tokens=cfg.output_tokens,
+                ),
                 cost=CardCost(target=target, draft=draft, hardware=hardware, tensor_parallel=tp),
-                acceptance=IIDAcceptance(alpha=cfg.alpha), policy=policy,
-                max_batch=cfg.max_batch, max_gamma=cfg.max_gamma,
-            )  # fmt: skip
+                acceptance=IIDAcceptance(alpha=cfg.alpha),
+                policy=policy,
+                max_batch=cfg.max_batch,
+                max_gamma=cfg.max_gamma,
+            )
 
         tp = cfg.tensor_parallel or smallest_tp(
             lambda tp: kv_capacity(replica(tp)) >= need,
@@ -192,12 +216,21 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
         )
         serving = replica(tp)
         rows += search_capacity(
-            serving, slo=slo, search=search, rate_per_s=cfg.rate_per_s,
+            serving,
+            slo=slo,
+            search=search,
+            rate_per_s=cfg.rate_per_s,
             seed=int(rng.integers(2**63 - 1)),  # common random numbers across rates
-            base={"hardware": hardware.slug, "tensor_parallel": tp, "target": target.slug,
-                  "draft": draft.slug, "kv_capacity_tokens": kv_capacity(serving)},
-            crossover=cfg.crossover, workers=cfg.workers or None,
-        )  # fmt: skip
+            base={
+                "hardware": hardware.slug,
+                "tensor_parallel": tp,
+                "target": target.slug,
+                "draft": draft.slug,
+                "kv_capacity_tokens": kv_capacity(serving),
+            },
+            crossover=cfg.crossover,
+            workers=cfg.workers or None,
+        )
     df = pd.DataFrame(rows)
     df["slo_tpot_p99_s"], df["slo_ttft_p99_s"] = slo.tpot_p99_s, slo.ttft_p99_s
     df["alpha"], df["policy"], df["precision"] = cfg.alpha, policy_name, cfg.precision
@@ -240,12 +273,20 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
         for card, g in pr.groupby("card", sort=False):
             low = g[f"{metric[:-2]}_low_s"].clip(lower=bottom)
             high = g[f"{metric[:-2]}_high_s"].clip(upper=top)
-            ax.errorbar(g["rate_per_device"], g[metric], fmt="none", ecolor=styles[card].color,
-                        yerr=[g[metric] - low, high - g[metric]], elinewidth=0.8, capsize=2,
-                        label="_interval")  # fmt: skip
+            ax.errorbar(
+                g["rate_per_device"],
+                g[metric],
+                fmt="none",
+                ecolor=styles[card].color,
+                yerr=[g[metric] - low, high - g[metric]],
+                elinewidth=0.8,
+                capsize=2,
+                label="_interval",
+            )
         ax.set_ylim(bottom, top)
-        ax.axhline(float(df[slo].iloc[0]), color="0.2", linestyle=(0, (1, 2)), linewidth=1.2,
-                   label="SLO")  # fmt: skip
+        ax.axhline(
+            float(df[slo].iloc[0]), color="0.2", linestyle=(0, (1, 2)), linewidth=1.2, label="SLO"
+        )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("load per accelerator (requests/s)")
@@ -254,10 +295,15 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
     for i, r in enumerate(cross.itertuples(index=False)):
         card = _card(str(r.hardware), int(r.tensor_parallel))
         if r.crossover_rate > 0 and r.status != "above rate_max":
-            axes[0].axvline(r.crossover_rate / r.tensor_parallel, color=styles[card].color,
-                            linestyle=LINESTYLES[(2 + i) % len(LINESTYLES)], linewidth=1.2,
-                            marker=styles[card].marker, markevery=[1],
-                            label=f"{card}: speculation stops paying")  # fmt: skip
+            axes[0].axvline(
+                r.crossover_rate / r.tensor_parallel,
+                color=styles[card].color,
+                linestyle=LINESTYLES[(2 + i) % len(LINESTYLES)],
+                linewidth=1.2,
+                marker=styles[card].marker,
+                markevery=[1],
+                label=f"{card}: speculation stops paying",
+            )
     ans = df[(df["kind"] == "answer")]
     ans = ans[ans["max_rate_per_replica"] > 0] if "accelerators" in ans else ans.iloc[:0]
     ax = axes[2]
@@ -265,13 +311,25 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
         card = _card(str(hw), tp[hw])
         for j, r in enumerate(g.itertuples(index=False)):
             st = styles[card]
-            ax.errorbar([i + (j - 0.5) * 0.3], [r.accelerators], capsize=4, color=st.color,
-                        marker=st.marker, markersize=7, linestyle="none",
-                        markerfacecolor=st.color if j == 0 else "none",
-                        yerr=[[r.accelerators - r.accelerators_low], [0]],
-                        label=f"{card}, {r.mode}")  # fmt: skip
-            ax.annotate(f"{int(r.accelerators)}", (i + (j - 0.5) * 0.3, r.accelerators),
-                        textcoords="offset points", xytext=(6, 4), fontsize=8)  # fmt: skip
+            ax.errorbar(
+                [i + (j - 0.5) * 0.3],
+                [r.accelerators],
+                capsize=4,
+                color=st.color,
+                marker=st.marker,
+                markersize=7,
+                linestyle="none",
+                markerfacecolor=st.color if j == 0 else "none",
+                yerr=[[r.accelerators - r.accelerators_low], [0]],
+                label=f"{card}, {r.mode}",
+            )
+            ax.annotate(
+                f"{int(r.accelerators)}",
+                (i + (j - 0.5) * 0.3, r.accelerators),
+                textcoords="offset points",
+                xytext=(6, 4),
+                fontsize=8,
+            )
     ax.set_xticks(range(len(tp)), [_card(h, n) for h, n in tp.items()], fontsize=8)
     ax.set_xlim(-0.7, len(tp) - 0.3)
     ax.margins(y=0.12)
@@ -315,9 +373,16 @@ def _crossover(c: Any) -> str:
     text = f"speculation lowers the p99 TPOT up to {low:.2f} requests/s per replica"
     if status == "decided":
         return text + f" and not from {c['first_failing_rate']:.2f}"
-    return text + " (above it, not distinguishable from plain decoding" + (
-        "" if math.isinf(c["first_failing_rate"]) else
-        f" until {c['first_failing_rate']:.2f}, where it loses") + ")"  # fmt: skip
+    return (
+        text
+        + " (above it, not distinguishable from plain decoding"
+        + (
+            ""
+            if math.isinf(c["first_failing_rate"])
+            else f" until {c['first_failing_rate']:.2f}, where it loses"
+        )
+        + ")"
+    )
 
 
 def summary(df: pd.DataFrame) -> str:
@@ -331,9 +396,20 @@ def summary(df: pd.DataFrame) -> str:
         f"rates to {r0['precision']:.0%})",
         "",
     ]
-    cols = ["hardware", "tensor_parallel", "mode", "max_rate_per_replica", "rate_high",
-            "first_failing_rate", "status", "rate_per_accelerator", "replicas",
-            "replicas_status", "accelerators", "accelerators_low"]  # fmt: skip
+    cols = [
+        "hardware",
+        "tensor_parallel",
+        "mode",
+        "max_rate_per_replica",
+        "rate_high",
+        "first_failing_rate",
+        "status",
+        "rate_per_accelerator",
+        "replicas",
+        "replicas_status",
+        "accelerators",
+        "accelerators_low",
+    ]
     lines += [md_table(ans[[c for c in cols if c in ans.columns]]), ""]
     rate = float(ans["rate_per_s"].iloc[0])
     cross = df[df["kind"] == "crossover"].set_index("hardware")
@@ -346,12 +422,18 @@ def summary(df: pd.DataFrame) -> str:
             if r["max_rate_per_replica"] <= 0:
                 parts.append(f"none shown to meet the SLO {name} ({r['status']})")
             else:
-                limit = (f"rate limit to {r['precision']:.0%}" if r["status"] == "decided"
-                         else f"undecided from {r['rate_high'] / tp:.2f} to "
-                         f"{r['first_failing_rate'] / tp:.2f}" if
-                         r["status"] == "undecided" else str(r["status"]))  # fmt: skip
-                parts.append(f"{_interval(r)} {name} ({r['rate_per_accelerator']:.2f} "
-                             f"requests/s per accelerator, {limit})")  # fmt: skip
+                limit = (
+                    f"rate limit to {r['precision']:.0%}"
+                    if r["status"] == "decided"
+                    else f"undecided from {r['rate_high'] / tp:.2f} to "
+                    f"{r['first_failing_rate'] / tp:.2f}"
+                    if r["status"] == "undecided"
+                    else str(r["status"])
+                )
+                parts.append(
+                    f"{_interval(r)} {name} ({r['rate_per_accelerator']:.2f} "
+                    f"requests/s per accelerator, {limit})"
+                )
         text = f"- {hw} ({tp} per replica), accelerators for {rate:g} requests/s: " + (
             "; ".join(parts)
         )

@@ -290,23 +290,47 @@ def _panel(ax: Axes, d: pd.DataFrame, sv: pd.DataFrame, metric: str) -> None:
     """One metric against batch: a line per draft and policy, plain decoding in grey,
     the serving simulation as large hollow markers in the draft's colour and shape."""
     spec = d[d["policy"] != "plain"]
-    plot_lines(ax, spec, x="batch", y=metric, hue="draft", style="policy", markersize=4,
-               label=lambda dr, pol: f"{dr} draft, {pol}")  # fmt: skip
+    plot_lines(
+        ax,
+        spec,
+        x="batch",
+        y=metric,
+        hue="draft",
+        style="policy",
+        markersize=4,
+        label=lambda dr, pol: f"{dr} draft, {pol}",
+    )
     plain = d[d["policy"] == "plain"].drop_duplicates(["tensor_parallel", "batch"])
     for k, (tp, g) in enumerate(plain.groupby("tensor_parallel", sort=False)):
         color, ls, marker = _PLAIN[k % len(_PLAIN)]
         g = g.sort_values("batch")
-        ax.plot(g["batch"], g[metric], color=color, linestyle=ls, marker=marker, linewidth=1.6,
-                label=f"plain decoding ({int(tp)} x {g['hardware'].iloc[0]})")  # fmt: skip
+        ax.plot(
+            g["batch"],
+            g[metric],
+            color=color,
+            linestyle=ls,
+            marker=marker,
+            linewidth=1.6,
+            label=f"plain decoding ({int(tp)} x {g['hardware'].iloc[0]})",
+        )
     styles = style_map(spec["draft"])
     s = sv[sv["policy"] != "plain"].dropna(subset=[metric])
     for draft, g in s.groupby("draft", sort=False):
         st = styles.get(draft)
         if st is None:
             continue
-        ax.plot(g["batch"], g[metric], linestyle="none", marker=st.marker, markersize=10,
-                markerfacecolor="none", markeredgewidth=1.6, color=st.color, zorder=5,
-                label=f"{draft} draft, {g['policy'].iloc[0]}, serving simulation")  # fmt: skip
+        ax.plot(
+            g["batch"],
+            g[metric],
+            linestyle="none",
+            marker=st.marker,
+            markersize=10,
+            markerfacecolor="none",
+            markeredgewidth=1.6,
+            color=st.color,
+            zorder=5,
+            label=f"{draft} draft, {g['policy'].iloc[0]}, serving simulation",
+        )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("batch (sequences)")

@@ -99,27 +99,42 @@ class Config:
 
     def __post_init__(self) -> None:
         check_probability(self.alpha, "alpha")
-        for key in ("tensor_parallel", "gamma", "max_batch", "kv_block_tokens",
-                    "tight_kv_tokens", "token_budgets", "requests",
-                    "fast_requests"):  # fmt: skip
+        for key in (
+            "tensor_parallel",
+            "gamma",
+            "max_batch",
+            "kv_block_tokens",
+            "tight_kv_tokens",
+            "token_budgets",
+            "requests",
+            "fast_requests",
+        ):
             check_positive_int(getattr(self, key), key)
         check_positive_int(self.batches, "batches", minimum=2)
         check_positive_int(self.replicas, "replicas", minimum=2)  # for a router to choose
-        for key in ("rate_per_s", "code_rate_per_s", "host_link_bandwidth", "slo_tpot_p99_s",
-                    "slo_ttft_p99_s"):  # fmt: skip
+        for key in (
+            "rate_per_s",
+            "code_rate_per_s",
+            "host_link_bandwidth",
+            "slo_tpot_p99_s",
+            "slo_ttft_p99_s",
+        ):
             check_positive(getattr(self, key), key)
         if not self.token_budgets:
             raise ValueError("token_budgets: expected at least one budget, got ()")
         for key in ("conversation", "code"):
             if getattr(self, key) not in PRESETS:
-                raise ValueError(f"{key}: unknown workload {getattr(self, key)!r}; known: "
-                                 f"{sorted(PRESETS)}")  # fmt: skip
+                raise ValueError(
+                    f"{key}: unknown workload {getattr(self, key)!r}; known: {sorted(PRESETS)}"
+                )
         bad = [r for r in self.routers if r not in ROUTERS]
         if bad or not self.routers:
             raise ValueError(f"routers: expected some of {list(ROUTERS)}, got {self.routers!r}")
         if min(self.requests, self.fast_requests) < (least := max(60, 2 * self.batches)):
-            raise ValueError(f"requests, fast_requests: need at least {least} (60 for batch "
-                             f"means, 2 x batches), got {self.requests}, {self.fast_requests}")
+            raise ValueError(
+                f"requests, fast_requests: need at least {least} (60 for batch "
+                f"means, 2 x batches), got {self.requests}, {self.fast_requests}"
+            )
 
 
 def _stats(req: pd.DataFrame, it: pd.DataFrame, cfg: Config) -> dict[str, Any]:
@@ -135,29 +150,39 @@ def _stats(req: pd.DataFrame, it: pd.DataFrame, cfg: Config) -> dict[str, Any]:
         k = cfg.batches if x.shape[0] >= 2 * cfg.batches else None
         row[f"{name}_p99_s"] = float(np.percentile(x, 99)) if x.shape[0] else 0.0
         row[f"{name}_p99_low_s"], row[f"{name}_p99_high_s"] = (
-            quantile_interval(x, 0.99, batches=k) if x.shape[0] else (0.0, 0.0))
+            quantile_interval(x, 0.99, batches=k) if x.shape[0] else (0.0, 0.0)
+        )
     ok = ((first - arrival <= cfg.slo_ttft_p99_s) & (tpot <= cfg.slo_tpot_p99_s)).astype(float)
     span, se = float(finish.max() - arrival.min()), batch_means_se(ok)
-    row.update(requests=len(req), goodput_fraction=float(ok.mean()),
-               goodput_per_s=goodput(req, ttft_s=cfg.slo_ttft_p99_s, tpot_s=cfg.slo_tpot_p99_s),
-               goodput_se=np.nan if se is None else se * len(req) / span)  # fmt: skip
+    row.update(
+        requests=len(req),
+        goodput_fraction=float(ok.mean()),
+        goodput_per_s=goodput(req, ttft_s=cfg.slo_ttft_p99_s, tpot_s=cfg.slo_tpot_p99_s),
+        goodput_se=np.nan if se is None else se * len(req) / span,
+    )
     pre = req["preemptions"].to_numpy(float) if "preemptions" in req else np.zeros(len(req))
     recomputed = int(np.sum(req.get("recomputed_tokens", 0)))
     prefilled, se = int(np.sum(it.get("prefill_tokens", 0))), batch_means_se(pre)
     row.update(
-        preemptions=int(pre.sum()), preemptions_per_request=float(pre.mean()),
-        preemptions_per_request_se=np.nan if se is None else se, recomputed_tokens=recomputed,
+        preemptions=int(pre.sum()),
+        preemptions_per_request=float(pre.mean()),
+        preemptions_per_request_se=np.nan if se is None else se,
+        recomputed_tokens=recomputed,
         recomputed_share=recomputed / prefilled if prefilled else 0.0,
         swap_s=float(np.sum(it.get("swap_s", 0.0))),
         mean_batch=float(it["batch"].mean()),
         mean_gamma=float(it["draft_tokens"].sum() / max(int(it["batch"].sum()), 1)),
         most_positions=int(it["positions"].max()),
-    )  # fmt: skip
+    )
     if "replica" in req:
         per = req.assign(e2e=e2e).groupby("replica")
         counts, p99 = per.size(), per["e2e"].quantile(0.99)
-        row.update(replica_requests_min=int(counts.min()), replica_requests_max=int(counts.max()),
-                   replica_e2e_p99_min_s=float(p99.min()), replica_e2e_p99_max_s=float(p99.max()))
+        row.update(
+            replica_requests_min=int(counts.min()),
+            replica_requests_max=int(counts.max()),
+            replica_e2e_p99_min_s=float(p99.min()),
+            replica_e2e_p99_max_s=float(p99.max()),
+        )
     return row
 
 
@@ -165,15 +190,27 @@ def _serve(base: ServingConfig, cfg: Config, seed: int, **kw: Any) -> list[dict[
     """Serve ``base`` with ``kw`` (speculative and its plain twin, same requests): a row each."""
     config = replace(base, **kw)
     r = simulate_serving(config, np.random.default_rng(seed))
-    settings = {"kv_block_tokens": config.kv_block_tokens or 0,
-                "kv_capacity_tokens": config.kv_capacity() or 0,
-                "preemption": config.preemption if config.kv_block_tokens else "",
-                "token_budget": config.token_budget or 0, "replicas": config.replicas,
-                "router": config.router if config.replicas > 1 else ""}  # fmt: skip
-    modes: Any = (("speculative", r.requests_spec, r.iterations_spec),
-                  ("plain", r.requests_plain, r.iterations_plain))  # plain_twin is on
-    return [{"mode": mode, **settings, **_stats(req, it, cfg),
-             "_times": req[["first_token_s", "finish_s"]].to_numpy()} for mode, req, it in modes]
+    settings = {
+        "kv_block_tokens": config.kv_block_tokens or 0,
+        "kv_capacity_tokens": config.kv_capacity() or 0,
+        "preemption": config.preemption if config.kv_block_tokens else "",
+        "token_budget": config.token_budget or 0,
+        "replicas": config.replicas,
+        "router": config.router if config.replicas > 1 else "",
+    }
+    modes: Any = (
+        ("speculative", r.requests_spec, r.iterations_spec),
+        ("plain", r.requests_plain, r.iterations_plain),
+    )  # plain_twin is on
+    return [
+        {
+            "mode": mode,
+            **settings,
+            **_stats(req, it, cfg),
+            "_times": req[["first_token_s", "finish_s"]].to_numpy(),
+        }
+        for mode, req, it in modes
+    ]
 
 
 def _beyond(a: pd.Series, b: pd.Series, metric: str) -> str:
@@ -197,38 +234,58 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
     first setting; paged with the tight budget: reservation at that budget), same mode."""
     cfg = config
     n = cfg.fast_requests if fast else cfg.requests
-    cost = HostLinkedCost(target=load_model(cfg.target), draft=load_model(cfg.draft),
-                          hardware=load_hardware(cfg.hardware),
-                          tensor_parallel=cfg.tensor_parallel,
-                          host_link_bandwidth=cfg.host_link_bandwidth)  # fmt: skip
+    cost = HostLinkedCost(
+        target=load_model(cfg.target),
+        draft=load_model(cfg.draft),
+        hardware=load_hardware(cfg.hardware),
+        tensor_parallel=cfg.tensor_parallel,
+        host_link_bandwidth=cfg.host_link_bandwidth,
+    )
 
     def base(preset: str, rate: float, requests: int) -> ServingConfig:
         return ServingConfig(
-            workload=PresetWorkload(name=preset, requests=requests, rate_per_s=rate,
-                                    bursty=cfg.bursty),
-            cost=cost, acceptance=IIDAcceptance(alpha=cfg.alpha),
-            policy=FixedGamma(gamma=cfg.gamma), max_batch=cfg.max_batch, max_gamma=cfg.gamma,
-        )  # fmt: skip
+            workload=PresetWorkload(
+                name=preset, requests=requests, rate_per_s=rate, bursty=cfg.bursty
+            ),
+            cost=cost,
+            acceptance=IIDAcceptance(alpha=cfg.alpha),
+            policy=FixedGamma(gamma=cfg.gamma),
+            max_batch=cfg.max_batch,
+            max_gamma=cfg.gamma,
+        )
 
     conv, code = base(cfg.conversation, cfg.rate_per_s, n), base(cfg.code, cfg.code_rate_per_s, n)
     many = base(cfg.conversation, cfg.rate_per_s * cfg.replicas, n)
     paged, tight = {"kv_block_tokens": cfg.kv_block_tokens}, cfg.tight_kv_tokens
     plan: list[tuple[str, str, ServingConfig, dict[str, Any]]] = [
-        ("memory", "reservation", conv, {}), ("memory", "paged", conv, paged),
+        ("memory", "reservation", conv, {}),
+        ("memory", "paged", conv, paged),
         ("memory", "reservation, tight", conv, {"kv_capacity_tokens": tight}),
         ("memory", "paged, tight, recompute", conv, {**paged, "kv_capacity_tokens": tight}),
-        ("memory", "paged, tight, swap", conv,
-         {**paged, "kv_capacity_tokens": tight, "preemption": "swap"}),
+        (
+            "memory",
+            "paged, tight, swap",
+            conv,
+            {**paged, "kv_capacity_tokens": tight, "preemption": "swap"},
+        ),
         ("prefill", "whole prompts", code, {}),
         *[("prefill", f"budget {b}", code, {"token_budget": b}) for b in cfg.token_budgets],
         *[("replicas", r, many, {"replicas": cfg.replicas, "router": r}) for r in cfg.routers],
-    ]  # fmt: skip
+    ]
     seed = int(rng.integers(2**63 - 1))  # common random numbers: every variant, same requests
     rows = []
     for part, variant, serving, kw in plan:
         wl: Any = serving.workload  # a PresetWorkload
-        rows += [{"part": part, "variant": variant, "workload": wl.name,
-                  "rate_per_s": wl.rate_per_s, **row} for row in _serve(serving, cfg, seed, **kw)]
+        rows += [
+            {
+                "part": part,
+                "variant": variant,
+                "workload": wl.name,
+                "rate_per_s": wl.rate_per_s,
+                **row,
+            }
+            for row in _serve(serving, cfg, seed, **kw)
+        ]
     df = pd.DataFrame(rows)
     for (part, _), sel in df.groupby(["part", "mode"], sort=False):
         first = sel.iloc[0]  # paged with the tight budget: the baseline is reservation at it
@@ -240,7 +297,8 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
                 df.loc[i, _VS[metric]] = _beyond(r, b, metric)
             if part == "memory":  # paged with memory enough must equal the reservation model
                 df.loc[i, "same_times_as_reservation"] = bool(
-                    np.array_equal(r["_times"], first["_times"], equal_nan=True))
+                    np.array_equal(r["_times"], first["_times"], equal_nan=True)
+                )
     df = df.drop(columns="_times")
     df["target"], df["draft"], df["hardware"] = cfg.target, cfg.draft, cfg.hardware
     df["tensor_parallel"], df["alpha"], df["gamma"] = cfg.tensor_parallel, cfg.alpha, cfg.gamma
@@ -248,8 +306,11 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
     return df
 
 
-_PANEL_METRICS = {"memory": ("ttft_p99_s", "tpot_p99_s"), "prefill": ("ttft_p99_s", "tpot_p99_s"),
-                  "replicas": ("ttft_p99_s", "e2e_p99_s")}  # fmt: skip
+_PANEL_METRICS = {
+    "memory": ("ttft_p99_s", "tpot_p99_s"),
+    "prefill": ("ttft_p99_s", "tpot_p99_s"),
+    "replicas": ("ttft_p99_s", "e2e_p99_s"),
+}
 _NAMES = {"ttft_p99_s": "p99 TTFT", "tpot_p99_s": "p99 TPOT", "e2e_p99_s": "p99 end-to-end"}
 
 
@@ -269,9 +330,18 @@ def _points(ax: Axes, d: pd.DataFrame, series: list[tuple[str, str]], styles: An
             lo = y - g[metric.replace("_s", "_low_s")].clip(lower=0).to_numpy(float)
             hi = np.minimum(g[metric.replace("_s", "_high_s")].to_numpy(float), top) - y
         st = styles[metric]
-        ax.errorbar(x, y, yerr=[lo, hi], color=st.color, marker=st.marker, linestyle="none",
-                    markersize=6, capsize=2, label=f"{_NAMES.get(metric, 'goodput')}, {mode}",
-                    markerfacecolor=st.color if mode == "speculative" else "none")  # fmt: skip
+        ax.errorbar(
+            x,
+            y,
+            yerr=[lo, hi],
+            color=st.color,
+            marker=st.marker,
+            linestyle="none",
+            markersize=6,
+            capsize=2,
+            label=f"{_NAMES.get(metric, 'goodput')}, {mode}",
+            markerfacecolor=st.color if mode == "speculative" else "none",
+        )
     ax.set_xticks(list(at.values()), variants, rotation=25, ha="right", fontsize=8)
     ax.set_xlim(-0.6, len(variants) - 0.4)
     ax.set_xlabel("engine setting")
@@ -289,29 +359,46 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
     """p99 latencies with their intervals per variant, a panel per part; then goodput."""
     r0 = df.iloc[0]
     styles = style_map(["ttft_p99_s", "tpot_p99_s", "e2e_p99_s", "goodput_per_s"])
-    pair = (f"{r0['target']} with {r0['draft']} drafting (gamma = {int(r0['gamma'])}) on "
-            f"{int(r0['tensor_parallel'])} x {r0['hardware']} per replica")  # fmt: skip
+    pair = (
+        f"{r0['target']} with {r0['draft']} drafting (gamma = {int(r0['gamma'])}) on "
+        f"{int(r0['tensor_parallel'])} x {r0['hardware']} per replica"
+    )
     fig, axes = figure(3, width=4.4, height=4.2)
     for ax, part in zip(axes, PARTS, strict=True):
-        top = _points(ax, df[df["part"] == part],
-                      [(m, mode) for m in _PANEL_METRICS[part] for mode in MODES], styles)
+        top = _points(
+            ax,
+            df[df["part"] == part],
+            [(m, mode) for m in _PANEL_METRICS[part] for mode in MODES],
+            styles,
+        )
         for metric, ls in (("ttft_p99_s", ":"), ("tpot_p99_s", "-.")):
             if metric in _PANEL_METRICS[part] and (slo := float(r0[f"slo_{metric}"])):
-                ax.axhline(slo, color=styles[metric].color, linestyle=ls, linewidth=1,
-                           label=f"SLO on {_NAMES[metric]} ({slo:g} s)")  # fmt: skip
+                ax.axhline(
+                    slo,
+                    color=styles[metric].color,
+                    linestyle=ls,
+                    linewidth=1,
+                    label=f"SLO on {_NAMES[metric]} ({slo:g} s)",
+                )
         ax.set_yscale("log")
         ax.set_ylim(top=top)
         ax.set_ylabel("p99 latency (s)")
     legend_outside(fig, ncols=4)
-    out = {"engine_latency": describe(
-        fig, title=f"Serving engine settings with and without speculation: p99 latencies "
-        f"with 95% intervals (a bar to the top edge: no upper bound from these requests), {pair}",
-        alt=f"Three panels of points with 95% interval bars, log scale of seconds, {pair}; "
-        "filled markers speculative, hollow plain. Left: p99 time to first token and per output "
-        "token for KV reservation and a paged cache, with the card's memory and a tight budget "
-        "(paged: recompute or swap). Middle: the same for whole prompts and chunked prefill "
-        "budgets on code prompts. Right: p99 time to first token and end-to-end latency behind "
-        "each router. Dotted lines mark the SLOs; a bar to the top edge has no upper bound.")}
+    out = {
+        "engine_latency": describe(
+            fig,
+            title=f"Serving engine settings with and without speculation: p99 latencies "
+            "with 95% intervals (a bar to the top edge: no upper bound from these requests), "
+            f"{pair}",
+            alt=f"Three panels of points with 95% interval bars, log scale of seconds, {pair}; "
+            "filled markers speculative, hollow plain. Left: p99 time to first token and per "
+            "output token for KV reservation and a paged cache, with the card's memory and a "
+            "tight budget (paged: recompute or swap). Middle: the same for whole prompts and "
+            "chunked prefill budgets on code prompts. Right: p99 time to first token and "
+            "end-to-end latency behind each router. Dotted lines mark the SLOs; a bar to the top "
+            "edge has no upper bound.",
+        )
+    }
     fig, axes = figure(3, width=4.4, height=4.0)
     for ax, part in zip(axes, PARTS, strict=True):
         d = df[df["part"] == part]
@@ -321,10 +408,14 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
         ax.set_ylim(0, 1.12 * max(rate, top / 1.6))
         ax.set_ylabel("goodput (requests/s)")
     legend_outside(fig, ncols=3)
-    out["engine_goodput"] = describe(fig, title=f"Goodput (requests per second meeting both "
-        f"SLOs) with 95% batch-means intervals, {pair}", alt=f"Three panels of goodput in "
+    out["engine_goodput"] = describe(
+        fig,
+        title=f"Goodput (requests per second meeting both "
+        f"SLOs) with 95% batch-means intervals, {pair}",
+        alt=f"Three panels of goodput in "
         f"requests/s with 1.96-standard-error bars, filled speculative, hollow plain, a dotted "
-        f"line at the arrival rate: KV memory, prefill budgets and routers, {pair}.")
+        f"line at the arrival rate: KV memory, prefill budgets and routers, {pair}.",
+    )
     return out
 
 
@@ -344,8 +435,12 @@ def _table(d: pd.DataFrame, metrics: tuple[str, ...], extra: dict[str, str]) -> 
             row[f"{_NAMES[m]} vs baseline"] = r[_VS[m]]
         row["goodput (req/s)"] = f"{r['goodput_per_s']:.3f} ± {Z95 * r['goodput_se']:.3f}"
         row["goodput vs baseline"] = r[_VS["goodput_per_s"]]
-        row.update({k: int(r[c]) if isinstance(r[c], float) and r[c].is_integer() else r[c]
-                    for c, k in extra.items()})  # counts that pandas stored as floats
+        row.update(
+            {
+                k: int(r[c]) if isinstance(r[c], float) and r[c].is_integer() else r[c]
+                for c, k in extra.items()
+            }
+        )  # counts that pandas stored as floats
         rows.append(row)
     return md_table(pd.DataFrame(rows))
 
@@ -355,46 +450,90 @@ def summary(df: pd.DataFrame) -> str:
     r0 = df.iloc[0]
     mem, pre, rep = (df[df["part"] == p] for p in PARTS)
     mem = mem.assign(  # counts with their rate a request, and recomputed tokens with a share
-        pre=[f"{n} ({p:.3f} ± {Z95 * se:.3f})" for n, p, se in
-             zip(mem["preemptions"], mem["preemptions_per_request"],
-                 np.nan_to_num(mem["preemptions_per_request_se"]), strict=True)],
-        rec=[f"{n} ({x:.1%})" for n, x in zip(mem["recomputed_tokens"], mem["recomputed_share"],
-                                              strict=True)])  # fmt: skip
+        pre=[
+            f"{n} ({p:.3f} ± {Z95 * se:.3f})"
+            for n, p, se in zip(
+                mem["preemptions"],
+                mem["preemptions_per_request"],
+                np.nan_to_num(mem["preemptions_per_request_se"]),
+                strict=True,
+            )
+        ],
+        rec=[
+            f"{n} ({x:.1%})"
+            for n, x in zip(mem["recomputed_tokens"], mem["recomputed_share"], strict=True)
+        ],
+    )
     paged = mem[mem["variant"] == "paged"]
     same = "gives" if paged["same_times_as_reservation"].all() else "does NOT give"
     spec = pre[pre["mode"] == "speculative"]
-    gam, most, budgets = (spec["mean_gamma"].to_numpy(), int(spec["most_positions"].max()),
-                          spec[spec["token_budget"] > 0])  # fmt: skip
+    gam, most, budgets = (
+        spec["mean_gamma"].to_numpy(),
+        int(spec["most_positions"].max()),
+        spec[spec["token_budget"] > 0],
+    )
     cut = np.ptp(gam) > 0 or bool((budgets["most_positions"] > budgets["token_budget"]).any())
     lines = [
         f"### Serving engine settings: {r0['target']} + {r0['draft']} (gamma = "
         f"{int(r0['gamma'])}, alpha = {r0['alpha']:g}) on {int(r0['tensor_parallel'])} x "
         f"{r0['hardware']} per replica; p99s with 95% intervals, goodput ± 1.96 SE (SLO: "
         f"p99 TTFT <= {r0['slo_ttft_p99_s']:g} s, p99 TPOT <= {r0['slo_tpot_p99_s'] * 1e3:g} ms)",
-        "", f"**KV memory** ({_title(mem, 'memory')}; tight = "
-        f"{int(mem['kv_capacity_tokens'].min())} tokens):", "",
-        _table(mem, ("ttft_p99_s", "tpot_p99_s"),
-               {"pre": "preemptions (a request ± 1.96 SE)",
-                "rec": "tokens recomputed (of prefill)", "swap_s": "swapped out (s)"}), "",
+        "",
+        f"**KV memory** ({_title(mem, 'memory')}; tight = "
+        f"{int(mem['kv_capacity_tokens'].min())} tokens):",
+        "",
+        _table(
+            mem,
+            ("ttft_p99_s", "tpot_p99_s"),
+            {
+                "pre": "preemptions (a request ± 1.96 SE)",
+                "rec": "tokens recomputed (of prefill)",
+                "swap_s": "swapped out (s)",
+            },
+        ),
+        "",
         f"- Paged KV with the card's memory ({int(paged['kv_capacity_tokens'].iloc[0])} tokens) "
         f"{same} every request the same first-token and finish times as the reservation "
-        "model, in both modes.", "",
-        f"**Chunked prefill** ({_title(pre, 'prefill')}):", "",
-        _table(pre, ("ttft_p99_s", "tpot_p99_s"),
-               {"mean_gamma": "mean gamma", "mean_batch": "mean batch",
-                "most_positions": "most positions a pass"}), "",
-        "- The lookahead was " + (
+        "model, in both modes.",
+        "",
+        f"**Chunked prefill** ({_title(pre, 'prefill')}):",
+        "",
+        _table(
+            pre,
+            ("ttft_p99_s", "tpot_p99_s"),
+            {
+                "mean_gamma": "mean gamma",
+                "mean_batch": "mean batch",
+                "most_positions": "most positions a pass",
+            },
+        ),
+        "",
+        "- The lookahead was "
+        + (
             "cut where the budget bound: mean gamma " + ", ".join(f"{g:.3f}" for g in gam)
-            if cut else f"never cut: every setting ran mean gamma {gam[0]:.3f}, since the "
+            if cut
+            else f"never cut: every setting ran mean gamma {gam[0]:.3f}, since the "
             f"verification positions of a pass (at most {most}) never reached a budget; "
-            "prefill chunks take what the positions leave") + ".", "",
-        f"**Replicas** ({_title(rep, 'replicas')}):", "",
-        _table(rep, ("ttft_p99_s", "e2e_p99_s"),
-               {"replica_requests_min": "fewest requests a replica",
-                "replica_requests_max": "most", "replica_e2e_p99_min_s": "replica p99 e2e min (s)",
-                "replica_e2e_p99_max_s": "max (s)"}), "",
+            "prefill chunks take what the positions leave"
+        )
+        + ".",
+        "",
+        f"**Replicas** ({_title(rep, 'replicas')}):",
+        "",
+        _table(
+            rep,
+            ("ttft_p99_s", "e2e_p99_s"),
+            {
+                "replica_requests_min": "fewest requests a replica",
+                "replica_requests_max": "most",
+                "replica_e2e_p99_min_s": "replica p99 e2e min (s)",
+                "replica_e2e_p99_max_s": "max (s)",
+            },
+        ),
+        "",
         "Baseline: the first setting of its table (paged, tight: reservation, tight), same "
         "mode; 'beyond noise': the 95% intervals do not overlap (goodput: more than 1.96 "
         "combined standard errors apart); 'undecided': they overlap only through an interval "
-        "with no upper bound."]  # fmt: skip
+        "with no upper bound.",
+    ]
     return "\n".join(lines) + "\n"

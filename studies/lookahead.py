@@ -196,18 +196,26 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
     fig, axes = figure(2, width=5.6, height=4.8)
     for ax, (metric, label) in zip(
         axes,
-        (("tokens_per_s", "throughput of one stream (tokens/s)"),
-         ("energy_j_per_token", "energy per token (J)")),
+        (
+            ("tokens_per_s", "throughput of one stream (tokens/s)"),
+            ("energy_j_per_token", "energy per token (J)"),
+        ),
         strict=True,
-    ):  # fmt: skip
+    ):
         bars = agg.assign(ci=1.96 * agg[f"{metric}_se"])
-        grouped_bars(ax, bars, category="policy", value=metric, hue="acceptance", err="ci",
-                     horizontal=True)  # fmt: skip
+        grouped_bars(
+            ax, bars, category="policy", value=metric, hue="acceptance", err="ci", horizontal=True
+        )
         ax.set_xlabel(label)
         ax.set_ylabel("lookahead policy")
     base = df["baseline_energy_j_per_token"].mean()
-    axes[1].axvline(base, color="0.2", linestyle=(0, (4, 2)), linewidth=1.2,
-                    label=f"plain decoding ({base:.2f} J/token)")  # fmt: skip
+    axes[1].axvline(
+        base,
+        color="0.2",
+        linestyle=(0, (4, 2)),
+        linewidth=1.2,
+        label=f"plain decoding ({base:.2f} J/token)",
+    )
     axes[0].set_title("throughput", fontsize=10)
     axes[1].set_title("energy", fontsize=10)
     legend_outside(fig, ncols=3)

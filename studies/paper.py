@@ -183,8 +183,17 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
     every = max(1, f3.groupby("c").size().max() // 12)  # about a dozen markers a line
     fig, (ax, ax2) = figure(2, width=5.2)
     for a, y, steps in ((ax, "gamma", "steps-post"), (ax2, "value", "default")):
-        plot_lines(a, f3, x="alpha", y=y, hue="c", label=lambda c, _: f"c = {c:g}",
-                   markevery=every, markersize=4, drawstyle=steps)  # fmt: skip
+        plot_lines(
+            a,
+            f3,
+            x="alpha",
+            y=y,
+            hue="c",
+            label=lambda c, _: f"c = {c:g}",
+            markevery=every,
+            markersize=4,
+            drawstyle=steps,
+        )
         a.set_xlabel("acceptance rate alpha (probability)")
     ax.set_yscale("log", base=2)
     ax.set_ylabel("optimal gamma (draft tokens per block)")
@@ -205,11 +214,27 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
     sg = df[df["part"] == "speedup_vs_gamma"]
     fig, (ax,) = figure(1, width=8.0, height=5.0)
     theory = sg[sg["method"] != "simulator"]
-    plot_lines(ax, theory, x="gamma", y="value", hue="alpha", style="method",
-               label=lambda a, m: f"alpha = {a:g}, {m}")  # fmt: skip
+    plot_lines(
+        ax,
+        theory,
+        x="gamma",
+        y="value",
+        hue="alpha",
+        style="method",
+        label=lambda a, m: f"alpha = {a:g}, {m}",
+    )
     sim = sg[sg["method"] == "simulator"]
-    ax.errorbar(sim["gamma"], sim["value"], yerr=1.96 * sim["se"], fmt="none", ecolor="0.2",
-                elinewidth=1, capsize=2, zorder=5, label="simulator (95% CI)")  # fmt: skip
+    ax.errorbar(
+        sim["gamma"],
+        sim["value"],
+        yerr=1.96 * sim["se"],
+        fmt="none",
+        ecolor="0.2",
+        elinewidth=1,
+        capsize=2,
+        zorder=5,
+        label="simulator (95% CI)",
+    )
     ax.axhline(1.0, color="0.5", linewidth=0.8)
     ax.set_xlabel("gamma (draft tokens per block)")
     ax.set_ylabel("walltime improvement over plain decoding (x)")
@@ -235,8 +260,14 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
     fig, axes = figure(2, width=5.0)
     names = {"ops_factor": "operations factor (x plain)", "speedup": "walltime improvement (x)"}
     for ax, (quantity, ylabel) in zip(axes, names.items(), strict=True):
-        grouped_bars(ax, t1[t1["quantity"] == quantity], category="case", value="value",
-                     hue="method", err="ci")  # fmt: skip
+        grouped_bars(
+            ax,
+            t1[t1["quantity"] == quantity],
+            category="case",
+            value="value",
+            hue="method",
+            err="ci",
+        )
         ax.set_title(ylabel.split(" (")[0], fontsize=10)
         ax.tick_params(axis="x", labelsize=7)
         ax.set_xlabel("(alpha, gamma) pair of Table 1")

@@ -82,9 +82,15 @@ class Config:
             raise ValueError("hardware must name at least one accelerator card")
 
 
-SERIES = ("no speculation", "draft model, chain (assumed alpha)", "Medusa heads, chain",
-          "Medusa heads, best tree", "EAGLE head, chain", "n-gram, chain",
-          "n-gram, best tree")  # fmt: skip
+SERIES = (
+    "no speculation",
+    "draft model, chain (assumed alpha)",
+    "Medusa heads, chain",
+    "Medusa heads, best tree",
+    "EAGLE head, chain",
+    "n-gram, chain",
+    "n-gram, best tree",
+)
 
 
 def _acceptance_file(path: str) -> RankAcceptance:
@@ -95,11 +101,16 @@ def _acceptance_file(path: str) -> RankAcceptance:
 
 def _row(plan: TreePlan, **key: Any) -> dict[str, Any]:
     return {
-        **key, "nodes": plan.nodes, "depth": plan.depth, "parents": str(list(plan.parents)),
-        "tokens_per_pass": plan.tokens_per_pass, "tokens_per_s": plan.tokens_per_s,
+        **key,
+        "nodes": plan.nodes,
+        "depth": plan.depth,
+        "parents": str(list(plan.parents)),
+        "tokens_per_pass": plan.tokens_per_pass,
+        "tokens_per_s": plan.tokens_per_s,
         "energy_per_token_mj": plan.energy_per_token_j * 1e3,
-        "discarded_share": plan.discarded_share, "draft_share": plan.draft_s / plan.time_s,
-    }  # fmt: skip
+        "discarded_share": plan.discarded_share,
+        "draft_share": plan.draft_s / plan.time_s,
+    }
 
 
 def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.DataFrame:
@@ -118,26 +129,39 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
     ngram = NGram(acceptance=_acceptance_file(cfg.ngram_acceptance))
     proposers: dict[str, Proposer] = {"Medusa heads": heads, "n-gram": ngram}
     depth = {"Medusa heads": min(cfg.max_depth, heads.card.max_depth), "n-gram": cfg.max_depth}
-    trees = {name: best_trees(p.acceptance, budget=budget, max_depth=depth[name])
-             for name, p in proposers.items()}  # fmt: skip
+    trees = {
+        name: best_trees(p.acceptance, budget=budget, max_depth=depth[name])
+        for name, p in proposers.items()
+    }
     rows: list[dict[str, Any]] = []
     for slug in cfg.hardware:
         hw = load_hardware(slug)
         for b in batches:
             key = {"hardware": slug, "batch": int(b)}
-            common: dict[str, Any] = {"target": target, "hardware": hw, "batch": int(b),
-                                      "context": cfg.context}  # fmt: skip
-            d = optimize_tree(proposer=draft, budget=budget, max_depth=cfg.max_depth,
-                              candidates=[()], **common)  # fmt: skip
+            common: dict[str, Any] = {
+                "target": target,
+                "hardware": hw,
+                "batch": int(b),
+                "context": cfg.context,
+            }
+            d = optimize_tree(
+                proposer=draft, budget=budget, max_depth=cfg.max_depth, candidates=[()], **common
+            )
             rows.append(_row(d.none, series="no speculation", **key))
             rows.append(_row(d.chain, series="draft model, chain (assumed alpha)", **key))
             # The EAGLE card publishes rank 0 only: its best tree is a chain.
-            e = optimize_tree(proposer=eagle, budget=budget, max_depth=cfg.max_depth,
-                              candidates=[()], **common)  # fmt: skip
+            e = optimize_tree(
+                proposer=eagle, budget=budget, max_depth=cfg.max_depth, candidates=[()], **common
+            )
             rows.append(_row(e.chain, series="EAGLE head, chain", **key))
             for name, p in proposers.items():
-                o = optimize_tree(proposer=p, budget=budget, max_depth=depth[name],
-                                  candidates=trees[name], **common)  # fmt: skip
+                o = optimize_tree(
+                    proposer=p,
+                    budget=budget,
+                    max_depth=depth[name],
+                    candidates=trees[name],
+                    **common,
+                )
                 rows.append(_row(o.chain, series=f"{name}, chain", **key))
                 rows.append(_row(o.best, series=f"{name}, best tree", **key))
     df = pd.DataFrame(rows)
@@ -145,8 +169,10 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
     best = df.groupby(["hardware", "batch"])["tokens_per_s"].transform("max")
     df["winner"] = np.isclose(df["tokens_per_s"], best, rtol=1e-12, atol=0.0)
     plain = df[df["series"] == "no speculation"].set_index(["hardware", "batch"])["tokens_per_s"]
-    df["speedup"] = df["tokens_per_s"] / plain.loc[list(zip(df["hardware"], df["batch"],
-                                                             strict=True))].to_numpy()  # fmt: skip
+    df["speedup"] = (
+        df["tokens_per_s"]
+        / plain.loc[list(zip(df["hardware"], df["batch"], strict=True))].to_numpy()
+    )
     return df
 
 
@@ -177,9 +203,17 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
             plot_lines(ax, d, x="batch", y=col, hue="series")
             if name == "throughput":
                 w = d[d["winner"]]
-                ax.plot(w["batch"], w[col], linestyle="none", marker="o", markersize=14,
-                        markerfacecolor="none", markeredgecolor="0.1", markeredgewidth=1.4,
-                        label="winner at this batch")  # fmt: skip
+                ax.plot(
+                    w["batch"],
+                    w[col],
+                    linestyle="none",
+                    marker="o",
+                    markersize=14,
+                    markerfacecolor="none",
+                    markeredgecolor="0.1",
+                    markeredgewidth=1.4,
+                    label="winner at this batch",
+                )
             ax.set_xscale("log", base=2)
             ticks = sorted(set(df.loc[df["hardware"] == hw, "batch"]))
             ax.set_xticks(ticks, [str(t) for t in ticks])
@@ -196,17 +230,31 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
             alt=f"Line charts, one per accelerator ({', '.join(hws)}), of the {what} against the "
             f"batch size (log scale) for each series: {', '.join(dict.fromkeys(df['series']))}. "
             "Each series has its own colour, marker and line style"
-            + ("; a ring marks the series with the most tokens per second at each batch." if
-               name == "throughput" else "."),
-        )  # fmt: skip
+            + (
+                "; a ring marks the series with the most tokens per second at each batch."
+                if name == "throughput"
+                else "."
+            ),
+        )
     return out
 
 
 def summary(df: pd.DataFrame) -> str:
     """The winner per accelerator and batch, and where the tree stops paying."""
     lines = ["### Proposers and token trees", ""]
-    win = df[df["winner"]][["hardware", "batch", "series", "nodes", "depth", "tokens_per_s",
-                            "speedup", "energy_per_token_mj", "discarded_share"]]  # fmt: skip
+    win = df[df["winner"]][
+        [
+            "hardware",
+            "batch",
+            "series",
+            "nodes",
+            "depth",
+            "tokens_per_s",
+            "speedup",
+            "energy_per_token_mj",
+            "discarded_share",
+        ]
+    ]
     lines += [md_table(win.reset_index(drop=True)), ""]
     for hw, g in df.groupby("hardware", sort=False):
         for name in ("Medusa heads", "n-gram"):

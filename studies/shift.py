@@ -128,9 +128,13 @@ def measured_rows(cfg: Config) -> pd.DataFrame:
     """One row per measured cell (``part = "measured"``, :func:`specsim.shift.measured_speedups`
     on the configured cards), then Table 3's rows (``part = "paper"``) when present."""
     summary = read_alpha_summary(cfg.measured_summary or None)
-    c, v = plain_cost_from_cards(target=cfg.measured_target, draft=cfg.measured_draft,
-                                 hardware=cfg.measured_hardware, context=int(cfg.context),
-                                 max_gamma=int(cfg.max_gamma))  # fmt: skip
+    c, v = plain_cost_from_cards(
+        target=cfg.measured_target,
+        draft=cfg.measured_draft,
+        hardware=cfg.measured_hardware,
+        context=int(cfg.context),
+        max_gamma=int(cfg.max_gamma),
+    )
     cards = f"{cfg.measured_target} / {cfg.measured_draft} on {cfg.measured_hardware}"
     frames = [measured_speedups(summary, c=c, v=v, cards=cards)]
     if LEVIATHAN_TABLE3.is_file():
@@ -148,26 +152,48 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
         return measured
     gmax = int(cfg.max_gamma)
     tokens = int(cfg.fast_tokens if fast else cfg.tokens)
-    c, v = plain_cost_from_cards(target=cfg.target, draft=cfg.draft, hardware=cfg.hardware,
-                                 context=int(cfg.context), max_gamma=gmax,
-                                 tensor_parallel=int(cfg.tensor_parallel))  # fmt: skip
+    c, v = plain_cost_from_cards(
+        target=cfg.target,
+        draft=cfg.draft,
+        hardware=cfg.hardware,
+        context=int(cfg.context),
+        max_gamma=gmax,
+        tensor_parallel=int(cfg.tensor_parallel),
+    )
     scenarios = stress_scenarios(
-        rng, positions=cfg.positions, vocab=cfg.vocab, logit_scale=cfg.logit_scale,
-        draft_sharpness=cfg.draft_sharpness, draft_noise=cfg.draft_noise,
-        temperatures=cfg.temperatures, alpha=cfg.alpha, shifted_alpha=cfg.shifted_alpha,
-        shift_fraction=cfg.shift_fraction, persistence=cfg.persistence,
-        foreign_fractions=cfg.foreign_fractions, foreign_noise=cfg.foreign_noise,
+        rng,
+        positions=cfg.positions,
+        vocab=cfg.vocab,
+        logit_scale=cfg.logit_scale,
+        draft_sharpness=cfg.draft_sharpness,
+        draft_noise=cfg.draft_noise,
+        temperatures=cfg.temperatures,
+        alpha=cfg.alpha,
+        shifted_alpha=cfg.shifted_alpha,
+        shift_fraction=cfg.shift_fraction,
+        persistence=cfg.persistence,
+        foreign_fractions=cfg.foreign_fractions,
+        foreign_noise=cfg.foreign_noise,
         stretch=cfg.stretch,
-    )  # fmt: skip
+    )
     whatif = what_if_speedups(scenarios, c=c, v=v, tokens=tokens, rng=rng)
     return pd.concat([measured, whatif], ignore_index=True)
 
 
-_CORPUS_NAME = {"en": "English", "de": "German", "es": "Spanish", "it": "Italian",
-                "code": "Python code", "licences": "licences (formal English)"}  # fmt: skip
-_DRAFT_NAME = {"draft-all": "draft-all (every corpus)", "draft-en": "draft-en (English only)",
-               "draft-code": "draft-code (code only)",
-               "draft-distil": "draft-distil (distilled)"}  # fmt: skip
+_CORPUS_NAME = {
+    "en": "English",
+    "de": "German",
+    "es": "Spanish",
+    "it": "Italian",
+    "code": "Python code",
+    "licences": "licences (formal English)",
+}
+_DRAFT_NAME = {
+    "draft-all": "draft-all (every corpus)",
+    "draft-en": "draft-en (English only)",
+    "draft-code": "draft-code (code only)",
+    "draft-distil": "draft-distil (distilled)",
+}
 
 
 def _measured_figure(m: pd.DataFrame, *, y: str, lo: str, hi: str, ylabel: str) -> Figure:
@@ -180,8 +206,15 @@ def _measured_figure(m: pd.DataFrame, *, y: str, lo: str, hi: str, ylabel: str) 
             if g.empty:
                 continue
             err = np.vstack([g[y] - g[lo], g[hi] - g[y]])
-            ax.errorbar(g["temperature"], g[y], yerr=err, capsize=2, markersize=4,
-                        label=_CORPUS_NAME[str(corpus)], **st.line())  # fmt: skip
+            ax.errorbar(
+                g["temperature"],
+                g[y],
+                yerr=err,
+                capsize=2,
+                markersize=4,
+                label=_CORPUS_NAME[str(corpus)],
+                **st.line(),
+            )
         ax.set_title(_DRAFT_NAME[d], fontsize=10)
         ax.set_xlabel("temperature T (0: greedy)")
         ax.set_ylabel(ylabel)
@@ -202,8 +235,9 @@ def _measured_figures(df: pd.DataFrame) -> dict[str, Figure]:
         return {}
     cards = str(m["cards"].iloc[0])
     out = {}
-    fig = _measured_figure(m, y="mean_alpha", lo="ci_low", hi="ci_high",
-                           ylabel="mean alpha (probability)")  # fmt: skip
+    fig = _measured_figure(
+        m, y="mean_alpha", lo="ci_low", hi="ci_high", ylabel="mean alpha (probability)"
+    )
     out["shift_measured_alpha"] = describe(
         fig,
         title="Measured acceptance rate alpha of the tiny pairs trained on real text, by "
@@ -215,8 +249,9 @@ def _measured_figures(df: pd.DataFrame) -> dict[str, Figure]:
         "Alpha rises with temperature everywhere; the English-only draft falls on the other "
         "languages and on code, the code-only draft is high only on code.",
     )
-    fig = _measured_figure(m, y="speedup", lo="speedup_low", hi="speedup_high",
-                           ylabel="speedup at the best gamma (x)")  # fmt: skip
+    fig = _measured_figure(
+        m, y="speedup", lo="speedup_low", hi="speedup_high", ylabel="speedup at the best gamma (x)"
+    )
     for ax in fig.axes:
         ax.axhline(1.0, color="0.3", linewidth=0.8, label="_plain decoding")
     out["shift_measured_speedup"] = describe(
@@ -256,10 +291,17 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
         axes[0].plot(x, b["mean alpha"], color="0.2", marker="o", label="_mean alpha")
         axes[0].set_ylabel("mean acceptance rate alpha (probability)")
         axes[0].set_title("acceptance", fontsize=10)
-        axes[1].errorbar(x, b["speedup (sim)"], yerr=1.96 * b["se"], capsize=2,
-                         label="simulator at its best gamma (95% CI)", **_SIM.line())  # fmt: skip
-        axes[1].plot(x, b["speedup (formula)"], label="i.i.d. formula at its best gamma",
-                     **_FORMULA.line())  # fmt: skip
+        axes[1].errorbar(
+            x,
+            b["speedup (sim)"],
+            yerr=1.96 * b["se"],
+            capsize=2,
+            label="simulator at its best gamma (95% CI)",
+            **_SIM.line(),
+        )
+        axes[1].plot(
+            x, b["speedup (formula)"], label="i.i.d. formula at its best gamma", **_FORMULA.line()
+        )
         for _, r in b.iterrows():
             axes[1].annotate(
                 f"{r['best gamma (sim)']}/{r['best gamma (formula)']}",
@@ -271,8 +313,15 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
         axes[1].set_ylabel("walltime improvement (x)")
         axes[1].set_title("best speedup (labels: best gamma sim/formula)", fontsize=9)
         width = 0.6 * (float(np.diff(x).min()) if len(x) > 1 else 1.0)
-        axes[2].bar(x, 100 * b["formula error"], width=width, color=_FORMULA.color,
-                    hatch=_FORMULA.hatch, edgecolor="0.15", linewidth=0.6)  # fmt: skip
+        axes[2].bar(
+            x,
+            100 * b["formula error"],
+            width=width,
+            color=_FORMULA.color,
+            hatch=_FORMULA.hatch,
+            edgecolor="0.15",
+            linewidth=0.6,
+        )
         axes[2].axhline(0.0, color="0.3", linewidth=0.8)
         axes[2].set_ylabel("i.i.d. formula error against the simulator (%)")
         axes[2].set_title("error of the i.i.d. formula", fontsize=10)
@@ -308,7 +357,7 @@ def _measured_summary(df: pd.DataFrame) -> list[str]:
             by_temperature(
                 m, lambda r: f"{r['mean_alpha']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
             )
-        ),  # fmt: skip
+        ),
         "",
         f"Walltime improvement each alpha implies on {r0['cards']} (c = {r0['c']:.4f}; "
         "best gamma by `specsim.theory.optimal_gamma` with the cost model's v(gamma), "
@@ -323,7 +372,7 @@ def _measured_summary(df: pd.DataFrame) -> list[str]:
                     f"[{r['speedup_low']:.2f}, {r['speedup_high']:.2f}]"
                 ),
             )
-        ),  # fmt: skip
+        ),
         "",
         "What each shift costs (held-out text; language and domain at T = 0 and 1, "
         "temperature from T = 1 to greedy on each draft's home corpus), costliest first:",
@@ -349,9 +398,10 @@ def _measured_summary(df: pd.DataFrame) -> list[str]:
     if table3.empty:
         lines.append(f"`{LEVIATHAN_TABLE3}` is absent: the comparison is left out.")
     else:
-        table3 = table3.assign(**{"size ratio": [f"{r:.2g}" for r in table3["size ratio"]]},
-                               **{f"alpha T = {t}": [f"{a:.2f}" for a in table3[f"alpha T = {t}"]]
-                                  for t in (0, 1)})  # fmt: skip
+        table3 = table3.assign(
+            **{"size ratio": [f"{r:.2g}" for r in table3["size ratio"]]},
+            **{f"alpha T = {t}": [f"{a:.2f}" for a in table3[f"alpha T = {t}"]] for t in (0, 1)},
+        )
         lines += [
             f"From `{LEVIATHAN_TABLE3.name}`: their GPT-like 6M draft against a 97M target "
             "on lm1b, beside the pairs here at a similar size ratio (about 10) on each "

@@ -83,10 +83,14 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
     :func:`specsim.fidelity.leviathan.table2_predictions`)."""
     cfg = config
     return table2_predictions(
-        rng, target=cfg.target, hardware=cfg.hardware, context=int(cfg.context),
+        rng,
+        target=cfg.target,
+        hardware=cfg.hardware,
+        context=int(cfg.context),
         tokens=int(cfg.fast_tokens if fast else cfg.tokens),
-        heterogeneity=cfg.heterogeneity, persistence=cfg.persistence,
-    )  # fmt: skip
+        heterogeneity=cfg.heterogeneity,
+        persistence=cfg.persistence,
+    )
 
 
 def fit_errors(df: pd.DataFrame) -> pd.DataFrame:
@@ -129,13 +133,28 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
     for label, st in style_map(d["label"]).items():
         g = d[d["label"] == label]
         size, face, z = _SCATTER.get(str(label), (5, None, 6))
-        ax.plot(g["measured"], g["predicted"], linestyle="none", marker=st.marker,
-                markersize=size, color=st.color, markerfacecolor=face or st.color,
-                markeredgewidth=1.5, zorder=z, label=str(label))  # fmt: skip
+        ax.plot(
+            g["measured"],
+            g["predicted"],
+            linestyle="none",
+            marker=st.marker,
+            markersize=size,
+            color=st.color,
+            markerfacecolor=face or st.color,
+            markeredgewidth=1.5,
+            zorder=z,
+            label=str(label),
+        )
     lo = float(min(d["measured"].min(), d["predicted"].min())) * 0.9
     hi = float(max(d["measured"].max(), d["predicted"].max())) * 1.05
-    ax.plot([lo, hi], [lo, hi], color="0.4", linestyle=(0, (4, 3)), linewidth=1,
-            label="prediction = measurement")  # fmt: skip
+    ax.plot(
+        [lo, hi],
+        [lo, hi],
+        color="0.4",
+        linestyle=(0, (4, 3)),
+        linewidth=1,
+        label="prediction = measurement",
+    )
     ax.set_xlabel("measured speedup, Leviathan et al. Table 2 (x)")
     ax.set_ylabel("predicted speedup (x)")
     ax.set_title("predicted against measured", fontsize=10)
@@ -225,12 +244,25 @@ def why_not() -> str:
     ``one_parameter_fits``, ``encoder_sensitivity``; deterministic, no simulation)."""
     b = table2_bounds()
     lines = ["### Why the cross-task prediction cannot beat Theorem 3.8 here", ""]
-    cols = ["task", "draft", "temperature", "gamma", "alpha", "c", "measured", "E",
-            "measured_over_E", "lowest_over_highest_E", "implied_c"]  # fmt: skip
+    cols = [
+        "task",
+        "draft",
+        "temperature",
+        "gamma",
+        "alpha",
+        "c",
+        "measured",
+        "E",
+        "measured_over_E",
+        "lowest_over_highest_E",
+        "implied_c",
+    ]
     lines += [md_table(b[cols]), ""]
     over = b[b["lowest_over_highest_E"] > 1.0]
-    listed = ", ".join(f"{r.task} {r.draft} T{r.temperature} ({r.measured:g} against "
-                       f"E = {r.E:.2f})" for r in over.itertuples())  # fmt: skip
+    listed = ", ".join(
+        f"{r.task} {r.draft} T{r.temperature} ({r.measured:g} against E = {r.E:.2f})"
+        for r in over.itertuples()
+    )
     lines.append(
         f"- Bound: with i.i.d. acceptance, c >= 0 and v >= 1 the speedup is at most E = "
         f"(1 - alpha^(gamma+1)) / (1 - alpha) (Eq. 1), and acceptance that varies in long "
@@ -251,8 +283,11 @@ def why_not() -> str:
     span = enc.groupby("draft")["c"].agg(lambda c: c.max() / c.min() - 1.0)
     vcol = [c for c in enc.columns if c.startswith("v(")][0]
     grow = 1.0 + b["draft"].str.lower().map(span).to_numpy()
-    moved = np.abs(walltime_speedup(b["alpha"], b["gamma"], b["c"] * grow)
-                   / walltime_speedup(b["alpha"], b["gamma"], b["c"]) - 1.0)  # fmt: skip
+    moved = np.abs(
+        walltime_speedup(b["alpha"], b["gamma"], b["c"] * grow)
+        / walltime_speedup(b["alpha"], b["gamma"], b["c"])
+        - 1.0
+    )
     lines.append(
         f"- Encoder input length: from {enc['encoder_length'].min()} to "
         f"{enc['encoder_length'].max()} tokens the cost model's c rises by at most "
@@ -265,8 +300,14 @@ def why_not() -> str:
         "too low."
     )
     fits = one_parameter_fits()
-    lines += ["", "One-parameter corrections of Theorem 3.8, fitted on one task (least squares "
-              "on log speedup), scored on the other:", "", md_table(fits), ""]  # fmt: skip
+    lines += [
+        "",
+        "One-parameter corrections of Theorem 3.8, fitted on one task (least squares "
+        "on log speedup), scored on the other:",
+        "",
+        md_table(fits),
+        "",
+    ]
     best = fits.loc[fits["held-out median"].idxmin()]
     lines.append(
         f"- The best held-out median is {best['held-out median']:.1%} ({best['correction']}, "

@@ -28,9 +28,7 @@ settings.register_profile(
     deadline=None,
     max_examples=2000,
 )
-settings.load_profile(
-    "ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "ci")
-)
+settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture

@@ -16,20 +16,36 @@ from specsim.sim import CardCost, PoissonWorkload, ServingConfig
 
 def card_cost() -> CardCost:
     """llama-2-7b verified on an A100-80GB with a llama-68m draft."""
-    return CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"),
-                    hardware=load_hardware("a100-80gb"))  # fmt: skip
+    return CardCost(
+        target=load_model("llama-2-7b"),
+        draft=load_model("llama-68m"),
+        hardware=load_hardware("a100-80gb"),
+    )
 
 
-def serving_config(cost: Any, *, rate_per_s: float, requests: int = 60,
-                   prompt_tokens: tuple[int, int] = (64, 256), gamma: int = 3,
-                   **kw: Any) -> ServingConfig:  # fmt: skip
+def serving_config(
+    cost: Any,
+    *,
+    rate_per_s: float,
+    requests: int = 60,
+    prompt_tokens: tuple[int, int] = (64, 256),
+    gamma: int = 3,
+    **kw: Any,
+) -> ServingConfig:
     """A Poisson workload (outputs of 16 to 64 tokens), alpha 0.7, fixed ``gamma``, batches
     of at most 16; ``kw`` overrides any other field."""
     base: dict[str, Any] = dict(
-        workload=PoissonWorkload(rate_per_s=rate_per_s, requests=requests,
-                                 prompt_tokens=prompt_tokens, output_tokens=(16, 64)),
-        cost=cost, acceptance=IIDAcceptance(alpha=0.7), policy=FixedGamma(gamma=gamma),
-        max_batch=16, max_gamma=8,
-    )  # fmt: skip
+        workload=PoissonWorkload(
+            rate_per_s=rate_per_s,
+            requests=requests,
+            prompt_tokens=prompt_tokens,
+            output_tokens=(16, 64),
+        ),
+        cost=cost,
+        acceptance=IIDAcceptance(alpha=0.7),
+        policy=FixedGamma(gamma=gamma),
+        max_batch=16,
+        max_gamma=8,
+    )
     base.update(kw)
     return ServingConfig(**base)

@@ -71,7 +71,8 @@ def test_markov_data_recovers_parameters_and_prefers_markov() -> None:
     assert (tok.z_markov.abs() <= 4.5).all(), tok
     for g in (2, 4):
         assert cf.markov.tokens(g)[0] == pytest.approx(
-            af.block_law(cf.markov, g) @ np.arange(1, g + 2), rel=0.05)
+            af.block_law(cf.markov, g) @ np.arange(1, g + 2), rel=0.05
+        )
 
 
 def test_block_laws_sum_to_one() -> None:
@@ -80,9 +81,14 @@ def test_block_laws_sum_to_one() -> None:
     markov = MarkovAcceptance(alphas=(0.9, 0.2), weights=(0.3, 0.7), persistence=0.6)
     cf = af.fit_cell(seqs)
     assert [name for name, _ in cf.items()] == ["iid", "positional", "markov"]
-    fits = [cf.iid, cf.positional, cf.markov,
-            af.Fitted(markov, (0.9, 0.2, 0.3, 0.6), (0.0,) * 4, 0.0, 1,
-                      lambda p, g: markov.mean_tokens(g))]
+    fits = [
+        cf.iid,
+        cf.positional,
+        cf.markov,
+        af.Fitted(
+            markov, (0.9, 0.2, 0.3, 0.6), (0.0,) * 4, 0.0, 1, lambda p, g: markov.mean_tokens(g)
+        ),
+    ]
     for fit in fits:
         for g in (1, 3, 8):
             law = af.block_law(fit, g)

@@ -107,8 +107,13 @@ OPTIONAL = (
 )
 PLOTTING = ("matplotlib", "seaborn")
 # The row of ARCHITECTURE.md that draws: plots, the study runner, the report.
-PLOTTING_LAYER = ("specsim.plots", "specsim.plots_fidelity", "specsim.studies",
-                  "specsim.study_runner", "specsim.report")  # fmt: skip
+PLOTTING_LAYER = (
+    "specsim.plots",
+    "specsim.plots_fidelity",
+    "specsim.studies",
+    "specsim.study_runner",
+    "specsim.report",
+)
 MEASURE = "specsim.measure"
 START_UP = "start-up:"
 
@@ -217,16 +222,30 @@ def _edges(src: Source) -> list[Edge]:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 edges.append(
-                    Edge(src.module, alias.name, (), node.lineno, nested, type_only,
-                         src.where(node.lineno))
-                )  # fmt: skip
+                    Edge(
+                        src.module,
+                        alias.name,
+                        (),
+                        node.lineno,
+                        nested,
+                        type_only,
+                        src.where(node.lineno),
+                    )
+                )
         elif isinstance(node, ast.ImportFrom):
             target = _resolve(src.module, node)
             names = tuple(a.name for a in node.names)
             edges.append(
-                Edge(src.module, target, names, node.lineno, nested, type_only,
-                     src.where(node.lineno))
-            )  # fmt: skip
+                Edge(
+                    src.module,
+                    target,
+                    names,
+                    node.lineno,
+                    nested,
+                    type_only,
+                    src.where(node.lineno),
+                )
+            )
     return edges
 
 

@@ -61,10 +61,14 @@ target = "llama-2-7b"
 draft = "llama-68m"
 hardware = "a100-80gb"
 """
-PLAIN = 'mode = "stream"\nseed = 1\ntokens = 2000\n' + ACCEPT_AND_POLICY + """[cost]
+PLAIN = (
+    'mode = "stream"\nseed = 1\ntokens = 2000\n'
+    + ACCEPT_AND_POLICY
+    + """[cost]
 kind = "plain"
 c = 0.05
 """
+)
 CARDS = (
     'mode = "stream"\nseed = 1\ntokens = 200\nprompt = 128\nmax_gamma = 8\n'
     + ACCEPT_AND_POLICY
@@ -113,11 +117,21 @@ def passes_frame(*, devices: tuple[str, ...] = ("cpu",), **change: Any) -> pd.Da
     for i, (b, ctx, n) in enumerate(
         [(b, ctx, n) for b in (1, 2) for ctx in (64, 128) for n in (1, 4)]
     ):
-        rows.append({
-            "model": "llama-68m", "dtype": "float32", "device": devices[i % len(devices)],
-            "batch": b, "context": ctx, "source_len": 0, "new_tokens": n, "repeat": 0,
-            "time_s": 0.01 * b * n + 0.001 * ctx / 64, "peak_mem_bytes": "", "energy_j": "",
-        })  # fmt: skip
+        rows.append(
+            {
+                "model": "llama-68m",
+                "dtype": "float32",
+                "device": devices[i % len(devices)],
+                "batch": b,
+                "context": ctx,
+                "source_len": 0,
+                "new_tokens": n,
+                "repeat": 0,
+                "time_s": 0.01 * b * n + 0.001 * ctx / 64,
+                "peak_mem_bytes": "",
+                "energy_j": "",
+            }
+        )
     frame = pd.DataFrame(rows)
     for k, v in change.items():
         frame[k] = v
@@ -126,8 +140,14 @@ def passes_frame(*, devices: tuple[str, ...] = ("cpu",), **change: Any) -> pd.Da
 
 def trace_files(name: str, frame: pd.DataFrame, meta: dict[str, Any] | None = None) -> dict:
     """The CSV and JSON sidecar of a ``passes`` trace, as {relative path: text}."""
-    sidecar = {"schema_version": 1, "kind": "passes", "device_name": "AMD EPYC",
-               "device": "cpu", "date": "2026-11-29T09:18:41+00:00", **(meta or {})}  # fmt: skip
+    sidecar = {
+        "schema_version": 1,
+        "kind": "passes",
+        "device_name": "AMD EPYC",
+        "device": "cpu",
+        "date": "2026-11-29T09:18:41+00:00",
+        **(meta or {}),
+    }
     return {f"{name}.csv": frame.to_csv(index=False), f"{name}.json": json.dumps(sidecar)}
 
 
@@ -143,9 +163,7 @@ class Cli:
     needs_fix_in: str = ""  # the file to fix where this fails today (marked xfail strict)
 
 
-def c(
-    id: str, argv: str | list[str], field: str, files: dict | None = None, fix: str = ""
-) -> Cli:
+def c(id: str, argv: str | list[str], field: str, files: dict | None = None, fix: str = "") -> Cli:
     words = argv.split() if isinstance(argv, str) else argv
     return Cli(id=id, argv=tuple(words), field=field, files=files or {}, needs_fix_in=fix)
 
@@ -167,23 +185,40 @@ CLI_CASES = [
     c("cost-tp-3-of-32-heads", f"{COST} --tensor-parallel 3", "tensor"),
     c("cost-tp-64-of-32-heads", f"{COST} --tensor-parallel 64", "tensor"),
     c("cost-tp-1000", f"{COST} --tensor-parallel 1000", "tensor"),
-    c("cost-tp-8-of-12-heads", "cost --model llama-68m --hardware a100-80gb --tensor-parallel 8",
-      "tensor"),
+    c(
+        "cost-tp-8-of-12-heads",
+        "cost --model llama-68m --hardware a100-80gb --tensor-parallel 8",
+        "tensor",
+    ),
     c("cost-context-over-max-position", f"{COST} --context 100000", "max_position"),
     c("cost-dtype-unknown", f"{COST} --dtype fp64", "fp64"),
     c("cost-dtype-not-on-card", "cost --model llama-2-7b --hardware tpu-v4", "float16"),
     c("cost-model-unknown", "cost --model llama-9 --hardware a100-80gb", "--model"),
     c("cost-model-empty", ["cost", "--model", "", "--hardware", "a100-80gb"], "--model"),
     c("cost-hardware-unknown", "cost --model llama-2-7b --hardware a100-90gb", "--hardware"),
-    c("cost-hardware-missing-file", "cost --model llama-2-7b --hardware {tmp}/none.toml",
-      "--hardware"),
-    c("cost-model-not-toml", "cost --model {tmp}/m.toml --hardware a100-80gb", "--model",
-      {"m.toml": "slug = [unclosed"}),
-    c("cost-model-is-hardware-card", "cost --model {tmp}/a.toml --hardware a100-80gb", "--model",
-      {"a.toml": A100}),
+    c(
+        "cost-hardware-missing-file",
+        "cost --model llama-2-7b --hardware {tmp}/none.toml",
+        "--hardware",
+    ),
+    c(
+        "cost-model-not-toml",
+        "cost --model {tmp}/m.toml --hardware a100-80gb",
+        "--model",
+        {"m.toml": "slug = [unclosed"},
+    ),
+    c(
+        "cost-model-is-hardware-card",
+        "cost --model {tmp}/a.toml --hardware a100-80gb",
+        "--model",
+        {"a.toml": A100},
+    ),
     c("cost-does-not-fit", "cost --model llama-2-70b --hardware a100-80gb", "does not fit"),
-    c("cost-encoder-length-negative", "cost --model t5-xxl --hardware tpu-v4 --encoder-length -1",
-      "encoder"),
+    c(
+        "cost-encoder-length-negative",
+        "cost --model t5-xxl --hardware tpu-v4 --encoder-length -1",
+        "encoder",
+    ),
     c("cost-plot-v-folder", f"{COST} --plot-v {{tmp}}", "--plot-v"),
     c("cost-plot-v-exists", f"{COST} --plot-v {{tmp}}/v.png", "--plot-v", {"v.png": b"old"}),
     c("cost-plot-v-under-a-file", f"{COST} --plot-v {{tmp}}/f/v.png", "--plot-v", {"f": "x"}),
@@ -209,61 +244,169 @@ CLI_CASES = [
     c("simulate-seed-word", f"{SIM} --seed one", "--seed"),
     c("simulate-config-missing", "simulate {tmp}/nope.toml", "nope.toml"),
     c("simulate-config-bad-toml", "simulate {tmp}/c.toml", "c.toml", {"c.toml": "mode = "}),
-    c("simulate-config-unknown-key", "simulate {tmp}/c.toml", "tokenz",
-      {"c.toml": cfg(PLAIN, "tokens = 2000", "tokenz = 2000")}),
-    c("simulate-config-mode", "simulate {tmp}/c.toml", "mode",
-      {"c.toml": cfg(PLAIN, 'mode = "stream"', 'mode = "batch"')}),
-    c("simulate-config-seed-negative", "simulate {tmp}/c.toml", "seed",
-      {"c.toml": cfg(PLAIN, "seed = 1", "seed = -1")}),
-    c("simulate-config-tokens-0", "simulate {tmp}/c.toml", "tokens",
-      {"c.toml": cfg(PLAIN, "tokens = 2000", "tokens = 0")}),
-    c("simulate-config-tokens-string", "simulate {tmp}/c.toml", "tokens",
-      {"c.toml": cfg(PLAIN, "tokens = 2000", 'tokens = "many"')}),
-    c("simulate-config-alpha", "simulate {tmp}/c.toml", "alpha",
-      {"c.toml": cfg(PLAIN, "alpha = 0.7", "alpha = 1.7")}),
-    c("simulate-config-acceptance-kind", "simulate {tmp}/c.toml", "kind",
-      {"c.toml": cfg(PLAIN, 'kind = "iid"', 'kind = "bursty"')}),
-    c("simulate-config-policy-kind", "simulate {tmp}/c.toml", "kind",
-      {"c.toml": cfg(PLAIN, 'kind = "fixed"', 'kind = "greedy"')}),
-    c("simulate-config-cost-kind", "simulate {tmp}/c.toml", "kind",
-      {"c.toml": cfg(PLAIN, 'kind = "plain"', 'kind = "free"')}),
-    c("simulate-config-gamma-huge", "simulate {tmp}/c.toml", "gamma",
-      {"c.toml": cfg(PLAIN, "gamma = 4", "gamma = 1000000000000000000000000000000")}),
-    c("simulate-config-c-negative", "simulate {tmp}/c.toml", "c",
-      {"c.toml": cfg(PLAIN, "c = 0.05", "c = -0.05")}),
-    c("simulate-config-target-unknown", "simulate {tmp}/c.toml", "llama-9",
-      {"c.toml": cfg(CARDS, 'target = "llama-2-7b"', 'target = "llama-9"')}),
-    c("simulate-set-unknown-path", "simulate {tmp}/c.toml --set acceptance.beta=1", "beta",
-      {"c.toml": PLAIN}),
-    c("simulate-set-bad-value", "simulate {tmp}/c.toml --set acceptance.alpha=abc", "alpha",
-      {"c.toml": PLAIN}),
-    c("simulate-set-without-equals", "simulate {tmp}/c.toml --set acceptance.alpha", "--set",
-      {"c.toml": PLAIN}),
+    c(
+        "simulate-config-unknown-key",
+        "simulate {tmp}/c.toml",
+        "tokenz",
+        {"c.toml": cfg(PLAIN, "tokens = 2000", "tokenz = 2000")},
+    ),
+    c(
+        "simulate-config-mode",
+        "simulate {tmp}/c.toml",
+        "mode",
+        {"c.toml": cfg(PLAIN, 'mode = "stream"', 'mode = "batch"')},
+    ),
+    c(
+        "simulate-config-seed-negative",
+        "simulate {tmp}/c.toml",
+        "seed",
+        {"c.toml": cfg(PLAIN, "seed = 1", "seed = -1")},
+    ),
+    c(
+        "simulate-config-tokens-0",
+        "simulate {tmp}/c.toml",
+        "tokens",
+        {"c.toml": cfg(PLAIN, "tokens = 2000", "tokens = 0")},
+    ),
+    c(
+        "simulate-config-tokens-string",
+        "simulate {tmp}/c.toml",
+        "tokens",
+        {"c.toml": cfg(PLAIN, "tokens = 2000", 'tokens = "many"')},
+    ),
+    c(
+        "simulate-config-alpha",
+        "simulate {tmp}/c.toml",
+        "alpha",
+        {"c.toml": cfg(PLAIN, "alpha = 0.7", "alpha = 1.7")},
+    ),
+    c(
+        "simulate-config-acceptance-kind",
+        "simulate {tmp}/c.toml",
+        "kind",
+        {"c.toml": cfg(PLAIN, 'kind = "iid"', 'kind = "bursty"')},
+    ),
+    c(
+        "simulate-config-policy-kind",
+        "simulate {tmp}/c.toml",
+        "kind",
+        {"c.toml": cfg(PLAIN, 'kind = "fixed"', 'kind = "greedy"')},
+    ),
+    c(
+        "simulate-config-cost-kind",
+        "simulate {tmp}/c.toml",
+        "kind",
+        {"c.toml": cfg(PLAIN, 'kind = "plain"', 'kind = "free"')},
+    ),
+    c(
+        "simulate-config-gamma-huge",
+        "simulate {tmp}/c.toml",
+        "gamma",
+        {"c.toml": cfg(PLAIN, "gamma = 4", "gamma = 1000000000000000000000000000000")},
+    ),
+    c(
+        "simulate-config-c-negative",
+        "simulate {tmp}/c.toml",
+        "c",
+        {"c.toml": cfg(PLAIN, "c = 0.05", "c = -0.05")},
+    ),
+    c(
+        "simulate-config-target-unknown",
+        "simulate {tmp}/c.toml",
+        "llama-9",
+        {"c.toml": cfg(CARDS, 'target = "llama-2-7b"', 'target = "llama-9"')},
+    ),
+    c(
+        "simulate-set-unknown-path",
+        "simulate {tmp}/c.toml --set acceptance.beta=1",
+        "beta",
+        {"c.toml": PLAIN},
+    ),
+    c(
+        "simulate-set-bad-value",
+        "simulate {tmp}/c.toml --set acceptance.alpha=abc",
+        "alpha",
+        {"c.toml": PLAIN},
+    ),
+    c(
+        "simulate-set-without-equals",
+        "simulate {tmp}/c.toml --set acceptance.alpha",
+        "--set",
+        {"c.toml": PLAIN},
+    ),
     c("simulate-events-folder", f"{SIM} --events {{tmp}}", "--events"),
     c("simulate-trace-exists", f"{SIM} --trace {{tmp}}/t.json", "--trace", {"t.json": "{}"}),
-    c("simulate-prompt-over-max-position", "simulate {tmp}/c.toml", "max_position",
-      {"c.toml": cfg(CARDS, "prompt = 128", "prompt = 8000")}),
+    c(
+        "simulate-prompt-over-max-position",
+        "simulate {tmp}/c.toml",
+        "max_position",
+        {"c.toml": cfg(CARDS, "prompt = 128", "prompt = 8000")},
+    ),
     # prompt + tokens fits llama-68m's 2048 positions, but the last block drafts 3 past it
-    c("simulate-last-block-over-max-position", "simulate {tmp}/c.toml", "max_position",
-      {"c.toml": cfg(cfg(CARDS, "prompt = 128", "prompt = 1800"), "tokens = 200",
-                     "tokens = 247")}),
-    c("simulate-draft-other-vocabulary", "simulate {tmp}/c.toml", "vocab",
-      {"c.toml": cfg(CARDS, 'draft = "llama-68m"', 'draft = "llama-3.1-8b"')}),
-    c("simulate-draft-other-architecture", "simulate {tmp}/c.toml", "architecture",
-      {"c.toml": cfg(CARDS, 'target = "llama-2-7b"', 'target = "t5-xxl"')}),
-    c("simulate-draft-larger-than-target", "simulate {tmp}/c.toml", "draft",
-      {"c.toml": cfg(cfg(CARDS, 'target = "llama-2-7b"', 'target = "llama-68m"'),
-                     'draft = "llama-68m"', 'draft = "llama-2-7b"')}),
-    c("simulate-serving-kv-capacity-too-large", "simulate {tmp}/c.toml", "kv_capacity_tokens",
-      {"c.toml": cfg(SERVING, "max_batch = 8", "max_batch = 8\nkv_capacity_tokens = 100000000")}),
-    c("simulate-serving-prompt-over-max-position", "simulate {tmp}/c.toml", "max_position",
-      {"c.toml": cfg(SERVING, "prompt_tokens = [128, 256]", "prompt_tokens = [5000, 5001]")}),
-    c("simulate-config-tp-3-of-32-heads", "simulate {tmp}/c.toml", "tensor_parallel",
-      {"c.toml": CARDS + "tensor_parallel = 3\n"}),
-    c("simulate-serving-max-batch-0", "simulate {tmp}/c.toml", "max_batch",
-      {"c.toml": cfg(SERVING, "max_batch = 8", "max_batch = 0")}),
-    c("simulate-serving-rate-negative", "simulate {tmp}/c.toml", "rate_per_s",
-      {"c.toml": cfg(SERVING, "rate_per_s = 4.0", "rate_per_s = -4.0")}),
+    c(
+        "simulate-last-block-over-max-position",
+        "simulate {tmp}/c.toml",
+        "max_position",
+        {
+            "c.toml": cfg(
+                cfg(CARDS, "prompt = 128", "prompt = 1800"), "tokens = 200", "tokens = 247"
+            )
+        },
+    ),
+    c(
+        "simulate-draft-other-vocabulary",
+        "simulate {tmp}/c.toml",
+        "vocab",
+        {"c.toml": cfg(CARDS, 'draft = "llama-68m"', 'draft = "llama-3.1-8b"')},
+    ),
+    c(
+        "simulate-draft-other-architecture",
+        "simulate {tmp}/c.toml",
+        "architecture",
+        {"c.toml": cfg(CARDS, 'target = "llama-2-7b"', 'target = "t5-xxl"')},
+    ),
+    c(
+        "simulate-draft-larger-than-target",
+        "simulate {tmp}/c.toml",
+        "draft",
+        {
+            "c.toml": cfg(
+                cfg(CARDS, 'target = "llama-2-7b"', 'target = "llama-68m"'),
+                'draft = "llama-68m"',
+                'draft = "llama-2-7b"',
+            )
+        },
+    ),
+    c(
+        "simulate-serving-kv-capacity-too-large",
+        "simulate {tmp}/c.toml",
+        "kv_capacity_tokens",
+        {"c.toml": cfg(SERVING, "max_batch = 8", "max_batch = 8\nkv_capacity_tokens = 100000000")},
+    ),
+    c(
+        "simulate-serving-prompt-over-max-position",
+        "simulate {tmp}/c.toml",
+        "max_position",
+        {"c.toml": cfg(SERVING, "prompt_tokens = [128, 256]", "prompt_tokens = [5000, 5001]")},
+    ),
+    c(
+        "simulate-config-tp-3-of-32-heads",
+        "simulate {tmp}/c.toml",
+        "tensor_parallel",
+        {"c.toml": CARDS + "tensor_parallel = 3\n"},
+    ),
+    c(
+        "simulate-serving-max-batch-0",
+        "simulate {tmp}/c.toml",
+        "max_batch",
+        {"c.toml": cfg(SERVING, "max_batch = 8", "max_batch = 0")},
+    ),
+    c(
+        "simulate-serving-rate-negative",
+        "simulate {tmp}/c.toml",
+        "rate_per_s",
+        {"c.toml": cfg(SERVING, "rate_per_s = 4.0", "rate_per_s = -4.0")},
+    ),
     # validate, problems --------------------------------------------------------------------
     c("validate-seed-negative", "validate --quick --seed -3", "--seed"),
     c("validate-csv-folder", "validate --quick --csv {tmp}", "--csv"),
@@ -284,92 +427,234 @@ CLI_CASES = [
     c("study-out-is-a-file", "study bill --out {tmp}/s", "--out", {"s": "x"}),
     c("study-out-not-empty", "study bill --out {tmp}/s", "--out", {"s/old.csv": "x"}),
     c("sweep-spec-missing", "sweep {tmp}/nope.toml --out {tmp}/o.csv", "nope.toml"),
-    c("sweep-spec-bad-toml", "sweep {tmp}/s.toml --out {tmp}/o.csv", "s.toml",
-      {"s.toml": "[sweep"}),
-    c("sweep-grid-unknown-path", "sweep {tmp}/s.toml --out {tmp}/o.csv", "acceptance.beta",
-      {"s.toml": cfg(SWEEP, '"acceptance.alpha"', '"acceptance.beta"')}),
-    c("sweep-grid-empty", "sweep {tmp}/s.toml --out {tmp}/o.csv", "acceptance.alpha",
-      {"s.toml": cfg(SWEEP, "[0.5, 0.7]", "[]")}),
-    c("sweep-grid-bad-alpha", "sweep {tmp}/s.toml --out {tmp}/o.csv", "alpha",
-      {"s.toml": cfg(SWEEP, "[0.5, 0.7]", "[0.5, 1.7]")}),
-    c("sweep-mode-unknown", "sweep {tmp}/s.toml --out {tmp}/o.csv", "mode",
-      {"s.toml": cfg(SWEEP, 'mode = "grid"', 'mode = "spiral"')}),
-    c("sweep-metric-unknown", "sweep {tmp}/s.toml --out {tmp}/o.csv", "speedy",
-      {"s.toml": cfg(SWEEP, '["speedup"]', '["speedy"]')}),
-    c("sweep-seeds-0", "sweep {tmp}/s.toml --out {tmp}/o.csv", "seeds",
-      {"s.toml": cfg(SWEEP, "seeds = 1", "seeds = 0")}),
-    c("sweep-workers-0", "sweep {tmp}/s.toml --out {tmp}/o.csv --workers 0", "--workers",
-      {"s.toml": SWEEP}),
-    c("sweep-out-folder", "sweep {tmp}/s.toml --out {tmp}/o", "--out",
-      {"s.toml": SWEEP, "o/x": "x"}),
-    c("sweep-out-under-a-file", "sweep {tmp}/s.toml --out {tmp}/f/o.csv", "--out",
-      {"s.toml": SWEEP, "f": "x"}),
-    c("sweep-scheduler-no-answer",
-      "sweep {tmp}/s.toml --out {tmp}/o.csv --scheduler tcp://127.0.0.1:1 --connect-timeout 0.5",
-      "--scheduler", {"s.toml": SWEEP}),
-    c("sweep-connect-timeout-negative", "sweep {tmp}/s.toml --out {tmp}/o.csv --scheduler "
-      "tcp://127.0.0.1:1 --connect-timeout -1", "--connect-timeout", {"s.toml": SWEEP}),
+    c(
+        "sweep-spec-bad-toml",
+        "sweep {tmp}/s.toml --out {tmp}/o.csv",
+        "s.toml",
+        {"s.toml": "[sweep"},
+    ),
+    c(
+        "sweep-grid-unknown-path",
+        "sweep {tmp}/s.toml --out {tmp}/o.csv",
+        "acceptance.beta",
+        {"s.toml": cfg(SWEEP, '"acceptance.alpha"', '"acceptance.beta"')},
+    ),
+    c(
+        "sweep-grid-empty",
+        "sweep {tmp}/s.toml --out {tmp}/o.csv",
+        "acceptance.alpha",
+        {"s.toml": cfg(SWEEP, "[0.5, 0.7]", "[]")},
+    ),
+    c(
+        "sweep-grid-bad-alpha",
+        "sweep {tmp}/s.toml --out {tmp}/o.csv",
+        "alpha",
+        {"s.toml": cfg(SWEEP, "[0.5, 0.7]", "[0.5, 1.7]")},
+    ),
+    c(
+        "sweep-mode-unknown",
+        "sweep {tmp}/s.toml --out {tmp}/o.csv",
+        "mode",
+        {"s.toml": cfg(SWEEP, 'mode = "grid"', 'mode = "spiral"')},
+    ),
+    c(
+        "sweep-metric-unknown",
+        "sweep {tmp}/s.toml --out {tmp}/o.csv",
+        "speedy",
+        {"s.toml": cfg(SWEEP, '["speedup"]', '["speedy"]')},
+    ),
+    c(
+        "sweep-seeds-0",
+        "sweep {tmp}/s.toml --out {tmp}/o.csv",
+        "seeds",
+        {"s.toml": cfg(SWEEP, "seeds = 1", "seeds = 0")},
+    ),
+    c(
+        "sweep-workers-0",
+        "sweep {tmp}/s.toml --out {tmp}/o.csv --workers 0",
+        "--workers",
+        {"s.toml": SWEEP},
+    ),
+    c(
+        "sweep-out-folder",
+        "sweep {tmp}/s.toml --out {tmp}/o",
+        "--out",
+        {"s.toml": SWEEP, "o/x": "x"},
+    ),
+    c(
+        "sweep-out-under-a-file",
+        "sweep {tmp}/s.toml --out {tmp}/f/o.csv",
+        "--out",
+        {"s.toml": SWEEP, "f": "x"},
+    ),
+    c(
+        "sweep-scheduler-no-answer",
+        "sweep {tmp}/s.toml --out {tmp}/o.csv --scheduler tcp://127.0.0.1:1 --connect-timeout 0.5",
+        "--scheduler",
+        {"s.toml": SWEEP},
+    ),
+    c(
+        "sweep-connect-timeout-negative",
+        "sweep {tmp}/s.toml --out {tmp}/o.csv --scheduler tcp://127.0.0.1:1 --connect-timeout -1",
+        "--connect-timeout",
+        {"s.toml": SWEEP},
+    ),
     c("study-out-under-a-file", "study bill --out {tmp}/f/s", "--out", {"f": "x"}),
     c("study-cards-folder-missing", "study bill --out {tmp}/s --cards {tmp}/nope", "--cards"),
     c("simulate-cards-folder-missing", f"{SIM} --cards {{tmp}}/nope", "--cards"),
-    c("simulate-set-seed-negative", "simulate {tmp}/c.toml --set seed=-1", "seed",
-      {"c.toml": PLAIN}),
-    c("simulate-config-seed-float", "simulate {tmp}/c.toml", "seed",
-      {"c.toml": cfg(PLAIN, "seed = 1", "seed = 1.5")}),
-    c("simulate-config-draft-file-not-slug", "simulate {tmp}/c.toml --cards {tmp}/cards",
-      "llama-68m.toml", {"c.toml": CARDS, "cards/llama-68m.toml": L68M.replace(
-          'slug = "llama-68m"', 'slug = "my-68m"')}),
+    c(
+        "simulate-set-seed-negative",
+        "simulate {tmp}/c.toml --set seed=-1",
+        "seed",
+        {"c.toml": PLAIN},
+    ),
+    c(
+        "simulate-config-seed-float",
+        "simulate {tmp}/c.toml",
+        "seed",
+        {"c.toml": cfg(PLAIN, "seed = 1", "seed = 1.5")},
+    ),
+    c(
+        "simulate-config-draft-file-not-slug",
+        "simulate {tmp}/c.toml --cards {tmp}/cards",
+        "llama-68m.toml",
+        {
+            "c.toml": CARDS,
+            "cards/llama-68m.toml": L68M.replace('slug = "llama-68m"', 'slug = "my-68m"'),
+        },
+    ),
     # cards ---------------------------------------------------------------------------------
     c("cards-folder-missing", "cards --cards {tmp}/nope", "nope"),
-    c("cards-duplicate-slug", "cards --cards {tmp}/hw", "h100-sxm",
-      {"hw/h100-copy.toml": H100}),
-    c("cards-filename-not-slug", "cards --cards {tmp}/hw", "a100-80gb.toml",
-      {"hw/a100-80gb.toml": H100}),
-    c("cost-card-filename-not-slug", "cost --model llama-2-7b --hardware a100-80gb --cards {tmp}",
-      "a100-80gb", {"a100-80gb.toml": H100}),
-    c("cost-card-slug-twice",
-      "cost --model llama-2-7b --hardware h100-sxm --cards {tmp}/a --cards {tmp}/b",
-      "found twice", {"a/h100-sxm.toml": H100, "b/h100-sxm.toml": H100}),
+    c("cards-duplicate-slug", "cards --cards {tmp}/hw", "h100-sxm", {"hw/h100-copy.toml": H100}),
+    c(
+        "cards-filename-not-slug",
+        "cards --cards {tmp}/hw",
+        "a100-80gb.toml",
+        {"hw/a100-80gb.toml": H100},
+    ),
+    c(
+        "cost-card-filename-not-slug",
+        "cost --model llama-2-7b --hardware a100-80gb --cards {tmp}",
+        "a100-80gb",
+        {"a100-80gb.toml": H100},
+    ),
+    c(
+        "cost-card-slug-twice",
+        "cost --model llama-2-7b --hardware h100-sxm --cards {tmp}/a --cards {tmp}/b",
+        "found twice",
+        {"a/h100-sxm.toml": H100, "b/h100-sxm.toml": H100},
+    ),
     # calibrate -----------------------------------------------------------------------------
     c("calibrate-no-passes", "calibrate {tmp} --out {tmp}/card.toml", "passes"),
-    c("calibrate-trace-missing", "calibrate {tmp}/nope.csv --out {tmp}/card.toml",
-      "nope.csv: no such trace file"),
-    c("calibrate-trace-missing-no-suffix", "calibrate {tmp}/nope --out {tmp}/card.toml",
-      "nope: no such trace file"),
-    c("calibrate-out-exists", CALIB, "--out",
-      {**trace_files("tr/passes", passes_frame()), "card.toml": "x"}),
-    c("calibrate-out-folder", "calibrate {tmp}/tr --out {tmp}/tr --base a100-80gb", "--out",
-      trace_files("tr/passes", passes_frame())),
-    c("calibrate-residuals-folder", CALIB + " --residuals {tmp}/tr", "--residuals",
-      trace_files("tr/passes", passes_frame())),
-    c("calibrate-base-unknown", "calibrate {tmp}/tr --out {tmp}/card.toml --base h300",
-      "--base", trace_files("tr/passes", passes_frame())),
-    c("calibrate-power-without-source", CALIB + " --power 1 2", "--power-source",
-      trace_files("tr/passes", passes_frame())),
-    c("calibrate-ceilings-missing", "calibrate {tmp}/tr --out {tmp}/card.toml", "ceilings",
-      trace_files("tr/passes", passes_frame())),
-    c("calibrate-device-column-mixed", CALIB, "device",
-      trace_files("tr/passes", passes_frame(devices=("cpu", "cuda")))),
-    c("calibrate-traces-from-two-devices", CALIB, "devices",
-      {**trace_files("tr/passes", passes_frame()),
-       **trace_files("tr/passes-b", passes_frame(), {"device_name": "NVIDIA H100"})}),
-    c("calibrate-trace-missing-column", CALIB, "time_s",
-      trace_files("tr/passes", passes_frame().drop(columns=["time_s"]))),
-    c("calibrate-trace-negative-time", CALIB, "time_s",
-      trace_files("tr/passes", passes_frame(time_s=-1.0))),
-    c("calibrate-trace-time-word", CALIB, "time_s",
-      trace_files("tr/passes", passes_frame(time_s="fast"))),
-    c("calibrate-trace-batch-0", CALIB, "batch",
-      trace_files("tr/passes", passes_frame(batch=0))),
-    c("calibrate-trace-sidecar-missing", "calibrate {tmp}/p.csv --out {tmp}/card.toml",
-      "p.json", {"p.csv": passes_frame().to_csv(index=False)}),
-    c("calibrate-trace-sidecar-not-json", "calibrate {tmp}/p.csv --out {tmp}/card.toml",
-      "p.json", {"p.csv": passes_frame().to_csv(index=False), "p.json": "{nope"}),
-    c("calibrate-trace-unknown-kind", "calibrate {tmp}/p.csv --out {tmp}/card.toml", "kind",
-      {"p.csv": "a\n1\n", "p.json": json.dumps({"schema_version": 1, "kind": "nope",
-                                                "device_name": "x", "date": "2026"})}),
-    c("calibrate-trace-file-named-missing", "calibrate {tmp}/p.csv --out {tmp}/card.toml",
-      "trace file", {"p.json": trace_files("p", passes_frame())["p.json"]}),
+    c(
+        "calibrate-trace-missing",
+        "calibrate {tmp}/nope.csv --out {tmp}/card.toml",
+        "nope.csv: no such trace file",
+    ),
+    c(
+        "calibrate-trace-missing-no-suffix",
+        "calibrate {tmp}/nope --out {tmp}/card.toml",
+        "nope: no such trace file",
+    ),
+    c(
+        "calibrate-out-exists",
+        CALIB,
+        "--out",
+        {**trace_files("tr/passes", passes_frame()), "card.toml": "x"},
+    ),
+    c(
+        "calibrate-out-folder",
+        "calibrate {tmp}/tr --out {tmp}/tr --base a100-80gb",
+        "--out",
+        trace_files("tr/passes", passes_frame()),
+    ),
+    c(
+        "calibrate-residuals-folder",
+        CALIB + " --residuals {tmp}/tr",
+        "--residuals",
+        trace_files("tr/passes", passes_frame()),
+    ),
+    c(
+        "calibrate-base-unknown",
+        "calibrate {tmp}/tr --out {tmp}/card.toml --base h300",
+        "--base",
+        trace_files("tr/passes", passes_frame()),
+    ),
+    c(
+        "calibrate-power-without-source",
+        CALIB + " --power 1 2",
+        "--power-source",
+        trace_files("tr/passes", passes_frame()),
+    ),
+    c(
+        "calibrate-ceilings-missing",
+        "calibrate {tmp}/tr --out {tmp}/card.toml",
+        "ceilings",
+        trace_files("tr/passes", passes_frame()),
+    ),
+    c(
+        "calibrate-device-column-mixed",
+        CALIB,
+        "device",
+        trace_files("tr/passes", passes_frame(devices=("cpu", "cuda"))),
+    ),
+    c(
+        "calibrate-traces-from-two-devices",
+        CALIB,
+        "devices",
+        {
+            **trace_files("tr/passes", passes_frame()),
+            **trace_files("tr/passes-b", passes_frame(), {"device_name": "NVIDIA H100"}),
+        },
+    ),
+    c(
+        "calibrate-trace-missing-column",
+        CALIB,
+        "time_s",
+        trace_files("tr/passes", passes_frame().drop(columns=["time_s"])),
+    ),
+    c(
+        "calibrate-trace-negative-time",
+        CALIB,
+        "time_s",
+        trace_files("tr/passes", passes_frame(time_s=-1.0)),
+    ),
+    c(
+        "calibrate-trace-time-word",
+        CALIB,
+        "time_s",
+        trace_files("tr/passes", passes_frame(time_s="fast")),
+    ),
+    c("calibrate-trace-batch-0", CALIB, "batch", trace_files("tr/passes", passes_frame(batch=0))),
+    c(
+        "calibrate-trace-sidecar-missing",
+        "calibrate {tmp}/p.csv --out {tmp}/card.toml",
+        "p.json",
+        {"p.csv": passes_frame().to_csv(index=False)},
+    ),
+    c(
+        "calibrate-trace-sidecar-not-json",
+        "calibrate {tmp}/p.csv --out {tmp}/card.toml",
+        "p.json",
+        {"p.csv": passes_frame().to_csv(index=False), "p.json": "{nope"},
+    ),
+    c(
+        "calibrate-trace-unknown-kind",
+        "calibrate {tmp}/p.csv --out {tmp}/card.toml",
+        "kind",
+        {
+            "p.csv": "a\n1\n",
+            "p.json": json.dumps(
+                {"schema_version": 1, "kind": "nope", "device_name": "x", "date": "2026"}
+            ),
+        },
+    ),
+    c(
+        "calibrate-trace-file-named-missing",
+        "calibrate {tmp}/p.csv --out {tmp}/card.toml",
+        "trace file",
+        {"p.json": trace_files("p", passes_frame())["p.json"]},
+    ),
 ]
 
 
@@ -502,8 +787,9 @@ def _card_cost(target: str, draft: str, hardware: str = "a100-80gb") -> Callable
         from specsim.cards import load_hardware, load_model
         from specsim.sim import CardCost
 
-        return CardCost(target=load_model(target), draft=load_model(draft),
-                        hardware=load_hardware(hardware))  # fmt: skip
+        return CardCost(
+            target=load_model(target), draft=load_model(draft), hardware=load_hardware(hardware)
+        )
 
     return call
 
@@ -528,13 +814,16 @@ def _fit_with(**params: float) -> Callable[[Path], object]:
     def call(_: Path) -> object:
         from specsim.calibrate import PARAMETERS, Fit, trust_problems
 
-        values = {"compute_efficiency": 0.5, "memory_efficiency": 0.8,
-                  "layer_overhead_s": 4e-5, "pass_overhead_s": 3e-4}  # fmt: skip
+        values = {
+            "compute_efficiency": 0.5,
+            "memory_efficiency": 0.8,
+            "layer_overhead_s": 4e-5,
+            "pass_overhead_s": 3e-4,
+        }
         se = {k: 0.01 * v for k, v in values.items()}
         for k, v in params.items():
             (se if k.endswith("_se") else values)[k.removesuffix("_se")] = v
-        fit = Fit(card=_hw(), params=values, stderr=se, residuals=pd.DataFrame(),
-                  rms_log_error=0.1)  # fmt: skip
+        fit = Fit(card=_hw(), params=values, stderr=se, residuals=pd.DataFrame(), rms_log_error=0.1)
         problems = trust_problems(fit)
         assert set(values) == set(PARAMETERS)
         if problems:
@@ -557,177 +846,426 @@ API_CASES = [
     Api("step-cost-dtype", _step(dtype="fp64"), ValueError, "fp64"),
     Api("step-cost-tp-0", _step(tensor_parallel=0), ValueError, "tensor_parallel"),
     Api("step-cost-tp-3", _step(tensor_parallel=3), ValueError, "tensor_parallel"),
-    Api("step-cost-context-over-max-position", _step(context=100_000), ValueError,
-        "max_position"),
+    Api("step-cost-context-over-max-position", _step(context=100_000), ValueError, "max_position"),
     Api("step-cost-does-not-fit", _step(batch=10_000, context=4000), ValueError, "GB"),
     # cost sources of the simulator
     Api("plain-cost-v-empty", _lazy("specsim.sim:PlainCost", c=0.05, v=[]), ValueError, "v"),
     Api("plain-cost-c-negative", _lazy("specsim.sim:PlainCost", c=-0.1), ValueError, "c"),
     Api("plain-cost-c-nan", _lazy("specsim.sim:PlainCost", c=float("nan")), ValueError, "c"),
-    Api("plain-cost-step-0", _lazy("specsim.sim:PlainCost", c=0.1, step_s=0.0), ValueError,
-        "step_s"),
-    Api("card-cost-draft-other-vocabulary", _card_cost("llama-2-7b", "llama-3.1-8b"),
-        ValueError, "vocab"),
-    Api("card-cost-draft-other-architecture", _card_cost("t5-xxl", "llama-68m"),
-        ValueError, "architecture"),
-    Api("card-cost-tp-3-of-32-heads", _lazy("specsim.sim:CardCost", target=_model(),
-        draft=None, hardware=_hw(), tensor_parallel=3), ValueError, "tensor_parallel"),
+    Api(
+        "plain-cost-step-0", _lazy("specsim.sim:PlainCost", c=0.1, step_s=0.0), ValueError, "step_s"
+    ),
+    Api(
+        "card-cost-draft-other-vocabulary",
+        _card_cost("llama-2-7b", "llama-3.1-8b"),
+        ValueError,
+        "vocab",
+    ),
+    Api(
+        "card-cost-draft-other-architecture",
+        _card_cost("t5-xxl", "llama-68m"),
+        ValueError,
+        "architecture",
+    ),
+    Api(
+        "card-cost-tp-3-of-32-heads",
+        _lazy(
+            "specsim.sim:CardCost", target=_model(), draft=None, hardware=_hw(), tensor_parallel=3
+        ),
+        ValueError,
+        "tensor_parallel",
+    ),
     Api("card-cost-draft-larger", _card_cost("llama-68m", "llama-2-7b"), ValueError, "draft"),
     # card loading
-    Api("load-hardware-none", _lazy("specsim.cards:load_hardware", None), TypeError,
-        "hardware|card"),
+    Api(
+        "load-hardware-none", _lazy("specsim.cards:load_hardware", None), TypeError, "hardware|card"
+    ),
     Api("load-model-none", _lazy("specsim.cards:load_model", None), TypeError, "model|card"),
     Api("load-model-number", _lazy("specsim.cards:load_model", 7), TypeError, "7"),
-    Api("load-model-unknown", _lazy("specsim.cards:load_model", "llama-9"), ValueError,
-        "llama-9"),
-    Api("load-hardware-file-named-for-another-card", lambda tmp: _lazy(
-        "specsim.cards:load_hardware", "a100-80gb", search_path=_make_ret(tmp, {
-            "a100-80gb.toml": H100}))(tmp), ValueError, r"a100-80gb\.toml holds .*'h100-sxm'"),
-    Api("load-model-slug-twice", lambda tmp: _lazy(
-        "specsim.cards:load_model", "llama-68m", search_path=[
-            _make_ret(tmp / "a", {"llama-68m.toml": L68M}),
-            _make_ret(tmp / "b", {"llama-68m.toml": L68M})])(tmp), ValueError, "found twice"),
-    Api("hw-sources-empty-string", _hw_text(A100 + 'blank = ""\n'), ValueError,
-        r"\[sources\] `blank` must be a non-empty string"),
-    Api("read-trace-missing", lambda tmp: _lazy("specsim.traces:read_trace", tmp / "nope")(tmp),
-        FileNotFoundError, r"no such trace file: .*nope\.csv"),
-    Api("run-sweep-connect-timeout-0", lambda tmp: _lazy(
-        "specsim.sweep:run_sweep", _lazy("specsim.sweep:read_spec", _make_ret(tmp, {
-            "s.toml": SWEEP}) / "s.toml")(tmp), tmp / "o.csv", connect_timeout=0)(tmp),
-        ValueError, "connect_timeout"),
-    Api("load-hardware-unknown", _lazy("specsim.cards:load_hardware", "h300"), ValueError,
-        "h300"),
+    Api("load-model-unknown", _lazy("specsim.cards:load_model", "llama-9"), ValueError, "llama-9"),
+    Api(
+        "load-hardware-file-named-for-another-card",
+        lambda tmp: _lazy(
+            "specsim.cards:load_hardware",
+            "a100-80gb",
+            search_path=_make_ret(tmp, {"a100-80gb.toml": H100}),
+        )(tmp),
+        ValueError,
+        r"a100-80gb\.toml holds .*'h100-sxm'",
+    ),
+    Api(
+        "load-model-slug-twice",
+        lambda tmp: _lazy(
+            "specsim.cards:load_model",
+            "llama-68m",
+            search_path=[
+                _make_ret(tmp / "a", {"llama-68m.toml": L68M}),
+                _make_ret(tmp / "b", {"llama-68m.toml": L68M}),
+            ],
+        )(tmp),
+        ValueError,
+        "found twice",
+    ),
+    Api(
+        "hw-sources-empty-string",
+        _hw_text(A100 + 'blank = ""\n'),
+        ValueError,
+        r"\[sources\] `blank` must be a non-empty string",
+    ),
+    Api(
+        "read-trace-missing",
+        lambda tmp: _lazy("specsim.traces:read_trace", tmp / "nope")(tmp),
+        FileNotFoundError,
+        r"no such trace file: .*nope\.csv",
+    ),
+    Api(
+        "run-sweep-connect-timeout-0",
+        lambda tmp: _lazy(
+            "specsim.sweep:run_sweep",
+            _lazy("specsim.sweep:read_spec", _make_ret(tmp, {"s.toml": SWEEP}) / "s.toml")(tmp),
+            tmp / "o.csv",
+            connect_timeout=0,
+        )(tmp),
+        ValueError,
+        "connect_timeout",
+    ),
+    Api("load-hardware-unknown", _lazy("specsim.cards:load_hardware", "h300"), ValueError, "h300"),
     # acceptance processes, policies, closed forms
-    Api("iid-alpha-above-1", _lazy("specsim.acceptance:IIDAcceptance", alpha=1.5), ValueError,
-        "alpha"),
-    Api("iid-alpha-nan", _lazy("specsim.acceptance:IIDAcceptance", alpha=float("nan")),
-        ValueError, "alpha"),
-    Api("iid-alpha-string", _lazy("specsim.acceptance:IIDAcceptance", alpha="0.7"),
-        (ValueError, TypeError), "alpha"),
-    Api("markov-spread-too-wide",
-        _lazy("specsim.acceptance:MarkovAcceptance.two_state", mean=0.7, spread=0.5,
-              persistence=0.9), ValueError, "spread"),
-    Api("markov-persistence-above-1",
-        _lazy("specsim.acceptance:MarkovAcceptance.two_state", mean=0.7, spread=0.1,
-              persistence=1.5), ValueError, "persistence"),
-    Api("trace-acceptance-empty", _lazy("specsim.acceptance:TraceAcceptance.from_values", []),
-        ValueError, "values|empty"),
-    Api("trace-acceptance-above-1",
-        _lazy("specsim.acceptance:TraceAcceptance.from_values", [0.5, 1.5]), ValueError,
-        "1.5|alpha|values"),
-    Api("fixed-gamma-negative", _lazy("specsim.policies:FixedGamma", gamma=-1), ValueError,
-        "gamma"),
-    Api("fixed-gamma-float", _lazy("specsim.policies:FixedGamma", gamma=2.5),
-        (ValueError, TypeError), "gamma"),
-    Api("theory-expected-tokens-alpha", _lazy("specsim.theory:expected_tokens", 1.5, 4),
-        ValueError, "alpha"),
-    Api("theory-walltime-gamma", _lazy("specsim.theory:walltime_speedup", 0.7, -1, 0.05),
-        ValueError, "gamma"),
-    Api("theory-walltime-c", _lazy("specsim.theory:walltime_speedup", 0.7, 4, -0.05),
-        ValueError, "c"),
+    Api(
+        "iid-alpha-above-1",
+        _lazy("specsim.acceptance:IIDAcceptance", alpha=1.5),
+        ValueError,
+        "alpha",
+    ),
+    Api(
+        "iid-alpha-nan",
+        _lazy("specsim.acceptance:IIDAcceptance", alpha=float("nan")),
+        ValueError,
+        "alpha",
+    ),
+    Api(
+        "iid-alpha-string",
+        _lazy("specsim.acceptance:IIDAcceptance", alpha="0.7"),
+        (ValueError, TypeError),
+        "alpha",
+    ),
+    Api(
+        "markov-spread-too-wide",
+        _lazy(
+            "specsim.acceptance:MarkovAcceptance.two_state", mean=0.7, spread=0.5, persistence=0.9
+        ),
+        ValueError,
+        "spread",
+    ),
+    Api(
+        "markov-persistence-above-1",
+        _lazy(
+            "specsim.acceptance:MarkovAcceptance.two_state", mean=0.7, spread=0.1, persistence=1.5
+        ),
+        ValueError,
+        "persistence",
+    ),
+    Api(
+        "trace-acceptance-empty",
+        _lazy("specsim.acceptance:TraceAcceptance.from_values", []),
+        ValueError,
+        "values|empty",
+    ),
+    Api(
+        "trace-acceptance-above-1",
+        _lazy("specsim.acceptance:TraceAcceptance.from_values", [0.5, 1.5]),
+        ValueError,
+        "1.5|alpha|values",
+    ),
+    Api(
+        "fixed-gamma-negative", _lazy("specsim.policies:FixedGamma", gamma=-1), ValueError, "gamma"
+    ),
+    Api(
+        "fixed-gamma-float",
+        _lazy("specsim.policies:FixedGamma", gamma=2.5),
+        (ValueError, TypeError),
+        "gamma",
+    ),
+    Api(
+        "theory-expected-tokens-alpha",
+        _lazy("specsim.theory:expected_tokens", 1.5, 4),
+        ValueError,
+        "alpha",
+    ),
+    Api(
+        "theory-walltime-gamma",
+        _lazy("specsim.theory:walltime_speedup", 0.7, -1, 0.05),
+        ValueError,
+        "gamma",
+    ),
+    Api(
+        "theory-walltime-c",
+        _lazy("specsim.theory:walltime_speedup", 0.7, 4, -0.05),
+        ValueError,
+        "c",
+    ),
     # validation, calibration, traces, problems
-    Api("check-grid-z-0", lambda _: _lazy("specsim.validate:check_grid",
-        np.random.default_rng(0), alphas=(0.5,), gammas=(1,), cs=(0.0,), z=0)(_),
-        ValueError, "z"),
-    Api("blocks-needed-relative-0", _lazy("specsim.validate:blocks_needed", 0.5, 3, relative=0),
-        ValueError, "relative"),
-    Api("summarize-passes-missing-column",
-        _lazy("specsim.calibrate:summarize_passes", pd.DataFrame({"model": ["x"]})), ValueError,
-        "missing column"),
-    Api("summarize-passes-empty",
-        _lazy("specsim.calibrate:summarize_passes", passes_frame().iloc[:0]), ValueError,
-        "no rows"),
-    Api("summarize-passes-zero-time",
-        _lazy("specsim.calibrate:summarize_passes", passes_frame(time_s=0.0)), ValueError,
-        "time"),
-    Api("holdout-by-unknown", lambda _: _lazy("specsim.calibrate:holdout_errors",
-        pd.DataFrame({"batch": [1]}), _hw(), by="nope")(_), ValueError, "by"),
-    Api("ceilings-missing-copy", _lazy("specsim.calibrate:card_from_ceilings",
-        pd.DataFrame({"op": ["matmul"], "dtype": ["float32"], "rate": [1e11]}), slug="x",
-        name="x", kind="cpu", mem_capacity=1e9, idle_power_w=1, max_power_w=2,
-        sources={"a": "b"}), ValueError, "copy"),
-    Api("one-device-column-mixed",
+    Api(
+        "check-grid-z-0",
+        lambda _: _lazy(
+            "specsim.validate:check_grid",
+            np.random.default_rng(0),
+            alphas=(0.5,),
+            gammas=(1,),
+            cs=(0.0,),
+            z=0,
+        )(_),
+        ValueError,
+        "z",
+    ),
+    Api(
+        "blocks-needed-relative-0",
+        _lazy("specsim.validate:blocks_needed", 0.5, 3, relative=0),
+        ValueError,
+        "relative",
+    ),
+    Api(
+        "summarize-passes-missing-column",
+        _lazy("specsim.calibrate:summarize_passes", pd.DataFrame({"model": ["x"]})),
+        ValueError,
+        "missing column",
+    ),
+    Api(
+        "summarize-passes-empty",
+        _lazy("specsim.calibrate:summarize_passes", passes_frame().iloc[:0]),
+        ValueError,
+        "no rows",
+    ),
+    Api(
+        "summarize-passes-zero-time",
+        _lazy("specsim.calibrate:summarize_passes", passes_frame(time_s=0.0)),
+        ValueError,
+        "time",
+    ),
+    Api(
+        "holdout-by-unknown",
+        lambda _: _lazy(
+            "specsim.calibrate:holdout_errors", pd.DataFrame({"batch": [1]}), _hw(), by="nope"
+        )(_),
+        ValueError,
+        "by",
+    ),
+    Api(
+        "ceilings-missing-copy",
+        _lazy(
+            "specsim.calibrate:card_from_ceilings",
+            pd.DataFrame({"op": ["matmul"], "dtype": ["float32"], "rate": [1e11]}),
+            slug="x",
+            name="x",
+            kind="cpu",
+            mem_capacity=1e9,
+            idle_power_w=1,
+            max_power_w=2,
+            sources={"a": "b"},
+        ),
+        ValueError,
+        "copy",
+    ),
+    Api(
+        "one-device-column-mixed",
         _one_device(("p.csv", {"device_name": "x"}, passes_frame(devices=("cpu", "cuda")))),
-        ValueError, "column 'device' mixes"),
-    Api("one-device-two-devices",
-        _one_device(("a.csv", {"device_name": "EPYC"}, passes_frame()),
-                    ("b.csv", {"device_name": "H100"}, passes_frame())),
-        ValueError, "different devices"),
-    Api("fit-stderr-above-estimate", _fit_with(pass_overhead_s=1e-4, pass_overhead_s_se=2e-3),
-        ValueError, "pass_overhead_s"),
-    Api("fit-overhead-at-bound", _fit_with(pass_overhead_s=1.4e-14, pass_overhead_s_se=1e-16),
-        ValueError, "pass_overhead_s = 1.4e-14 sits at the fit's lower bound"),
-    Api("fit-efficiency-at-upper-bound", _fit_with(memory_efficiency=1.0), ValueError,
-        "memory_efficiency"),
-    Api("read-trace-missing-column", _read_passes(passes_frame().drop(columns=["batch"])),
-        ValueError, "'batch'"),
-    Api("read-trace-negative-context", _read_passes(passes_frame(context=-5)), ValueError,
-        "'context'"),
-    Api("read-trace-fraction-batch", _read_passes(passes_frame(batch=1.5)), ValueError,
-        "'batch'.*not an integer"),
-    Api("read-trace-inf-time", _read_passes(passes_frame(time_s=math.inf)), ValueError,
-        "'time_s'"),
-    Api("read-trace-bad-schema-version", _read_passes(passes_frame(), {"schema_version": 99}),
-        ValueError, "schema_version"),
-    Api("read-trace-wrong-kind", _read_passes(passes_frame(), {"kind": "specdec"}), ValueError,
-        "'draft'|column"),
+        ValueError,
+        "column 'device' mixes",
+    ),
+    Api(
+        "one-device-two-devices",
+        _one_device(
+            ("a.csv", {"device_name": "EPYC"}, passes_frame()),
+            ("b.csv", {"device_name": "H100"}, passes_frame()),
+        ),
+        ValueError,
+        "different devices",
+    ),
+    Api(
+        "fit-stderr-above-estimate",
+        _fit_with(pass_overhead_s=1e-4, pass_overhead_s_se=2e-3),
+        ValueError,
+        "pass_overhead_s",
+    ),
+    Api(
+        "fit-overhead-at-bound",
+        _fit_with(pass_overhead_s=1.4e-14, pass_overhead_s_se=1e-16),
+        ValueError,
+        "pass_overhead_s = 1.4e-14 sits at the fit's lower bound",
+    ),
+    Api(
+        "fit-efficiency-at-upper-bound",
+        _fit_with(memory_efficiency=1.0),
+        ValueError,
+        "memory_efficiency",
+    ),
+    Api(
+        "read-trace-missing-column",
+        _read_passes(passes_frame().drop(columns=["batch"])),
+        ValueError,
+        "'batch'",
+    ),
+    Api(
+        "read-trace-negative-context",
+        _read_passes(passes_frame(context=-5)),
+        ValueError,
+        "'context'",
+    ),
+    Api(
+        "read-trace-fraction-batch",
+        _read_passes(passes_frame(batch=1.5)),
+        ValueError,
+        "'batch'.*not an integer",
+    ),
+    Api("read-trace-inf-time", _read_passes(passes_frame(time_s=math.inf)), ValueError, "'time_s'"),
+    Api(
+        "read-trace-bad-schema-version",
+        _read_passes(passes_frame(), {"schema_version": 99}),
+        ValueError,
+        "schema_version",
+    ),
+    Api(
+        "read-trace-wrong-kind",
+        _read_passes(passes_frame(), {"kind": "specdec"}),
+        ValueError,
+        "'draft'|column",
+    ),
     Api("problems-seed-negative", _lazy("specsim.problems:generate", -1), ValueError, "seed"),
-    Api("problems-key-unknown", _lazy("specsim.problems:build", "nope", {}), (ValueError, KeyError),
-        "nope"),
-    Api("predict-runs-seeds-0", lambda _: _lazy("specsim.validate:predict_runs", None, None,
-        None, _hw(), np.random.default_rng(0), seeds=0)(_), ValueError, "seeds"),
+    Api(
+        "problems-key-unknown",
+        _lazy("specsim.problems:build", "nope", {}),
+        (ValueError, KeyError),
+        "nope",
+    ),
+    Api(
+        "predict-runs-seeds-0",
+        lambda _: _lazy(
+            "specsim.validate:predict_runs",
+            None,
+            None,
+            None,
+            _hw(),
+            np.random.default_rng(0),
+            seeds=0,
+        )(_),
+        ValueError,
+        "seeds",
+    ),
     # hardware cards
-    Api("hw-mem-bandwidth-negative", _hw_text(edit(A100, "mem_bandwidth", "-1")),
-        ValueError, "mem_bandwidth"),
-    Api("hw-mem-bandwidth-string", _hw_text(edit(A100, "mem_bandwidth", '"fast"')),
-        (ValueError, TypeError), "mem_bandwidth"),
-    Api("hw-mem-capacity-0", _hw_text(edit(A100, "mem_capacity", "0")), ValueError,
-        "mem_capacity"),
-    Api("hw-compute-efficiency-above-1", _hw_text(_with_line(A100, "compute_efficiency = 1.5")),
-        ValueError, "compute_efficiency"),
-    Api("hw-memory-efficiency-0", _hw_text(_with_line(A100, "memory_efficiency = 0")),
-        ValueError, "memory_efficiency"),
-    Api("hw-idle-above-max", _hw_text(edit(A100, "idle_power_w", "500")), ValueError,
-        "idle_power_w"),
+    Api(
+        "hw-mem-bandwidth-negative",
+        _hw_text(edit(A100, "mem_bandwidth", "-1")),
+        ValueError,
+        "mem_bandwidth",
+    ),
+    Api(
+        "hw-mem-bandwidth-string",
+        _hw_text(edit(A100, "mem_bandwidth", '"fast"')),
+        (ValueError, TypeError),
+        "mem_bandwidth",
+    ),
+    Api("hw-mem-capacity-0", _hw_text(edit(A100, "mem_capacity", "0")), ValueError, "mem_capacity"),
+    Api(
+        "hw-compute-efficiency-above-1",
+        _hw_text(_with_line(A100, "compute_efficiency = 1.5")),
+        ValueError,
+        "compute_efficiency",
+    ),
+    Api(
+        "hw-memory-efficiency-0",
+        _hw_text(_with_line(A100, "memory_efficiency = 0")),
+        ValueError,
+        "memory_efficiency",
+    ),
+    Api(
+        "hw-idle-above-max", _hw_text(edit(A100, "idle_power_w", "500")), ValueError, "idle_power_w"
+    ),
     Api("hw-kind-unknown", _hw_text(edit(A100, "kind", '"fpga"')), ValueError, "kind"),
-    Api("hw-slug-missing", _hw_text(edit(A100, "slug", None)), (ValueError, TypeError),
-        "slug"),
-    Api("hw-pass-overhead-negative", _hw_text(_with_line(A100, "pass_overhead_s = -1")),
-        ValueError, "pass_overhead_s"),
-    Api("hw-latency-nan", _hw_text(edit(A100, "interconnect_latency_s", "nan")),
-        ValueError, "interconnect_latency_s"),
-    Api("hw-peak-unknown-dtype",
-        _hw_text(A100.replace("[peak_flops]", "[peak_flops]\nfp5 = 1e12")), ValueError,
-        "fp5"),
-    Api("hw-peak-negative", _hw_text(A100.replace("float32 = 1.95e13", "float32 = -1")),
-        ValueError, "peak_flops.float32"),
-    Api("hw-misspelt-key", _hw_text("mem_bandwith = 1e12\n" + A100),
-        (ValueError, TypeError), "mem_bandwith"),
-    Api("hw-number-in-sources", _hw_text(A100 + "extra = 3\n"), (ValueError, TypeError),
-        "`extra` = 3 in \\[sources\\]: a number here is probably a misplaced key"),
+    Api("hw-slug-missing", _hw_text(edit(A100, "slug", None)), (ValueError, TypeError), "slug"),
+    Api(
+        "hw-pass-overhead-negative",
+        _hw_text(_with_line(A100, "pass_overhead_s = -1")),
+        ValueError,
+        "pass_overhead_s",
+    ),
+    Api(
+        "hw-latency-nan",
+        _hw_text(edit(A100, "interconnect_latency_s", "nan")),
+        ValueError,
+        "interconnect_latency_s",
+    ),
+    Api(
+        "hw-peak-unknown-dtype",
+        _hw_text(A100.replace("[peak_flops]", "[peak_flops]\nfp5 = 1e12")),
+        ValueError,
+        "fp5",
+    ),
+    Api(
+        "hw-peak-negative",
+        _hw_text(A100.replace("float32 = 1.95e13", "float32 = -1")),
+        ValueError,
+        "peak_flops.float32",
+    ),
+    Api(
+        "hw-misspelt-key",
+        _hw_text("mem_bandwith = 1e12\n" + A100),
+        (ValueError, TypeError),
+        "mem_bandwith",
+    ),
+    Api(
+        "hw-number-in-sources",
+        _hw_text(A100 + "extra = 3\n"),
+        (ValueError, TypeError),
+        "`extra` = 3 in \\[sources\\]: a number here is probably a misplaced key",
+    ),
     Api("hw-not-toml", _hw_text("slug = "), ValueError, "card.toml"),
     # model cards
     Api("model-layers-0", _model_text(edit(L68M, "layers", "0")), ValueError, "layers"),
     Api("model-heads-0", _model_text(edit(L68M, "heads", "0")), ValueError, "heads"),
-    Api("model-d-model-negative", _model_text(edit(L68M, "d_model", "-768")), ValueError,
-        "d_model"),
-    Api("model-kv-heads-above-heads", _model_text(edit(L68M, "kv_heads", "24")),
-        ValueError, "kv_heads"),
+    Api(
+        "model-d-model-negative", _model_text(edit(L68M, "d_model", "-768")), ValueError, "d_model"
+    ),
+    Api(
+        "model-kv-heads-above-heads",
+        _model_text(edit(L68M, "kv_heads", "24")),
+        ValueError,
+        "kv_heads",
+    ),
     Api("model-vocab-0", _model_text(edit(L68M, "vocab", "0")), ValueError, "vocab"),
-    Api("model-dtype-unknown", _model_text(edit(L68M, "dtype", '"fp64"')), ValueError,
-        "fp64|dtype"),
-    Api("model-architecture-unknown", _model_text(edit(L68M, "architecture", '"rnn"')),
-        ValueError, "architecture"),
-    Api("model-max-position-0", _model_text(edit(L68M, "max_position", "0")), ValueError,
-        "max_position"),
-    Api("model-params-negative", _model_text(edit(L68M, "params", "-1")), ValueError,
-        "params"),
-    Api("model-gated-mlp-string", _model_text(edit(L68M, "gated_mlp", '"yes"')),
-        (ValueError, TypeError), "gated_mlp"),
-    Api("model-layers-float", _model_text(edit(L68M, "layers", "2.5")),
-        (ValueError, TypeError), "layers"),
-    Api("model-misspelt-key", _model_text(L68M.replace("d_ff =", "dff =")),
-        (ValueError, TypeError), "dff|d_ff"),
+    Api(
+        "model-dtype-unknown", _model_text(edit(L68M, "dtype", '"fp64"')), ValueError, "fp64|dtype"
+    ),
+    Api(
+        "model-architecture-unknown",
+        _model_text(edit(L68M, "architecture", '"rnn"')),
+        ValueError,
+        "architecture",
+    ),
+    Api(
+        "model-max-position-0",
+        _model_text(edit(L68M, "max_position", "0")),
+        ValueError,
+        "max_position",
+    ),
+    Api("model-params-negative", _model_text(edit(L68M, "params", "-1")), ValueError, "params"),
+    Api(
+        "model-gated-mlp-string",
+        _model_text(edit(L68M, "gated_mlp", '"yes"')),
+        (ValueError, TypeError),
+        "gated_mlp",
+    ),
+    Api(
+        "model-layers-float",
+        _model_text(edit(L68M, "layers", "2.5")),
+        (ValueError, TypeError),
+        "layers",
+    ),
+    Api(
+        "model-misspelt-key",
+        _model_text(L68M.replace("d_ff =", "dff =")),
+        (ValueError, TypeError),
+        "dff|d_ff",
+    ),
 ]
 
 
@@ -802,16 +1340,22 @@ def test_cli_refuses_a_read_only_output_folder(
 @pytest.mark.parametrize(
     ("exc", "options", "line"),
     [
-        (ValueError("batch: expected finite integer(s) >= 1, got np.int64(0)"),
-         {"batch": "--batch"}, "--batch: expected finite integer(s) >= 1, got 0"),
-        (ValueError("best_gamma: alpha must be in [0, 1], got np.float64(1.5)"),
-         {"alpha": "--alpha"}, "--alpha must be in [0, 1], got 1.5"),
+        (
+            ValueError("batch: expected finite integer(s) >= 1, got np.int64(0)"),
+            {"batch": "--batch"},
+            "--batch: expected finite integer(s) >= 1, got 0",
+        ),
+        (
+            ValueError("best_gamma: alpha must be in [0, 1], got np.float64(1.5)"),
+            {"alpha": "--alpha"},
+            "--alpha must be in [0, 1], got 1.5",
+        ),
         (ValueError("x: got np.True_ and np.str_('a')"), {}, "x: got True and 'a'"),
         (KeyError("no such study 'nope'"), {}, "no such study 'nope'"),
         (PermissionError(13, "Permission denied", "/ro/x.csv"), {}, "/ro/x.csv: Permission denied"),
         (ValueError("two\nlines"), {}, "two lines"),
     ],
-)  # fmt: skip
+)
 def test_user_message(exc: BaseException, options: dict[str, str], line: str) -> None:
     assert user_message(exc, options) == line
 

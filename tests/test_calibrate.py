@@ -124,8 +124,17 @@ def test_cli_writes_a_trusted_card_with_its_command_and_sources(tmp_path: Path, 
     passes, _ = synthetic(noise=0.01, seed=2)
     _write_passes(tmp_path / "tr", passes)
     out = tmp_path / "a100-fit.toml"
-    argv = [str(tmp_path / "tr"), "--out", str(out), "--base", "a100-80gb",
-            "--mem-capacity", "4e10", "--holdout", "batch"]  # fmt: skip
+    argv = [
+        str(tmp_path / "tr"),
+        "--out",
+        str(out),
+        "--base",
+        "a100-80gb",
+        "--mem-capacity",
+        "4e10",
+        "--holdout",
+        "batch",
+    ]
     assert _calibrate(*argv) == 0, capsys.readouterr().err
     assert "held-out by batch" in capsys.readouterr().out
     card = load_hardware(str(out))
@@ -182,8 +191,16 @@ def test_cli_json(tmp_path: Path, capsys) -> None:
     passes, _ = synthetic(noise=0.01, seed=4)
     _write_passes(tmp_path / "tr", passes)
     out = tmp_path / "c.toml"
-    argv = [str(tmp_path / "tr"), "--out", str(out), "--base", "a100-80gb", "--holdout", "none",
-            "--json"]  # fmt: skip
+    argv = [
+        str(tmp_path / "tr"),
+        "--out",
+        str(out),
+        "--base",
+        "a100-80gb",
+        "--holdout",
+        "none",
+        "--json",
+    ]
     assert _calibrate(*argv) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["card"] == str(out) and record["untrusted"] == []

@@ -25,25 +25,44 @@ from specsim.sim import PlainCost, PoissonWorkload, ServingConfig
 from specsim.study_runner import study_config
 
 SLO_SMALL = SLO(tpot_p99_s=0.02, ttft_p99_s=0.15)
-SEARCH_SMALL = Search(rate_min=2.0, rate_max=128.0, precision=0.2, requests=300, max_requests=600,
-                      confidence=0.8, batches=None, crossover_precision=0.3)  # fmt: skip
+SEARCH_SMALL = Search(
+    rate_min=2.0,
+    rate_max=128.0,
+    precision=0.2,
+    requests=300,
+    max_requests=600,
+    confidence=0.8,
+    batches=None,
+    crossover_precision=0.3,
+)
 
 
 def small_config() -> ServingConfig:
     """Short requests on a cheap pass-time model: a whole search in about a second."""
     return ServingConfig(
-        workload=PoissonWorkload(rate_per_s=1.0, requests=10, prompt_tokens=(16, 64),
-                                 output_tokens=(2, 12)),
-        cost=PlainCost(c=0.1, step_s=0.01), acceptance=IIDAcceptance(alpha=0.7),
-        policy=FixedGamma(gamma=3), max_batch=8, max_gamma=3,
-    )  # fmt: skip
+        workload=PoissonWorkload(
+            rate_per_s=1.0, requests=10, prompt_tokens=(16, 64), output_tokens=(2, 12)
+        ),
+        cost=PlainCost(c=0.1, step_s=0.01),
+        acceptance=IIDAcceptance(alpha=0.7),
+        policy=FixedGamma(gamma=3),
+        max_batch=8,
+        max_gamma=3,
+    )
 
 
 def searched(workers: int, **kw: Any) -> tuple[pd.DataFrame, list[tuple[int, int, str]]]:
     calls: list[tuple[int, int, str]] = []
-    rows = search_capacity(small_config(), slo=SLO_SMALL, search=SEARCH_SMALL, rate_per_s=100.0,
-                           seed=5, workers=workers, progress=lambda *c: calls.append(c),
-                           **kw)  # fmt: skip
+    rows = search_capacity(
+        small_config(),
+        slo=SLO_SMALL,
+        search=SEARCH_SMALL,
+        rate_per_s=100.0,
+        seed=5,
+        workers=workers,
+        progress=lambda *c: calls.append(c),
+        **kw,
+    )
     return pd.DataFrame(rows), calls
 
 
@@ -74,10 +93,20 @@ def test_smallest_deployment_on_two_workers() -> None:
         1: small_config(),
         2: dataclasses.replace(small_config(), cost=PlainCost(c=0.1, step_s=0.005)),
     }
-    rows = [pd.DataFrame(smallest_deployment(configs, slo=SLO_SMALL, search=SEARCH_SMALL,
-                                             rate_per_s=100.0, seed=2, modes=("plain",),
-                                             workers=w))
-            for w in (1, 2)]  # fmt: skip
+    rows = [
+        pd.DataFrame(
+            smallest_deployment(
+                configs,
+                slo=SLO_SMALL,
+                search=SEARCH_SMALL,
+                rate_per_s=100.0,
+                seed=2,
+                modes=("plain",),
+                workers=w,
+            )
+        )
+        for w in (1, 2)
+    ]
     pd.testing.assert_frame_equal(rows[0], rows[1], check_exact=True)
 
 
@@ -95,8 +124,9 @@ def test_an_error_in_a_worker_is_the_error_of_one_process() -> None:
     messages = []
     for w in (1, 2):
         with pytest.raises(ValueError, match="refusing an output") as err:
-            search_capacity(cfg, slo=SLO_SMALL, search=SEARCH_SMALL, rate_per_s=100.0, seed=5,
-                            workers=w)  # fmt: skip
+            search_capacity(
+                cfg, slo=SLO_SMALL, search=SEARCH_SMALL, rate_per_s=100.0, seed=5, workers=w
+            )
         messages.append(str(err.value))
     assert messages[0] == messages[1]
 
@@ -104,8 +134,14 @@ def test_an_error_in_a_worker_is_the_error_of_one_process() -> None:
 @pytest.mark.parametrize("workers", [0, -1, 1.5, True, "2"])
 def test_bad_worker_counts_are_named(workers: Any) -> None:
     with pytest.raises(ValueError, match="workers"):
-        search_capacity(small_config(), slo=SLO_SMALL, search=SEARCH_SMALL, rate_per_s=100.0,
-                        seed=5, workers=workers)  # fmt: skip
+        search_capacity(
+            small_config(),
+            slo=SLO_SMALL,
+            search=SEARCH_SMALL,
+            rate_per_s=100.0,
+            seed=5,
+            workers=workers,
+        )
     with pytest.raises(ValueError, match="workers"):
         check_workers(workers)
 
@@ -127,8 +163,14 @@ def test_study_config_workers_and_warmup() -> None:
 # Warm-up --------------------------------------------------------------------------------------
 def table(ttft: np.ndarray) -> pd.DataFrame:
     arrival = np.arange(ttft.shape[0], dtype=float)
-    return pd.DataFrame({"arrival_s": arrival, "first_token_s": arrival + ttft,
-                         "finish_s": arrival + ttft + 0.1, "output_tokens": 2})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "arrival_s": arrival,
+            "first_token_s": arrival + ttft,
+            "finish_s": arrival + ttft + 0.1,
+            "output_tokens": 2,
+        }
+    )
 
 
 def test_warmup_leaves_out_the_first_arrivals() -> None:

@@ -84,8 +84,10 @@ def md1_waits(rate: float, n: int, runs: int, rng: np.random.Generator) -> np.nd
 def md1_wait_cdf(t: float, rho: float) -> float:
     """P(W <= t) in the M/D/1 queue with service time 1 (Erlang 1909; Crommelin 1932):
     ``(1 - rho) sum_{k <= t} (rho (k - t))^k / k! exp(-rho (k - t))``."""
-    return (1 - rho) * sum((rho * (k - t)) ** k / math.factorial(k) * math.exp(-rho * (k - t))
-                           for k in range(int(math.floor(t)) + 1))  # fmt: skip
+    return (1 - rho) * sum(
+        (rho * (k - t)) ** k / math.factorial(k) * math.exp(-rho * (k - t))
+        for k in range(int(math.floor(t)) + 1)
+    )
 
 
 def md1_rate(wait: float, q: float = 0.99) -> float:
@@ -98,10 +100,15 @@ def test_batched_interval_covers_a_correlated_p99_that_the_binomial_one_misses()
     rate = md1_rate(4.0)  # the true p99 of the waiting time is 4
     assert md1_wait_cdf(4.0, rate) == pytest.approx(0.99)
     w = md1_waits(rate, 2000, 200, np.random.default_rng(2026))
-    cover = {b: np.mean([lo <= 4.0 <= hi for lo, hi in (quantile_interval(w[:, r], 0.99,
-                                                                         batches=b)
-                                                        for r in range(200))])
-             for b in (None, 20)}  # fmt: skip
+    cover = {
+        b: np.mean(
+            [
+                lo <= 4.0 <= hi
+                for lo, hi in (quantile_interval(w[:, r], 0.99, batches=b) for r in range(200))
+            ]
+        )
+        for b in (None, 20)
+    }
     se = math.sqrt(0.95 * 0.05 / 200)
     assert cover[None] < 0.95 - 4.5 * se  # independent-sample interval: far below 95%
     assert cover[20] > 0.95 - 4.5 * se - 0.05  # batched: within 5 points of 95%
@@ -129,9 +136,13 @@ def test_verdicts_and_their_combination() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "fragment"),
-    [({"q": 1.0}, "q: expected"), ({"confidence": 1.5}, "confidence"),
-     ({"batches": 1}, "batches"), ({"batches": 50}, "batches: 50 batches")],
-)  # fmt: skip
+    [
+        ({"q": 1.0}, "q: expected"),
+        ({"confidence": 1.5}, "confidence"),
+        ({"batches": 1}, "batches"),
+        ({"batches": 50}, "batches: 50 batches"),
+    ],
+)
 def test_quantile_interval_rejects_bad_input(kwargs: dict[str, Any], fragment: str) -> None:
     args = {"q": 0.99, **kwargs}
     with pytest.raises(ValueError, match=fragment):
@@ -184,11 +195,14 @@ def test_bisection_ends() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "fragment"),
-    [({"precision": 0.0}, "precision"), ({"precision": -0.1}, "precision"),
-     ({"rate_min": 4.0, "rate_max": 2.0}, "rate_min < rate_max"),
-     ({"rate_min": 2.0, "rate_max": 2.0}, "rate_min < rate_max"),
-     ({"rate_max": math.inf}, "rate_max")],
-)  # fmt: skip
+    [
+        ({"precision": 0.0}, "precision"),
+        ({"precision": -0.1}, "precision"),
+        ({"rate_min": 4.0, "rate_max": 2.0}, "rate_min < rate_max"),
+        ({"rate_min": 2.0, "rate_max": 2.0}, "rate_min < rate_max"),
+        ({"rate_max": math.inf}, "rate_max"),
+    ],
+)
 def test_bisection_rejects_bad_ranges(kwargs: dict[str, float], fragment: str) -> None:
     args = {"rate_min": 0.5, "rate_max": 32.0, "precision": 0.02, **kwargs}
     with pytest.raises(ValueError, match=fragment):
@@ -218,18 +232,37 @@ def md1_config() -> ServingConfig:
     to first token is the waiting time plus 1 s."""
     return ServingConfig(
         workload=PoissonWorkload(rate_per_s=1.0, requests=10, prompt_tokens=8, output_tokens=1),
-        cost=PlainCost(c=0.1, step_s=1.0), acceptance=IIDAcceptance(alpha=0.5),
-        policy=FixedGamma(gamma=0), max_batch=1, max_gamma=0, plain_twin=False,
-    )  # fmt: skip
+        cost=PlainCost(c=0.1, step_s=1.0),
+        acceptance=IIDAcceptance(alpha=0.5),
+        policy=FixedGamma(gamma=0),
+        max_batch=1,
+        max_gamma=0,
+        plain_twin=False,
+    )
 
 
 def test_search_finds_the_md1_rate_for_a_p99_ttft() -> None:
     slo = SLO(tpot_p99_s=1.0, ttft_p99_s=5.0)  # p99 wait <= 4 service times
     exact = md1_rate(4.0)  # 0.5608 requests/s
-    search = Search(rate_min=0.2, rate_max=0.95, precision=0.05, requests=1000,
-                    max_requests=4000, confidence=0.99)  # fmt: skip
-    rows = pd.DataFrame(search_capacity(md1_config(), slo=slo, search=search, rate_per_s=2.0,
-                                        seed=0, crossover=False, modes=("plain",)))  # fmt: skip
+    search = Search(
+        rate_min=0.2,
+        rate_max=0.95,
+        precision=0.05,
+        requests=1000,
+        max_requests=4000,
+        confidence=0.99,
+    )
+    rows = pd.DataFrame(
+        search_capacity(
+            md1_config(),
+            slo=slo,
+            search=search,
+            rate_per_s=2.0,
+            seed=0,
+            crossover=False,
+            modes=("plain",),
+        )
+    )
     ans = rows.query("kind == 'answer'").iloc[0]
     probes = rows[(rows["kind"] == "probe") & (rows["search"] == "capacity")]  # one replica
     # Verdicts 10% or more from the limit are right (nearer, the 99% intervals, which
@@ -263,8 +296,17 @@ def test_search_is_deterministic_and_reports_every_run() -> None:
             progress=lambda d, t, s: calls.append((d, t, s)),
         )
     )
-    again = pd.DataFrame(search_capacity(md1_config(), slo=slo, search=search, rate_per_s=2.0,
-                                         seed=3, crossover=False, modes=("plain",)))  # fmt: skip
+    again = pd.DataFrame(
+        search_capacity(
+            md1_config(),
+            slo=slo,
+            search=search,
+            rate_per_s=2.0,
+            seed=3,
+            crossover=False,
+            modes=("plain",),
+        )
+    )
     pd.testing.assert_frame_equal(first, again)
     runs = first.loc[first["kind"] == "probe", "run"].nunique()
     done = [c[0] for c in calls]
@@ -280,9 +322,17 @@ def test_smallest_deployment_picks_the_fewest_accelerators() -> None:
     # at 0.5 is 2.4 service times, far inside 19), against 4 replicas of size 1 (0.5 each).
     fast = dataclasses.replace(md1_config(), cost=PlainCost(c=0.1, step_s=0.25))
     search = Search(rate_min=0.2, rate_max=0.95, precision=0.1, requests=1000, max_requests=2000)
-    rows = pd.DataFrame(smallest_deployment({1: md1_config(), 2: fast}, slo=SLO(
-        tpot_p99_s=1.0, ttft_p99_s=5.0), search=search, rate_per_s=2.0, seed=1,
-        base={"hardware": "test"}, modes=("plain",)))  # fmt: skip
+    rows = pd.DataFrame(
+        smallest_deployment(
+            {1: md1_config(), 2: fast},
+            slo=SLO(tpot_p99_s=1.0, ttft_p99_s=5.0),
+            search=search,
+            rate_per_s=2.0,
+            seed=1,
+            base={"hardware": "test"},
+            modes=("plain",),
+        )
+    )
     best = rows[(rows["kind"] == "deployment") & (rows["mode"] == "plain")].iloc[0]
     assert (best["tensor_parallel"], best["replicas"], best["accelerators"]) == (2, 1, 2)
     per_size = rows[(rows["kind"] == "answer") & (rows["mode"] == "plain")]
@@ -293,8 +343,11 @@ def test_smallest_deployment_picks_the_fewest_accelerators() -> None:
 def test_an_unreachable_target_says_so() -> None:
     slo = SLO(tpot_p99_s=1.0, ttft_p99_s=0.5)  # below the 1 s service time: never met
     search = Search(rate_min=0.2, rate_max=0.95, precision=0.1, requests=400, max_requests=400)
-    rows = pd.DataFrame(search_capacity(md1_config(), slo=slo, search=search, rate_per_s=2.0,
-                                        seed=1, crossover=False))  # fmt: skip
+    rows = pd.DataFrame(
+        search_capacity(
+            md1_config(), slo=slo, search=search, rate_per_s=2.0, seed=1, crossover=False
+        )
+    )
     ans = rows[rows["kind"] == "answer"]
     assert (ans["status"] == "fails at rate_min").all()
     assert (ans["max_rate_per_replica"] == 0).all() and ans["replicas"].isna().all()
@@ -304,8 +357,14 @@ def test_judge_reports_an_undecided_p99_and_goodput() -> None:
     n = 1000
     arrival = np.arange(n, dtype=float)
     ttft = np.where(np.arange(n) % 100 == 0, 3.0, 1.0)  # exactly 1% at 3 s
-    table = pd.DataFrame({"arrival_s": arrival, "first_token_s": arrival + ttft,
-                          "finish_s": arrival + ttft + 0.1, "output_tokens": 2})  # fmt: skip
+    table = pd.DataFrame(
+        {
+            "arrival_s": arrival,
+            "first_token_s": arrival + ttft,
+            "finish_s": arrival + ttft + 0.1,
+            "output_tokens": 2,
+        }
+    )
     slo = SLO(tpot_p99_s=0.2, ttft_p99_s=2.0, goodput_fraction=0.95)
     row = judge(table, slo, warmup=0.0)  # exactly 1%: no warm-up left out
     assert row["ttft_p99_low_s"] <= 2.0 < row["ttft_p99_high_s"]  # straddles: undecided
@@ -317,10 +376,15 @@ def test_judge_reports_an_undecided_p99_and_goodput() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "fragment"),
-    [({"precision": 0.0}, "precision"), ({"rate_min": 8.0, "rate_max": 2.0}, "rate_min"),
-     ({"requests": 0}, "requests"), ({"requests": 800, "max_requests": 400}, "max_requests"),
-     ({"batches": 1}, "batches"), ({"confidence": 1.0}, "confidence")],
-)  # fmt: skip
+    [
+        ({"precision": 0.0}, "precision"),
+        ({"rate_min": 8.0, "rate_max": 2.0}, "rate_min"),
+        ({"requests": 0}, "requests"),
+        ({"requests": 800, "max_requests": 400}, "max_requests"),
+        ({"batches": 1}, "batches"),
+        ({"confidence": 1.0}, "confidence"),
+    ],
+)
 def test_search_settings_reject_bad_values(kwargs: dict[str, Any], fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
         Search(**kwargs)
@@ -332,17 +396,39 @@ def test_bad_slo_rate_and_replicas() -> None:
     with pytest.raises(ValueError, match="goodput_fraction"):
         SLO(tpot_p99_s=0.1, ttft_p99_s=1.0, goodput_fraction=1.5)
     with pytest.raises(ValueError, match="rate_per_s"):
-        search_capacity(md1_config(), slo=SLO(tpot_p99_s=1.0, ttft_p99_s=5.0), search=Search(),
-                        rate_per_s=-1.0, seed=0)  # fmt: skip
+        search_capacity(
+            md1_config(),
+            slo=SLO(tpot_p99_s=1.0, ttft_p99_s=5.0),
+            search=Search(),
+            rate_per_s=-1.0,
+            seed=0,
+        )
     with pytest.raises(ValueError, match="replicas"):
         serve_replicas(md1_config(), rate_per_s=1.0, requests=10, replicas=0, seed=0)
     trace = TraceWorkload(arrival_s=(0.0, 1.0), prompt_tokens=(8, 8), output_tokens=(1, 1))
     with pytest.raises(TypeError, match="TraceWorkload has no with_rate"):
-        serve_replicas(dataclasses.replace(md1_config(), workload=trace), rate_per_s=1.0,
-                       requests=10, replicas=1, seed=0)  # fmt: skip
+        serve_replicas(
+            dataclasses.replace(md1_config(), workload=trace),
+            rate_per_s=1.0,
+            requests=10,
+            replicas=1,
+            seed=0,
+        )
     with pytest.raises(ValueError, match="crossover needs a speculative policy"):
-        search_capacity(md1_config(), slo=SLO(tpot_p99_s=1.0, ttft_p99_s=5.0), search=Search(),
-                        rate_per_s=1.0, seed=0)  # fmt: skip
+        search_capacity(
+            md1_config(),
+            slo=SLO(tpot_p99_s=1.0, ttft_p99_s=5.0),
+            search=Search(),
+            rate_per_s=1.0,
+            seed=0,
+        )
     with pytest.raises(ValueError, match="modes"):
-        search_capacity(md1_config(), slo=SLO(tpot_p99_s=1.0, ttft_p99_s=5.0), search=Search(),
-                        rate_per_s=1.0, seed=0, crossover=False, modes=("greedy",))  # fmt: skip
+        search_capacity(
+            md1_config(),
+            slo=SLO(tpot_p99_s=1.0, ttft_p99_s=5.0),
+            search=Search(),
+            rate_per_s=1.0,
+            seed=0,
+            crossover=False,
+            modes=("greedy",),
+        )

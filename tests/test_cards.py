@@ -284,9 +284,9 @@ def test_every_committed_card_reads_back_equal(rel: str, tmp_path: Path) -> None
     back = load(out)
     assert back == card and back.source_path == str(out)
     assert out.read_text().startswith("# written by a test\n#\n# again\n")
-    assert write_card(back, tmp_path / "twice.toml").read_text() == out.read_text().split(
-        "\n", 3
-    )[3]  # the same text without the header: writing is stable
+    assert (
+        write_card(back, tmp_path / "twice.toml").read_text() == out.read_text().split("\n", 3)[3]
+    )  # the same text without the header: writing is stable
 
 
 def test_a_list_of_sources_and_nested_calibration_tables_read_back_equal(
@@ -330,8 +330,11 @@ def test_the_calibrated_card_is_written_as_committed(tmp_path: Path) -> None:
 
 def test_a_card_is_a_slug_or_a_path_not_none_or_a_number() -> None:
     for value in (None, 7):
-        with pytest.raises(TypeError, match=f"card: expected a card slug or a path to a "
-                                            rf"\.toml file, got {value}"):  # fmt: skip
+        with pytest.raises(
+            TypeError,
+            match=f"card: expected a card slug or a path to a "
+            rf"\.toml file, got {value}",
+        ):
             load_model(value)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="card: expected a card slug .* got None"):
         load_hardware(None)  # type: ignore[arg-type]
@@ -385,11 +388,21 @@ def test_a_number_in_sources_is_reported_as_a_misplaced_key(tmp_path: Path) -> N
 def test_runtime_format_tables_are_validated_naming_the_field() -> None:
     from specsim.cards import RuntimeProfile
 
-    kw: dict[str, object] = dict(slug="p", name="p", stack="s", compute_efficiency=0.5,
-                                 memory_efficiency=0.5, layer_overhead_s=0.0,
-                                 pass_overhead_s=0.0, sources={"s": "test"})  # fmt: skip
-    ok = RuntimeProfile(**kw, format_compute_factor={"int8": 4.0},  # type: ignore[arg-type]
-                        format_dequant_ops={"int8": 0.0, "int4": 320.0})
+    kw: dict[str, object] = dict(
+        slug="p",
+        name="p",
+        stack="s",
+        compute_efficiency=0.5,
+        memory_efficiency=0.5,
+        layer_overhead_s=0.0,
+        pass_overhead_s=0.0,
+        sources={"s": "test"},
+    )
+    ok = RuntimeProfile(
+        **kw,
+        format_compute_factor={"int8": 4.0},  # type: ignore[arg-type]
+        format_dequant_ops={"int8": 0.0, "int4": 320.0},
+    )
     assert ok.dequant_ops("int4", 2.64) == 320.0 and ok.dequant_ops("q4_0", 2.64) == 2.64
     assert RuntimeProfile(**kw).dequant_ops("int4", 2.64) == 2.64  # type: ignore[arg-type]
     for field, table, match in (

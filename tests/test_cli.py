@@ -154,10 +154,20 @@ def test_a_closed_pipe_ends_quietly_in_process(
 def test_a_closed_pipe_ends_quietly() -> None:
     """``specsim cost ... | head -1``: no traceback, no 'Exception ignored' at exit."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "specsim", "cost", "--model", "llama-68m", "--hardware",
-         "a100-80gb"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "specsim",
+            "cost",
+            "--model",
+            "llama-68m",
+            "--hardware",
+            "a100-80gb",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()  # the reader goes away before the command writes
     with proc.stderr:
@@ -167,8 +177,10 @@ def test_a_closed_pipe_ends_quietly() -> None:
 
 
 def test_seed_below_zero_is_named_for_every_command(capsys: pytest.CaptureFixture[str]) -> None:
-    for argv in (["problems", "--seed", "-2"], ["simulate", "--alpha", "0.7", "--gamma", "2",
-                                                 "--seed", "-2"]):  # fmt: skip
+    for argv in (
+        ["problems", "--seed", "-2"],
+        ["simulate", "--alpha", "0.7", "--gamma", "2", "--seed", "-2"],
+    ):
         assert main(argv) == 2
         assert capsys.readouterr().err.endswith("error: --seed: expected an integer >= 0, got -2\n")
 

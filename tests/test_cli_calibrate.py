@@ -11,15 +11,31 @@ pytestmark = pytest.mark.measure
 
 def test_measure_then_calibrate_end_to_end(tmp_path, capsys) -> None:
     out = tmp_path / "smoke"
-    assert main(["measure", "--device", "cpu", "--preset", "smoke", "--out", str(out),
-                 "--quiet"]) == 0  # fmt: skip
+    assert (
+        main(["measure", "--device", "cpu", "--preset", "smoke", "--out", str(out), "--quiet"]) == 0
+    )
     card_path = tmp_path / "cpu-smoke.toml"
     runs = tmp_path / "runs.csv"
-    code = main([
-        "calibrate", str(out), "--out", str(card_path), "--mem-capacity", "8e9",
-        "--power", "1", "2", "--power-source", "test values", "--holdout", "context",
-        "--runs", str(runs), "--force",
-    ])  # fmt: skip
+    code = main(
+        [
+            "calibrate",
+            str(out),
+            "--out",
+            str(card_path),
+            "--mem-capacity",
+            "8e9",
+            "--power",
+            "1",
+            "2",
+            "--power-source",
+            "test values",
+            "--holdout",
+            "context",
+            "--runs",
+            str(runs),
+            "--force",
+        ]
+    )
     # --force: a smoke-sized measurement is too small for a fit to be trusted (each
     # problem is then listed in the card's [calibration] table as untrusted).
     assert code == 0

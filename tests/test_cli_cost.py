@@ -148,8 +148,11 @@ def test_cost_shows_v_of_the_gamma_its_pass_verifies(
     base = ["cost", "--model", "llama-2-7b", "--hardware", "a100-80gb", "--batch", "4"]
     assert main([*base, "--new-tokens", str(new_tokens)]) == 0
     line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("v(gamma="))
-    want = float(verification_factor(load_model("llama-2-7b"), load_hardware("a100-80gb"),
-                                      gamma, batch=4, context=512))  # fmt: skip
+    want = float(
+        verification_factor(
+            load_model("llama-2-7b"), load_hardware("a100-80gb"), gamma, batch=4, context=512
+        )
+    )
     assert line.startswith(f"v(gamma={gamma})") and f"{want:.3f}" in line
     assert f"time of {gamma + 1} new tokens" in line
     assert ("verifies no draft" in line) == (new_tokens == 1)

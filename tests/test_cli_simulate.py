@@ -5,8 +5,25 @@ from specsim.cli import main
 
 
 def test_simulate_plain_parameters_json(capsys) -> None:
-    assert main(["simulate", "--alpha", "0.7", "--gamma", "4", "--c", "0.05", "--tokens", "20000",
-                 "--seed", "1", "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "simulate",
+                "--alpha",
+                "0.7",
+                "--gamma",
+                "4",
+                "--c",
+                "0.05",
+                "--tokens",
+                "20000",
+                "--seed",
+                "1",
+                "--json",
+            ]
+        )
+        == 0
+    )
     m = json.loads(capsys.readouterr().out)
     assert m["tokens"] >= 20000 and 2.0 < m["speedup"] < 2.6
 
@@ -14,8 +31,19 @@ def test_simulate_plain_parameters_json(capsys) -> None:
 def test_simulate_config_with_trace(tmp_path, capsys) -> None:
     trace = tmp_path / "t.json"
     events = tmp_path / "e.csv"
-    assert main(["simulate", "studies/configs/stream-cards.toml", "--trace", str(trace),
-                 "--events", str(events)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "simulate",
+                "studies/configs/stream-cards.toml",
+                "--trace",
+                str(trace),
+                "--events",
+                str(events),
+            ]
+        )
+        == 0
+    )
     assert "speedup" in capsys.readouterr().out
     assert json.loads(trace.read_text())["traceEvents"]
     assert events.read_text().startswith("block,kind")
@@ -134,8 +162,10 @@ def test_plain_parameters_say_their_units_and_a_free_draft(capsys) -> None:
 def test_simulate_text_defines_speedup_and_reports_the_overshoot(capsys) -> None:
     """Issue 13: the ratio is defined where it is printed; the requested tokens beside the
     emitted ones (the last block is not cut)."""
-    assert main(["simulate", "--alpha", "0.7", "--gamma", "4", "--c", "0.05", "--tokens",
-                 "20000"]) == 0  # fmt: skip
+    assert (
+        main(["simulate", "--alpha", "0.7", "--gamma", "4", "--c", "0.05", "--tokens", "20000"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.rstrip().splitlines()[-1].startswith("speedup: plain decoding's time")
     rows = dict(line.split(None, 1) for line in out.splitlines() if line and line[0] != "(")
@@ -151,16 +181,42 @@ def test_simulate_serving_text_defines_both_speedups(capsys) -> None:
 
 def test_simulate_refuses_a_trace_of_a_huge_stream_before_running(tmp_path, capsys) -> None:
     trace = tmp_path / "t.json"
-    assert main(["simulate", "--alpha", "0.7", "--gamma", "4", "--c", "0.05", "--tokens",
-                 "100000000", "--trace", str(trace)]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "simulate",
+                "--alpha",
+                "0.7",
+                "--gamma",
+                "4",
+                "--c",
+                "0.05",
+                "--tokens",
+                "100000000",
+                "--trace",
+                str(trace),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "--trace" in err and "2,000,000" in err and "Traceback" not in err
     assert not trace.exists()
 
 
 def test_simulate_progress_only_on_a_terminal(capsys, monkeypatch) -> None:
-    argv = ["simulate", "--alpha", "0.7", "--gamma", "4", "--c", "0.05", "--tokens", "1100000",
-            "--json"]  # fmt: skip
+    argv = [
+        "simulate",
+        "--alpha",
+        "0.7",
+        "--gamma",
+        "4",
+        "--c",
+        "0.05",
+        "--tokens",
+        "1100000",
+        "--json",
+    ]
     assert main(argv) == 0
     assert "tokens (" not in capsys.readouterr().err
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)

@@ -36,7 +36,12 @@ def test_json_matches_the_twins(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["theory", *args, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["inputs"] == {
-        "alpha": 0.8, "gamma": 5, "c": 0.05, "c_hat": 0.02, "v": 1.3, "max_gamma": 64,
+        "alpha": 0.8,
+        "gamma": 5,
+        "c": 0.05,
+        "c_hat": 0.02,
+        "v": 1.3,
+        "max_gamma": 64,
     }
     values = data["values"]
     assert values["expected_tokens"] == theory.expected_tokens(0.8, 5)
@@ -119,8 +124,11 @@ def test_a_huge_max_gamma_needs_no_memory_for_it() -> None:
     env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "PATH": ""}
     done = subprocess.run(
         [sys.executable, "-c", _LIMITED, str(limit)],
-        capture_output=True, text=True, timeout=120, env=env,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     values = json.loads(done.stdout)["values"]
     assert values["optimal_gamma"] == 6 and values["optimal_gamma_unbounded"] is False
@@ -134,13 +142,26 @@ def test_memory_does_not_grow_with_gamma_or_max_gamma() -> None:
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
-    argv = ["theory", "--alpha", "0.7", "--gamma", "1000000000", "--c", "0.05",
-            "--max-gamma", "1000000000"]  # fmt: skip
+    argv = [
+        "theory",
+        "--alpha",
+        "0.7",
+        "--gamma",
+        "1000000000",
+        "--c",
+        "0.05",
+        "--max-gamma",
+        "1000000000",
+    ]
     for extra in ([], ["--json"]):
         done = subprocess.run(
             [sys.executable, "-m", "specsim", *argv, *extra],
-            capture_output=True, text=True, timeout=120, check=False, preexec_fn=limit,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            preexec_fn=limit,
+        )
         assert done.returncode == 0, done.stderr
     values = json.loads(done.stdout)["values"]
     assert values["tokens_pmf"] is None and values["optimal_gamma"] == 6

@@ -15,8 +15,17 @@ from specsim.trees import optimize_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = str(ROOT / "models" / "measured" / "ngram" / "accept-sample.toml")
-BASE = ["tree", "--model", "llama-2-7b", "--hardware", "a100-80gb", "--budget", "12",
-        "--max-depth", "6"]  # fmt: skip
+BASE = [
+    "tree",
+    "--model",
+    "llama-2-7b",
+    "--hardware",
+    "a100-80gb",
+    "--budget",
+    "12",
+    "--max-depth",
+    "6",
+]
 
 
 def test_tree_is_listed() -> None:
@@ -26,20 +35,32 @@ def test_tree_is_listed() -> None:
 def test_tree_prints_the_best_tree_and_the_comparisons(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*BASE, "--draft", "llama-68m", "--batch", "2", "--acceptance", EXAMPLE]) == 0
     out = capsys.readouterr().out
-    for label in ("best tree", "best chain", "best k-ary", "no speculation", "tokens/s",
-                  "best tree parents:", "2-gram prompt lookup measured"):  # fmt: skip
+    for label in (
+        "best tree",
+        "best chain",
+        "best k-ary",
+        "no speculation",
+        "tokens/s",
+        "best tree parents:",
+        "2-gram prompt lookup measured",
+    ):
         assert label in out
 
 
 def test_tree_json_matches_the_library(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([*BASE, "--draft", "llama-68m", "--batch", "8", "--acceptance", EXAMPLE,
-                 "--json"]) == 0  # fmt: skip
+    assert (
+        main([*BASE, "--draft", "llama-68m", "--batch", "8", "--acceptance", EXAMPLE, "--json"])
+        == 0
+    )
     got = json.loads(capsys.readouterr().out)
     o = optimize_tree(
         proposer=DraftModel(card=load_model("llama-68m"), acceptance=load_acceptance(EXAMPLE)),
-        target=load_model("llama-2-7b"), hardware=load_hardware("a100-80gb"), batch=8,
-        budget=12, max_depth=6,
-    )  # fmt: skip
+        target=load_model("llama-2-7b"),
+        hardware=load_hardware("a100-80gb"),
+        batch=8,
+        budget=12,
+        max_depth=6,
+    )
     assert got["best"]["parents"] == list(o.best.parents)
     assert got["best"]["tokens_per_s"] == pytest.approx(o.best.tokens_per_s)
     assert got["chain"]["tokens_per_pass"] == pytest.approx(o.chain.tokens_per_pass)

@@ -324,8 +324,11 @@ def test_cost_coefficient_vectorises_and_takes_draft_hardware(
     c = cost_coefficient(m68, m7, a100, batch=[1, 4, 16], context=[[128], [2000]])
     assert isinstance(c, np.ndarray) and c.shape == (2, 3)
     # llama-68m has 2048 positions: a c past them is refused unless asked for by name.
-    with pytest.raises(ValueError, match=r"^context: 4096 \+ 1 new tokens exceeds llama-68m's "
-                       r"max_position 2048$"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"^context: 4096 \+ 1 new tokens exceeds llama-68m's "
+        r"max_position 2048$",
+    ):
         cost_coefficient(m68, m7, a100, context=4096)
     assert cost_coefficient(m68, m7, a100, context=4096, check_positions=False) > 0
     slow = load_hardware("rtx-3090")

@@ -106,15 +106,22 @@ def test_each_anchored_card_cites_its_anchor() -> None:
     assert "2211.17192" in str(load_hardware("tpu-v4").sources)
 
 
-@pytest.mark.parametrize(("weights", "group_size", "tokens_per_s"), [("int8", None, 155.58),
-                                                                     ("int4", 32, 196.80)])
+@pytest.mark.parametrize(
+    ("weights", "group_size", "tokens_per_s"), [("int8", None, 155.58), ("int4", 32, 196.80)]
+)
 def test_gpt_fast_quantized_decode_rates(
     weights: str, group_size: int | None, tokens_per_s: float
 ) -> None:
     """The dequantization work of int8 and int4 (specsim.cost.quant) is fitted to these two
     rows of the gpt-fast README (Llama-2-7B, A100-80GB, batch 1): the fit reproduces them."""
     cost = step_cost(
-        load_model("llama-2-7b"), load_hardware("a100-80gb"), batch=1, context=105,
-        new_tokens=1, dtype="bfloat16", weights=weights, group_size=group_size,
-    )  # fmt: skip
+        load_model("llama-2-7b"),
+        load_hardware("a100-80gb"),
+        batch=1,
+        context=105,
+        new_tokens=1,
+        dtype="bfloat16",
+        weights=weights,
+        group_size=group_size,
+    )
     assert 1 / cost.time_s == pytest.approx(tokens_per_s, rel=0.01)

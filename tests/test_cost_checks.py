@@ -84,17 +84,28 @@ def test_a_slug_or_a_path_is_loaded_and_a_card_passes_through() -> None:
 @pytest.mark.parametrize(
     ("kw", "expected"),
     [
-        ({"model": None},
-         "model: expected a ModelCard or a card slug or .toml path (load_model('llama-2-7b')), "
-         "got NoneType None"),
-        ({"model": 7}, "model: expected a ModelCard or a card slug or .toml path "
-         "(load_model('llama-2-7b')), got int 7"),
-        ({"hardware": None}, "hardware: expected a HardwareCard or a card slug or .toml path "
-         "(load_hardware('a100-80gb')), got NoneType None"),
-        ({"model": "HW"}, "model: expected a ModelCard or a card slug or .toml path "
-         "(load_model('llama-2-7b')), got HardwareCard 'a100-80gb'"),
+        (
+            {"model": None},
+            "model: expected a ModelCard or a card slug or .toml path (load_model('llama-2-7b')), "
+            "got NoneType None",
+        ),
+        (
+            {"model": 7},
+            "model: expected a ModelCard or a card slug or .toml path "
+            "(load_model('llama-2-7b')), got int 7",
+        ),
+        (
+            {"hardware": None},
+            "hardware: expected a HardwareCard or a card slug or .toml path "
+            "(load_hardware('a100-80gb')), got NoneType None",
+        ),
+        (
+            {"model": "HW"},
+            "model: expected a ModelCard or a card slug or .toml path "
+            "(load_model('llama-2-7b')), got HardwareCard 'a100-80gb'",
+        ),
     ],
-)  # fmt: skip
+)
 def test_anything_but_a_card_or_a_slug_is_a_type_error(kw: dict, expected: str) -> None:
     args = {"model": "llama-2-7b", "hardware": "a100-80gb", **kw}
     if args["model"] == "HW":
@@ -115,22 +126,28 @@ def test_an_unknown_slug_names_the_argument() -> None:
 # Tensor parallelism ---------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("slug", "tp", "heads"),
-    [("llama-2-7b", 3, 32), ("llama-2-7b", 64, 32), ("llama-2-7b", 1000, 32),
-     ("llama-68m", 8, 12)],
-)  # fmt: skip
+    [("llama-2-7b", 3, 32), ("llama-2-7b", 64, 32), ("llama-2-7b", 1000, 32), ("llama-68m", 8, 12)],
+)
 def test_tensor_parallel_must_divide_the_heads(slug: str, tp: int, heads: int) -> None:
     expected = f"tensor_parallel: {tp} does not divide the {heads} attention heads of {slug}"
     with pytest.raises(ValueError) as info:
         step_cost(slug, "a100-80gb", batch=1, context=64, new_tokens=1, tensor_parallel=tp)
     assert message(info) == expected
     with pytest.raises(ValueError, match=re.escape(expected)):
-        step_cost_grid(slug, "a100-80gb", batch=1, context=64, new_tokens=1,
-                       tensor_parallel=np.array([1, tp, 2]))  # fmt: skip
+        step_cost_grid(
+            slug,
+            "a100-80gb",
+            batch=1,
+            context=64,
+            new_tokens=1,
+            tensor_parallel=np.array([1, tp, 2]),
+        )
     with pytest.raises(ValueError, match=re.escape(expected)):
         pass_cost(slug, "a100-80gb", PassShape.chain(context=64, new=1), tensor_parallel=tp)
     with pytest.raises(ValueError, match=re.escape(expected)):
-        pass_aggregates_cost(slug, "a100-80gb", batch=1, tokens=1, context_tokens=64, pairs=65,
-                             tensor_parallel=tp)  # fmt: skip
+        pass_aggregates_cost(
+            slug, "a100-80gb", batch=1, tokens=1, context_tokens=64, pairs=65, tensor_parallel=tp
+        )
 
 
 def test_key_value_heads_are_split_whole_or_replicated() -> None:
@@ -146,8 +163,11 @@ def test_key_value_heads_are_split_whole_or_replicated() -> None:
             "a multiple of them (each device holds whole key/value heads)"
         )
     assert check_tensor_parallel(qwen, np.array([1, 2, 4, 28])).tolist() == [1, 2, 4, 28]
-    with pytest.raises(ValueError, match=r"^tensor_parallel: expected finite integer\(s\) >= 1, "
-                       r"got 0$"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"^tensor_parallel: expected finite integer\(s\) >= 1, "
+        r"got 0$",
+    ):
         check_tensor_parallel(qwen, np.int64(0))
 
 
@@ -166,18 +186,28 @@ def test_a_context_beyond_max_position_is_refused() -> None:
         "context: 4095 + 2 new tokens exceeds llama-2-7b's max_position 4096 (element (1,))"
     )
     with pytest.raises(ValueError) as info:
-        step_cost_grid(m7, "a100-80gb", batch=1, context=np.array([[0], [4000]]),
-                       new_tokens=np.array([1, 200]), check_positions=True)  # fmt: skip
-    assert message(info).endswith("4000 + 200 new tokens exceeds llama-2-7b's max_position "
-                                  "4096 (element (1, 1))")  # fmt: skip
+        step_cost_grid(
+            m7,
+            "a100-80gb",
+            batch=1,
+            context=np.array([[0], [4000]]),
+            new_tokens=np.array([1, 200]),
+            check_positions=True,
+        )
+    assert message(info).endswith(
+        "4000 + 200 new tokens exceeds llama-2-7b's max_position 4096 (element (1, 1))"
+    )
 
 
 def test_grids_check_positions_by_default() -> None:
     # llama-68m has max_position 2048: a cost at its target's longer contexts is refused,
     # and only an explicit check_positions=False extrapolates past it.
     kw: dict[str, Any] = {"batch": 1, "context": [128, 4096], "new_tokens": 1}
-    with pytest.raises(ValueError, match=r"^context: 4096 \+ 1 new tokens exceeds llama-68m's "
-                       r"max_position 2048 \(element \(1,\)\)$"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"^context: 4096 \+ 1 new tokens exceeds llama-68m's "
+        r"max_position 2048 \(element \(1,\)\)$",
+    ):
         step_cost_grid("llama-68m", "a100-80gb", **kw)
     grid = step_cost_grid("llama-68m", "a100-80gb", check_positions=False, **kw)
     assert grid.time_s.shape == (2,)
@@ -214,17 +244,26 @@ def test_encoder_decoder_positions_are_relative_and_not_checked() -> None:
 @pytest.mark.parametrize(
     ("target", "draft", "expected"),
     [
-        ("llama-2-7b", "llama-3.1-8b",
-         "draft: vocab 128,256 of llama-3.1-8b differs from vocab 32,000 of target llama-2-7b "
-         "(family 'llama-3' vs 'llama-2'): a draft must share its target's tokenizer"),
-        ("t5-xxl", "llama-68m",
-         "draft: architecture 'decoder' of llama-68m differs from 'encoder-decoder' of target "
-         "t5-xxl"),
-        ("llama-68m", "llama-2-7b",
-         "draft: draft llama-2-7b for target llama-68m is larger than its target "
-         "(6,740,000,000 > 68,000,000 parameters): it would slow decoding down"),
+        (
+            "llama-2-7b",
+            "llama-3.1-8b",
+            "draft: vocab 128,256 of llama-3.1-8b differs from vocab 32,000 of target llama-2-7b "
+            "(family 'llama-3' vs 'llama-2'): a draft must share its target's tokenizer",
+        ),
+        (
+            "t5-xxl",
+            "llama-68m",
+            "draft: architecture 'decoder' of llama-68m differs from 'encoder-decoder' of target "
+            "t5-xxl",
+        ),
+        (
+            "llama-68m",
+            "llama-2-7b",
+            "draft: draft llama-2-7b for target llama-68m is larger than its target "
+            "(6,740,000,000 > 68,000,000 parameters): it would slow decoding down",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_draft_that_cannot_serve_its_target(target: str, draft: str, expected: str) -> None:
     with pytest.raises(ValueError) as info:
         check_draft_pair(load_model(target), load_model(draft))
@@ -235,18 +274,26 @@ def test_a_draft_that_cannot_serve_its_target(target: str, draft: str, expected:
     ("target", "draft"),
     [
         # studies, configs, docs and problem sets
-        ("llama-2-7b", "llama-68m"), ("llama-2-7b", "llama-160m"), ("llama-2-13b", "llama-160m"),
-        ("llama-2-70b", "llama-2-7b"), ("llama-2-70b", "llama-68m"),
-        ("llama-3.1-70b", "llama-3.2-1b"), ("llama-3.1-70b", "llama-3.1-8b"),
+        ("llama-2-7b", "llama-68m"),
+        ("llama-2-7b", "llama-160m"),
+        ("llama-2-13b", "llama-160m"),
+        ("llama-2-70b", "llama-2-7b"),
+        ("llama-2-70b", "llama-68m"),
+        ("llama-3.1-70b", "llama-3.2-1b"),
+        ("llama-3.1-70b", "llama-3.1-8b"),
         ("llama-3.1-8b", "llama-3.2-1b"),
-        ("t5-xxl", "t5-small"), ("t5-xxl", "t5-base"), ("t5-xxl", "t5-large"),
+        ("t5-xxl", "t5-small"),
+        ("t5-xxl", "t5-base"),
+        ("t5-xxl", "t5-large"),
         ("gpt-like-97m", "gpt-like-6m"),
         # one tokenizer, embedding tables padded to different sizes
-        ("qwen2.5-7b", "qwen2.5-0.5b"), ("qwen2.5-72b", "qwen2.5-0.5b"),
+        ("qwen2.5-7b", "qwen2.5-0.5b"),
+        ("qwen2.5-72b", "qwen2.5-0.5b"),
         # self-drafting: c = 1, used to isolate v(gamma)
-        ("t5-xxl", "t5-xxl"), ("gpt-like-6m", "gpt-like-6m"),
+        ("t5-xxl", "t5-xxl"),
+        ("gpt-like-6m", "gpt-like-6m"),
     ],
-)  # fmt: skip
+)
 def test_the_pairs_in_use_are_admitted(target: str, draft: str) -> None:
     check_draft_pair(target, draft)
 
@@ -254,10 +301,15 @@ def test_the_pairs_in_use_are_admitted(target: str, draft: str) -> None:
 def test_card_cost_reads_slugs_as_cards_and_names_a_bad_argument() -> None:
     from specsim.sim import CardCost
 
-    by_slug = CardCost(target="llama-2-7b", draft="llama-68m", hardware="a100-80gb",
-                       runtime="gpt-fast")  # fmt: skip
-    by_card = CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"),
-                       hardware=load_hardware("a100-80gb"), runtime="gpt-fast")  # fmt: skip
+    by_slug = CardCost(
+        target="llama-2-7b", draft="llama-68m", hardware="a100-80gb", runtime="gpt-fast"
+    )
+    by_card = CardCost(
+        target=load_model("llama-2-7b"),
+        draft=load_model("llama-68m"),
+        hardware=load_hardware("a100-80gb"),
+        runtime="gpt-fast",
+    )
     assert by_slug.target == by_card.target and by_slug.hardware == by_card.hardware
     assert by_slug.draft_hardware is None
     with pytest.raises(TypeError, match="draft_hardware"):

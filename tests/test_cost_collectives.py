@@ -49,8 +49,10 @@ def test_tree_allreduce_known_answer() -> None:
 def test_one_device_has_no_collective_time() -> None:
     for alg in ("ring", "tree", "per-allreduce"):
         assert allreduce_steps(1, alg) == 0.0 and allreduce_bandwidth_factor(1, alg) == 0.0
-        assert allreduce_time(1e9, 1, bandwidth=1.0, latency_s=1.0, algorithm=alg,
-                              overhead_s=1.0) == 0.0  # fmt: skip
+        assert (
+            allreduce_time(1e9, 1, bandwidth=1.0, latency_s=1.0, algorithm=alg, overhead_s=1.0)
+            == 0.0
+        )
         hw = dataclasses.replace(H100, collective_algorithm=alg, collective_overhead_s=1e-5)
         cost = step_cost(SMALL, hw, batch=1, context=128, new_tokens=1, tensor_parallel=1)
         assert cost.allreduce_time_s == 0.0
@@ -63,8 +65,13 @@ def test_model_matches_the_formula_and_share_rises_with_devices() -> None:
         for tp in (1, 2, 4, 8, 16):
             c = step_cost(SMALL, hw, batch=1, context=128, new_tokens=1, tensor_parallel=tp)
             # 2 all-reduces of d_model activations (bf16) per layer, one token.
-            one = allreduce_time(SMALL.d_model * 2.0, tp, bandwidth=hw.interconnect_bandwidth,
-                                 latency_s=hw.interconnect_latency_s, algorithm=alg)  # fmt: skip
+            one = allreduce_time(
+                SMALL.d_model * 2.0,
+                tp,
+                bandwidth=hw.interconnect_bandwidth,
+                latency_s=hw.interconnect_latency_s,
+                algorithm=alg,
+            )
             want = 2 * SMALL.layers * one + 2e-6 * (tp - 1)
             assert c.allreduce_time_s == pytest.approx(want, rel=1e-9)
             shares.append(c.allreduce_time_s / c.time_s)
@@ -80,8 +87,7 @@ def test_card_rejects_an_unknown_algorithm() -> None:
 
 
 def test_cli_shows_the_collectives_share(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["cost", "--model", "llama-3.2-1b", "--hardware", "h100-sxm", "--tensor-parallel",
-            "16"]  # fmt: skip
+    argv = ["cost", "--model", "llama-3.2-1b", "--hardware", "h100-sxm", "--tensor-parallel", "16"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.strip().startswith("all-reduce"))

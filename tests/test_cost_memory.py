@@ -52,42 +52,61 @@ def test_what_serving_admits_fits_in_the_cost_model(
     d = None if draft is None else load_model(draft)
     card = CardCost(target=t, draft=d, hardware=hw, tensor_parallel=tp)
     workload = PoissonWorkload(rate_per_s=1.0, requests=1, prompt_tokens=8, output_tokens=8)
-    config = ServingConfig(workload=workload, cost=card, acceptance=IIDAcceptance(alpha=0.5),
-                           policy=FixedGamma(gamma=0))  # fmt: skip
+    config = ServingConfig(
+        workload=workload,
+        cost=card,
+        acceptance=IIDAcceptance(alpha=0.5),
+        policy=FixedGamma(gamma=0),
+    )
     capacity = config.kv_capacity()
     assert capacity is not None
     # The whole budget in one sequence: the target's pass must fit beside the draft (held
     # whole on each device, in its card's dtype).
     width = 0.0 if d is None else DTYPE_BYTES[d.dtype]
-    draft_bytes = 0.0 if d is None else (
-        d.shape_params * width + capacity * d.kv_bytes_per_token(width)
-    )  # fmt: skip
+    draft_bytes = (
+        0.0 if d is None else (d.shape_params * width + capacity * d.kv_bytes_per_token(width))
+    )
     full = step_cost(t, hw, batch=1, context=capacity - 1, new_tokens=1, tensor_parallel=tp)
     assert full.resident_bytes + draft_bytes <= hw.mem_capacity
     # ... and the budget is tight: a tenth more would not fit.
     over = int(capacity * 1.1)
     with pytest.raises(ValueError, match="does not fit"):
-        step_cost(t, dataclasses.replace(hw, mem_capacity=hw.mem_capacity - draft_bytes),
-                  batch=1, context=over, new_tokens=1, tensor_parallel=tp)  # fmt: skip
+        step_cost(
+            t,
+            dataclasses.replace(hw, mem_capacity=hw.mem_capacity - draft_bytes),
+            batch=1,
+            context=over,
+            new_tokens=1,
+            tensor_parallel=tp,
+        )
 
 
 def test_the_serving_budget_is_the_card_cost_budget() -> None:
-    card = CardCost(target=load_model("llama-2-70b"), draft=load_model("llama-68m"),
-                    hardware=load_hardware("h200"), tensor_parallel=16)  # fmt: skip
+    card = CardCost(
+        target=load_model("llama-2-70b"),
+        draft=load_model("llama-68m"),
+        hardware=load_hardware("h200"),
+        tensor_parallel=16,
+    )
     target, draft = card.footprints()
     assert draft is not None
     free = card.hardware.mem_capacity - target.weights_bytes - draft.weights_bytes
     per_token = target.kv_bytes_per_token + draft.kv_bytes_per_token
     assert card.kv_capacity_tokens() == int(free / per_token)
     workload = PoissonWorkload(rate_per_s=1.0, requests=1, prompt_tokens=8, output_tokens=8)
-    config = ServingConfig(workload=workload, cost=card, acceptance=IIDAcceptance(alpha=0.5),
-                           policy=FixedGamma(gamma=0))  # fmt: skip
+    config = ServingConfig(
+        workload=workload,
+        cost=card,
+        acceptance=IIDAcceptance(alpha=0.5),
+        policy=FixedGamma(gamma=0),
+    )
     assert config.kv_capacity() == card.kv_capacity_tokens()
 
 
 def test_no_room_for_a_kv_cache_names_the_sizes() -> None:
-    card = CardCost(target=load_model("llama-2-70b"), draft=None,
-                    hardware=load_hardware("a100-80gb"))  # fmt: skip
+    card = CardCost(
+        target=load_model("llama-2-70b"), draft=None, hardware=load_hardware("a100-80gb")
+    )
     with pytest.raises(ValueError, match=r"weights \(138\.0 GB per device\) leave no room"):
         card.kv_capacity_tokens()
 

@@ -23,8 +23,11 @@ from specsim.sim import (
 
 @pytest.fixture(scope="module")
 def card() -> CardCost:
-    return CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"),
-                    hardware=load_hardware("a100-80gb"))  # fmt: skip
+    return CardCost(
+        target=load_model("llama-2-7b"),
+        draft=load_model("llama-68m"),
+        hardware=load_hardware("a100-80gb"),
+    )
 
 
 def test_roofline_round_trips_through_its_fields() -> None:
@@ -36,8 +39,10 @@ def test_roofline_round_trips_through_its_fields() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         co.fixed_s = 0.0  # type: ignore[misc]
     # Same cards, same record (memoized); the fields mean what their names say.
-    assert roofline(load_model("llama-2-70b"), load_hardware("h200"),
-                    Formats.of("bfloat16"), 4.0) == co  # fmt: skip
+    assert (
+        roofline(load_model("llama-2-70b"), load_hardware("h200"), Formats.of("bfloat16"), 4.0)
+        == co
+    )
     assert co.devices == 4.0 and co.layers == 80 and not co.per_operation_energy
     T, S, R = 8.0, 4000.0, 900.0
     time, _, roof, flops, nbytes = time_energy(co, T, S, R)

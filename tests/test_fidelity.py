@@ -57,14 +57,20 @@ def _slower(frames: dict[str, pd.DataFrame], run_ids: set[str]) -> dict[str, pd.
 
 def test_the_table_has_its_columns_and_every_family(table: pd.DataFrame) -> None:
     assert tuple(table.columns) == fid.COLUMNS
-    assert not table[["measured", "measured_low", "measured_high", "predicted", "error"]
-                     ].isna().any().any()  # fmt: skip
+    assert (
+        not table[["measured", "measured_low", "measured_high", "predicted", "error"]]
+        .isna()
+        .any()
+        .any()
+    )
     fams = set(table["family"])
     assert any(f.startswith("CPU runs") and "calibrated card" in f for f in fams)
     assert any("timed passes" in f for f in fams)
     assert "real tiny models (CPU)" in fams
-    assert {"Leviathan Table 2, EnDe rows (full model, fitted on CNNDM)",
-            "Leviathan Table 2, CNNDM rows (full model, fitted on EnDe)"} <= fams  # fmt: skip
+    assert {
+        "Leviathan Table 2, EnDe rows (full model, fitted on CNNDM)",
+        "Leviathan Table 2, CNNDM rows (full model, fitted on EnDe)",
+    } <= fams
     assert (table["measured_low"] <= table["measured"]).all()
     assert (table["measured"] <= table["measured_high"]).all()
     assert set(table["verdict"]) <= {"within interval", "miss"}
@@ -74,28 +80,63 @@ def test_the_table_has_its_columns_and_every_family(table: pd.DataFrame) -> None
 def test_error_and_verdict_arithmetic(table: pd.DataFrame) -> None:
     assert np.allclose(table["error"], table["predicted"] / table["measured"] - 1.0)
     inside = (table["measured_low"] <= table["predicted"]) & (
-        table["predicted"] <= table["measured_high"])  # fmt: skip
+        table["predicted"] <= table["measured_high"]
+    )
     assert ((table["verdict"] == "within interval") == inside).all()
-    row = fidelity_row(family="f", anchor="a", source="s", quantity="q", unit="x", measured=2.0,
-                       interval=(1.5, 2.5), how="h", predicted=3.0, fitted_on="other")  # fmt: skip
+    row = fidelity_row(
+        family="f",
+        anchor="a",
+        source="s",
+        quantity="q",
+        unit="x",
+        measured=2.0,
+        interval=(1.5, 2.5),
+        how="h",
+        predicted=3.0,
+        fitted_on="other",
+    )
     assert row["error"] == pytest.approx(0.5) and row["verdict"] == "miss"
-    row = fidelity_row(family="f", anchor="a", source="s", quantity="q", unit="x", measured=2.0,
-                       interval=(1.5, 2.5), how="h", predicted=1.5, fitted_on="other")  # fmt: skip
+    row = fidelity_row(
+        family="f",
+        anchor="a",
+        source="s",
+        quantity="q",
+        unit="x",
+        measured=2.0,
+        interval=(1.5, 2.5),
+        how="h",
+        predicted=1.5,
+        fitted_on="other",
+    )
     assert row["error"] == pytest.approx(-0.25) and row["verdict"] == "within interval"
 
 
 def test_a_wrong_prediction_is_a_miss(table: pd.DataFrame) -> None:
-    good = table[(table["verdict"] == "within interval")
-                 & (table["family"] == "real tiny models (CPU)")]  # fmt: skip
+    good = table[
+        (table["verdict"] == "within interval") & (table["family"] == "real tiny models (CPU)")
+    ]
     assert len(good) > 20
     wrong = table.copy()
     idx = good.index[:5]
     wrong.loc[idx, "predicted"] *= 1.5
-    rebuilt = pd.DataFrame([fidelity_row(
-        family=r.family, anchor=r.anchor, source=r.source, quantity=r.quantity, unit=r.unit,
-        measured=r.measured, interval=(r.measured_low, r.measured_high), how=r.interval,
-        predicted=r.predicted, fitted_on=r.fitted_on) for r in wrong.itertuples()],
-        index=wrong.index)  # fmt: skip
+    rebuilt = pd.DataFrame(
+        [
+            fidelity_row(
+                family=r.family,
+                anchor=r.anchor,
+                source=r.source,
+                quantity=r.quantity,
+                unit=r.unit,
+                measured=r.measured,
+                interval=(r.measured_low, r.measured_high),
+                how=r.interval,
+                predicted=r.predicted,
+                fitted_on=r.fitted_on,
+            )
+            for r in wrong.itertuples()
+        ],
+        index=wrong.index,
+    )
     assert (rebuilt.loc[idx, "verdict"] == "miss").all()
     before = fid.fidelity_summary(table).set_index(["family", "quantity"])
     after = fid.fidelity_summary(rebuilt).set_index(["family", "quantity"])
@@ -107,8 +148,7 @@ def test_a_wrong_prediction_is_a_miss(table: pd.DataFrame) -> None:
 def test_real_rows_do_not_use_their_own_timings(real: dict[str, pd.DataFrame]) -> None:
     base = pd.DataFrame(real_rows(real, source="r")).set_index("anchor")
     spec = real["specdec"]
-    cell = spec[(spec["draft"] == "draft-en") & (spec["temperature"] == 1.0)
-                & (spec["gamma"] == 4)]  # fmt: skip
+    cell = spec[(spec["draft"] == "draft-en") & (spec["temperature"] == 1.0) & (spec["gamma"] == 4)]
     moved = pd.DataFrame(real_rows(_slower(real, set(cell["run_id"])), source="r"))
     moved = moved.set_index("anchor")
     for q in ("latency", "speedup"):
@@ -120,15 +160,18 @@ def test_real_rows_do_not_use_their_own_timings(real: dict[str, pd.DataFrame]) -
 
 def test_cpu_rows_do_not_use_their_own_timings(cpu: dict[str, pd.DataFrame]) -> None:
     ids = sorted(cpu["specdec"]["run_id"].unique())[:2]
-    frames = {k: (v[v["run_id"].isin(ids)] if "run_id" in v.columns and k != "autoregressive"
-                  else v) for k, v in cpu.items()}  # fmt: skip
+    frames = {
+        k: (v[v["run_id"].isin(ids)] if "run_id" in v.columns and k != "autoregressive" else v)
+        for k, v in cpu.items()
+    }
     card = load_hardware(fid.ROOT / fid.CPU_CARD)
     slow = _slower(frames, {ids[0]})
     for make in (
-        lambda f: cpu_rows(cpu_runs(f, card, np.random.default_rng(0), seeds=1), f, source="c",
-                           card_source="k"),
+        lambda f: cpu_rows(
+            cpu_runs(f, card, np.random.default_rng(0), seeds=1), f, source="c", card_source="k"
+        ),
         lambda f: cpu_pass_rows(f, source="c"),
-    ):  # fmt: skip
+    ):
         a = pd.DataFrame(make(frames)).set_index("anchor")
         b = pd.DataFrame(make(slow)).set_index("anchor")
         assert np.allclose(a["predicted"], b["predicted"], rtol=1e-12)
@@ -149,8 +192,9 @@ def test_table2_held_out_rows_ignore_their_own_measurements(
         )
 
     base = predict()
-    doubled = tuple(r[:5] + (2.0 * r[5],) + r[6:] if r[0] == "CNNDM" else r
-                    for r in leviathan.TABLE2)  # fmt: skip
+    doubled = tuple(
+        r[:5] + (2.0 * r[5],) + r[6:] if r[0] == "CNNDM" else r for r in leviathan.TABLE2
+    )
     monkeypatch.setattr(leviathan, "TABLE2", doubled)
     moved = predict()
     held = (base["task"] == "CNNDM") & base["held_out"]
@@ -168,14 +212,24 @@ def test_intervals_known_answers() -> None:
     assert r == pytest.approx(3.0) and se == pytest.approx(x.std(ddof=1) / 2.0)
     assert half == pytest.approx(3.182446305 * se, rel=1e-6)  # t(0.975, 3)
     assert ratio_interval(2.0 * np.arange(1.0, 6.0), np.arange(1.0, 6.0))[1] == pytest.approx(0.0)
-    s, lo, hi, lat, _ = speedup_interval(np.full(5, 2.0), np.array([1.0, 1.2, 0.8]),
-                                         np.array([2, 2, 2]))  # fmt: skip
+    s, lo, hi, lat, _ = speedup_interval(
+        np.full(5, 2.0), np.array([1.0, 1.2, 0.8]), np.array([2, 2, 2])
+    )
     assert lat == pytest.approx(0.5) and s == pytest.approx(4.0) and lo < s < hi
     assert rounding_interval(3.4, 1) == pytest.approx((3.35, 3.45))
     with pytest.raises(ValueError, match="interval"):
-        fidelity_row(family="f", anchor="bad one", source="s", quantity="q", unit="x",
-                     measured=2.0, interval=(2.5, 3.0), how="h", predicted=2.0,
-                     fitted_on="o")  # fmt: skip
+        fidelity_row(
+            family="f",
+            anchor="bad one",
+            source="s",
+            quantity="q",
+            unit="x",
+            measured=2.0,
+            interval=(2.5, 3.0),
+            how="h",
+            predicted=2.0,
+            fitted_on="o",
+        )
     with pytest.raises(ValueError, match="paired units"):
         ratio_interval(np.ones(1), np.ones(1))
 

@@ -57,11 +57,20 @@ TINY: dict[str, dict[str, object]] = {
         "positions": 64,
         "vocab": 256,
     },
-    "engine": {"fast_requests": 240, "replicas": 2, "token_budgets": (512,),
-               "routers": ("round-robin", "join-shortest-queue")},
+    "engine": {
+        "fast_requests": 240,
+        "replicas": 2,
+        "token_budgets": (512,),
+        "routers": ("round-robin", "join-shortest-queue"),
+    },
     "proposers": {"hardware": ("a100-80gb",), "batches": (1, 8, 64), "fast_budget": 8},
-    "capacity": {"requests": 400, "fast_max_requests": 400, "precision": 0.3,
-                 "crossover_precision": 0.3, "rate_max": 8.0},
+    "capacity": {
+        "requests": 400,
+        "fast_max_requests": 400,
+        "precision": 0.3,
+        "crossover_precision": 0.3,
+        "rate_max": 8.0,
+    },
 }
 # Quantities with a unit: their axis label must name it in brackets or parentheses.
 UNITFUL = re.compile(
@@ -80,8 +89,12 @@ def _style(handle: Any) -> tuple[str, tuple[Any, ...]]:
     """(colour, the other cues) of a legend entry's original artist."""
     if isinstance(handle, Line2D):
         hollow = str(handle.get_markerfacecolor()).lower() == "none"
-        return to_hex(handle.get_color()), ("line", str(handle.get_marker()), *_dashes(handle),
-                                            hollow)  # fmt: skip
+        return to_hex(handle.get_color()), (
+            "line",
+            str(handle.get_marker()),
+            *_dashes(handle),
+            hollow,
+        )
     if isinstance(handle, ErrorbarContainer):
         data_line, _, bars = handle.lines
         colour = to_hex(np.asarray(bars[0].get_color())[0]) if bars else "none"
@@ -161,15 +174,28 @@ def study_figures() -> dict[str, Figure]:
 
 def test_every_study_figure_is_readable(study_figures: dict[str, Figure]) -> None:
     expected = {
-        "paper/paper_figure3", "paper/paper_speedup_vs_gamma", "paper/paper_table1",
-        "table2/table2_predicted", "bill/bill", "lookahead/lookahead",
-        "energy/energy_h100-sxm", "energy/energy_h200", "energy/energy_speedup",
-        "shift/shift_temperature", "shift/shift_domain_shift", "shift/shift_language_shift",
-        "shift/shift_measured_alpha", "shift/shift_measured_speedup",
-        "capacity/capacity", "proposers/proposers_throughput", "proposers/proposers_energy",
-        "proposers/proposers_discarded", "proposers/proposers_tree_size",
-        "engine/engine_latency", "engine/engine_goodput",
-    }  # fmt: skip
+        "paper/paper_figure3",
+        "paper/paper_speedup_vs_gamma",
+        "paper/paper_table1",
+        "table2/table2_predicted",
+        "bill/bill",
+        "lookahead/lookahead",
+        "energy/energy_h100-sxm",
+        "energy/energy_h200",
+        "energy/energy_speedup",
+        "shift/shift_temperature",
+        "shift/shift_domain_shift",
+        "shift/shift_language_shift",
+        "shift/shift_measured_alpha",
+        "shift/shift_measured_speedup",
+        "capacity/capacity",
+        "proposers/proposers_throughput",
+        "proposers/proposers_energy",
+        "proposers/proposers_discarded",
+        "proposers/proposers_tree_size",
+        "engine/engine_latency",
+        "engine/engine_goodput",
+    }
     assert expected <= set(study_figures)
     problems = [p for name, fig in study_figures.items() for p in figure_problems(fig, name)]
     assert not problems, "\n".join(problems)
@@ -220,8 +246,10 @@ def test_cost_plot_v_is_readable(tmp_path: Any) -> None:
     notes = [t.get_text() for t in fig.axes[0].texts]
     assert any("ceiling gamma + 1 = 8" in n for n in notes), notes  # the dotted lines named
     out = tmp_path / "v.png"
-    assert main(["cost", "--model", "llama-2-7b", "--hardware", "a100-80gb",
-                 "--plot-v", str(out)]) == 0  # fmt: skip
+    assert (
+        main(["cost", "--model", "llama-2-7b", "--hardware", "a100-80gb", "--plot-v", str(out)])
+        == 0
+    )
     assert out.stat().st_size > 1000
 
 
@@ -273,10 +301,14 @@ def test_alt_text_helpers() -> None:
 def test_the_check_catches_colour_only_legends() -> None:
     """The figures of before issue 13 (seaborn hue + style legends, no units, no alt text)
     fail the check."""
-    df = pd.DataFrame({
-        "rate": [1, 2, 1, 2] * 2, "tpot": np.arange(8.0) + 1,
-        "hardware": ["h100"] * 4 + ["h200"] * 4, "mode": ["spec", "spec", "plain", "plain"] * 2,
-    })  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "rate": [1, 2, 1, 2] * 2,
+            "tpot": np.arange(8.0) + 1,
+            "hardware": ["h100"] * 4 + ["h200"] * 4,
+            "mode": ["spec", "spec", "plain", "plain"] * 2,
+        }
+    )
     fig, (ax,) = figure()
     sns.lineplot(data=df, x="rate", y="tpot", hue="hardware", style="mode", marker="o", ax=ax)
     ax.set_xlabel("requests per second to one replica")
@@ -293,7 +325,8 @@ def test_style_of_every_handle_kind() -> None:
     ax.bar([1], [1], hatch="//", label="b")
     ax.axhspan(0, 1, color="0.9", label="band")
     ax.scatter([1], [1], label="s")
-    kinds = {label: _style(h)[1][0] for h, label in zip(*ax.get_legend_handles_labels(),
-                                                        strict=True)}  # fmt: skip
+    kinds = {
+        label: _style(h)[1][0] for h, label in zip(*ax.get_legend_handles_labels(), strict=True)
+    }
     assert kinds == {"e": "errorbar", "b": "patch", "band": "patch", "s": "collection"}
     assert isinstance(ax.patches[0], Artist)

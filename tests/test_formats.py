@@ -97,15 +97,25 @@ def test_defaults_reproduce_the_single_dtype_model() -> None:
 
 
 def test_grid_and_aggregates_take_the_formats() -> None:
-    grid = step_cost_grid(M7, A100, batch=[1, 4], context=128, new_tokens=5, weights="int4",
-                          group_size=32, kv="fp8")  # fmt: skip
-    one = step_cost(M7, A100, batch=4, context=128, new_tokens=5, weights="int4", group_size=32,
-                    kv="fp8")  # fmt: skip
+    grid = step_cost_grid(
+        M7, A100, batch=[1, 4], context=128, new_tokens=5, weights="int4", group_size=32, kv="fp8"
+    )
+    one = step_cost(
+        M7, A100, batch=4, context=128, new_tokens=5, weights="int4", group_size=32, kv="fp8"
+    )
     assert grid.time_s[1] == pytest.approx(one.time_s, rel=1e-12)
     assert grid.weight_format == "int4" and grid.kv_format == "float8"
-    terms = pass_aggregates_cost(M7, A100, batch=4, tokens=20, context_tokens=512,
-                                 pairs=4 * (5 * 128 + 15), weights="int4", group_size=32,
-                                 kv="fp8")  # fmt: skip
+    terms = pass_aggregates_cost(
+        M7,
+        A100,
+        batch=4,
+        tokens=20,
+        context_tokens=512,
+        pairs=4 * (5 * 128 + 15),
+        weights="int4",
+        group_size=32,
+        kv="fp8",
+    )
     assert terms.time_s == pytest.approx(one.time_s, rel=1e-12)
 
 
@@ -113,8 +123,10 @@ def test_kv_format_halves_kv_bytes_and_doubles_capacity() -> None:
     fp16 = CardCost(target=M7, draft=None, hardware=A100, dtype="float16")
     fp8 = CardCost(target=M7, draft=None, hardware=A100, dtype="float16", kv="fp8")
     assert fp8.kv_bytes_per_token() == fp16.kv_bytes_per_token() / 2
-    assert fp8.kv_capacity_tokens() in (2 * fp16.kv_capacity_tokens(),
-                                        2 * fp16.kv_capacity_tokens() + 1)  # fmt: skip
+    assert fp8.kv_capacity_tokens() in (
+        2 * fp16.kv_capacity_tokens(),
+        2 * fp16.kv_capacity_tokens() + 1,
+    )
     int4 = CardCost(target=M7, draft=None, hardware=A100, weights="int4")
     assert int4.kv_capacity_tokens() > fp16.kv_capacity_tokens()
     assert int4.footprints()[0].weights_bytes < 0.3 * fp16.footprints()[0].weights_bytes
@@ -122,8 +134,9 @@ def test_kv_format_halves_kv_bytes_and_doubles_capacity() -> None:
 
 def test_card_cost_prices_quantized_passes_like_step_cost() -> None:
     draft = load_model("llama-68m")
-    src = CardCost(target=M7, draft=draft, hardware=A100, weights="int4", group_size=32,
-                   draft_weights="int8")  # fmt: skip
+    src = CardCost(
+        target=M7, draft=draft, hardware=A100, weights="int4", group_size=32, draft_weights="int8"
+    )
     ctx = np.array([100, 200])
     got = src.verify(np.array([4, 4]), ctx).time_s
     want = step_cost(M7, A100, batch=2, context=ctx, new_tokens=4, weights="int4", group_size=32)
@@ -160,8 +173,21 @@ def test_every_format_cites_its_source() -> None:
 
 
 def test_cli_cost_formats(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["cost", "--model", "llama-2-7b", "--hardware", "a100-80gb", "--weights", "int4",
-            "--group-size", "32", "--kv", "fp16", "--new-tokens", "5"]  # fmt: skip
+    argv = [
+        "cost",
+        "--model",
+        "llama-2-7b",
+        "--hardware",
+        "a100-80gb",
+        "--weights",
+        "int4",
+        "--group-size",
+        "32",
+        "--kv",
+        "fp16",
+        "--new-tokens",
+        "5",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "weights int4 (group 32), KV cache float16" in out
@@ -171,6 +197,7 @@ def test_cli_cost_formats(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 # A stack's own numbers for a format (runtime profile, issue 14) ----------------------------
+
 
 def _profile(**tables: dict[str, float]):  # type: ignore[no-untyped-def]
     from specsim.cards import profile_of_card
@@ -183,8 +210,7 @@ def test_a_profile_without_format_tables_prices_every_format_as_before() -> None
     for fmt in ("float16", "int8", "int4", "q4_K"):
         for n in (1, 4, 32):
             a = step_cost(M7, A100, batch=1, context=128, new_tokens=n, weights=fmt)
-            b = step_cost(M7, A100, batch=1, context=128, new_tokens=n, weights=fmt,
-                          runtime=plain)  # fmt: skip
+            b = step_cost(M7, A100, batch=1, context=128, new_tokens=n, weights=fmt, runtime=plain)
             assert b.time_s == pytest.approx(a.time_s, rel=1e-12)
     # a table for one format leaves every other format's price exactly as it was
     other = _profile(format_dequant_ops={"int4": 0.0}, format_compute_factor={"int4": 3.0})
@@ -198,12 +224,27 @@ def test_profile_dequant_ops_replace_the_formats_default() -> None:
     """Known answer: the dequantization time is linear in the operations per weight, so a
     stack's 10x the default costs 10x; 0 removes it."""
     default = WEIGHT_FORMATS["int4"].dequant_ops
-    base = step_cost(M7, A100, batch=1, context=128, new_tokens=4, weights="int4",
-                     runtime=_profile())  # fmt: skip
-    slow = step_cost(M7, A100, batch=1, context=128, new_tokens=4, weights="int4",
-                     runtime=_profile(format_dequant_ops={"int4": 10 * default}))  # fmt: skip
-    none = step_cost(M7, A100, batch=1, context=128, new_tokens=4, weights="int4",
-                     runtime=_profile(format_dequant_ops={"int4": 0.0}))  # fmt: skip
+    base = step_cost(
+        M7, A100, batch=1, context=128, new_tokens=4, weights="int4", runtime=_profile()
+    )
+    slow = step_cost(
+        M7,
+        A100,
+        batch=1,
+        context=128,
+        new_tokens=4,
+        weights="int4",
+        runtime=_profile(format_dequant_ops={"int4": 10 * default}),
+    )
+    none = step_cost(
+        M7,
+        A100,
+        batch=1,
+        context=128,
+        new_tokens=4,
+        weights="int4",
+        runtime=_profile(format_dequant_ops={"int4": 0.0}),
+    )
     assert base.dequant_time_s > 0
     assert slow.dequant_time_s == pytest.approx(10 * base.dequant_time_s, rel=1e-12)
     assert none.dequant_time_s == 0.0
@@ -219,5 +260,7 @@ def test_profile_compute_factor_speeds_the_compute_bound_pass_only() -> None:
     b = step_cost(M7, A100, runtime=fast, **kw)  # type: ignore[arg-type]
     assert b.time_s < a.time_s
     one = dict(batch=1, context=128, new_tokens=1, weights="int8")
-    assert (step_cost(M7, A100, runtime=fast, **one).time_s  # type: ignore[arg-type]
-            == step_cost(M7, A100, runtime=plain, **one).time_s)  # type: ignore[arg-type]
+    assert (
+        step_cost(M7, A100, runtime=fast, **one).time_s  # type: ignore[arg-type]
+        == step_cost(M7, A100, runtime=plain, **one).time_s
+    )  # type: ignore[arg-type]

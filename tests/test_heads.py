@@ -61,9 +61,11 @@ def test_the_eagle_cost_is_its_architecture_over_one_target_layer() -> None:
     # of the target's one-position pass (contexts 0..4 apart: within 1%).
     five = heads.draft_cost(chain_tree(5), target=VICUNA, hardware=HW, batch=2, context=300)
     one = DraftModel(card=VICUNA, acceptance=heads.acceptance).draft_cost(
-        (-1,), target=VICUNA, hardware=HW, batch=2, context=300)  # fmt: skip
-    assert five.time_s == pytest.approx(5 * one.time_s * card.layer_fraction / VICUNA.layers,
-                                        rel=0.01)  # fmt: skip
+        (-1,), target=VICUNA, hardware=HW, batch=2, context=300
+    )
+    assert five.time_s == pytest.approx(
+        5 * one.time_s * card.layer_fraction / VICUNA.layers, rel=0.01
+    )
     # The Medusa card's cost checks out the same way.
     Heads(card=load_head("medusa-vicuna-7b-v1.3")).check_target(VICUNA)
 
@@ -90,9 +92,15 @@ def test_a_head_card_for_another_target_is_refused() -> None:
 
 def _card(**kw: object) -> HeadCard:
     base: dict[str, object] = {
-        "slug": "h", "name": "h", "kind": "autoregressive", "target": "vicuna-7b-v1.3",
-        "layer_fraction": 1.0, "max_depth": 3, "accept": ((0.7,), (0.6,)), "sources": ["x"],
-    }  # fmt: skip
+        "slug": "h",
+        "name": "h",
+        "kind": "autoregressive",
+        "target": "vicuna-7b-v1.3",
+        "layer_fraction": 1.0,
+        "max_depth": 3,
+        "accept": ((0.7,), (0.6,)),
+        "sources": ["x"],
+    }
     return HeadCard(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -111,13 +119,15 @@ def test_bad_head_cards_are_refused_naming_the_field(tmp_path: Path) -> None:
         _card(accept=((0.7,), (-0.1,)))
     text = EAGLE.read_text(encoding="utf-8")
     path = tmp_path / "eagle-vicuna-7b-v1.3.toml"
-    path.write_text(text.replace("layer_fraction = 1.8134", "layer_fraction = 1.1658"),
-                    encoding="utf-8")  # fmt: skip
+    path.write_text(
+        text.replace("layer_fraction = 1.8134", "layer_fraction = 1.1658"), encoding="utf-8"
+    )
     card = load_head(path)
     with pytest.raises(ValueError, match=rf"{re.escape(str(path))}: field 'layer_fraction'"):
         Heads(card=card).check_target(VICUNA)
-    path.write_text(text.replace("assumed_depths = [3, 4]", "assumed_depth = [3, 4]"),
-                    encoding="utf-8")  # fmt: skip
+    path.write_text(
+        text.replace("assumed_depths = [3, 4]", "assumed_depth = [3, 4]"), encoding="utf-8"
+    )
     with pytest.raises(ValueError, match=r"unknown field\(s\) \['assumed_depth'\]"):
         load_head(path)
     path.write_text(text.replace("max_depth = 5", "max_depth = 4"), encoding="utf-8")
@@ -136,10 +146,15 @@ MTP = ROOT / "models" / "heads" / "mtp-mimo-7b.toml"
 # MiMo-7B's shape as cited on the model card: report Section 2.3 (36 layers, 4096, 11008, 32
 # heads, 8 KV groups) and the config.json copy (head_dim 128, vocab 151680, attention biases).
 MIMO_CONFIG: dict[str, int] = {
-    "num_hidden_layers": 36, "hidden_size": 4096, "intermediate_size": 11008,
-    "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151680,
+    "num_hidden_layers": 36,
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 151680,
     "max_position_embeddings": 32768,
-}  # fmt: skip
+}
 MIMO_FLAGS = {"attention_bias": True, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
 
 
@@ -156,13 +171,32 @@ def _mimo_layer() -> int:
 def test_the_mimo_model_card_is_the_cited_config() -> None:
     m = load_model("mimo-7b")
     c = MIMO_CONFIG
-    got = (m.layers, m.d_model, m.d_ff, m.heads, m.kv_heads, m.head_dim, m.vocab, m.qkv_bias,
-           m.tied_embeddings, m.max_position, m.dtype)  # fmt: skip
-    assert got == (c["num_hidden_layers"], c["hidden_size"], c["intermediate_size"],
-                   c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"],
-                   c["vocab_size"], MIMO_FLAGS["attention_bias"],
-                   MIMO_FLAGS["tie_word_embeddings"], c["max_position_embeddings"],
-                   MIMO_FLAGS["torch_dtype"])  # fmt: skip
+    got = (
+        m.layers,
+        m.d_model,
+        m.d_ff,
+        m.heads,
+        m.kv_heads,
+        m.head_dim,
+        m.vocab,
+        m.qkv_bias,
+        m.tied_embeddings,
+        m.max_position,
+        m.dtype,
+    )
+    assert got == (
+        c["num_hidden_layers"],
+        c["hidden_size"],
+        c["intermediate_size"],
+        c["num_attention_heads"],
+        c["num_key_value_heads"],
+        c["head_dim"],
+        c["vocab_size"],
+        MIMO_FLAGS["attention_bias"],
+        MIMO_FLAGS["tie_word_embeddings"],
+        c["max_position_embeddings"],
+        MIMO_FLAGS["torch_dtype"],
+    )
     assert (m.gated_mlp, m.norm, m.architecture) == (True, "rmsnorm", "decoder")
     layer = _mimo_layer()
     assert m.decode_layer_params == layer == 177_223_680
@@ -175,8 +209,11 @@ def test_the_mtp_card_holds_the_readmes_about_90_percent_for_one_depth() -> None
     card = load_head("mtp-mimo-7b")
     assert (card.target, card.kind, card.max_depth) == ("mimo-7b", "autoregressive", 1)
     text = MTP.read_text(encoding="utf-8")
-    m = re.search(r"With one MTP layer for speculative decoding, the acceptance rate is about "
-                  r"(\d+)%", text)  # fmt: skip
+    m = re.search(
+        r"With one MTP layer for speculative decoding, the acceptance rate is about "
+        r"(\d+)%",
+        text,
+    )
     assert m is not None
     assert card.accept == ((int(m.group(1)) / 100,),) == ((0.90,),)
     assert card.assumed_depths == ()
@@ -204,7 +241,8 @@ def test_the_mtp_cost_is_one_mimo_layer_plus_input_proj_norms_and_the_lm_head() 
     # One draft step is layer_fraction / 36 of the target's one-position pass, exactly.
     step = heads.draft_cost(chain_tree(1), target=mimo, hardware=HW, batch=1, context=512)
     one = DraftModel(card=mimo, acceptance=heads.acceptance).draft_cost(
-        (-1,), target=mimo, hardware=HW, batch=1, context=512)  # fmt: skip
+        (-1,), target=mimo, hardware=HW, batch=1, context=512
+    )
     assert step.time_s / one.time_s == pytest.approx(card.layer_fraction / 36, rel=1e-12)
     assert card.layer_fraction / 36 == pytest.approx(0.1304, abs=1e-4)
 
@@ -219,8 +257,9 @@ def test_the_mtp_card_is_refused_for_another_target() -> None:
 def test_a_depth_two_draft_is_refused_by_the_mtp_card() -> None:
     heads, mimo = Heads(card=load_head("mtp-mimo-7b")), load_model("mimo-7b")
     for tree in (chain_tree(2), (-1, -1, 0)):
-        with pytest.raises(ValueError, match="'mtp-mimo-7b': the tree is 2 deep but the card's "
-                                             "heads reach depth 1"):  # fmt: skip
+        with pytest.raises(
+            ValueError, match="'mtp-mimo-7b': the tree is 2 deep but the card's heads reach depth 1"
+        ):
             heads.draft_cost(tree, target=mimo, hardware=HW, batch=1, context=10)
     # The acceptance refuses it too: a head card's table carries its max_depth, so a depth-2
     # chain is not priced at 1 + 0.9 + 0.81 by repeating the last row.
@@ -233,8 +272,9 @@ def test_a_depth_two_draft_is_refused_by_the_mtp_card() -> None:
     assert plan.best.parents == chain_tree(1)  # at batch 1 a one-token draft pays
 
 
-def test_head_cards_are_found_where_the_other_cards_are(tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_head_cards_are_found_where_the_other_cards_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A folder named by SPECSIM_CARDS (or search_path) is searched for head cards too, in its
     heads/ subfolder, as for model, hardware and runtime cards."""
     from specsim.cards import list_heads
@@ -242,7 +282,8 @@ def test_head_cards_are_found_where_the_other_cards_are(tmp_path: Path,
 
     shipped = Path(load_head("medusa-vicuna-7b-v1.3").source_path or "")
     text = shipped.read_text(encoding="utf-8").replace(
-        'slug = "medusa-vicuna-7b-v1.3"', 'slug = "medusa-copy"')
+        'slug = "medusa-vicuna-7b-v1.3"', 'slug = "medusa-copy"'
+    )
     assert 'slug = "medusa-copy"' in text
     (tmp_path / "heads").mkdir()
     (tmp_path / "heads" / "medusa-copy.toml").write_text(text, encoding="utf-8")

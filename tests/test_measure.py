@@ -65,9 +65,22 @@ def _one_thread() -> Any:
 def tiny(**over: Any) -> SimpleNamespace:
     """A card-shaped namespace for a model small enough to run in milliseconds."""
     fields: dict[str, Any] = dict(
-        slug="tiny", family="llama", architecture="decoder", layers=2, encoder_layers=0,
-        d_model=32, heads=4, kv_heads=2, head_dim=8, d_ff=64, gated_mlp=True, vocab=61,
-        tied_embeddings=False, max_position=256, norm="rmsnorm", qkv_bias=False,
+        slug="tiny",
+        family="llama",
+        architecture="decoder",
+        layers=2,
+        encoder_layers=0,
+        d_model=32,
+        heads=4,
+        kv_heads=2,
+        head_dim=8,
+        d_ff=64,
+        gated_mlp=True,
+        vocab=61,
+        tied_embeddings=False,
+        max_position=256,
+        norm="rmsnorm",
+        qkv_bias=False,
         activation="silu",
     )
     fields.update(over)
@@ -76,8 +89,9 @@ def tiny(**over: Any) -> SimpleNamespace:
 
 ARCHS = {
     "llama": tiny(),
-    "gpt2": tiny(family="gpt-like", gated_mlp=False, kv_heads=4, norm="layernorm",
-                 activation="gelu"),
+    "gpt2": tiny(
+        family="gpt-like", gated_mlp=False, kv_heads=4, norm="layernorm", activation="gelu"
+    ),
     "t5": tiny(family="t5", architecture="encoder-decoder", encoder_layers=2, kv_heads=4),
 }
 
@@ -96,11 +110,16 @@ def perturbed(model: Any, scale: float, seed: int) -> Any:
 
 # Models ---------------------------------------------------------------------------------
 
+
 def test_hf_config_maps_card_families() -> None:
     import transformers
 
-    expect = {"llama-68m": transformers.LlamaConfig, "gpt-like-6m": transformers.GPT2Config,
-              "qwen2.5-0.5b": transformers.Qwen2Config, "t5-small": transformers.T5Config}
+    expect = {
+        "llama-68m": transformers.LlamaConfig,
+        "gpt-like-6m": transformers.GPT2Config,
+        "qwen2.5-0.5b": transformers.Qwen2Config,
+        "t5-small": transformers.T5Config,
+    }
     for slug, cls in expect.items():
         card = load_model(slug)
         config = hf_config(card)
@@ -120,8 +139,11 @@ def test_built_models_have_the_cards_parameter_count(slug: str) -> None:
     # The cards do not count learned position tables, biases or T5's relative
     # position buckets (all tiny); everything else must match the card's shape count.
     skip = ("wpe", "bias", "relative_attention")
-    n = sum(p.numel() for name, p in model.named_parameters(remove_duplicate=True)
-            if not any(s in name for s in skip))
+    n = sum(
+        p.numel()
+        for name, p in model.named_parameters(remove_duplicate=True)
+        if not any(s in name for s in skip)
+    )
     expected = card.shape_params
     if card.architecture == "encoder-decoder" and not card.tied_embeddings:
         expected -= card.vocab * card.d_model  # transformers 5 always ties T5's LM head
@@ -156,6 +178,7 @@ def test_resolve_device() -> None:
 
 # KV cache and decoding ------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("arch", list(ARCHS))
 def test_kv_rollback_matches_a_fresh_computation(arch: str, rng: np.random.Generator) -> None:
     model = build_model(ARCHS[arch], rng=rng, dtype="float64")
@@ -181,8 +204,9 @@ def test_speculative_greedy_equals_target_greedy(arch: str, rng: np.random.Gener
     draft = perturbed(target, 0.2, seed=1)
     prompt = rng.integers(0, 61, (3, 6))
     ar = autoregressive_decode(target, prompt=prompt, new_tokens=40, temperature=0, rng=rng)
-    sd = speculative_decode(target, draft, prompt=prompt, new_tokens=40, gamma=4,
-                            temperature=0, rng=rng)
+    sd = speculative_decode(
+        target, draft, prompt=prompt, new_tokens=40, gamma=4, temperature=0, rng=rng
+    )
     np.testing.assert_array_equal(sd.tokens, ar.tokens)
     accepted = sd.blocks.accepted
     # Both rollback paths ran: partial acceptance and fully accepted blocks.
@@ -190,8 +214,13 @@ def test_speculative_greedy_equals_target_greedy(arch: str, rng: np.random.Gener
     assert (sd.blocks.emitted == sd.blocks.groupby("block").accepted.transform("min") + 1).all()
     if arch != "t5":
         generate: Any = target.generate
-        hf = generate(torch.from_numpy(prompt), attention_mask=torch.ones(3, 6),
-                      max_new_tokens=40, min_new_tokens=40, do_sample=False)
+        hf = generate(
+            torch.from_numpy(prompt),
+            attention_mask=torch.ones(3, 6),
+            max_new_tokens=40,
+            min_new_tokens=40,
+            do_sample=False,
+        )
         np.testing.assert_array_equal(hf[:, 6:].numpy(), ar.tokens)
 
 
@@ -207,13 +236,16 @@ def test_batched_speculative_sampling_has_the_targets_law(rng: np.random.Generat
     draft = build_model(card, rng=rng, dtype="float64")
     temperature, rows = 0.05, 4000
     prompt = np.tile(rng.integers(0, 7, (1, 5)), (rows, 1))
-    sd = speculative_decode(target, draft, prompt=prompt, new_tokens=2, gamma=2,
-                            temperature=temperature, rng=rng)
-    p1 = next_token_probs(DecodeState(target, batch=1).forward(
-        torch.from_numpy(prompt[:1]))[:, -1], temperature)[0]
+    sd = speculative_decode(
+        target, draft, prompt=prompt, new_tokens=2, gamma=2, temperature=temperature, rng=rng
+    )
+    p1 = next_token_probs(
+        DecodeState(target, batch=1).forward(torch.from_numpy(prompt[:1]))[:, -1], temperature
+    )[0]
     ext = np.concatenate([np.tile(prompt[:1], (7, 1)), np.arange(7)[:, None]], axis=1)
-    p2 = next_token_probs(DecodeState(target, batch=7).forward(
-        torch.from_numpy(ext))[:, -1], temperature)
+    p2 = next_token_probs(
+        DecodeState(target, batch=7).forward(torch.from_numpy(ext))[:, -1], temperature
+    )
     expected = (p1[:, None] * p2).ravel() * rows
     observed = np.bincount(sd.tokens[:, 0] * 7 + sd.tokens[:, 1], minlength=49)
     alpha = sd.positions.query("block == 0 and position == 1").alpha.mean()
@@ -229,8 +261,15 @@ def test_acceptance_follows_alpha_position_by_position(rng: np.random.Generator)
     """Each reached position accepts with probability alpha: a martingale z-test."""
     target = build_model(tiny(), rng=rng)
     draft = build_model(tiny(layers=1), rng=rng)
-    sd = speculative_decode(target, draft, prompt=rng.integers(0, 61, (2, 4)), new_tokens=150,
-                            gamma=3, temperature=0.1, rng=rng)
+    sd = speculative_decode(
+        target,
+        draft,
+        prompt=rng.integers(0, 61, (2, 4)),
+        new_tokens=150,
+        gamma=3,
+        temperature=0.1,
+        rng=rng,
+    )
     reached = sd.positions[sd.positions.reached]
     a = reached.alpha.to_numpy()
     z = (reached.accepted.to_numpy() - a).sum() / np.sqrt((a * (1 - a)).sum())
@@ -244,8 +283,7 @@ def test_decoding_argument_checks(rng: np.random.Generator) -> None:
     other = build_model(tiny(vocab=62), rng=rng)
     prompt = rng.integers(0, 61, (1, 3))
     with pytest.raises(ValueError, match="vocabulary 62"):
-        speculative_decode(m, other, prompt=prompt, new_tokens=2, gamma=2, temperature=1,
-                           rng=rng)
+        speculative_decode(m, other, prompt=prompt, new_tokens=2, gamma=2, temperature=1, rng=rng)
     with pytest.raises(ValueError, match="gamma"):
         speculative_decode(m, m, prompt=prompt, new_tokens=2, gamma=0, temperature=1, rng=rng)
     with pytest.raises(ValueError, match="prompt"):
@@ -269,20 +307,38 @@ def test_hf_generate_plain_and_assisted(rng: np.random.Generator) -> None:
     draft = perturbed(target, 0.2, seed=2)
     prompt = rng.integers(0, 61, (1, 5))
     plain = hf_generate(target, None, prompt=prompt, new_tokens=12, temperature=0, rng=rng)
-    assisted = hf_generate(target, draft, prompt=prompt, new_tokens=12, temperature=0, rng=rng,
-                           num_assistant_tokens=3, schedule="constant")
+    assisted = hf_generate(
+        target,
+        draft,
+        prompt=prompt,
+        new_tokens=12,
+        temperature=0,
+        rng=rng,
+        num_assistant_tokens=3,
+        schedule="constant",
+    )
     np.testing.assert_array_equal(assisted["tokens"], plain["tokens"])
     assert plain["target_passes"] == 12 and plain["draft_passes"] == 0
     assert 1 <= assisted["target_passes"] < 12 and assisted["draft_passes"] > 0
-    sampled = hf_generate(target, draft, prompt=prompt, new_tokens=12, temperature=1.0, rng=rng,
-                          num_assistant_tokens=3, schedule="heuristic")
+    sampled = hf_generate(
+        target,
+        draft,
+        prompt=prompt,
+        new_tokens=12,
+        temperature=1.0,
+        rng=rng,
+        num_assistant_tokens=3,
+        schedule="heuristic",
+    )
     assert sampled["tokens"].shape == (1, 12) and sampled["time_s"] > 0
     with pytest.raises(ValueError, match="shape \\(1, P\\)"):
-        hf_generate(target, None, prompt=np.zeros((2, 3), int), new_tokens=2, temperature=0,
-                    rng=rng)
+        hf_generate(
+            target, None, prompt=np.zeros((2, 3), int), new_tokens=2, temperature=0, rng=rng
+        )
 
 
 # Timing ---------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2", "t5"])
 def test_time_passes_grid_rows(arch: str, rng: np.random.Generator) -> None:
@@ -290,15 +346,24 @@ def test_time_passes_grid_rows(arch: str, rng: np.random.Generator) -> None:
     source = 6 if arch == "t5" else 0
     state = filled_state(model, batch=3, context=17, rng=rng, source_len=source)
     assert state.length == 17
-    rows = time_passes(model, batch=3, context=17, new_tokens=(1, 4), repeats=3, warmup=1,
-                       rng=rng, source_len=source)
+    rows = time_passes(
+        model,
+        batch=3,
+        context=17,
+        new_tokens=(1, 4),
+        repeats=3,
+        warmup=1,
+        rng=rng,
+        source_len=source,
+    )
     assert len(rows) == 6 and rows.new_tokens.tolist() == [1, 1, 1, 4, 4, 4]
     assert (rows.time_s > 0).all() and rows.peak_mem_bytes.isna().all()
     assert rows.energy_j.isna().all() and (rows.source_len == source).all()
 
 
-def test_energy_per_pass_from_a_counter(rng: np.random.Generator,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_energy_per_pass_from_a_counter(
+    rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The NVML path's arithmetic with a fake 50 W counter (the CPU has none)."""
     import time
 
@@ -306,22 +371,38 @@ def test_energy_per_pass_from_a_counter(rng: np.random.Generator,
 
     monkeypatch.setattr(timing, "energy_meter", lambda device: lambda: 50.0 * time.perf_counter())
     model = build_model(tiny(), rng=rng)
-    rows = time_passes(model, batch=2, context=16, new_tokens=(3,), repeats=3, warmup=1,
-                       rng=rng, energy_window_s=0.05)
+    rows = time_passes(
+        model,
+        batch=2,
+        context=16,
+        new_tokens=(3,),
+        repeats=3,
+        warmup=1,
+        rng=rng,
+        energy_window_s=0.05,
+    )
     ratio = rows.energy_j / (50.0 * rows.time_s.median())
     assert ratio.between(0.3, 3.0).all(), ratio.tolist()
 
 
 def test_time_calls_and_ceilings(rng: np.random.Generator) -> None:
     calls: list[str] = []
-    times = time_calls(lambda: calls.append("f"), device=CPU, repeats=3, warmup=2,
-                       after=lambda: calls.append("a"))
+    times = time_calls(
+        lambda: calls.append("f"), device=CPU, repeats=3, warmup=2, after=lambda: calls.append("a")
+    )
     assert len(times) == 3 and calls == ["f", "a"] * 5
     with pytest.raises(ValueError, match="repeats"):
         time_calls(lambda: None, device=CPU, repeats=0, warmup=0)
     assert energy_meter(CPU) is None
-    rows = measure_ceilings(device="cpu", dtype="float32", matmul_sizes=(32,),
-                            copy_bytes=(4096,), repeats=2, warmup=1, rng=rng)
+    rows = measure_ceilings(
+        device="cpu",
+        dtype="float32",
+        matmul_sizes=(32,),
+        copy_bytes=(4096,),
+        repeats=2,
+        warmup=1,
+        rng=rng,
+    )
     assert rows.op.tolist() == ["matmul"] * 2 + ["gemv"] * 2 + ["copy"] * 2
     mm = rows[rows.op == "matmul"]
     assert (mm.flops == 2 * 32**3).all()
@@ -331,6 +412,7 @@ def test_time_calls_and_ceilings(rng: np.random.Generator) -> None:
 
 
 # Presets, traces, resume, CLI -----------------------------------------------------------
+
 
 def test_presets_are_defined_as_the_issue_asks() -> None:
     assert get_preset("gpu") is PRESETS["h200"]
@@ -361,8 +443,14 @@ def test_smoke_preset_writes_valid_traces_and_resumes(tmp_path: Path) -> None:
     lines: list[str] = []
     written = run_preset(preset, device="cpu", out=tmp_path, seed=3, log=lines.append)
     all_traces = read_traces(tmp_path)
-    assert set(all_traces) == {"passes", "specdec", "positions", "autoregressive", "assisted",
-                               "ceilings"}
+    assert set(all_traces) == {
+        "passes",
+        "specdec",
+        "positions",
+        "autoregressive",
+        "assisted",
+        "ceilings",
+    }
     for name, trace in all_traces.items():
         assert len(trace.data) == written[name] > 0
         assert trace.meta["preset"] == "smoke" and trace.meta["seed"] == 3
@@ -376,8 +464,9 @@ def test_smoke_preset_writes_valid_traces_and_resumes(tmp_path: Path) -> None:
     pos = all_traces["positions"].data
     assert len(pos) == len(sd) * preset.gammas[0]
     passes = all_traces["passes"].data
-    assert len(passes) == (len(preset.batches) * len(preset.contexts) * len(preset.new_tokens)
-                           * preset.repeats)
+    assert len(passes) == (
+        len(preset.batches) * len(preset.contexts) * len(preset.new_tokens) * preset.repeats
+    )
     ar = all_traces["autoregressive"].data
     assert (ar.groupby("run_id").step.max() == preset.decode_tokens - 1).all()
     again = run_preset(preset, device="cpu", out=tmp_path, seed=3)
@@ -391,13 +480,28 @@ def test_gpu_preset_path_on_cpu(tmp_path: Path) -> None:
     import dataclasses
 
     small = dataclasses.replace(
-        PRESETS["h200"], timing_models=("gpt-like-6m",), batches=(1, 64), contexts=(8,),
-        new_tokens=(1, 2), repeats=1, warmup=1, max_cache_bytes=100 * 1024,
-        pairs=(("gpt-like-6m", "llama-68m"),), temperatures=(1.0,), gammas=(2,),
-        decode_batches=(1, 2), prompt_len=4, decode_tokens=4, assisted_temperatures=(1.0,),
-        matmul_sizes=(32,), copy_bytes=(4096,), ceiling_repeats=1,
+        PRESETS["h200"],
+        timing_models=("gpt-like-6m",),
+        batches=(1, 64),
+        contexts=(8,),
+        new_tokens=(1, 2),
+        repeats=1,
+        warmup=1,
+        max_cache_bytes=100 * 1024,
+        pairs=(("gpt-like-6m", "llama-68m"),),
+        temperatures=(1.0,),
+        gammas=(2,),
+        decode_batches=(1, 2),
+        prompt_len=4,
+        decode_tokens=4,
+        assisted_temperatures=(1.0,),
+        matmul_sizes=(32,),
+        copy_bytes=(4096,),
+        ceiling_repeats=1,
         # The formats and interleaved runs: test_h200_preset_shrunk_runs_every_path_on_cpu.
-        weight_formats=(), interleave=False, allreduce_bytes=(),
+        weight_formats=(),
+        interleave=False,
+        allreduce_bytes=(),
     )
     lines: list[str] = []
     run_preset(small, device="cpu", out=tmp_path, log=lines.append)
@@ -422,11 +526,25 @@ def test_bfloat16_path_runs(rng: np.random.Generator) -> None:
     assert next(target.parameters()).dtype == torch.bfloat16
     rows = time_passes(target, batch=2, context=9, new_tokens=(2,), repeats=2, warmup=1, rng=rng)
     assert (rows.time_s > 0).all()
-    sd = speculative_decode(target, draft, prompt=rng.integers(0, 61, (2, 3)), new_tokens=8,
-                            gamma=3, temperature=0.5, rng=rng)
+    sd = speculative_decode(
+        target,
+        draft,
+        prompt=rng.integers(0, 61, (2, 3)),
+        new_tokens=8,
+        gamma=3,
+        temperature=0.5,
+        rng=rng,
+    )
     assert sd.tokens.shape == (2, 8) and sd.positions.alpha.between(0, 1 + 1e-12).all()
-    ceil = measure_ceilings(device="cpu", dtype="bfloat16", matmul_sizes=(16,), copy_bytes=(64,),
-                            repeats=1, warmup=0, rng=rng)
+    ceil = measure_ceilings(
+        device="cpu",
+        dtype="bfloat16",
+        matmul_sizes=(16,),
+        copy_bytes=(64,),
+        repeats=1,
+        warmup=0,
+        rng=rng,
+    )
     assert (ceil[ceil.op == "matmul"].bytes == 3 * 16 * 16 * 2).all()
 
 
@@ -444,6 +562,7 @@ def test_interrupted_run_resumes_without_loss_or_duplicates(tmp_path: Path) -> N
             finished.append(line)
             if len(finished) == 2:
                 raise _Stop
+
     with pytest.raises(_Stop):
         run_preset(preset, device="cpu", out=cut, seed=1, sections=("specdec",), log=log)
     before = read_trace(cut / "specdec.csv").data
@@ -511,8 +630,23 @@ def test_cli_measure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 
     assert _SECTIONS == SECTIONS
     out = tmp_path / "cli"
-    code = main(["measure", "--device", "cpu", "--preset", "smoke", "--out", str(out),
-                 "--only", "ceilings", "--seed", "4", "--threads", "1"])
+    code = main(
+        [
+            "measure",
+            "--device",
+            "cpu",
+            "--preset",
+            "smoke",
+            "--out",
+            str(out),
+            "--only",
+            "ceilings",
+            "--seed",
+            "4",
+            "--threads",
+            "1",
+        ]
+    )
     text = capsys.readouterr().out
     assert code == 0 and "ceilings matmul 64" in text and "rows written: ceilings 6" in text
     meta = read_trace(out / "ceilings.csv").meta
@@ -522,8 +656,12 @@ def test_cli_measure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert "unknown preset 'nope'" in capsys.readouterr().err
     assert main(["measure", "--device", "tpu", "--preset", "smoke", "--out", str(out)]) == 2
     assert "device" in capsys.readouterr().err
-    assert main(["measure", "--device", "cpu", "--preset", "smoke", "--out", str(out),
-                 "--threads", "0"]) == 2
+    assert (
+        main(
+            ["measure", "--device", "cpu", "--preset", "smoke", "--out", str(out), "--threads", "0"]
+        )
+        == 2
+    )
     assert "--threads" in capsys.readouterr().err
 
 
@@ -541,8 +679,9 @@ def test_cli_measure_shows_every_unit_with_the_time_left_and_a_json_summary(
     text = capsys.readouterr().out
     plan = _plan(PRESETS["smoke"], SECTIONS)
     # One line per planned unit, in the plan's order: the plan is the harness's own.
-    units = re.findall(r"^\[ *[\d.]+ s\] (.+?): .*  \[(\d+)/(\d+)(, about .+ left)?\]$",
-                       text, flags=re.M)
+    units = re.findall(
+        r"^\[ *[\d.]+ s\] (.+?): .*  \[(\d+)/(\d+)(, about .+ left)?\]$", text, flags=re.M
+    )
     assert [u[0] for u in units] == plan
     assert [int(u[1]) for u in units] == list(range(1, len(plan) + 1))
     assert {int(u[2]) for u in units} == {len(plan)}
@@ -580,8 +719,11 @@ def test_cli_measure_only_sections_are_planned_in_order() -> None:
         ("real", ["--only", "passes"], "--only"),
         ("smoke", ["--stage", "train"], "--stage"),
         ("smoke", ["--work", "w", "--models", "m"], "--work, --models"),
-        ("cpu", ["--sample", "s", "--train-only", "a", "--vocab", "64"],
-         "--sample, --train-only, --vocab"),
+        (
+            "cpu",
+            ["--sample", "s", "--train-only", "a", "--vocab", "64"],
+            "--sample, --train-only, --vocab",
+        ),
     ],
 )
 def test_cli_measure_refuses_flags_its_preset_ignores(
@@ -598,6 +740,7 @@ def test_cli_measure_refuses_flags_its_preset_ignores(
 
 
 # Weight formats, interleaved runs, shrunk presets (issue 14) -------------------------------
+
 
 def test_quantized_weights_compute_nearly_the_same_logits(rng: np.random.Generator) -> None:
     assert int4_supported() == ""  # torch 2.13's CPU build packs and multiplies int4
@@ -626,11 +769,13 @@ def test_interleaved_runs_stop_by_the_interval_or_the_block_cap(rng: np.random.G
         return np.random.default_rng(segment).integers(0, 61, (1, 4))
 
     kw: dict[str, Any] = dict(prompt=prompt, new_tokens=6, gamma=2, temperature=1.0)
-    run, why, (s, lo, hi) = interleaved_until(target, draft, rng=rng, halfwidth=0.99,
-                                              min_blocks=3, max_blocks=100, **kw)
+    run, why, (s, lo, hi) = interleaved_until(
+        target, draft, rng=rng, halfwidth=0.99, min_blocks=3, max_blocks=100, **kw
+    )
     assert why == "interval" and lo <= s <= hi and (hi - lo) / 2 <= 0.99 * s
-    run, why, _ = interleaved_until(target, draft, rng=rng, halfwidth=1e-9, min_blocks=3,
-                                    max_blocks=5, **kw)
+    run, why, _ = interleaved_until(
+        target, draft, rng=rng, halfwidth=1e-9, min_blocks=3, max_blocks=5, **kw
+    )
     assert why == "blocks" and run.blocks.block.tolist() == list(range(len(run.blocks)))
     # Each block is followed by as many plain steps as it emitted, numbered on.
     assert len(run.steps) == run.blocks.emitted.sum()
@@ -644,13 +789,18 @@ def test_cpu_rows_preset_shrunk_times_formats_and_interleaved_runs(tmp_path: Pat
     passes = got["passes"].data
     assert set(passes.weights) == {"fp32", "int8", "int4"}
     assert dict(zip(passes.weights, passes.quant, strict=True)) == {
-        "fp32": "none", "int8": "dynamic", "int4": "weight-only"}
+        "fp32": "none",
+        "int8": "dynamic",
+        "int4": "weight-only",
+    }
     assert set(passes.loc[passes.weights == "int4", "group_size"].astype(int)) == {128}
     runs = paired_runs(got["specdec"].data, got["autoregressive"].data)
     assert runs.paired.all() and (runs.twin_steps == runs.tokens).all()
     assert (runs.speedup_low <= runs.speedup).all() and (runs.speedup <= runs.speedup_high).all()
-    assert sum(run_preset(preset, device="cpu", out=tmp_path,
-                          sections=("passes", "specdec")).values()) == 0  # fmt: skip
+    assert (
+        sum(run_preset(preset, device="cpu", out=tmp_path, sections=("passes", "specdec")).values())
+        == 0
+    )
 
 
 def test_h200_preset_shrunk_runs_every_path_on_cpu(tmp_path: Path) -> None:
@@ -658,8 +808,12 @@ def test_h200_preset_shrunk_runs_every_path_on_cpu(tmp_path: Path) -> None:
     runs, end to end on the CPU; collectives are skipped without two GPUs."""
     preset = shrink(PRESETS["h200"])
     assert preset.dtype == "bfloat16" and preset.interleave and preset.allreduce_bytes
-    run_preset(dataclasses.replace(preset, batches=(1,)), device="cpu", out=tmp_path,
-               sections=("ceilings", "passes", "specdec"))  # fmt: skip
+    run_preset(
+        dataclasses.replace(preset, batches=(1,)),
+        device="cpu",
+        out=tmp_path,
+        sections=("ceilings", "passes", "specdec"),
+    )
     got = read_traces(tmp_path)
     assert set(got["passes"].data.weights) == {"bf16", "int8", "int4"}
     assert set(got["passes"].data.quant) == {"none", "weight-only"}
@@ -671,10 +825,27 @@ def test_cli_measure_shrink_flag(tmp_path: Path, capsys: pytest.CaptureFixture[s
     from specsim.cli import main
 
     out = tmp_path / "m"
-    assert main(["measure", "--device", "cpu", "--preset", "cpu-rows", "--shrink", "--out",
-                 str(out), "--only", "ceilings", "--quiet"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "measure",
+                "--device",
+                "cpu",
+                "--preset",
+                "cpu-rows",
+                "--shrink",
+                "--out",
+                str(out),
+                "--only",
+                "ceilings",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     meta = read_trace(out / "ceilings.csv").meta
     assert meta["preset"] == "cpu-rows-shrunk" and "--shrink" in meta["command"]
-    assert main(["measure", "--device", "cpu", "--preset", "real", "--shrink", "--out",
-                 str(out)]) == 2  # fmt: skip
+    assert (
+        main(["measure", "--device", "cpu", "--preset", "real", "--shrink", "--out", str(out)]) == 2
+    )
     assert "--shrink" in capsys.readouterr().err

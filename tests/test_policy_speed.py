@@ -47,17 +47,24 @@ class Unremembered(CardCost):
         return IterationCost(*self._uniform(float(batch), float(context_sum), gamma))
 
 
-PARTS = dict(target=load_model("llama-2-7b"), draft=load_model("llama-68m"),
-             hardware=load_hardware("a100-80gb"))  # fmt: skip
+PARTS = dict(
+    target=load_model("llama-2-7b"),
+    draft=load_model("llama-68m"),
+    hardware=load_hardware("a100-80gb"),
+)
 
 
 def config(cost, policy, **kw) -> ServingConfig:
     base = dict(
-        workload=PoissonWorkload(rate_per_s=60.0, requests=150, prompt_tokens=(16, 900),
-                                 output_tokens=(1, 120)),
-        cost=cost, acceptance=IIDAcceptance(alpha=0.7), policy=policy, max_batch=16,
+        workload=PoissonWorkload(
+            rate_per_s=60.0, requests=150, prompt_tokens=(16, 900), output_tokens=(1, 120)
+        ),
+        cost=cost,
+        acceptance=IIDAcceptance(alpha=0.7),
+        policy=policy,
+        max_batch=16,
         max_gamma=6,
-    )  # fmt: skip
+    )
     base.update(kw)
     return ServingConfig(**base)
 
@@ -72,8 +79,11 @@ def assert_same(a, b) -> None:
 
 RUNS = {
     "reservation": {},
-    "low load": {"workload": PoissonWorkload(rate_per_s=2.0, requests=60, prompt_tokens=(16, 900),
-                                             output_tokens=(1, 120))},  # fmt: skip
+    "low load": {
+        "workload": PoissonWorkload(
+            rate_per_s=2.0, requests=60, prompt_tokens=(16, 900), output_tokens=(1, 120)
+        )
+    },
     "paged, preempting": {"kv_block_tokens": 16, "kv_capacity_tokens": 3000},
     "chunked": {"token_budget": 96},
     "three replicas, join-shortest-queue": {"replicas": 3, "router": "join-shortest-queue"},
@@ -87,8 +97,9 @@ def test_fast_adaptive_path_gives_the_slow_tables(name: str) -> None:
     policy, slow = LoadAdaptive(alpha=0.7, max_gamma=6), SlowAdaptive(alpha=0.7, max_gamma=6)
     card = CardCost(**PARTS)
     fast = simulate_serving(config(card, policy, **RUNS[name]), np.random.default_rng(3))
-    ref = simulate_serving(config(Unremembered(**PARTS), slow, **RUNS[name]),
-                           np.random.default_rng(3))  # fmt: skip
+    ref = simulate_serving(
+        config(Unremembered(**PARTS), slow, **RUNS[name]), np.random.default_rng(3)
+    )
     assert_same(fast, ref)
     gammas = fast.iterations_spec["draft_tokens"] / fast.iterations_spec["batch"].clip(lower=1)
     assert gammas.nunique() > 1  # the policy did vary its choice
@@ -100,25 +111,35 @@ def test_plain_cost_table_path() -> None:
     """A source without ``uniform_times`` (PlainCost): the policy reads the table whole,
     the same floats as gamma by gamma."""
     cost = PlainCost(c=0.05)
-    fast = simulate_serving(config(cost, LoadAdaptive(alpha=0.7, max_gamma=6)),
-                            np.random.default_rng(5))  # fmt: skip
-    slow = simulate_serving(config(cost, SlowAdaptive(alpha=0.7, max_gamma=6)),
-                            np.random.default_rng(5))  # fmt: skip
+    fast = simulate_serving(
+        config(cost, LoadAdaptive(alpha=0.7, max_gamma=6)), np.random.default_rng(5)
+    )
+    slow = simulate_serving(
+        config(cost, SlowAdaptive(alpha=0.7, max_gamma=6)), np.random.default_rng(5)
+    )
     assert_same(fast, slow)
 
 
 def test_capacity_search_tables_equal_the_slow_path() -> None:
     """A small capacity search with the crossover: the same rows, fast and slow."""
-    search = Search(rate_min=2.0, rate_max=64.0, precision=0.1, requests=400, max_requests=400,
-                    crossover_precision=0.2)  # fmt: skip
+    search = Search(
+        rate_min=2.0,
+        rate_max=64.0,
+        precision=0.1,
+        requests=400,
+        max_requests=400,
+        crossover_precision=0.2,
+    )
     slo = SLO(tpot_p99_s=0.012, ttft_p99_s=1.0)
     rows = {}
-    for key, cost, policy in (("fast", CardCost(**PARTS), LoadAdaptive(alpha=0.7, max_gamma=6)),
-                              ("slow", Unremembered(**PARTS),
-                               SlowAdaptive(alpha=0.7, max_gamma=6))):  # fmt: skip
+    for key, cost, policy in (
+        ("fast", CardCost(**PARTS), LoadAdaptive(alpha=0.7, max_gamma=6)),
+        ("slow", Unremembered(**PARTS), SlowAdaptive(alpha=0.7, max_gamma=6)),
+    ):
         cfg = config(cost, policy, max_batch=32)
-        rows[key] = pd.DataFrame(search_capacity(cfg, slo=slo, search=search, rate_per_s=40.0,
-                                                 seed=7, crossover=True))  # fmt: skip
+        rows[key] = pd.DataFrame(
+            search_capacity(cfg, slo=slo, search=search, rate_per_s=40.0, seed=7, crossover=True)
+        )
     pd.testing.assert_frame_equal(rows["fast"], rows["slow"], check_exact=True)
     assert (rows["fast"]["kind"] == "crossover").any()
 
@@ -140,13 +161,15 @@ def test_uniform_times_are_the_contexts_table_and_read_only() -> None:
 def test_memo_is_bounded_and_not_pickled(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(source, "MEMO", 50)
     card = CardCost(**PARTS)
-    res = simulate_serving(config(card, LoadAdaptive(alpha=0.7, max_gamma=6)),
-                           np.random.default_rng(1))  # fmt: skip
+    res = simulate_serving(
+        config(card, LoadAdaptive(alpha=0.7, max_gamma=6)), np.random.default_rng(1)
+    )
     assert 0 < len(card._memo) <= 50
     copy = pickle.loads(pickle.dumps(card))
     assert "_memo" not in copy.__dict__ and copy == card
-    again = simulate_serving(config(copy, LoadAdaptive(alpha=0.7, max_gamma=6)),
-                             np.random.default_rng(1))  # fmt: skip
+    again = simulate_serving(
+        config(copy, LoadAdaptive(alpha=0.7, max_gamma=6)), np.random.default_rng(1)
+    )
     assert_same(res, again)
 
 
@@ -165,16 +188,25 @@ def _array_times(card: CardCost, b: float, sc: float, n: int) -> np.ndarray:
 
 CARDS = {
     "a100": PARTS,
-    "h200, tensor parallel 2": dict(target=load_model("llama-3.1-70b"),
-                                    draft=load_model("llama-3.2-1b"),
-                                    hardware=load_hardware("h200"), tensor_parallel=2),
+    "h200, tensor parallel 2": dict(
+        target=load_model("llama-3.1-70b"),
+        draft=load_model("llama-3.2-1b"),
+        hardware=load_hardware("h200"),
+        tensor_parallel=2,
+    ),
     "int4 weights (dequantization)": {**PARTS, "weights": "int4"},
-    "encoder-decoder": dict(target=load_model("t5-base"), draft=load_model("t5-base"),
-                            hardware=load_hardware("a100-80gb")),
-    "efficiencies by rows": dict(target=load_model("llama-160m"), draft=load_model("llama-68m"),
-                                 hardware=load_hardware("cpu-epyc-2vcpu"),
-                                 runtime="cpu-epyc-eager-rows"),
-}  # fmt: skip
+    "encoder-decoder": dict(
+        target=load_model("t5-base"),
+        draft=load_model("t5-base"),
+        hardware=load_hardware("a100-80gb"),
+    ),
+    "efficiencies by rows": dict(
+        target=load_model("llama-160m"),
+        draft=load_model("llama-68m"),
+        hardware=load_hardware("cpu-epyc-2vcpu"),
+        runtime="cpu-epyc-eager-rows",
+    ),
+}
 
 
 @pytest.mark.parametrize("name", list(CARDS))
@@ -200,8 +232,9 @@ def test_time_tables_never_fall_as_the_context_sum_grows(name: str) -> None:
     rng = np.random.default_rng(2)
     for b in (1, 7, 64, 255):
         sums = np.sort(rng.integers(0, 300_000, 200))
-        tables = np.array([card.uniform_times(batch=b, context_sum=int(s), max_gamma=8)
-                           for s in sums])  # fmt: skip
+        tables = np.array(
+            [card.uniform_times(batch=b, context_sum=int(s), max_gamma=8) for s in sums]
+        )
         assert (np.diff(tables, axis=0) >= 0).all()
 
 
@@ -221,7 +254,8 @@ def test_settled_choice_holds_between_its_bounds() -> None:
         settled += 1
         for t in (low, high, low + rng.uniform(0, 1, 7) * (high - low)):
             times = TableTimes(lambda n, t=t: t[: n + 1], 6)
-            ctx = PolicyContext(position=0, draw=None, last_gamma=None, last_accepted=None,
-                                batch=8, pass_time=times)  # fmt: skip
+            ctx = PolicyContext(
+                position=0, draw=None, last_gamma=None, last_accepted=None, batch=8, pass_time=times
+            )
             assert policy.choose(ctx) == g
     assert settled > 20 and unsettled > 20

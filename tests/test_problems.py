@@ -423,13 +423,19 @@ def test_agreement_rule() -> None:
 # serial target calls" was answered with the calls per token (0.68, not 1.47).
 _QUESTION_RULES: tuple[tuple[str, str, Any], ...] = (
     (r"cut the serial target calls", "a cut factor of calls is >= 1", lambda v: v >= 1.0),
-    (r"probability|what fraction", "a probability or fraction is in [0, 1]",
-     lambda v: -1e-12 <= v <= 1 + 1e-12),
+    (
+        r"probability|what fraction",
+        "a probability or fraction is in [0, 1]",
+        lambda v: -1e-12 <= v <= 1 + 1e-12,
+    ),
     (r"^- \([a-z]\) How many", "a count is >= 0", lambda v: v >= 0),
-    (r"Which (?:integer )?\$\\gamma\$|smallest \$\\gamma\$", "a gamma is a whole number >= 0",
-     lambda v: v >= 0 and float(v).is_integer()),
+    (
+        r"Which (?:integer )?\$\\gamma\$|smallest \$\\gamma\$",
+        "a gamma is a whole number >= 0",
+        lambda v: v >= 0 and float(v).is_integer(),
+    ),
     (r"improve walltime|walltime improvement", "an improvement is > 0", lambda v: v > 0),
-)  # fmt: skip
+)
 
 
 def _parts(statement: tuple[str, ...]) -> list[str]:

@@ -96,9 +96,18 @@ def test_the_problems_render_in_markdown_and_latex() -> None:
     for n, t in enumerate(TEMPLATES, start=1):
         params = t.draw(np.random.default_rng(n))
         w = t.build(params)
-        problems.append(Problem(key=t.key, level=t.level, number=f"{t.level}.{n}",
-                                title=t.title, params=params, statement=w.statement,
-                                solution=w.solution, answers=w.answers))  # fmt: skip
+        problems.append(
+            Problem(
+                key=t.key,
+                level=t.level,
+                number=f"{t.level}.{n}",
+                title=t.title,
+                params=params,
+                statement=w.statement,
+                solution=w.solution,
+                answers=w.answers,
+            )
+        )
     ps = ProblemSet(seed=1, levels=(1, 2, 3), problems=tuple(problems))
     md = render_markdown(ps, answers=True)
     assert all(t.title in md for t in TEMPLATES)

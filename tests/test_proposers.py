@@ -34,12 +34,18 @@ ROOT = Path(__file__).resolve().parents[1]
 HW = load_hardware("a100-80gb")
 LLAMA = load_model("llama-2-7b")
 # The Medusa card's target: the card text asked for in models/lm (a test copy until then).
-VICUNA = LLAMA.__class__(**{
-    **{k: getattr(LLAMA, k) for k in LLAMA.__dataclass_fields__ if k != "source_path"},
-    "slug": "vicuna-7b-v1.3", "name": "Vicuna 7B v1.3", "family": "llama", "max_position": 2048,
-    "params": 6_738_415_616, "hf_repo": "lmsys/vicuna-7b-v1.3",
-    "sources": {"config": "https://huggingface.co/lmsys/vicuna-7b-v1.3/blob/main/config.json"},
-})  # fmt: skip
+VICUNA = LLAMA.__class__(
+    **{
+        **{k: getattr(LLAMA, k) for k in LLAMA.__dataclass_fields__ if k != "source_path"},
+        "slug": "vicuna-7b-v1.3",
+        "name": "Vicuna 7B v1.3",
+        "family": "llama",
+        "max_position": 2048,
+        "params": 6_738_415_616,
+        "hf_repo": "lmsys/vicuna-7b-v1.3",
+        "sources": {"config": "https://huggingface.co/lmsys/vicuna-7b-v1.3/blob/main/config.json"},
+    }
+)
 MEDUSA = ROOT / "models" / "heads" / "medusa-vicuna-7b-v1.3.toml"
 
 
@@ -64,7 +70,8 @@ def test_heads_cost_one_evaluation_per_pass_and_refuse_another_target() -> None:
     chain = heads.draft_cost((-1, 0, 1), target=VICUNA, hardware=HW, batch=4, context=256)
     assert one.time_s == pytest.approx(chain.time_s)  # one evaluation, whatever the tree
     ver = DraftModel(card=VICUNA, acceptance=heads.acceptance).draft_cost(
-        (-1,), target=VICUNA, hardware=HW, batch=4, context=256)  # fmt: skip
+        (-1,), target=VICUNA, hardware=HW, batch=4, context=256
+    )
     assert one.time_s == pytest.approx(ver.time_s * 3.6528 / 32)
     with pytest.raises(ValueError, match="trained for target 'vicuna-7b-v1.3'.*'llama-2-7b'"):
         heads.draft_cost(tree, target=LLAMA, hardware=HW, batch=1, context=10)
@@ -73,22 +80,44 @@ def test_heads_cost_one_evaluation_per_pass_and_refuse_another_target() -> None:
 
 
 def test_an_autoregressive_head_steps_once_per_depth() -> None:
-    card = HeadCard(slug="h", name="h", kind="autoregressive", target="vicuna-7b-v1.3",
-                    layer_fraction=1.0, max_depth=4, accept=((0.5,),),
-                    sources=["test"])  # fmt: skip
-    deep = Heads(card=card).draft_cost((-1, 0, 1), target=VICUNA, hardware=HW, batch=1,
-                                       context=100)  # fmt: skip
+    card = HeadCard(
+        slug="h",
+        name="h",
+        kind="autoregressive",
+        target="vicuna-7b-v1.3",
+        layer_fraction=1.0,
+        max_depth=4,
+        accept=((0.5,),),
+        sources=["test"],
+    )
+    deep = Heads(card=card).draft_cost((-1, 0, 1), target=VICUNA, hardware=HW, batch=1, context=100)
     flat = Heads(card=card).draft_cost((-1,), target=VICUNA, hardware=HW, batch=1, context=100)
     assert deep.time_s == pytest.approx(3 * flat.time_s, rel=0.01)
 
 
 def test_bad_head_cards_are_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="'kind' must be one of"):
-        HeadCard(slug="h", name="h", kind="magic", target="t", layer_fraction=1.0, max_depth=1,
-                 accept=((0.5,),), sources=["x"])  # fmt: skip
+        HeadCard(
+            slug="h",
+            name="h",
+            kind="magic",
+            target="t",
+            layer_fraction=1.0,
+            max_depth=1,
+            accept=((0.5,),),
+            sources=["x"],
+        )
     with pytest.raises(ValueError, match="depth 1, rank 0"):
-        HeadCard(slug="h", name="h", kind="parallel", target="t", layer_fraction=1.0,
-                 max_depth=1, accept=((1.5,),), sources=["x"])  # fmt: skip
+        HeadCard(
+            slug="h",
+            name="h",
+            kind="parallel",
+            target="t",
+            layer_fraction=1.0,
+            max_depth=1,
+            accept=((1.5,),),
+            sources=["x"],
+        )
     bad = tmp_path / "x.toml"
     bad.write_text(MEDUSA.read_text(encoding="utf-8"), encoding="utf-8")
     with pytest.raises(ValueError, match="name the file medusa-vicuna-7b-v1.3.toml"):
@@ -106,9 +135,14 @@ def test_a_draft_model_steps_over_the_frontier_and_checks_its_target() -> None:
     assert wide.time_s >= chain.time_s > 0.0
     with pytest.raises(ValueError, match="vocab|tokenizer|family"):
         DraftModel(card=load_model("qwen2.5-0.5b"), acceptance=acc).draft_cost(
-            (-1,), target=LLAMA, hardware=HW, batch=1, context=1)  # fmt: skip
-    assert NGram(acceptance=acc).draft_cost((-1,), target=LLAMA, hardware=HW, batch=1,
-                                            context=1).time_s == 0.0  # fmt: skip
+            (-1,), target=LLAMA, hardware=HW, batch=1, context=1
+        )
+    assert (
+        NGram(acceptance=acc)
+        .draft_cost((-1,), target=LLAMA, hardware=HW, batch=1, context=1)
+        .time_s
+        == 0.0
+    )
     assert verify_shape((-1, 0), context=7, batch=3).tokens == 9
 
 
@@ -154,7 +188,8 @@ def test_the_committed_ngram_table_is_what_the_command_measures(tmp_path: Path) 
     committed = ROOT / "models" / "measured" / "ngram"
     assert (tmp_path / "accept.csv").read_text() == (committed / "accept.csv").read_text()
     assert (tmp_path / "accept-sample.toml").read_text() == (
-        committed / "accept-sample.toml").read_text()  # fmt: skip
+        committed / "accept-sample.toml"
+    ).read_text()
     rows = list(csv.DictReader((committed / "accept.csv").read_text().splitlines()))
     assert {r["corpus"] for r in rows} >= {"all", "code", "en"}
     acc = load_acceptance(committed / "accept-sample.toml")
@@ -171,8 +206,9 @@ def _brute_counts(docs: list[list[str]], n: int, depths: int, ranks: int) -> tup
                 if t + d >= len(text):
                     break
                 cands = lookup(text, t + d, n=n, before=t)
-                r = next((r for r in range(ranks) if r < len(cands) and cands[r] == text[t + d]),
-                         None)  # fmt: skip
+                r = next(
+                    (r for r in range(ranks) if r < len(cands) and cands[r] == text[t + d]), None
+                )
                 for k in range(ranks if r is None else r + 1):
                     tried[d][k] += 1
                 if r is None:
@@ -199,8 +235,12 @@ def test_the_study_runs_on_the_cards(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert (df.groupby(["hardware", "batch"])["winner"].sum() >= 1).all()
     tree = df[df["series"] == "Medusa heads, best tree"].set_index("batch")
     assert tree.loc[1, "nodes"] > tree.loc[64, "nodes"]  # the tree shrinks as the batch grows
-    assert set(study.figures(df)) == {"proposers_throughput", "proposers_energy",
-                                      "proposers_discarded", "proposers_tree_size"}  # fmt: skip
+    assert set(study.figures(df)) == {
+        "proposers_throughput",
+        "proposers_energy",
+        "proposers_discarded",
+        "proposers_tree_size",
+    }
     assert "Medusa heads" in study.summary(df)
     eagle = df[df["series"] == "EAGLE head, chain"].set_index("batch")
     assert (eagle["nodes"] <= 5).all() and (eagle["depth"] == eagle["nodes"]).all()  # chains

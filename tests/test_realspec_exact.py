@@ -37,8 +37,9 @@ from specsim.sampling import BatchBlockResult  # noqa: E402
 TINY = Path(__file__).resolve().parents[1] / "models" / "tiny"
 PROMPT = "    def __init__(self"  # code: a peaked target law, so the partition has mass
 ROWS = 600  # copies of the prompt, one batched call (about 3 ms a row here)
-pytestmark = pytest.mark.skipif(not (TINY / "target.safetensors").is_file(),
-                                reason="models/tiny not trained yet")
+pytestmark = pytest.mark.skipif(
+    not (TINY / "target.safetensors").is_file(), reason="models/tiny not trained yet"
+)
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +49,12 @@ def pair() -> dict[str, Any]:
     target, _ = load_tiny(TINY / "target.safetensors", tokenizer=tok)
     draft, _ = load_tiny(TINY / "draft-distil.safetensors", tokenizer=tok)
     prompt = np.asarray([tok.encode(PROMPT).ids], dtype=np.int64)
-    return {"target": target, "draft-distil": draft, "prompt": prompt,
-            "cells": _partition(target, prompt)}
+    return {
+        "target": target,
+        "draft-distil": draft,
+        "prompt": prompt,
+        "cells": _partition(target, prompt),
+    }
 
 
 def _next_law(model: Any, seqs: list[list[int]]) -> np.ndarray:
@@ -92,9 +97,15 @@ def _cell_of(x: np.ndarray, cells: dict[tuple[int, ...], float]) -> tuple[int, .
 def _g_pvalue(pair: dict[str, Any], draft: str) -> float:
     cells = pair["cells"]
     prompt = np.repeat(pair["prompt"], ROWS, axis=0)
-    tokens = decode.speculative_decode(pair["target"], pair[draft], prompt=prompt, new_tokens=3,
-                                       gamma=2, temperature=1.0,
-                                       rng=np.random.default_rng(21)).tokens
+    tokens = decode.speculative_decode(
+        pair["target"],
+        pair[draft],
+        prompt=prompt,
+        new_tokens=3,
+        gamma=2,
+        temperature=1.0,
+        rng=np.random.default_rng(21),
+    ).tokens
     keys = list(cells)
     index = {key: n for n, key in enumerate(keys)}
     observed = np.bincount([index[_cell_of(x, cells)] for x in tokens], minlength=len(keys))
@@ -112,23 +123,32 @@ def _g_pvalue(pair: dict[str, Any], draft: str) -> float:
 
 
 @pytest.mark.parametrize("draft", ["draft-distil", "target"])
-def test_joint_law_of_three_sampled_tokens_is_the_targets(pair: dict[str, Any],
-                                                          draft: str) -> None:
+def test_joint_law_of_three_sampled_tokens_is_the_targets(pair: dict[str, Any], draft: str) -> None:
     assert _g_pvalue(pair, draft) > 1e-3
 
 
 def _accept_everything(orig: Callable[..., BatchBlockResult]) -> Callable[..., BatchBlockResult]:
-    def broken(xs: np.ndarray, qs: np.ndarray, p: np.ndarray, rng: np.random.Generator,
-               *, greedy: bool = False) -> BatchBlockResult:
+    def broken(
+        xs: np.ndarray,
+        qs: np.ndarray,
+        p: np.ndarray,
+        rng: np.random.Generator,
+        *,
+        greedy: bool = False,
+    ) -> BatchBlockResult:
         res = orig(xs, qs, p, rng, greedy=greedy)
         gamma = xs.shape[1]
         bonus = res.tokens[:, :1]  # any token in the last slot: the drafts are what is wrong
-        return BatchBlockResult(tokens=np.concatenate([xs, bonus], axis=1),
-                                accepted=np.full(xs.shape[0], gamma, dtype=np.int64))
+        return BatchBlockResult(
+            tokens=np.concatenate([xs, bonus], axis=1),
+            accepted=np.full(xs.shape[0], gamma, dtype=np.int64),
+        )
+
     return broken
 
 
-def test_a_broken_acceptance_rule_fails(pair: dict[str, Any],
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broken_acceptance_rule_fails(
+    pair: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(decode, "verify_batch", _accept_everything(decode.verify_batch))
     assert _g_pvalue(pair, "draft-distil") < 1e-6

@@ -80,19 +80,28 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     texts = [d for c in TRAIN_CORPORA for d in read_split(root / "corpora", c, "train")]
     train_tokenizer(texts, vocab_size=400, path=root / "tokenizer.json")
     tok = load_tokenizer(root / "tokenizer.json")
-    data = encode_corpora(corpora_dir=root / "corpora", tokenizer=tok, corpora=CORPORA,
-                          cache_dir=root / "tokens")
+    data = encode_corpora(
+        corpora_dir=root / "corpora", tokenizer=tok, corpora=CORPORA, cache_dir=root / "tokens"
+    )
     models = root / "models"
     common = dict(steps=12, warmup=2, eval_every=6, eval_windows=2, checkpoint_every=4)
     sides = {}
-    for cfg in (TrainConfig(name="target", spec=TARGET, mixture=ALL, seed=1, **common),
-                TrainConfig(name="draft", spec=DRAFT, mixture=ALL, seed=2, **common),
-                TrainConfig(name="distil", spec=DRAFT, mixture=ALL, seed=3, teacher="target",
-                            **common)):
-        sides[cfg.name] = train_model(cfg, tokenizer=tok, data=data, out_dir=models,
-                                      checkpoint_dir=root / "ckpt")
-    return {"root": root, "manifest": manifest, "tok": tok, "data": data, "models": models,
-            "sides": sides}
+    for cfg in (
+        TrainConfig(name="target", spec=TARGET, mixture=ALL, seed=1, **common),
+        TrainConfig(name="draft", spec=DRAFT, mixture=ALL, seed=2, **common),
+        TrainConfig(name="distil", spec=DRAFT, mixture=ALL, seed=3, teacher="target", **common),
+    ):
+        sides[cfg.name] = train_model(
+            cfg, tokenizer=tok, data=data, out_dir=models, checkpoint_dir=root / "ckpt"
+        )
+    return {
+        "root": root,
+        "manifest": manifest,
+        "tok": tok,
+        "data": data,
+        "models": models,
+        "sides": sides,
+    }
 
 
 def test_sample_corpus_splits_by_hash_and_records_sources(built: dict) -> None:
@@ -105,8 +114,11 @@ def test_sample_corpus_splits_by_hash_and_records_sources(built: dict) -> None:
             assert entry["splits"][split]["documents"] == len(docs)
             assert all(split_of(d, test_only=entry["test_only"]) == split for d in docs)
     # The sample was cut so that every training corpus has every split.
-    assert all(manifest["corpora"][c]["splits"][s]["documents"] > 0
-               for c in TRAIN_CORPORA for s in ("train", "validation", "test"))
+    assert all(
+        manifest["corpora"][c]["splits"][s]["documents"] > 0
+        for c in TRAIN_CORPORA
+        for s in ("train", "validation", "test")
+    )
     assert manifest["corpora"]["licences"]["splits"]["train"]["documents"] == 0
 
 
@@ -139,10 +151,24 @@ def test_tokenizer_training_is_deterministic(built: dict, tmp_path: Path) -> Non
 
 
 def test_training_resumes_exactly(built: dict, tmp_path: Path) -> None:
-    cfg = TrainConfig(name="resume", spec=DRAFT, mixture=ALL, seed=9, steps=8, warmup=2,
-                      eval_every=8, eval_windows=2, checkpoint_every=3)
-    whole = train_model(cfg, tokenizer=built["tok"], data=built["data"], out_dir=tmp_path / "a",
-                        checkpoint_dir=tmp_path / "ck")
+    cfg = TrainConfig(
+        name="resume",
+        spec=DRAFT,
+        mixture=ALL,
+        seed=9,
+        steps=8,
+        warmup=2,
+        eval_every=8,
+        eval_windows=2,
+        checkpoint_every=3,
+    )
+    whole = train_model(
+        cfg,
+        tokenizer=built["tok"],
+        data=built["data"],
+        out_dir=tmp_path / "a",
+        checkpoint_dir=tmp_path / "ck",
+    )
 
     class Stop(Exception):
         pass
@@ -153,14 +179,25 @@ def test_training_resumes_exactly(built: dict, tmp_path: Path) -> None:
             raise Stop
 
     with pytest.raises(Stop):
-        train_model(cfg, tokenizer=built["tok"], data=built["data"], out_dir=tmp_path / "b",
-                    checkpoint_dir=tmp_path / "ck", log=stop_at_the_end)
+        train_model(
+            cfg,
+            tokenizer=built["tok"],
+            data=built["data"],
+            out_dir=tmp_path / "b",
+            checkpoint_dir=tmp_path / "ck",
+            log=stop_at_the_end,
+        )
     assert (tmp_path / "ck" / "resume.ckpt.pt").is_file()
     assert not (tmp_path / "b" / "resume.safetensors").exists()
     lines: list[str] = []
-    resumed = train_model(cfg, tokenizer=built["tok"], data=built["data"],
-                          out_dir=tmp_path / "b", checkpoint_dir=tmp_path / "ck",
-                          log=lines.append)
+    resumed = train_model(
+        cfg,
+        tokenizer=built["tok"],
+        data=built["data"],
+        out_dir=tmp_path / "b",
+        checkpoint_dir=tmp_path / "ck",
+        log=lines.append,
+    )
     assert any("resumed at step 6" in line for line in lines)
     assert resumed["final_validation_loss"] == whole["final_validation_loss"]
     # The tensors are bit-identical (the header's key order may differ between saves).
@@ -174,8 +211,9 @@ def test_trained_models_learn_and_reload(built: dict) -> None:
     side = built["sides"]["target"]
     history = side["history"]
     assert history[-1]["validation"]["en"] < history[0]["validation"]["en"] + 0.5
-    model, loaded = load_tiny(built["models"] / "target.safetensors", tokenizer=built["tok"],
-                              family="llama")
+    model, loaded = load_tiny(
+        built["models"] / "target.safetensors", tokenizer=built["tok"], family="llama"
+    )
     assert loaded["weights_sha256"] == side["weights_sha256"]
     assert loaded["params"] > 0 and set(loaded["final_validation_loss"]) == set(TRAIN_CORPORA)
     again, _ = load_tiny(built["models"] / "target.safetensors", tokenizer=built["tok"])
@@ -193,16 +231,18 @@ def test_mismatched_tokenizer_is_refused(built: dict, tmp_path: Path) -> None:
 
 def test_weights_of_another_architecture_are_refused(built: dict, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="architecture 'llama', expected 'gpt2'"):
-        load_tiny(built["models"] / "target.safetensors", tokenizer=built["tok"],
-                  family="gpt-like")
+        load_tiny(built["models"] / "target.safetensors", tokenizer=built["tok"], family="gpt-like")
     # Tensors of a GPT-like draft under a header claiming a Llama config.
     src = built["models"] / "draft.safetensors"
     with open(src, "rb") as fh:
         header = json.loads(fh.read(int.from_bytes(fh.read(8), "little")))
     meta = dict(header["__metadata__"])
-    llama = json.loads((built["models"] / "target.safetensors").read_bytes()[
-        8 : 8 + int.from_bytes((built["models"] / "target.safetensors").read_bytes()[:8],
-                               "little")])["__metadata__"]
+    llama = json.loads(
+        (built["models"] / "target.safetensors").read_bytes()[
+            8 : 8
+            + int.from_bytes((built["models"] / "target.safetensors").read_bytes()[:8], "little")
+        ]
+    )["__metadata__"]
     meta.update(model_type="llama", config=llama["config"])
     save_file(load_file(src), str(tmp_path / "fake.safetensors"), metadata=meta)
     with pytest.raises(ValueError, match="do not fit a 'llama' model"):
@@ -224,8 +264,9 @@ def test_corrupted_weights_are_refused(built: dict, tmp_path: Path) -> None:
         load_tiny(path, tokenizer=built["tok"])
 
 
-def test_atomic_write_leaves_nothing_on_failure(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_atomic_write_leaves_nothing_on_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def boom(src: str, dst: str) -> None:
         raise OSError("disk full")
 
@@ -248,12 +289,21 @@ def test_alpha_equals_direct_sum_min(built: dict, temperature: float) -> None:
     draft, _ = load_tiny(built["models"] / "draft.safetensors", tokenizer=built["tok"])
     win = eval_windows(built["data"], corpus="en", split="test", count=3, length=20)
     zt, zd = model_logits(target, win[:, :-1]), model_logits(draft, win[:, :-1])
-    st = position_stats(zt, zd, next_tokens=torch.from_numpy(win[:, 1:]),
-                        temperature=temperature, rng=np.random.default_rng(0))
-    np.testing.assert_allclose(st.alpha, alpha_direct(zt, zd, temperature=temperature),
-                               atol=1e-12)
-    same = position_stats(zt, zt, next_tokens=torch.from_numpy(win[:, 1:]),
-                          temperature=temperature, rng=np.random.default_rng(0))
+    st = position_stats(
+        zt,
+        zd,
+        next_tokens=torch.from_numpy(win[:, 1:]),
+        temperature=temperature,
+        rng=np.random.default_rng(0),
+    )
+    np.testing.assert_allclose(st.alpha, alpha_direct(zt, zd, temperature=temperature), atol=1e-12)
+    same = position_stats(
+        zt,
+        zt,
+        next_tokens=torch.from_numpy(win[:, 1:]),
+        temperature=temperature,
+        rng=np.random.default_rng(0),
+    )
     np.testing.assert_allclose(same.alpha, 1.0, atol=1e-12)
     assert same.accepted.all()
 
@@ -262,8 +312,13 @@ def test_accepted_flags_match_alpha_in_expectation() -> None:
     gen = torch.Generator().manual_seed(0)
     zt = torch.randn(40, 50, 12, generator=gen) * 2
     zd = torch.randn(40, 50, 12, generator=gen) * 2
-    st = position_stats(zt, zd, next_tokens=torch.zeros(40, 50, dtype=torch.long),
-                        temperature=1.0, rng=np.random.default_rng(1))
+    st = position_stats(
+        zt,
+        zd,
+        next_tokens=torch.zeros(40, 50, dtype=torch.long),
+        temperature=1.0,
+        rng=np.random.default_rng(1),
+    )
     se = np.sqrt(st.alpha.mean() * (1 - st.alpha.mean()) / st.alpha.size)
     assert abs(st.accepted.mean() - st.alpha.mean()) < 4 * se
     assert np.all((st.draft_prob > 0) & (st.draft_prob <= 1))
@@ -287,15 +342,31 @@ def test_summary_interval_and_autocorrelation() -> None:
 def test_measure_alpha_on_sample(built: dict) -> None:
     target, _ = load_tiny(built["models"] / "target.safetensors", tokenizer=built["tok"])
     draft, _ = load_tiny(built["models"] / "distil.safetensors", tokenizer=built["tok"])
-    windows = {c: eval_windows(built["data"], corpus=c, split="test", count=3, length=24)
-               for c in ("en", "licences")}
-    summary, positions = measure_alpha(target=target, drafts={"distil": draft}, windows=windows,
-                                       context=8, temperatures=(0.0, 1.0), seed=5, keep=2)
+    windows = {
+        c: eval_windows(built["data"], corpus=c, split="test", count=3, length=24)
+        for c in ("en", "licences")
+    }
+    summary, positions = measure_alpha(
+        target=target,
+        drafts={"distil": draft},
+        windows=windows,
+        context=8,
+        temperatures=(0.0, 1.0),
+        seed=5,
+        keep=2,
+    )
     assert len(summary) == 2 * 2 * 2
     assert summary["alpha_mean"].between(0, 1).all()
     assert len(positions) == len(summary) * 2 * 16
-    again, _ = measure_alpha(target=target, drafts={"distil": draft}, windows=windows,
-                             context=8, temperatures=(0.0, 1.0), seed=5, keep=2)
+    again, _ = measure_alpha(
+        target=target,
+        drafts={"distil": draft},
+        windows=windows,
+        context=8,
+        temperatures=(0.0, 1.0),
+        seed=5,
+        keep=2,
+    )
     assert again.equals(summary)
 
 
@@ -303,16 +374,25 @@ def test_greedy_speculative_decoding_equals_target_greedy(built: dict) -> None:
     target, _ = load_tiny(built["models"] / "target.safetensors", tokenizer=built["tok"])
     draft, _ = load_tiny(built["models"] / "distil.safetensors", tokenizer=built["tok"])
     prompt = eval_windows(built["data"], corpus="en", split="test", count=2, length=6)
-    plain = autoregressive_decode(target, prompt=prompt, new_tokens=20, temperature=0,
-                                  rng=np.random.default_rng(0))
+    plain = autoregressive_decode(
+        target, prompt=prompt, new_tokens=20, temperature=0, rng=np.random.default_rng(0)
+    )
     for gamma in (1, 3, 5):
-        spec = speculative_decode(target, draft, prompt=prompt, new_tokens=20, gamma=gamma,
-                                  temperature=0, rng=np.random.default_rng(0))
+        spec = speculative_decode(
+            target,
+            draft,
+            prompt=prompt,
+            new_tokens=20,
+            gamma=gamma,
+            temperature=0,
+            rng=np.random.default_rng(0),
+        )
         np.testing.assert_array_equal(spec.tokens, plain.tokens)
 
 
-@pytest.mark.skipif(not (TINY / "target.safetensors").is_file(),
-                    reason="models/tiny not trained yet")
+@pytest.mark.skipif(
+    not (TINY / "target.safetensors").is_file(), reason="models/tiny not trained yet"
+)
 def test_committed_pair_greedy_speculative_equals_target() -> None:
     tok = load_tokenizer(TINY / "tokenizer.json")
     target, _ = load_tiny(TINY / "target.safetensors", tokenizer=tok, family="llama")
@@ -321,19 +401,42 @@ def test_committed_pair_greedy_speculative_equals_target() -> None:
     draft, _ = load_tiny(drafts[0], tokenizer=tok, family="gpt-like")
     text = split_fortunes((SAMPLE / "en.fortunes").read_text(encoding="utf-8"))[-1]
     prompt = np.asarray([tok.encode(text).ids[:8]], dtype=np.int64)
-    plain = autoregressive_decode(target, prompt=prompt, new_tokens=40, temperature=0,
-                                  rng=np.random.default_rng(0))
-    spec = speculative_decode(target, draft, prompt=prompt, new_tokens=40, gamma=4,
-                              temperature=0, rng=np.random.default_rng(0))
+    plain = autoregressive_decode(
+        target, prompt=prompt, new_tokens=40, temperature=0, rng=np.random.default_rng(0)
+    )
+    spec = speculative_decode(
+        target,
+        draft,
+        prompt=prompt,
+        new_tokens=40,
+        gamma=4,
+        temperature=0,
+        rng=np.random.default_rng(0),
+    )
     np.testing.assert_array_equal(spec.tokens, plain.tokens)
 
 
 def test_cli_builds_the_sample_corpus(tmp_path: Path) -> None:
     from specsim.cli import main
 
-    rc = main(["measure", "--device", "cpu", "--preset", "real", "--stage", "corpus",
-               "--sample", str(SAMPLE), "--work", str(tmp_path), "--out", str(tmp_path / "o"),
-               "--quiet"])
+    rc = main(
+        [
+            "measure",
+            "--device",
+            "cpu",
+            "--preset",
+            "real",
+            "--stage",
+            "corpus",
+            "--sample",
+            str(SAMPLE),
+            "--work",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "o"),
+            "--quiet",
+        ]
+    )
     assert rc == 0
     manifest = json.loads((tmp_path / "corpora" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["sample"] is True
@@ -364,9 +467,15 @@ def test_sampled_speculative_first_token_follows_the_target(built: dict) -> None
     draft, _ = load_tiny(built["models"] / "draft.safetensors", tokenizer=built["tok"])
     prompt = eval_windows(built["data"], corpus="de", split="test", count=1, length=5)
     rows = 4000
-    spec = speculative_decode(target, draft, prompt=np.repeat(prompt, rows, axis=0),
-                              new_tokens=1, gamma=2, temperature=1.0,
-                              rng=np.random.default_rng(11))
+    spec = speculative_decode(
+        target,
+        draft,
+        prompt=np.repeat(prompt, rows, axis=0),
+        new_tokens=1,
+        gamma=2,
+        temperature=1.0,
+        rng=np.random.default_rng(11),
+    )
     with torch.inference_mode():
         p = torch.softmax(target(input_ids=torch.from_numpy(prompt)).logits[0, -1].double(), -1)
     expected = p.numpy() * rows
@@ -388,8 +497,15 @@ def test_the_whole_pipeline_on_the_sample(built: dict) -> None:
     target, _ = load_tiny(built["models"] / "target.safetensors", tokenizer=built["tok"])
     draft, _ = load_tiny(built["models"] / "draft.safetensors", tokenizer=built["tok"])
     windows = {"en": eval_windows(built["data"], corpus="en", split="test", count=4, length=24)}
-    _, positions = measure_alpha(target=target, drafts={"draft": draft}, windows=windows,
-                                 context=8, temperatures=(1.0,), seed=2, keep=4)
+    _, positions = measure_alpha(
+        target=target,
+        drafts={"draft": draft},
+        windows=windows,
+        context=8,
+        temperatures=(1.0,),
+        seed=2,
+        keep=4,
+    )
     cells = sequences_by_cell(positions, text="test")
     assert list(cells) == [("draft", 1.0, "en")] and len(cells["draft", 1.0, "en"]) == 4
     fits = {key: fit_cell(seqs, fit_gamma=2) for key, seqs in cells.items()}

@@ -56,8 +56,19 @@ def _committed() -> tuple[pd.DataFrame, pd.DataFrame]:
         d = measured_dir()
     except FileNotFoundError:
         pytest.skip("models/measured/real is not in this checkout")
-    cols = ["run_id", "draft", "temperature", "corpus", "prompt", "gamma", "block", "emitted",
-            "draft_s", "target_s", "verify_s"]
+    cols = [
+        "run_id",
+        "draft",
+        "temperature",
+        "corpus",
+        "prompt",
+        "gamma",
+        "block",
+        "emitted",
+        "draft_s",
+        "target_s",
+        "verify_s",
+    ]
     return pd.read_csv(d / "specdec.csv", usecols=cols), pd.read_csv(d / "autoregressive.csv")
 
 
@@ -74,8 +85,9 @@ def test_measured_cost_and_policy_comparison_on_committed_data() -> None:
     rows = rp.replay_cells(pos, card, cells=[cell])
     assert set(rows.policy) == {*(f"fixed-{g}" for g in range(9)), "oracle", "signal"}
     by = rows.set_index("policy")
-    assert by.loc["oracle", "tokens_per_pass"] == pytest.approx(by.loc["fixed-8",
-                                                                      "tokens_per_pass"])
+    assert by.loc["oracle", "tokens_per_pass"] == pytest.approx(
+        by.loc["fixed-8", "tokens_per_pass"]
+    )
     assert by.loc["fixed-0", "speedup"] == pytest.approx(1.0)
     cmp = rp.compare_policies(rows)
     best = max(by.loc[f"fixed-{g}", "speedup"] for g in range(9))
@@ -89,8 +101,14 @@ def test_predicted_runs_equal_measured_with_measured_tokens() -> None:
     sd, ar = _committed()
     sd = sd[sd.draft == "draft-en"]
     per_run = sd.groupby("run_id").emitted.mean()
-    runs = rp.predict_runs(sd, ar, {"own": lambda r: per_run[r.run_id],
-                                    "theorem": lambda r: expected_tokens(0.3, int(r.gamma))})
+    runs = rp.predict_runs(
+        sd,
+        ar,
+        {
+            "own": lambda r: per_run[r.run_id],
+            "theorem": lambda r: expected_tokens(0.3, int(r.gamma)),
+        },
+    )
     np.testing.assert_allclose(runs.pred_own, runs.measured, rtol=1e-9)
     table = rp.prediction_table(runs)
     assert len(table) == 2 * 4 and (table.runs == 6).all()

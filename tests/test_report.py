@@ -191,9 +191,12 @@ def test_validate_tables_are_the_quick_grid_of_specsim_validate() -> None:
 
     tables, note = validate_tables(np.random.default_rng(0), fast=True)
     checks, dropped = validation_tables(np.random.default_rng(0), quick=True)
-    assert list(tables) == ["closed forms against the simulator", "assumptions dropped",
-                            "serving against queueing theory",
-                            "tree simulator against the tree closed forms"]  # fmt: skip
+    assert list(tables) == [
+        "closed forms against the simulator",
+        "assumptions dropped",
+        "serving against queueing theory",
+        "tree simulator against the tree closed forms",
+    ]
     pd.testing.assert_frame_equal(tables["closed forms against the simulator"], checks)
     queueing = tables["serving against queueing theory"]
     assert queueing["pass"].all() and len(queueing) >= 4

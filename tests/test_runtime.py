@@ -33,8 +33,14 @@ M7 = load_model("llama-2-7b")
 
 def test_shipped_profiles_load_and_cite_sources() -> None:
     slugs = {r.slug for r in list_runtimes()}
-    assert {"gpt-fast", "pytorch-eager-a100", "llama-cpp-rtx3090", "t5x-tpu-v4",
-            "cpu-eager-pytorch", "vllm-h100"} <= slugs  # fmt: skip
+    assert {
+        "gpt-fast",
+        "pytorch-eager-a100",
+        "llama-cpp-rtx3090",
+        "t5x-tpu-v4",
+        "cpu-eager-pytorch",
+        "vllm-h100",
+    } <= slugs
     for path in sorted((ROOT / "models" / "runtime").glob("*.toml")):
         text = path.read_text(encoding="utf-8")
         assert "[sources]" in text
@@ -60,32 +66,52 @@ def test_hardware_cards_carry_no_stack_numbers() -> None:
 
 def test_defaults_reproduce_todays_numbers() -> None:
     a100 = load_hardware("a100-80gb")
-    defaults = (DEFAULT_COMPUTE_EFFICIENCY, DEFAULT_MEMORY_EFFICIENCY, DEFAULT_LAYER_OVERHEAD_S,
-                DEFAULT_PASS_OVERHEAD_S)  # fmt: skip
+    defaults = (
+        DEFAULT_COMPUTE_EFFICIENCY,
+        DEFAULT_MEMORY_EFFICIENCY,
+        DEFAULT_LAYER_OVERHEAD_S,
+        DEFAULT_PASS_OVERHEAD_S,
+    )
     assert tuple(getattr(a100, k) for k in STACK) == defaults
-    for slug, profile in (("a100-80gb", "gpt-fast"), ("h100-sxm", "gpt-fast"),
-                          ("tpu-v4", "t5x-tpu-v4")):  # fmt: skip
+    for slug, profile in (
+        ("a100-80gb", "gpt-fast"),
+        ("h100-sxm", "gpt-fast"),
+        ("tpu-v4", "t5x-tpu-v4"),
+    ):
         hw = load_hardware(slug)
         model = load_model("t5-small") if slug == "tpu-v4" else M7
         kw = {"batch": 4, "context": 200, "new_tokens": 5}
         assert step_cost(model, hw, **kw) == step_cost(model, hw, runtime=profile, **kw)
     tpu = load_hardware("tpu-v4")
     assert (tpu.compute_efficiency, tpu.layer_overhead_s, tpu.pass_overhead_s) == (
-        0.462, 1.75e-05, 9e-06,
-    )  # fmt: skip
+        0.462,
+        1.75e-05,
+        9e-06,
+    )
 
 
-@pytest.mark.parametrize(("profile", "hardware", "weights", "context", "rate"), [
-    ("pytorch-eager-a100", "a100-80gb", None, 105, 25.5),
-    ("llama-cpp-rtx3090", "rtx-3090", None, 64, 48.52),
-    ("llama-cpp-rtx3090", "rtx-3090", "q4_0", 64, 121.82),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("profile", "hardware", "weights", "context", "rate"),
+    [
+        ("pytorch-eager-a100", "a100-80gb", None, 105, 25.5),
+        ("llama-cpp-rtx3090", "rtx-3090", None, 64, 48.52),
+        ("llama-cpp-rtx3090", "rtx-3090", "q4_0", 64, 121.82),
+    ],
+)
 def test_profiles_reproduce_the_rates_they_were_fitted_on(
     profile: str, hardware: str, weights: str | None, context: int, rate: float
 ) -> None:
     dtype = "float16" if profile.startswith("llama") else "bfloat16"
-    cost = step_cost(M7, hardware, batch=1, context=context, new_tokens=1, dtype=dtype,
-                     weights=weights, runtime=profile)  # fmt: skip
+    cost = step_cost(
+        M7,
+        hardware,
+        batch=1,
+        context=context,
+        new_tokens=1,
+        dtype=dtype,
+        weights=weights,
+        runtime=profile,
+    )
     assert 1 / cost.time_s == pytest.approx(rate, rel=0.002)
 
 
@@ -96,8 +122,10 @@ def test_eager_host_cost_makes_a_small_draft_expensive() -> None:
     kw = {"batch": 1, "context": 128, "new_tokens": 1}
 
     def c(rt: str | None) -> float:
-        return step_cost(d, a100, runtime=rt, **kw).time_s / step_cost(M7, a100, runtime=rt,
-                                                                         **kw).time_s  # fmt: skip
+        return (
+            step_cost(d, a100, runtime=rt, **kw).time_s
+            / step_cost(M7, a100, runtime=rt, **kw).time_s
+        )
 
     assert c("pytorch-eager-a100") > c(None)
     v = verification_factor(M7, a100, 4, batch=1, context=128, runtime="pytorch-eager-a100")
@@ -187,9 +215,12 @@ def test_efficiency_by_rows_and_format_known_answers() -> None:
     from specsim.cost.formats import resolve_formats
 
     base = load_runtime("gpt-fast")
-    prof = dataclasses.replace(base, memory_efficiency=0.5,
-                               memory_efficiency_rows={"1": 0.5, "64": 0.8},
-                               compute_efficiency_rows={"8": 0.26, "512": 0.52})  # fmt: skip
+    prof = dataclasses.replace(
+        base,
+        memory_efficiency=0.5,
+        memory_efficiency_rows={"1": 0.5, "64": 0.8},
+        compute_efficiency_rows={"8": 0.26, "512": 0.52},
+    )
     x, sc, sm = prof.efficiencies("bfloat16")
     assert x == (0.0, 3.0, 6.0, 9.0)
     assert sm == pytest.approx((1.0, 0.5 / 0.65, 0.5 / 0.8, 0.5 / 0.8))
@@ -206,18 +237,22 @@ def test_efficiency_by_rows_and_format_known_answers() -> None:
     flat = dataclasses.replace(base, memory_efficiency=0.5)
     kw = {"batch": 1, "context": 100, "new_tokens": 1}
     assert step_cost(M7, a100, runtime=prof, **kw).time_s == pytest.approx(
-        step_cost(M7, a100, runtime=flat, **kw).time_s, rel=1e-12)  # fmt: skip
+        step_cost(M7, a100, runtime=flat, **kw).time_s, rel=1e-12
+    )
     # More rows reach a larger fraction of bandwidth: verification costs less than at 0.5.
     kw = {"batch": 16, "context": 100, "new_tokens": 4}
-    assert step_cost(M7, a100, runtime=prof, **kw).time_s < step_cost(
-        M7, a100, runtime=flat, **kw).time_s  # fmt: skip
+    assert (
+        step_cost(M7, a100, runtime=prof, **kw).time_s
+        < step_cost(M7, a100, runtime=flat, **kw).time_s
+    )
     # A format factor halves the bandwidth the int4 weight reads reach.
     slow = dataclasses.replace(base, format_memory_factor={"int4": 0.5})
     f4 = resolve_formats(M7, "bfloat16", weights="int4")
     c0, c1 = roofline(M7, a100, f4, 1.0, base), roofline(M7, a100, f4, 1.0, slow)
     t0, t1 = time_energy(c0, 1.0, 0.0, 0.0)[0], time_energy(c1, 1.0, 0.0, 0.0)[0]
-    assert t1 - t0 == pytest.approx(c0.dense_memory_s + c0.dense_weights_s + c0.head_memory_s
-                                    + c0.head_weights_s, rel=1e-12)  # fmt: skip
+    assert t1 - t0 == pytest.approx(
+        c0.dense_memory_s + c0.dense_weights_s + c0.head_memory_s + c0.head_weights_s, rel=1e-12
+    )
     assert slow.efficiencies("bfloat16") == ((), (), ())
     with pytest.raises(ValueError, match=r"memory_efficiency_rows key '0' must be a row count"):
         dataclasses.replace(base, memory_efficiency_rows={"0": 0.5})
@@ -230,10 +265,10 @@ def test_efficiency_by_rows_and_format_known_answers() -> None:
 L31 = load_model("llama-3.1-8b")
 
 
-def _itl_ms(input_len: int, *, kv: str = "bfloat16", batch: int = 1, hw: str = "h100-sxm"
-            ) -> float:  # fmt: skip
-    cost = step_cost(L31, hw, batch=batch, context=input_len + 64, new_tokens=1, kv=kv,
-                     runtime="vllm-h100")  # fmt: skip
+def _itl_ms(input_len: int, *, kv: str = "bfloat16", batch: int = 1, hw: str = "h100-sxm") -> float:
+    cost = step_cost(
+        L31, hw, batch=batch, context=input_len + 64, new_tokens=1, kv=kv, runtime="vllm-h100"
+    )
     return 1e3 * cost.time_s
 
 
@@ -247,7 +282,8 @@ def test_vllm_profile_reproduces_the_line_it_was_fitted_on() -> None:
     kv_bytes = L31.layers * 2 * L31.kv_heads * L31.head_dim * 2
     h100 = load_hardware("h100-sxm")
     assert prof.memory_efficiency == pytest.approx(
-        kv_bytes / (slope * 1e-3 * h100.mem_bandwidth), abs=5e-5)  # fmt: skip
+        kv_bytes / (slope * 1e-3 * h100.mem_bandwidth), abs=5e-5
+    )
     # Residual 0 by construction; the card's rounded digits leave < 0.01% on each number.
     points = np.array([256, 1000, 8000, 32000, 125_000])
     itl = np.array([_itl_ms(int(n)) for n in points])

@@ -38,9 +38,14 @@ def tables(rng: np.random.Generator, vocab: int, depth: int, zeros: bool = True)
 
 
 @settings(max_examples=40)
-@given(seed=st.integers(0, 2**32 - 1), vocab=st.integers(2, 4), k=st.integers(1, 3),
-       length=st.integers(0, 2), method=st.sampled_from(md.METHODS),
-       zeros=st.booleans())  # fmt: skip
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    vocab=st.integers(2, 4),
+    k=st.integers(1, 3),
+    length=st.integers(0, 2),
+    method=st.sampled_from(md.METHODS),
+    zeros=st.booleans(),
+)
 def test_multidraft_is_exact_by_enumeration(seed, vocab, k, length, method, zeros) -> None:
     rng = np.random.default_rng(seed)
     p, q = tables(rng, vocab, length + 1, zeros)
@@ -112,7 +117,10 @@ def test_first_position_acceptance_matches_the_closed_forms(k: int, method: str)
     p1, q1 = gen.dirichlet(np.ones(vocab)), gen.dirichlet(np.ones(vocab))
     toks = gen.choice(vocab, p=q1, size=(n, k, 1))
     out = md.verify_multidraft_batch(
-        toks, np.broadcast_to(q1, (n, k, 1, vocab)), np.broadcast_to(p1, (n, k, 2, vocab)), gen,
+        toks,
+        np.broadcast_to(q1, (n, k, 1, vocab)),
+        np.broadcast_to(p1, (n, k, 2, vocab)),
+        gen,
         method=method,
     )
     closed = (tmd.kseq_acceptance if method == "kseq" else tmd.mss_acceptance)(p1, q1, k)

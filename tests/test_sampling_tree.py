@@ -40,10 +40,12 @@ class Tables:
 
     def __init__(self, rng: np.random.Generator, vocab: int, depth: int, zeros: bool) -> None:
         self.vocab = vocab
-        self.p = [np.array([_row(rng, vocab, zeros) for _ in range(vocab**n)])
-                  for n in range(depth + 1)]  # fmt: skip
-        self.q = [np.array([_row(rng, vocab, zeros) for _ in range(vocab**n)])
-                  for n in range(depth + 1)]  # fmt: skip
+        self.p = [
+            np.array([_row(rng, vocab, zeros) for _ in range(vocab**n)]) for n in range(depth + 1)
+        ]
+        self.q = [
+            np.array([_row(rng, vocab, zeros) for _ in range(vocab**n)]) for n in range(depth + 1)
+        ]
 
     def code(self, ctx: tuple[int, ...]) -> int:
         return int(np.ravel_multi_index(ctx, (self.vocab,) * len(ctx))) if ctx else 0
@@ -83,8 +85,7 @@ def draw_trees(parents, t: Tables, n, rng, *, replacement=True):
             row /= row.sum(axis=1, keepdims=True)
         law[:, i] = row
         cdf = np.cumsum(row, axis=1)
-        toks[:, i] = np.minimum((cdf < rng.random(n)[:, None] * cdf[:, -1:]).sum(axis=1),
-                                vocab - 1)  # fmt: skip
+        toks[:, i] = np.minimum((cdf < rng.random(n)[:, None] * cdf[:, -1:]).sum(axis=1), vocab - 1)
         code[:, i] = parent_code * vocab + toks[:, i]
         p[:, i + 1] = t.p[depths[i]][code[:, i]]
     return toks, law, p
@@ -110,9 +111,13 @@ def _chi_square(samples: np.ndarray, law: dict, n: int) -> float:
 
 
 @settings(max_examples=40)
-@given(seed=st.integers(0, 2**32 - 1), vocab=st.integers(2, 4),
-       shape=st.sampled_from(SHAPES), method=st.sampled_from(["mss", "rrs"]),
-       zeros=st.booleans())  # fmt: skip
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    vocab=st.integers(2, 4),
+    shape=st.sampled_from(SHAPES),
+    method=st.sampled_from(["mss", "rrs"]),
+    zeros=st.booleans(),
+)
 def test_tree_verification_is_exact_by_enumeration(seed, vocab, shape, method, zeros) -> None:
     """Every path enumerated, p and q context-dependent: the output is the target's law."""
     rng = np.random.default_rng(seed)
@@ -155,8 +160,10 @@ def test_a_chain_tree_is_the_chain_block() -> None:
 # --- the samplers against the enumerated law -----------------------------------------------
 
 
-@pytest.mark.parametrize(("shape", "replacement"), [
-    ([-1, -1, 0, 0, 1], True), ([-1, -1, 0, 0, 1], False), ([-1, -1, -1, 0, 3], True)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("shape", "replacement"),
+    [([-1, -1, 0, 0, 1], True), ([-1, -1, 0, 0, 1], False), ([-1, -1, -1, 0, 3], True)],
+)
 def test_sampler_matches_enumeration_chi_square(shape, replacement) -> None:
     """Chi-square goodness of fit of verify_tree_batch to the enumerated law.
 
@@ -225,16 +232,16 @@ def test_a_chain_tree_draws_exactly_what_verify_batch_draws(greedy: bool) -> Non
     p = gen.dirichlet(np.ones(vocab), size=(batch, gamma + 1))
     toks = np.array([[gen.choice(vocab, p=q[b, i]) for i in range(gamma)] for b in range(batch)])
     chain = sampling.verify_batch(toks, q, p, np.random.default_rng(1), greedy=greedy)
-    as_tree = tree.verify_tree_batch([-1, 0, 1, 2], toks, q, p, np.random.default_rng(1),
-                                     greedy=greedy)  # fmt: skip
+    as_tree = tree.verify_tree_batch(
+        [-1, 0, 1, 2], toks, q, p, np.random.default_rng(1), greedy=greedy
+    )
     np.testing.assert_array_equal(chain.accepted, as_tree.accepted)
     np.testing.assert_array_equal(chain.tokens, as_tree.tokens)
 
 
 def test_empty_tree_is_one_target_sample() -> None:
     p = np.array([[0.25, 0.75]])
-    out = tree.verify_tree([], np.zeros(0, np.int64), np.zeros((0, 2)), p,
-                           np.random.default_rng(0))  # fmt: skip
+    out = tree.verify_tree([], np.zeros(0, np.int64), np.zeros((0, 2)), p, np.random.default_rng(0))
     assert out.accepted == 0 and out.path == () and len(out.tokens) == 1
 
 
@@ -293,5 +300,11 @@ def test_bad_inputs_are_named() -> None:
     with pytest.raises(ValueError, match="method"):
         enum.enumerate_tree([-1], lambda c: [1.0], lambda c: [1.0], method="beam")
     with pytest.raises(ValueError, match="max_assignments"):
-        enum.enumerate_typical([-1] * 12, lambda c: [0.5, 0.5], lambda c: [0.5, 0.5],
-                               epsilon=0.1, delta=0.1, max_assignments=1000)  # fmt: skip
+        enum.enumerate_typical(
+            [-1] * 12,
+            lambda c: [0.5, 0.5],
+            lambda c: [0.5, 0.5],
+            epsilon=0.1,
+            delta=0.1,
+            max_assignments=1000,
+        )

@@ -18,8 +18,14 @@ def card() -> CardCost:
     return card_cost()
 
 
-config = partial(serving_config, rate_per_s=20.0, requests=50, prompt_tokens=(64, 1024),
-                 gamma=4, token_budget=128)
+config = partial(
+    serving_config,
+    rate_per_s=20.0,
+    requests=50,
+    prompt_tokens=(64, 1024),
+    gamma=4,
+    token_budget=128,
+)
 
 
 def test_budget_cap_is_the_largest_common_cap_that_fits() -> None:
@@ -28,8 +34,7 @@ def test_budget_cap_is_the_largest_common_cap_that_fits() -> None:
         for gam in itertools.product(range(5), repeat=b):
             g = np.array(gam, dtype=np.int64)
             for budget in range(b, 4 * b + 6):
-                fits = [t for t in range(max(gam) + 1)
-                        if int(np.minimum(g, t).sum()) + b <= budget]  # fmt: skip
+                fits = [t for t in range(max(gam) + 1) if int(np.minimum(g, t).sum()) + b <= budget]
                 assert budget_cap(g, budget) == max(fits)
 
 
@@ -85,8 +90,9 @@ def test_chunks_stop_long_prompts_from_stalling_the_decodes(card) -> None:
     is 2,048) stall every running sequence, so the slowest iteration a decoding sequence
     sits through is shorter with a budget, and so is the tail of the time per output
     token."""
-    long = PoissonWorkload(rate_per_s=6.0, requests=40, prompt_tokens=(1024, 1900),
-                           output_tokens=(32, 128))  # fmt: skip
+    long = PoissonWorkload(
+        rate_per_s=6.0, requests=40, prompt_tokens=(1024, 1900), output_tokens=(32, 128)
+    )
     whole = config(card, workload=long, token_budget=None, plain_twin=False)
     chunked = dataclasses.replace(whole, token_budget=512)
     a = simulate_serving(whole, np.random.default_rng(3))
@@ -99,8 +105,11 @@ def test_chunks_stop_long_prompts_from_stalling_the_decodes(card) -> None:
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
-        (dict(token_budget=8), r"token_budget: 8 tokens are fewer than one sequence's "
-                               r"verification pass \(max_gamma \+ 1 = 9\)"),
+        (
+            dict(token_budget=8),
+            r"token_budget: 8 tokens are fewer than one sequence's "
+            r"verification pass \(max_gamma \+ 1 = 9\)",
+        ),
         (dict(token_budget=12), r"token_budget: 12 tokens are fewer than max_batch \(16\)"),
         (dict(token_budget=0), r"token_budget: expected an integer >= 1, got 0"),
         (dict(token_budget=64.0), r"token_budget: expected an integer"),

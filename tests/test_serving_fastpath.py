@@ -31,8 +31,11 @@ class SteppedPlain(PlainCost):
 
 @pytest.fixture(scope="module")
 def cards() -> tuple[CardCost, CardCost]:
-    parts = dict(target=load_model("llama-2-7b"), draft=load_model("llama-68m"),
-                 hardware=load_hardware("a100-80gb"))  # fmt: skip
+    parts = dict(
+        target=load_model("llama-2-7b"),
+        draft=load_model("llama-68m"),
+        hardware=load_hardware("a100-80gb"),
+    )
     return CardCost(**parts), Stepped(**parts)
 
 
@@ -43,10 +46,16 @@ def test_closed_form_chunks_are_the_composed_passes(cards) -> None:
     rng = np.random.default_rng(0)
     for _ in range(60):
         n = int(rng.integers(1, 20))
-        table = pd.DataFrame({"arrival_s": np.zeros(n), "prompt_tokens": rng.integers(10, 900, n),
-                              "output_tokens": rng.integers(5, 300, n)})  # fmt: skip
-        draws = draw_requests(IIDAcceptance(alpha=0.6), table["output_tokens"].to_numpy(),
-                              max_gamma=5, rng=rng)  # fmt: skip
+        table = pd.DataFrame(
+            {
+                "arrival_s": np.zeros(n),
+                "prompt_tokens": rng.integers(10, 900, n),
+                "output_tokens": rng.integers(5, 300, n),
+            }
+        )
+        draws = draw_requests(
+            IIDAcceptance(alpha=0.6), table["output_tokens"].to_numpy(), max_gamma=5, rng=rng
+        )
         req = Requests.build(table, draws, max_gamma=5)
         batch = Batch(64)
         if rng.random() < 0.8:
@@ -63,11 +72,15 @@ def test_closed_form_chunks_are_the_composed_passes(cards) -> None:
 
 def config(cost, **kw):
     base = dict(
-        workload=PoissonWorkload(rate_per_s=40.0, requests=80, prompt_tokens=(16, 600),
-                                 output_tokens=(1, 90)),
-        cost=cost, acceptance=IIDAcceptance(alpha=0.7), policy=FixedGamma(gamma=4),
-        max_batch=12, max_gamma=5,
-    )  # fmt: skip
+        workload=PoissonWorkload(
+            rate_per_s=40.0, requests=80, prompt_tokens=(16, 600), output_tokens=(1, 90)
+        ),
+        cost=cost,
+        acceptance=IIDAcceptance(alpha=0.7),
+        policy=FixedGamma(gamma=4),
+        max_batch=12,
+        max_gamma=5,
+    )
     base.update(kw)
     return ServingConfig(**base)
 
@@ -77,20 +90,35 @@ RUNS = {
     "chunked, tight budget": {"token_budget": 72},  # 12 x (4 + 1) = 60: no shrinking
     "chunked, plain": {"token_budget": 128, "policy": FixedGamma(gamma=0)},
     "paged + chunked": {"token_budget": 128, "kv_block_tokens": 16},
-    "paged + chunked, preempting": {"token_budget": 128, "kv_block_tokens": 16,
-                                    "kv_capacity_tokens": 3000},
+    "paged + chunked, preempting": {
+        "token_budget": 128,
+        "kv_block_tokens": 16,
+        "kv_capacity_tokens": 3000,
+    },
     "paged + chunked, 3 replicas, join-shortest-queue": {
-        "token_budget": 128, "kv_block_tokens": 8, "replicas": 3,
-        "router": "join-shortest-queue"},
+        "token_budget": 128,
+        "kv_block_tokens": 8,
+        "replicas": 3,
+        "router": "join-shortest-queue",
+    },
     "paged": {"kv_block_tokens": 16},
-    "paged, preempting, gamma 1": {"kv_block_tokens": 16, "kv_capacity_tokens": 2000,
-                                   "policy": FixedGamma(gamma=1)},
-    "paged, the theory's costs, preempting": {"kv_block_tokens": 16, "kv_capacity_tokens": 2000,
-                                              "cost": "plain"},
+    "paged, preempting, gamma 1": {
+        "kv_block_tokens": 16,
+        "kv_capacity_tokens": 2000,
+        "policy": FixedGamma(gamma=1),
+    },
+    "paged, the theory's costs, preempting": {
+        "kv_block_tokens": 16,
+        "kv_capacity_tokens": 2000,
+        "cost": "plain",
+    },
     "paged, 3 replicas, least-outstanding, plain": {
-        "kv_block_tokens": 4, "replicas": 3, "router": "least-outstanding",
-        "policy": FixedGamma(gamma=0)},
-}  # fmt: skip
+        "kv_block_tokens": 4,
+        "replicas": 3,
+        "router": "least-outstanding",
+        "policy": FixedGamma(gamma=0),
+    },
+}
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
@@ -100,8 +128,10 @@ def test_the_drains_give_the_stepped_engines_tables(cards, name, monkeypatch) ->
     card, stepped = cards
     kw = dict(RUNS[name])
     if kw.pop("cost", None) == "plain":  # no chunk_costs: paged runs drain, chunked do not
-        card, stepped = PlainCost(c=0.1, v=1.1, step_s=0.02), SteppedPlain(c=0.1, v=1.1,
-                                                                           step_s=0.02)
+        card, stepped = (
+            PlainCost(c=0.1, v=1.1, step_s=0.02),
+            SteppedPlain(c=0.1, v=1.1, step_s=0.02),
+        )
     drained: list[int] = []
     for fn in ("drain", "drain_chunked"):
         real = getattr(serving, fn)
@@ -118,10 +148,12 @@ def test_the_drains_give_the_stepped_engines_tables(cards, name, monkeypatch) ->
     assert len(drained) == serves * fast_cfg.replicas and sum(drained) > 0
     slow = simulate_serving(dataclasses.replace(fast_cfg, cost=stepped), np.random.default_rng(3))
     assert len(drained) == serves * fast_cfg.replicas  # the stepped engine never drains
-    for a, b in ((fast.requests_spec, slow.requests_spec),
-                 (fast.requests_plain, slow.requests_plain),
-                 (fast.iterations_spec, slow.iterations_spec),
-                 (fast.iterations_plain, slow.iterations_plain)):  # fmt: skip
+    for a, b in (
+        (fast.requests_spec, slow.requests_spec),
+        (fast.requests_plain, slow.requests_plain),
+        (fast.iterations_spec, slow.iterations_spec),
+        (fast.iterations_plain, slow.iterations_plain),
+    ):
         pd.testing.assert_frame_equal(a, b, check_exact=True)
     if "preempting" in name:
         assert fast.iterations_spec["preempted"].sum() > 0

@@ -43,14 +43,15 @@ def test_paging_that_never_binds_is_the_reservation_model(card, name, capacity) 
     paged = dataclasses.replace(reserved, kv_block_tokens=16)
     a = simulate_serving(reserved, np.random.default_rng(5))
     b = simulate_serving(paged, np.random.default_rng(5))
-    for mine, theirs in ((a.iterations_spec, b.iterations_spec),
-                         (a.iterations_plain, b.iterations_plain)):  # fmt: skip
+    for mine, theirs in (
+        (a.iterations_spec, b.iterations_spec),
+        (a.iterations_plain, b.iterations_plain),
+    ):
         assert list(mine.columns) == ITERATION_COLUMNS
         assert list(theirs.columns) == ITERATION_COLUMNS + list(EXTRA_COLUMNS)
         pd.testing.assert_frame_equal(mine, theirs[ITERATION_COLUMNS])
         assert (theirs[["preempted", "recomputed_tokens", "swap_s"]] == 0).all().all()
-    for mine, theirs in ((a.requests_spec, b.requests_spec),
-                         (a.requests_plain, b.requests_plain)):  # fmt: skip
+    for mine, theirs in ((a.requests_spec, b.requests_spec), (a.requests_plain, b.requests_plain)):
         pd.testing.assert_frame_equal(mine, theirs[list(mine.columns)])
         assert (theirs["preemptions"] == 0).all() and (theirs["recomputed_tokens"] == 0).all()
     assert a.metrics() == b.metrics()
@@ -73,8 +74,10 @@ def test_blocks_never_exceed_the_cache_and_every_request_finishes(tight) -> None
         # the passes, however often it was preempted.
         assert int(it["emitted"].sum()) == int((req["output_tokens"] - 1).sum())
         # Every prompt is prefilled once, and every recomputed token once more.
-        assert it["prefill_tokens"].sum() == req["prompt_tokens"].sum() + req[
-            "recomputed_tokens"].sum()  # fmt: skip
+        assert (
+            it["prefill_tokens"].sum()
+            == req["prompt_tokens"].sum() + req["recomputed_tokens"].sum()
+        )
 
 
 def test_preemptions_and_recomputed_tokens_are_recorded_as_discarded_work(tight) -> None:
@@ -94,18 +97,24 @@ def test_what_preemption_costs_against_memory_that_never_binds(card, tight) -> N
     """The difference the limit makes, the same seed: the recomputing prefills cost time, and
     the latency of the requests is no better than with memory to spare."""
     cfg, r = tight
-    free = simulate_serving(dataclasses.replace(cfg, kv_capacity_tokens=None),
-                            np.random.default_rng(1))  # fmt: skip
+    free = simulate_serving(
+        dataclasses.replace(cfg, kv_capacity_tokens=None), np.random.default_rng(1)
+    )
     assert r.iterations_spec["prefill_s"].sum() > free.iterations_spec["prefill_s"].sum()
     assert r.metrics()["e2e_p99_s"] >= free.metrics()["e2e_p99_s"]
     assert r.metrics()["mean_batch"] < free.metrics()["mean_batch"]
 
 
 def test_victims_are_the_latest_arrivals() -> None:
-    table = pd.DataFrame({"arrival_s": [0.0, 1.0, 2.0, 3.0], "prompt_tokens": [32] * 4,
-                          "output_tokens": [40] * 4})  # fmt: skip
-    draws = draw_requests(IIDAcceptance(alpha=0.5), table["output_tokens"].to_numpy(),
-                          max_gamma=4, rng=np.random.default_rng(0))  # fmt: skip
+    table = pd.DataFrame(
+        {"arrival_s": [0.0, 1.0, 2.0, 3.0], "prompt_tokens": [32] * 4, "output_tokens": [40] * 4}
+    )
+    draws = draw_requests(
+        IIDAcceptance(alpha=0.5),
+        table["output_tokens"].to_numpy(),
+        max_gamma=4,
+        rng=np.random.default_rng(0),
+    )
     req = Requests.build(table, draws, max_gamma=4)
     paging = Paging.build(req, block=16, capacity=16 * 12, max_gamma=4, swap=None)
     batch = Batch(4)
@@ -160,8 +169,11 @@ def test_a_cache_that_can_never_admit_or_hold_a_request_says_so(card) -> None:
     never = config(card, kv_block_tokens=16, kv_capacity_tokens=256)  # < 256 prompt + 9
     with pytest.raises(ValueError, match=r"can never admit request \d+"):
         simulate_serving(never, np.random.default_rng(1))
-    long = config(card, kv_block_tokens=16, kv_capacity_tokens=288,
-                  workload=PoissonWorkload(rate_per_s=1.0, requests=3, prompt_tokens=200,
-                                           output_tokens=200))  # fmt: skip
+    long = config(
+        card,
+        kv_block_tokens=16,
+        kv_capacity_tokens=288,
+        workload=PoissonWorkload(rate_per_s=1.0, requests=3, prompt_tokens=200, output_tokens=200),
+    )
     with pytest.raises(ValueError, match=r"grows to 399 tokens.*preemption cannot make room"):
         simulate_serving(long, np.random.default_rng(1))

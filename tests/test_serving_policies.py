@@ -66,8 +66,9 @@ def test_every_policy_in_the_module_has_a_serving_check() -> None:
 
 def _workload(outputs: tuple[int, ...], gap: float) -> TraceWorkload:
     n = len(outputs)
-    return TraceWorkload(arrival_s=tuple(gap * i for i in range(n)), prompt_tokens=(32,) * n,
-                         output_tokens=outputs)  # fmt: skip
+    return TraceWorkload(
+        arrival_s=tuple(gap * i for i in range(n)), prompt_tokens=(32,) * n, output_tokens=outputs
+    )
 
 
 def _single_stream_blocks(policy, acceptance, outputs, seed):  # type: ignore[no-untyped-def]
@@ -76,14 +77,20 @@ def _single_stream_blocks(policy, acceptance, outputs, seed):  # type: ignore[no
     Serving emits token 0 in the prefill, so its blocks walk the draw from position 1;
     a block is cut so as not to draft past the request's last token.
     """
-    draws = draw_requests(acceptance, np.asarray(outputs), max_gamma=MAX_GAMMA,
-                          rng=np.random.default_rng(seed))  # fmt: skip
+    draws = draw_requests(
+        acceptance, np.asarray(outputs), max_gamma=MAX_GAMMA, rng=np.random.default_rng(seed)
+    )
     out = []
     for d, n_out in zip(draws, outputs, strict=True):
-        tail = AcceptanceDraw(u=d.u[1:], prob=d.prob[1:], confidence=d.confidence[1:],
-                              position_weights=d.position_weights)  # fmt: skip
-        _, gamma, _, emitted = plan_blocks(tail, policy, tokens=n_out - 1, max_gamma=MAX_GAMMA,
-                                           overlapped=False)  # fmt: skip
+        tail = AcceptanceDraw(
+            u=d.u[1:],
+            prob=d.prob[1:],
+            confidence=d.confidence[1:],
+            position_weights=d.position_weights,
+        )
+        _, gamma, _, emitted = plan_blocks(
+            tail, policy, tokens=n_out - 1, max_gamma=MAX_GAMMA, overlapped=False
+        )
         left = n_out - 1 - np.concatenate([[0], np.cumsum(emitted)[:-1]])
         out.append(np.minimum(gamma, left - 1))
     return out
@@ -95,8 +102,14 @@ def test_one_at_a_time_drafts_what_the_single_stream_drafts(name: str, acc_name:
     # Batch 1: each iteration is one block of one request, in arrival order.
     policy, acceptance = PER_SEQUENCE[name], ACCEPTANCE[acc_name]
     outputs = (300, 2, 57, 180)
-    cfg = ServingConfig(workload=_workload(outputs, 0.0), cost=COST, acceptance=acceptance,
-                        policy=policy, max_batch=1, max_gamma=MAX_GAMMA)  # fmt: skip
+    cfg = ServingConfig(
+        workload=_workload(outputs, 0.0),
+        cost=COST,
+        acceptance=acceptance,
+        policy=policy,
+        max_batch=1,
+        max_gamma=MAX_GAMMA,
+    )
     it = simulate_serving(cfg, np.random.default_rng(5)).iterations_spec
     want = np.concatenate(_single_stream_blocks(policy, acceptance, outputs, seed=5))
     assert (it["batch"] == 1).all()
@@ -110,9 +123,15 @@ def test_a_churning_batch_keeps_each_sequences_history(name: str, acc_name: str)
     # blocks must still be its single-stream blocks, so the totals match exactly.
     policy, acceptance = PER_SEQUENCE[name], ACCEPTANCE[acc_name]
     outputs = (40, 400, 3, 150, 90, 260, 17, 333, 120, 75, 210, 5, 64, 180)
-    cfg = ServingConfig(workload=_workload(outputs, 0.05), cost=COST, acceptance=acceptance,
-                        policy=policy, max_batch=6, max_gamma=MAX_GAMMA,
-                        kv_capacity_tokens=1500)  # fmt: skip
+    cfg = ServingConfig(
+        workload=_workload(outputs, 0.05),
+        cost=COST,
+        acceptance=acceptance,
+        policy=policy,
+        max_batch=6,
+        max_gamma=MAX_GAMMA,
+        kv_capacity_tokens=1500,
+    )
     it = simulate_serving(cfg, np.random.default_rng(11)).iterations_spec
     blocks = _single_stream_blocks(policy, acceptance, outputs, seed=11)
     assert it["batch"].max() > 1 and it["admitted"].gt(0).sum() > 3  # the batch churns
@@ -122,8 +141,9 @@ def test_a_churning_batch_keeps_each_sequences_history(name: str, acc_name: str)
 
 
 @pytest.mark.parametrize(("alpha", "low", "high"), [(0.1, 1.0, 2.0), (0.9, 8.0, 16.0)])
-def test_heuristic_mean_gamma_in_serving_is_the_single_streams(alpha: float, low: float,
-                                                               high: float) -> None:  # fmt: skip
+def test_heuristic_mean_gamma_in_serving_is_the_single_streams(
+    alpha: float, low: float, high: float
+) -> None:
     # The +2/-1 schedule settles near 1 at low acceptance and grows at high acceptance; before
     # serving kept each sequence's history it stayed at its initial 5 (issue 12, defect 1).
     # One long request in serving against a single stream on another seed: the two means
@@ -132,16 +152,25 @@ def test_heuristic_mean_gamma_in_serving_is_the_single_streams(alpha: float, low
     # alarm rate of about 1e-5 for this fixed seed pair.
     policy, tokens, z = HeuristicPlusTwoMinusOne(initial=5, max_gamma=16), 40_000, 4.4
     acceptance = IIDAcceptance(alpha=alpha)
-    served = simulate_serving(
-        ServingConfig(workload=_workload((tokens + 1,), 0.0), cost=COST, acceptance=acceptance,
-                      policy=policy, max_batch=1, max_gamma=16),
-        np.random.default_rng(1),
-    ).iterations_spec["draft_tokens"].to_numpy(dtype=float)  # fmt: skip
+    served = (
+        simulate_serving(
+            ServingConfig(
+                workload=_workload((tokens + 1,), 0.0),
+                cost=COST,
+                acceptance=acceptance,
+                policy=policy,
+                max_batch=1,
+                max_gamma=16,
+            ),
+            np.random.default_rng(1),
+        )
+        .iterations_spec["draft_tokens"]
+        .to_numpy(dtype=float)
+    )
     stream = simulate_stream(
-        StreamConfig(tokens=tokens, acceptance=acceptance, policy=policy, cost=COST,
-                     max_gamma=16),
+        StreamConfig(tokens=tokens, acceptance=acceptance, policy=policy, cost=COST, max_gamma=16),
         np.random.default_rng(2),
-    ).blocks.gamma.astype(float)  # fmt: skip
+    ).blocks.gamma.astype(float)
     se_a, se_b = batch_means_se(served), batch_means_se(stream)
     assert se_a is not None and se_b is not None
     assert abs(served.mean() - stream.mean()) < z * float(np.hypot(se_a, se_b))
@@ -152,15 +181,24 @@ def test_heuristic_mean_gamma_in_serving_is_the_single_streams(alpha: float, low
 def test_load_adaptive_at_plain_costs_is_the_optimal_static_policy() -> None:
     # On the closed forms' costs an iteration at gamma takes (gamma c + 1) steps at any batch,
     # so the gamma with the most expected tokens a second is Leviathan et al.'s optimum.
-    work = PoissonWorkload(rate_per_s=30.0, requests=80, prompt_tokens=(16, 128),
-                           output_tokens=(1, 200))  # fmt: skip
-    kw = dict(workload=work, cost=COST, acceptance=IIDAcceptance(alpha=0.7), max_batch=8,
-              max_gamma=MAX_GAMMA)  # fmt: skip
-    adaptive = simulate_serving(ServingConfig(policy=LoadAdaptive(alpha=0.7, max_gamma=MAX_GAMMA),
-                                              **kw), np.random.default_rng(4))  # fmt: skip
-    static = simulate_serving(ServingConfig(policy=OptimalStatic(alpha=0.7, c=0.05,
-                                                                 max_gamma=MAX_GAMMA),
-                                            **kw), np.random.default_rng(4))  # fmt: skip
+    work = PoissonWorkload(
+        rate_per_s=30.0, requests=80, prompt_tokens=(16, 128), output_tokens=(1, 200)
+    )
+    kw = dict(
+        workload=work,
+        cost=COST,
+        acceptance=IIDAcceptance(alpha=0.7),
+        max_batch=8,
+        max_gamma=MAX_GAMMA,
+    )
+    adaptive = simulate_serving(
+        ServingConfig(policy=LoadAdaptive(alpha=0.7, max_gamma=MAX_GAMMA), **kw),
+        np.random.default_rng(4),
+    )
+    static = simulate_serving(
+        ServingConfig(policy=OptimalStatic(alpha=0.7, c=0.05, max_gamma=MAX_GAMMA), **kw),
+        np.random.default_rng(4),
+    )
     pd.testing.assert_frame_equal(adaptive.iterations_spec, static.iterations_spec)
     pd.testing.assert_frame_equal(adaptive.requests_spec, static.requests_spec)
 
@@ -188,21 +226,26 @@ class _MyBatchWide:
 
 
 def test_a_users_declared_fixed_policy_takes_the_fast_paths() -> None:
-    work = PoissonWorkload(rate_per_s=40.0, requests=60, prompt_tokens=(16, 300),
-                           output_tokens=(1, 90))  # fmt: skip
-    kw = dict(workload=work, cost=COST, acceptance=IIDAcceptance(alpha=0.75), max_batch=12,
-              max_gamma=5)  # fmt: skip
-    ref = simulate_serving(ServingConfig(policy=FixedGamma(gamma=4), **kw),
-                           np.random.default_rng(3))  # fmt: skip
+    work = PoissonWorkload(
+        rate_per_s=40.0, requests=60, prompt_tokens=(16, 300), output_tokens=(1, 90)
+    )
+    kw = dict(
+        workload=work, cost=COST, acceptance=IIDAcceptance(alpha=0.75), max_batch=12, max_gamma=5
+    )
+    ref = simulate_serving(
+        ServingConfig(policy=FixedGamma(gamma=4), **kw), np.random.default_rng(3)
+    )
     for mine in (_MyFixed(fixed_gamma=4), _MyBatchWide(gamma=4)):
         got = simulate_serving(ServingConfig(policy=mine, **kw), np.random.default_rng(3))
         pd.testing.assert_frame_equal(got.iterations_spec, ref.iterations_spec)
         pd.testing.assert_frame_equal(got.requests_plain, ref.requests_plain)
     stream = dict(tokens=2000, acceptance=IIDAcceptance(alpha=0.75), cost=COST, max_gamma=5)
-    a = simulate_stream(StreamConfig(policy=_MyFixed(fixed_gamma=4), **stream),
-                        np.random.default_rng(0))  # fmt: skip
-    b = simulate_stream(StreamConfig(policy=FixedGamma(gamma=4), **stream),
-                        np.random.default_rng(0))  # fmt: skip
+    a = simulate_stream(
+        StreamConfig(policy=_MyFixed(fixed_gamma=4), **stream), np.random.default_rng(0)
+    )
+    b = simulate_stream(
+        StreamConfig(policy=FixedGamma(gamma=4), **stream), np.random.default_rng(0)
+    )
     assert a.metrics() == b.metrics()
 
 

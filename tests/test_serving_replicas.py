@@ -39,8 +39,11 @@ def test_round_robin_is_independent_replicas_on_every_kth_request(card) -> None:
     r = simulate_serving(full, np.random.default_rng(1))
     for k in range(3):
         share = table.iloc[k::3].reset_index(drop=True)
-        alone = dataclasses.replace(full, replicas=1, workload=TraceWorkload(
-            **{c: tuple(share[c].tolist()) for c in share.columns}))  # fmt: skip
+        alone = dataclasses.replace(
+            full,
+            replicas=1,
+            workload=TraceWorkload(**{c: tuple(share[c].tolist()) for c in share.columns}),
+        )
         one = simulate_serving(alone, np.random.default_rng(1))
         mine = r.requests_spec[r.requests_spec["replica"] == k].reset_index(drop=True)
         pd.testing.assert_frame_equal(mine.drop(columns="replica"), one.requests_spec)
@@ -49,11 +52,13 @@ def test_round_robin_is_independent_replicas_on_every_kth_request(card) -> None:
 
 
 @pytest.mark.parametrize("router", ROUTERS)
-@pytest.mark.parametrize("engine", [{}, {"kv_block_tokens": 16, "kv_capacity_tokens": 1200,
-                                         "token_budget": 64}])  # fmt: skip
+@pytest.mark.parametrize(
+    "engine", [{}, {"kv_block_tokens": 16, "kv_capacity_tokens": 1200, "token_budget": 64}]
+)
 def test_every_request_is_served_once_and_the_parts_add_up(card, router, engine) -> None:
-    r = simulate_serving(config(card, replicas=4, router=router, **engine),
-                         np.random.default_rng(3))  # fmt: skip
+    r = simulate_serving(
+        config(card, replicas=4, router=router, **engine), np.random.default_rng(3)
+    )
     req, it = r.requests_spec, r.iterations_spec
     assert req["finish_s"].notna().all()
     assert set(req["replica"]) <= {0, 1, 2, 3} and set(it["replica"]) <= {0, 1, 2, 3}
@@ -68,14 +73,16 @@ def test_every_request_is_served_once_and_the_parts_add_up(card, router, engine)
 def test_state_aware_routers_beat_round_robin_on_uneven_requests(card) -> None:
     """Outputs of 8 to 400 tokens: round-robin stacks long requests on a replica whatever its
     backlog; the state-aware rules send work where there is the least."""
-    uneven = PoissonWorkload(rate_per_s=60.0, requests=120, prompt_tokens=(64, 256),
-                             output_tokens=(8, 400))  # fmt: skip
+    uneven = PoissonWorkload(
+        rate_per_s=60.0, requests=120, prompt_tokens=(64, 256), output_tokens=(8, 400)
+    )
     p99 = {
-        router: simulate_serving(config(card, workload=uneven, replicas=4, router=router,
-                                        max_batch=2, plain_twin=False),
-                                 np.random.default_rng(11)).metrics()["e2e_p99_s"]
+        router: simulate_serving(
+            config(card, workload=uneven, replicas=4, router=router, max_batch=2, plain_twin=False),
+            np.random.default_rng(11),
+        ).metrics()["e2e_p99_s"]
         for router in ROUTERS
-    }  # fmt: skip
+    }
     assert p99["least-outstanding"] < p99["round-robin"]
     assert p99["join-shortest-queue"] < p99["round-robin"]
 

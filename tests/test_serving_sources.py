@@ -34,18 +34,23 @@ class _Minimal:
 
 @pytest.mark.parametrize(
     "policy",
-    [FixedGamma(gamma=3), LoadAdaptive(alpha=0.7, max_gamma=6),
-     HeuristicPlusTwoMinusOne(initial=4, max_gamma=6)],
+    [
+        FixedGamma(gamma=3),
+        LoadAdaptive(alpha=0.7, max_gamma=6),
+        HeuristicPlusTwoMinusOne(initial=4, max_gamma=6),
+    ],
     ids=["fixed", "load-adaptive", "heuristic"],
-)  # fmt: skip
+)
 def test_a_minimal_source_serves_like_the_full_one(policy: object) -> None:
     plain = PlainCost(c=0.1, v=1.2, step_s=0.01)
     minimal = _Minimal(plain)
     assert not isinstance(minimal, BatchedCostSource)
-    work = PoissonWorkload(rate_per_s=30.0, requests=40, prompt_tokens=(8, 64),
-                           output_tokens=(1, 60))  # fmt: skip
-    kw = dict(workload=work, acceptance=IIDAcceptance(alpha=0.7), policy=policy, max_batch=6,
-              max_gamma=6)  # fmt: skip
+    work = PoissonWorkload(
+        rate_per_s=30.0, requests=40, prompt_tokens=(8, 64), output_tokens=(1, 60)
+    )
+    kw = dict(
+        workload=work, acceptance=IIDAcceptance(alpha=0.7), policy=policy, max_batch=6, max_gamma=6
+    )
     full = simulate_serving(ServingConfig(cost=plain, **kw), np.random.default_rng(9))
     got = simulate_serving(ServingConfig(cost=minimal, **kw), np.random.default_rng(9))
     # The same iterations; times composed pass by pass agree to rounding.

@@ -14,11 +14,15 @@ from specsim.sim.records import PLAIN_KEYS
 
 def config(**kw):  # type: ignore[no-untyped-def]
     base = dict(
-        workload=PoissonWorkload(rate_per_s=30.0, requests=50, prompt_tokens=(16, 200),
-                                 output_tokens=(1, 80)),
-        cost=PlainCost(c=0.1, v=1.1, step_s=0.01), acceptance=IIDAcceptance(alpha=0.7),
-        policy=FixedGamma(gamma=3), max_batch=8, max_gamma=6,
-    )  # fmt: skip
+        workload=PoissonWorkload(
+            rate_per_s=30.0, requests=50, prompt_tokens=(16, 200), output_tokens=(1, 80)
+        ),
+        cost=PlainCost(c=0.1, v=1.1, step_s=0.01),
+        acceptance=IIDAcceptance(alpha=0.7),
+        policy=FixedGamma(gamma=3),
+        max_batch=8,
+        max_gamma=6,
+    )
     base.update(kw)
     return ServingConfig(**base)
 

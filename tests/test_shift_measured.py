@@ -42,8 +42,12 @@ def test_the_committed_summary_reads_and_has_every_cell(raw: pd.DataFrame) -> No
     assert len(s) == len(raw) == 4 * 5 * 6 * 2
     assert set(s["draft"]) == set(DRAFTS)
     row = alpha_cell(s, draft="draft-en", corpus="de", temperature=0.0)
-    direct = raw[(raw["draft"] == "draft-en") & (raw["corpus"] == "de")
-                 & (raw["temperature"] == 0.0) & (raw["text"] == "test")]  # fmt: skip
+    direct = raw[
+        (raw["draft"] == "draft-en")
+        & (raw["corpus"] == "de")
+        & (raw["temperature"] == 0.0)
+        & (raw["text"] == "test")
+    ]
     assert float(row["alpha_mean"]) == float(direct["alpha_mean"].iloc[0])
     pos = read_alpha_positions()
     assert pos["alpha"].between(0, 1).all()
@@ -81,17 +85,33 @@ def test_study_numbers_equal_direct_computations(raw: pd.DataFrame, measured: pd
     cfg = load_study("shift").Config()
     m = measured[measured["part"] == "measured"]
     assert len(m) == len(raw)
-    t, d, hw = (load_model(cfg.measured_target), load_model(cfg.measured_draft),
-                load_hardware(cfg.measured_hardware))  # fmt: skip
+    t, d, hw = (
+        load_model(cfg.measured_target),
+        load_model(cfg.measured_draft),
+        load_hardware(cfg.measured_hardware),
+    )
     c = float(cost_coefficient(d, t, hw, batch=1, context=cfg.context))
-    v = np.asarray(verification_factor(t, hw, np.arange(cfg.max_gamma + 1), batch=1,
-                                       context=cfg.context), dtype=float)  # fmt: skip
-    for draft, corpus, temp in (("draft-en", "de", 0.0), ("draft-code", "code", 1.0),
-                                ("draft-distil", "licences", 1.3)):  # fmt: skip
-        direct = raw[(raw["draft"] == draft) & (raw["corpus"] == corpus)
-                     & (raw["temperature"] == temp) & (raw["text"] == "test")].iloc[0]  # fmt: skip
-        row = m[(m["draft"] == draft) & (m["corpus"] == corpus)
-                & (m["temperature"] == temp) & (m["text"] == "test")].iloc[0]  # fmt: skip
+    v = np.asarray(
+        verification_factor(t, hw, np.arange(cfg.max_gamma + 1), batch=1, context=cfg.context),
+        dtype=float,
+    )
+    for draft, corpus, temp in (
+        ("draft-en", "de", 0.0),
+        ("draft-code", "code", 1.0),
+        ("draft-distil", "licences", 1.3),
+    ):
+        direct = raw[
+            (raw["draft"] == draft)
+            & (raw["corpus"] == corpus)
+            & (raw["temperature"] == temp)
+            & (raw["text"] == "test")
+        ].iloc[0]
+        row = m[
+            (m["draft"] == draft)
+            & (m["corpus"] == corpus)
+            & (m["temperature"] == temp)
+            & (m["text"] == "test")
+        ].iloc[0]
         alpha = float(direct["alpha_mean"])
         assert row["mean_alpha"] == alpha
         assert (row["ci_low"], row["ci_high"]) == (direct["ci_low"], direct["ci_high"])

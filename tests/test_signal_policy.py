@@ -56,8 +56,9 @@ def test_bad_inputs_are_named() -> None:
     with pytest.raises(ValueError, match="mean_accept"):
         prefix_threshold(c=0.1, mean_accept=0.0)
     with pytest.raises(ValueError, match="a draw"):
-        SignalThreshold(threshold=0.5).choose(PolicyContext(position=0, draw=None,
-                                                            last_gamma=None, last_accepted=None))
+        SignalThreshold(threshold=0.5).choose(
+            PolicyContext(position=0, draw=None, last_gamma=None, last_accepted=None)
+        )
 
 
 def test_threshold_formula_and_break_even() -> None:

@@ -52,10 +52,15 @@ def test_serving_kv_limit_smaller_than_a_request_fails_before_running() -> None:
         "acceptance": {"kind": "iid", "alpha": 0.5},
         "policy": {"kind": "fixed", "gamma": 3},
         "cost": {"kind": "plain", "c": 0.1},
-        "workload": {"kind": "poisson", "rate_per_s": 1.0, "requests": 3, "prompt_tokens": 100,
-                     "output_tokens": 100},
+        "workload": {
+            "kind": "poisson",
+            "rate_per_s": 1.0,
+            "requests": 3,
+            "prompt_tokens": 100,
+            "output_tokens": 100,
+        },
         "kv_capacity_tokens": 50,
-    }  # fmt: skip
+    }
     spec = config_from_dict(data)
     with pytest.raises(ValueError, match="kv_capacity_tokens"):
         simulate_serving(spec.config, np.random.default_rng(0))  # type: ignore[arg-type]
@@ -94,15 +99,19 @@ def test_the_policy_reads_alpha_c_and_max_gamma_from_the_run() -> None:
 
 
 def test_paths_apply_to_the_dataclasses() -> None:
-    spec = config_from_dict({**BASE, "acceptance": {"kind": "markov", "mean": 0.7, "spread": 0.2,
-                                                    "persistence": 0.9}})  # fmt: skip
+    spec = config_from_dict(
+        {**BASE, "acceptance": {"kind": "markov", "mean": 0.7, "spread": 0.2, "persistence": 0.9}}
+    )
     assert spec.config.acceptance == TwoStateMarkov(mean=0.7, spread=0.2, persistence=0.9)
     wider = with_value(spec, "acceptance.spread", 0.25, where="test")
     assert wider.config.acceptance.spread == 0.25  # type: ignore[attr-defined]
     assert spec.config.acceptance.spread == 0.2  # type: ignore[attr-defined]  # unchanged
-    cards = with_value(spec, "cost", {"kind": "cards", "target": "llama-2-7b",
-                                      "draft": "llama-68m", "hardware": "a100-80gb"},
-                       where="test")  # fmt: skip
+    cards = with_value(
+        spec,
+        "cost",
+        {"kind": "cards", "target": "llama-2-7b", "draft": "llama-68m", "hardware": "a100-80gb"},
+        where="test",
+    )
     swapped = with_value(cards, "cost.hardware", "h200", where="test")
     assert swapped.config.cost.hardware.slug == "h200"  # type: ignore[attr-defined]
     assert dataclasses.replace(swapped.config.cost, hardware=cards.config.cost.hardware) == (  # type: ignore[type-var]
@@ -137,15 +146,16 @@ def test_a_simulated_serving_run_is_unchanged_by_the_derived_alpha() -> None:
     assert one == two
 
 
-@pytest.mark.parametrize(("seed", "message"), [(-1, "expected an integer >= 0, got -1"),
-                                               (1.5, "expected int, got 1.5")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("seed", "message"), [(-1, "expected an integer >= 0, got -1"), (1.5, "expected int, got 1.5")]
+)
 def test_the_seed_is_an_integer_at_least_zero_and_named(
     tmp_path: Path, seed: object, message: str
 ) -> None:
     path = tmp_path / "config.toml"
     path.write_text(
-        f"seed = {seed}\ntokens = 100\nacceptance = {{kind = \"iid\", alpha = 0.5}}\n"
-        "policy = {kind = \"fixed\", gamma = 3}\ncost = {kind = \"plain\", c = 0.1}\n"
+        f'seed = {seed}\ntokens = 100\nacceptance = {{kind = "iid", alpha = 0.5}}\n'
+        'policy = {kind = "fixed", gamma = 3}\ncost = {kind = "plain", c = 0.1}\n'
     )
     with pytest.raises(ValueError, match=rf"config\.toml\.seed: {re.escape(message)}"):
         load_config(path)
@@ -186,10 +196,19 @@ def test_the_engine_examples_in_the_docs_load_and_run() -> None:
     ],
 )
 def test_bad_engine_keys_name_the_field(patch, message) -> None:
-    serving = {"mode": "serving", "max_gamma": 8, "max_batch": 8,
-               "workload": {"kind": "poisson", "rate_per_s": 4.0, "requests": 10,
-                            "prompt_tokens": 64, "output_tokens": 16},
-               **{k: v for k, v in BASE.items() if k != "tokens"}}  # fmt: skip
+    serving = {
+        "mode": "serving",
+        "max_gamma": 8,
+        "max_batch": 8,
+        "workload": {
+            "kind": "poisson",
+            "rate_per_s": 4.0,
+            "requests": 10,
+            "prompt_tokens": 64,
+            "output_tokens": 16,
+        },
+        **{k: v for k, v in BASE.items() if k != "tokens"},
+    }
     config_from_dict(serving)  # the base is good
     with pytest.raises(ValueError, match=message):
         config_from_dict({**serving, **patch})

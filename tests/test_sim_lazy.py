@@ -35,7 +35,10 @@ def test_a_plain_parameter_stream_imports_no_pandas() -> None:
         "print(buf.getvalue())\n"
         "print('pandas' in sys.modules, 'specsim.sim.serving' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.strip().splitlines()  # fmt: skip
+    out = (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        .stdout.strip()
+        .splitlines()
+    )
     assert out[-1] == "False False"
     assert json.loads("\n".join(out[:-1]))["tokens"] >= 1000

@@ -54,10 +54,15 @@ def test_iteration_cost_equals_step_cost(card: CardCost, g: np.ndarray) -> None:
     t, _, d = card.iteration(g, ctx)
     verify = step_cost(card.target, card.hardware, batch=4, context=ctx, new_tokens=g + 1).time_s
     drafts = sum(
-        step_cost(card.draft, card.hardware, batch=int((g > j).sum()), context=ctx[g > j] + j,
-                  new_tokens=1).time_s
+        step_cost(
+            card.draft,
+            card.hardware,
+            batch=int((g > j).sum()),
+            context=ctx[g > j] + j,
+            new_tokens=1,
+        ).time_s
         for j in range(int(g.max()))
-    )  # fmt: skip
+    )
     assert d == pytest.approx(drafts, rel=1e-12)
     assert t == pytest.approx(verify + drafts, rel=1e-12)
 
@@ -73,8 +78,9 @@ def test_kv_limit_makes_requests_wait_and_too_small_is_an_error() -> None:
     assert tight.events()["batch"].max() <= 2 < roomy.events()["batch"].max()
     assert tight.metrics()["ttft_p99_s"] > roomy.metrics()["ttft_p99_s"]
     with pytest.raises(ValueError, match="cannot hold request"):
-        simulate_serving(config(cost, workload=work, kv_capacity_tokens=100),
-                         np.random.default_rng(0))  # fmt: skip
+        simulate_serving(
+            config(cost, workload=work, kv_capacity_tokens=100), np.random.default_rng(0)
+        )
 
 
 def test_load_adaptive_shortens_lookahead_at_large_batch(card: CardCost) -> None:
@@ -88,9 +94,16 @@ def test_load_adaptive_shortens_lookahead_at_large_batch(card: CardCost) -> None
         def pass_time(gam):
             return card.iteration(np.full(ctx.shape[0], gam), ctx)[0]
 
-        return policy.choose(PolicyContext(position=0, draw=None, last_gamma=None,
-                                           last_accepted=None, batch=ctx.shape[0],
-                                           pass_time=pass_time))  # fmt: skip
+        return policy.choose(
+            PolicyContext(
+                position=0,
+                draw=None,
+                last_gamma=None,
+                last_accepted=None,
+                batch=ctx.shape[0],
+                pass_time=pass_time,
+            )
+        )
 
     assert best(small) > best(big)
 
@@ -121,14 +134,23 @@ def _card_sources() -> list[CardCost]:
     a100, h100 = load_hardware("a100-80gb"), load_hardware("h100-sxm")
     return [
         CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"), hardware=a100),
-        CardCost(target=load_model("llama-2-70b"), draft=load_model("llama-2-7b"), hardware=h100,
-                 tensor_parallel=2),  # fmt: skip
-        CardCost(target=load_model("t5-xxl"), draft=load_model("t5-small"),
-                 hardware=load_hardware("tpu-v4")),  # fmt: skip
-        CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"),
-                 hardware=dataclasses.replace(a100, energy_per_flop_j=1e-12,
-                                              energy_per_byte_j=1e-11)),
-    ]  # fmt: skip
+        CardCost(
+            target=load_model("llama-2-70b"),
+            draft=load_model("llama-2-7b"),
+            hardware=h100,
+            tensor_parallel=2,
+        ),
+        CardCost(
+            target=load_model("t5-xxl"),
+            draft=load_model("t5-small"),
+            hardware=load_hardware("tpu-v4"),
+        ),
+        CardCost(
+            target=load_model("llama-2-7b"),
+            draft=load_model("llama-68m"),
+            hardware=dataclasses.replace(a100, energy_per_flop_j=1e-12, energy_per_byte_j=1e-11),
+        ),
+    ]
 
 
 @pytest.mark.parametrize("cost", _card_sources(), ids=["a100", "tp2", "t5", "per-op-energy"])
@@ -137,11 +159,16 @@ def test_uniform_iteration_equals_step_cost(cost: CardCost, gamma: int) -> None:
     ctx = np.array([10, 700, 64])
     t, e, d = cost.uniform_iteration(batch=3, context_sum=int(ctx.sum()), gamma=gamma)
     tp = cost.tensor_parallel
-    ver = step_cost(cost.target, cost.hardware, batch=3, context=ctx, new_tokens=gamma + 1,
-                    tensor_parallel=tp)  # fmt: skip
+    ver = step_cost(
+        cost.target, cost.hardware, batch=3, context=ctx, new_tokens=gamma + 1, tensor_parallel=tp
+    )
     assert cost.draft is not None
-    drafts = [step_cost(cost.draft, cost.hardware, batch=3, context=ctx + j, new_tokens=1,
-                        tensor_parallel=tp) for j in range(gamma)]  # fmt: skip
+    drafts = [
+        step_cost(
+            cost.draft, cost.hardware, batch=3, context=ctx + j, new_tokens=1, tensor_parallel=tp
+        )
+        for j in range(gamma)
+    ]
     assert d == pytest.approx(sum(x.time_s for x in drafts), rel=1e-12, abs=0)
     assert t == pytest.approx(ver.time_s + d, rel=1e-12)
     assert e == pytest.approx(ver.energy_j + sum(x.energy_j for x in drafts), rel=1e-12)
@@ -154,8 +181,17 @@ def test_prefill_equals_step_cost_at_context_zero(cost: CardCost, draft: bool) -
     prompts = np.array([5, 300, 17])
     got = cost.prefill(prompts, draft=draft)
     models = [cost.target] + ([cost.draft] if draft and cost.draft is not None else [])
-    want = [step_cost(m, cost.hardware, batch=3, context=0, new_tokens=prompts,
-                      tensor_parallel=cost.tensor_parallel) for m in models]  # fmt: skip
+    want = [
+        step_cost(
+            m,
+            cost.hardware,
+            batch=3,
+            context=0,
+            new_tokens=prompts,
+            tensor_parallel=cost.tensor_parallel,
+        )
+        for m in models
+    ]
     for name in ("time_s", "flops", "bytes", "energy_j"):
         assert getattr(got, name) == pytest.approx(sum(getattr(w, name) for w in want), rel=1e-12)
 
@@ -180,23 +216,34 @@ class _SameGammaPerToken:
 
 # At gamma 0 on cards the two differ on purpose: only a declared gamma 0 skips the draft's
 # prefill; PlainCost's prefill has no draft part.
-@pytest.mark.parametrize(("cost_name", "gamma"),
-                         [("card", 1), ("card", 4), ("plain", 0), ("plain", 1), ("plain", 4)])
-def test_the_fast_path_equals_the_per_sequence_path(card: CardCost, cost_name: str,
-                                                    gamma: int) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("cost_name", "gamma"), [("card", 1), ("card", 4), ("plain", 0), ("plain", 1), ("plain", 4)]
+)
+def test_the_fast_path_equals_the_per_sequence_path(
+    card: CardCost, cost_name: str, gamma: int
+) -> None:
     # FixedGamma runs the vectorized fast path (one gamma for the batch, aggregates kept as
     # numbers; once every request has arrived, specsim.sim.drain: no simpy, costs in bulk);
     # an equivalent duck-typed policy runs the per-sequence reference path, one simpy
     # timeout and one cost evaluation per iteration. Bit for bit the same tables.
     cost = card if cost_name == "card" else PlainCost(c=0.1, v=1.1, step_s=0.02)
-    work = PoissonWorkload(rate_per_s=40.0, requests=120, prompt_tokens=(16, 300),
-                           output_tokens=(1, 90))  # fmt: skip
-    kw = dict(workload=work, cost=cost, max_batch=12, max_gamma=5, kv_capacity_tokens=2500,
-              acceptance=IIDAcceptance(alpha=0.75))  # fmt: skip
-    fast = simulate_serving(ServingConfig(policy=FixedGamma(gamma=gamma), **kw),
-                            np.random.default_rng(3))  # fmt: skip
-    slow = simulate_serving(ServingConfig(policy=_SameGammaPerToken(gamma=gamma), **kw),
-                            np.random.default_rng(3))  # fmt: skip
+    work = PoissonWorkload(
+        rate_per_s=40.0, requests=120, prompt_tokens=(16, 300), output_tokens=(1, 90)
+    )
+    kw = dict(
+        workload=work,
+        cost=cost,
+        max_batch=12,
+        max_gamma=5,
+        kv_capacity_tokens=2500,
+        acceptance=IIDAcceptance(alpha=0.75),
+    )
+    fast = simulate_serving(
+        ServingConfig(policy=FixedGamma(gamma=gamma), **kw), np.random.default_rng(3)
+    )
+    slow = simulate_serving(
+        ServingConfig(policy=_SameGammaPerToken(gamma=gamma), **kw), np.random.default_rng(3)
+    )
     assert fast.iterations_spec["batch"].max() == 12  # the batch and the KV limit both bind
     pd.testing.assert_frame_equal(fast.requests_spec, slow.requests_spec, check_exact=True)
     pd.testing.assert_frame_equal(fast.iterations_spec, slow.iterations_spec, check_exact=True)
@@ -212,15 +259,15 @@ def test_costs_in_bulk_equal_one_iteration_at_a_time(card: CardCost) -> None:
         for g in (0, 1, 4):
             bulk = cost.uniform_iterations(batch=sizes, context_sum=sums, gamma=g)
             for i in range(40):
-                one = cost.uniform_iteration(batch=int(sizes[i]), context_sum=int(sums[i]),
-                                             gamma=g)  # fmt: skip
+                one = cost.uniform_iteration(batch=int(sizes[i]), context_sum=int(sums[i]), gamma=g)
                 assert (bulk.time_s[i], bulk.energy_j[i], bulk.draft_s[i]) == tuple(one)
         gammas = [rng.integers(0, 6, int(b)) for b in sizes]
         gammas = [g for g in gammas if g.min() != g.max()]
         ctxs = [rng.integers(1, 4000, g.shape[0]) for g in gammas]
         count = np.array([np.bincount(g, minlength=6) for g in gammas])
-        csum = np.array([np.bincount(g, weights=c, minlength=6)
-                         for g, c in zip(gammas, ctxs, strict=True)])
+        csum = np.array(
+            [np.bincount(g, weights=c, minlength=6) for g, c in zip(gammas, ctxs, strict=True)]
+        )
         bulk = cost.iterations(count, csum)
         for i, (g, c) in enumerate(zip(gammas, ctxs, strict=True)):
             one = cost.iteration(g, c)
@@ -228,10 +275,12 @@ def test_costs_in_bulk_equal_one_iteration_at_a_time(card: CardCost) -> None:
 
 
 def test_one_token_requests_finish_at_their_first_token() -> None:
-    work = TraceWorkload(arrival_s=(0.0, 0.0, 5.0), prompt_tokens=(8, 8, 8),
-                         output_tokens=(1, 6, 1))  # fmt: skip
-    r = simulate_serving(config(PlainCost(c=0.1, step_s=0.01), workload=work),
-                         np.random.default_rng(0))  # fmt: skip
+    work = TraceWorkload(
+        arrival_s=(0.0, 0.0, 5.0), prompt_tokens=(8, 8, 8), output_tokens=(1, 6, 1)
+    )
+    r = simulate_serving(
+        config(PlainCost(c=0.1, step_s=0.01), workload=work), np.random.default_rng(0)
+    )
     req, it = r.requests(), r.events()
     assert (req["finish_s"] >= req["first_token_s"]).all()
     one = req["output_tokens"] == 1
@@ -253,7 +302,8 @@ def test_one_token_requests_finish_at_their_first_token() -> None:
         ("kv_capacity_tokens", 10**12, r"kv_capacity_tokens: 1000000000000 tokens do not fit"),
     ],
 )
-def test_counts_are_whole_numbers_that_fit(card: CardCost, field: str, value: object,
-                                           message: str) -> None:  # fmt: skip
+def test_counts_are_whole_numbers_that_fit(
+    card: CardCost, field: str, value: object, message: str
+) -> None:
     with pytest.raises(ValueError, match=message):
         config(card, **{field: value})

@@ -85,10 +85,16 @@ def test_same_seed_same_result_and_engines_agree() -> None:
     for cost in (PlainCost(c=0.3), PlainCost(c=0.3, overlap=True)):
         fast = run(tokens=5_000, cost=cost)
         events = simulate_stream(
-            StreamConfig(tokens=5_000, acceptance=IIDAcceptance(alpha=0.7),
-                         policy=FixedGamma(gamma=4), cost=cost, max_gamma=16),
-            np.random.default_rng(0), engine="events",
-        )  # fmt: skip
+            StreamConfig(
+                tokens=5_000,
+                acceptance=IIDAcceptance(alpha=0.7),
+                policy=FixedGamma(gamma=4),
+                cost=cost,
+                max_gamma=16,
+            ),
+            np.random.default_rng(0),
+            engine="events",
+        )
         np.testing.assert_allclose(events.blocks.verify_end, fast.blocks.verify_end, rtol=1e-12)
         np.testing.assert_allclose(
             events.blocks.overlap_wasted_s, fast.blocks.overlap_wasted_s, rtol=1e-9, atol=1e-12
@@ -96,11 +102,20 @@ def test_same_seed_same_result_and_engines_agree() -> None:
 
 
 def test_card_cost_engines_agree_and_report_energy() -> None:
-    cost = CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"),
-                    hardware=load_hardware("a100-80gb"))  # fmt: skip
+    cost = CardCost(
+        target=load_model("llama-2-7b"),
+        draft=load_model("llama-68m"),
+        hardware=load_hardware("a100-80gb"),
+    )
     fast = run(tokens=800, prompt=256, cost=cost)
-    cfg = StreamConfig(tokens=800, prompt=256, acceptance=IIDAcceptance(alpha=0.7),
-                       policy=FixedGamma(gamma=4), cost=cost, max_gamma=16)  # fmt: skip
+    cfg = StreamConfig(
+        tokens=800,
+        prompt=256,
+        acceptance=IIDAcceptance(alpha=0.7),
+        policy=FixedGamma(gamma=4),
+        cost=cost,
+        max_gamma=16,
+    )
     ev = simulate_stream(cfg, np.random.default_rng(0), engine="events")
     np.testing.assert_allclose(ev.blocks.verify_end, fast.blocks.verify_end, rtol=1e-12)
     m = fast.metrics()
@@ -146,8 +161,12 @@ def test_event_table_and_chrome_trace_are_consistent(tmp_path) -> None:
     [({"tokens": 0}, "tokens"), ({"prompt": -1}, "prompt"), ({"max_gamma": 2.5}, "max_gamma")],
 )
 def test_bad_config_raises(kwargs, message) -> None:
-    base = {"tokens": 10, "acceptance": IIDAcceptance(alpha=0.5), "policy": FixedGamma(gamma=2),
-            "cost": PlainCost(c=0.1)}  # fmt: skip
+    base = {
+        "tokens": 10,
+        "acceptance": IIDAcceptance(alpha=0.5),
+        "policy": FixedGamma(gamma=2),
+        "cost": PlainCost(c=0.1),
+    }
     with pytest.raises(ValueError, match=message):
         StreamConfig(**{**base, **kwargs})
 
@@ -204,8 +223,9 @@ def test_a_stream_in_one_chunk_is_the_plain_run(cost) -> None:
 
 @pytest.mark.parametrize(("alpha", "per_pass"), [(0.0, 1.0), (1.0, 5.0)])
 def test_chunks_keep_the_known_answers(alpha: float, per_pass: float) -> None:
-    m = simulate_stream_metrics(_config(10_000, alpha=alpha), np.random.default_rng(0),
-                                chunk_tokens=997)  # fmt: skip
+    m = simulate_stream_metrics(
+        _config(10_000, alpha=alpha), np.random.default_rng(0), chunk_tokens=997
+    )
     assert m["tokens_per_target_pass"] == per_pass
     assert m["speedup"] == pytest.approx(per_pass / (1 + 4 * 0.05))
 
@@ -213,9 +233,11 @@ def test_chunks_keep_the_known_answers(alpha: float, per_pass: float) -> None:
 def test_chunks_add_up_and_only_the_last_block_overshoots() -> None:
     done: list[tuple[int, int]] = []
     m = simulate_stream_metrics(
-        _config(60_000), np.random.default_rng(1), chunk_tokens=4096,
+        _config(60_000),
+        np.random.default_rng(1),
+        chunk_tokens=4096,
         progress=lambda d, t: done.append((d, t)),
-    )  # fmt: skip
+    )
     assert m["tokens_requested"] == 60_000 and 60_000 <= m["tokens"] <= 60_004
     assert len(done) >= 60_000 // 4100 and done[-1] == (m["tokens"], 60_000)
     assert [d for d, _ in done] == sorted(d for d, _ in done)
@@ -234,8 +256,14 @@ def test_chunk_size_is_checked() -> None:
 
 
 @pytest.mark.parametrize("engine", ["fast", "events"])
-@pytest.mark.parametrize("cost", [PlainCost(c=0.05), PlainCost(c=0.1, v=[1.0, 1.1, 1.2, 1.3, 1.5]),
-                                  PlainCost(c=0.3, overlap=True)])  # fmt: skip
+@pytest.mark.parametrize(
+    "cost",
+    [
+        PlainCost(c=0.05),
+        PlainCost(c=0.1, v=[1.0, 1.1, 1.2, 1.3, 1.5]),
+        PlainCost(c=0.3, overlap=True),
+    ],
+)
 def test_event_table_and_trace_start_at_exactly_zero(engine, cost) -> None:
     """Issue 13: the first pass started at -5.55e-17 (end minus duration)."""
     r = simulate_stream(_config(500, cost=cost), np.random.default_rng(7), engine=engine)
@@ -248,10 +276,18 @@ def test_the_last_blocks_lookahead_is_checked_before_the_run() -> None:
     """The last block starts at most at prompt + tokens - 1 and drafts gamma positions
     (llama-68m: 2048): 1800 + 245 + 3 reaches 2048 exactly and runs; one token more is
     refused up front, naming the field, instead of failing in the last pass."""
-    cost = CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"),
-                    hardware=load_hardware("a100-80gb"))  # fmt: skip
-    ok = StreamConfig(tokens=245, prompt=1800, acceptance=IIDAcceptance(alpha=0.9),
-                      policy=FixedGamma(gamma=4), cost=cost)  # fmt: skip
+    cost = CardCost(
+        target=load_model("llama-2-7b"),
+        draft=load_model("llama-68m"),
+        hardware=load_hardware("a100-80gb"),
+    )
+    ok = StreamConfig(
+        tokens=245,
+        prompt=1800,
+        acceptance=IIDAcceptance(alpha=0.9),
+        policy=FixedGamma(gamma=4),
+        cost=cost,
+    )
     assert simulate_stream(ok, np.random.default_rng(0)).metrics()["tokens"] >= 245
     with pytest.raises(ValueError, match=r"^prompt: 1800 \+ 249 new tokens exceeds llama-68m"):
         replace(ok, tokens=246)

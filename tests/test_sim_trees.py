@@ -57,8 +57,9 @@ def test_known_answers_of_the_walk() -> None:
 
 
 def test_the_stream_prices_every_pass_and_counts_discarded_work() -> None:
-    cfg = TreeStreamConfig(parents=kary_tree(2, 6), proposer=DRAFT, target=TARGET, hardware=HW,
-                           tokens=3000, prompt=100)  # fmt: skip
+    cfg = TreeStreamConfig(
+        parents=kary_tree(2, 6), proposer=DRAFT, target=TARGET, hardware=HW, tokens=3000, prompt=100
+    )
     res = simulate_tree_stream(cfg, np.random.default_rng(3))
     m = res.metrics()
     assert m["tokens"] >= 3000 and res.context[0] == 100
@@ -67,19 +68,39 @@ def test_the_stream_prices_every_pass_and_counts_discarded_work() -> None:
     assert (two.context == 100).sum() == 2
     assert (res.verify_s > 0).all() and (res.draft_s > 0).all()
     assert m["discarded_share"] == pytest.approx((6 - res.accepted.mean()) / 7)
-    ngram = TreeStreamConfig(parents=chain_tree(3), proposer=NGram(acceptance=ACC),
-                             target=TARGET, hardware=HW, tokens=500)  # fmt: skip
+    ngram = TreeStreamConfig(
+        parents=chain_tree(3),
+        proposer=NGram(acceptance=ACC),
+        target=TARGET,
+        hardware=HW,
+        tokens=500,
+    )
     assert simulate_tree_stream(ngram, np.random.default_rng(4)).metrics()["draft_share"] == 0.0
 
 
 def test_the_optimizers_tree_beats_the_best_chain_in_simulation_where_theory_says_so() -> None:
-    o = optimize_tree(proposer=DRAFT, target=TARGET, hardware=HW, batch=1, budget=16,
-                      max_depth=6, candidates=best_trees(ACC, budget=16, max_depth=6))  # fmt: skip
+    o = optimize_tree(
+        proposer=DRAFT,
+        target=TARGET,
+        hardware=HW,
+        batch=1,
+        budget=16,
+        max_depth=6,
+        candidates=best_trees(ACC, budget=16, max_depth=6),
+    )
     assert o.best.tokens_per_s > 1.05 * o.chain.tokens_per_s  # theory: the tree pays here
     runs = {}
     for name, plan in (("tree", o.best), ("chain", o.chain)):
-        cfg = TreeStreamConfig(parents=plan.parents, proposer=DRAFT, target=TARGET, hardware=HW,
-                               tokens=2500, prompt=512, requests=8, budget=16)  # fmt: skip
+        cfg = TreeStreamConfig(
+            parents=plan.parents,
+            proposer=DRAFT,
+            target=TARGET,
+            hardware=HW,
+            tokens=2500,
+            prompt=512,
+            requests=8,
+            budget=16,
+        )
         runs[name] = simulate_tree_stream(cfg, np.random.default_rng(7)).metrics()
         theory = plan.tokens_per_pass
         z = (runs[name]["tokens_per_pass"] - theory) / runs[name]["tokens_per_pass_se"]
@@ -93,21 +114,29 @@ def test_the_optimizers_tree_beats_the_best_chain_in_simulation_where_theory_say
 
 def test_bad_configs_are_named() -> None:
     with pytest.raises(ValueError, match="budget: 3 .* smaller than the tree's 6"):
-        TreeStreamConfig(parents=kary_tree(2, 6), proposer=DRAFT, target=TARGET, hardware=HW,
-                         tokens=10, budget=3)  # fmt: skip
+        TreeStreamConfig(
+            parents=kary_tree(2, 6), proposer=DRAFT, target=TARGET, hardware=HW, tokens=10, budget=3
+        )
     with pytest.raises(ValueError, match="cycle"):
-        TreeStreamConfig(parents=(-1, 2, 1), proposer=DRAFT, target=TARGET, hardware=HW,
-                         tokens=10)  # fmt: skip
+        TreeStreamConfig(parents=(-1, 2, 1), proposer=DRAFT, target=TARGET, hardware=HW, tokens=10)
     with pytest.raises(ValueError, match="tokens"):
         TreeStreamConfig(parents=(-1,), proposer=DRAFT, target=TARGET, hardware=HW, tokens=0)
 
 
-def _dynamic(world: NodeConfidence, budget: int, tokens: int, seed: int,
-             proposer: DraftModel = DRAFT) -> TreeStreamResult:  # fmt: skip
+def _dynamic(
+    world: NodeConfidence, budget: int, tokens: int, seed: int, proposer: DraftModel = DRAFT
+) -> TreeStreamResult:
     requests = max(1, tokens // 2000)
-    cfg = DynamicTreeConfig(policy=ConfidenceTree(budget=budget, max_depth=6), world=world,
-                            proposer=proposer, target=TARGET, hardware=HW,
-                            tokens=tokens // requests, requests=requests, prompt=64)  # fmt: skip
+    cfg = DynamicTreeConfig(
+        policy=ConfidenceTree(budget=budget, max_depth=6),
+        world=world,
+        proposer=proposer,
+        target=TARGET,
+        hardware=HW,
+        tokens=tokens // requests,
+        requests=requests,
+        prompt=64,
+    )
     return simulate_dynamic_tree_stream(cfg, np.random.default_rng(seed))
 
 
@@ -125,8 +154,7 @@ def test_the_dynamic_walk_matches_each_trees_conditional_expectation() -> None:
 
 
 def test_without_variation_or_noise_the_dynamic_tree_is_fixed_and_matches_theory() -> None:
-    res = _dynamic(NodeConfidence(concentration=math.inf, noise=0.0), budget=8, tokens=6000,
-                   seed=6)  # fmt: skip
+    res = _dynamic(NodeConfidence(concentration=math.inf, noise=0.0), budget=8, tokens=6000, seed=6)
     assert res.expected_tokens is not None
     assert np.ptp(res.expected_tokens) == 0.0  # the same tree every pass
     tree = ConfidenceTree(budget=8, max_depth=6).build(
@@ -162,11 +190,17 @@ def test_the_dynamic_tree_against_the_best_static_tree() -> None:
     standard errors of the gain."""
     seq = max(best_trees(ACC, budget=16, max_depth=6), key=tree_tokens_of)
     rows = compare_dynamic_static(
-        static=seq, policy=ConfidenceTree(budget=16, max_depth=6),
+        static=seq,
+        policy=ConfidenceTree(budget=16, max_depth=6),
         worlds=[NodeConfidence(concentration=math.inf), NodeConfidence(concentration=0.5)],
-        proposer=DRAFT, target=TARGET, hardware=HW, tokens=2000, requests=10, prompt=128,
+        proposer=DRAFT,
+        target=TARGET,
+        hardware=HW,
+        tokens=2000,
+        requests=10,
+        prompt=128,
         rng=np.random.default_rng(11),
-    )  # fmt: skip
+    )
     static, flat, varied = rows
     assert static["tree"] == "static" and static["nodes"] == 16.0
     z_static = (static["tokens_per_pass"] - tree_tokens_of(seq)) / static["tokens_per_pass_se"]
@@ -184,5 +218,11 @@ def test_bad_dynamic_configs_are_named() -> None:
     with pytest.raises(ValueError, match="noise"):
         NodeConfidence(noise=-0.1)
     with pytest.raises(ValueError, match="tokens"):
-        DynamicTreeConfig(policy=ConfidenceTree(budget=4), world=NodeConfidence(),
-                          proposer=DRAFT, target=TARGET, hardware=HW, tokens=0)  # fmt: skip
+        DynamicTreeConfig(
+            policy=ConfidenceTree(budget=4),
+            world=NodeConfidence(),
+            proposer=DRAFT,
+            target=TARGET,
+            hardware=HW,
+            tokens=0,
+        )

@@ -42,8 +42,13 @@ print(json.dumps({"peak_mb": peak_mb, "tokens": m["tokens"]}))
 
 
 def peak_mb(tokens: int, chunk: int) -> float:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(tokens), str(chunk)],
-                         capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tokens), str(chunk)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     record = json.loads(out.stdout)
     assert tokens <= record["tokens"] <= tokens + 4
     return float(record["peak_mb"])

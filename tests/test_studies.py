@@ -52,8 +52,12 @@ SMALL = {
         "foreign_fractions": (0.0, 0.5),
         "max_gamma": 6,
     },
-    "engine": {"fast_requests": 240, "replicas": 2, "token_budgets": (512,),
-               "routers": ("round-robin", "join-shortest-queue")},
+    "engine": {
+        "fast_requests": 240,
+        "replicas": 2,
+        "token_budgets": (512,),
+        "routers": ("round-robin", "join-shortest-queue"),
+    },
     "proposers": {"hardware": ("a100-80gb",), "batches": (1, 8, 64), "fast_budget": 8},
     "capacity": {
         "hardware": ("h200",),
@@ -130,9 +134,17 @@ class Demo:
 def test_parse_overrides_types_follow_the_fields() -> None:
     got = parse_overrides(
         Demo,
-        ["n=7", "x=2", "flag=false", "card=h100-sxm", "xs=0.3,0.4,0.5", "cards=c", "pair=3,4",
-         "mode=adaptive"],
-    )  # fmt: skip
+        [
+            "n=7",
+            "x=2",
+            "flag=false",
+            "card=h100-sxm",
+            "xs=0.3,0.4,0.5",
+            "cards=c",
+            "pair=3,4",
+            "mode=adaptive",
+        ],
+    )
     assert got == {
         "n": 7,
         "x": 2.0,
@@ -197,9 +209,16 @@ def test_capacity_and_energy_raise_when_nothing_fits_on_16_devices() -> None:
     with pytest.raises(ValueError, match=rf"study 'capacity': {too_big}"):
         run_study("capacity", overrides={"hardware": ("h200",), "max_batch": 10**6}, fast=True)
     with pytest.raises(ValueError, match=r"study 'energy': .*do not fit on 16 x h200"):
-        run_study("energy", overrides={"hardware": ("h200",), "batches": (1, 10**7),
-                                           "serving_batches": (1,), "fast_serving_batches": (1,)},
-                  fast=True)
+        run_study(
+            "energy",
+            overrides={
+                "hardware": ("h200",),
+                "batches": (1, 10**7),
+                "serving_batches": (1,),
+                "fast_serving_batches": (1,),
+            },
+            fast=True,
+        )
 
 
 def test_energy_refuses_a_serving_batch_the_batch_model_does_not_price() -> None:
@@ -420,9 +439,12 @@ def test_capacity_is_deterministic_and_reports_every_serving_run(
 ) -> None:
     calls: list[tuple[int, int, str]] = []
     out = run_study(
-        "capacity", overrides=SMALL["capacity"], seed=11, fast=True,
+        "capacity",
+        overrides=SMALL["capacity"],
+        seed=11,
+        fast=True,
         progress=lambda done, total, label: calls.append((done, total, label)),
-    )  # fmt: skip
+    )
     pd.testing.assert_frame_equal(out.data, small["capacity"].data)  # type: ignore[attr-defined]
     runs = out.data.loc[out.data["kind"] == "probe", "run"].nunique()
     done = [c[0] for c in calls]
@@ -436,8 +458,11 @@ def test_capacity_is_deterministic_and_reports_every_serving_run(
 def test_cli_study_capacity_shows_a_bar_with_the_time_left_on_a_terminal(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sets = [x for k, v in SMALL["capacity"].items()
-            for x in ("--set", f"{k}={','.join(map(str, v)) if isinstance(v, tuple) else v}")]
+    sets = [
+        x
+        for k, v in SMALL["capacity"].items()
+        for x in ("--set", f"{k}={','.join(map(str, v)) if isinstance(v, tuple) else v}")
+    ]
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     assert main(["study", "capacity", "--fast", "--out", str(tmp_path / "c"), *sets]) == 0
     err = capsys.readouterr().err

@@ -25,8 +25,13 @@ def _study() -> ModuleType:
     return importlib.import_module(f"{studies_package().__name__}.engine")
 
 
-TINY = {"fast_requests": 240, "replicas": 2, "token_budgets": (512,),
-        "routers": ("round-robin", "join-shortest-queue"), "tight_kv_tokens": 20480}  # fmt: skip
+TINY = {
+    "fast_requests": 240,
+    "replicas": 2,
+    "token_budgets": (512,),
+    "routers": ("round-robin", "join-shortest-queue"),
+    "tight_kv_tokens": 20480,
+}
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +97,10 @@ def test_each_p99_lies_in_its_interval_and_the_verdicts_follow(df: pd.DataFrame)
             b = g[g["variant"] == r["baseline"]].iloc[0]
             for m in ("ttft", "tpot", "e2e"):
                 v = r[f"vs_{m}_p99"]
-                apart = r[f"{m}_p99_low_s"] > b[f"{m}_p99_high_s"] or \
-                    r[f"{m}_p99_high_s"] < b[f"{m}_p99_low_s"]
+                apart = (
+                    r[f"{m}_p99_low_s"] > b[f"{m}_p99_high_s"]
+                    or r[f"{m}_p99_high_s"] < b[f"{m}_p99_low_s"]
+                )
                 unbounded = np.isinf([r[f"{m}_p99_high_s"], b[f"{m}_p99_high_s"]]).any()
                 if r[f"{m}_p99_s"] == b[f"{m}_p99_s"]:
                     assert v == "identical"

@@ -145,8 +145,11 @@ def test_random_mode_draws_the_same_points_every_time() -> None:
         ({"sweep": {"colour": 1}, "config": BASE}, "[sweep]: unknown key"),
         *[
             (
-                {"sweep": {"mode": "random", "samples": 2}, "config": BASE,
-                 "random": {"cost.c": dist}},
+                {
+                    "sweep": {"mode": "random", "samples": 2},
+                    "config": BASE,
+                    "random": {"cost.c": dist},
+                },
                 f"[random] cost.c: {next(iter(dist))} needs",
             )
             for dist in (
@@ -157,7 +160,7 @@ def test_random_mode_draws_the_same_points_every_time() -> None:
                 {"integers": [1, 2.5]},
                 {"uniform": ["a", 1]},
             )
-        ],  # fmt: skip
+        ],
         ({"params": {}, "config": BASE}, "unknown table"),
         ({"sweep": {"config": "x.toml"}, "config": BASE}, "keep one"),
     ],
@@ -366,10 +369,23 @@ def test_dask_sweep_shuts_down_without_a_traceback(tmp_path: Path, attempt: int)
     pytest.importorskip("distributed", reason="needs the sweep extra: pip install -e .[sweep]")
     spec = _spec(tmp_path, TINY)
     done = subprocess.run(
-        [sys.executable, "-m", "specsim", "sweep", str(spec), "--dask", "--workers", "2",
-         "--out", str(tmp_path / "out.csv")],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "specsim",
+            "sweep",
+            str(spec),
+            "--dask",
+            "--workers",
+            "2",
+            "--out",
+            str(tmp_path / "out.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "CommClosedError" not in done.stderr, done.stderr
     assert len(_rows(tmp_path / "out.csv")) == 1 + 3
@@ -394,10 +410,12 @@ def test_identity_is_the_same_in_every_process(tmp_path: Path) -> None:
         subprocess.run(
             [sys.executable, "-c", code],
             env={**os.environ, "PYTHONHASHSEED": str(h)},
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         for h in (1, 2, 3)
-    }  # fmt: skip
+    }
     assert seen == {read_spec(spec).identity()}
 
 
@@ -480,10 +498,21 @@ def test_pool_workers_end_with_a_killed_sweep(tmp_path: Path) -> None:
     spec_path = _spec(tmp_path, SLOW)
     out = tmp_path / "res.csv"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "specsim", "sweep", str(spec_path), "--out", str(out),
-         "--workers", "2"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "specsim",
+            "sweep",
+            str(spec_path),
+            "--out",
+            str(out),
+            "--workers",
+            "2",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # workers running: the first points are written
@@ -515,11 +544,24 @@ def test_dask_scratch_space_is_removed(tmp_path: Path) -> None:
     temp = tmp_path / "temp"
     temp.mkdir()
     done = subprocess.run(
-        [sys.executable, "-m", "specsim", "sweep", str(spec), "--dask", "--workers", "1",
-         "--out", str(tmp_path / "out.csv")],
-        capture_output=True, text=True, timeout=300, check=False,
+        [
+            sys.executable,
+            "-m",
+            "specsim",
+            "sweep",
+            str(spec),
+            "--dask",
+            "--workers",
+            "1",
+            "--out",
+            str(tmp_path / "out.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
         env={**os.environ, "TMPDIR": str(temp)},
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     assert list(temp.iterdir()) == []
 

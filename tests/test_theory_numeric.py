@@ -215,6 +215,7 @@ def test_optimal_gamma_with_v() -> None:
     m = 20
     ones = np.ones(m + 1)
     assert theory.optimal_gamma(0.8, 0.05, m, v=ones) == theory.optimal_gamma(0.8, 0.05, m)
+
     # Verification that costs 10% more per extra token pushes the optimum down.
     def v_lin(g: int) -> float:
         return 1.0 + 0.1 * g

@@ -67,8 +67,15 @@ def test_the_copied_figures_match_the_shared_csv() -> None:
         pytest.skip(f"{DATA} is not in this checkout")
     with table2.open(newline="") as f:
         rows = [
-            (r["task"], r["draft"], int(r["temperature"]), int(r["gamma"]), float(r["alpha"]),
-             float(r["c"]), float(r["expected_speedup"]))
+            (
+                r["task"],
+                r["draft"],
+                int(r["temperature"]),
+                int(r["gamma"]),
+                float(r["alpha"]),
+                float(r["c"]),
+                float(r["expected_speedup"]),
+            )
             for r in csv.DictReader(f)
         ]
     assert rows == TABLE2

@@ -203,7 +203,7 @@ def test_jsq_light_load_is_the_chance_of_all_servers_busy() -> None:
         ({"arrival_rate": 0.5, "servers": 2, "max_states": 0}, "max_states"),
         ({"arrival_rate": 3.6, "servers": 4}, "arrival_rate 3.6 over servers 4 .*max_states"),
     ],
-)  # fmt: skip
+)
 def test_jsq_bad_input_is_refused(kwargs: dict[str, object], match: str) -> None:
     args: dict[str, object] = {"mean_service": 1.0, **kwargs}
     with pytest.raises(ValueError, match=match):
@@ -215,13 +215,15 @@ def test_jsq_bad_input_is_refused(kwargs: dict[str, object], match: str) -> None
     [
         (lambda: md1_mean_wait(arrival_rate=1.0, service=1.0), "rho = 1 must be < 1"),
         (lambda: md1_mean_wait(arrival_rate=-1.0, service=1.0), "arrival_rate"),
-        (lambda: mg1_mean_wait(arrival_rate=0.1, mean_service=2.0, second_moment=1.0),
-         "second_moment"),
+        (
+            lambda: mg1_mean_wait(arrival_rate=0.1, mean_service=2.0, second_moment=1.0),
+            "second_moment",
+        ),
         (lambda: mmk_mean_wait(arrival_rate=3.0, mean_service=1.0, servers=2), "rho = 1.5"),
         (lambda: mmk_mean_wait(arrival_rate=0.5, mean_service=1.0, servers=0), "servers"),
         (lambda: erlang_c(servers=2, offered_load=math.nan), "offered_load"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_refused(call: object, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         call()  # type: ignore[operator]

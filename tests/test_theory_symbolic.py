@@ -56,8 +56,7 @@ def test_every_result_is_proven_and_documented() -> None:
         assert r.statement and r.assumptions and r.steps and r.latex
         assert all(step.latex for step in r.steps)
         # Leviathan et al., Chen et al. (chains) and Sequoia (trees, Chen et al. 2024)
-        assert all(ref.arxiv in {"2211.17192", "2302.01318", "2402.12374"}
-                   for ref in r.references)
+        assert all(ref.arxiv in {"2211.17192", "2302.01318", "2402.12374"} for ref in r.references)
         if r.twin is not None:
             module, _, func = r.twin.rpartition(".")
             assert callable(getattr(importlib.import_module(module), func)), r.twin
@@ -102,8 +101,9 @@ def test_corollary_3_9_at_gamma_one() -> None:
     # (1 + alpha)/(1 + c) > 1  <=>  alpha > c, solved by sympy for a few c (alpha real here).
     x = sp.Symbol("x", real=True)
     for c0 in (sp.Integer(0), sp.Rational(1, 10), sp.Rational(1, 2)):
-        region = sp.solve_univariate_inequality(bound.subs({c: c0, alpha: x}) > 1, x,
-                                                relational=False)
+        region = sp.solve_univariate_inequality(
+            bound.subs({c: c0, alpha: x}) > 1, x, relational=False
+        )
         assert region == sp.Interval.open(c0, sp.oo)
 
 
@@ -152,9 +152,17 @@ def test_building_blocks_validate() -> None:
         Reference(paper="p", arxiv="1", section=" ", item="i")
     with pytest.raises(ValueError, match="nothing was proved"):
         SymbolicResult(
-            name="x", title="t", statement="s", lhs="", expr=alpha, symbols=(alpha,),
-            assumptions=(), steps=(), claims=(),
-            references=(Reference(paper="p", arxiv="1", section="1", item="i"),), twin=None,
+            name="x",
+            title="t",
+            statement="s",
+            lhs="",
+            expr=alpha,
+            symbols=(alpha,),
+            assumptions=(),
+            steps=(),
+            claims=(),
+            references=(Reference(paper="p", arxiv="1", section="1", item="i"),),
+            twin=None,
         )
     with pytest.raises(ValueError, match="method must be"):
         prove("x", alpha, alpha, method="guess")
@@ -206,11 +214,18 @@ def _check_point(name: str, args: tuple[float, ...]) -> None:
 def _grid(name: str) -> list[tuple[float, ...]]:
     symbols = [s.name for s in get_result(name).symbols]
     axes: dict[str, tuple[float, ...]] = {
-        "alpha": ALPHA_GRID, "gamma": GAMMA_GRID, "c": C_GRID, "c_hat": C_GRID, "v": V_GRID,
+        "alpha": ALPHA_GRID,
+        "gamma": GAMMA_GRID,
+        "c": C_GRID,
+        "c_hat": C_GRID,
+        "v": V_GRID,
     }
     if symbols == ["alpha", "gamma", "k"]:
-        return [(a, g, kk) for a, g in itertools.product(ALPHA_GRID, GAMMA_GRID)
-                for kk in range(0, g + 3)]
+        return [
+            (a, g, kk)
+            for a, g in itertools.product(ALPHA_GRID, GAMMA_GRID)
+            for kk in range(0, g + 3)
+        ]
     return list(itertools.product(*(axes[s] for s in symbols)))
 
 

@@ -73,8 +73,9 @@ def trees_and_tables(draw: st.DrawFn) -> tuple[list[int], np.ndarray]:
     parents = [draw(st.integers(-1, i - 1)) for i in range(n)]
     depths, ranks = theory.tree_depths_ranks(parents)
     shape = (max(depths, default=1), max(ranks, default=0) + 1)
-    probs = draw(st.lists(st.floats(0.0, 1.0), min_size=shape[0] * shape[1],
-                          max_size=shape[0] * shape[1]))  # fmt: skip
+    probs = draw(
+        st.lists(st.floats(0.0, 1.0), min_size=shape[0] * shape[1], max_size=shape[0] * shape[1])
+    )
     return parents, np.array(probs).reshape(shape)
 
 
@@ -99,8 +100,10 @@ def test_bounds_and_monotone_in_every_probability(case, seed: int) -> None:
 @given(trees_and_tables())
 def test_every_probability_raises_a_star_and_a_chain(case) -> None:
     _, accept = case
-    for parents, table in (([-1] * accept.shape[1], accept[:1]), (
-            [-1, *range(accept.shape[0] - 1)], accept[:, :1])):  # fmt: skip
+    for parents, table in (
+        ([-1] * accept.shape[1], accept[:1]),
+        ([-1, *range(accept.shape[0] - 1)], accept[:, :1]),
+    ):
         base = theory.expected_tokens_tree(parents, table)
         for idx in np.ndindex(table.shape):
             up = table.copy()
@@ -116,8 +119,9 @@ def test_symbolic_polynomial_equals_numeric_twin(case) -> None:
     depths, ranks = theory.tree_depths_ranks(parents)
     subs = {
         theory.accept_symbol(d + 1, r): float(accept[d, r])
-        for d in range(accept.shape[0]) for r in range(accept.shape[1])
-    }  # fmt: skip
+        for d in range(accept.shape[0])
+        for r in range(accept.shape[1])
+    }
     assert float(poly.subs(subs)) == pytest.approx(
         theory.expected_tokens_tree(parents, accept), abs=1e-12
     )
@@ -191,7 +195,6 @@ def test_the_tree_derivation_is_proved() -> None:
 def _lp_optimum(p: np.ndarray, q: np.ndarray, k: int) -> float:
     """SpecTr's optimal transport as a linear program (an independent route): maximize the
     mass of a coupling of q^k and p on pairs (tuple, token in the tuple)."""
-
 
     vocab = len(p)
     tuples = list(itertools.product(range(vocab), repeat=k))

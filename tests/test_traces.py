@@ -35,9 +35,17 @@ META = {"device_name": "test CPU", "date": "2026-01-01T00:00:00+00:00", "command
 
 def _pass_row(**over: object) -> dict[str, object]:
     row: dict[str, object] = {
-        "model": "llama-68m", "dtype": "float32", "device": "cpu", "batch": 2, "context": 64,
-        "source_len": 0, "new_tokens": 3, "repeat": 0, "time_s": 0.0125,
-        "peak_mem_bytes": np.nan, "energy_j": np.nan,
+        "model": "llama-68m",
+        "dtype": "float32",
+        "device": "cpu",
+        "batch": 2,
+        "context": 64,
+        "source_len": 0,
+        "new_tokens": 3,
+        "repeat": 0,
+        "time_s": 0.0125,
+        "peak_mem_bytes": np.nan,
+        "energy_j": np.nan,
     }
     row.update(over)
     return row
@@ -63,8 +71,10 @@ def test_every_kind_round_trips(tmp_path: Path) -> None:
 def test_round_trip_is_exact_for_floats_and_keeps_empty_values(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     times = rng.random(50) * 10.0 ** rng.integers(-9, 3, 50)
-    rows = [_pass_row(repeat=i, time_s=float(t), energy_j=(np.nan if i % 2 else float(t) * 300))
-            for i, t in enumerate(times)]
+    rows = [
+        _pass_row(repeat=i, time_s=float(t), energy_j=(np.nan if i % 2 else float(t) * 300))
+        for i, t in enumerate(times)
+    ]
     write_trace(tmp_path / "p.csv", Trace(kind="passes", data=pd.DataFrame(rows), meta=META))
     data = read_trace(tmp_path / "p.csv").data
     assert np.array_equal(data.time_s.to_numpy(), times)
@@ -73,11 +83,18 @@ def test_round_trip_is_exact_for_floats_and_keeps_empty_values(tmp_path: Path) -
 
 
 @settings(max_examples=25)  # each example writes and reads files: kept small
-@given(st.lists(st.tuples(st.integers(1, 512), st.integers(0, 10**6),
-                          st.floats(0, 1e3, allow_nan=False),
-                          st.text(st.characters(categories=("L", "N", "P", "S")), min_size=1,
-                                  max_size=8)),
-                min_size=1, max_size=20))
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 512),
+            st.integers(0, 10**6),
+            st.floats(0, 1e3, allow_nan=False),
+            st.text(st.characters(categories=("L", "N", "P", "S")), min_size=1, max_size=8),
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
 def test_round_trip_property(rows: list[tuple[int, int, float, str]]) -> None:
     frame = pd.DataFrame([_pass_row(batch=b, context=c, time_s=t, model=m) for b, c, t, m in rows])
     import tempfile

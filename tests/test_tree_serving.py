@@ -24,10 +24,12 @@ TREE = kary_tree(2, 7)
 
 
 def _config(rate: float, requests: int, **kw: object) -> TreeServingConfig:
-    w = PoissonWorkload(rate_per_s=rate, requests=requests, prompt_tokens=(16, 256),
-                        output_tokens=(1, 80))  # fmt: skip
-    base: dict[str, object] = dict(workload=w, parents=TREE, proposer=DRAFT, target=TARGET,
-                                   hardware=HW, plain_twin=False)  # fmt: skip
+    w = PoissonWorkload(
+        rate_per_s=rate, requests=requests, prompt_tokens=(16, 256), output_tokens=(1, 80)
+    )
+    base: dict[str, object] = dict(
+        workload=w, parents=TREE, proposer=DRAFT, target=TARGET, hardware=HW, plain_twin=False
+    )
     base.update(kw)
     return TreeServingConfig(**base)  # type: ignore[arg-type]
 
@@ -78,9 +80,15 @@ def test_every_request_finishes_and_tokens_are_conserved() -> None:
 
 def test_the_budget_is_never_exceeded_and_pruning_follows_the_pruned_closed_form() -> None:
     budget = 16  # four sequences of the root and three nodes
-    cfg = _config(200.0, 200, max_batch=4, position_budget=budget,
-                  workload=PoissonWorkload(rate_per_s=200.0, requests=200, prompt_tokens=64,
-                                           output_tokens=(60, 120)))  # fmt: skip
+    cfg = _config(
+        200.0,
+        200,
+        max_batch=4,
+        position_budget=budget,
+        workload=PoissonWorkload(
+            rate_per_s=200.0, requests=200, prompt_tokens=64, output_tokens=(60, 120)
+        ),
+    )
     res = simulate_tree_serving(cfg, np.random.default_rng(5))
     it = res.iterations
     assert (it["positions"] <= budget).all()

@@ -29,25 +29,46 @@ FIXED = NodeConfidence(concentration=math.inf, noise=0.0)  # the same tree every
 
 def _config(rate: float, requests: int, **kw: object) -> DynamicTreeServingConfig:
     base: dict[str, object] = dict(
-        workload=PoissonWorkload(rate_per_s=rate, requests=requests, prompt_tokens=(16, 256),
-                                 output_tokens=(1, 80)),
-        policy=POLICY, world=VARIED, proposer=DRAFT, target=TARGET, hardware=HW,
+        workload=PoissonWorkload(
+            rate_per_s=rate, requests=requests, prompt_tokens=(16, 256), output_tokens=(1, 80)
+        ),
+        policy=POLICY,
+        world=VARIED,
+        proposer=DRAFT,
+        target=TARGET,
+        hardware=HW,
         plain_twin=False,
-    )  # fmt: skip
+    )
     base.update(kw)
     return DynamicTreeServingConfig(**base)  # type: ignore[arg-type]
 
 
 def test_at_batch_one_it_is_the_single_stream_dynamic_simulator() -> None:
-    res = simulate_dynamic_tree_serving(_config(0.01, 40, workload=PoissonWorkload(
-        rate_per_s=0.01, requests=40, prompt_tokens=64, output_tokens=(60, 100))),
-        np.random.default_rng(16))  # fmt: skip
+    res = simulate_dynamic_tree_serving(
+        _config(
+            0.01,
+            40,
+            workload=PoissonWorkload(
+                rate_per_s=0.01, requests=40, prompt_tokens=64, output_tokens=(60, 100)
+            ),
+        ),
+        np.random.default_rng(16),
+    )
     it = res.iterations[res.iterations["batch"] > 0]
     assert (it["batch"] == 1).all() and not it["budget_bound"].any()
     m = res.metrics()
-    stream = simulate_dynamic_tree_stream(DynamicTreeConfig(
-        policy=POLICY, world=VARIED, proposer=DRAFT, target=TARGET, hardware=HW, tokens=3000,
-        prompt=64), np.random.default_rng(17)).metrics()  # fmt: skip
+    stream = simulate_dynamic_tree_stream(
+        DynamicTreeConfig(
+            policy=POLICY,
+            world=VARIED,
+            proposer=DRAFT,
+            target=TARGET,
+            hardware=HW,
+            tokens=3000,
+            prompt=64,
+        ),
+        np.random.default_rng(17),
+    ).metrics()
     diff = m["tokens_per_pass"] - stream["tokens_per_pass"]
     assert abs(diff) <= Z * math.hypot(m["tokens_per_pass_se"], stream["tokens_per_pass_se"])
     # Each pass emits, on average, what its own tree's drawn acceptances say.
@@ -60,17 +81,16 @@ def test_at_batch_one_it_is_the_single_stream_dynamic_simulator() -> None:
 def test_without_variation_every_pass_verifies_the_policys_tree() -> None:
     alone = POLICY.build(ACC, FIXED, np.random.default_rng(0))
     theory = expected_tokens_tree(list(alone.parents), ACC.node_table(alone.parents))
-    res = simulate_dynamic_tree_serving(_config(0.01, 40, world=FIXED),
-                                        np.random.default_rng(8))  # fmt: skip
+    res = simulate_dynamic_tree_serving(_config(0.01, 40, world=FIXED), np.random.default_rng(8))
     it = res.iterations[res.iterations["batch"] > 0]
     assert np.allclose(it["expected_tokens"] / it["batch"], theory)
     m = res.metrics()
     assert abs(m["tokens_per_pass"] - theory) <= Z * m["tokens_per_pass_se"]
     # Under a binding budget the batch shares it: the iteration's expected tokens are the
     # batch plus the top of the union of the sequences' predicted reaches.
-    busy = simulate_dynamic_tree_serving(_config(300.0, 60, world=FIXED, max_batch=8,
-                                                 position_budget=30),
-                                         np.random.default_rng(8)).iterations  # fmt: skip
+    busy = simulate_dynamic_tree_serving(
+        _config(300.0, 60, world=FIXED, max_batch=8, position_budget=30), np.random.default_rng(8)
+    ).iterations
     order = sorted(alone.predicted, reverse=True)
     for r in busy[busy["batch"] > 0].itertuples():
         room = min(30 - r.batch, r.batch * POLICY.budget)
@@ -93,16 +113,18 @@ def test_the_budget_is_never_exceeded_and_is_spent_when_binding() -> None:
     d = (it["accepted"] + it["batch"] - it["expected_tokens"]).to_numpy()
     assert abs(d.mean()) <= Z * d.std(ddof=1) / math.sqrt(d.size)
     # The budget that binds costs tokens per pass, and saves positions per token.
-    unbound = simulate_dynamic_tree_serving(_config(300.0, 120, max_batch=16),
-                                            np.random.default_rng(3)).metrics()  # fmt: skip
+    unbound = simulate_dynamic_tree_serving(
+        _config(300.0, 120, max_batch=16), np.random.default_rng(3)
+    ).metrics()
     m = res.metrics()
     assert m["tokens_per_pass"] < unbound["tokens_per_pass"] - Z * m["tokens_per_pass_se"]
     assert m["discarded_share"] < unbound["discarded_share"]
 
 
 def test_tokens_are_conserved_and_discarded_work_is_counted() -> None:
-    res = simulate_dynamic_tree_serving(_config(40.0, 80, max_batch=8, position_budget=48),
-                                        np.random.default_rng(2))  # fmt: skip
+    res = simulate_dynamic_tree_serving(
+        _config(40.0, 80, max_batch=8, position_budget=48), np.random.default_rng(2)
+    )
     req, it = res.requests, res.iterations
     assert np.isfinite(req["finish_s"]).all()
     assert (req["arrival_s"] <= req["first_token_s"]).all()
@@ -172,18 +194,28 @@ def test_the_policys_widths_are_the_frontier_widths() -> None:
             assert p.widths == frontier_widths(p.examined)
 
 
-@pytest.mark.parametrize("proposer", [
-    DRAFT, Heads(card=load_head("eagle-vicuna-7b-v1.3")),
-    Heads(card=load_head("medusa-vicuna-7b-v1.3")), NGram(acceptance=ACC),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "proposer",
+    [
+        DRAFT,
+        Heads(card=load_head("eagle-vicuna-7b-v1.3")),
+        Heads(card=load_head("medusa-vicuna-7b-v1.3")),
+        NGram(acceptance=ACC),
+    ],
+)
 def test_the_batch_draft_cost_is_the_proposers_own_on_equal_trees(proposer: object) -> None:
     target = load_model("vicuna-7b-v1.3") if isinstance(proposer, Heads) else TARGET
     tree = (-1, -1, 0, 0, 1, 2, 4)
     for b, c in ((1, 100), (8, 700)):
         own = proposer.draft_cost(tree, target=target, hardware=HW, batch=b, context=c)  # type: ignore[attr-defined]
         ctx = np.full(b, c, dtype=np.int64)
-        t, e = batch_draft_cost(proposer, [frontier_widths(tree)] * b, ctx,  # type: ignore[arg-type]
-                                target=target, hardware=HW)  # fmt: skip
+        t, e = batch_draft_cost(
+            proposer,
+            [frontier_widths(tree)] * b,
+            ctx,  # type: ignore[arg-type]
+            target=target,
+            hardware=HW,
+        )
         assert t == pytest.approx(float(own.time_s), rel=1e-12)
         assert e == pytest.approx(float(own.energy_j), rel=1e-12)
     # Sequences at different contexts and widths: more than the lightest alone, less than
@@ -192,8 +224,10 @@ def test_the_batch_draft_cost_is_the_proposers_own_on_equal_trees(proposer: obje
         w = [frontier_widths(tree), (1,), (1, 2)]
         ctx = np.asarray([50, 400, 900], dtype=np.int64)
         together = batch_draft_cost(proposer, w, ctx, target=target, hardware=HW)[0]  # type: ignore[arg-type]
-        apart = [batch_draft_cost(proposer, [x], ctx[i : i + 1], target=target, hardware=HW)[0]  # type: ignore[arg-type]
-                 for i, x in enumerate(w)]  # fmt: skip
+        apart = [
+            batch_draft_cost(proposer, [x], ctx[i : i + 1], target=target, hardware=HW)[0]  # type: ignore[arg-type]
+            for i, x in enumerate(w)
+        ]
         assert max(apart) <= together < sum(apart)
 
 
@@ -211,7 +245,12 @@ def test_bad_input_is_named() -> None:
     with pytest.raises(TypeError, match="world"):
         _config(1.0, 5, world=None)
     with pytest.raises(ValueError, match="policy.max_depth"):
-        _config(1.0, 5, proposer=Heads(card=load_head("medusa-vicuna-7b-v1.3")),
-                target=load_model("vicuna-7b-v1.3"), policy=ConfidenceTree(budget=4, max_depth=9))
+        _config(
+            1.0,
+            5,
+            proposer=Heads(card=load_head("medusa-vicuna-7b-v1.3")),
+            target=load_model("vicuna-7b-v1.3"),
+            policy=ConfidenceTree(budget=4, max_depth=9),
+        )
     with pytest.raises(TypeError, match="rng"):
         simulate_dynamic_tree_serving(_config(1.0, 5), 3)  # type: ignore[arg-type]

@@ -24,14 +24,21 @@ TREE = kary_tree(2, 7)
 
 
 def _static(w: PoissonWorkload, **kw: object) -> TreeServingConfig:
-    return TreeServingConfig(workload=w, parents=TREE, proposer=DRAFT, target=TARGET,
-                             hardware=HW, **kw)  # type: ignore[arg-type]  # fmt: skip
+    return TreeServingConfig(
+        workload=w, parents=TREE, proposer=DRAFT, target=TARGET, hardware=HW, **kw
+    )  # type: ignore[arg-type]
 
 
 def _dynamic(w: PoissonWorkload, **kw: object) -> DynamicTreeServingConfig:
-    return DynamicTreeServingConfig(workload=w, policy=ConfidenceTree(budget=8, max_depth=6),
-                                    world=NodeConfidence(concentration=2.0), proposer=DRAFT,
-                                    target=TARGET, hardware=HW, **kw)  # type: ignore[arg-type]  # fmt: skip
+    return DynamicTreeServingConfig(
+        workload=w,
+        policy=ConfidenceTree(budget=8, max_depth=6),
+        world=NodeConfidence(concentration=2.0),
+        proposer=DRAFT,
+        target=TARGET,
+        hardware=HW,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def _check_twin(req: pd.DataFrame, plain: pd.DataFrame, it: pd.DataFrame) -> None:
@@ -47,8 +54,7 @@ def _check_twin(req: pd.DataFrame, plain: pd.DataFrame, it: pd.DataFrame) -> Non
 
 @pytest.mark.parametrize("kind", ["static", "dynamic"])
 def test_the_twin_serves_the_same_requests_without_speculation(kind: str) -> None:
-    w = PoissonWorkload(rate_per_s=2.0, requests=30, prompt_tokens=(16, 256),
-                        output_tokens=(1, 80))  # fmt: skip
+    w = PoissonWorkload(rate_per_s=2.0, requests=30, prompt_tokens=(16, 256), output_tokens=(1, 80))
     if kind == "static":
         res = simulate_tree_serving(_static(w, max_batch=8), np.random.default_rng(1))
     else:
@@ -56,8 +62,9 @@ def test_the_twin_serves_the_same_requests_without_speculation(kind: str) -> Non
     assert res.requests_plain is not None and res.iterations_plain is not None
     _check_twin(res.requests, res.requests_plain, res.iterations_plain)
     m = res.metrics()
-    assert m["speedup"] == pytest.approx(m["throughput_tokens_per_s"]
-                                         / m["plain_throughput_tokens_per_s"])  # fmt: skip
+    assert m["speedup"] == pytest.approx(
+        m["throughput_tokens_per_s"] / m["plain_throughput_tokens_per_s"]
+    )
     assert m["tpot_speedup"] == pytest.approx(m["plain_tpot_p50_s"] / m["tpot_p50_s"])
     # Light load, a good table: each request decodes faster with trees than without.
     assert m["tpot_speedup"] > 1.5
@@ -70,13 +77,21 @@ def test_the_twin_is_chain_servings_plain_run(rate: float) -> None:
     # emitted token in the context and again as the new position): within 0.5%. Under load
     # that drift moves an arrival across an iteration's start now and then, so there the
     # summaries are compared, request by request only when requests rarely meet.
-    w = PoissonWorkload(rate_per_s=rate, requests=40, prompt_tokens=(16, 256),
-                        output_tokens=(1, 80))  # fmt: skip
+    w = PoissonWorkload(
+        rate_per_s=rate, requests=40, prompt_tokens=(16, 256), output_tokens=(1, 80)
+    )
     tree = simulate_tree_serving(_static(w, max_batch=8), np.random.default_rng(1))
-    chain = simulate_serving(ServingConfig(
-        workload=w, cost=CardCost(target=TARGET, draft=None, hardware=HW),
-        acceptance=IIDAcceptance(alpha=0.5), policy=FixedGamma(gamma=0), max_batch=8,
-        plain_twin=False), np.random.default_rng(1))  # fmt: skip
+    chain = simulate_serving(
+        ServingConfig(
+            workload=w,
+            cost=CardCost(target=TARGET, draft=None, hardware=HW),
+            acceptance=IIDAcceptance(alpha=0.5),
+            policy=FixedGamma(gamma=0),
+            max_batch=8,
+            plain_twin=False,
+        ),
+        np.random.default_rng(1),
+    )
     assert tree.requests_plain is not None
     a, b = tree.requests_plain, chain.requests_spec
     assert (a["arrival_s"].to_numpy() == b["arrival_s"].to_numpy()).all()
@@ -122,11 +137,13 @@ def test_the_kv_limit_makes_admission_wait() -> None:
     m = res.metrics()
     assert m["ttft_p50_s"] > free["ttft_p50_s"] and m["tokens"] == free["tokens"]
     # Mixed lengths: the running requests' reservations never exceed the capacity.
-    w = PoissonWorkload(rate_per_s=100.0, requests=60, prompt_tokens=(16, 400),
-                        output_tokens=(1, 120))  # fmt: skip
+    w = PoissonWorkload(
+        rate_per_s=100.0, requests=60, prompt_tokens=(16, 400), output_tokens=(1, 120)
+    )
     cap = 1500
-    res2 = simulate_dynamic_tree_serving(_dynamic(w, kv_capacity_tokens=cap, plain_twin=False),
-                                         np.random.default_rng(5))  # fmt: skip
+    res2 = simulate_dynamic_tree_serving(
+        _dynamic(w, kv_capacity_tokens=cap, plain_twin=False), np.random.default_rng(5)
+    )
     req = res2.requests
     reserve = (req["prompt_tokens"] + req["output_tokens"] + 9).to_numpy()
     held = _held_at_admission(req, res2.iterations, reserve)

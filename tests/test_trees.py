@@ -104,10 +104,12 @@ def test_the_best_tree_shrinks_towards_a_chain_and_no_speculation_as_the_batch_g
     trees = best_trees(ACC, budget=24, max_depth=8)
     sizes, specs = [], []
     for batch in (1, 16, 64, 128):
-        o = optimize_tree(proposer=DRAFT, batch=batch, budget=24, max_depth=8, candidates=trees,
-                          **CARDS)  # fmt: skip
-        assert o.best.tokens_per_s >= max(o.chain.tokens_per_s, o.kary.tokens_per_s,
-                                          o.none.tokens_per_s) * (1 - 1e-12)  # fmt: skip
+        o = optimize_tree(
+            proposer=DRAFT, batch=batch, budget=24, max_depth=8, candidates=trees, **CARDS
+        )
+        assert o.best.tokens_per_s >= max(
+            o.chain.tokens_per_s, o.kary.tokens_per_s, o.none.tokens_per_s
+        ) * (1 - 1e-12)
         sizes.append(o.best.nodes)
         specs.append(o.best.tokens_per_s / o.none.tokens_per_s)
     assert sizes == sorted(sizes, reverse=True) and sizes[0] > sizes[-1]
@@ -119,8 +121,9 @@ def test_the_best_tree_shrinks_towards_a_chain_and_no_speculation_as_the_batch_g
 
 
 def test_an_expensive_proposer_at_a_large_batch_stops_speculating() -> None:
-    weak = DraftModel(card=load_model("llama-160m"),
-                      acceptance=RankAcceptance(accept=((0.3, 0.1),)))  # fmt: skip
+    weak = DraftModel(
+        card=load_model("llama-160m"), acceptance=RankAcceptance(accept=((0.3, 0.1),))
+    )
     o = optimize_tree(proposer=weak, batch=128, budget=8, **CARDS)
     assert o.best.nodes == 0 and o.best.kind == "best tree"
     assert o.best.tokens_per_s == pytest.approx(o.none.tokens_per_s)
@@ -135,9 +138,15 @@ def test_a_free_proposer_prices_only_the_verification() -> None:
 
 @pytest.mark.parametrize(
     "parents, match",
-    [((-1, 2, 1), "cycle"), ((-1, 5), "missing parent"), ((-1, -3), "missing parent"),
-     ((1, -1), "comes after"), ((-1, 1), "cycle"), ((-1, 0.5), "integer")],
-)  # fmt: skip
+    [
+        ((-1, 2, 1), "cycle"),
+        ((-1, 5), "missing parent"),
+        ((-1, -3), "missing parent"),
+        ((1, -1), "comes after"),
+        ((-1, 1), "cycle"),
+        ((-1, 0.5), "integer"),
+    ],
+)
 def test_bad_trees_are_named(parents: tuple[int, ...], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         check_tree(parents)

@@ -12,8 +12,13 @@ from specsim.validate import assumptions_dropped, blocks_needed, check_grid, pre
 
 
 def test_small_grid_passes_and_intervals_are_tight_enough() -> None:
-    df = check_grid(np.random.default_rng(3), alphas=(0.1, 0.5, 0.95), gammas=(1, 4, 10),
-                    cs=(0.0, 0.2), relative=0.01)  # fmt: skip
+    df = check_grid(
+        np.random.default_rng(3),
+        alphas=(0.1, 0.5, 0.95),
+        gammas=(1, 4, 10),
+        cs=(0.0, 0.2),
+        relative=0.01,
+    )
     assert df["ok"].all(), df.loc[~df["ok"]]
     e = df[df.quantity == "tokens_per_pass"]
     half = (e["ci_high"] - e["ci_low"]) / 2
@@ -52,28 +57,61 @@ def _spec_rows(run_id: str, batch: int, device: str, block_s: float) -> tuple[li
     blocks, positions = [], []
     for block in range(4):
         for seq in range(batch):
-            blocks.append({
-                "run_id": run_id, "target": "gpt-like-97m", "draft": "gpt-like-6m",
-                "dtype": "float32", "device": device, "temperature": 1.0, "gamma": 3,
-                "batch": batch, "prompt_len": 64, "vocab": 8192, "block": block, "seq": seq,
-                "context": 64 + 2 * block, "accepted": 1, "emitted": 2,
-                "draft_s": 0.6 * block_s, "target_s": 0.3 * block_s, "verify_s": 0.1 * block_s,
-            })  # fmt: skip
+            blocks.append(
+                {
+                    "run_id": run_id,
+                    "target": "gpt-like-97m",
+                    "draft": "gpt-like-6m",
+                    "dtype": "float32",
+                    "device": device,
+                    "temperature": 1.0,
+                    "gamma": 3,
+                    "batch": batch,
+                    "prompt_len": 64,
+                    "vocab": 8192,
+                    "block": block,
+                    "seq": seq,
+                    "context": 64 + 2 * block,
+                    "accepted": 1,
+                    "emitted": 2,
+                    "draft_s": 0.6 * block_s,
+                    "target_s": 0.3 * block_s,
+                    "verify_s": 0.1 * block_s,
+                }
+            )
             for i in range(3):
-                positions.append({
-                    "run_id": run_id, "block": block, "seq": seq, "position": i + 1,
-                    "alpha": 0.5, "accepted": i < 1, "reached": i <= 1, "draft_pass_s": 0.0,
-                })  # fmt: skip
+                positions.append(
+                    {
+                        "run_id": run_id,
+                        "block": block,
+                        "seq": seq,
+                        "position": i + 1,
+                        "alpha": 0.5,
+                        "accepted": i < 1,
+                        "reached": i <= 1,
+                        "draft_pass_s": 0.0,
+                    }
+                )
     return blocks, positions
 
 
 def _ar_rows(run_id: str, batch: int, device: str, step_s: float) -> list:
     return [
-        {"run_id": run_id, "model": "gpt-like-97m", "dtype": "float32", "device": device,
-         "temperature": 1.0, "batch": batch, "prompt_len": 64, "step": s, "context": 64 + s,
-         "forward_s": 0.9 * step_s, "sample_s": 0.1 * step_s}
+        {
+            "run_id": run_id,
+            "model": "gpt-like-97m",
+            "dtype": "float32",
+            "device": device,
+            "temperature": 1.0,
+            "batch": batch,
+            "prompt_len": 64,
+            "step": s,
+            "context": 64 + s,
+            "forward_s": 0.9 * step_s,
+            "sample_s": 0.1 * step_s,
+        }
         for s in range(8)
-    ]  # fmt: skip
+    ]
 
 
 def _two_batch_traces(device8: str = "cpu") -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -99,10 +137,13 @@ def test_predict_runs_pairs_each_run_with_the_plain_run_of_its_batch() -> None:
     ctx = 64 + 2 * np.arange(4)
     for run_id, b in (("sd/b1", 1), ("sd/b8", 8)):
         kw = dict(batch=b, context=ctx, dtype="float32")
-        block_s = (3 * step_cost_grid(draft, card, new_tokens=1, **kw).time_s
-                   + step_cost_grid(target, card, new_tokens=4, **kw).time_s)  # fmt: skip
-        ar_s = step_cost_grid(target, card, batch=b, context=64 + np.arange(8), new_tokens=1,
-                              dtype="float32").time_s.mean()  # fmt: skip
+        block_s = (
+            3 * step_cost_grid(draft, card, new_tokens=1, **kw).time_s
+            + step_cost_grid(target, card, new_tokens=4, **kw).time_s
+        )
+        ar_s = step_cost_grid(
+            target, card, batch=b, context=64 + np.arange(8), new_tokens=1, dtype="float32"
+        ).time_s.mean()
         row = out.loc[run_id]
         assert row["replay_token_s"] == pytest.approx(block_s.sum() / 8, rel=1e-12)
         assert row["replay_speedup"] == pytest.approx(ar_s / (block_s.sum() / 8), rel=1e-12)
@@ -130,8 +171,9 @@ def test_predict_runs_checks_seeds() -> None:
 
 # The verdict's interval, the summary and specsim validate's output ---------------------------
 def _small_checks() -> pd.DataFrame:
-    return check_grid(np.random.default_rng(5), alphas=(0.3, 0.8), gammas=(2, 5), cs=(0.0, 0.1),
-                      relative=0.03)  # fmt: skip
+    return check_grid(
+        np.random.default_rng(5), alphas=(0.3, 0.8), gammas=(2, 5), cs=(0.0, 0.1), relative=0.03
+    )
 
 
 def test_the_pass_interval_is_the_one_the_verdict_uses() -> None:
@@ -145,8 +187,9 @@ def test_the_pass_interval_is_the_one_the_verdict_uses() -> None:
     assert np.allclose(half, Z_CHECK * df["se"])
     assert (df["ci_high"] - df["ci_low"] < df["pass_high"] - df["pass_low"]).all()
     # A check the verdict fails lies outside its printed interval, and the other way round.
-    shifted = check_grid(np.random.default_rng(5), alphas=(0.8,), gammas=(5,), cs=(0.0,),
-                         relative=0.03, z=0.01)  # fmt: skip
+    shifted = check_grid(
+        np.random.default_rng(5), alphas=(0.8,), gammas=(5,), cs=(0.0,), relative=0.03, z=0.01
+    )
     bad = shifted[~shifted["ok"]]
     outside = (bad["formula"] < bad["pass_low"]) | (bad["formula"] > bad["pass_high"])
     assert len(bad) and outside.all()
@@ -169,9 +212,18 @@ def small_validate(monkeypatch: pytest.MonkeyPatch) -> pd.DataFrame:
     import specsim.cli.validate as cli_validate
 
     checks = _small_checks()
-    dropped = pd.DataFrame([{"case": "baseline", "assumption dropped": "none",
-                             "quantity": "walltime_speedup", "simulated": 2.0, "formula": 2.01,
-                             "error_pct": 0.5}])  # fmt: skip
+    dropped = pd.DataFrame(
+        [
+            {
+                "case": "baseline",
+                "assumption dropped": "none",
+                "quantity": "walltime_speedup",
+                "simulated": 2.0,
+                "formula": 2.01,
+                "error_pct": 0.5,
+            }
+        ]
+    )
     monkeypatch.setattr(
         cli_validate, "validation_tables", lambda rng, quick, progress=None: (checks, dropped)
     )
@@ -216,11 +268,35 @@ def _queueing_table(*, failing: bool = False) -> pd.DataFrame:
 
     rows = [
         ["M/D/1", "rho s / (2 (1 - rho))", 0.5, 1, 20000, 0.51, 0.01, 0.5, 0.5, 1.0, True, "x"],
-        ["M/G/1", "pk", 0.6, 1, 8000, 1.2 if failing else 0.95, 0.01, 0.95, 0.95,
-         25.0 if failing else 0.0, not failing, "y"],
-        ["JSQ, M/M/k bounds", "b", 0.7, 2, 3000, np.nan, np.nan, np.nan, np.nan, np.nan, None,
-         "skipped: no replicas"],
-    ]  # fmt: skip
+        [
+            "M/G/1",
+            "pk",
+            0.6,
+            1,
+            8000,
+            1.2 if failing else 0.95,
+            0.01,
+            0.95,
+            0.95,
+            25.0 if failing else 0.0,
+            not failing,
+            "y",
+        ],
+        [
+            "JSQ, M/M/k bounds",
+            "b",
+            0.7,
+            2,
+            3000,
+            np.nan,
+            np.nan,
+            np.nan,
+            np.nan,
+            np.nan,
+            None,
+            "skipped: no replicas",
+        ],
+    ]
     return pd.DataFrame(rows, columns=QUEUEING_COLUMNS)
 
 
@@ -230,8 +306,7 @@ def _small_queueing(monkeypatch: pytest.MonkeyPatch) -> None:
     tests/test_validate_queueing.py's), so that they stay fast."""
     import specsim.cli.validate as cli_validate
 
-    monkeypatch.setattr(cli_validate, "queueing_checks",
-                        lambda rng, quick: _queueing_table())  # fmt: skip
+    monkeypatch.setattr(cli_validate, "queueing_checks", lambda rng, quick: _queueing_table())
 
 
 def test_validate_prints_the_queueing_line_and_the_table_when_verbose(
@@ -249,16 +324,18 @@ def test_validate_prints_the_queueing_line_and_the_table_when_verbose(
 
 
 def test_a_failing_queueing_check_fails_validate(
-    small_validate: pd.DataFrame, monkeypatch: pytest.MonkeyPatch,
+    small_validate: pd.DataFrame,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     import json
 
     import specsim.cli.validate as cli_validate
     from specsim.cli import main
 
-    monkeypatch.setattr(cli_validate, "queueing_checks",
-                        lambda rng, quick: _queueing_table(failing=True))  # fmt: skip
+    monkeypatch.setattr(
+        cli_validate, "queueing_checks", lambda rng, quick: _queueing_table(failing=True)
+    )
     assert main(["validate", "--quick"]) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out and "1 of 2 queueing checks pass" in out  # the table shows the failure

@@ -61,17 +61,20 @@ def test_the_cases_cover_the_shapes_and_the_measured_tables() -> None:
 
 
 def _biased(scale: float) -> Callable[..., NDArray[np.int64]]:
-    def sample(parents: Sequence[int], acceptance: RankAcceptance, *, passes: int,
-               rng: np.random.Generator) -> NDArray[np.int64]:  # fmt: skip
-        wrong = RankAcceptance(accept=tuple(tuple(scale * a for a in row)
-                                            for row in acceptance.accept))  # fmt: skip
+    def sample(
+        parents: Sequence[int], acceptance: RankAcceptance, *, passes: int, rng: np.random.Generator
+    ) -> NDArray[np.int64]:
+        wrong = RankAcceptance(
+            accept=tuple(tuple(scale * a for a in row) for row in acceptance.accept)
+        )
         return _TRUE_SAMPLER(parents, wrong, passes=passes, rng=rng)
 
     return sample
 
 
-def _ranks_ignored(parents: Sequence[int], acceptance: RankAcceptance, *, passes: int,
-                   rng: np.random.Generator) -> NDArray[np.int64]:  # fmt: skip
+def _ranks_ignored(
+    parents: Sequence[int], acceptance: RankAcceptance, *, passes: int, rng: np.random.Generator
+) -> NDArray[np.int64]:
     """A wrong walk: every child tried with its depth's rank-0 acceptance."""
     flat = RankAcceptance(accept=tuple((row[0],) * len(row) for row in acceptance.accept))
     return _TRUE_SAMPLER(parents, flat, passes=passes, rng=rng)
@@ -102,14 +105,51 @@ def test_the_empty_tree_is_plain_decoding() -> None:
 
 def _fast_other_tables(monkeypatch: pytest.MonkeyPatch, trees: pd.DataFrame) -> None:
     """The CLI with the grid and the queueing table shrunk to one passing row each."""
-    grid = pd.DataFrame([{"alpha": 0.5, "gamma": 1, "c": 0.0, "quantity": "tokens_per_pass",
-                          "simulated": 1.5, "pass_low": 1.4, "pass_high": 1.6, "formula": 1.5,
-                          "z": 0.0, "ok": True}])  # fmt: skip
-    dropped = pd.DataFrame([{"case": "x", "quantity": "tokens_per_pass", "simulated": 1.0,
-                             "formula": 1.0, "error_pct": 0.0}])  # fmt: skip
-    queue = pd.DataFrame([{"check": "M/D/1", "formula": "f", "load": 0.5, "servers": 1,
-                           "requests": 10, "simulated": 0.5, "se": 0.1, "expected": 0.5,
-                           "expected_high": 0.5, "z": 0.0, "pass": True, "note": ""}])  # fmt: skip
+    grid = pd.DataFrame(
+        [
+            {
+                "alpha": 0.5,
+                "gamma": 1,
+                "c": 0.0,
+                "quantity": "tokens_per_pass",
+                "simulated": 1.5,
+                "pass_low": 1.4,
+                "pass_high": 1.6,
+                "formula": 1.5,
+                "z": 0.0,
+                "ok": True,
+            }
+        ]
+    )
+    dropped = pd.DataFrame(
+        [
+            {
+                "case": "x",
+                "quantity": "tokens_per_pass",
+                "simulated": 1.0,
+                "formula": 1.0,
+                "error_pct": 0.0,
+            }
+        ]
+    )
+    queue = pd.DataFrame(
+        [
+            {
+                "check": "M/D/1",
+                "formula": "f",
+                "load": 0.5,
+                "servers": 1,
+                "requests": 10,
+                "simulated": 0.5,
+                "se": 0.1,
+                "expected": 0.5,
+                "expected_high": 0.5,
+                "z": 0.0,
+                "pass": True,
+                "note": "",
+            }
+        ]
+    )
     monkeypatch.setattr(cli_validate, "validation_tables", lambda rng, **kw: (grid, dropped))
     monkeypatch.setattr(cli_validate, "queueing_checks", lambda rng, **kw: queue)
     monkeypatch.setattr(cli_validate, "tree_checks", lambda rng, **kw: trees)

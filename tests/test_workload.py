@@ -170,8 +170,11 @@ def test_request_trace_file(tmp_path: Path) -> None:
 def test_poisson_and_gamma_interarrival_moments() -> None:
     rng = np.random.default_rng(5)
     n = 100_000
-    for proc in (PoissonArrivals(rate_per_s=4.0), GammaArrivals(rate_per_s=4.0, cv=2.5),
-                 GammaArrivals(rate_per_s=4.0, cv=0.3)):  # fmt: skip
+    for proc in (
+        PoissonArrivals(rate_per_s=4.0),
+        GammaArrivals(rate_per_s=4.0, cv=2.5),
+        GammaArrivals(rate_per_s=4.0, cv=0.3),
+    ):
         t = proc.times(rng, n)
         assert t.shape == (n,) and np.all(np.diff(t) >= 0) and t[0] > 0
         gaps = np.diff(t, prepend=0.0)
@@ -212,16 +215,23 @@ def test_on_off_rate_and_scv_agree_with_the_renewal_equations() -> None:
 
 # Workloads ----------------------------------------------------------------------------------
 def test_synthetic_workload_table_is_seeded() -> None:
-    w = SyntheticWorkload(requests=50, arrivals=GammaArrivals(rate_per_s=5.0, cv=2.0),
-                          prompt=LogNormal(median=100.0, sigma=1.0, high=4096),
-                          output=Zipf(exponent=1.2, high=512))  # fmt: skip
+    w = SyntheticWorkload(
+        requests=50,
+        arrivals=GammaArrivals(rate_per_s=5.0, cv=2.0),
+        prompt=LogNormal(median=100.0, sigma=1.0, high=4096),
+        output=Zipf(exponent=1.2, high=512),
+    )
     a, b = w.sample(np.random.default_rng(9)), w.sample(np.random.default_rng(9))
     pd.testing.assert_frame_equal(a, b)
     assert list(a.columns) == ["arrival_s", "prompt_tokens", "output_tokens"] and len(a) == 50
     assert w.mean_prompt_tokens == pytest.approx(w.prompt.mean)
     with pytest.raises(ValueError, match="requests"):
-        SyntheticWorkload(requests=0, arrivals=PoissonArrivals(rate_per_s=1.0),
-                          prompt=Fixed(value=1), output=Fixed(value=1))  # fmt: skip
+        SyntheticWorkload(
+            requests=0,
+            arrivals=PoissonArrivals(rate_per_s=1.0),
+            prompt=Fixed(value=1),
+            output=Fixed(value=1),
+        )
 
 
 def test_presets_match_the_published_trace_statistics() -> None:
@@ -246,12 +256,20 @@ def test_a_synthetic_workload_is_served() -> None:
     from specsim.sim import PlainCost
     from specsim.sim.serving import ServingConfig, simulate_serving
 
-    w = SyntheticWorkload(requests=30, arrivals=PoissonArrivals(rate_per_s=20.0),
-                          prompt=Uniform(low=4, high=16),
-                          output=Geometric(mean_tokens=6.0))  # fmt: skip
-    cfg = ServingConfig(workload=w, cost=PlainCost(c=0.1, step_s=0.01),
-                        acceptance=IIDAcceptance(alpha=0.7), policy=FixedGamma(gamma=2),
-                        max_batch=8, max_gamma=2)  # fmt: skip
+    w = SyntheticWorkload(
+        requests=30,
+        arrivals=PoissonArrivals(rate_per_s=20.0),
+        prompt=Uniform(low=4, high=16),
+        output=Geometric(mean_tokens=6.0),
+    )
+    cfg = ServingConfig(
+        workload=w,
+        cost=PlainCost(c=0.1, step_s=0.01),
+        acceptance=IIDAcceptance(alpha=0.7),
+        policy=FixedGamma(gamma=2),
+        max_batch=8,
+        max_gamma=2,
+    )
     req = simulate_serving(cfg, np.random.default_rng(4)).requests()
     assert len(req) == 30 and np.all(req["finish_s"] >= req["first_token_s"])
 
@@ -261,8 +279,9 @@ def test_with_rate_keeps_the_shape_and_mean_prompt_is_known() -> None:
     faster = on_off.with_rate(5.0)
     assert faster.rate_per_s == pytest.approx(5.0) and faster.mean_on_s == 2.0
     assert GammaArrivals(rate_per_s=1.0, cv=3.0).with_rate(2.0).cv == 3.0
-    w = SyntheticWorkload(requests=3, arrivals=on_off, prompt=Uniform(low=2, high=6),
-                          output=Fixed(value=1)).with_rate(0.5)  # fmt: skip
+    w = SyntheticWorkload(
+        requests=3, arrivals=on_off, prompt=Uniform(low=2, high=6), output=Fixed(value=1)
+    ).with_rate(0.5)
     assert w.arrivals.rate_per_s == pytest.approx(0.5) and w.mean_prompt_tokens == 4.0
     from specsim.sim.arrivals import PoissonWorkload
 
@@ -282,22 +301,37 @@ def test_toml_tables_build_the_new_kinds_once_registered() -> None:
     kinds = {
         Workload: {"synthetic": SyntheticWorkload, "preset": PresetWorkload},
         Arrivals: {"poisson": PoissonArrivals, "gamma": GammaArrivals, "on-off": OnOffArrivals},
-        Lengths: {"fixed": Fixed, "uniform": Uniform, "geometric": Geometric,
-                  "lognormal": LogNormal, "zipf": Zipf, "empirical": Empirical},
-    }  # fmt: skip
+        Lengths: {
+            "fixed": Fixed,
+            "uniform": Uniform,
+            "geometric": Geometric,
+            "lognormal": LogNormal,
+            "zipf": Zipf,
+            "empirical": Empirical,
+        },
+    }
     table = {
-        "kind": "synthetic", "requests": 2000,
+        "kind": "synthetic",
+        "requests": 2000,
         "arrivals": {"kind": "gamma", "rate_per_s": 8.0, "cv": 2.0},
         "prompt": {"kind": "lognormal", "median": 512, "sigma": 0.8, "high": 8192},
         "output": {"kind": "zipf", "exponent": 1.2, "high": 1024},
-    }  # fmt: skip
+    }
     w = coerce(table, Workload, "workload", kinds=kinds)
     assert w.arrivals == GammaArrivals(rate_per_s=8.0, cv=2.0) and w.prompt.median == 512.0
-    preset = coerce({"kind": "preset", "name": "azure-code-2023", "requests": 4}, Workload,
-                    "workload", kinds=kinds)  # fmt: skip
+    preset = coerce(
+        {"kind": "preset", "name": "azure-code-2023", "requests": 4},
+        Workload,
+        "workload",
+        kinds=kinds,
+    )
     assert len(preset.sample(np.random.default_rng(0))) == 4
     with pytest.raises(ValueError, match="cv"):
-        coerce({**table, "arrivals": {"kind": "gamma", "rate_per_s": 1.0, "cv": 0}}, Workload,
-               "workload", kinds=kinds)  # fmt: skip
+        coerce(
+            {**table, "arrivals": {"kind": "gamma", "rate_per_s": 1.0, "cv": 0}},
+            Workload,
+            "workload",
+            kinds=kinds,
+        )
     with pytest.raises(ValueError, match="name: unknown workload"):
         PresetWorkload(name="chat", requests=1)

@@ -43,8 +43,12 @@ ENV_VAR = "SPECSIM_CARDS"
 SearchPath = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None
 
 _Card = TypeVar("_Card", ModelCard, HardwareCard, RuntimeProfile)
-_SUBDIRS = {"lm": ("lm",), "hardware": ("hardware", "calibrated"), "runtime": ("runtime",),
-            "heads": ("heads",)}  # fmt: skip
+_SUBDIRS = {
+    "lm": ("lm",),
+    "hardware": ("hardware", "calibrated"),
+    "runtime": ("runtime",),
+    "heads": ("heads",),
+}
 _WHAT = {"lm": "model", "hardware": "hardware", "runtime": "runtime", "heads": "head"}
 
 

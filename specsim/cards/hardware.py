@@ -101,8 +101,13 @@ class HardwareCard:
                 )
             check_float(where, f"peak_flops.{dt}", rate, strict=True)
         positive = ("mem_bandwidth", "mem_capacity", "interconnect_bandwidth", "max_power_w")
-        nonneg = ("interconnect_latency_s", "idle_power_w", "layer_overhead_s", "pass_overhead_s",
-                  "collective_overhead_s")  # fmt: skip
+        nonneg = (
+            "interconnect_latency_s",
+            "idle_power_w",
+            "layer_overhead_s",
+            "pass_overhead_s",
+            "collective_overhead_s",
+        )
         check_str(where, "collective_algorithm", self.collective_algorithm, COLLECTIVE_ALGORITHMS)
         optional = ("energy_per_flop_j", "energy_per_byte_j")
         for name in positive + nonneg + optional:

@@ -86,13 +86,17 @@ class HeadCard:
         if self.weights_per_eval is not None:
             check_int(where, "weights_per_eval", self.weights_per_eval, minimum=1)
         if not isinstance(self.assumed_depths, list | tuple):
-            raise TypeError(f"{where}: field 'assumed_depths' must be a list of depths, got "
-                            f"{self.assumed_depths!r}")  # fmt: skip
+            raise TypeError(
+                f"{where}: field 'assumed_depths' must be a list of depths, got "
+                f"{self.assumed_depths!r}"
+            )
         for d in self.assumed_depths:
             check_int(where, "assumed_depths", d, minimum=1)
             if d > len(rows):
-                raise ValueError(f"{where}: field 'assumed_depths' names depth {d}, but 'accept' "
-                                 f"has {len(rows)} depths")  # fmt: skip
+                raise ValueError(
+                    f"{where}: field 'assumed_depths' names depth {d}, but 'accept' "
+                    f"has {len(rows)} depths"
+                )
         object.__setattr__(self, "assumed_depths", tuple(sorted(set(self.assumed_depths))))
 
     def check_layer_fraction(self, layer_params: int, *, rel: float = 1e-3) -> None:
@@ -115,16 +119,20 @@ def _build(data: dict[str, Any], path: Path) -> HeadCard:
     if unknown:
         raise ValueError(f"{path}: unknown field(s) {unknown}; known fields: {sorted(keys)}")
     missing = sorted(
-        f.name for f in fields(HeadCard)
-        if f.name in keys and f.name not in data and f.default is MISSING
+        f.name
+        for f in fields(HeadCard)
+        if f.name in keys
+        and f.name not in data
+        and f.default is MISSING
         and f.default_factory is MISSING
-    )  # fmt: skip
+    )
     if missing:
         raise ValueError(f"{path}: missing field(s) {missing}")
     card = HeadCard(**data, source_path=str(path))
     if card.slug != path.stem:
-        raise ValueError(f"{path}: holds the head card {card.slug!r}; name the file "
-                         f"{card.slug}.toml")  # fmt: skip
+        raise ValueError(
+            f"{path}: holds the head card {card.slug!r}; name the file {card.slug}.toml"
+        )
     return card
 
 

@@ -79,8 +79,11 @@ class RuntimeProfile:
                 if not (isinstance(key, str) and key.isdigit() and int(key) >= 1):
                     raise ValueError(f"{where}: {table} key {key!r} must be a row count >= 1")
                 _fraction(where, f"{table}.{key}", value)
-        for table, strict in (("format_memory_factor", True), ("format_compute_factor", True),
-                              ("format_dequant_ops", False)):  # fmt: skip
+        for table, strict in (
+            ("format_memory_factor", True),
+            ("format_compute_factor", True),
+            ("format_dequant_ops", False),
+        ):
             values = getattr(self, table)
             if values is None:
                 continue
@@ -93,8 +96,9 @@ class RuntimeProfile:
             check_str(where, "fitted_on", self.fitted_on)
         if self.kinds is not None:
             if not isinstance(self.kinds, list) or not self.kinds:
-                raise TypeError(f"{where}: field 'kinds' must be a non-empty list, got "
-                                f"{self.kinds!r}")  # fmt: skip
+                raise TypeError(
+                    f"{where}: field 'kinds' must be a non-empty list, got {self.kinds!r}"
+                )
             for kind in self.kinds:
                 check_str(where, "kinds", kind, KINDS)
         check_sources(where, self.sources)
@@ -114,8 +118,9 @@ class RuntimeProfile:
         points = sorted({int(k) for t in tables if t for k in t} or {1})
         x = tuple(math.log2(r) for r in points)
 
-        def scale(table: dict[str, float] | None, base: float, f: float,
-                  after: float) -> tuple[float, ...]:  # fmt: skip
+        def scale(
+            table: dict[str, float] | None, base: float, f: float, after: float
+        ) -> tuple[float, ...]:
             if not table:
                 return tuple(1.0 / (f * after) for _ in points)
             keys = sorted(int(k) for k in table)
@@ -123,8 +128,11 @@ class RuntimeProfile:
             ys = [float(table[str(k)]) for k in keys]
             return tuple(base / (min(_interp(v, lx, ys) * f, 1.0) * after) for v in x)
 
-        return (x, scale(tables[0], self.compute_efficiency, 1.0, cfactor),
-                scale(tables[1], self.memory_efficiency, factor, 1.0))  # fmt: skip
+        return (
+            x,
+            scale(tables[0], self.compute_efficiency, 1.0, cfactor),
+            scale(tables[1], self.memory_efficiency, factor, 1.0),
+        )
 
     def dequant_ops(self, weight_format: str, default: float) -> float:
         """Dequantization operations per weight and row for ``weight_format`` in this stack:

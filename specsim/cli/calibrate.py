@@ -39,51 +39,82 @@ from specsim.validate import predict_runs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("traces", nargs="+", metavar="TRACE",
-                        help="trace files (.csv with .json sidecar) or folders of traces")
+    parser.add_argument(
+        "traces",
+        nargs="+",
+        metavar="TRACE",
+        help="trace files (.csv with .json sidecar) or folders of traces",
+    )
     parser.add_argument("--out", required=True, metavar="CARD.toml", help="calibrated card path")
-    parser.add_argument("--base", metavar="HARDWARE",
-                        help="start from this hardware card (default: a card built from the "
-                        "traces' measured ceilings); with --profile, the profile's card")
+    parser.add_argument(
+        "--base",
+        metavar="HARDWARE",
+        help="start from this hardware card (default: a card built from the "
+        "traces' measured ceilings); with --profile, the profile's card",
+    )
     parser.add_argument("--slug", help="slug of the calibrated card (default: the file stem)")
     parser.add_argument("--name", help="display name (default: the traces' device name)")
-    parser.add_argument("--holdout", choices=("batch", "context", "none"), default="batch",
-                        help="leave each batch size (or context) out in turn and predict it")
-    parser.add_argument("--residuals", metavar="CSV", help="write the per-pass residuals here")
-    parser.add_argument("--runs", metavar="CSV", help="write the end-to-end prediction of the "
-                        "measured speculative runs here")
     parser.add_argument(
-        "--power-source", default="",
+        "--holdout",
+        choices=("batch", "context", "none"),
+        default="batch",
+        help="leave each batch size (or context) out in turn and predict it",
+    )
+    parser.add_argument("--residuals", metavar="CSV", help="write the per-pass residuals here")
+    parser.add_argument(
+        "--runs",
+        metavar="CSV",
+        help="write the end-to-end prediction of the measured speculative runs here",
+    )
+    parser.add_argument(
+        "--power-source",
+        default="",
         help="where --power comes from (required with --power; written into the card)",
-    )  # fmt: skip
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the end-to-end simulations")
     parser.add_argument("--plot", metavar="PNG", help="draw measured against predicted here")
     parser.add_argument(
-        "--mem-capacity", type=float, default=None,
+        "--mem-capacity",
+        type=float,
+        default=None,
         help="device memory in bytes (required for a card built from ceilings; with --base it "
         "replaces the base card's)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--power", type=float, nargs=2, metavar=("IDLE_W", "MAX_W"),
+        "--power",
+        type=float,
+        nargs=2,
+        metavar=("IDLE_W", "MAX_W"),
         help="power model (required for a card built from ceilings; with --base it replaces "
         "the base card's); say where from with --power-source",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--force", action="store_true",
+        "--force",
+        action="store_true",
         help="write the card even if the fit cannot be trusted (it is marked as such in the "
         f"card: a standard error above {TRUST_LIMITS['stderr_ratio']:g}x its estimate, a "
         f"parameter at a bound of the fit, a held-out error above "
         f"{TRUST_LIMITS['holdout_worst'] * 100:.0f}%%), and overwrite existing output files",
-    )  # fmt: skip
+    )
     parser.add_argument("--json", action="store_true", help="print the fit as one JSON object")
-    parser.add_argument("--profile", action="store_true",
-                        help="fit a runtime profile on the card --base from plain passes only "
-                        "(specsim.calibrate_profile); predict the speculative runs from it")
-    parser.add_argument("--formats", nargs="+", metavar="FORMAT",
-                        help="with --profile: the weight formats to fit (default: all measured); "
-                        "the others are predicted from the fitted profile, as a check")
-    parser.add_argument("--stack", default="pytorch-eager",
-                        help="with --profile: the software stack the profile describes")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="fit a runtime profile on the card --base from plain passes only "
+        "(specsim.calibrate_profile); predict the speculative runs from it",
+    )
+    parser.add_argument(
+        "--formats",
+        nargs="+",
+        metavar="FORMAT",
+        help="with --profile: the weight formats to fit (default: all measured); "
+        "the others are predicted from the fitted profile, as a check",
+    )
+    parser.add_argument(
+        "--stack",
+        default="pytorch-eager",
+        help="with --profile: the software stack the profile describes",
+    )
 
 
 def _of_kind(traces: list[tuple[str, Trace]], kind: str) -> list[pd.DataFrame]:
@@ -265,13 +296,24 @@ def run(args: argparse.Namespace) -> int:
             return pd.concat(_of_kind(traces, kind), ignore_index=True)
 
         runs = predict_runs(
-            cat("specdec"), cat("autoregressive"), cat("positions"), card,
+            cat("specdec"),
+            cat("autoregressive"),
+            cat("positions"),
+            card,
             np.random.default_rng(args.seed),
-        )  # fmt: skip
+        )
         cols = [
-            "target", "draft", "temperature", "gamma", "acceptance", "measured_speedup",
-            "replay_speedup", "simulated_speedup", "simulated_latency_error", "host_share",
-        ]  # fmt: skip
+            "target",
+            "draft",
+            "temperature",
+            "gamma",
+            "acceptance",
+            "measured_speedup",
+            "replay_speedup",
+            "simulated_speedup",
+            "simulated_latency_error",
+            "host_share",
+        ]
         say("\nEnd to end: measured speculative runs against the calibrated model")
         say(runs[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         record["end_to_end"] = {}
@@ -280,8 +322,9 @@ def run(args: argparse.Namespace) -> int:
                 e = runs[f"{kind}_{q}_error"].abs()
                 say(_spread(f"{kind} {q} error", e))
                 record["end_to_end"][f"{kind}_{q}_error"] = {
-                    "median": float(e.median()), "worst": float(e.max())
-                }  # fmt: skip
+                    "median": float(e.median()),
+                    "worst": float(e.max()),
+                }
         if args.runs:
             runs.to_csv(args.runs, index=False)
     if args.json:
@@ -294,8 +337,10 @@ def run_profile(args: argparse.Namespace) -> int:
     predict the speculative runs of the traces (none of which enters the fit)."""
     given = [f for f in ("mem_capacity", "power") if getattr(args, f) is not None]
     if given or not args.base:
-        raise ValueError("--profile: needs --base HARDWARE (the card whose peaks the profile "
-                         "is relative to) and takes no " + ", ".join(f"--{g}" for g in given))
+        raise ValueError(
+            "--profile: needs --base HARDWARE (the card whose peaks the profile "
+            "is relative to) and takes no " + ", ".join(f"--{g}" for g in given)
+        )
     for option in ("out", "residuals", "runs", "plot"):
         if getattr(args, option):
             check_file(getattr(args, option), option=f"--{option}", force=args.force)
@@ -312,8 +357,9 @@ def run_profile(args: argparse.Namespace) -> int:
     if args.formats:
         unknown = sorted(set(args.formats) - set(cfg["weights"]))
         if unknown:
-            raise ValueError(f"--formats: {unknown} not measured; the traces have "
-                             f"{sorted(set(cfg['weights']))}")  # fmt: skip
+            raise ValueError(
+                f"--formats: {unknown} not measured; the traces have {sorted(set(cfg['weights']))}"
+            )
         held = cfg[~cfg["weights"].isin(args.formats)]
         cfg = cfg[cfg["weights"].isin(args.formats)]
     slug = args.slug or Path(args.out).stem
@@ -322,18 +368,29 @@ def run_profile(args: argparse.Namespace) -> int:
     if plain:
         ar = pd.concat(plain, ignore_index=True)
         sampling = float((ar["sample_s"] / ar["batch"]).median())
-        sampled = (f"median sample_s per sequence of {len(ar)} plain decoding steps "
-                   "(autoregressive traces; no speculative run)")  # fmt: skip
+        sampled = (
+            f"median sample_s per sequence of {len(ar)} plain decoding steps "
+            "(autoregressive traces; no speculative run)"
+        )
     base = RuntimeProfile(
-        slug=slug, name=args.name or slug, stack=args.stack, compute_efficiency=0.3,
-        memory_efficiency=0.3, layer_overhead_s=0.0, pass_overhead_s=0.0,
-        sampling_s_per_token=sampling, fitted_on=card.slug, kinds=[card.kind],
+        slug=slug,
+        name=args.name or slug,
+        stack=args.stack,
+        compute_efficiency=0.3,
+        memory_efficiency=0.3,
+        layer_overhead_s=0.0,
+        pass_overhead_s=0.0,
+        sampling_s_per_token=sampling,
+        fitted_on=card.slug,
+        kinds=[card.kind],
         sources={"fit": "specsim calibrate --profile"},
-    )  # fmt: skip
+    )
     fit = cp.fit_profile(cfg, card, base=base)
     say = (lambda *a: None) if args.json else print
-    say(f"Fitted {len(fit.residuals)} configurations ({int(cfg['repeats'].sum())} timed "
-        f"passes; {fit.dropped} past a card's max_position left out) on {card.slug}")
+    say(
+        f"Fitted {len(fit.residuals)} configurations ({int(cfg['repeats'].sum())} timed "
+        f"passes; {fit.dropped} past a card's max_position left out) on {card.slug}"
+    )
     say(fit.table().to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     err = fit.residuals["rel_error"].abs()
     say(_spread("in-sample |relative error|", err))
@@ -346,13 +403,25 @@ def run_profile(args: argparse.Namespace) -> int:
     say(errors_by_format(res).to_string(index=False, float_format=lambda v: f"{v:.1%}"))
     problems = cp.profile_trust_problems(fit)
     if problems and not args.force:
-        raise ValueError("the fit cannot be trusted, so no profile was written: "
-                         + "; ".join(problems) + ". Pass --force to write it anyway (marked "
-                         "as untrusted in the profile)")  # fmt: skip
-    data = (f"{', '.join(args.traces)}: {len(fit.residuals)} plain-pass configurations, "
-            f"weight formats {sorted(set(fit.residuals['weights']))}; sampling: {sampled}")
-    text = cp.profile_toml(fit, slug=slug, name=args.name or slug, command=_command(args),
-                        data=data, problems=problems, notes=kernel_note(fit.residuals))  # fmt: skip
+        raise ValueError(
+            "the fit cannot be trusted, so no profile was written: "
+            + "; ".join(problems)
+            + ". Pass --force to write it anyway (marked "
+            "as untrusted in the profile)"
+        )
+    data = (
+        f"{', '.join(args.traces)}: {len(fit.residuals)} plain-pass configurations, "
+        f"weight formats {sorted(set(fit.residuals['weights']))}; sampling: {sampled}"
+    )
+    text = cp.profile_toml(
+        fit,
+        slug=slug,
+        name=args.name or slug,
+        command=_command(args),
+        data=data,
+        problems=problems,
+        notes=kernel_note(fit.residuals),
+    )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     profile = load_runtime(args.out)
@@ -366,16 +435,29 @@ def run_profile(args: argparse.Namespace) -> int:
         label = res["weights"] + np.where(res["in_fit"], "", " (predicted)")
         plot_calibration(res.assign(model=label)).savefig(args.plot, dpi=120)
     record: dict[str, Any] = {
-        "profile": str(args.out), "parameters": fit.params, "stderr": fit.stderr,
+        "profile": str(args.out),
+        "parameters": fit.params,
+        "stderr": fit.stderr,
         "in_sample_abs_rel_error": {"median": float(err.median()), "worst": float(err.max())},
         "untrusted": problems,
-    }  # fmt: skip
+    }
     sd, ar = _of_kind(traces, "specdec"), _of_kind(traces, "autoregressive")
     if sd and ar:
-        runs = cp.predict_profile_runs(pd.concat(sd, ignore_index=True),
-                                    pd.concat(ar, ignore_index=True), card, profile)
-        cols = ["target", "temperature", "gamma", "blocks", "speedup", "speedup_low",
-                "speedup_high", "predicted_speedup", "latency_error", "speedup_error"]
+        runs = cp.predict_profile_runs(
+            pd.concat(sd, ignore_index=True), pd.concat(ar, ignore_index=True), card, profile
+        )
+        cols = [
+            "target",
+            "temperature",
+            "gamma",
+            "blocks",
+            "speedup",
+            "speedup_low",
+            "speedup_high",
+            "predicted_speedup",
+            "latency_error",
+            "speedup_error",
+        ]
         say("\nEnd to end: measured speculative runs (95% intervals) against the profile")
         say(runs[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         record["end_to_end"] = {}
@@ -384,7 +466,9 @@ def run_profile(args: argparse.Namespace) -> int:
                 e = grp[f"{q}_error"].abs()
                 say(_spread(f"{target}: {q} error", e))
                 record["end_to_end"][f"{target}_{q}_error"] = {
-                    "median": float(e.median()), "worst": float(e.max())}  # fmt: skip
+                    "median": float(e.median()),
+                    "worst": float(e.max()),
+                }
         if args.runs:
             runs.to_csv(args.runs, index=False)
     if args.json:

@@ -166,8 +166,10 @@ def run(args: argparse.Namespace) -> int:
         )
     rs = max([len(r.slug) for r in runtimes] + [7]) + 2
     print("\nruntime profiles (software stacks; `specsim cost --runtime SLUG`)")
-    print(f"  {'slug':<{rs}}{'stack':<15}{'ce':>6}{'me':>7}{'us/layer':>9}{'us/pass':>9}"
-          f"{'us/token':>9}  for")  # fmt: skip
+    print(
+        f"  {'slug':<{rs}}{'stack':<15}{'ce':>6}{'me':>7}{'us/layer':>9}{'us/pass':>9}"
+        f"{'us/token':>9}  for"
+    )
     for r in runtimes:
         where = r.fitted_on or ("/".join(r.kinds) if r.kinds else "any")
         print(

@@ -58,9 +58,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--group-size", type=int, default=None, help="int4 only: weights per quantization group"
     )
     parser.add_argument(
-        "--kv", default=None, metavar="FORMAT",
+        "--kv",
+        default=None,
+        metavar="FORMAT",
         help=f"KV-cache format, one of {', '.join(KV_FORMATS)} (default: --dtype)",
-    )  # fmt: skip
+    )
     parser.add_argument("--tensor-parallel", type=int, default=1, help="devices (default 1)")
     parser.add_argument(
         "--runtime",

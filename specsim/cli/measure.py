@@ -49,39 +49,82 @@ _REAL_DEFAULTS: dict[str, Any] = {"work": "out/real-work", "models": "models/tin
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", required=True, help="cpu or cuda (cuda:N)")
-    parser.add_argument("--preset", required=True,
-                        help="smoke, cpu, cpu-rows, h200 (alias gpu): see "
-                        "specsim.measure.presets; real: "
-                        "tiny models trained on real text (below)")
+    parser.add_argument(
+        "--preset",
+        required=True,
+        help="smoke, cpu, cpu-rows, h200 (alias gpu): see "
+        "specsim.measure.presets; real: "
+        "tiny models trained on real text (below)",
+    )
     parser.add_argument("--out", required=True, metavar="DIR", help="folder of the traces")
     parser.add_argument("--seed", type=int, default=0, help="seed of every random choice")
-    parser.add_argument("--only", nargs="+", choices=_SECTIONS, default=None, metavar="SECTION",
-                        help=f"run only these sections ({', '.join(_SECTIONS)})")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="CPU threads for torch, overriding the preset's (cpu: 2)")
-    parser.add_argument("--shrink", action="store_true",
-                        help="cut the preset to CPU size with every path kept (smallest "
-                        "cards, short runs): check a GPU preset end to end without the GPU")
-    parser.add_argument("--quiet", action="store_true",
-                        help="print only the summary (and, on a terminal, a progress bar)")
-    parser.add_argument("--json", action="store_true",
-                        help="print a JSON summary (preset, device, seconds, rows written per "
-                        "trace, trace files, output folder); progress lines go to stderr")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=_SECTIONS,
+        default=None,
+        metavar="SECTION",
+        help=f"run only these sections ({', '.join(_SECTIONS)})",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads for torch, overriding the preset's (cpu: 2)",
+    )
+    parser.add_argument(
+        "--shrink",
+        action="store_true",
+        help="cut the preset to CPU size with every path kept (smallest "
+        "cards, short runs): check a GPU preset end to end without the GPU",
+    )
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print only the summary (and, on a terminal, a progress bar)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON summary (preset, device, seconds, rows written per "
+        "trace, trace files, output folder); progress lines go to stderr",
+    )
     real = parser.add_argument_group("preset real (tiny models trained on real text)")
-    real.add_argument("--stage", nargs="+", choices=_REAL_STAGES, default=None,
-                      metavar="STAGE", help=f"stages to run ({', '.join(_REAL_STAGES)}; "
-                      "default all)")
-    real.add_argument("--work", default=None, metavar="DIR",
-                      help="corpora, token cache and checkpoints (default out/real-work)")
-    real.add_argument("--models", default=None, metavar="DIR",
-                      help="tokenizer and trained weights (default models/tiny)")
-    real.add_argument("--sample", default=None, metavar="DIR",
-                      help="build the corpora from this committed sample instead of the "
-                      "installed packages (models/corpora/sample)")
-    real.add_argument("--train-only", nargs="+", default=None, metavar="MODEL",
-                      help="train only these models of the plan")
-    real.add_argument("--vocab", type=int, default=None,
-                      help="tokenizer vocabulary (default 4096)")
+    real.add_argument(
+        "--stage",
+        nargs="+",
+        choices=_REAL_STAGES,
+        default=None,
+        metavar="STAGE",
+        help=f"stages to run ({', '.join(_REAL_STAGES)}; default all)",
+    )
+    real.add_argument(
+        "--work",
+        default=None,
+        metavar="DIR",
+        help="corpora, token cache and checkpoints (default out/real-work)",
+    )
+    real.add_argument(
+        "--models",
+        default=None,
+        metavar="DIR",
+        help="tokenizer and trained weights (default models/tiny)",
+    )
+    real.add_argument(
+        "--sample",
+        default=None,
+        metavar="DIR",
+        help="build the corpora from this committed sample instead of the "
+        "installed packages (models/corpora/sample)",
+    )
+    real.add_argument(
+        "--train-only",
+        nargs="+",
+        default=None,
+        metavar="MODEL",
+        help="train only these models of the plan",
+    )
+    real.add_argument("--vocab", type=int, default=None, help="tokenizer vocabulary (default 4096)")
 
 
 def _ignored_flags(args: argparse.Namespace) -> None:
@@ -90,14 +133,18 @@ def _ignored_flags(args: argparse.Namespace) -> None:
         if args.shrink:
             raise ValueError("--shrink: the real preset does not read it")
         if args.only:
-            raise ValueError("--only: the real preset does not read it (it has stages, not "
-                             "sections); choose stages with --stage")
+            raise ValueError(
+                "--only: the real preset does not read it (it has stages, not "
+                "sections); choose stages with --stage"
+            )
         return
     given = [f"--{k.replace('_', '-')}" for k in _REAL_FLAGS if getattr(args, k) is not None]
     if given:
-        raise ValueError(f"{', '.join(given)}: only --preset real reads "
-                         f"{'this flag' if len(given) == 1 else 'these flags'}, not --preset "
-                         f"{args.preset}")
+        raise ValueError(
+            f"{', '.join(given)}: only --preset real reads "
+            f"{'this flag' if len(given) == 1 else 'these flags'}, not --preset "
+            f"{args.preset}"
+        )
 
 
 def _plan(preset: Any, sections: tuple[str, ...]) -> list[str]:
@@ -111,14 +158,28 @@ def _plan(preset: Any, sections: tuple[str, ...]) -> list[str]:
     units: dict[str, list[str]] = {
         "ceilings": [f"ceilings matmul {n}" for n in p.matmul_sizes]
         + [f"ceilings copy {b}" for b in p.copy_bytes],
-        "passes": [f"passes {m} b{b} c{c}" + (f" {f}" if i else "") for m in p.timing_models
-                   for b in p.batches for c in p.contexts
-                   for i, f in enumerate(["", *(f for f, _ in p.weight_formats)])],
-        "autoregressive": [] if p.interleave else [
-            f"ar/{t}/T{temp:g}/b{b}" for t in targets for temp in p.temperatures
-            for b in p.decode_batches],
-        "specdec": [f"sd/{t}+{d}/T{temp:g}/g{g}/b{b}" for t, d in p.pairs
-                    for temp in p.temperatures for g in p.gammas for b in p.decode_batches],
+        "passes": [
+            f"passes {m} b{b} c{c}" + (f" {f}" if i else "")
+            for m in p.timing_models
+            for b in p.batches
+            for c in p.contexts
+            for i, f in enumerate(["", *(f for f, _ in p.weight_formats)])
+        ],
+        "autoregressive": []
+        if p.interleave
+        else [
+            f"ar/{t}/T{temp:g}/b{b}"
+            for t in targets
+            for temp in p.temperatures
+            for b in p.decode_batches
+        ],
+        "specdec": [
+            f"sd/{t}+{d}/T{temp:g}/g{g}/b{b}"
+            for t, d in p.pairs
+            for temp in p.temperatures
+            for g in p.gammas
+            for b in p.decode_batches
+        ],
         "assisted": [],
     }
     if p.assisted_repeats:
@@ -126,8 +187,9 @@ def _plan(preset: Any, sections: tuple[str, ...]) -> list[str]:
         for t, d in p.pairs:
             configs += [f"{t}+{d}" + "/{T}/constant" + str(g) for g in p.gammas]
             configs.append(f"{t}+{d}" + "/{T}/heuristic" + str(max(p.gammas)))
-        units["assisted"] = ["hf/" + c.format(T=f"T{temp:g}") for c in configs
-                             for temp in p.assisted_temperatures]
+        units["assisted"] = [
+            "hf/" + c.format(T=f"T{temp:g}") for c in configs for temp in p.assisted_temperatures
+        ]
     return [label for section in _SECTIONS if section in sections for label in units[section]]
 
 
@@ -158,16 +220,21 @@ def _command(args: argparse.Namespace) -> str:
     only = f" --only {' '.join(args.only)}" if args.only else ""
     threads = f" --threads {args.threads}" if args.threads is not None else ""
     shrink = " --shrink" if args.shrink else ""
-    return (f"specsim measure --device {args.device} --preset {args.preset} --out {args.out} "
-            f"--seed {args.seed}{threads}{shrink}{only}")
+    return (
+        f"specsim measure --device {args.device} --preset {args.preset} --out {args.out} "
+        f"--seed {args.seed}{threads}{shrink}{only}"
+    )
 
 
 def _run_real(args: argparse.Namespace) -> int:
     try:
         from specsim.measure.realbuild import build_real
     except ImportError as exc:
-        print(f"specsim measure: the real preset needs the optional extra specsim[measure] "
-              f"(torch, transformers, tokenizers, safetensors): {exc}", file=sys.stderr)
+        print(
+            f"specsim measure: the real preset needs the optional extra specsim[measure] "
+            f"(torch, transformers, tokenizers, safetensors): {exc}",
+            file=sys.stderr,
+        )
         return 2
     from specsim.measure.corpus import MissingPackageError
 
@@ -185,40 +252,65 @@ def _run_real(args: argparse.Namespace) -> int:
 
     threads = 1 if args.threads is None else args.threads
     try:
-        build_real(work=args.work, models_dir=args.models,
-                   stages=[s for s in stages if s != "alpha"], sample=args.sample,
-                   vocab_size=args.vocab, only=args.train_only, threads=threads, log=log)
+        build_real(
+            work=args.work,
+            models_dir=args.models,
+            stages=[s for s in stages if s != "alpha"],
+            sample=args.sample,
+            vocab_size=args.vocab,
+            only=args.train_only,
+            threads=threads,
+            log=log,
+        )
     except MissingPackageError as exc:
         print(f"specsim measure: {exc}", file=sys.stderr)
         return 2
     if "alpha" in stages:
         from specsim.measure.realrun import measure_real
 
-        measure_real(work=args.work, models_dir=args.models, out=args.out, seed=args.seed,
-                     threads=threads, command=_real_command(args), log=log)
+        measure_real(
+            work=args.work,
+            models_dir=args.models,
+            out=args.out,
+            seed=args.seed,
+            threads=threads,
+            command=_real_command(args),
+            log=log,
+        )
     seconds = time.perf_counter() - t0
     if args.json:
         out = Path(args.out)
-        print(jsonout.dumps({
-            "preset": "real", "stages": list(stages), "seed": args.seed, "seconds": seconds,
-            "models_folder": str(Path(args.models).resolve()),
-            "work_folder": str(Path(args.work).resolve()),
-            "output_folder": str(out.resolve()) if "alpha" in stages else None,
-            "files": sorted(str(f) for f in out.iterdir() if f.is_file())
-            if "alpha" in stages and out.is_dir() else [],
-        }))
+        print(
+            jsonout.dumps(
+                {
+                    "preset": "real",
+                    "stages": list(stages),
+                    "seed": args.seed,
+                    "seconds": seconds,
+                    "models_folder": str(Path(args.models).resolve()),
+                    "work_folder": str(Path(args.work).resolve()),
+                    "output_folder": str(out.resolve()) if "alpha" in stages else None,
+                    "files": sorted(str(f) for f in out.iterdir() if f.is_file())
+                    if "alpha" in stages and out.is_dir()
+                    else [],
+                }
+            )
+        )
         return 0
-    print(f"preset real: stages {' '.join(stages)} done in {seconds:.1f} s; "
-          f"models in {args.models}" + (f", measurements in {args.out}"
-                                        if "alpha" in stages else ""))
+    print(
+        f"preset real: stages {' '.join(stages)} done in {seconds:.1f} s; "
+        f"models in {args.models}" + (f", measurements in {args.out}" if "alpha" in stages else "")
+    )
     return 0
 
 
 def _real_command(args: argparse.Namespace) -> str:
     stage = f" --stage {' '.join(args.stage)}" if args.stage else ""
     threads = f" --threads {args.threads}" if args.threads is not None else ""
-    return (f"specsim measure --device {args.device} --preset real{stage} --work {args.work} "
-            f"--models {args.models} --out {args.out} --seed {args.seed}{threads}")
+    return (
+        f"specsim measure --device {args.device} --preset real{stage} --work {args.work} "
+        f"--models {args.models} --out {args.out} --seed {args.seed}{threads}"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -233,8 +325,11 @@ def run(args: argparse.Namespace) -> int:
 
         from specsim.measure import get_preset, run_preset, shrink
     except ImportError as exc:
-        print(f"specsim measure: needs the optional extra specsim[measure] "
-              f"(torch, transformers): {exc}", file=sys.stderr)
+        print(
+            f"specsim measure: needs the optional extra specsim[measure] "
+            f"(torch, transformers): {exc}",
+            file=sys.stderr,
+        )
         return 2
     # This command prints its own progress; transformers' advice about generate()
     # arguments it passes internally during assisted generation is noise here.
@@ -249,21 +344,39 @@ def run(args: argparse.Namespace) -> int:
     sections = tuple(args.only) if args.only else _SECTIONS
     t0 = time.perf_counter()
     written = run_preset(
-        preset, device=args.device, out=args.out, seed=args.seed, sections=sections,
-        command=_command(args), log=_progress_log(args, _plan(preset, sections), t0),
+        preset,
+        device=args.device,
+        out=args.out,
+        seed=args.seed,
+        sections=sections,
+        command=_command(args),
+        log=_progress_log(args, _plan(preset, sections), t0),
     )
     total = time.perf_counter() - t0
     if args.json:
         out = Path(args.out)
-        print(jsonout.dumps({
-            "preset": preset.name, "device": args.device, "seed": args.seed,
-            "sections": list(sections), "seconds": total, "rows_written": written,
-            "traces": {kind: str(out / f"{kind}.csv") for kind in written
-                       if (out / f"{kind}.csv").is_file()},
-            "output_folder": str(out.resolve()),
-        }))
+        print(
+            jsonout.dumps(
+                {
+                    "preset": preset.name,
+                    "device": args.device,
+                    "seed": args.seed,
+                    "sections": list(sections),
+                    "seconds": total,
+                    "rows_written": written,
+                    "traces": {
+                        kind: str(out / f"{kind}.csv")
+                        for kind in written
+                        if (out / f"{kind}.csv").is_file()
+                    },
+                    "output_folder": str(out.resolve()),
+                }
+            )
+        )
         return 0
     rows = ", ".join(f"{k} {v}" for k, v in written.items() if v)
-    print(f"preset {preset.name} on {args.device}: {total:.1f} s; rows written: "
-          f"{rows or 'none (everything was already measured)'}; traces in {args.out}")
+    print(
+        f"preset {preset.name} on {args.device}: {total:.1f} s; rows written: "
+        f"{rows or 'none (everything was already measured)'}; traces in {args.out}"
+    )
     return 0

@@ -62,10 +62,16 @@ def problem_record(p: Problem, *, answers: bool) -> dict[str, Any]:
     if answers:
         out["solution"] = list(p.solution)
         out["answers"] = [
-            {"symbol": a.symbol, "what": a.what, "value": a.value, "decimals": a.decimals,
-             "unit": a.unit, "text": a.text}
+            {
+                "symbol": a.symbol,
+                "what": a.what,
+                "value": a.value,
+                "decimals": a.decimals,
+                "unit": a.unit,
+                "text": a.text,
+            }
             for a in p.answers
-        ]  # fmt: skip
+        ]
     return out
 
 

@@ -81,11 +81,15 @@ def run(args: argparse.Namespace) -> int:
             "report": str(report.html.resolve()),
             "output_folder": str(report.out_dir.resolve()),
             "studies": [
-                {"name": s.name, "seconds": s.seconds, "rows": len(s.data),
-                 "figures": len(s.figures)}
+                {
+                    "name": s.name,
+                    "seconds": s.seconds,
+                    "rows": len(s.data),
+                    "figures": len(s.figures),
+                }
                 for s in report.studies
             ],
-        }  # fmt: skip
+        }
         print(jsonout.dumps(summary))
         return 0
     print(format_demo(report.demo))

@@ -50,8 +50,13 @@ STREAM_SPEEDUP = (
 
 # The plain-parameter run's flags and their defaults; with a CONFIG they are refused.
 PLAIN: dict[str, Any] = {
-    "alpha": None, "gamma": None, "c": 0.0, "v": 1.0, "tokens": 100_000, "step_s": None
-}  # fmt: skip
+    "alpha": None,
+    "gamma": None,
+    "c": 0.0,
+    "v": 1.0,
+    "tokens": 100_000,
+    "step_s": None,
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -80,17 +80,30 @@ def run(args: argparse.Namespace) -> int:
     hw = card_option(load_hardware, args.hardware, option="--hardware", cards=args.cards)
     proposer = _proposer(args)
     o = optimize_tree(
-        proposer=proposer, target=target, hardware=hw, batch=args.batch, budget=args.budget,
-        context=args.context, max_depth=args.max_depth, dtype=args.dtype,
-    )  # fmt: skip
+        proposer=proposer,
+        target=target,
+        hardware=hw,
+        batch=args.batch,
+        budget=args.budget,
+        context=args.context,
+        max_depth=args.max_depth,
+        dtype=args.dtype,
+    )
     if args.json:
         out = {
-            "model": target.slug, "hardware": hw.slug, "proposer": proposer.name,
-            "acceptance_source": proposer.acceptance.source, "batch": args.batch,
-            "budget": args.budget, "max_depth": args.max_depth, "context": args.context,
-            **{key: plan.as_dict() for key, plan in
-               zip(("best", "chain", "kary", "none"), o.plans(), strict=True)},
-        }  # fmt: skip
+            "model": target.slug,
+            "hardware": hw.slug,
+            "proposer": proposer.name,
+            "acceptance_source": proposer.acceptance.source,
+            "batch": args.batch,
+            "budget": args.budget,
+            "max_depth": args.max_depth,
+            "context": args.context,
+            **{
+                key: plan.as_dict()
+                for key, plan in zip(("best", "chain", "kary", "none"), o.plans(), strict=True)
+            },
+        }
         print(jsonout.dumps(out))
         return 0
     print(

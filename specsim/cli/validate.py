@@ -34,11 +34,12 @@ from specsim.validate_trees import tree_checks, tree_summary
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=1, help="seed of the simulations (default 1)")
     parser.add_argument(
-        "--quick", action="store_true",
+        "--quick",
+        action="store_true",
         help="a smaller grid (alpha 0.2, 0.5, 0.8, 0.95; gamma 1, 3, 5, 10) and 1%% intervals, "
         "and the fast forms of the queueing table (about 80,000 requests, not 400,000) and "
         "the tree table (40 requests per tree, not 400)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--verbose", action="store_true", help="print every check of the grid, not the summary"
     )
@@ -48,10 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--json", action="store_true", help="the summary, every check and the dropped assumptions"
     )
     parser.add_argument(
-        "--fidelity", action="store_true",
+        "--fidelity",
+        action="store_true",
         help="also predict every committed measurement and published anchor against the "
         "measured value (docs/fidelity.md); misses are reported, not counted as failures",
-    )  # fmt: skip
+    )
 
 
 def format_checks(df: pd.DataFrame) -> str:
@@ -92,8 +94,10 @@ def format_dropped(df: pd.DataFrame) -> str:
 def format_queueing(df: pd.DataFrame) -> str:
     """Every queueing check: the simulated mean wait and its standard error, the closed form
     (or its bounds), z and the verdict; a skipped row gives its reason."""
-    lines = [f"{'check':<18} {'load':>4} {'k':>2} {'requests':>8} {'simulated':>10} "
-             f"{'se':>8} {'expected':>17} {'z':>6}  verdict"]  # fmt: skip
+    lines = [
+        f"{'check':<18} {'load':>4} {'k':>2} {'requests':>8} {'simulated':>10} "
+        f"{'se':>8} {'expected':>17} {'z':>6}  verdict"
+    ]
     for r in df.to_dict("records"):
         head = f"{r['check']:<18} {r['load']:>4.2f} {r['servers']:>2d} {r['requests']:>8d}"
         if r["pass"] is None:
@@ -101,8 +105,10 @@ def format_queueing(df: pd.DataFrame) -> str:
             continue
         lo, hi = r["expected"], r["expected_high"]
         expected = f"{lo:.4f}" if lo == hi else f"[{lo:.3f}, {hi:.3f}]"
-        lines.append(f"{head} {r['simulated']:>10.4f} {r['se']:>8.4f} {expected:>17} "
-                     f"{r['z']:>6.2f}  {'ok' if r['pass'] else 'FAIL'}  {r['note']}")  # fmt: skip
+        lines.append(
+            f"{head} {r['simulated']:>10.4f} {r['se']:>8.4f} {expected:>17} "
+            f"{r['z']:>6.2f}  {'ok' if r['pass'] else 'FAIL'}  {r['note']}"
+        )
     return "\n".join(lines)
 
 
@@ -116,8 +122,10 @@ def format_trees(df: pd.DataFrame) -> str:
     """Every tree check: the simulated value, the interval the verdict uses, the closed
     form, z and the verdict."""
     head = f"pass interval (+-{Z_CHECK:g} se)"
-    lines = [f"{'tree':<18} {'acceptance':<26} {'n':>3} {'passes':>7} {'quantity':<16} "
-             f"{'simulated':>9} {head:>21} {'formula':>9} {'z':>6}  verdict"]  # fmt: skip
+    lines = [
+        f"{'tree':<18} {'acceptance':<26} {'n':>3} {'passes':>7} {'quantity':<16} "
+        f"{'simulated':>9} {head:>21} {'formula':>9} {'z':>6}  verdict"
+    ]
     for r in df.to_dict("records"):
         lines.append(
             f"{r['tree']:<18} {r['acceptance']:<26} {r['nodes']:>3d} {r['passes']:>7d} "
@@ -185,19 +193,25 @@ def run(args: argparse.Namespace) -> int:
     print("\n")
     print("How far the formulas are off when one assumption is dropped")
     print(format_dropped(dropped))
-    print("\nServing simulator against queueing theory (batch 1, no speculation, Poisson "
-          "arrivals): mean wait in queue, seconds")  # fmt: skip
+    print(
+        "\nServing simulator against queueing theory (batch 1, no speculation, Poisson "
+        "arrivals): mean wait in queue, seconds"
+    )
     if args.verbose or failed_queueing:
         print(format_queueing(queueing))
     print(queueing_line(queueing) + ("" if args.verbose else " Every check: --verbose."))
-    print("\nTree simulator against the tree closed forms (positional acceptance by depth "
-          "and rank): tokens per pass and discarded share")  # fmt: skip
+    print(
+        "\nTree simulator against the tree closed forms (positional acceptance by depth "
+        "and rank): tokens per pass and discarded share"
+    )
     if args.verbose or failed_trees:
         print(format_trees(trees))
     print(trees_line(trees) + ("" if args.verbose else " Every check: --verbose."))
     if fidelity is not None:
-        print("\nFidelity: every committed measurement and published anchor, predicted against "
-              "measured (out of sample; docs/fidelity.md)")
+        print(
+            "\nFidelity: every committed measurement and published anchor, predicted against "
+            "measured (out of sample; docs/fidelity.md)"
+        )
         print(format_fidelity(fidelity, verbose=args.verbose))
     return 1 if bad else 0
 
@@ -206,18 +220,26 @@ def format_fidelity(table: pd.DataFrame, *, verbose: bool) -> str:
     """Per family and quantity: rows, median and worst |error|, misses, the goal and whether
     it is met; with ``verbose`` every row (measured with its interval, predicted, error)."""
     summary = fidelity_summary(table)
-    lines = [f"{'family':<66} {'quantity':<18} {'rows':>4} {'median':>7} {'worst':>7} "
-             f"{'misses':>6}  goal met"]  # fmt: skip
+    lines = [
+        f"{'family':<66} {'quantity':<18} {'rows':>4} {'median':>7} {'worst':>7} "
+        f"{'misses':>6}  goal met"
+    ]
     for r in summary.to_dict("records"):
-        lines.append(f"{r['family']:<66} {r['quantity']:<18} {r['rows']:>4d} "
-                     f"{r['median |error|']:>7.1%} {r['worst |error|']:>7.1%} {r['misses']:>6d}  "
-                     f"{'yes' if r['goal met'] else 'NO'} ({r['goal']})")  # fmt: skip
+        lines.append(
+            f"{r['family']:<66} {r['quantity']:<18} {r['rows']:>4d} "
+            f"{r['median |error|']:>7.1%} {r['worst |error|']:>7.1%} {r['misses']:>6d}  "
+            f"{'yes' if r['goal met'] else 'NO'} ({r['goal']})"
+        )
     misses = int((table["verdict"] == "miss").sum())
-    lines.append(f"{len(table)} rows, {misses} outside their measured interval."
-                 + ("" if verbose else " Every row: --verbose or --json."))  # fmt: skip
+    lines.append(
+        f"{len(table)} rows, {misses} outside their measured interval."
+        + ("" if verbose else " Every row: --verbose or --json.")
+    )
     if verbose:
         for r in table.to_dict("records"):
-            lines.append(f"  {r['anchor']:<48} {r['quantity']:<18} measured {r['measured']:.4g} "
-                         f"[{r['measured_low']:.4g}, {r['measured_high']:.4g}] predicted "
-                         f"{r['predicted']:.4g} ({r['error']:+.1%}) {r['verdict']}")  # fmt: skip
+            lines.append(
+                f"  {r['anchor']:<48} {r['quantity']:<18} measured {r['measured']:.4g} "
+                f"[{r['measured_low']:.4g}, {r['measured_high']:.4g}] predicted "
+                f"{r['predicted']:.4g} ({r['error']:+.1%}) {r['verdict']}"
+            )
     return "\n".join(lines)

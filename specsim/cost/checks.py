@@ -100,8 +100,9 @@ def _reason(exc: Exception) -> str:
     return str(exc).removeprefix("slug_or_path: ")
 
 
-def _card(value: object, *, name: str, card: type[CardT], load: Callable[[Any], CardT],
-          example: str) -> CardT:  # fmt: skip
+def _card(
+    value: object, *, name: str, card: type[CardT], load: Callable[[Any], CardT], example: str
+) -> CardT:
     """``value`` as a ``card``: a card, or a slug or path that ``load`` reads; else a TypeError."""
     if isinstance(value, card):
         return value
@@ -145,8 +146,9 @@ def check_runtime(
     a ValueError naming an unknown profile or one fitted on another device."""
     if value is None:
         return None
-    prof = _card(value, name="runtime", card=RuntimeProfile, load=load_runtime,
-                 example="gpt-fast-a100")  # fmt: skip
+    prof = _card(
+        value, name="runtime", card=RuntimeProfile, load=load_runtime, example="gpt-fast-a100"
+    )
     check_runtime_device(prof, hardware)
     return prof
 

@@ -57,8 +57,9 @@ DEFAULT_ALGORITHM = "per-allreduce"
 def check_algorithm(algorithm: object, where: str = "collective_algorithm") -> str:
     """``algorithm`` if it is one of :data:`ALGORITHMS`, else a ValueError naming it."""
     if algorithm not in ALGORITHMS:
-        raise ValueError(f"{where}: unknown all-reduce algorithm {algorithm!r}; known: "
-                         f"{list(ALGORITHMS)}")  # fmt: skip
+        raise ValueError(
+            f"{where}: unknown all-reduce algorithm {algorithm!r}; known: {list(ALGORITHMS)}"
+        )
     return str(algorithm)
 
 

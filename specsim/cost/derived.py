@@ -68,18 +68,33 @@ def cost_coefficient(
     """
     d_hw = hardware if draft_hardware is None else draft_hardware
     kw: dict[str, Any] = dict(
-        batch=batch, context=context, new_tokens=1, dtype=dtype, encoder_length=encoder_length,
+        batch=batch,
+        context=context,
+        new_tokens=1,
+        dtype=dtype,
+        encoder_length=encoder_length,
         check_positions=check_positions,
     )
     d_rt = runtime if draft_runtime is None and draft_hardware is None else draft_runtime
     t_d = step_cost_grid(
-        draft, d_hw, weights=draft_weights, kv=kv, group_size=draft_group_size, runtime=d_rt,
+        draft,
+        d_hw,
+        weights=draft_weights,
+        kv=kv,
+        group_size=draft_group_size,
+        runtime=d_rt,
         **kw,
-    ).time_s  # fmt: skip
+    ).time_s
     t_t = step_cost_grid(
-        target, hardware, tensor_parallel=tensor_parallel, weights=weights, kv=kv,
-        group_size=group_size, runtime=runtime, **kw,
-    ).time_s  # fmt: skip
+        target,
+        hardware,
+        tensor_parallel=tensor_parallel,
+        weights=weights,
+        kv=kv,
+        group_size=group_size,
+        runtime=runtime,
+        **kw,
+    ).time_s
     return _scalar_or_array(np.asarray(t_d / t_t))
 
 

@@ -114,8 +114,7 @@ def resolve_formats(
     dt = resolve_dtype(model, dtype)
     if weights is None and kv is None and group_size is None:
         return Formats.of(dt)
-    w = canonical_format(dt if weights is None else weights, field="weights",
-                         known=WEIGHT_FORMATS)  # fmt: skip
+    w = canonical_format(dt if weights is None else weights, field="weights", known=WEIGHT_FORMATS)
     k = canonical_format(dt if kv is None else kv, field="kv", known=KV_FORMATS)
     spec = WEIGHT_FORMATS[w]
     if group_size is not None:

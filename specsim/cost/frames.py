@@ -64,10 +64,17 @@ def verification_frame(
     g = np.asarray(gammas, dtype=np.int64).reshape(-1, 1)
     b = np.asarray(batches, dtype=np.int64).reshape(1, -1)
     kw: dict[str, Any] = dict(
-        batch=b, context=context, dtype=dtype, tensor_parallel=tensor_parallel,
-        encoder_length=encoder_length, check_memory=False, weights=weights, kv=kv,
-        group_size=group_size, runtime=runtime,
-    )  # fmt: skip
+        batch=b,
+        context=context,
+        dtype=dtype,
+        tensor_parallel=tensor_parallel,
+        encoder_length=encoder_length,
+        check_memory=False,
+        weights=weights,
+        kv=kv,
+        group_size=group_size,
+        runtime=runtime,
+    )
     if g.size == 0 or b.size == 0:
         raise ValueError(f"gammas and batches must be non-empty, got {gammas!r}, {batches!r}")
     verify = step_cost_grid(model, hardware, new_tokens=verification_positions(g), **kw)
@@ -126,9 +133,13 @@ def cost_coefficient_frame(
         raise ValueError("drafts, batches and contexts must be non-empty")
     bb, cc = np.broadcast_arrays(b, c)
     kw: dict[str, Any] = dict(
-        batch=b, context=c, new_tokens=1, dtype=dtype, encoder_length=encoder_length,
+        batch=b,
+        context=c,
+        new_tokens=1,
+        dtype=dtype,
+        encoder_length=encoder_length,
         check_memory=False,
-    )  # fmt: skip
+    )
     t_target = step_cost_grid(
         target, hardware, tensor_parallel=tensor_parallel, runtime=runtime, **kw
     )

@@ -121,7 +121,14 @@ def encoder_tokens(model: ModelCard, encoder_length: int | None) -> float:
 
 # The core ---------------------------------------------------------------------------------
 def _evaluate(
-    model: ModelCard, hw: HardwareCard, *, formats: Formats, tp: float, T: Any, S: Any, R: Any,
+    model: ModelCard,
+    hw: HardwareCard,
+    *,
+    formats: Formats,
+    tp: float,
+    T: Any,
+    S: Any,
+    R: Any,
     runtime: RuntimeProfile | None = None,
 ) -> PassTerms:
     """All terms of passes on ``tp`` devices from their aggregates (numbers or arrays).
@@ -204,14 +211,24 @@ def pass_cost(
     values = {k: float(getattr(terms, k)) for k in RESULT_FIELDS}
     if values["resident_bytes"] > hardware.mem_capacity:
         raise _memory_error(
-            model, hardware, formats=fm, tp=float(tp), B=shape.batch,
+            model,
+            hardware,
+            formats=fm,
+            tp=float(tp),
+            B=shape.batch,
             resident=values["resident_bytes"],
-        )  # fmt: skip
+        )
     bound = "compute" if values["compute_time_s"] > values["memory_time_s"] else "memory"
     return StepCost(
-        **values, bound=bound, batch=shape.batch, tokens=shape.tokens, tensor_parallel=int(tp),
-        dtype=fm.compute, weight_format=fm.weight_format, kv_format=fm.kv_format,
-    )  # fmt: skip
+        **values,
+        bound=bound,
+        batch=shape.batch,
+        tokens=shape.tokens,
+        tensor_parallel=int(tp),
+        dtype=fm.compute,
+        weight_format=fm.weight_format,
+        kv_format=fm.kv_format,
+    )
 
 
 def step_cost(
@@ -260,10 +277,17 @@ def step_cost(
             )
     shape = PassShape.chain(context=ctx.astype(np.int64), new=new.astype(np.int64), batch=n_seq)
     return pass_cost(
-        model, hardware, shape, dtype=dtype, tensor_parallel=int(tp),
-        encoder_length=encoder_length, weights=weights, kv=kv, group_size=group_size,
+        model,
+        hardware,
+        shape,
+        dtype=dtype,
+        tensor_parallel=int(tp),
+        encoder_length=encoder_length,
+        weights=weights,
+        kv=kv,
+        group_size=group_size,
         runtime=runtime,
-    )  # fmt: skip
+    )
 
 
 def step_cost_grid(
@@ -327,25 +351,40 @@ def step_cost_grid(
         arrays = {k: np.empty(T.shape) for k in RESULT_FIELDS}
         for g in groups:
             sel = tp == g
-            terms = _evaluate(model, hardware, formats=formats, tp=float(g), T=T[sel],
-                              S=S[sel], R=R[sel], runtime=rt)  # fmt: skip
+            terms = _evaluate(
+                model,
+                hardware,
+                formats=formats,
+                tp=float(g),
+                T=T[sel],
+                S=S[sel],
+                R=R[sel],
+                runtime=rt,
+            )
             for k in RESULT_FIELDS:
                 arrays[k][sel] = getattr(terms, k)
     fits = arrays["resident_bytes"] <= hardware.mem_capacity
     if check_memory and not fits.all():
         i = tuple(int(j) for j in np.argwhere(~fits)[0]) if fits.ndim else ()
         err = _memory_error(
-            model, hardware, formats=formats, tp=float(tp[i]), B=float(B[i]),
+            model,
+            hardware,
+            formats=formats,
+            tp=float(tp[i]),
+            B=float(B[i]),
             resident=float(arrays["resident_bytes"][i]),
-        )  # fmt: skip
+        )
         raise ValueError(
             f"element {i} of {int((~fits).sum())} that do not fit (context {int(ctx[i])}, new "
             f"tokens {int(new[i])}): {err}"
         )
     return StepCostGrid(
-        **arrays, fits=fits, dtype=formats.compute, weight_format=formats.weight_format,
+        **arrays,
+        fits=fits,
+        dtype=formats.compute,
+        weight_format=formats.weight_format,
         kv_format=formats.kv_format,
-    )  # fmt: skip
+    )
 
 
 # Passes given by their aggregates -------------------------------------------------------

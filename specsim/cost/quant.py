@@ -210,9 +210,12 @@ KV_FORMATS: dict[str, float] = {
 """Bytes per element of the KV-cache formats a pass may name."""
 
 FORMAT_ALIASES: dict[str, str] = {
-    "fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float8",
+    "fp32": "float32",
+    "fp16": "float16",
+    "bf16": "bfloat16",
+    "fp8": "float8",
     "q4_k": "q4_K",
-}  # fmt: skip
+}
 """Short names accepted for the canonical ones (``--weights fp16`` is ``float16``)."""
 
 

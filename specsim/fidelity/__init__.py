@@ -126,12 +126,18 @@ def fidelity_table(
     interleaved = measured_frames(at(ROWS_TRACES), ("specdec", "autoregressive", "passes"))
     rows_card = load_hardware(at(ROWS_CARD))
     rows += profile_rows(
-        interleaved, rows_card, load_runtime(at(ROWS_PROFILE)),
-        source=ROWS_TRACES, profile_source=ROWS_PROFILE,
+        interleaved,
+        rows_card,
+        load_runtime(at(ROWS_PROFILE)),
+        source=ROWS_TRACES,
+        profile_source=ROWS_PROFILE,
     )
     rows += profile_rows(
-        interleaved, rows_card, load_runtime(at(ROWS_JOINT_PROFILE)),
-        source=ROWS_TRACES, profile_source=ROWS_JOINT_PROFILE,
+        interleaved,
+        rows_card,
+        load_runtime(at(ROWS_JOINT_PROFILE)),
+        source=ROWS_TRACES,
+        profile_source=ROWS_JOINT_PROFILE,
         label="runtime profile fitted on fp32, int8 and int4 passes",
     )
     rows += table2_rows(table2_predictions(rng_t2, tokens=table2_tokens))
@@ -152,11 +158,19 @@ def fidelity_summary(table: pd.DataFrame) -> pd.DataFrame:
         goal_med, goal_worst = GOALS.get(str(quantity), (0.10, None))
         met = med <= goal_med and (goal_worst is None or worst <= goal_worst)
         goal = f"median <= {goal_med:.0%}" + (
-            "" if goal_worst is None else f", worst <= {goal_worst:.0%}")  # fmt: skip
-        out.append({
-            "family": family, "quantity": quantity, "rows": len(g),
-            "median |error|": med, "worst |error|": worst,
-            "within interval": int((g["verdict"] == "within interval").sum()),
-            "misses": int((g["verdict"] == "miss").sum()), "goal": goal, "goal met": met,
-        })  # fmt: skip
+            "" if goal_worst is None else f", worst <= {goal_worst:.0%}"
+        )
+        out.append(
+            {
+                "family": family,
+                "quantity": quantity,
+                "rows": len(g),
+                "median |error|": med,
+                "worst |error|": worst,
+                "within interval": int((g["verdict"] == "within interval").sum()),
+                "misses": int((g["verdict"] == "miss").sum()),
+                "goal": goal,
+                "goal met": met,
+            }
+        )
     return pd.DataFrame(out)

@@ -16,11 +16,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--csv", help="also write the whole table to this CSV file")
     args = ap.parse_args(argv)
     table = fidelity_table()
-    with pd.option_context("display.width", 200, "display.max_columns", 20,
-                           "display.max_colwidth", 48):  # fmt: skip
+    with pd.option_context(
+        "display.width", 200, "display.max_columns", 20, "display.max_colwidth", 48
+    ):
         sys.stdout.write(fidelity_summary(table).to_string(index=False) + "\n\n")
-        cols = ["anchor", "quantity", "measured", "measured_low", "measured_high", "predicted",
-                "error", "verdict"]  # fmt: skip
+        cols = [
+            "anchor",
+            "quantity",
+            "measured",
+            "measured_low",
+            "measured_high",
+            "predicted",
+            "error",
+            "verdict",
+        ]
         sys.stdout.write(table[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
         sys.stdout.write("\n")
     if args.csv:

@@ -32,9 +32,14 @@ from specsim.cost import cost_coefficient, step_cost
 from .rows import COLUMNS, fidelity_row, rounding_interval
 
 __all__ = [
-    "LEVIATHAN_C", "GPTFAST", "VLLM_LINES", "VLLM_LOADED", "fitted_anchors", "vllm_anchors",
+    "LEVIATHAN_C",
+    "GPTFAST",
+    "VLLM_LINES",
+    "VLLM_LOADED",
+    "fitted_anchors",
+    "vllm_anchors",
     "vllm_checks",
-]  # fmt: skip
+]
 
 LEVIATHAN_C: dict[str, float] = {"t5-small": 0.02, "t5-base": 0.04, "t5-large": 0.11}
 """Leviathan et al. 2023, Table 4: the cost coefficient c of each draft against T5-XXL."""
@@ -61,29 +66,56 @@ def fitted_anchors() -> pd.DataFrame:
     rows = []
     tpu, xxl = load_hardware("tpu-v4"), load_model("t5-xxl")
     for draft, c in LEVIATHAN_C.items():
-        pred = float(cost_coefficient(load_model(draft), xxl, tpu, batch=1, context=_T5_CONTEXT,
-                                      encoder_length=_T5_ENCODER))  # fmt: skip
-        rows.append(fidelity_row(
-            family="in-sample: Leviathan Table 4 c (tpu-v4 card)", anchor=f"c of {draft}",
-            source="Leviathan et al. 2023 (arXiv:2211.17192), Table 4",
-            quantity="cost coefficient c",
-            unit="draft step / target step", measured=c, interval=rounding_interval(c, 2),
-            how="rounding: printed to two decimals", predicted=pred,
-            fitted_on="itself: the tpu-v4 card's overheads were tuned to these three c values",
-        ))  # fmt: skip
+        pred = float(
+            cost_coefficient(
+                load_model(draft),
+                xxl,
+                tpu,
+                batch=1,
+                context=_T5_CONTEXT,
+                encoder_length=_T5_ENCODER,
+            )
+        )
+        rows.append(
+            fidelity_row(
+                family="in-sample: Leviathan Table 4 c (tpu-v4 card)",
+                anchor=f"c of {draft}",
+                source="Leviathan et al. 2023 (arXiv:2211.17192), Table 4",
+                quantity="cost coefficient c",
+                unit="draft step / target step",
+                measured=c,
+                interval=rounding_interval(c, 2),
+                how="rounding: printed to two decimals",
+                predicted=pred,
+                fitted_on="itself: the tpu-v4 card's overheads were tuned to these three c values",
+            )
+        )
     a100 = load_hardware("a100-80gb")
     for slug, tp, tok_s, decimals in GPTFAST:
-        cost = step_cost(load_model(slug), a100, batch=1, context=_GPTFAST_CONTEXT, new_tokens=1,
-                         dtype="bfloat16", tensor_parallel=tp)  # fmt: skip
-        rows.append(fidelity_row(
-            family="in-sample: gpt-fast (a100-80gb card)", anchor=f"{slug} on {tp} A100",
-            source="gpt-fast README, Benchmarks", quantity="decode tokens per second",
-            unit="tokens/s", measured=tok_s, interval=rounding_interval(tok_s, decimals),
-            how=f"rounding: printed to {decimals} decimal(s) (one run, no spread published)",
-            predicted=1.0 / float(cost.time_s),
-            fitted_on="itself: the a100-80gb card's efficiencies and interconnect latency were "
-            "tuned to the gpt-fast tables",
-        ))  # fmt: skip
+        cost = step_cost(
+            load_model(slug),
+            a100,
+            batch=1,
+            context=_GPTFAST_CONTEXT,
+            new_tokens=1,
+            dtype="bfloat16",
+            tensor_parallel=tp,
+        )
+        rows.append(
+            fidelity_row(
+                family="in-sample: gpt-fast (a100-80gb card)",
+                anchor=f"{slug} on {tp} A100",
+                source="gpt-fast README, Benchmarks",
+                quantity="decode tokens per second",
+                unit="tokens/s",
+                measured=tok_s,
+                interval=rounding_interval(tok_s, decimals),
+                how=f"rounding: printed to {decimals} decimal(s) (one run, no spread published)",
+                predicted=1.0 / float(cost.time_s),
+                fitted_on="itself: the a100-80gb card's efficiencies and interconnect latency were "
+                "tuned to the gpt-fast tables",
+            )
+        )
     rows += vllm_anchors().to_dict("records")
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
@@ -102,8 +134,15 @@ _VLLM_LOADED_CONTEXT = 21_000  # 20k input + half of 2k output, the mean context
 
 
 def _vllm_itl_ms(kv: str, *, batch: int, context: int) -> float:
-    cost = step_cost(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), batch=batch,
-                     context=context, new_tokens=1, kv=kv, runtime=VLLM_PROFILE)  # fmt: skip
+    cost = step_cost(
+        load_model("llama-3.1-8b"),
+        load_hardware("h100-sxm"),
+        batch=batch,
+        context=context,
+        new_tokens=1,
+        kv=kv,
+        runtime=VLLM_PROFILE,
+    )
     return 1e3 * float(cost.time_s)
 
 
@@ -127,27 +166,47 @@ def _line_rows(kv: str, *, family: str, fitted_on: str) -> list[dict[str, object
     lo, hi = rounding_interval(slope, 7)
     rows = []
     for what, value, interval, printed, p in (
-        ("ITL added by 100k tokens of context (slope x 1e5)", slope * _PER,
-         (lo * _PER, hi * _PER), "3 significant digits", pred[0] * _PER),
-        ("ITL at no context (intercept)", intercept, rounding_interval(intercept, 2),
-         "2 decimals", pred[1]),
-    ):  # fmt: skip
-        rows.append(fidelity_row(
-            family=family, anchor=f"Llama-3.1-8B {kv} KV, concurrency 1: {what}",
-            source=f"{_VLLM_SOURCE}, Single Request Benchmarking",
-            quantity=VLLM_QUANTITY, unit="ms", measured=value, interval=interval,
-            how=f"rounding: printed to {printed} (a fitted line; its points are not published)",
-            predicted=p, fitted_on=fitted_on,
-        ))  # fmt: skip
+        (
+            "ITL added by 100k tokens of context (slope x 1e5)",
+            slope * _PER,
+            (lo * _PER, hi * _PER),
+            "3 significant digits",
+            pred[0] * _PER,
+        ),
+        (
+            "ITL at no context (intercept)",
+            intercept,
+            rounding_interval(intercept, 2),
+            "2 decimals",
+            pred[1],
+        ),
+    ):
+        rows.append(
+            fidelity_row(
+                family=family,
+                anchor=f"Llama-3.1-8B {kv} KV, concurrency 1: {what}",
+                source=f"{_VLLM_SOURCE}, Single Request Benchmarking",
+                quantity=VLLM_QUANTITY,
+                unit="ms",
+                measured=value,
+                interval=interval,
+                how=f"rounding: printed to {printed} (a fitted line; its points are not published)",
+                predicted=p,
+                fitted_on=fitted_on,
+            )
+        )
     return rows
 
 
 def vllm_anchors() -> pd.DataFrame:
     """The two numbers ``vllm-h100`` was fitted on (in sample: ``fitted_on`` names them),
     predicted by the profile now (columns :data:`specsim.fidelity.rows.COLUMNS`)."""
-    rows = _line_rows("bfloat16", family="in-sample: vLLM v0.19.1 (vllm-h100 profile)",
-                      fitted_on="itself: memory_efficiency and pass_overhead_s of vllm-h100 "
-                      "were fitted to this slope and intercept")  # fmt: skip
+    rows = _line_rows(
+        "bfloat16",
+        family="in-sample: vLLM v0.19.1 (vllm-h100 profile)",
+        fitted_on="itself: memory_efficiency and pass_overhead_s of vllm-h100 "
+        "were fitted to this slope and intercept",
+    )
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -156,19 +215,25 @@ def vllm_checks() -> list[dict[str, object]]:
     the KV bytes and changes nothing else) and the median ITL of Table 4 at concurrency 8,
     predicted as one decode step of 8 sequences at the mean context of 21000 tokens (no
     prefill in the step; the median step of a decode-heavy run)."""
-    fitted = ("vllm-h100: fitted on the BF16 concurrency-1 ITL line of the same blog only "
-              "(slope and intercept)")  # fmt: skip
+    fitted = (
+        "vllm-h100: fitted on the BF16 concurrency-1 ITL line of the same blog only "
+        "(slope and intercept)"
+    )
     family = "vLLM v0.19.1 on H100 (vllm-h100 profile)"
     rows = _line_rows("fp8", family=family, fitted_on=fitted)
     for kv, itl in VLLM_LOADED.items():
-        rows.append(fidelity_row(
-            family=family, anchor=f"Llama-3.1-8B {kv} KV, concurrency 8, ~20k in / ~2k out: "
-            "median ITL",
-            source=f"{_VLLM_SOURCE}, Table 4",
-            quantity=VLLM_QUANTITY, unit="ms", measured=itl,
-            interval=rounding_interval(itl, 2),
-            how="rounding: printed to 2 decimals (one run, no spread published)",
-            predicted=_vllm_itl_ms(kv, batch=8, context=_VLLM_LOADED_CONTEXT),
-            fitted_on=fitted,
-        ))  # fmt: skip
+        rows.append(
+            fidelity_row(
+                family=family,
+                anchor=f"Llama-3.1-8B {kv} KV, concurrency 8, ~20k in / ~2k out: median ITL",
+                source=f"{_VLLM_SOURCE}, Table 4",
+                quantity=VLLM_QUANTITY,
+                unit="ms",
+                measured=itl,
+                interval=rounding_interval(itl, 2),
+                how="rounding: printed to 2 decimals (one run, no spread published)",
+                predicted=_vllm_itl_ms(kv, batch=8, context=_VLLM_LOADED_CONTEXT),
+                fitted_on=fitted,
+            )
+        )
     return rows

@@ -85,8 +85,9 @@ def _acceptance(alpha: float, h: float, persistence: float) -> AcceptanceProcess
     return MarkovAcceptance.two_state(mean=alpha, spread=spread, persistence=persistence)
 
 
-def _simulate(row: Any, v: Sequence[float], h: float, rho: float, tokens: int,
-              seed: int) -> tuple[float, float]:  # fmt: skip
+def _simulate(
+    row: Any, v: Sequence[float], h: float, rho: float, tokens: int, seed: int
+) -> tuple[float, float]:
     if h == 0.0:
         # i.i.d. acceptance: the simulator's long-run speedup is Theorem 3.8 with v (tested by
         # the paper study and specsim.validate.check_grid), so the closed form, free of sampling
@@ -94,10 +95,12 @@ def _simulate(row: Any, v: Sequence[float], h: float, rho: float, tokens: int,
         g = int(row.gamma)
         return float(walltime_speedup(float(row.alpha), g, float(row.c), v[g])), 0.0
     cfg = StreamConfig(
-        tokens=tokens, acceptance=_acceptance(float(row.alpha), h, rho),
-        policy=FixedGamma(gamma=int(row.gamma)), cost=PlainCost(c=float(row.c), v=tuple(v)),
+        tokens=tokens,
+        acceptance=_acceptance(float(row.alpha), h, rho),
+        policy=FixedGamma(gamma=int(row.gamma)),
+        cost=PlainCost(c=float(row.c), v=tuple(v)),
         max_gamma=int(row.gamma),
-    )  # fmt: skip
+    )
     m = simulate_stream(cfg, np.random.default_rng(seed)).metrics()
     return float(m["speedup"]), float(m["speedup_se"])
 
@@ -123,17 +126,29 @@ def table2_predictions(
     """
     rows = table2()
     gmax = int(rows["gamma"].max())
-    v = tuple(float(x) for x in np.atleast_1d(verification_factor(
-        load_model(target), load_hardware(hardware), np.arange(gmax + 1), batch=1,
-        context=context)))  # fmt: skip
+    v = tuple(
+        float(x)
+        for x in np.atleast_1d(
+            verification_factor(
+                load_model(target),
+                load_hardware(hardware),
+                np.arange(gmax + 1),
+                batch=1,
+                context=context,
+            )
+        )
+    )
     # Common random numbers across the grid: one seed per Table 2 row.
     seeds = [int(x) for x in rng.integers(2**63 - 1, size=len(rows))]
-    grid = [(float(h), 0.0 if float(h) == 0.0 else float(p)) for h in heterogeneity
-            for p in persistence]  # fmt: skip
+    grid = [
+        (float(h), 0.0 if float(h) == 0.0 else float(p)) for h in heterogeneity for p in persistence
+    ]
     grid = list(dict.fromkeys(grid))
     sims: dict[tuple[int, float, float], tuple[float, float]] = {
         (i, h, p): _simulate(r, v, h, p, tokens, seeds[i])
-        for h, p in grid for i, r in enumerate(rows.itertuples(index=False))}  # fmt: skip
+        for h, p in grid
+        for i, r in enumerate(rows.itertuples(index=False))
+    }
     measured = rows["measured"].to_numpy()
 
     def loss(h: float, p: float, task: str) -> float:
@@ -149,19 +164,43 @@ def table2_predictions(
     for i, r in enumerate(rows.itertuples(index=False)):
         base = {k: getattr(r, k) for k in COLUMNS}
         vg = float(v[int(r.gamma)])
-        preds = [("theorem 3.8", "none", float(walltime_speedup(r.alpha, r.gamma, r.c)), 0.0,
-                  np.nan, np.nan),
-                 ("theorem 3.8 + v", "none", float(walltime_speedup(r.alpha, r.gamma, r.c, vg)),
-                  0.0, np.nan, np.nan)]  # fmt: skip
+        preds = [
+            (
+                "theorem 3.8",
+                "none",
+                float(walltime_speedup(r.alpha, r.gamma, r.c)),
+                0.0,
+                np.nan,
+                np.nan,
+            ),
+            (
+                "theorem 3.8 + v",
+                "none",
+                float(walltime_speedup(r.alpha, r.gamma, r.c, vg)),
+                0.0,
+                np.nan,
+                np.nan,
+            ),
+        ]
         for task, (h, p) in fitted.items():
             preds.append(("full model", task, *sims[(i, h, p)], h, p))
         for name, fit_on, value, se, h, p in preds:
-            out.append({
-                **base, "v": vg, "predictor": name, "fit_on": fit_on, "predicted": value,
-                "predicted_se": se, "rel_error": value / r.measured - 1.0,
-                "held_out": fit_on != r.task, "heterogeneity": h, "persistence": p,
-                "fit_loss": loss(h, p, fit_on) if fit_on in TASKS else np.nan, "tokens": tokens,
-            })  # fmt: skip
+            out.append(
+                {
+                    **base,
+                    "v": vg,
+                    "predictor": name,
+                    "fit_on": fit_on,
+                    "predicted": value,
+                    "predicted_se": se,
+                    "rel_error": value / r.measured - 1.0,
+                    "held_out": fit_on != r.task,
+                    "heterogeneity": h,
+                    "persistence": p,
+                    "fit_loss": loss(h, p, fit_on) if fit_on in TASKS else np.nan,
+                    "tokens": tokens,
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -177,19 +216,31 @@ def table2_rows(
         raise ValueError(f"table2_rows: no held-out predictions by {predictor!r}")
     out = []
     for r in sel.itertuples(index=False):
-        fit = "" if r.fit_on == "none" else (
-            f"; acceptance heterogeneity (h = {r.heterogeneity:g}, persistence = "
-            f"{r.persistence:g}) fitted on the {r.fit_on} rows")  # fmt: skip
-        out.append(fidelity_row(
-            family=f"Leviathan Table 2, {r.task} rows ({predictor}"
-            + ("" if r.fit_on == "none" else f", fitted on {r.fit_on}") + ")",
-            anchor=f"{r.task} {r.draft} T{r.temperature} gamma {r.gamma}", source=SOURCE,
-            quantity="speedup over plain", unit="x", measured=float(r.measured),
-            interval=rounding_interval(float(r.measured), 1),
-            how="rounding: the paper prints one decimal", predicted=float(r.predicted),
-            fitted_on=f"published alpha {r.alpha:g}, gamma {r.gamma}, c {r.c:g} of this row; "
-            f"v(gamma) = {r.v:.4f} from the cost model{fit}",
-        ))  # fmt: skip
+        fit = (
+            ""
+            if r.fit_on == "none"
+            else (
+                f"; acceptance heterogeneity (h = {r.heterogeneity:g}, persistence = "
+                f"{r.persistence:g}) fitted on the {r.fit_on} rows"
+            )
+        )
+        out.append(
+            fidelity_row(
+                family=f"Leviathan Table 2, {r.task} rows ({predictor}"
+                + ("" if r.fit_on == "none" else f", fitted on {r.fit_on}")
+                + ")",
+                anchor=f"{r.task} {r.draft} T{r.temperature} gamma {r.gamma}",
+                source=SOURCE,
+                quantity="speedup over plain",
+                unit="x",
+                measured=float(r.measured),
+                interval=rounding_interval(float(r.measured), 1),
+                how="rounding: the paper prints one decimal",
+                predicted=float(r.predicted),
+                fitted_on=f"published alpha {r.alpha:g}, gamma {r.gamma}, c {r.c:g} of this row; "
+                f"v(gamma) = {r.v:.4f} from the cost model{fit}",
+            )
+        )
     return out
 
 
@@ -211,12 +262,14 @@ def table2_bounds() -> pd.DataFrame:
 
 
 _FAMILIES: dict[str, tuple[Callable[..., Any], tuple[float, float]]] = {
-    "per-pass overhead o (fraction of a target pass)":
-        (lambda e, g, c, p: e * (1 + p) / (1 + p + g * (c + p)), (0.0, 1.0)),
+    "per-pass overhead o (fraction of a target pass)": (
+        lambda e, g, c, p: e * (1 + p) / (1 + p + g * (c + p)),
+        (0.0, 1.0),
+    ),
     "c scaled by k": (lambda e, g, c, p: e / (1 + g * c * p), (0.0, 10.0)),
     # v(gamma) = 1 + b gamma and c + b are the same family: E / (1 + gamma (c + b)).
     "v(gamma) = 1 + b gamma": (lambda e, g, c, p: e / (1 + g * (c + p)), (0.0, 1.0)),
-}  # fmt: skip
+}
 
 
 def one_parameter_fits() -> pd.DataFrame:
@@ -238,15 +291,21 @@ def one_parameter_fits() -> pd.DataFrame:
             held = task != fit
             res = optimize.minimize_scalar(
                 lambda p, f=f, s=~held: float(np.mean(np.log(f(e[s], g[s], c[s], p) / m[s]) ** 2)),
-                bounds=bounds, method="bounded")  # fmt: skip
+                bounds=bounds,
+                method="bounded",
+            )
             err = np.abs(f(e, g, c, res.x) / m - 1)
-            rows.append({
-                "correction": name, "fitted on": fit, "parameter": float(res.x),
-                "in-sample median": float(np.median(err[~held])),
-                "held-out median": float(np.median(err[held])),
-                "held-out worst": float(err[held].max()),
-                "theorem 3.8 held-out median": float(np.median(th[held])),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "correction": name,
+                    "fitted on": fit,
+                    "parameter": float(res.x),
+                    "in-sample median": float(np.median(err[~held])),
+                    "held-out median": float(np.median(err[held])),
+                    "held-out worst": float(err[held].max()),
+                    "theorem 3.8 held-out median": float(np.median(th[held])),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -267,7 +326,8 @@ def encoder_sensitivity(
     for n in lengths:
         v = float(verification_factor(t, hw, gamma, batch=1, context=context, encoder_length=n))
         for d in drafts:
-            c = float(cost_coefficient(load_model(d), t, hw, batch=1, context=context,
-                                       encoder_length=n))  # fmt: skip
+            c = float(
+                cost_coefficient(load_model(d), t, hw, batch=1, context=context, encoder_length=n)
+            )
             rows.append({"encoder_length": n, "draft": d, "c": c, f"v({gamma})": v})
     return pd.DataFrame(rows)

@@ -35,20 +35,33 @@ def profile_rows(
     ``autoregressive``, ``passes``) against ``profile`` on ``card``; ``label`` ends each
     row's family name (one family per pair and profile)."""
     runs = predict_profile_runs(traces["specdec"], traces["autoregressive"], card, profile)
-    fitted = (f"{profile_source} (fitted on the {len(traces['passes'])} timed plain passes of "
-              f"{source}/passes.csv, no speculative run) + this run's accepted counts")
+    fitted = (
+        f"{profile_source} (fitted on the {len(traces['passes'])} timed plain passes of "
+        f"{source}/passes.csv, no speculative run) + this run's accepted counts"
+    )
     how = f"{LEVEL:.0%} delta-method interval over the run's blocks"
     out: list[dict[str, object]] = []
     for r in runs.itertuples(index=False):
-        common = dict(family=f"CPU interleaved runs, {r.target} + {r.draft} ({label})",
-                      source=f"{source}/specdec.csv", fitted_on=fitted)  # fmt: skip
+        common = dict(
+            family=f"CPU interleaved runs, {r.target} + {r.draft} ({label})",
+            source=f"{source}/specdec.csv",
+            fitted_on=fitted,
+        )
         paired = "paired with the interleaved plain steps" if r.paired else "unpaired"
         out += run_rows(
-            anchor=r.run_id, common=common,
-            latency=(float(r.spec_token_s),
-                     (float(r.spec_token_s_low), float(r.spec_token_s_high)),
-                     how + f" ({r.blocks} blocks)", float(r.predicted_spec_token_s)),
-            speedup=(float(r.speedup), (float(r.speedup_low), float(r.speedup_high)),
-                     how + f" ({r.blocks} blocks, {paired})", float(r.predicted_speedup)),
-        )  # fmt: skip
+            anchor=r.run_id,
+            common=common,
+            latency=(
+                float(r.spec_token_s),
+                (float(r.spec_token_s_low), float(r.spec_token_s_high)),
+                how + f" ({r.blocks} blocks)",
+                float(r.predicted_spec_token_s),
+            ),
+            speedup=(
+                float(r.speedup),
+                (float(r.speedup_low), float(r.speedup_high)),
+                how + f" ({r.blocks} blocks, {paired})",
+                float(r.predicted_speedup),
+            ),
+        )
     return out

@@ -46,9 +46,20 @@ __all__ = [
 ]
 
 COLUMNS: tuple[str, ...] = (
-    "family", "anchor", "source", "quantity", "unit", "measured", "measured_low",
-    "measured_high", "interval", "predicted", "error", "fitted_on", "verdict",
-)  # fmt: skip
+    "family",
+    "anchor",
+    "source",
+    "quantity",
+    "unit",
+    "measured",
+    "measured_low",
+    "measured_high",
+    "interval",
+    "predicted",
+    "error",
+    "fitted_on",
+    "verdict",
+)
 """The fidelity table's columns, in order (``error`` = predicted / measured - 1)."""
 LEVEL = 0.95
 """Confidence level of every interval computed from data."""
@@ -76,16 +87,27 @@ def fidelity_row(
     if not (math.isfinite(m) and m > 0):
         raise ValueError(f"fidelity row {anchor!r}: measured must be finite and > 0, got {m!r}")
     if not (low <= m <= high):
-        raise ValueError(f"fidelity row {anchor!r}: interval [{low}, {high}] does not hold the "
-                         f"measured value {m}")  # fmt: skip
+        raise ValueError(
+            f"fidelity row {anchor!r}: interval [{low}, {high}] does not hold the "
+            f"measured value {m}"
+        )
     if not math.isfinite(p):
         raise ValueError(f"fidelity row {anchor!r}: predicted must be finite, got {p!r}")
     return {
-        "family": family, "anchor": anchor, "source": source, "quantity": quantity,
-        "unit": unit, "measured": m, "measured_low": low, "measured_high": high,
-        "interval": how, "predicted": p, "error": p / m - 1.0, "fitted_on": fitted_on,
+        "family": family,
+        "anchor": anchor,
+        "source": source,
+        "quantity": quantity,
+        "unit": unit,
+        "measured": m,
+        "measured_low": low,
+        "measured_high": high,
+        "interval": how,
+        "predicted": p,
+        "error": p / m - 1.0,
+        "fitted_on": fitted_on,
         "verdict": "within interval" if low <= p <= high else "miss",
-    }  # fmt: skip
+    }
 
 
 def run_rows(
@@ -98,11 +120,22 @@ def run_rows(
     """A measured speculative run's two rows, per-token latency (s/token) and speedup over
     plain decoding (x): each of ``latency`` and ``speedup`` is (measured, interval, how,
     predicted); ``common``: the ``family``, ``source`` and ``fitted_on`` they share."""
-    return [fidelity_row(anchor=f"{anchor} {what}", quantity=quantity, unit=unit,
-                         measured=m, interval=iv, how=how, predicted=p, **common)
-            for what, quantity, unit, (m, iv, how, p) in (
-                ("latency", "per-token latency", "s/token", latency),
-                ("speedup", "speedup over plain", "x", speedup))]  # fmt: skip
+    return [
+        fidelity_row(
+            anchor=f"{anchor} {what}",
+            quantity=quantity,
+            unit=unit,
+            measured=m,
+            interval=iv,
+            how=how,
+            predicted=p,
+            **common,
+        )
+        for what, quantity, unit, (m, iv, how, p) in (
+            ("latency", "per-token latency", "s/token", latency),
+            ("speedup", "speedup over plain", "x", speedup),
+        )
+    ]
 
 
 def _t(dof: float) -> float:
@@ -165,8 +198,9 @@ def cpu_runs(
 ) -> pd.DataFrame:
     """:func:`specsim.validate.predict_runs` on ``traces`` (keys ``specdec``,
     ``autoregressive``, ``positions``) with ``card``, ``seeds`` simulated streams per run."""
-    return predict_runs(traces["specdec"], traces["autoregressive"], traces["positions"], card,
-                        rng, seeds=seeds)  # fmt: skip
+    return predict_runs(
+        traces["specdec"], traces["autoregressive"], traces["positions"], card, rng, seeds=seeds
+    )
 
 
 def cpu_rows(
@@ -182,8 +216,10 @@ def cpu_rows(
     spec, ar = traces["specdec"], traces["autoregressive"]
     blocks = _blocks(spec)
     n_pass = len(traces["passes"])
-    fitted = (f"{card_source} (fitted on the {n_pass} timed plain passes of {source}/passes.csv, "
-              "no speculative run) + this run's accepted counts")  # fmt: skip
+    fitted = (
+        f"{card_source} (fitted on the {n_pass} timed plain passes of {source}/passes.csv, "
+        "no speculative run) + this run's accepted counts"
+    )
     out: list[dict[str, object]] = []
     for r in runs.itertuples(index=False):
         b = blocks[blocks["run_id"] == r.run_id]
@@ -192,15 +228,21 @@ def cpu_rows(
         for k in ("dtype", "device", "batch", "temperature", "prompt_len"):
             keys &= ar[k] == twin[k]
         steps = (ar.loc[keys, "forward_s"] + ar.loc[keys, "sample_s"]).to_numpy()
-        s, lo, hi, lat, half = speedup_interval(steps, b["wall_s"].to_numpy(),
-                                                b["emitted"].to_numpy())  # fmt: skip
+        s, lo, hi, lat, half = speedup_interval(
+            steps, b["wall_s"].to_numpy(), b["emitted"].to_numpy()
+        )
         how = f"{LEVEL:.0%} t interval, delta method over {len(b)} blocks"
-        common = dict(family=f"CPU runs, {r.target} + {r.draft} (calibrated card)",
-                      source=f"{source}/specdec.csv", fitted_on=fitted)  # fmt: skip
-        out += run_rows(anchor=r.run_id, common=common,
-                        latency=(lat, (lat - half, lat + half), how, float(r.replay_token_s)),
-                        speedup=(s, (lo, hi), how + f" and {len(steps)} plain steps",
-                                 float(r.replay_speedup)))  # fmt: skip
+        common = dict(
+            family=f"CPU runs, {r.target} + {r.draft} (calibrated card)",
+            source=f"{source}/specdec.csv",
+            fitted_on=fitted,
+        )
+        out += run_rows(
+            anchor=r.run_id,
+            common=common,
+            latency=(lat, (lat - half, lat + half), how, float(r.replay_token_s)),
+            speedup=(s, (lo, hi), how + f" and {len(steps)} plain steps", float(r.replay_speedup)),
+        )
     return out
 
 
@@ -223,27 +265,42 @@ def real_rows(traces: Mapping[str, pd.DataFrame], *, source: str) -> list[dict[s
         others = blocks[(blocks["draft"] != draft) & (blocks["gamma"] == gamma)]
         mine = blocks[(blocks["draft"] == draft) & (blocks["gamma"] != gamma)]
         if others.empty or mine.empty:
-            raise ValueError(f"real_rows: cell {draft}, T {temp}, gamma {gamma} has no other "
-                             "cell to take pass times from")  # fmt: skip
+            raise ValueError(
+                f"real_rows: cell {draft}, T {temp}, gamma {gamma} has no other "
+                "cell to take pass times from"
+            )
         d = float(mine["draft_s"].sum() / mine["gamma"].sum())
         per_block = gamma * d + float(others["target_s"].mean() + others["verify_s"].mean())
         plain = ar[ar["temperature"] == temp]
         steps = (plain["forward_s"] + plain["sample_s"]).to_numpy()
-        s, lo, hi, lat, half = speedup_interval(steps, b["wall_s"].to_numpy(),
-                                                b["emitted"].to_numpy())  # fmt: skip
+        s, lo, hi, lat, half = speedup_interval(
+            steps, b["wall_s"].to_numpy(), b["emitted"].to_numpy()
+        )
         pred_lat = per_block * len(b) / float(b["emitted"].sum())
-        how = (f"{LEVEL:.0%} t interval, delta method over {len(b)} blocks of "
-               f"{b['run_id'].nunique()} runs")  # fmt: skip
-        fitted = (f"draft passes of {draft} at gamma != {gamma}; verification passes at gamma "
-                  f"{gamma} of the other drafts; plain twins (autoregressive.csv, T = {temp:g}); "
-                  "this cell's accepted counts")  # fmt: skip
+        how = (
+            f"{LEVEL:.0%} t interval, delta method over {len(b)} blocks of "
+            f"{b['run_id'].nunique()} runs"
+        )
+        fitted = (
+            f"draft passes of {draft} at gamma != {gamma}; verification passes at gamma "
+            f"{gamma} of the other drafts; plain twins (autoregressive.csv, T = {temp:g}); "
+            "this cell's accepted counts"
+        )
         cell = f"{draft} T{temp:g} g{gamma}"
-        common = dict(family="real tiny models (CPU)", source=f"{source}/specdec.csv",
-                      fitted_on=fitted)  # fmt: skip
-        out += run_rows(anchor=cell, common=common,
-                        latency=(lat, (lat - half, lat + half), how, pred_lat),
-                        speedup=(s, (lo, hi), how + f" and {len(steps)} plain steps",
-                                 float(steps.mean()) / pred_lat))  # fmt: skip
+        common = dict(
+            family="real tiny models (CPU)", source=f"{source}/specdec.csv", fitted_on=fitted
+        )
+        out += run_rows(
+            anchor=cell,
+            common=common,
+            latency=(lat, (lat - half, lat + half), how, pred_lat),
+            speedup=(
+                s,
+                (lo, hi),
+                how + f" and {len(steps)} plain steps",
+                float(steps.mean()) / pred_lat,
+            ),
+        )
     return out
 
 
@@ -265,8 +322,9 @@ def cpu_pass_rows(traces: Mapping[str, pd.DataFrame], *, source: str) -> list[di
         try:
             s = med.loc[(model, new)]
         except KeyError:
-            raise ValueError(f"cpu_pass_rows: passes.csv has no batch-1 pass of {model!r} with "
-                             f"{new} new tokens") from None  # fmt: skip
+            raise ValueError(
+                f"cpu_pass_rows: passes.csv has no batch-1 pass of {model!r} with {new} new tokens"
+            ) from None
         return np.interp(ctx, s.index.to_numpy(dtype=float), s.to_numpy(dtype=float))
 
     out: list[dict[str, object]] = []
@@ -282,15 +340,20 @@ def cpu_pass_rows(traces: Mapping[str, pd.DataFrame], *, source: str) -> list[di
         twin = ar[keys]
         steps = (twin["forward_s"] + twin["sample_s"]).to_numpy()
         plain = float(t(r["target"], 1, twin["context"].to_numpy(dtype=float)).mean())
-        s, lo, hi, lat, half = speedup_interval(steps, b["wall_s"].to_numpy(),
-                                                b["emitted"].to_numpy())  # fmt: skip
+        s, lo, hi, lat, half = speedup_interval(
+            steps, b["wall_s"].to_numpy(), b["emitted"].to_numpy()
+        )
         how = f"{LEVEL:.0%} t interval, delta method over {len(b)} blocks"
-        common = dict(family=f"CPU runs, {r['target']} + {r['draft']} (timed passes)",
-                      source=f"{source}/specdec.csv",
-                      fitted_on=f"median batch-1 pass times of {source}/passes.csv (no "
-                      "speculative run) + this run's accepted counts")  # fmt: skip
-        out += run_rows(anchor=run_id, common=common,
-                        latency=(lat, (lat - half, lat + half), how, pred),
-                        speedup=(s, (lo, hi), how + f" and {len(steps)} plain steps",
-                                 plain / pred))  # fmt: skip
+        common = dict(
+            family=f"CPU runs, {r['target']} + {r['draft']} (timed passes)",
+            source=f"{source}/specdec.csv",
+            fitted_on=f"median batch-1 pass times of {source}/passes.csv (no "
+            "speculative run) + this run's accepted counts",
+        )
+        out += run_rows(
+            anchor=run_id,
+            common=common,
+            latency=(lat, (lat - half, lat + half), how, pred),
+            speedup=(s, (lo, hi), how + f" and {len(steps)} plain steps", plain / pred),
+        )
     return out

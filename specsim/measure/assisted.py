@@ -158,14 +158,31 @@ def assisted_runs(
             dmodel = None if d_name is None else model("draft", d_name, vocab=target.vocab)
             rows = []
             for r in range(repeats):
-                res = hf_generate(tmodel, dmodel, prompt=prompt(target), new_tokens=new_tokens,
-                                  temperature=temp, rng=gen, num_assistant_tokens=n,
-                                  schedule=schedule)  # fmt: skip
-                rows.append({
-                    "run_id": run_id, "target": t_name, "draft": d_name or "",
-                    "temperature": float(temp), "batch": 1, "vocab": target.vocab,
-                    "schedule": schedule, "num_assistant_tokens": n, "repeat": r,
-                    "new_tokens": new_tokens, "time_s": res["time_s"],
-                    "target_passes": res["target_passes"], "draft_passes": res["draft_passes"],
-                })  # fmt: skip
+                res = hf_generate(
+                    tmodel,
+                    dmodel,
+                    prompt=prompt(target),
+                    new_tokens=new_tokens,
+                    temperature=temp,
+                    rng=gen,
+                    num_assistant_tokens=n,
+                    schedule=schedule,
+                )
+                rows.append(
+                    {
+                        "run_id": run_id,
+                        "target": t_name,
+                        "draft": d_name or "",
+                        "temperature": float(temp),
+                        "batch": 1,
+                        "vocab": target.vocab,
+                        "schedule": schedule,
+                        "num_assistant_tokens": n,
+                        "repeat": r,
+                        "new_tokens": new_tokens,
+                        "time_s": res["time_s"],
+                        "target_passes": res["target_passes"],
+                        "draft_passes": res["draft_passes"],
+                    }
+                )
             yield run_id, rows

@@ -92,8 +92,9 @@ class Source:
 
     def __post_init__(self) -> None:
         if self.kind not in ("fortunes", "python", "licences"):
-            raise ValueError(f"Source.kind: expected fortunes, python or licences, got "
-                             f"{self.kind!r}")
+            raise ValueError(
+                f"Source.kind: expected fortunes, python or licences, got {self.kind!r}"
+            )
 
 
 SOURCES: dict[str, Source] = {
@@ -102,14 +103,25 @@ SOURCES: dict[str, Source] = {
     "es": Source(corpus="es", kind="fortunes", packages=("fortunes-es",)),
     "it": Source(corpus="it", kind="fortunes", packages=("fortunes-it",)),
     "code": Source(corpus="code", kind="python"),
-    "licences": Source(corpus="licences", kind="licences", packages=("base-files",),
-                       test_only=True),
+    "licences": Source(
+        corpus="licences", kind="licences", packages=("base-files",), test_only=True
+    ),
 }
 
 # Standard-library folders that are not the library's own code, or are huge
 # generated tables, or are test suites (kept out so that 'code' stays code).
-_STDLIB_SKIP = ("site-packages", "dist-packages", "test", "tests", "idlelib",
-                "lib2to3", "ensurepip", "config-", "__pycache__", "turtledemo")
+_STDLIB_SKIP = (
+    "site-packages",
+    "dist-packages",
+    "test",
+    "tests",
+    "idlelib",
+    "lib2to3",
+    "ensurepip",
+    "config-",
+    "__pycache__",
+    "turtledemo",
+)
 
 
 def split_of(text: str, *, test_only: bool = False) -> str:
@@ -199,8 +211,12 @@ def source_files(source: Source) -> tuple[list[Path], dict[str, str]]:
         versions[package] = package_version(package, corpus=source.corpus)
         for path in _package_files(package):
             if source.kind == "fortunes":
-                ok = (str(path).startswith("/usr/share/games/fortunes/") and "off" not in path.parts
-                      and path.suffix not in (".dat", ".u8") and path.name != "off")
+                ok = (
+                    str(path).startswith("/usr/share/games/fortunes/")
+                    and "off" not in path.parts
+                    and path.suffix not in (".dat", ".u8")
+                    and path.name != "off"
+                )
             else:
                 ok = str(path).startswith("/usr/share/common-licenses/")
             if ok and path.is_file() and not path.is_symlink():
@@ -235,8 +251,9 @@ def _sample_files(sample: Path, source: Source) -> list[Path]:
         files = sorted(p for p in folder.glob("*") if p.is_file()) if folder.is_dir() else []
     missing = [str(p) for p in files if not p.is_file()]
     if missing or not files:
-        raise FileNotFoundError(f"sample {sample}: corpus {source.corpus!r} has no files "
-                                f"({missing or 'empty folder'})")
+        raise FileNotFoundError(
+            f"sample {sample}: corpus {source.corpus!r} has no files ({missing or 'empty folder'})"
+        )
     return files
 
 
@@ -293,13 +310,16 @@ def build_corpora(
                 raise MissingPackageError(
                     f"corpus {name!r}: no source files found (packages {list(src.packages)}); "
                     f"reinstall them with `apt-get install --reinstall -y "
-                    f"{' '.join(src.packages) or 'python3'}`")
+                    f"{' '.join(src.packages) or 'python3'}`"
+                )
             plan.append((src, files, versions))
     outdir = Path(out)
     manifest: dict[str, Any] = {
         "format": FORMAT,
-        "split": {"hash": "blake2b-64 of the UTF-8 text", "fractions": dict(zip(SPLITS, FRACTIONS,
-                                                                               strict=True))},
+        "split": {
+            "hash": "blake2b-64 of the UTF-8 text",
+            "fractions": dict(zip(SPLITS, FRACTIONS, strict=True)),
+        },
         "python": platform.python_version(),
         "sample": sample is not None,
         "corpora": {},
@@ -333,8 +353,9 @@ def build_corpora(
         if log is not None:
             counts = ", ".join(f"{s} {v['documents']}" for s, v in entry["splits"].items())
             log(f"corpus {src.corpus}: {len(files)} files, {entry['source_bytes']} bytes; {counts}")
-    atomic_write_text(outdir / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True)
-                      + "\n")
+    atomic_write_text(
+        outdir / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    )
     return manifest
 
 
@@ -344,8 +365,10 @@ def read_split(root: str | os.PathLike[str], corpus: str, split: str) -> list[st
         raise ValueError(f"split: expected one of {SPLITS}, got {split!r}")
     path = Path(root) / f"{corpus}.{split}.jsonl"
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such corpus split; build the corpora first "
-                                "(specsim measure corpus --out DIR)")
+        raise FileNotFoundError(
+            f"{path}: no such corpus split; build the corpora first "
+            "(specsim measure corpus --out DIR)"
+        )
     with path.open(encoding="utf-8") as fh:
         return [json.loads(line)["text"] for line in fh if line.strip()]
 
@@ -372,9 +395,12 @@ def write_sample(
     for corpus in ("en", "de", "es", "it"):
         chosen: list[str] = []
         for split, n in zip(SPLITS, per_split, strict=True):
-            docs = [d for d in read_split(corpora_dir, corpus, split)
-                    if len(d.encode("utf-8")) <= max_doc_bytes
-                    and all(c.isprintable() or c == "\n" for c in d)]
+            docs = [
+                d
+                for d in read_split(corpora_dir, corpus, split)
+                if len(d.encode("utf-8")) <= max_doc_bytes
+                and all(c.isprintable() or c == "\n" for c in d)
+            ]
             chosen.extend(docs[:n])
         text = "\n%\n".join(chosen) + "\n%\n"
         atomic_write_text(root / f"{corpus}.fortunes", text)
@@ -385,8 +411,9 @@ def write_sample(
         docs = [d for d in read_split(corpora_dir, "code", split) if lo <= len(d) <= hi]
         if not docs:
             raise ValueError(f"code_bytes: no {split} code document between {lo} and {hi} bytes")
-        for i, doc in enumerate(sorted(docs, key=lambda d: (len(d), d))[:2 if split == "train"
-                                                                          else 1]):
+        for i, doc in enumerate(
+            sorted(docs, key=lambda d: (len(d), d))[: 2 if split == "train" else 1]
+        ):
             atomic_write_text(root / "code" / f"{split}-{i}.py", doc)
             sizes["code"] += len(doc.encode("utf-8"))
     sizes["licences"] = 0

@@ -228,8 +228,15 @@ def autoregressive_decode(
     return Decoded(tokens=seq[:, -new_tokens:], steps=pd.DataFrame(rows))
 
 
-def _ar_step(state: DecodeState, seq: IntArray, *, temperature: float,
-             rng: np.random.Generator, step: int, rows: list[dict[str, Any]]) -> IntArray:
+def _ar_step(
+    state: DecodeState,
+    seq: IntArray,
+    *,
+    temperature: float,
+    rng: np.random.Generator,
+    step: int,
+    rows: list[dict[str, Any]],
+) -> IntArray:
     """One plain decoding step after ``seq``; its timing row is appended to ``rows``."""
     context = seq.shape[1]
     t0 = _clock(state.device)
@@ -271,18 +278,35 @@ def speculative_decode(
     positions: list[dict[str, Any]] = []
     block = 0
     while seq.shape[1] - start_len < new_tokens:
-        seq = _spec_block(t_state, d_state, seq, gamma=gamma, temperature=temperature, rng=rng,
-                          block=block, blocks=blocks, positions=positions)  # fmt: skip
+        seq = _spec_block(
+            t_state,
+            d_state,
+            seq,
+            gamma=gamma,
+            temperature=temperature,
+            rng=rng,
+            block=block,
+            blocks=blocks,
+            positions=positions,
+        )
         block += 1
     tokens = seq[:, start_len : start_len + new_tokens]
-    return SpecDecoded(tokens=tokens, blocks=pd.DataFrame(blocks),
-                       positions=pd.DataFrame(positions))
+    return SpecDecoded(
+        tokens=tokens, blocks=pd.DataFrame(blocks), positions=pd.DataFrame(positions)
+    )
 
 
 def _spec_block(
-    t_state: DecodeState, d_state: DecodeState, seq: IntArray, *, gamma: int,
-    temperature: float, rng: np.random.Generator, block: int,
-    blocks: list[dict[str, Any]], positions: list[dict[str, Any]],
+    t_state: DecodeState,
+    d_state: DecodeState,
+    seq: IntArray,
+    *,
+    gamma: int,
+    temperature: float,
+    rng: np.random.Generator,
+    block: int,
+    blocks: list[dict[str, Any]],
+    positions: list[dict[str, Any]],
 ) -> IntArray:
     """One speculative block after ``seq``: draft, verify, roll back; its rows are appended
     to ``blocks`` and ``positions``; returns the longer sequence."""
@@ -315,15 +339,30 @@ def _spec_block(
     alpha = np.asarray(acceptance_rate(p[:, :gamma], qs)).reshape(len(seq), gamma)
     for b in range(len(seq)):
         n = int(result.accepted[b])
-        blocks.append({
-            "block": block, "seq": b, "context": context, "accepted": n, "emitted": k + 1,
-            "draft_s": t1 - t0, "target_s": t2 - t1, "verify_s": t3 - t2,
-        })
+        blocks.append(
+            {
+                "block": block,
+                "seq": b,
+                "context": context,
+                "accepted": n,
+                "emitted": k + 1,
+                "draft_s": t1 - t0,
+                "target_s": t2 - t1,
+                "verify_s": t3 - t2,
+            }
+        )
         for i in range(gamma):
-            positions.append({
-                "block": block, "seq": b, "position": i + 1, "alpha": float(alpha[b, i]),
-                "accepted": i < n, "reached": i <= n, "draft_pass_s": pass_s[i],
-            })
+            positions.append(
+                {
+                    "block": block,
+                    "seq": b,
+                    "position": i + 1,
+                    "alpha": float(alpha[b, i]),
+                    "accepted": i < n,
+                    "reached": i <= n,
+                    "draft_pass_s": pass_s[i],
+                }
+            )
     return seq
 
 
@@ -370,12 +409,23 @@ def interleaved_decode(
     steps: list[dict[str, Any]] = []
     block, step = first_block, first_step
     while seq.shape[1] - start_len < new_tokens:
-        seq = _spec_block(t_state, d_state, seq, gamma=gamma, temperature=temperature, rng=rng,
-                          block=block, blocks=blocks, positions=positions)  # fmt: skip
+        seq = _spec_block(
+            t_state,
+            d_state,
+            seq,
+            gamma=gamma,
+            temperature=temperature,
+            rng=rng,
+            block=block,
+            blocks=blocks,
+            positions=positions,
+        )
         for _ in range(int(blocks[-1]["emitted"])):
-            plain = _ar_step(p_state, plain, temperature=temperature, rng=plain_rng, step=step,
-                             rows=steps)  # fmt: skip
+            plain = _ar_step(
+                p_state, plain, temperature=temperature, rng=plain_rng, step=step, rows=steps
+            )
             step += 1
         block += 1
-    return Interleaved(blocks=pd.DataFrame(blocks), positions=pd.DataFrame(positions),
-                       steps=pd.DataFrame(steps))
+    return Interleaved(
+        blocks=pd.DataFrame(blocks), positions=pd.DataFrame(positions), steps=pd.DataFrame(steps)
+    )

@@ -142,12 +142,19 @@ def hf_config(
         raise ValueError(f"vocab: need at least 3 tokens, got {v} for card {card.slug!r}")
     if card.architecture == "encoder-decoder":
         t5: dict[str, Any] = dict(
-            vocab_size=v, d_model=card.d_model, d_kv=card.head_dim, d_ff=card.d_ff,
-            num_layers=card.encoder_layers, num_decoder_layers=card.layers,
-            num_heads=card.heads, feed_forward_proj="gated-gelu" if card.gated_mlp else "relu",
-            tie_word_embeddings=card.tied_embeddings, decoder_start_token_id=0, use_cache=True,
+            vocab_size=v,
+            d_model=card.d_model,
+            d_kv=card.head_dim,
+            d_ff=card.d_ff,
+            num_layers=card.encoder_layers,
+            num_decoder_layers=card.layers,
+            num_heads=card.heads,
+            feed_forward_proj="gated-gelu" if card.gated_mlp else "relu",
+            tie_word_embeddings=card.tied_embeddings,
+            decoder_start_token_id=0,
+            use_cache=True,
             **_special_ids(v),
-        )  # fmt: skip
+        )
         return transformers.T5Config(**t5)
     if card.architecture != "decoder":
         raise ValueError(
@@ -162,18 +169,29 @@ def hf_config(
                 f"{card.d_model} and kv_heads {card.kv_heads}"
             )
         return transformers.GPT2Config(
-            vocab_size=v, n_positions=max(card.max_position, min_positions),
-            n_embd=card.d_model, n_layer=card.layers, n_head=card.heads, n_inner=card.d_ff,
+            vocab_size=v,
+            n_positions=max(card.max_position, min_positions),
+            n_embd=card.d_model,
+            n_layer=card.layers,
+            n_head=card.heads,
+            n_inner=card.d_ff,
             activation_function=_GPT_ACTIVATIONS.get(card.activation or "", "gelu_new"),
-            tie_word_embeddings=card.tied_embeddings, use_cache=True, **_special_ids(v),
-        )  # fmt: skip
+            tie_word_embeddings=card.tied_embeddings,
+            use_cache=True,
+            **_special_ids(v),
+        )
     common: dict[str, Any] = dict(
-        vocab_size=v, hidden_size=card.d_model, intermediate_size=card.d_ff,
-        num_hidden_layers=card.layers, num_attention_heads=card.heads,
+        vocab_size=v,
+        hidden_size=card.d_model,
+        intermediate_size=card.d_ff,
+        num_hidden_layers=card.layers,
+        num_attention_heads=card.heads,
         num_key_value_heads=card.kv_heads,
         max_position_embeddings=max(card.max_position, min_positions),
-        tie_word_embeddings=card.tied_embeddings, use_cache=True, **_special_ids(v),
-    )  # fmt: skip
+        tie_word_embeddings=card.tied_embeddings,
+        use_cache=True,
+        **_special_ids(v),
+    )
     if "qwen" in card.family.lower() or card.qkv_bias:
         if card.heads * card.head_dim != card.d_model:
             raise ValueError(
@@ -298,10 +316,17 @@ class _Int4Linear(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
-        op = (torch.ops.aten._weight_int4pack_mm_for_cpu if self.on_cpu
-              else torch.ops.aten._weight_int4pack_mm)  # fmt: skip
-        y = op(flat.to(self.scales_and_zeros.dtype), self.packed, self.group_size,
-               self.scales_and_zeros).to(x.dtype)  # fmt: skip
+        op = (
+            torch.ops.aten._weight_int4pack_mm_for_cpu
+            if self.on_cpu
+            else torch.ops.aten._weight_int4pack_mm
+        )
+        y = op(
+            flat.to(self.scales_and_zeros.dtype),
+            self.packed,
+            self.group_size,
+            self.scales_and_zeros,
+        ).to(x.dtype)
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*x.shape[:-1], self.out_features)
@@ -382,8 +407,12 @@ def quantize_weights(model: Any, weights: str, *, group_size: int = 128) -> tupl
             raise ValueError(f"weights: int4: {why}")
     out = _linearized(copy.deepcopy(model))
     if weights == "int4":  # the packed kernel needs out_features divisible by 16
-        _replace_linears(out, lambda lin: _Int4Linear(lin, group_size=group_size)
-                         if lin.out_features % 16 == 0 else lin)  # fmt: skip
+        _replace_linears(
+            out,
+            lambda lin: (
+                _Int4Linear(lin, group_size=group_size) if lin.out_features % 16 == 0 else lin
+            ),
+        )
         return out.eval(), "weight-only"
     if device.type != "cpu" or dtype != torch.float32:  # dynamic int8: float32 CPU kernels
         _replace_linears(out, _Int8Linear)

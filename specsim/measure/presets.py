@@ -124,13 +124,25 @@ class Preset:
             raise ValueError(f"Preset.dtype: unknown dtype {self.dtype!r}")
         if self.threads is not None:
             _ints("threads", (self.threads,), 1)
-        for name, low in (("matmul_sizes", 1), ("copy_bytes", 1), ("batches", 1),
-                          ("contexts", 0), ("new_tokens", 1), ("gammas", 1),
-                          ("decode_batches", 1)):
+        for name, low in (
+            ("matmul_sizes", 1),
+            ("copy_bytes", 1),
+            ("batches", 1),
+            ("contexts", 0),
+            ("new_tokens", 1),
+            ("gammas", 1),
+            ("decode_batches", 1),
+        ):
             _ints(name, getattr(self, name), low)
-        for name, low in (("ceiling_repeats", 1), ("warmup", 0), ("repeats", 1),
-                          ("source_len", 1), ("prompt_len", 1), ("decode_tokens", 1),
-                          ("assisted_repeats", 0)):
+        for name, low in (
+            ("ceiling_repeats", 1),
+            ("warmup", 0),
+            ("repeats", 1),
+            ("source_len", 1),
+            ("prompt_len", 1),
+            ("decode_tokens", 1),
+            ("assisted_repeats", 0),
+        ):
             _ints(name, (getattr(self, name),), low)
         for name in ("temperatures", "assisted_temperatures"):
             temps = getattr(self, name)
@@ -148,15 +160,19 @@ class Preset:
                 raise ValueError(f"Preset.pairs: expected (target, draft) tuples, got {pair!r}")
         for item in self.weight_formats:
             if not (isinstance(item, tuple) and len(item) == 2 and item[0] in QUANT_FORMATS):
-                raise ValueError(f"Preset.weight_formats: expected (format, largest new_tokens) "
-                                 f"with a format of {QUANT_FORMATS}, got {item!r}")
+                raise ValueError(
+                    f"Preset.weight_formats: expected (format, largest new_tokens) "
+                    f"with a format of {QUANT_FORMATS}, got {item!r}"
+                )
             _ints("weight_formats", (item[1],), 1)
         for name, low in (("group_size", 1), ("min_blocks", 2), ("max_blocks", 2)):
             _ints(name, (getattr(self, name),), low)
         _ints("allreduce_bytes", self.allreduce_bytes, 1)
         if not 0 < self.speedup_halfwidth < 1 or self.max_run_s < 0:
-            raise ValueError(f"Preset: speedup_halfwidth in (0, 1) and max_run_s >= 0 required, "
-                             f"got {self.speedup_halfwidth} and {self.max_run_s}")
+            raise ValueError(
+                f"Preset: speedup_halfwidth in (0, 1) and max_run_s >= 0 required, "
+                f"got {self.speedup_halfwidth} and {self.max_run_s}"
+            )
 
     @property
     def positions_needed(self) -> int:
@@ -241,8 +257,11 @@ PRESETS: dict[str, Preset] = {
         energy_window_s=0.05,
         max_cache_bytes=48 * _GIB,
         source_len=512,
-        pairs=(("llama-2-7b", "llama-68m"), ("llama-2-7b", "llama-160m"),
-               ("llama-2-7b", "llama-3.2-1b")),
+        pairs=(
+            ("llama-2-7b", "llama-68m"),
+            ("llama-2-7b", "llama-160m"),
+            ("llama-2-7b", "llama-3.2-1b"),
+        ),
         temperatures=(0.3, 0.6, 1.0, 2.0),
         gammas=(3, 5),
         decode_batches=(1, 8),
@@ -290,16 +309,33 @@ def shrink(preset: Preset) -> Preset:
     collectives, energy): the smallest cards, short runs, a few blocks. For checking a GPU
     preset end to end on a machine without the GPU (``specsim measure --shrink``)."""
     return dataclasses.replace(
-        preset, name=f"{preset.name}-shrunk", matmul_sizes=(32,), copy_bytes=(4096,),
-        ceiling_repeats=1, timing_models=("gpt-like-6m",), batches=(1, 2), contexts=(8,),
-        new_tokens=(1, 2), warmup=1, repeats=1, energy_window_s=min(preset.energy_window_s,
-        0.01), max_cache_bytes=1e8, source_len=8, pairs=(("gpt-like-6m", "gpt-like-6m"),),
-        temperatures=(1.0,), gammas=(2,), decode_batches=(1,), prompt_len=4, decode_tokens=6,
+        preset,
+        name=f"{preset.name}-shrunk",
+        matmul_sizes=(32,),
+        copy_bytes=(4096,),
+        ceiling_repeats=1,
+        timing_models=("gpt-like-6m",),
+        batches=(1, 2),
+        contexts=(8,),
+        new_tokens=(1, 2),
+        warmup=1,
+        repeats=1,
+        energy_window_s=min(preset.energy_window_s, 0.01),
+        max_cache_bytes=1e8,
+        source_len=8,
+        pairs=(("gpt-like-6m", "gpt-like-6m"),),
+        temperatures=(1.0,),
+        gammas=(2,),
+        decode_batches=(1,),
+        prompt_len=4,
+        decode_tokens=6,
         assisted_temperatures=preset.assisted_temperatures[:1],
         weight_formats=tuple((f, min(n, 2)) for f, n in preset.weight_formats),
-        min_blocks=4, max_blocks=8, max_run_s=min(preset.max_run_s or 5.0, 5.0),
+        min_blocks=4,
+        max_blocks=8,
+        max_run_s=min(preset.max_run_s or 5.0, 5.0),
         allreduce_bytes=preset.allreduce_bytes[:1],
-    )  # fmt: skip
+    )
 
 
 def get_preset(name: str) -> Preset:

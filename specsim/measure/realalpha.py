@@ -92,8 +92,10 @@ def position_stats(
     if temperature < 0 or not np.isfinite(temperature):
         raise ValueError(f"temperature: expected a finite value >= 0, got {temperature!r}")
     if target_logits.shape != draft_logits.shape or target_logits.ndim != 3:
-        raise ValueError(f"logits: expected equal (sequences, positions, vocab) shapes, got "
-                         f"{tuple(target_logits.shape)} and {tuple(draft_logits.shape)}")
+        raise ValueError(
+            f"logits: expected equal (sequences, positions, vocab) shapes, got "
+            f"{tuple(target_logits.shape)} and {tuple(draft_logits.shape)}"
+        )
     shape = tuple(target_logits.shape[:2])
     u = rng.random((2, *shape))
     zt = target_logits.double()
@@ -117,21 +119,27 @@ def position_stats(
         alpha = torch.minimum(p, q).sum(-1)
         # Inverse CDF: the first token whose cumulative probability exceeds u.
         cdf = q.cumsum(-1)
-        x = torch.searchsorted(cdf, torch.from_numpy(u[0] * cdf[..., -1].numpy())[..., None],
-                               right=True)[..., 0].clamp_(max=q.shape[-1] - 1)
+        x = torch.searchsorted(
+            cdf, torch.from_numpy(u[0] * cdf[..., -1].numpy())[..., None], right=True
+        )[..., 0].clamp_(max=q.shape[-1] - 1)
         px = p.gather(-1, x[..., None])[..., 0]
         qx = q.gather(-1, x[..., None])[..., 0]
         accepted = (torch.from_numpy(u[1]) < torch.clamp(px / qx, max=1.0)).numpy()
         draft_prob = qx
         draft_entropy = _entropy(lq)
     return PositionStats(
-        alpha=alpha.clamp(0.0, 1.0).numpy(), draft_prob=draft_prob.numpy(),
-        draft_entropy=draft_entropy.numpy(), accepted=np.asarray(accepted, dtype=bool),
-        target_nll=target_nll.numpy(), draft_nll=draft_nll.numpy())
+        alpha=alpha.clamp(0.0, 1.0).numpy(),
+        draft_prob=draft_prob.numpy(),
+        draft_entropy=draft_entropy.numpy(),
+        accepted=np.asarray(accepted, dtype=bool),
+        target_nll=target_nll.numpy(),
+        draft_nll=draft_nll.numpy(),
+    )
 
 
-def alpha_direct(target_logits: torch.Tensor, draft_logits: torch.Tensor, *,
-                 temperature: float) -> FloatArray:
+def alpha_direct(
+    target_logits: torch.Tensor, draft_logits: torch.Tensor, *, temperature: float
+) -> FloatArray:
     """alpha by :func:`specsim.sampling.acceptance_rate` on host probabilities (the reference)."""
     if temperature == 0:
         return (target_logits.argmax(-1) == draft_logits.argmax(-1)).double().numpy()
@@ -169,8 +177,14 @@ def autocorrelation(a: FloatArray, *, lags: int) -> FloatArray:
     return np.asarray([float((d[:, :-k] * d[:, k:]).mean()) / var for k in range(1, lags + 1)])
 
 
-def summarize(alpha: FloatArray, *, rng: np.random.Generator, lags: int = 5,
-              boot: int = 2000, level: float = 0.95) -> dict[str, float]:
+def summarize(
+    alpha: FloatArray,
+    *,
+    rng: np.random.Generator,
+    lags: int = 5,
+    boot: int = 2000,
+    level: float = 0.95,
+) -> dict[str, float]:
     """Mean alpha of (sequences, positions) with batch-means and bootstrap intervals,
     its spread over positions, and its autocorrelation along the sequence."""
     if not isinstance(rng, np.random.Generator):
@@ -185,12 +199,18 @@ def summarize(alpha: FloatArray, *, rng: np.random.Generator, lags: int = 5,
     lo, hi = np.quantile(resampled, [(1 - level) / 2, (1 + level) / 2])
     q = np.quantile(a, [0.05, 0.25, 0.5, 0.75, 0.95])
     row = {
-        "alpha_mean": float(a.mean()), "alpha_sd": float(a.std(ddof=1)),
+        "alpha_mean": float(a.mean()),
+        "alpha_sd": float(a.std(ddof=1)),
         # alpha is a probability: an interval reaching past 0 or 1 is cut there
-        "ci_low": max(0.0, float(a.mean()) - half), "ci_high": min(1.0, float(a.mean()) + half),
-        "boot_low": float(lo), "boot_high": float(hi),
-        "alpha_p05": float(q[0]), "alpha_p25": float(q[1]), "alpha_p50": float(q[2]),
-        "alpha_p75": float(q[3]), "alpha_p95": float(q[4]),
+        "ci_low": max(0.0, float(a.mean()) - half),
+        "ci_high": min(1.0, float(a.mean()) + half),
+        "boot_low": float(lo),
+        "boot_high": float(hi),
+        "alpha_p05": float(q[0]),
+        "alpha_p25": float(q[1]),
+        "alpha_p50": float(q[2]),
+        "alpha_p75": float(q[3]),
+        "alpha_p95": float(q[4]),
     }
     for k, r in enumerate(autocorrelation(a, lags=lags), start=1):
         row[f"acf_{k}"] = float(r)

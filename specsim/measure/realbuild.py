@@ -36,8 +36,11 @@ Log = Callable[[str], None]
 
 def corpus_fingerprint(manifest: dict[str, Any], corpora: Sequence[str]) -> str:
     """sha256 over the sha256 of every split of ``corpora``: what a tokenizer was trained on."""
-    parts = [f"{c}.{s}:{manifest['corpora'][c]['splits'][s]['sha256']}"
-             for c in sorted(corpora) for s in sorted(manifest["corpora"][c]["splits"])]
+    parts = [
+        f"{c}.{s}:{manifest['corpora'][c]['splits'][s]['sha256']}"
+        for c in sorted(corpora)
+        for s in sorted(manifest["corpora"][c]["splits"])
+    ]
     return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()
 
 
@@ -58,16 +61,30 @@ def build_tokenizer(
     meta_path = models / "tokenizer.meta.json"
     if path.is_file() and meta_path.is_file():
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if (meta.get("corpus_fingerprint") == fp and meta.get("vocab_size") == vocab_size
-                and meta.get("sha256") == tokenizer_sha256(load_tokenizer(path))):
+        if (
+            meta.get("corpus_fingerprint") == fp
+            and meta.get("vocab_size") == vocab_size
+            and meta.get("sha256") == tokenizer_sha256(load_tokenizer(path))
+        ):
             say(f"tokenizer: reused {path}")
             return str(path)
     texts = [doc for c in corpora for doc in read_split(corpora_dir, c, "train")]
     sha = train_tokenizer(texts, vocab_size=vocab_size, path=path)
-    atomic_write_text(meta_path, json.dumps({
-        "vocab_size": vocab_size, "sha256": sha, "trained_on": [f"{c}.train" for c in corpora],
-        "corpus_fingerprint": fp, "corpus_manifest": manifest,
-    }, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(
+        meta_path,
+        json.dumps(
+            {
+                "vocab_size": vocab_size,
+                "sha256": sha,
+                "trained_on": [f"{c}.train" for c in corpora],
+                "corpus_fingerprint": fp,
+                "corpus_manifest": manifest,
+            },
+            indent=2,
+            sort_keys=True,
+        )
+        + "\n",
+    )
     say(f"tokenizer: {vocab_size} tokens trained on {len(texts)} documents -> {path}")
     return str(path)
 
@@ -104,25 +121,41 @@ def build_real(
     if "corpus" in stages:
         result["manifest"] = build_corpora(out=corpora_dir, sample=sample, log=log)
     if not (corpora_dir / "manifest.json").is_file():
-        raise FileNotFoundError(f"{corpora_dir}/manifest.json: build the corpora first "
-                                "(--stage corpus)")
+        raise FileNotFoundError(
+            f"{corpora_dir}/manifest.json: build the corpora first (--stage corpus)"
+        )
     manifest = json.loads((corpora_dir / "manifest.json").read_text(encoding="utf-8"))
     if "tokenizer" in stages:
-        result["tokenizer"] = build_tokenizer(corpora_dir=corpora_dir, models_dir=models,
-                                              vocab_size=vocab_size, log=log)
+        result["tokenizer"] = build_tokenizer(
+            corpora_dir=corpora_dir, models_dir=models, vocab_size=vocab_size, log=log
+        )
     if "train" in stages:
         tok = load_tokenizer(models / "tokenizer.json")
-        data = encode_corpora(corpora_dir=corpora_dir, tokenizer=tok, corpora=TRAIN_CORPORA,
-                              cache_dir=work_dir / "tokens")
-        info = {"corpus_fingerprint": corpus_fingerprint(manifest, TRAIN_CORPORA),
-                "corpus_sample": bool(manifest.get("sample"))}
+        data = encode_corpora(
+            corpora_dir=corpora_dir,
+            tokenizer=tok,
+            corpora=TRAIN_CORPORA,
+            cache_dir=work_dir / "tokens",
+        )
+        info = {
+            "corpus_fingerprint": corpus_fingerprint(manifest, TRAIN_CORPORA),
+            "corpus_sample": bool(manifest.get("sample")),
+        }
         result["models"] = {}
         for cfg in plan:
             if only and cfg.name not in only:
                 continue
             result["models"][cfg.name] = train_model(
-                cfg, tokenizer=tok, data=data, out_dir=models,
-                checkpoint_dir=work_dir / "checkpoints", info=info, threads=threads, log=log)
-        atomic_write_text(models / "corpus-manifest.json",
-                          json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+                cfg,
+                tokenizer=tok,
+                data=data,
+                out_dir=models,
+                checkpoint_dir=work_dir / "checkpoints",
+                info=info,
+                threads=threads,
+                log=log,
+            )
+        atomic_write_text(
+            models / "corpus-manifest.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+        )
     return result

@@ -63,11 +63,17 @@ def _cell_rows(stats: Any, *, keys: dict[str, Any], keep: int) -> list[dict[str,
     n, length = stats.alpha.shape
     for s in range(min(keep, n)):
         for t in range(length):
-            rows.append({**keys, "seq": s, "position": t,
-                         "alpha": round(float(stats.alpha[s, t]), 5),
-                         "draft_prob": round(float(stats.draft_prob[s, t]), 5),
-                         "draft_entropy": round(float(stats.draft_entropy[s, t]), 4),
-                         "accepted": bool(stats.accepted[s, t])})
+            rows.append(
+                {
+                    **keys,
+                    "seq": s,
+                    "position": t,
+                    "alpha": round(float(stats.alpha[s, t]), 5),
+                    "draft_prob": round(float(stats.draft_prob[s, t]), 5),
+                    "draft_entropy": round(float(stats.draft_entropy[s, t]), 4),
+                    "accepted": bool(stats.accepted[s, t]),
+                }
+            )
     return rows
 
 
@@ -104,8 +110,12 @@ def measure_alpha(
                     seqs = win
                 else:
                     gen = autoregressive_decode(
-                        target, prompt=win[:, :context], new_tokens=length - context,
-                        temperature=temp, rng=keyed_rng(seed, f"generate/{corpus}/{temp}"))
+                        target,
+                        prompt=win[:, :context],
+                        new_tokens=length - context,
+                        temperature=temp,
+                        rng=keyed_rng(seed, f"generate/{corpus}/{temp}"),
+                    )
                     seqs = np.concatenate([win[:, :context], gen.tokens], axis=1)
                     cached = {}
                 feed = seqs[:, :-1]
@@ -119,21 +129,34 @@ def measure_alpha(
                         cached[name] = model_logits(draft, feed)[:, context - 1 :]
                     d_logits = cached[name]
                     key = f"{name}/{corpus}/{text}/{temp}"
-                    st = position_stats(t_logits, d_logits, next_tokens=nxt, temperature=temp,
-                                        rng=keyed_rng(seed, "signals/" + key))
+                    st = position_stats(
+                        t_logits,
+                        d_logits,
+                        next_tokens=nxt,
+                        temperature=temp,
+                        rng=keyed_rng(seed, "signals/" + key),
+                    )
                     keys = {"draft": name, "temperature": temp, "corpus": corpus, "text": text}
-                    summary.append({
-                        **keys, "sequences": st.alpha.shape[0], "positions": st.alpha.size,
-                        **summarize(st.alpha, rng=keyed_rng(seed, "boot/" + key)),
-                        "accept_rate": float(st.accepted.mean()),
-                        "draft_prob_mean": float(st.draft_prob.mean()),
-                        "draft_entropy_mean": float(st.draft_entropy.mean()),
-                        "target_nll": float(st.target_nll.mean()),
-                        "draft_nll": float(st.draft_nll.mean()),
-                    })
+                    summary.append(
+                        {
+                            **keys,
+                            "sequences": st.alpha.shape[0],
+                            "positions": st.alpha.size,
+                            **summarize(st.alpha, rng=keyed_rng(seed, "boot/" + key)),
+                            "accept_rate": float(st.accepted.mean()),
+                            "draft_prob_mean": float(st.draft_prob.mean()),
+                            "draft_entropy_mean": float(st.draft_entropy.mean()),
+                            "target_nll": float(st.target_nll.mean()),
+                            "draft_nll": float(st.draft_nll.mean()),
+                        }
+                    )
                     positions.extend(_cell_rows(st, keys=keys, keep=keep))
-                say(f"alpha {corpus} {text} T={temp}: " + " ".join(
-                    f"{r['draft']} {r['alpha_mean']:.3f}" for r in summary[-len(drafts):]))
+                say(
+                    f"alpha {corpus} {text} T={temp}: "
+                    + " ".join(
+                        f"{r['draft']} {r['alpha_mean']:.3f}" for r in summary[-len(drafts) :]
+                    )
+                )
     return pd.DataFrame(summary).round(6), pd.DataFrame(positions)
 
 
@@ -168,45 +191,77 @@ def measure_real(
     tok = load_tokenizer(models / "tokenizer.json")
     target, target_side = load_tiny(models / "target.safetensors", tokenizer=tok)
     loaded = {n: load_tiny(models / f"{n}.safetensors", tokenizer=tok) for n in drafts}
-    max_len = min(int(m.config.max_position_embeddings)
-                  for m in [target, *(m for m, _ in loaded.values())])
+    max_len = min(
+        int(m.config.max_position_embeddings) for m in [target, *(m for m, _ in loaded.values())]
+    )
     if length > max_len:
         raise ValueError(f"length: {length} exceeds the models' {max_len} positions")
-    data = encode_corpora(corpora_dir=Path(work) / "corpora", tokenizer=tok, corpora=corpora,
-                          cache_dir=Path(work) / "tokens", splits=("test",))
-    windows = {c: eval_windows(data, corpus=c, split="test", count=sequences, length=length,
-                               seed=seed) for c in corpora}
+    data = encode_corpora(
+        corpora_dir=Path(work) / "corpora",
+        tokenizer=tok,
+        corpora=corpora,
+        cache_dir=Path(work) / "tokens",
+        splits=("test",),
+    )
+    windows = {
+        c: eval_windows(data, corpus=c, split="test", count=sequences, length=length, seed=seed)
+        for c in corpora
+    }
     summary, positions = measure_alpha(
-        target=target, drafts={n: m for n, (m, _) in loaded.items()}, windows=windows,
-        context=context, temperatures=temperatures, seed=seed, keep=keep,
-        log=with_time_left(log, prefix="alpha ",
-                           total=len(TEXTS) * len(corpora) * len(temperatures)))
+        target=target,
+        drafts={n: m for n, (m, _) in loaded.items()},
+        windows=windows,
+        context=context,
+        temperatures=temperatures,
+        seed=seed,
+        keep=keep,
+        log=with_time_left(
+            log, prefix="alpha ", total=len(TEXTS) * len(corpora) * len(temperatures)
+        ),
+    )
     summary.insert(1, "target", "target")
     outdir = Path(out)
     atomic_write_text(outdir / "alpha-summary.csv", summary.to_csv(index=False))
     payload = positions.to_csv(index=False).encode("utf-8")
     atomic_write_bytes(outdir / "alpha-positions.csv.gz", gzip.compress(payload, mtime=0))
     meta = {
-        "command": command, "seed": seed, "threads": threads, "sequences": sequences,
-        "length": length, "context": context, "keep": keep,
-        "temperatures": list(temperatures), "corpora": list(corpora), "drafts": list(drafts),
+        "command": command,
+        "seed": seed,
+        "threads": threads,
+        "sequences": sequences,
+        "length": length,
+        "context": context,
+        "keep": keep,
+        "temperatures": list(temperatures),
+        "corpora": list(corpora),
+        "drafts": list(drafts),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "seconds": round(time.perf_counter() - t0, 1),
-        "torch": torch.__version__, "python": platform.python_version(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
         "tokenizer_sha256": target_side.get("tokenizer_sha256"),
-        "models": {n: {"params": s.get("params"), "weights_sha256": s.get("weights_sha256"),
-                       "final_validation_loss": s.get("final_validation_loss")}
-                   for n, s in [("target", target_side)] + [(n, s) for n, (_, s) in
-                                                            loaded.items()]},
+        "models": {
+            n: {
+                "params": s.get("params"),
+                "weights_sha256": s.get("weights_sha256"),
+                "final_validation_loss": s.get("final_validation_loss"),
+            }
+            for n, s in [("target", target_side)] + [(n, s) for n, (_, s) in loaded.items()]
+        },
     }
     atomic_write_text(outdir / "alpha.json", json.dumps(meta, indent=2, sort_keys=True) + "\n")
     if specdec_prompts > 0:
         frames = measure_specdec(
-            target=target, drafts={n: m for n, (m, _) in loaded.items()},
+            target=target,
+            drafts={n: m for n, (m, _) in loaded.items()},
             windows={c: windows[c][:specdec_prompts] for c in specdec_corpora},
-            context=context, new_tokens=specdec_tokens, seed=seed,
-            log=with_time_left(log, prefix="specdec ",
-                               total=len(specdec_corpora) * len(temperatures)))
+            context=context,
+            new_tokens=specdec_tokens,
+            seed=seed,
+            log=with_time_left(
+                log, prefix="specdec ", total=len(specdec_corpora) * len(temperatures)
+            ),
+        )
         write_specdec(frames, out=outdir, command=command, seed=seed, threads=threads)
     return summary
 
@@ -245,8 +300,10 @@ def alpha_table(summary: pd.DataFrame, *, text: str = "test") -> str:
     if rows.empty:
         raise ValueError(f"text: no rows for {text!r}; have {sorted(set(summary.text))}")
     temps = sorted(set(rows.temperature))
-    lines = ["| draft | corpus | " + " | ".join(f"T = {t:g}" for t in temps) + " |",
-             "| --- | --- | " + " | ".join("---" for _ in temps) + " |"]
+    lines = [
+        "| draft | corpus | " + " | ".join(f"T = {t:g}" for t in temps) + " |",
+        "| --- | --- | " + " | ".join("---" for _ in temps) + " |",
+    ]
     for (draft, corpus), g in rows.groupby(["draft", "corpus"], sort=False):
         cells = []
         for t in temps:

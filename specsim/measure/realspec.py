@@ -63,45 +63,92 @@ def measure_specdec(
             for i, row in enumerate(win):
                 prompt = np.asarray(row[None, :context], dtype=np.int64)
                 tag = f"{corpus}/T{temp:g}/p{i}"
-                plain = autoregressive_decode(target, prompt=prompt, new_tokens=new_tokens,
-                                              temperature=temp, rng=keyed_rng(seed, "ar/" + tag))
-                ar.append(plain.steps.assign(run_id="ar/" + tag, model="target",
-                                             temperature=float(temp), corpus=corpus, prompt=i,
-                                             **common))
+                plain = autoregressive_decode(
+                    target,
+                    prompt=prompt,
+                    new_tokens=new_tokens,
+                    temperature=temp,
+                    rng=keyed_rng(seed, "ar/" + tag),
+                )
+                ar.append(
+                    plain.steps.assign(
+                        run_id="ar/" + tag,
+                        model="target",
+                        temperature=float(temp),
+                        corpus=corpus,
+                        prompt=i,
+                        **common,
+                    )
+                )
                 for name, draft in drafts.items():
                     for gamma in gammas:
                         run_id = f"sd/{name}/{tag}/g{gamma}"
-                        res = speculative_decode(target, draft, prompt=prompt,
-                                                 new_tokens=new_tokens, gamma=gamma,
-                                                 temperature=temp,
-                                                 rng=keyed_rng(seed, run_id))
+                        res = speculative_decode(
+                            target,
+                            draft,
+                            prompt=prompt,
+                            new_tokens=new_tokens,
+                            gamma=gamma,
+                            temperature=temp,
+                            rng=keyed_rng(seed, run_id),
+                        )
                         if temp == 0 and not np.array_equal(res.tokens, plain.tokens):
-                            raise RuntimeError(f"{run_id}: greedy speculative output differs "
-                                               "from the target's greedy output")
-                        sd.append(res.blocks.assign(
-                            run_id=run_id, target="target", draft=name, temperature=float(temp),
-                            gamma=gamma, vocab=vocab, corpus=corpus, prompt=i, **common))
+                            raise RuntimeError(
+                                f"{run_id}: greedy speculative output differs "
+                                "from the target's greedy output"
+                            )
+                        sd.append(
+                            res.blocks.assign(
+                                run_id=run_id,
+                                target="target",
+                                draft=name,
+                                temperature=float(temp),
+                                gamma=gamma,
+                                vocab=vocab,
+                                corpus=corpus,
+                                prompt=i,
+                                **common,
+                            )
+                        )
                         pos.append(res.positions.assign(run_id=run_id))
-            done = pd.concat(sd[-len(drafts) * len(gammas) * len(win):])
-            say(f"specdec {corpus} T={temp:g}: accepted/block by gamma " + " ".join(
-                f"{g}:{done[done.gamma == g].accepted.mean():.2f}" for g in gammas))
-    return {"autoregressive": pd.concat(ar, ignore_index=True),
-            "specdec": pd.concat(sd, ignore_index=True),
-            "positions": pd.concat(pos, ignore_index=True)}
+            done = pd.concat(sd[-len(drafts) * len(gammas) * len(win) :])
+            say(
+                f"specdec {corpus} T={temp:g}: accepted/block by gamma "
+                + " ".join(f"{g}:{done[done.gamma == g].accepted.mean():.2f}" for g in gammas)
+            )
+    return {
+        "autoregressive": pd.concat(ar, ignore_index=True),
+        "specdec": pd.concat(sd, ignore_index=True),
+        "positions": pd.concat(pos, ignore_index=True),
+    }
 
 
-def write_specdec(frames: dict[str, pd.DataFrame], *, out: str | os.PathLike[str],
-                  command: str, seed: int, threads: int) -> list[Path]:
+def write_specdec(
+    frames: dict[str, pd.DataFrame],
+    *,
+    out: str | os.PathLike[str],
+    command: str,
+    seed: int,
+    threads: int,
+) -> list[Path]:
     """Write the frames as traces ``<out>/<kind>.csv`` with their sidecars."""
     meta = {
         "device_name": device_name(torch.device("cpu")),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": command, "device": "cpu", "dtype": "float32", "seed": seed,
-        "threads": threads, "torch": torch.__version__, "python": platform.python_version(),
+        "command": command,
+        "device": "cpu",
+        "dtype": "float32",
+        "seed": seed,
+        "threads": threads,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
         "preset": "real",
     }
     paths = []
     for kind, frame in frames.items():
-        paths.append(traces.write_trace(Path(out) / f"{kind}.csv",
-                                        traces.Trace(kind=kind, data=frame, meta=meta)))
+        paths.append(
+            traces.write_trace(
+                Path(out) / f"{kind}.csv", traces.Trace(kind=kind, data=frame, meta=meta)
+            )
+        )
     return paths

@@ -83,8 +83,11 @@ class _Models:
         if key not in self.built:
             t0 = time.perf_counter()
             self.built[key] = build_model(
-                card, rng=unit_rng(self.seed, f"model/{role}/{card.slug}/{v}"),
-                dtype=self.preset.dtype, device=self.device, vocab=v,
+                card,
+                rng=unit_rng(self.seed, f"model/{role}/{card.slug}/{v}"),
+                dtype=self.preset.dtype,
+                device=self.device,
+                vocab=v,
                 min_positions=self.preset.positions_needed,
             )
             self.log(f"built {role} {card.slug} (vocab {v}) in {time.perf_counter() - t0:.1f} s")
@@ -94,6 +97,7 @@ class _Models:
 _FORMAT_COLS = ["weights", "quant", "group_size"]
 """Columns a passes trace of several weight formats adds: the format (``fp32``, ``int8``,
 ``int4``...), how it was made (``none``, ``dynamic``, ``weight-only``) and int4's group size."""
+
 
 def _kv_bytes(card: ModelCard, dtype: str, batch: int, context: int) -> float:
     element = torch.tensor([], dtype=getattr(torch, dtype)).element_size()
@@ -147,10 +151,16 @@ def run_preset(
         if preset.pin_threads and old_cpus is not None:
             os.sched_setaffinity(0, sorted(old_cpus)[: preset.threads])
     meta = {
-        "device_name": device_name(dev), "device": dev.type, "dtype": preset.dtype,
-        "preset": preset.name, "seed": seed, "threads": torch.get_num_threads(),
-        "torch": torch.__version__, "transformers": transformers.__version__,
-        "specsim": specsim.__version__, "python": sys.version.split()[0],
+        "device_name": device_name(dev),
+        "device": dev.type,
+        "dtype": preset.dtype,
+        "preset": preset.name,
+        "seed": seed,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "specsim": specsim.__version__,
+        "python": sys.version.split()[0],
         "platform": platform.platform(),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": command or " ".join(sys.argv),
@@ -176,8 +186,16 @@ def run_preset(
 class _Run:
     """State of one call of :func:`run_preset` (one method per section)."""
 
-    def __init__(self, preset: Preset, dev: torch.device, folder: Path, seed: int,
-                 meta: Mapping[str, Any], log: Callable[[str], None], written: dict[str, int]):
+    def __init__(
+        self,
+        preset: Preset,
+        dev: torch.device,
+        folder: Path,
+        seed: int,
+        meta: Mapping[str, Any],
+        log: Callable[[str], None],
+        written: dict[str, int],
+    ):
         self.p, self.dev, self.folder, self.seed = preset, dev, folder, seed
         self.meta, self.log, self.written = meta, log, written
         self.models = _Models(preset, str(dev), seed, log)
@@ -188,8 +206,7 @@ class _Run:
         return traces.start_trace(self.folder / f"{kind}.csv", kind=kind, meta=self.meta)
 
     def append(self, kind: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        self.written[kind] += traces.append_rows(self.folder / f"{kind}.csv", kind=kind,
-                                                 rows=rows)
+        self.written[kind] += traces.append_rows(self.folder / f"{kind}.csv", kind=kind, rows=rows)
 
     def ceilings(self) -> None:
         done = _done(self.start("ceilings"), ("dtype", "device", "op", "size"))
@@ -201,17 +218,25 @@ class _Run:
                 continue
             t0 = time.perf_counter()
             rows = measure_ceilings(
-                device=self.dev, dtype=self.p.dtype, matmul_sizes=mm, copy_bytes=cp,
-                repeats=self.p.ceiling_repeats, warmup=1,
+                device=self.dev,
+                dtype=self.p.dtype,
+                matmul_sizes=mm,
+                copy_bytes=cp,
+                repeats=self.p.ceiling_repeats,
+                warmup=1,
                 rng=unit_rng(self.seed, f"ceilings/{op}/{size}"),
             )
             self.append("ceilings", _with(rows, **self.common))
             best = rows.groupby("op").rate.max()
-            self.log(f"ceilings {op} {size}: " + ", ".join(
-                f"{k} {v:.3g}/s" for k, v in best.items()) + f" ({time.perf_counter() - t0:.1f} s)")
+            self.log(
+                f"ceilings {op} {size}: "
+                + ", ".join(f"{k} {v:.3g}/s" for k, v in best.items())
+                + f" ({time.perf_counter() - t0:.1f} s)"
+            )
         if self.p.allreduce_bytes and self.dev.type == "cuda":
-            rows = measure_allreduce(self.p.allreduce_bytes, dtype=self.p.dtype,
-                                     repeats=self.p.ceiling_repeats)  # fmt: skip
+            rows = measure_allreduce(
+                self.p.allreduce_bytes, dtype=self.p.dtype, repeats=self.p.ceiling_repeats
+            )
             if rows.empty:
                 self.log("ceilings allreduce: skipped (fewer than two GPUs)")
             elif not any(str(k[2]).startswith("allreduce") for k in done):
@@ -242,20 +267,40 @@ class _Run:
             for batch in self.p.batches:
                 for context in self.p.contexts:
                     if _kv_bytes(card, self.p.dtype, batch, context) > self.p.max_cache_bytes:
-                        self.log(f"passes {slug} b{batch} c{context}: skipped (KV cache over "
-                                 f"{self.p.max_cache_bytes / 2**30:.0f} GiB)")
+                        self.log(
+                            f"passes {slug} b{batch} c{context}: skipped (KV cache over "
+                            f"{self.p.max_cache_bytes / 2**30:.0f} GiB)"
+                        )
                         continue
                     for i, (fmt, most) in enumerate(self.formats()):
                         key = (slug, self.p.dtype, self.dev.type, batch, context)
                         if (*key, fmt)[: len(keys)] in done:
                             continue
                         label = f"passes {slug} b{batch} c{context}" + (f" {fmt}" if i else "")
-                        self.time_format(card, role, fmt, label, batch=batch, context=context,
-                                         source=source, most=most)  # fmt: skip
+                        self.time_format(
+                            card,
+                            role,
+                            fmt,
+                            label,
+                            batch=batch,
+                            context=context,
+                            source=source,
+                            most=most,
+                        )
             self.quantized.clear()
 
-    def time_format(self, card: ModelCard, role: str, fmt: str, label: str, *, batch: int,
-                    context: int, source: int, most: int) -> None:
+    def time_format(
+        self,
+        card: ModelCard,
+        role: str,
+        fmt: str,
+        label: str,
+        *,
+        batch: int,
+        context: int,
+        source: int,
+        most: int,
+    ) -> None:
         """Time one (model, weight format, batch, context) point of the pass grid."""
         model = self.models.get(role, card)
         method = "none"
@@ -266,16 +311,23 @@ class _Run:
         t0 = time.perf_counter()
         suffix = "" if fmt == self.formats()[0][0] else f"/{fmt}"
         rows = time_passes(
-            model, batch=batch, context=context,
+            model,
+            batch=batch,
+            context=context,
             new_tokens=tuple(n for n in self.p.new_tokens if n <= most),
-            repeats=self.p.repeats, warmup=self.p.warmup, source_len=source,
+            repeats=self.p.repeats,
+            warmup=self.p.warmup,
+            source_len=source,
             energy_window_s=self.p.energy_window_s,
             rng=unit_rng(self.seed, f"passes/{card.slug}/{batch}/{context}{suffix}"),
-        )  # fmt: skip
+        )
         extra: dict[str, Any] = {}
         if self.p.weight_formats:
-            extra = {"weights": fmt, "quant": method,
-                     "group_size": self.p.group_size if fmt == "int4" else 0}  # fmt: skip
+            extra = {
+                "weights": fmt,
+                "quant": method,
+                "group_size": self.p.group_size if fmt == "int4" else 0,
+            }
         self.append("passes", _with(rows, model=card.slug, **extra, **self.common))
         self.log(f"{label}: {len(rows)} passes, {time.perf_counter() - t0:.1f} s")
 
@@ -297,13 +349,24 @@ class _Run:
                         continue
                     t0 = time.perf_counter()
                     res = autoregressive_decode(
-                        self.models.get("target", card), prompt=self._prompt(card, batch),
-                        new_tokens=self.p.decode_tokens, temperature=temp,
+                        self.models.get("target", card),
+                        prompt=self._prompt(card, batch),
+                        new_tokens=self.p.decode_tokens,
+                        temperature=temp,
                         rng=unit_rng(self.seed, run_id),
                     )
-                    self.append("autoregressive", _with(
-                        res.steps, run_id=run_id, model=slug, temperature=float(temp),
-                        batch=batch, prompt_len=self.p.prompt_len, **self.common))
+                    self.append(
+                        "autoregressive",
+                        _with(
+                            res.steps,
+                            run_id=run_id,
+                            model=slug,
+                            temperature=float(temp),
+                            batch=batch,
+                            prompt_len=self.p.prompt_len,
+                            **self.common,
+                        ),
+                    )
                     self.log(f"{run_id}: {time.perf_counter() - t0:.1f} s")
 
     def specdec(self) -> None:
@@ -313,15 +376,17 @@ class _Run:
         orphans = ~positions.run_id.isin(finished)
         if bool(orphans.any()):
             # A run cut between its appends: drop its positions, it reruns in full.
-            traces.replace_rows(self.folder / "positions.csv", kind="positions",
-                                data=positions[~orphans])
+            traces.replace_rows(
+                self.folder / "positions.csv", kind="positions", data=positions[~orphans]
+            )
         if self.p.interleave:
             plain = self.start("autoregressive")
             twins = plain.run_id.str.contains("+", regex=False)
             lost = twins & ~plain.run_id.map(lambda r: "sd/" + r[3:]).isin(finished)
             if bool(lost.any()):
-                traces.replace_rows(self.folder / "autoregressive.csv", kind="autoregressive",
-                                    data=plain[~lost])
+                traces.replace_rows(
+                    self.folder / "autoregressive.csv", kind="autoregressive", data=plain[~lost]
+                )
         for t_slug, d_slug in self.p.pairs:
             target, draft = load_model(t_slug), load_model(d_slug)
             for temp in self.p.temperatures:
@@ -337,22 +402,39 @@ class _Run:
                         res = speculative_decode(
                             self.models.get("target", target),
                             self.models.get("draft", draft, vocab=target.vocab),
-                            prompt=self._prompt(target, batch), new_tokens=self.p.decode_tokens,
-                            gamma=gamma, temperature=temp, rng=unit_rng(self.seed, run_id),
+                            prompt=self._prompt(target, batch),
+                            new_tokens=self.p.decode_tokens,
+                            gamma=gamma,
+                            temperature=temp,
+                            rng=unit_rng(self.seed, run_id),
                         )
                         # positions first: a run is done once its specdec rows exist.
                         self.append("positions", _with(res.positions, run_id=run_id))
-                        self.append("specdec", _with(
-                            res.blocks, run_id=run_id, target=t_slug, draft=d_slug,
-                            temperature=float(temp), gamma=gamma, batch=batch,
-                            prompt_len=self.p.prompt_len, vocab=target.vocab, **self.common))
+                        self.append(
+                            "specdec",
+                            _with(
+                                res.blocks,
+                                run_id=run_id,
+                                target=t_slug,
+                                draft=d_slug,
+                                temperature=float(temp),
+                                gamma=gamma,
+                                batch=batch,
+                                prompt_len=self.p.prompt_len,
+                                vocab=target.vocab,
+                                **self.common,
+                            ),
+                        )
                         tokens = res.blocks.emitted.sum() / max(batch, 1)
-                        self.log(f"{run_id}: {len(res.blocks) // batch} blocks, "
-                                 f"{res.blocks.accepted.mean():.2f} accepted/block, "
-                                 f"{tokens:.0f} tokens, {time.perf_counter() - t0:.1f} s")
+                        self.log(
+                            f"{run_id}: {len(res.blocks) // batch} blocks, "
+                            f"{res.blocks.accepted.mean():.2f} accepted/block, "
+                            f"{tokens:.0f} tokens, {time.perf_counter() - t0:.1f} s"
+                        )
 
-    def interleaved(self, run_id: str, target: ModelCard, draft: ModelCard, temp: float,
-                    gamma: int, batch: int) -> None:
+    def interleaved(
+        self, run_id: str, target: ModelCard, draft: ModelCard, temp: float, gamma: int, batch: int
+    ) -> None:
         """One speculative run timed in turn with its plain twin until the speedup is known
         (:func:`specsim.measure.timing.interleaved_until`)."""
         t0 = time.perf_counter()
@@ -362,22 +444,45 @@ class _Run:
             return rng.integers(0, target.vocab, (batch, self.p.prompt_len))
 
         res, why, ratio = interleaved_until(
-            self.models.get("target", target), self.models.get("draft", draft,
-                                                               vocab=target.vocab),
-            prompt=prompt, new_tokens=self.p.decode_tokens, gamma=gamma, temperature=temp,
-            rng=unit_rng(self.seed, run_id), halfwidth=self.p.speedup_halfwidth,
-            min_blocks=self.p.min_blocks, max_blocks=self.p.max_blocks, max_s=self.p.max_run_s,
-        )  # fmt: skip
-        run = {"temperature": float(temp), "batch": batch, "prompt_len": self.p.prompt_len,
-               **self.common}  # fmt: skip
+            self.models.get("target", target),
+            self.models.get("draft", draft, vocab=target.vocab),
+            prompt=prompt,
+            new_tokens=self.p.decode_tokens,
+            gamma=gamma,
+            temperature=temp,
+            rng=unit_rng(self.seed, run_id),
+            halfwidth=self.p.speedup_halfwidth,
+            min_blocks=self.p.min_blocks,
+            max_blocks=self.p.max_blocks,
+            max_s=self.p.max_run_s,
+        )
+        run = {
+            "temperature": float(temp),
+            "batch": batch,
+            "prompt_len": self.p.prompt_len,
+            **self.common,
+        }
         self.append("positions", _with(res.positions, run_id=run_id))
-        self.append("autoregressive", _with(res.steps, run_id="ar/" + run_id[3:],
-                                            model=target.slug, **run))  # fmt: skip
-        self.append("specdec", _with(res.blocks, run_id=run_id, target=target.slug,
-                                     draft=draft.slug, gamma=gamma, vocab=target.vocab, **run))
-        self.log(f"{run_id}: {res.blocks.block.nunique()} blocks (stopped by {why}), "
-                 f"speedup {ratio[0]:.3f} "
-                 f"[{ratio[1]:.3f}, {ratio[2]:.3f}], {time.perf_counter() - t0:.1f} s")
+        self.append(
+            "autoregressive", _with(res.steps, run_id="ar/" + run_id[3:], model=target.slug, **run)
+        )
+        self.append(
+            "specdec",
+            _with(
+                res.blocks,
+                run_id=run_id,
+                target=target.slug,
+                draft=draft.slug,
+                gamma=gamma,
+                vocab=target.vocab,
+                **run,
+            ),
+        )
+        self.log(
+            f"{run_id}: {res.blocks.block.nunique()} blocks (stopped by {why}), "
+            f"speedup {ratio[0]:.3f} "
+            f"[{ratio[1]:.3f}, {ratio[2]:.3f}], {time.perf_counter() - t0:.1f} s"
+        )
 
     def assisted(self) -> None:
         if self.p.assisted_repeats == 0:
@@ -388,12 +493,19 @@ class _Run:
             return self.models.get(role, load_model(slug), vocab=vocab)
 
         for run_id, rows in assisted_runs(
-            pairs=self.p.pairs, gammas=self.p.gammas, temperatures=self.p.assisted_temperatures,
-            repeats=self.p.assisted_repeats, new_tokens=self.p.decode_tokens, done=done,
-            model=model, prompt=lambda t: self._prompt(t, 1),
+            pairs=self.p.pairs,
+            gammas=self.p.gammas,
+            temperatures=self.p.assisted_temperatures,
+            repeats=self.p.assisted_repeats,
+            new_tokens=self.p.decode_tokens,
+            done=done,
+            model=model,
+            prompt=lambda t: self._prompt(t, 1),
             rng=lambda key: unit_rng(self.seed, key),
-        ):  # fmt: skip
-            self.append("assisted", [{**r, "prompt_len": self.p.prompt_len, **self.common}
-                                     for r in rows])  # fmt: skip
-            self.log(f"{run_id}: {rows[-1]['time_s']:.2f} s, "
-                     f"{rows[-1]['target_passes']} target passes")
+        ):
+            self.append(
+                "assisted", [{**r, "prompt_len": self.p.prompt_len, **self.common} for r in rows]
+            )
+            self.log(
+                f"{run_id}: {rows[-1]['time_s']:.2f} s, {rows[-1]['target_passes']} target passes"
+            )

@@ -41,8 +41,15 @@ from specsim.calibrate_profile import enough_blocks, ratio_interval
 from specsim.measure.decode import DecodeState, Interleaved, interleaved_decode
 from specsim.measure.models import synchronize, torch_dtype
 
-__all__ = ["time_calls", "energy_meter", "filled_state", "time_passes", "measure_ceilings",
-           "interleaved_until", "measure_allreduce"]  # fmt: skip
+__all__ = [
+    "time_calls",
+    "energy_meter",
+    "filled_state",
+    "time_passes",
+    "measure_ceilings",
+    "interleaved_until",
+    "measure_allreduce",
+]
 
 
 def time_calls(
@@ -204,10 +211,18 @@ def time_passes(
                 synchronize(device)
             energy = (meter() - e0) / count
         for r, t in enumerate(times):
-            rows.append({
-                "batch": batch, "context": context, "source_len": source_len, "new_tokens": int(n),
-                "repeat": r, "time_s": t, "peak_mem_bytes": peak, "energy_j": energy,
-            })
+            rows.append(
+                {
+                    "batch": batch,
+                    "context": context,
+                    "source_len": source_len,
+                    "new_tokens": int(n),
+                    "repeat": r,
+                    "time_s": t,
+                    "peak_mem_bytes": peak,
+                    "energy_j": energy,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -238,8 +253,17 @@ def measure_ceilings(
     def record(op: str, n: int, times: list[float], flops: float, nbytes: float) -> None:
         for r, t in enumerate(times):
             rate = (flops if op != "copy" else nbytes) / t
-            rows.append({"op": op, "size": n, "repeat": r, "time_s": t, "flops": flops,
-                         "bytes": nbytes, "rate": rate})
+            rows.append(
+                {
+                    "op": op,
+                    "size": n,
+                    "repeat": r,
+                    "time_s": t,
+                    "flops": flops,
+                    "bytes": nbytes,
+                    "rate": rate,
+                }
+            )
 
     def noise(*shape: int) -> torch.Tensor:
         return torch.empty(shape, dtype=tdtype, device=dev).normal_(generator=gen)
@@ -292,10 +316,16 @@ def interleaved_until(
     t0, segment, why = time.perf_counter(), 0, ""
     while not why:
         part = interleaved_decode(
-            target, draft, prompt=prompt(segment), new_tokens=new_tokens, gamma=gamma,
-            temperature=temperature, rng=rng, first_block=len(spec),
+            target,
+            draft,
+            prompt=prompt(segment),
+            new_tokens=new_tokens,
+            gamma=gamma,
+            temperature=temperature,
+            rng=rng,
+            first_block=len(spec),
             first_step=sum(len(p.steps) for p in parts),
-        )  # fmt: skip
+        )
         parts.append(part)
         b, s = part.blocks[part.blocks["seq"] == 0], part.steps
         spec += (b["draft_s"] + b["target_s"] + b["verify_s"]).tolist()
@@ -309,8 +339,12 @@ def interleaved_until(
             why = "blocks"
         elif max_s and time.perf_counter() - t0 >= max_s:
             why = "time"
-    run = Interleaved(*(pd.concat([getattr(p, f) for p in parts], ignore_index=True)
-                        for f in ("blocks", "positions", "steps")))  # fmt: skip
+    run = Interleaved(
+        *(
+            pd.concat([getattr(p, f) for p in parts], ignore_index=True)
+            for f in ("blocks", "positions", "steps")
+        )
+    )
     return run, why, ratio_interval(plain, spec)
 
 
@@ -343,8 +377,16 @@ def measure_allreduce(sizes: Sequence[int], *, dtype: str, repeats: int) -> pd.D
                 synchronize(d)
             if r:  # the first is a warm-up
                 t = time.perf_counter() - t0
-                rows.append({"op": f"allreduce{p}", "size": size, "repeat": r - 1, "time_s": t,
-                             "flops": 0.0, "bytes": float(size),
-                             "rate": 2 * (p - 1) / p * size / t})  # fmt: skip
+                rows.append(
+                    {
+                        "op": f"allreduce{p}",
+                        "size": size,
+                        "repeat": r - 1,
+                        "time_s": t,
+                        "flops": 0.0,
+                        "bytes": float(size),
+                        "rate": 2 * (p - 1) / p * size / t,
+                    }
+                )
         del bufs
     return pd.DataFrame(rows)

@@ -72,27 +72,45 @@ class TinySpec:
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"TinySpec.{field}: expected an integer >= 1, got {v!r}")
         if self.d_model % self.heads:
-            raise ValueError(f"TinySpec.heads: {self.heads} does not divide d_model "
-                             f"{self.d_model}")
+            raise ValueError(f"TinySpec.heads: {self.heads} does not divide d_model {self.d_model}")
 
     def hf_config(self, *, vocab: int, eos_id: int) -> transformers.PretrainedConfig:
         """The transformers config of this shape with a vocabulary of ``vocab`` tokens."""
         # No pad token: windows are never padded (and GPT-2 warns when pad == bos).
-        special: dict[str, Any] = {"bos_token_id": eos_id, "eos_token_id": eos_id,
-                                   "pad_token_id": None}
+        special: dict[str, Any] = {
+            "bos_token_id": eos_id,
+            "eos_token_id": eos_id,
+            "pad_token_id": None,
+        }
         if self.family == "gpt-like":
             return transformers.GPT2Config(
-                vocab_size=vocab, n_positions=self.context, n_embd=self.d_model,
-                n_layer=self.layers, n_head=self.heads, n_inner=self.d_ff,
-                activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
-                attn_pdrop=0.0, tie_word_embeddings=self.tied_embeddings, use_cache=True,
-                **special)
+                vocab_size=vocab,
+                n_positions=self.context,
+                n_embd=self.d_model,
+                n_layer=self.layers,
+                n_head=self.heads,
+                n_inner=self.d_ff,
+                activation_function="gelu_new",
+                resid_pdrop=0.0,
+                embd_pdrop=0.0,
+                attn_pdrop=0.0,
+                tie_word_embeddings=self.tied_embeddings,
+                use_cache=True,
+                **special,
+            )
         return transformers.LlamaConfig(
-            vocab_size=vocab, hidden_size=self.d_model, intermediate_size=self.d_ff,
-            num_hidden_layers=self.layers, num_attention_heads=self.heads,
-            num_key_value_heads=self.heads, head_dim=self.d_model // self.heads,
-            max_position_embeddings=self.context, tie_word_embeddings=self.tied_embeddings,
-            use_cache=True, **special)
+            vocab_size=vocab,
+            hidden_size=self.d_model,
+            intermediate_size=self.d_ff,
+            num_hidden_layers=self.layers,
+            num_attention_heads=self.heads,
+            num_key_value_heads=self.heads,
+            head_dim=self.d_model // self.heads,
+            max_position_embeddings=self.context,
+            tie_word_embeddings=self.tied_embeddings,
+            use_cache=True,
+            **special,
+        )
 
 
 def train_tokenizer(texts: Iterable[str], *, vocab_size: int, path: str | os.PathLike[str]) -> str:
@@ -108,8 +126,12 @@ def train_tokenizer(texts: Iterable[str], *, vocab_size: int, path: str | os.Pat
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, min_frequency=2, special_tokens=[EOS],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=[EOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(texts, trainer=trainer)
     text = tok.to_str()
     atomic_write_text(Path(path), text)
@@ -158,7 +180,9 @@ def _eos(tok: Tokenizer) -> int:
 
 def _class(model_type: str) -> type[transformers.PreTrainedModel]:
     classes: dict[str, type[transformers.PreTrainedModel]] = {
-        "llama": transformers.LlamaForCausalLM, "gpt2": transformers.GPT2LMHeadModel}
+        "llama": transformers.LlamaForCausalLM,
+        "gpt2": transformers.GPT2LMHeadModel,
+    }
     if model_type not in classes:
         raise ValueError(f"model_type: {model_type!r} is not one of {sorted(classes)}")
     return classes[model_type]
@@ -265,8 +289,10 @@ def load_tiny(
         want = sidecar.get("weights_sha256")
         got = file_sha256(p)
         if want is not None and got != want:
-            raise ValueError(f"weights {p}: corrupted: sha256 {got[:12]}... differs from "
-                             f"{want[:12]}... recorded in {side.name}")
+            raise ValueError(
+                f"weights {p}: corrupted: sha256 {got[:12]}... differs from "
+                f"{want[:12]}... recorded in {side.name}"
+            )
     try:
         with safe_open(str(p), framework="pt") as fh:
             meta = fh.metadata() or {}
@@ -278,27 +304,34 @@ def load_tiny(
     if family is not None:
         expected = "gpt2" if family == "gpt-like" else family
         if model_type != expected:
-            raise ValueError(f"weights {p}: architecture {model_type!r}, expected {expected!r} "
-                             f"(family {family!r})")
+            raise ValueError(
+                f"weights {p}: architecture {model_type!r}, expected {expected!r} "
+                f"(family {family!r})"
+            )
     want_tok = meta.get("tokenizer_sha256", "")
     have_tok = tokenizer_sha256(tokenizer)
     if want_tok != have_tok:
-        raise ValueError(f"weights {p}: trained with tokenizer sha256 {want_tok[:12]}..., "
-                         f"given tokenizer sha256 {have_tok[:12]}... does not match")
+        raise ValueError(
+            f"weights {p}: trained with tokenizer sha256 {want_tok[:12]}..., "
+            f"given tokenizer sha256 {have_tok[:12]}... does not match"
+        )
     cls = _class(model_type)
     config_class = cls.config_class
     if config_class is None:
         raise ValueError(f"weights {p}: {model_type!r} has no config class")
     config = config_class.from_dict(json.loads(meta["config"]))
     if config.vocab_size != tokenizer.get_vocab_size():
-        raise ValueError(f"weights {p}: vocabulary {config.vocab_size} differs from the "
-                         f"tokenizer's {tokenizer.get_vocab_size()}")
+        raise ValueError(
+            f"weights {p}: vocabulary {config.vocab_size} differs from the "
+            f"tokenizer's {tokenizer.get_vocab_size()}"
+        )
     model = cls(config)
     try:
         load_model(model, str(p), strict=True)
     except Exception as exc:
-        raise ValueError(f"weights {p}: tensors do not fit a {model_type!r} model of the "
-                         f"recorded config ({exc})") from exc
+        raise ValueError(
+            f"weights {p}: tensors do not fit a {model_type!r} model of the recorded config ({exc})"
+        ) from exc
     model.eval()
     model.requires_grad_(False)
     return model, sidecar

@@ -85,15 +85,17 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("-", "").isalnum():
-            raise ValueError(f"TrainConfig.name: expected letters, digits and '-', got "
-                             f"{self.name!r}")
+            raise ValueError(
+                f"TrainConfig.name: expected letters, digits and '-', got {self.name!r}"
+            )
         for f in ("steps", "batch", "eval_every", "eval_windows", "checkpoint_every"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"TrainConfig.{f}: expected an integer >= 1, got {v!r}")
         if not self.mixture or any(not (w > 0) for w in self.mixture.values()):
-            raise ValueError(f"TrainConfig.mixture: expected positive weights, got "
-                             f"{self.mixture!r}")
+            raise ValueError(
+                f"TrainConfig.mixture: expected positive weights, got {self.mixture!r}"
+            )
         if not (self.lr > 0):
             raise ValueError(f"TrainConfig.lr: expected > 0, got {self.lr!r}")
 
@@ -112,8 +114,9 @@ def _plan() -> list[TrainConfig]:
         TrainConfig(name="draft-all", spec=DRAFT, mixture=_ALL, steps=1000, seed=2),
         TrainConfig(name="draft-en", spec=DRAFT, mixture={"en": 1.0}, steps=1000, seed=3),
         TrainConfig(name="draft-code", spec=DRAFT, mixture={"code": 1.0}, steps=1000, seed=4),
-        TrainConfig(name="draft-distil", spec=DRAFT, mixture=_ALL, steps=800, seed=5,
-                    teacher="target"),
+        TrainConfig(
+            name="draft-distil", spec=DRAFT, mixture=_ALL, steps=800, seed=5, teacher="target"
+        ),
     ]
 
 
@@ -151,8 +154,11 @@ def encode_corpora(
     data = TokenData(tokenizer_sha256=sha)
     for corpus in corpora:
         for split in splits:
-            cache = (Path(cache_dir) / f"{sha[:12]}.{corpus}.{split}.npy"
-                     if cache_dir is not None else None)
+            cache = (
+                Path(cache_dir) / f"{sha[:12]}.{corpus}.{split}.npy"
+                if cache_dir is not None
+                else None
+            )
             if cache is not None and cache.is_file():
                 data.arrays[(corpus, split)] = np.load(cache)
                 continue
@@ -171,7 +177,12 @@ def encode_corpora(
 
 
 def batch_windows(
-    data: TokenData, *, mixture: dict[str, float], split: str, batch: int, length: int,
+    data: TokenData,
+    *,
+    mixture: dict[str, float],
+    split: str,
+    batch: int,
+    length: int,
     rng: np.random.Generator,
 ) -> NDArray[np.int64]:
     """``batch`` windows of ``length`` tokens: corpus by ``mixture`` weight, uniform offset."""
@@ -182,8 +193,10 @@ def batch_windows(
     for i in which:
         arr = data.get(names[int(i)], split)
         if len(arr) <= length:
-            raise ValueError(f"corpus {names[int(i)]!r} split {split!r}: {len(arr)} tokens, "
-                             f"need more than {length}")
+            raise ValueError(
+                f"corpus {names[int(i)]!r} split {split!r}: {len(arr)} tokens, "
+                f"need more than {length}"
+            )
         start = int(rng.integers(0, len(arr) - length))
         rows.append(arr[start : start + length])
     return np.stack(rows).astype(np.int64)
@@ -194,8 +207,9 @@ def eval_windows(
 ) -> NDArray[np.int64]:
     """Fixed windows for validation: the same for every model trained on ``data``."""
     rng = np.random.default_rng([seed, *corpus.encode("utf-8")])
-    return batch_windows(data, mixture={corpus: 1.0}, split=split, batch=count, length=length,
-                         rng=rng)
+    return batch_windows(
+        data, mixture={corpus: 1.0}, split=split, batch=count, length=length, rng=rng
+    )
 
 
 def _loss(model: Any, x: torch.Tensor) -> torch.Tensor:
@@ -212,10 +226,12 @@ def validation_loss(
     out: dict[str, float] = {}
     with torch.no_grad():
         for corpus in corpora:
-            x = torch.from_numpy(eval_windows(data, corpus=corpus, split="validation",
-                                              count=count, length=length))
-            losses = [float(_loss(model, x[i : i + 8])) * len(x[i : i + 8])
-                      for i in range(0, len(x), 8)]
+            x = torch.from_numpy(
+                eval_windows(data, corpus=corpus, split="validation", count=count, length=length)
+            )
+            losses = [
+                float(_loss(model, x[i : i + 8])) * len(x[i : i + 8]) for i in range(0, len(x), 8)
+            ]
             out[corpus] = sum(losses) / len(x)
     model.train(was)
     return out
@@ -270,32 +286,48 @@ def train_model(
     model.train()
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=cfg.lr, betas=(0.9, 0.95))
+    opt = torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": cfg.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=cfg.lr,
+        betas=(0.9, 0.95),
+    )
     ckpt = Path(checkpoint_dir) / f"{cfg.name}.ckpt.pt"
     step = 0
     history: list[dict[str, Any]] = []
     if ckpt.is_file():
         state = torch.load(ckpt, map_location="cpu", weights_only=False)
         if state.get("train") != cfg_json or state.get("tokenizer") != data.tokenizer_sha256:
-            raise ValueError(f"checkpoint {ckpt}: written for another config or tokenizer; "
-                             "delete it to start over")
+            raise ValueError(
+                f"checkpoint {ckpt}: written for another config or tokenizer; "
+                "delete it to start over"
+            )
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         step = int(state["step"])
         history = list(state["history"])
         say(f"{cfg.name}: resumed at step {step} from {ckpt}")
-    say(f"{cfg.name}: {param_count(model):,} parameters ({cfg.spec.family}), {cfg.steps} steps "
-        f"of {cfg.batch}x{cfg.spec.context} tokens, mixture {cfg.mixture}")
+    say(
+        f"{cfg.name}: {param_count(model):,} parameters ({cfg.spec.family}), {cfg.steps} steps "
+        f"of {cfg.batch}x{cfg.spec.context} tokens, mixture {cfg.mixture}"
+    )
     mix_val = [c for c in cfg.mixture]
     t0 = time.perf_counter()
     start_step = step
     running = 0.0
     while step < cfg.steps:
-        x = torch.from_numpy(batch_windows(
-            data, mixture=cfg.mixture, split="train", batch=cfg.batch, length=length,
-            rng=np.random.default_rng([cfg.seed, step])))
+        x = torch.from_numpy(
+            batch_windows(
+                data,
+                mixture=cfg.mixture,
+                split="train",
+                batch=cfg.batch,
+                length=length,
+                rng=np.random.default_rng([cfg.seed, step]),
+            )
+        )
         for g in opt.param_groups:
             g["lr"] = _lr(cfg, step)
         logits = model(input_ids=x[:, :-1]).logits.float()
@@ -303,8 +335,12 @@ def train_model(
         if teacher is not None:
             with torch.no_grad():
                 tlog = F.log_softmax(teacher(input_ids=x[:, :-1]).logits.float(), dim=-1)
-            loss = F.kl_div(F.log_softmax(flat, dim=-1), tlog.reshape(flat.shape),
-                            log_target=True, reduction="batchmean")
+            loss = F.kl_div(
+                F.log_softmax(flat, dim=-1),
+                tlog.reshape(flat.shape),
+                log_target=True,
+                reduction="batchmean",
+            )
         else:
             loss = F.cross_entropy(flat, x[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
@@ -317,25 +353,48 @@ def train_model(
         if step % 25 == 0 or step == cfg.steps:
             rate = (step - start_step) / (time.perf_counter() - t0)
             eta = (cfg.steps - step) / rate if rate > 0 else float("nan")
-            say(f"{cfg.name}: step {step}/{cfg.steps} loss {running:.3f} "
-                f"lr {_lr(cfg, step - 1):.2e} {rate:.2f} step/s eta {eta / 60:.1f} min")
+            say(
+                f"{cfg.name}: step {step}/{cfg.steps} loss {running:.3f} "
+                f"lr {_lr(cfg, step - 1):.2e} {rate:.2f} step/s eta {eta / 60:.1f} min"
+            )
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            val = validation_loss(model, data, corpora=mix_val, count=cfg.eval_windows,
-                                  length=length)
+            val = validation_loss(
+                model, data, corpora=mix_val, count=cfg.eval_windows, length=length
+            )
             history.append({"step": step, "train_loss": running, "validation": val})
-            say(f"{cfg.name}: step {step} validation " +
-                " ".join(f"{k} {v:.3f}" for k, v in val.items()))
+            say(
+                f"{cfg.name}: step {step} validation "
+                + " ".join(f"{k} {v:.3f}" for k, v in val.items())
+            )
         if step % cfg.checkpoint_every == 0 and step < cfg.steps:
-            _save_checkpoint(ckpt, {"train": cfg_json, "tokenizer": data.tokenizer_sha256,
-                                    "model": model.state_dict(), "optimizer": opt.state_dict(),
-                                    "step": step, "history": history})
+            _save_checkpoint(
+                ckpt,
+                {
+                    "train": cfg_json,
+                    "tokenizer": data.tokenizer_sha256,
+                    "model": model.state_dict(),
+                    "optimizer": opt.state_dict(),
+                    "step": step,
+                    "history": history,
+                },
+            )
     model.eval()
-    final_val = validation_loss(model, data, corpora=TRAIN_CORPORA, count=cfg.eval_windows,
-                                length=length)
+    final_val = validation_loss(
+        model, data, corpora=TRAIN_CORPORA, count=cfg.eval_windows, length=length
+    )
     say(f"{cfg.name}: final validation " + " ".join(f"{k} {v:.3f}" for k, v in final_val.items()))
-    sidecar = save_tiny(model, path=final, tokenizer=tokenizer, spec=cfg.spec, info={
-        **(info or {}), "train": cfg_json, "history": history,
-        "final_validation_loss": final_val, "train_seconds_this_run": time.perf_counter() - t0,
-    })
+    sidecar = save_tiny(
+        model,
+        path=final,
+        tokenizer=tokenizer,
+        spec=cfg.spec,
+        info={
+            **(info or {}),
+            "train": cfg_json,
+            "history": history,
+            "final_validation_loss": final_val,
+            "train_seconds_this_run": time.perf_counter() - t0,
+        },
+    )
     ckpt.unlink(missing_ok=True)
     return sidecar

@@ -70,15 +70,15 @@ def _build_tree(params: Mapping[str, Any]) -> Worked:
         f"${fmt(e_tree - e_chain, 2)}$: a second candidate helps only where the first fails.",
     )
     answers = (
-        Answer(symbol="P(B)", what="probability B is accepted", value=float(reach[1]),
-               decimals=2),
-        Answer(symbol="P(T = 3)", what="probability of three tokens", value=float(reach[2]),
-               decimals=2),
-        Answer(symbol=r"\mathbb{E}[T]", what="expected tokens per pass", value=e_tree,
-               decimals=2),
-        Answer(symbol=r"\Delta", what="gain over the chain A, C", value=e_tree - e_chain,
-               decimals=2),
-    )  # fmt: skip
+        Answer(symbol="P(B)", what="probability B is accepted", value=float(reach[1]), decimals=2),
+        Answer(
+            symbol="P(T = 3)", what="probability of three tokens", value=float(reach[2]), decimals=2
+        ),
+        Answer(symbol=r"\mathbb{E}[T]", what="expected tokens per pass", value=e_tree, decimals=2),
+        Answer(
+            symbol=r"\Delta", what="gain over the chain A, C", value=e_tree - e_chain, decimals=2
+        ),
+    )
     return Worked(statement=statement, solution=solution, answers=answers)
 
 
@@ -135,9 +135,8 @@ def _build_two(params: Mapping[str, Any]) -> Worked:
     answers = (
         Answer(symbol=r"\alpha", what="acceptance with one candidate", value=alpha, decimals=4),
         Answer(symbol="A_2", what="acceptance with two candidates", value=two, decimals=4),
-        Answer(symbol=r"A_2^*", what="best acceptance of two candidates", value=best,
-               decimals=4),
-    )  # fmt: skip
+        Answer(symbol=r"A_2^*", what="best acceptance of two candidates", value=best, decimals=4),
+    )
     return Worked(statement=statement, solution=solution, answers=answers)
 
 
@@ -171,8 +170,7 @@ def _build_pays(params: Mapping[str, Any]) -> Worked:
     )
     solution = (
         f"(a) $1 + {fmt(a, 1)} + {fmt(a, 1)} \\times {fmt(c, 1)} = {fmt(e_chain, 4)}$.",
-        f"(b) B adds its reach $(1 - {fmt(a, 1)}) \\times {fmt(b, 1)}$: "
-        f"${fmt(e_tree, 4)}$.",
+        f"(b) B adds its reach $(1 - {fmt(a, 1)}) \\times {fmt(b, 1)}$: ${fmt(e_tree, 4)}$.",
         "(c) The chain verifies 3 positions, the tree 4. The tree pays while "
         r"$E_{\mathrm{tree}} / (1 + 4\kappa) > E_{\mathrm{chain}} / (1 + 3\kappa)$, that is "
         r"while $\kappa < (E_{\mathrm{tree}} - E_{\mathrm{chain}}) / (4 E_{\mathrm{chain}} - "
@@ -181,13 +179,25 @@ def _build_pays(params: Mapping[str, Any]) -> Worked:
         "a chain.",
     )
     answers = (
-        Answer(symbol=r"E_{\mathrm{chain}}", what="expected tokens of the chain",
-               value=e_chain, decimals=4),
-        Answer(symbol=r"E_{\mathrm{tree}}", what="expected tokens of the tree", value=e_tree,
-               decimals=4),
-        Answer(symbol=r"\kappa^*", what="break-even verification cost per position",
-               value=kappa, decimals=4),
-    )  # fmt: skip
+        Answer(
+            symbol=r"E_{\mathrm{chain}}",
+            what="expected tokens of the chain",
+            value=e_chain,
+            decimals=4,
+        ),
+        Answer(
+            symbol=r"E_{\mathrm{tree}}",
+            what="expected tokens of the tree",
+            value=e_tree,
+            decimals=4,
+        ),
+        Answer(
+            symbol=r"\kappa^*",
+            what="break-even verification cost per position",
+            value=kappa,
+            decimals=4,
+        ),
+    )
     return Worked(statement=statement, solution=solution, answers=answers)
 
 

@@ -37,9 +37,15 @@ class DraftCost:
 
 
 def _frontier_passes(
-    model: ModelCard, hardware: HardwareCard, widths: Sequence[int], *, batch: int,
-    context: NDArray[np.int64], dtype: str | None, scale: float = 1.0,
-) -> DraftCost:  # fmt: skip
+    model: ModelCard,
+    hardware: HardwareCard,
+    widths: Sequence[int],
+    *,
+    batch: int,
+    context: NDArray[np.int64],
+    dtype: str | None,
+    scale: float = 1.0,
+) -> DraftCost:
     """Step ``d`` runs ``model`` on the depth-``d - 1`` frontier of every sequence, batched:
     ``widths[d - 1]`` new positions per sequence after ``context + d - 1`` tokens, each
     attending to that context and itself (the sums of
@@ -51,9 +57,15 @@ def _frontier_passes(
         if w == 0:
             continue
         c = ctx + (d - 1)
-        t = pass_aggregates_cost(model, hardware, batch=batch, tokens=float(batch * w),
-                                 context_tokens=batch * c, pairs=batch * (w * c + w),
-                                 dtype=dtype)  # fmt: skip
+        t = pass_aggregates_cost(
+            model,
+            hardware,
+            batch=batch,
+            tokens=float(batch * w),
+            context_tokens=batch * c,
+            pairs=batch * (w * c + w),
+            dtype=dtype,
+        )
         time += scale * t.time_s
         energy += scale * t.energy_j
         flops += scale * t.flops
@@ -86,17 +98,38 @@ class DraftModel:
     def check_target(self, target: ModelCard) -> None:
         check_draft_pair(target, self.card)
 
-    def draft_costs(self, parents: Sequence[int], *, target: ModelCard, hardware: HardwareCard,
-                    batch: int, context: ArrayLike) -> DraftCost:  # fmt: skip
+    def draft_costs(
+        self,
+        parents: Sequence[int],
+        *,
+        target: ModelCard,
+        hardware: HardwareCard,
+        batch: int,
+        context: ArrayLike,
+    ) -> DraftCost:
         """Per element of ``context``, the draft steps of one pass (arrays)."""
         self.check_target(target)
-        return _frontier_passes(self.card, hardware, frontier_widths(parents), batch=batch,
-                                context=_contexts(context), dtype=self.dtype)  # fmt: skip
+        return _frontier_passes(
+            self.card,
+            hardware,
+            frontier_widths(parents),
+            batch=batch,
+            context=_contexts(context),
+            dtype=self.dtype,
+        )
 
-    def draft_cost(self, parents: Sequence[int], *, target: ModelCard, hardware: HardwareCard,
-                   batch: int, context: int) -> DraftCost:  # fmt: skip
-        return self.draft_costs(parents, target=target, hardware=hardware, batch=batch,
-                                context=context).at(0)  # fmt: skip
+    def draft_cost(
+        self,
+        parents: Sequence[int],
+        *,
+        target: ModelCard,
+        hardware: HardwareCard,
+        batch: int,
+        context: int,
+    ) -> DraftCost:
+        return self.draft_costs(
+            parents, target=target, hardware=hardware, batch=batch, context=context
+        ).at(0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,9 +158,12 @@ class Heads:
         assumed = self.card.assumed_depths
         if assumed:
             where += f" (depths {', '.join(map(str, assumed))} assumed: see the card)"
-        return RankAcceptance(accept=self.card.accept, source=f"head card {self.card.slug}: "
-                              f"{where}", name=f"head card {self.card.slug}: accept",
-                              max_depth=self.card.max_depth)  # fmt: skip
+        return RankAcceptance(
+            accept=self.card.accept,
+            source=f"head card {self.card.slug}: {where}",
+            name=f"head card {self.card.slug}: accept",
+            max_depth=self.card.max_depth,
+        )
 
     def check_target(self, target: ModelCard) -> None:
         if target.slug != self.card.target:
@@ -137,13 +173,28 @@ class Heads:
             )
         self.card.check_layer_fraction(target.decode_layer_params)
 
-    def draft_cost(self, parents: Sequence[int], *, target: ModelCard, hardware: HardwareCard,
-                   batch: int, context: int) -> DraftCost:  # fmt: skip
-        return self.draft_costs(parents, target=target, hardware=hardware, batch=batch,
-                                context=context).at(0)  # fmt: skip
+    def draft_cost(
+        self,
+        parents: Sequence[int],
+        *,
+        target: ModelCard,
+        hardware: HardwareCard,
+        batch: int,
+        context: int,
+    ) -> DraftCost:
+        return self.draft_costs(
+            parents, target=target, hardware=hardware, batch=batch, context=context
+        ).at(0)
 
-    def draft_costs(self, parents: Sequence[int], *, target: ModelCard, hardware: HardwareCard,
-                    batch: int, context: ArrayLike) -> DraftCost:  # fmt: skip
+    def draft_costs(
+        self,
+        parents: Sequence[int],
+        *,
+        target: ModelCard,
+        hardware: HardwareCard,
+        batch: int,
+        context: ArrayLike,
+    ) -> DraftCost:
         """Per element of ``context``, the head evaluations of one pass (arrays)."""
         self.check_target(target)
         depth = max(tree_depths(parents), default=0)
@@ -154,9 +205,15 @@ class Heads:
             )
         scale = self.card.layer_fraction / target.layers
         widths = (1,) if self.card.kind == "parallel" else frontier_widths(parents)
-        return _frontier_passes(target, hardware, widths, batch=batch,
-                                context=_contexts(context), dtype=self.dtype,
-                                scale=scale)  # fmt: skip
+        return _frontier_passes(
+            target,
+            hardware,
+            widths,
+            batch=batch,
+            context=_contexts(context),
+            dtype=self.dtype,
+            scale=scale,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -174,16 +231,31 @@ class NGram:
     def check_target(self, target: ModelCard) -> None:
         del target  # text lookup drafts for any target
 
-    def draft_costs(self, parents: Sequence[int], *, target: ModelCard, hardware: HardwareCard,
-                    batch: int, context: ArrayLike) -> DraftCost:  # fmt: skip
+    def draft_costs(
+        self,
+        parents: Sequence[int],
+        *,
+        target: ModelCard,
+        hardware: HardwareCard,
+        batch: int,
+        context: ArrayLike,
+    ) -> DraftCost:
         check_tree(parents)
         zero = np.zeros(_contexts(context).shape)
         return DraftCost(zero, zero, zero)
 
-    def draft_cost(self, parents: Sequence[int], *, target: ModelCard, hardware: HardwareCard,
-                   batch: int, context: int) -> DraftCost:  # fmt: skip
-        return self.draft_costs(parents, target=target, hardware=hardware, batch=batch,
-                                context=context).at(0)  # fmt: skip
+    def draft_cost(
+        self,
+        parents: Sequence[int],
+        *,
+        target: ModelCard,
+        hardware: HardwareCard,
+        batch: int,
+        context: int,
+    ) -> DraftCost:
+        return self.draft_costs(
+            parents, target=target, hardware=hardware, batch=batch, context=context
+        ).at(0)
 
 
 Proposer = DraftModel | Heads | NGram

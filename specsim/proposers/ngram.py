@@ -104,9 +104,13 @@ def _index(text: Sequence[str], n: int) -> dict[tuple[str, ...], list[int]]:
 
 
 def lookup(
-    text: Sequence[str], end: int, *, n: int, before: int,
+    text: Sequence[str],
+    end: int,
+    *,
+    n: int,
+    before: int,
     index: dict[tuple[str, ...], list[int]] | None = None,
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     """The candidates for token ``end`` of ``text``: the tokens that followed earlier
     occurrences of ``text[end - n:end]`` (each occurrence's follower at an index below
     ``min(before, end)``), most frequent first, ties to the most recent.
@@ -204,10 +208,16 @@ def acceptance_from_counts(
 
 
 def write_tables(
-    *, source: str | os.PathLike[str], out: str | os.PathLike[str],
-    ns: Sequence[int] = (1, 2, 3), depths: int = 4, ranks: int = 3, example_n: int = 2,
-    splits: Sequence[str] | None = None, label: str | None = None,
-) -> Path:  # fmt: skip
+    *,
+    source: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    ns: Sequence[int] = (1, 2, 3),
+    depths: int = 4,
+    ranks: int = 3,
+    example_n: int = 2,
+    splits: Sequence[str] | None = None,
+    label: str | None = None,
+) -> Path:
     """Measure every corpus under ``source`` (of ``splits``, :func:`documents`) and all
     together for each ``n`` in ``ns`` into ``out/accept.csv`` (corpus, n, depth, rank, tried,
     accepted, accept), and write the pooled ``example_n`` table as ``out/accept-<label>.toml``

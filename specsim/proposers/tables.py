@@ -137,10 +137,14 @@ class RankAcceptance:
                         f"{self.name}: depth {d}, rank {r}: expected a probability in [0, 1], "
                         f"got {a!r}"
                     )
-        if self.max_depth is not None and (isinstance(self.max_depth, bool) or not isinstance(
-                self.max_depth, int) or self.max_depth < 1):  # fmt: skip
-            raise ValueError(f"{self.name}: max_depth: expected an integer >= 1 or None, got "
-                             f"{self.max_depth!r}")  # fmt: skip
+        if self.max_depth is not None and (
+            isinstance(self.max_depth, bool)
+            or not isinstance(self.max_depth, int)
+            or self.max_depth < 1
+        ):
+            raise ValueError(
+                f"{self.name}: max_depth: expected an integer >= 1 or None, got {self.max_depth!r}"
+            )
         object.__setattr__(self, "accept", rows)
 
     @classmethod
@@ -182,8 +186,10 @@ class RankAcceptance:
         if depth < 1 or rank < 0:
             raise ValueError(f"depth and rank: expected depth >= 1, rank >= 0; got {depth}, {rank}")
         if self.max_depth is not None and depth > self.max_depth:
-            raise ValueError(f"{self.name}: depth {depth} is beyond what this proposer drafts "
-                             f"(max_depth {self.max_depth})")  # fmt: skip
+            raise ValueError(
+                f"{self.name}: depth {depth} is beyond what this proposer drafts "
+                f"(max_depth {self.max_depth})"
+            )
         row = self.accept[min(depth, self.depths) - 1]
         return row[rank] if rank < len(row) else 0.0
 
@@ -221,8 +227,9 @@ def _rows(cells: dict[tuple[int, int], float], where: str) -> list[list[float]]:
     for d in range(1, depths + 1):
         ranks = sorted(r for dd, r in cells if dd == d)
         if ranks != list(range(len(ranks))) or not ranks:
-            raise ValueError(f"{where}: depth {d} must list ranks 0, 1, ... without gaps, got "
-                             f"{ranks}")  # fmt: skip
+            raise ValueError(
+                f"{where}: depth {d} must list ranks 0, 1, ... without gaps, got {ranks}"
+            )
         rows.append([cells[(d, r)] for r in ranks])
     return rows
 
@@ -242,8 +249,10 @@ def load_acceptance(path: str | os.PathLike[str]) -> RankAcceptance:
         data = read_toml(p)
         unknown = sorted(set(data) - {"accept", "marginal", "source", "notes"})
         if unknown or ("accept" in data) == ("marginal" in data):
-            raise ValueError(f"{where}: expected exactly one of 'accept' and 'marginal' (and "
-                             f"'source', 'notes'), got keys {sorted(data)}")  # fmt: skip
+            raise ValueError(
+                f"{where}: expected exactly one of 'accept' and 'marginal' (and "
+                f"'source', 'notes'), got keys {sorted(data)}"
+            )
         source = str(data.get("source", ""))
         if "marginal" in data:
             return RankAcceptance.from_marginal(data["marginal"], source=source, name=where)
@@ -257,15 +266,18 @@ def load_acceptance(path: str | os.PathLike[str]) -> RankAcceptance:
     reader = csv.DictReader([t for t in text if t.strip() and not t.startswith("#")])
     kind = next((k for k in ("accept", "marginal") if k in (reader.fieldnames or [])), None)
     if kind is None or not {"depth", "rank"} <= set(reader.fieldnames or []):
-        raise ValueError(f"{where}: expected columns depth,rank,accept (or marginal), got "
-                         f"{reader.fieldnames}")  # fmt: skip
+        raise ValueError(
+            f"{where}: expected columns depth,rank,accept (or marginal), got {reader.fieldnames}"
+        )
     cells: dict[tuple[int, int], float] = {}
     for line, row in enumerate(reader, start=2):
         try:
             cells[(int(row["depth"]), int(row["rank"]))] = float(row[kind])
         except (TypeError, ValueError):
-            raise ValueError(f"{where}: row {line}: expected integers depth >= 1, rank >= 0 and "
-                             f"a number, got {row}") from None  # fmt: skip
+            raise ValueError(
+                f"{where}: row {line}: expected integers depth >= 1, rank >= 0 and "
+                f"a number, got {row}"
+            ) from None
     if not cells or min(d for d, _ in cells) < 1:
         raise ValueError(f"{where}: expected rows with depth >= 1")
     rows = _rows(cells, where)

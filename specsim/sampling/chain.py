@@ -98,8 +98,9 @@ def check_token_range(tokens: NDArray[np.int64], vocab: int, name: str) -> None:
     bad = (tokens < 0) | (tokens >= vocab)
     if np.any(bad):
         at = first_index(bad)
-        raise ValueError(f"{name}{list(at)} = {int(tokens[at])} is out of range for a "
-                         f"vocabulary of {vocab}")  # fmt: skip
+        raise ValueError(
+            f"{name}{list(at)} = {int(tokens[at])} is out of range for a vocabulary of {vocab}"
+        )
 
 
 def _pair(target: ArrayLike, draft: ArrayLike) -> tuple[FloatArray, FloatArray]:

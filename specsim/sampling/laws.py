@@ -63,18 +63,19 @@ def _dist(f: Distribution, ctx: tuple[int, ...], name: str) -> FloatArray:
     return check_distribution(f(ctx), f"{name}{ctx}")
 
 
-def autoregressive_law(target: Distribution, length: int, vocab: int, *,
-                       prefix: tuple[int, ...] = ()) -> Law:  # fmt: skip
+def autoregressive_law(
+    target: Distribution, length: int, vocab: int, *, prefix: tuple[int, ...] = ()
+) -> Law:
     """The target's own law of its next ``length`` tokens after ``prefix``."""
     out: Law = {}
     for seq in itertools.product(range(vocab), repeat=length):
-        out[seq] = math.prod(float(_dist(target, prefix + seq[:j], "target")[seq[j]])
-                             for j in range(length))  # fmt: skip
+        out[seq] = math.prod(
+            float(_dist(target, prefix + seq[:j], "target")[seq[j]]) for j in range(length)
+        )
     return out
 
 
-def extend_law(law: Law, target: Distribution, length: int, *,
-               prefix: tuple[int, ...] = ()) -> Law:  # fmt: skip
+def extend_law(law: Law, target: Distribution, length: int, *, prefix: tuple[int, ...] = ()) -> Law:
     """Complete each emitted sequence with target samples up to ``length`` tokens."""
     out: Law = {}
     for seq, weight in law.items():
@@ -105,8 +106,14 @@ def _children(parents: Sequence[int]) -> dict[int, list[int]]:
     return kids
 
 
-def enumerate_tree(parents: Sequence[int], target: Distribution, draft: Distribution, *,
-                   method: str = "mss", prefix: tuple[int, ...] = ()) -> Law:  # fmt: skip
+def enumerate_tree(
+    parents: Sequence[int],
+    target: Distribution,
+    draft: Distribution,
+    *,
+    method: str = "mss",
+    prefix: tuple[int, ...] = (),
+) -> Law:
     """The exact law of what one tree pass emits (see :mod:`specsim.sampling.tree`).
 
     ``method``: ``"mss"`` (siblings i.i.d. from ``draft``; SpecInfer, Algorithm 2),
@@ -154,8 +161,15 @@ def enumerate_tree(parents: Sequence[int], target: Distribution, draft: Distribu
         else:
             siblings(below, 0, ctx, (), p, q, weight)
 
-    def siblings(below: list[int], r: int, ctx: tuple[int, ...], removed: tuple[int, ...],
-                 resid: FloatArray, q: FloatArray, weight: float) -> None:  # fmt: skip
+    def siblings(
+        below: list[int],
+        r: int,
+        ctx: tuple[int, ...],
+        removed: tuple[int, ...],
+        resid: FloatArray,
+        q: FloatArray,
+        weight: float,
+    ) -> None:
         if r == len(below):
             emit(ctx, weight, resid)
             return
@@ -163,8 +177,10 @@ def enumerate_tree(parents: Sequence[int], target: Distribution, draft: Distribu
         law[list(removed)] = 0.0
         mass = law.sum()
         if mass <= 0.0:
-            raise ValueError(f"draft{prefix + ctx}: node {below[r]} has no token left to draw "
-                             "without replacement")  # fmt: skip
+            raise ValueError(
+                f"draft{prefix + ctx}: node {below[r]} has no token left to draw "
+                "without replacement"
+            )
         law /= mass
         after = correction_rows(resid, law)
         for x in np.flatnonzero(law):
@@ -172,16 +188,24 @@ def enumerate_tree(parents: Sequence[int], target: Distribution, draft: Distribu
             if keep > 0.0:
                 visit(below[r], ctx + (int(x),), weight * keep)
             if law[x] - keep > 0.0:
-                siblings(below, r + 1, ctx, removed + (int(x),), after, q,
-                         weight * float(law[x] - keep))  # fmt: skip
+                siblings(
+                    below, r + 1, ctx, removed + (int(x),), after, q, weight * float(law[x] - keep)
+                )
 
     visit(-1, (), 1.0)
     return out
 
 
-def enumerate_typical(parents: Sequence[int], target: Distribution, draft: Distribution, *,
-                      epsilon: float, delta: float, prefix: tuple[int, ...] = (),
-                      max_assignments: int = 200_000) -> Law:  # fmt: skip
+def enumerate_typical(
+    parents: Sequence[int],
+    target: Distribution,
+    draft: Distribution,
+    *,
+    epsilon: float,
+    delta: float,
+    prefix: tuple[int, ...] = (),
+    max_assignments: int = 200_000,
+) -> Law:
     """The exact law of what typical acceptance (Medusa; NOT exact) emits on a tree.
 
     Every assignment of draft tokens to the nodes is enumerated (node ``i`` i.i.d. from
@@ -193,8 +217,10 @@ def enumerate_typical(parents: Sequence[int], target: Distribution, draft: Distr
     depths = tree_depths(parents)
     vocab = _dist(target, prefix, "target").size
     if vocab ** len(depths) > max_assignments:
-        raise ValueError(f"enumerate_typical: {vocab}^{len(depths)} token assignments exceed "
-                         f"max_assignments = {max_assignments}")  # fmt: skip
+        raise ValueError(
+            f"enumerate_typical: {vocab}^{len(depths)} token assignments exceed "
+            f"max_assignments = {max_assignments}"
+        )
     out: Law = {}
 
     def ctx_of(i: int, toks: tuple[int, ...]) -> tuple[int, ...]:
@@ -207,8 +233,9 @@ def enumerate_typical(parents: Sequence[int], target: Distribution, draft: Distr
     def assign(toks: tuple[int, ...], weight: float) -> None:
         i = len(toks)
         if i < len(depths):
-            q = _dist(draft, prefix + (ctx_of(parents[i], toks) if parents[i] >= 0 else ()),
-                      "draft")  # fmt: skip
+            q = _dist(
+                draft, prefix + (ctx_of(parents[i], toks) if parents[i] >= 0 else ()), "draft"
+            )
             for x in np.flatnonzero(q):
                 assign(toks + (int(x),), weight * float(q[x]))
             return
@@ -248,12 +275,21 @@ def typical_deviation(
     depth = int(tree_depths(parents).max(initial=0))
     vocab = _dist(target, prefix, "target").size
     law = enumerate_typical(parents, target, draft, epsilon=epsilon, delta=delta, prefix=prefix)
-    return total_variation(extend_law(law, target, depth + 1, prefix=prefix),
-                           autoregressive_law(target, depth + 1, vocab, prefix=prefix))  # fmt: skip
+    return total_variation(
+        extend_law(law, target, depth + 1, prefix=prefix),
+        autoregressive_law(target, depth + 1, vocab, prefix=prefix),
+    )
 
 
-def enumerate_multidraft(target: Distribution, draft: Distribution, k: int, length: int, *,
-                         method: str = "kseq", prefix: tuple[int, ...] = ()) -> Law:  # fmt: skip
+def enumerate_multidraft(
+    target: Distribution,
+    draft: Distribution,
+    k: int,
+    length: int,
+    *,
+    method: str = "kseq",
+    prefix: tuple[int, ...] = (),
+) -> Law:
     """The exact law of :func:`specsim.sampling.multidraft.verify_multidraft_batch`'s output.
 
     ``k`` independent drafts of ``length`` tokens from ``draft``; at each position the

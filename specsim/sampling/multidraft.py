@@ -49,8 +49,9 @@ METHODS = ("kseq", "mss")
 _BISECTIONS = 64  # halvings of one segment of [1, k]: down to the float spacing
 
 
-def _kseq_parts(p: FloatArray, q: FloatArray, m: FloatArray, rho: FloatArray) -> tuple[
-        FloatArray, FloatArray]:  # fmt: skip
+def _kseq_parts(
+    p: FloatArray, q: FloatArray, m: FloatArray, rho: FloatArray
+) -> tuple[FloatArray, FloatArray]:
     """``(min(q, p/rho), (1 - (1 - beta)^m) / beta)``; the second is ``m`` at beta = 0."""
     accepted = np.minimum(q, p / rho[..., None])
     beta = accepted.sum(axis=-1)
@@ -84,8 +85,11 @@ def kseq_rho(p: ArrayLike, q: ArrayLike, m: ArrayLike) -> FloatArray:
     with np.errstate(divide="ignore", invalid="ignore"):
         c = np.max(np.where(pp > 0.0, qq / np.where(pp > 0.0, pp, 1.0), 0.0), axis=-1)
         beta1 = np.minimum(pp, qq).sum(axis=-1)
-        g1 = np.where(beta1 > 0.0, -np.expm1(mm * np.log1p(-np.minimum(beta1, 1.0)))
-                      / np.where(beta1 > 0.0, beta1, 1.0), mm)  # fmt: skip
+        g1 = np.where(
+            beta1 > 0.0,
+            -np.expm1(mm * np.log1p(-np.minimum(beta1, 1.0))) / np.where(beta1 > 0.0, beta1, 1.0),
+            mm,
+        )
     at_one = np.minimum(c, 1.0) * g1 <= 1.0 + 4e-16
     # Tokens the draft never proposes add nothing to beta: ratio 0 and no p.
     drafted = qq > 0.0
@@ -124,8 +128,9 @@ def kseq_residual(p: FloatArray, q: FloatArray, m: FloatArray, rho: FloatArray) 
     return np.maximum(p - accepted * scale[..., None], 0.0)
 
 
-def _check(drafts: ArrayLike, draft_probs: ArrayLike, target_probs: ArrayLike) -> tuple[
-        NDArray[np.int64], FloatArray, FloatArray]:  # fmt: skip
+def _check(
+    drafts: ArrayLike, draft_probs: ArrayLike, target_probs: ArrayLike
+) -> tuple[NDArray[np.int64], FloatArray, FloatArray]:
     toks = np.asarray(drafts)
     if not np.issubdtype(toks.dtype, np.integer):
         raise TypeError(f"drafts: expected integer token ids, got dtype {toks.dtype}")
@@ -136,11 +141,14 @@ def _check(drafts: ArrayLike, draft_probs: ArrayLike, target_probs: ArrayLike) -
     p = check_distribution(target_probs, "target_probs")
     vocab = p.shape[-1]
     if q.shape != (batch, k, length, vocab):
-        raise ValueError(f"draft_probs: expected shape ({batch}, {k}, {length}, {vocab}), got "
-                         f"{q.shape}")  # fmt: skip
+        raise ValueError(
+            f"draft_probs: expected shape ({batch}, {k}, {length}, {vocab}), got {q.shape}"
+        )
     if p.shape != (batch, k, length + 1, vocab):
-        raise ValueError(f"target_probs: expected shape ({batch}, {k}, {length + 1}, V) "
-                         f"(length + 1 positions per draft), got {p.shape}")  # fmt: skip
+        raise ValueError(
+            f"target_probs: expected shape ({batch}, {k}, {length + 1}, V) "
+            f"(length + 1 positions per draft), got {p.shape}"
+        )
     check_token_range(toks, vocab, "drafts")
     q_x = np.take_along_axis(q, toks[..., None], axis=-1)[..., 0]
     if np.any(q_x <= 0.0):

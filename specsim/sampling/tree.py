@@ -135,8 +135,9 @@ def check_tree_inputs(
     if not np.issubdtype(toks.dtype, np.integer):
         raise TypeError(f"draft_tokens: expected integer token ids, got dtype {toks.dtype}")
     if toks.ndim != 2 or toks.shape[1] != n:
-        raise ValueError(f"draft_tokens: expected shape (batch, {n}) for {n} nodes, got "
-                         f"{toks.shape}")  # fmt: skip
+        raise ValueError(
+            f"draft_tokens: expected shape (batch, {n}) for {n} nodes, got {toks.shape}"
+        )
     batch = toks.shape[0]
     p = check_distribution(target_probs, "target_probs")
     vocab = p.shape[-1]
@@ -150,8 +151,7 @@ def check_tree_inputs(
     if draft_probs is not None:
         q = check_distribution(draft_probs, "draft_probs")
         if q.shape != (batch, n, vocab):
-            raise ValueError(f"draft_probs: expected shape ({batch}, {n}, {vocab}), got "
-                             f"{q.shape}")  # fmt: skip
+            raise ValueError(f"draft_probs: expected shape ({batch}, {n}, {vocab}), got {q.shape}")
         q_x = np.take_along_axis(q, toks[..., None], axis=-1)[..., 0]
         if np.any(q_x <= 0.0):
             b, i = first_index(q_x <= 0.0)
@@ -297,7 +297,11 @@ def verify_tree(
         raise ValueError(f"draft_tokens: expected shape (n,), got {toks.shape}")
     q = None if draft_probs is None else np.asarray(draft_probs, dtype=np.float64)[None]
     out = verify_tree_batch(
-        parents, toks[None].astype(np.int64) if toks.size == 0 else toks[None], q,
-        np.asarray(target_probs)[None], rng, greedy=greedy,
-    )  # fmt: skip
+        parents,
+        toks[None].astype(np.int64) if toks.size == 0 else toks[None],
+        q,
+        np.asarray(target_probs)[None],
+        rng,
+        greedy=greedy,
+    )
     return out.row(0)

@@ -36,9 +36,16 @@ import pandas as pd
 from numpy.typing import NDArray
 
 __all__ = [
-    "TRACE_COLUMNS", "Arrivals", "GammaArrivals", "OnOffArrivals", "PoissonArrivals",
-    "PoissonWorkload", "TraceWorkload", "check_rate", "read_request_trace",
-]  # fmt: skip
+    "TRACE_COLUMNS",
+    "Arrivals",
+    "GammaArrivals",
+    "OnOffArrivals",
+    "PoissonArrivals",
+    "PoissonWorkload",
+    "TraceWorkload",
+    "check_rate",
+    "read_request_trace",
+]
 
 IntRange = int | tuple[int, int]
 Ints = NDArray[np.int64]
@@ -160,8 +167,11 @@ class OnOffArrivals:
     def with_rate(self, rate_per_s: float) -> OnOffArrivals:
         """The same on and off periods, the on rate scaled to give this long-run rate."""
         rate = check_rate(rate_per_s, "rate_per_s")
-        return OnOffArrivals(rate_on_per_s=rate / self.on_fraction, mean_on_s=self.mean_on_s,
-                             mean_off_s=self.mean_off_s)  # fmt: skip
+        return OnOffArrivals(
+            rate_on_per_s=rate / self.on_fraction,
+            mean_on_s=self.mean_on_s,
+            mean_off_s=self.mean_off_s,
+        )
 
     def times(self, rng: np.random.Generator, n: int) -> NDArray[np.float64]:
         n = _count(n)
@@ -291,8 +301,9 @@ def read_request_trace(path: str | os.PathLike[str]) -> TraceWorkload:
     table = pd.read_csv(path)
     missing = [c for c in TRACE_COLUMNS if c not in table.columns]
     if missing:
-        raise ValueError(f"{path}: missing column(s) {missing}; a request trace has "
-                         f"{list(TRACE_COLUMNS)}")  # fmt: skip
+        raise ValueError(
+            f"{path}: missing column(s) {missing}; a request trace has {list(TRACE_COLUMNS)}"
+        )
     for c in TRACE_COLUMNS[1:]:
         if table[c].dtype.kind not in "iu":
             raise ValueError(f"{path}: column {c!r} must hold whole numbers of tokens")

@@ -31,8 +31,7 @@ from specsim.policies import LookaheadPolicy, PolicyContext, check_choice
 from specsim.sim.source import CostSource, iteration_cost
 from specsim.sim.stream import run_lengths
 
-__all__ = ["Admission", "Batch", "Requests", "composed_times", "draw_requests",
-           "sequence_gammas"]  # fmt: skip
+__all__ = ["Admission", "Batch", "Requests", "composed_times", "draw_requests", "sequence_gammas"]
 
 TimesOf = Callable[[NDArray[np.int64], int], NDArray[np.float64]]
 
@@ -41,9 +40,12 @@ NO_HISTORY = -1  # a sequence's last gamma / accepted count before its first blo
 
 
 def draw_requests(
-    acceptance: AcceptanceProcess, output_tokens: Ints, *, max_gamma: int,
+    acceptance: AcceptanceProcess,
+    output_tokens: Ints,
+    *,
+    max_gamma: int,
     rng: np.random.Generator,
-) -> list[AcceptanceDraw]:  # fmt: skip
+) -> list[AcceptanceDraw]:
     """Each request's acceptance draw, in request order: its output tokens plus a full
     lookahead of positions, so that a block may start at any token it still has to emit."""
     lengths = output_tokens + verification_positions(max_gamma)
@@ -72,20 +74,23 @@ class Requests:
     plain_weights: bool  # acceptance does not depend on the position in a block
 
     @classmethod
-    def build(cls, table: pd.DataFrame, draws: list[AcceptanceDraw], *,
-              max_gamma: int) -> Requests:  # fmt: skip
+    def build(cls, table: pd.DataFrame, draws: list[AcceptanceDraw], *, max_gamma: int) -> Requests:
         prompt = table["prompt_tokens"].to_numpy().astype(np.int64)
         out_len = table["output_tokens"].to_numpy().astype(np.int64)
         lengths = np.array([len(d) for d in draws], dtype=np.int64)
         ends = np.cumsum(lengths)
         ok = np.concatenate([d.u for d in draws]) < np.concatenate([d.prob for d in draws])
         return cls(
-            table=table, arrival=table["arrival_s"].to_numpy(), prompt=prompt,
-            out_len=out_len, draws=draws, base=ends - lengths,
+            table=table,
+            arrival=table["arrival_s"].to_numpy(),
+            prompt=prompt,
+            out_len=out_len,
+            draws=draws,
+            base=ends - lengths,
             run1=run_lengths(ok, lengths, cap=max_gamma) + 1,
             reserve=prompt + out_len + verification_positions(max_gamma),
             plain_weights=bool(np.all(np.concatenate([d.position_weights for d in draws]) == 1)),
-        )  # fmt: skip
+        )
 
     def __len__(self) -> int:
         return int(self.arrival.shape[0])
@@ -95,8 +100,10 @@ class Requests:
         if self.plain_weights:
             return np.minimum(self.run1[batch.ptr], verification_positions(gamma))
         pos, rid = batch.positions(self).tolist(), batch.rid.tolist()
-        return 1 + np.array([accepted_in_block(self.draws[rid[k]], pos[k], int(gamma[k]))
-                             for k in range(len(rid))], dtype=np.int64)  # fmt: skip
+        return 1 + np.array(
+            [accepted_in_block(self.draws[rid[k]], pos[k], int(gamma[k])) for k in range(len(rid))],
+            dtype=np.int64,
+        )
 
 
 class Admission:
@@ -106,8 +113,15 @@ class Admission:
     fit is a ValueError here, before anything runs.
     """
 
-    def __init__(self, requests: Requests, *, capacity: int | None, max_batch: int,
-                 max_gamma: int, reserve: Ints | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        requests: Requests,
+        *,
+        capacity: int | None,
+        max_batch: int,
+        max_gamma: int,
+        reserve: Ints | None = None,
+    ) -> None:
         """``reserve``: what each request needs at admission, in the capacity's units (default:
         its whole KV footprint in tokens; a paged cache passes blocks)."""
         reserve = requests.reserve if reserve is None else reserve
@@ -163,8 +177,17 @@ class Batch:
     a lower bound on ``min(end - ptr)``, exact after :meth:`refresh_low`.
     """
 
-    __slots__ = ("rid", "ptr", "end", "off", "last_gamma", "last_accepted", "ctx_sum", "low",
-                 "caps")  # fmt: skip
+    __slots__ = (
+        "rid",
+        "ptr",
+        "end",
+        "off",
+        "last_gamma",
+        "last_accepted",
+        "ctx_sum",
+        "low",
+        "caps",
+    )
 
     def __init__(self, max_batch: int) -> None:
         empty = np.zeros(0, dtype=np.int64)
@@ -203,8 +226,10 @@ class Batch:
         keep = np.ones(self.rid.shape[0], dtype=bool)
         keep[rows] = False
         ctx = self.off[rows] + self.ptr[rows]
-        out = np.stack([self.rid[rows], self.ptr[rows], self.last_gamma[rows],
-                        self.last_accepted[rows], ctx], axis=1)  # fmt: skip
+        out = np.stack(
+            [self.rid[rows], self.ptr[rows], self.last_gamma[rows], self.last_accepted[rows], ctx],
+            axis=1,
+        )
         self.ctx_sum -= int(ctx.sum())
         self.rid, self.ptr = self.rid[keep], self.ptr[keep]
         self.end, self.off = self.end[keep], self.off[keep]
@@ -262,8 +287,7 @@ class Batch:
         return finished
 
 
-def composed_times(cost: CostSource, contexts: NDArray[np.int64],
-                    size: int) -> NDArray[np.float64]:  # fmt: skip
+def composed_times(cost: CostSource, contexts: NDArray[np.int64], size: int) -> NDArray[np.float64]:
     """Iteration times for gammas 0..size from a source's passes (no speed path)."""
     ones = np.ones(contexts.shape[0], dtype=np.int64)
     return np.array([iteration_cost(cost, g * ones, contexts).time_s for g in range(size + 1)])
@@ -279,8 +303,12 @@ def sequence_gammas(policy: LookaheadPolicy, batch: Batch, req: Requests) -> NDA
     out = np.empty(b, dtype=np.int64)
     for k in range(b):
         had = last_g[k] != NO_HISTORY
-        ctx = PolicyContext(position=pos[k], draw=draws[rid[k]],
-                            last_gamma=last_g[k] if had else None,
-                            last_accepted=last_a[k] if had else None, batch=b)  # fmt: skip
+        ctx = PolicyContext(
+            position=pos[k],
+            draw=draws[rid[k]],
+            last_gamma=last_g[k] if had else None,
+            last_accepted=last_a[k] if had else None,
+            batch=b,
+        )
         out[k] = check_choice(policy, policy.choose(ctx))
     return out

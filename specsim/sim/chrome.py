@@ -24,9 +24,14 @@ def chrome_trace(events: pd.DataFrame) -> dict[str, Any]:
     for row in events.itertuples(index=False):
         ts = float(row.start_s) * 1e6
         dur = (float(row.end_s) - float(row.start_s)) * 1e6
-        ev = {"name": f"{row.kind} {int(row.tokens)}", "cat": str(row.kind), "pid": 1,
-              "tid": tracks[str(row.track)], "ts": ts,
-              "args": {"block": int(row.block), "tokens": int(row.tokens)}}  # fmt: skip
+        ev = {
+            "name": f"{row.kind} {int(row.tokens)}",
+            "cat": str(row.kind),
+            "pid": 1,
+            "tid": tracks[str(row.track)],
+            "ts": ts,
+            "args": {"block": int(row.block), "tokens": int(row.tokens)},
+        }
         ev.update({"ph": "X", "dur": dur} if dur > 0 else {"ph": "i", "s": "t"})
         trace.append(ev)
     return {"traceEvents": trace, "displayTimeUnit": "ms"}

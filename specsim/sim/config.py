@@ -191,16 +191,21 @@ def _workload_files(table: Any, base: Path) -> Any:
     "empirical"``, optional ``column``), read relative to ``base``."""
     if not isinstance(table, Mapping):
         return table
-    out = {k: _workload_files(v, base) if k in ("prompt", "output") else v
-           for k, v in table.items()}  # fmt: skip
+    out = {
+        k: _workload_files(v, base) if k in ("prompt", "output") else v for k, v in table.items()
+    }
     if "file" not in out or out.get("kind") not in ("trace", "empirical"):
         return out
     p = Path(str(out.pop("file")))
     path = p if p.is_absolute() else base / p
     if out["kind"] == "trace":
         w = read_request_trace(path)
-        return {**out, "arrival_s": w.arrival_s, "prompt_tokens": w.prompt_tokens,
-                "output_tokens": w.output_tokens}  # fmt: skip
+        return {
+            **out,
+            "arrival_s": w.arrival_s,
+            "prompt_tokens": w.prompt_tokens,
+            "output_tokens": w.output_tokens,
+        }
     e = Empirical.from_csv(path, column=str(out.pop("column", "tokens")))
     return {**out, "values": e.values, "counts": e.counts}
 

@@ -45,6 +45,7 @@ from specsim.sim.source import BlockCosts, IterationCost, IterationCosts, PassCo
 
 __all__ = ["PlainCost", "CardCost"]
 
+
 class _Kernel(NamedTuple):
     """What a pass of one model on one accelerator needs, computed once per cost source."""
 
@@ -85,8 +86,9 @@ class CardCost(Remembers):
         for name in ("target", "draft", "hardware", "draft_hardware"):  # a slug: its card
             object.__setattr__(self, name, card_of(name, getattr(self, name)))
         if isinstance(self.tensor_parallel, bool) or self.tensor_parallel < 1:
-            raise ValueError(f"tensor_parallel: expected an integer >= 1, got "
-                             f"{self.tensor_parallel!r}")  # fmt: skip
+            raise ValueError(
+                f"tensor_parallel: expected an integer >= 1, got {self.tensor_parallel!r}"
+            )
         check_tensor_parallel(self.target, self.tensor_parallel)
         if self.draft is not None:
             check_draft_pair(self.target, self.draft)
@@ -103,19 +105,33 @@ class CardCost(Remembers):
     def formats(self, *, draft: bool = False) -> Formats:
         """The :class:`~specsim.cost.Formats` of the target's passes, or the draft's."""
         if not draft:
-            return resolve_formats(self.target, self.dtype, weights=self.weights, kv=self.kv,
-                                   group_size=self.group_size)  # fmt: skip
+            return resolve_formats(
+                self.target,
+                self.dtype,
+                weights=self.weights,
+                kv=self.kv,
+                group_size=self.group_size,
+            )
         if self.draft is None:
             raise ValueError("this cost source has no draft model")
-        return resolve_formats(self.draft, self.dtype, weights=self.draft_weights, kv=self.kv,
-                               group_size=self.draft_group_size)  # fmt: skip
+        return resolve_formats(
+            self.draft,
+            self.dtype,
+            weights=self.draft_weights,
+            kv=self.kv,
+            group_size=self.draft_group_size,
+        )
 
     def _format_kw(self, *, draft: bool) -> dict[str, Any]:
         f = self.formats(draft=draft)
         quant = f.weight_format != f.compute or f.kv_format != f.compute
-        return {"runtime": self.draft_runtime if draft else self.runtime, "dtype": f.compute,
-                "weights": f.weight_format if quant else None, "kv": f.kv_format if quant else
-                None, "group_size": f.group_size if quant else None}  # fmt: skip
+        return {
+            "runtime": self.draft_runtime if draft else self.runtime,
+            "dtype": f.compute,
+            "weights": f.weight_format if quant else None,
+            "kv": f.kv_format if quant else None,
+            "group_size": f.group_size if quant else None,
+        }
 
     @property
     def overlapped(self) -> bool:
@@ -187,18 +203,22 @@ class CardCost(Remembers):
         """
         out = self._memo.get((batch, context_sum, gamma))
         if out is None:
-            out = self._remember((batch, context_sum, gamma), named(
-                IterationCost, self._uniform(float(batch), float(context_sum), gamma)))
+            out = self._remember(
+                (batch, context_sum, gamma),
+                named(IterationCost, self._uniform(float(batch), float(context_sum), gamma)),
+            )
         return out
 
-    def uniform_iterations(self, *, batch: NDArray[np.int64], context_sum: NDArray[np.int64],
-                           gamma: int) -> IterationCosts:  # fmt: skip
+    def uniform_iterations(
+        self, *, batch: NDArray[np.int64], context_sum: NDArray[np.int64], gamma: int
+    ) -> IterationCosts:
         """Many iterations at once, element ``i`` as :meth:`uniform_iteration` gives it for
         ``batch[i]`` sequences whose contexts sum to ``context_sum[i]``, all drafting
         ``gamma``: the same operations in the same order on arrays, so the same floats (a
         speed trick: the serving simulator costs whole runs of iterations in one call)."""
-        time, energy, d_time = self._uniform(batch.astype(np.float64),
-                                             context_sum.astype(np.float64), gamma)  # fmt: skip
+        time, energy, d_time = self._uniform(
+            batch.astype(np.float64), context_sum.astype(np.float64), gamma
+        )
         return IterationCosts(time, energy, np.broadcast_to(d_time, time.shape))
 
     def _uniform(self, b: Any, sc: Any, gamma: int) -> tuple[Any, Any, Any]:
@@ -287,8 +307,13 @@ class CardCost(Remembers):
             energy = energy + np.where(some, e, 0.0)
         return IterationCosts(time + d_time, energy, d_time)
 
-    def chunk_costs(self, decode: tuple[Any, Any, Any, Any], chunks: tuple[Any, Any, Any, Any, Any],
-                    *, draft: bool) -> tuple[Any, Any]:  # fmt: skip
+    def chunk_costs(
+        self,
+        decode: tuple[Any, Any, Any, Any],
+        chunks: tuple[Any, Any, Any, Any, Any],
+        *,
+        draft: bool,
+    ) -> tuple[Any, Any]:
         """Time and energy prefill chunks add to serving iterations (chunked prefill), in
         closed form: the target's verification pass with the chunks less the pass without
         them (the pass alone where no sequence decodes), plus the draft's prefill of the
@@ -312,12 +337,14 @@ class CardCost(Remembers):
             t, e = t + ((tt + td) - tt), e + ((et + ed) - et)
         return np.maximum(t, 0.0), e
 
-    def uniform_iteration_times(self, context: NDArray[np.int64],
-                                max_gamma: int) -> NDArray[np.float64]:  # fmt: skip
+    def uniform_iteration_times(
+        self, context: NDArray[np.int64], max_gamma: int
+    ) -> NDArray[np.float64]:
         """Iteration time when every sequence uses gamma, for gamma = 0..max_gamma."""
         return self._times(float(context.shape[0]), float(context.sum()), max_gamma)
 
     monotone_times = True  # uniform_times never falls as the context sum grows (below)
+
     def uniform_times(self, *, batch: int, context_sum: int, max_gamma: int) -> NDArray[np.float64]:
         """:meth:`uniform_iteration_times` from all it depends on, the batch and its context sum
         (remembered by them). Non-decreasing in the context sum at a fixed batch: the pass sums
@@ -334,8 +361,10 @@ class CardCost(Remembers):
         """The same sums as :meth:`iteration` per gamma, on Python floats (a speed trick: a third
         of the time on arrays; the same operations, so the same floats; tests check it)."""
         (tl, te, _), draft = self._kernels
-        times = [time_energy(tl, *chain_sums(b, sc, verification_positions(float(g)), te))[0]
-                 for g in range(max_gamma + 1)]  # fmt: skip
+        times = [
+            time_energy(tl, *chain_sums(b, sc, verification_positions(float(g)), te))[0]
+            for g in range(max_gamma + 1)
+        ]
         if max_gamma > 0 and draft is not None:
             dl, de, _ = draft
             acc = 0.0  # the draft steps' cumulative sum, in order
@@ -347,12 +376,17 @@ class CardCost(Remembers):
     def blocks(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> BlockCosts:
         kw: dict[str, Any] = {"batch": 1, "context": context}
         ver = step_cost_grid(
-            self.target, self.hardware, new_tokens=verification_positions(gamma),
-            tensor_parallel=self.tensor_parallel, **kw, **self._format_kw(draft=False),
-        )  # fmt: skip
+            self.target,
+            self.hardware,
+            new_tokens=verification_positions(gamma),
+            tensor_parallel=self.tensor_parallel,
+            **kw,
+            **self._format_kw(draft=False),
+        )
         model, hw, tp = self._draft_model()
-        dra = step_cost_grid(model, hw, new_tokens=1, tensor_parallel=tp, **kw,
-                             **self._format_kw(draft=True))  # fmt: skip
+        dra = step_cost_grid(
+            model, hw, new_tokens=1, tensor_parallel=tp, **kw, **self._format_kw(draft=True)
+        )
 
         def per_block(x: NDArray[np.float64]) -> NDArray[np.float64]:
             return np.broadcast_to(np.asarray(x, dtype=float), context.shape).copy()
@@ -373,8 +407,9 @@ class CardCost(Remembers):
         The draft is counted whole on each device (conservative: its passes are
         modelled split over the target's devices, its memory is not).
         """
-        target = footprint(self.target, tensor_parallel=self.tensor_parallel,
-                           formats=self.formats())  # fmt: skip
+        target = footprint(
+            self.target, tensor_parallel=self.tensor_parallel, formats=self.formats()
+        )
         if self.draft is None or self.draft_hardware is not None:
             return target, None
         return target, footprint(self.draft, tensor_parallel=1, formats=self.formats(draft=True))
@@ -393,7 +428,9 @@ class CardCost(Remembers):
         weights = target.weights_bytes + (0.0 if draft is None else draft.weights_bytes)
         free = self.hardware.mem_capacity - weights
         if free <= 0:
-            raise ValueError(f"cost: the weights ({weights / 1e9:.1f} GB per device) leave no "
-                             f"room for a KV cache on {self.hardware.slug} "
-                             f"({self.hardware.mem_capacity / 1e9:.1f} GB)")  # fmt: skip
+            raise ValueError(
+                f"cost: the weights ({weights / 1e9:.1f} GB per device) leave no "
+                f"room for a KV cache on {self.hardware.slug} "
+                f"({self.hardware.mem_capacity / 1e9:.1f} GB)"
+            )
         return int(free / self.kv_bytes_per_token())

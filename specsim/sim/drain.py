@@ -39,8 +39,15 @@ from specsim.sim.paged import EXTRA_COLUMNS, Paging
 from specsim.sim.records import ITERATION_COLUMNS
 from specsim.sim.source import CostSource, IterationCosts
 
-__all__ = ["Drain", "IterationSums", "decode_costs", "drain", "iteration_sums", "never_binds",
-           "trajectories"]
+__all__ = [
+    "Drain",
+    "IterationSums",
+    "decode_costs",
+    "drain",
+    "iteration_sums",
+    "never_binds",
+    "trajectories",
+]
 
 Ints = NDArray[np.int64]
 WIDTH = len(ITERATION_COLUMNS)
@@ -74,16 +81,17 @@ class Drain:
             return True
         if self.seen[0] == done:
             return False
-        left = np.concatenate([self.batch.rid, np.asarray(self.admission.waiting,
-                                                          dtype=np.int64)])  # fmt: skip
-        ok = never_binds(self.req, left, paging=self.paging, admission=self.admission,
-                         max_batch=self.max_batch)  # fmt: skip
+        left = np.concatenate([self.batch.rid, np.asarray(self.admission.waiting, dtype=np.int64)])
+        ok = never_binds(
+            self.req, left, paging=self.paging, admission=self.admission, max_batch=self.max_batch
+        )
         self.seen[0] = -1 if ok else done
         return ok
 
 
-def never_binds(req: Requests, left: Ints, *, paging: Paging | None, admission: Admission,
-                max_batch: int) -> bool:  # fmt: skip
+def never_binds(
+    req: Requests, left: Ints, *, paging: Paging | None, admission: Admission, max_batch: int
+) -> bool:
     """Whether memory can no longer bind for the requests ``left`` (running, prefilling or
     waiting): their ``max_batch`` largest footprints fit the cache together (paged: each
     request's admission need or its longest pass in blocks, whichever is more, and nothing
@@ -123,8 +131,9 @@ def trajectories(step: Ints | None, first: Ints, end: Ints) -> tuple[Ints, Ints]
     return pos, (pos == end).argmax(axis=0)
 
 
-def drain(d: Drain, *, start: float, done: int,
-          total: int) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:  # fmt: skip
+def drain(
+    d: Drain, *, start: float, done: int, total: int
+) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
     """Serve until all ``total`` requests (of this replica) are done, from ``start`` (every
     request has arrived, ``done`` are done); returns the iteration table's rows as one
     array and, paged, their extra columns (:data:`specsim.sim.paged.EXTRA_COLUMNS`), and
@@ -210,8 +219,9 @@ def drain(d: Drain, *, start: float, done: int,
         table[rows, 3], table[rows, 4], table[rows, 7] = dr, b, b
         table[rows, 10] = b
         return _finish(d, table, rows, t, e, prefills, firsts, ends, start=start), None
-    sums = iteration_sums(pos, steps, joined, off, end, gamma, it,
-                          block=None if d.paging is None else d.paging.block)  # fmt: skip
+    sums = iteration_sums(
+        pos, steps, joined, off, end, gamma, it, block=None if d.paging is None else d.paging.block
+    )
     b, emitted, drafted = sums.batch, sums.emitted, sums.drafted
     t, e, dr = decode_costs(d.uniform, d.mixed_many, sums, gamma)
     table = np.zeros((row, WIDTH), dtype=np.float64)
@@ -245,8 +255,16 @@ class IterationSums(NamedTuple):
     pairs: NDArray[Any] | None
 
 
-def iteration_sums(pos: Ints, steps: Ints, joined: Ints, off: Ints, end: Ints, gamma: int,
-                   it: int, block: int | None = None) -> IterationSums:  # fmt: skip
+def iteration_sums(
+    pos: Ints,
+    steps: Ints,
+    joined: Ints,
+    off: Ints,
+    end: Ints,
+    gamma: int,
+    it: int,
+    block: int | None = None,
+) -> IterationSums:
     """Sums over every (sequence, iteration) pair of :func:`trajectories` (sequence ``c`` runs
     its step ``s`` in iteration ``joined[c] + s``; past its end, a spare bin ``it``), by
     bincount, exact in float64 (integers far below 2^53). Gamma 0 (``pos``: its first row):
@@ -262,8 +280,9 @@ def iteration_sums(pos: Ints, steps: Ints, joined: Ints, off: Ints, end: Ints, g
     flat = at.ravel()
     b = np.bincount(flat, minlength=it + 1)[:it]
     ctx_sum = np.bincount(flat, weights=ctx.ravel(), minlength=it + 1)[:it].astype(np.int64)
-    emitted = np.bincount(flat, weights=(pos[1:] - here).ravel(),
-                          minlength=it + 1)[:it].astype(np.int64)  # fmt: skip
+    emitted = np.bincount(flat, weights=(pos[1:] - here).ravel(), minlength=it + 1)[:it].astype(
+        np.int64
+    )
     cut = valid & (left <= gamma)  # within gamma of its end: gamma cut to left - 1
     tc, gc, cc = at[cut], left[cut] - 1, ctx[cut]
     width = gamma + 1
@@ -283,8 +302,9 @@ def iteration_sums(pos: Ints, steps: Ints, joined: Ints, off: Ints, end: Ints, g
     return IterationSums(b, ctx_sum, emitted, drafted, count, csum, blocks, pairs)
 
 
-def _plain_sums(first: Ints, steps: Ints, joined: Ints, off: Ints, it: int,
-                block: int | None) -> IterationSums:  # fmt: skip
+def _plain_sums(
+    first: Ints, steps: Ints, joined: Ints, off: Ints, it: int, block: int | None
+) -> IterationSums:
     """:func:`iteration_sums` at gamma 0: differences at joins and leaves, summed up."""
     stop = joined + steps
 
@@ -297,8 +317,7 @@ def _plain_sums(first: Ints, steps: Ints, joined: Ints, off: Ints, it: int,
     b = running(joined, ones, stop, ones).astype(np.int64)
     ctx0 = off + first  # the context at a sequence's first iteration
     lead = (ctx0 - joined).astype(np.float64)  # its context in iteration t is lead + t
-    ctx_sum = (running(joined, lead, stop, lead).astype(np.int64)
-               + b * np.arange(it, dtype=np.int64))  # fmt: skip
+    ctx_sum = running(joined, lead, stop, lead).astype(np.int64) + b * np.arange(it, dtype=np.int64)
     blocks = pairs = None
     if block is not None:  # ceil(context / block) blocks, one more at each block's start
         last = ctx0 + steps - 1
@@ -313,13 +332,17 @@ def _plain_sums(first: Ints, steps: Ints, joined: Ints, off: Ints, it: int,
         blocks = running(at, w, stop, blocks_out.astype(np.float64)).astype(np.int64)
         pairs = (ctx_sum + b).astype(np.float64)  # one position each: context + 1 pairs
     counts, csum = b[:, None].copy(), ctx_sum[:, None].astype(np.float64)
-    return IterationSums(b, ctx_sum, b.copy(), np.zeros(it, dtype=np.int64), counts, csum,
-                         blocks, pairs)
+    return IterationSums(
+        b, ctx_sum, b.copy(), np.zeros(it, dtype=np.int64), counts, csum, blocks, pairs
+    )
 
 
-def decode_costs(uniform: Callable[..., IterationCosts],
-                 mixed_many: Callable[[Ints, NDArray[np.float64]], IterationCosts] | None,
-                 sums: IterationSums, gamma: int) -> tuple[Any, Any, Any]:  # fmt: skip
+def decode_costs(
+    uniform: Callable[..., IterationCosts],
+    mixed_many: Callable[[Ints, NDArray[np.float64]], IterationCosts] | None,
+    sums: IterationSums,
+    gamma: int,
+) -> tuple[Any, Any, Any]:
     """The iterations' decode times, energies and draft times (zero where none decodes):
     those in which every sequence drafts one gamma by ``uniform_iterations``, one call per
     gamma, the others by ``iterations``, as the engine costs them one at a time."""
@@ -339,10 +362,18 @@ def decode_costs(uniform: Callable[..., IterationCosts],
     return t, e, dr
 
 
-def _finish(d: Drain, table: NDArray[np.float64], rows: Any, t: NDArray[np.float64],
-            e: NDArray[np.float64], prefills: list[tuple[int, float, int, float]],
-            firsts: list[tuple[Ints, int, float, NDArray[np.bool_]]],
-            ends: list[tuple[Ints, int]], *, start: float) -> NDArray[np.float64]:  # fmt: skip
+def _finish(
+    d: Drain,
+    table: NDArray[np.float64],
+    rows: Any,
+    t: NDArray[np.float64],
+    e: NDArray[np.float64],
+    prefills: list[tuple[int, float, int, float]],
+    firsts: list[tuple[Ints, int, float, NDArray[np.bool_]]],
+    ends: list[tuple[Ints, int]],
+    *,
+    start: float,
+) -> NDArray[np.float64]:
     """The prefills, energies and the clock of a drained table; first-token and finish
     times. ``t``, ``e``: the iterations' times and energies, in rows ``rows``."""
     if prefills:

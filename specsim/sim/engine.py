@@ -67,8 +67,16 @@ class DrainingReplica(Protocol):
     finish: NDArray[np.float64]
 
 
-def chunk_cost(cost: CostSource, gam: int, g: Ints | None, batch: Batch, sizes: list[int],
-               offsets: list[int], *, draft: bool) -> tuple[float, float]:  # fmt: skip
+def chunk_cost(
+    cost: CostSource,
+    gam: int,
+    g: Ints | None,
+    batch: Batch,
+    sizes: list[int],
+    offsets: list[int],
+    *,
+    draft: bool,
+) -> tuple[float, float]:
     """Time and energy prefill chunks add to an iteration: the target's verification pass
     with the chunks (chains of new tokens at their offsets) less the pass without them, and
     the draft's own prefill of the chunks when drafting."""
@@ -85,8 +93,13 @@ def chunk_cost(cost: CostSource, gam: int, g: Ints | None, batch: Batch, sizes: 
             T = int(pos.sum())
             P = int((pos * batch.contexts()).sum() + (pos * (pos + 1) // 2).sum())
         half = [c * (c + 1) // 2 for c in sizes]
-        chunks = (float(sum(sizes)), float(sum([c * o for c, o in zip(sizes, offsets, strict=True)])
-                  + sum(half)), float(sum(offsets)), float(len(sizes)), float(sum(half)))
+        chunks = (
+            float(sum(sizes)),
+            float(sum([c * o for c, o in zip(sizes, offsets, strict=True)]) + sum(half)),
+            float(sum(offsets)),
+            float(len(sizes)),
+            float(sum(half)),
+        )
         t, e = closed((float(T), float(P), float(batch.ctx_sum), float(b)), chunks, draft=draft)
         return float(t), float(e)
     new, at = np.asarray(sizes, dtype=np.int64), np.asarray(offsets, dtype=np.int64)
@@ -133,16 +146,29 @@ class ChunkDrain:
         """Whether memory can no longer bind (checked again only once more are done)."""
         if self.seen[0] == done:
             return False
-        left = np.concatenate([self.batch.rid, np.asarray(self.prefills.rid, dtype=np.int64),
-                               np.asarray(self.admission.waiting, dtype=np.int64)])  # fmt: skip
-        ok = never_binds(self.req, left, paging=self.paging, admission=self.admission,
-                         max_batch=self.max_batch)  # fmt: skip
+        left = np.concatenate(
+            [
+                self.batch.rid,
+                np.asarray(self.prefills.rid, dtype=np.int64),
+                np.asarray(self.admission.waiting, dtype=np.int64),
+            ]
+        )
+        ok = never_binds(
+            self.req, left, paging=self.paging, admission=self.admission, max_batch=self.max_batch
+        )
         self.seen[0] = -1 if ok else done
         return ok
 
 
-def draining(rep: DrainingReplica, *, cost: Any, gamma: int, budget: int | None, step: Ints | None,
-             with_energy: bool) -> Drain | ChunkDrain | None:  # fmt: skip
+def draining(
+    rep: DrainingReplica,
+    *,
+    cost: Any,
+    gamma: int,
+    budget: int | None,
+    step: Ints | None,
+    with_energy: bool,
+) -> Drain | ChunkDrain | None:
     """The replica's drain for a fixed ``gamma`` on the vectorized path, where the cost source
     has the bulk paths (``uniform_iterations``, ``iterations`` and, under a token budget,
     ``chunk_costs``) and the budget never shrinks the lookahead; else None."""
@@ -150,19 +176,33 @@ def draining(rep: DrainingReplica, *, cost: Any, gamma: int, budget: int | None,
     if uniform is None or (gamma and mixed is None):
         return None
     kw: dict[str, Any] = dict(
-        cost=cost, uniform=uniform, mixed_many=mixed, req=rep.req, admission=rep.admission,
-        batch=rep.batch, paging=rep.paging, gamma=gamma, max_batch=rep.admission.max_batch,
-        with_energy=with_energy, first_tok=rep.first_tok, finish=rep.finish)  # fmt: skip
+        cost=cost,
+        uniform=uniform,
+        mixed_many=mixed,
+        req=rep.req,
+        admission=rep.admission,
+        batch=rep.batch,
+        paging=rep.paging,
+        gamma=gamma,
+        max_batch=rep.admission.max_batch,
+        with_energy=with_energy,
+        first_tok=rep.first_tok,
+        finish=rep.finish,
+    )
     if budget is None:
         return Drain(step=step, **kw)
-    if (getattr(cost, "chunk_costs", None) is None or rep.prefills is None
-            or kw["max_batch"] * (gamma + 1) > budget):  # fmt: skip
+    if (
+        getattr(cost, "chunk_costs", None) is None
+        or rep.prefills is None
+        or kw["max_batch"] * (gamma + 1) > budget
+    ):
         return None
     return ChunkDrain(step=step, budget=budget, prefills=rep.prefills, seen=[-1], **kw)
 
 
-def drain_chunked(d: ChunkDrain, *, start: float) -> tuple[NDArray[np.float64],
-                                                          NDArray[np.float64]]:  # fmt: skip
+def drain_chunked(
+    d: ChunkDrain, *, start: float
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Serve the replica's requests left from ``start`` (all have arrived; :meth:`ChunkDrain.
     ready`); returns the iteration table's rows and their extra columns
     (:data:`specsim.sim.paged.EXTRA_COLUMNS`) and fills in first-token and finish times."""
@@ -244,19 +284,41 @@ def drain_chunked(d: ChunkDrain, *, start: float) -> tuple[NDArray[np.float64],
             keep = [k for k, x in enumerate(pl) if x > 0]
             pr, pl, pd, ph = ([v[k] for k in keep] for v in (pr, pl, pd, ph))
         it += 1
-    return _tables(d, pos, steps, np.array(joined, dtype=np.int64), off, end, it, slow,
-                   firsts, ends, start=start)  # fmt: skip
+    return _tables(
+        d,
+        pos,
+        steps,
+        np.array(joined, dtype=np.int64),
+        off,
+        end,
+        it,
+        slow,
+        firsts,
+        ends,
+        start=start,
+    )
 
 
-def _tables(d: ChunkDrain, pos: Ints, steps: Ints, joined: Ints, off: Ints, end: Ints, it: int,
-            slow: list[tuple[int, ...]], firsts: list[tuple[list[int], int]],
-            ends: list[tuple[list[int], int]], *,
-            start: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:  # fmt: skip
+def _tables(
+    d: ChunkDrain,
+    pos: Ints,
+    steps: Ints,
+    joined: Ints,
+    off: Ints,
+    end: Ints,
+    it: int,
+    slow: list[tuple[int, ...]],
+    firsts: list[tuple[list[int], int]],
+    ends: list[tuple[list[int], int]],
+    *,
+    start: float,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """The drained iterations' rows and extra columns, costed in bulk; first-token and
     finish times."""
     gam = d.gamma
-    sums = iteration_sums(pos, steps, joined, off, end, gam, it,
-                          block=1 if d.paging is None else d.paging.block)  # fmt: skip
+    sums = iteration_sums(
+        pos, steps, joined, off, end, gam, it, block=1 if d.paging is None else d.paging.block
+    )
     b, drafted, emitted = sums.batch, sums.drafted, sums.emitted
     t, e, dr = decode_costs(d.uniform, d.mixed_many, sums, gam)
     s = np.array(slow, dtype=np.int64).reshape(-1, 8)
@@ -265,8 +327,12 @@ def _tables(d: ChunkDrain, pos: Ints, steps: Ints, joined: Ints, off: Ints, end:
     pre_s, pre_e = np.zeros(it), np.zeros(it)
     if r.shape[0]:
         assert sums.pairs is not None
-        dec = ((b[r] + drafted[r]).astype(np.float64), sums.pairs[r],
-               sums.ctx_sum[r].astype(np.float64), b[r].astype(np.float64))  # fmt: skip
+        dec = (
+            (b[r] + drafted[r]).astype(np.float64),
+            sums.pairs[r],
+            sums.ctx_sum[r].astype(np.float64),
+            b[r].astype(np.float64),
+        )
         chunks = tuple(ch[:, k].astype(np.float64) for k in range(3, 8))
         pre_s[r], pre_e[r] = d.cost.chunk_costs(dec, chunks, draft=gam != 0)
     pre_s = pre_s + 0.0  # the swap time, as the engine adds it

@@ -58,9 +58,19 @@ from specsim.sim.source import CostSource, check_whole
 if TYPE_CHECKING:
     from specsim.sim.batch import Admission, Batch, Requests
 
-__all__ = ["EXTRA_COLUMNS", "PREEMPTIONS", "Paging", "Preemption", "Prefills", "budget_cap",
-           "check_engine", "host_link", "join_prefilled", "shrink_to_budget",
-           "start_prefills"]  # fmt: skip
+__all__ = [
+    "EXTRA_COLUMNS",
+    "PREEMPTIONS",
+    "Paging",
+    "Preemption",
+    "Prefills",
+    "budget_cap",
+    "check_engine",
+    "host_link",
+    "join_prefilled",
+    "shrink_to_budget",
+    "start_prefills",
+]
 
 Ints = NDArray[np.int64]
 Preemption = Literal["recompute", "swap"]
@@ -157,8 +167,15 @@ class Paging:
         self.recomputed = np.zeros(self.need.shape[0], dtype=np.int64)
 
     @classmethod
-    def build(cls, req: Requests, *, block: int, capacity: int | None, max_gamma: int,
-              swap: tuple[float, float] | None) -> Paging:  # fmt: skip
+    def build(
+        cls,
+        req: Requests,
+        *,
+        block: int,
+        capacity: int | None,
+        max_gamma: int,
+        swap: tuple[float, float] | None,
+    ) -> Paging:
         """The cache for ``capacity`` tokens; a ValueError names a request no cache of that
         size can ever serve (its prompt and one pass, or its longest pass, do not fit)."""
         blocks = None if capacity is None else capacity // block
@@ -190,8 +207,9 @@ class Paging:
         """Each decoding sequence's blocks during a pass drafting ``gamma``."""
         return (batch.contexts() + gamma + (self.block - 1)) // self.block
 
-    def victims(self, batch: Batch, gamma: Ints,
-                prefills: Prefills | None) -> tuple[Ints, list[int], int]:  # fmt: skip
+    def victims(
+        self, batch: Batch, gamma: Ints, prefills: Prefills | None
+    ) -> tuple[Ints, list[int], int]:
         """Whom to preempt, latest arrival first, so that a pass drafting ``gamma`` fits beside
         the prompts being prefilled: batch rows, prefill entries, and the blocks then held."""
         per = self.pass_blocks(batch, gamma)
@@ -199,20 +217,30 @@ class Paging:
         total = int(per.sum()) + sum(holds)
         if self.capacity is None or total <= self.capacity:
             return np.zeros(0, dtype=np.int64), [], total
-        rid = np.concatenate([batch.rid, np.asarray([] if prefills is None else prefills.rid,
-                                                    dtype=np.int64)])  # fmt: skip
+        rid = np.concatenate(
+            [batch.rid, np.asarray([] if prefills is None else prefills.rid, dtype=np.int64)]
+        )
         amount = np.concatenate([per, np.asarray(holds, dtype=np.int64)])
         order = np.argsort(-rid, kind="stable")  # requests arrive in index order
         freed = np.cumsum(amount[order])
         k = int(np.searchsorted(freed, total - self.capacity)) + 1  # the fewest that free enough
         k = min(k, rid.shape[0] - 1)  # the earliest arrival fits alone (checked at build)
         chosen, b = order[:k], batch.size
-        return np.sort(chosen[chosen < b]), sorted((chosen[chosen >= b] - b).tolist()), \
-            total - int(freed[k - 1])
+        return (
+            np.sort(chosen[chosen < b]),
+            sorted((chosen[chosen >= b] - b).tolist()),
+            total - int(freed[k - 1]),
+        )
 
-    def fit(self, batch: Batch, gam: int, chosen: Ints | None, g: Ints | None,
-            prefills: Prefills | None,
-            admission: Admission) -> tuple[Ints | None, Ints | None, tuple[int, int, float, int]]:
+    def fit(
+        self,
+        batch: Batch,
+        gam: int,
+        chosen: Ints | None,
+        g: Ints | None,
+        prefills: Prefills | None,
+        admission: Admission,
+    ) -> tuple[Ints | None, Ints | None, tuple[int, int, float, int]]:
         """Make room for the pass (:meth:`victims`), preempting; returns the kept sequences'
         gammas and (sequences preempted, tokens to recompute, swap-out time, blocks held)."""
         gv = np.full(batch.size, gam, dtype=np.int64) if g is None else g
@@ -317,16 +345,23 @@ class Prefills:
         return finished
 
 
-def shrink_to_budget(batch: Batch, gam: int, chosen: Ints | None, g: Ints | None,
-                     budget: int) -> tuple[int, Ints | None, Ints | None]:  # fmt: skip
+def shrink_to_budget(
+    batch: Batch, gam: int, chosen: Ints | None, g: Ints | None, budget: int
+) -> tuple[int, Ints | None, Ints | None]:
     """The lookahead cut to the budget (the module docstring's water filling)."""
     if g is None:  # every sequence drafts gam: the common cap is one division
         return min(gam, budget // batch.size - 1), None, None
     return gam, chosen, np.minimum(g, budget_cap(g, budget))
 
 
-def start_prefills(prefills: Prefills, admission: Admission, batch: Batch,
-                   paging: Paging | None, req: Requests, room: int) -> int:  # fmt: skip
+def start_prefills(
+    prefills: Prefills,
+    admission: Admission,
+    batch: Batch,
+    paging: Paging | None,
+    req: Requests,
+    room: int,
+) -> int:
     """Admit waiting requests into chunked prefill while the budget has room after the
     prompts already in prefill; returns how many started."""
     room -= sum(prefills.left)
@@ -344,9 +379,17 @@ def start_prefills(prefills: Prefills, admission: Admission, batch: Batch,
     return started
 
 
-def join_prefilled(finished: list[int], *, batch: Batch, admission: Admission,
-                   paging: Paging | None, req: Requests, now: float,
-                   first_tok: NDArray[np.float64], finish: NDArray[np.float64]) -> int:
+def join_prefilled(
+    finished: list[int],
+    *,
+    batch: Batch,
+    admission: Admission,
+    paging: Paging | None,
+    req: Requests,
+    now: float,
+    first_tok: NDArray[np.float64],
+    finish: NDArray[np.float64],
+) -> int:
     """Requests whose prompt is prefilled: a fresh one has its first token (a one-token one
     is done, the others join the batch); a preempted one rejoins where it left off. Returns
     how many are done."""

@@ -115,8 +115,9 @@ class PlainCost:
         d = gamma * self.c * self.step_s
         return named(IterationCost, (d + float(v) * self.step_s, 0.0, d))
 
-    def uniform_iterations(self, *, batch: NDArray[np.int64], context_sum: NDArray[np.int64],
-                           gamma: int) -> IterationCosts:  # fmt: skip
+    def uniform_iterations(
+        self, *, batch: NDArray[np.int64], context_sum: NDArray[np.int64], gamma: int
+    ) -> IterationCosts:
         """Many uniform iterations at once (the same time for all): see
         :meth:`specsim.sim.CardCost.uniform_iterations`."""
         t, e, d = self.uniform_iteration(batch=1, context_sum=0.0, gamma=gamma)

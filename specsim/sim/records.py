@@ -28,14 +28,31 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "Blocks", "StreamResult", "ServingResult", "batch_means_se", "grouped_ratio_se",
-    "stream_record", "chrome_trace", "goodput", "iteration_table",
-]  # fmt: skip
+    "Blocks",
+    "StreamResult",
+    "ServingResult",
+    "batch_means_se",
+    "grouped_ratio_se",
+    "stream_record",
+    "chrome_trace",
+    "goodput",
+    "iteration_table",
+]
 
 ITERATION_COLUMNS = [
-    "start_s", "end_s", "prefill_s", "draft_s", "batch", "admitted", "draft_tokens", "positions",
-    "positions_wasted", "draft_wasted", "emitted", "energy_j",
-]  # fmt: skip
+    "start_s",
+    "end_s",
+    "prefill_s",
+    "draft_s",
+    "batch",
+    "admitted",
+    "draft_tokens",
+    "positions",
+    "positions_wasted",
+    "draft_wasted",
+    "emitted",
+    "energy_j",
+]
 """The serving iteration table: one row per batch iteration (its prefill, draft steps and
 verification pass; token counts summed over the batch; energy NaN without a power model)."""
 _COUNTS = frozenset(ITERATION_COLUMNS[4:11])  # integer columns: batch .. emitted
@@ -64,10 +81,12 @@ def iteration_table(rows: Sequence[tuple[float, ...] | NDArray[np.float64]]) -> 
     if tuples or not parts:
         parts.append(np.array(tuples, dtype=np.float64).reshape(-1, width))
     arr = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    return pd.DataFrame({
-        name: arr[:, i].astype(np.int64) if name in _COUNTS else arr[:, i]
-        for i, name in enumerate(ITERATION_COLUMNS)
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            name: arr[:, i].astype(np.int64) if name in _COUNTS else arr[:, i]
+            for i, name in enumerate(ITERATION_COLUMNS)
+        }
+    )
 
 
 def batch_means_se(x: NDArray[np.float64], y: NDArray[np.float64] | None = None) -> float | None:
@@ -133,8 +152,12 @@ class StreamResult:
         positions = verification_positions(b.gamma)
         pos_wasted = positions - b.emitted
         draft_wasted = b.gamma - b.accepted
-        overlap_steps = np.divide(b.overlap_wasted_s, c.draft_time, where=c.draft_time > 0,
-                                  out=np.zeros_like(b.overlap_wasted_s))  # fmt: skip
+        overlap_steps = np.divide(
+            b.overlap_wasted_s,
+            c.draft_time,
+            where=c.draft_time > 0,
+            out=np.zeros_like(b.overlap_wasted_s),
+        )
         energy = energy_wasted = None
         if c.verify_energy is not None and c.draft_energy is not None:
             energy = float(
@@ -200,15 +223,35 @@ class StreamResult:
         rej, ow = b.accepted < b.gamma, b.overlap_wasted_s > 0
         parts = [
             (idx, "draft", "draft", b.draft_start, b.draft_end, b.gamma),
-            (idx, "verify", "target", b.verify_start, b.verify_end,
-             verification_positions(b.gamma)),
+            (
+                idx,
+                "verify",
+                "target",
+                b.verify_start,
+                b.verify_end,
+                verification_positions(b.gamma),
+            ),
             (idx, "emit", "output", b.verify_end, b.verify_end, b.emitted),
-            (idx[rej], "discard", "discarded", b.verify_end[rej], b.verify_end[rej],
-             (b.gamma - b.accepted)[rej]),
-        ]  # fmt: skip
+            (
+                idx[rej],
+                "discard",
+                "discarded",
+                b.verify_end[rej],
+                b.verify_end[rej],
+                (b.gamma - b.accepted)[rej],
+            ),
+        ]
         if ow.any():
-            parts.append((idx[ow], "overlap_discard", "discarded", b.draft_end[ow],
-                          b.draft_end[ow] + b.overlap_wasted_s[ow], 0))  # fmt: skip
+            parts.append(
+                (
+                    idx[ow],
+                    "overlap_discard",
+                    "discarded",
+                    b.draft_end[ow],
+                    b.draft_end[ow] + b.overlap_wasted_s[ow],
+                    0,
+                )
+            )
         frames = [pd.DataFrame(dict(zip(cols, part, strict=True))) for part in parts]
         out = pd.concat(frames, ignore_index=True)
         return out.sort_values(["start_s", "block"], kind="stable").reset_index(drop=True)
@@ -221,9 +264,13 @@ def _over(x: float | None, y: float) -> float | None:
     return None if x is None else x / y
 
 
-def stream_record(s: dict[str, Any], *, tokens_per_pass_se: float | None,
-                  tokens_per_time_se: float | None, ops_per_token_se: float | None,
-                  ) -> dict[str, Any]:  # fmt: skip
+def stream_record(
+    s: dict[str, Any],
+    *,
+    tokens_per_pass_se: float | None,
+    tokens_per_time_se: float | None,
+    ops_per_token_se: float | None,
+) -> dict[str, Any]:
     """A stream's metrics record from its totals (:meth:`StreamResult.sums`) and the
     batch-means standard errors of tokens per pass, tokens per time and operations per token.
 
@@ -266,8 +313,15 @@ def stream_record(s: dict[str, Any], *, tokens_per_pass_se: float | None,
     }
 
 
-PLAIN_KEYS = ("throughput_tokens_per_s", "tpot_p50_s", "tpot_p99_s", "e2e_p50_s", "e2e_p99_s",
-              "ttft_p99_s", "energy_j_per_token")  # fmt: skip
+PLAIN_KEYS = (
+    "throughput_tokens_per_s",
+    "tpot_p50_s",
+    "tpot_p99_s",
+    "e2e_p50_s",
+    "e2e_p99_s",
+    "ttft_p99_s",
+    "energy_j_per_token",
+)
 
 
 @dataclass(frozen=True)
@@ -289,8 +343,9 @@ class ServingResult:
     def events(self) -> pd.DataFrame:
         return self.iterations_spec
 
-    def metrics(self, *, ttft_target_s: float | None = None,
-                tpot_target_s: float | None = None) -> dict[str, Any]:  # fmt: skip
+    def metrics(
+        self, *, ttft_target_s: float | None = None, tpot_target_s: float | None = None
+    ) -> dict[str, Any]:
         """The metrics record: the speculative run's summary, then ``plain_*`` (the same
         quantities for the plain twin), ``speedup`` (throughput over the twin's) and
         ``tpot_speedup`` (the twin's median TPOT over the run's), None without a twin. Both
@@ -380,8 +435,9 @@ def _summary(req: pd.DataFrame, it: pd.DataFrame) -> dict[str, Any]:
         energy_j=None if np.isnan(energy).all() else float(np.nansum(energy)),
         # Paged KV: sequences preempted and the tokens recomputed for them (0 without paging).
         preemptions=int(req["preemptions"].sum()) if "preemptions" in req.columns else 0,
-        recomputed_tokens=(int(req["recomputed_tokens"].sum())
-                           if "recomputed_tokens" in req.columns else 0),
+        recomputed_tokens=(
+            int(req["recomputed_tokens"].sum()) if "recomputed_tokens" in req.columns else 0
+        ),
     )
     out["energy_j_per_token"] = None if out["energy_j"] is None else out["energy_j"] / tokens
     return out

@@ -38,8 +38,16 @@ from specsim.sim.paged import EXTRA_COLUMNS, Paging, Prefills
 from specsim.sim.records import ServingResult, iteration_table
 from specsim.sim.source import CostSource, PassCost
 
-__all__ = ["ROUTERS", "Replica", "ReplicaLoad", "Router", "check_router", "replica_metrics",
-           "route", "tables"]  # fmt: skip
+__all__ = [
+    "ROUTERS",
+    "Replica",
+    "ReplicaLoad",
+    "Router",
+    "check_router",
+    "replica_metrics",
+    "route",
+    "tables",
+]
 
 _NO_PASS = PassCost(time_s=0.0, flops=0.0, bytes=0.0, energy_j=0.0)  # swapped in, no prefill
 Row = tuple[float, ...] | NDArray[np.float64]  # one iteration, or the drain's block of them
@@ -90,8 +98,9 @@ class Replica:
     def queued(self) -> int:
         return len(self.admission.waiting)
 
-    def prefill(self, adm: NDArray[np.int64], start: float, *, cost: CostSource,
-                draft: bool) -> tuple[float, float, int]:  # fmt: skip
+    def prefill(
+        self, adm: NDArray[np.int64], start: float, *, cost: CostSource, draft: bool
+    ) -> tuple[float, float, int]:
         """Prefill the admitted prompts in one pass, which emits each one's first token; the
         others join the batch (preempted ones rejoin: their caches are rebuilt in the same
         pass, or swapped in). Returns the time and energy and how many were done; the tokens
@@ -127,8 +136,9 @@ class Replica:
             batch.refresh_low()
 
 
-def tables(requests: pd.DataFrame, reps: Sequence[Replica], where: NDArray[np.int64], *,
-           extra: bool) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+def tables(
+    requests: pd.DataFrame, reps: Sequence[Replica], where: NDArray[np.int64], *, extra: bool
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The run's request and iteration tables from its replicas: with ``extra`` (paging or
     chunked prefill) the iteration table gains :data:`~specsim.sim.paged.EXTRA_COLUMNS`
     and, paged, the request table ``preemptions`` and ``recomputed_tokens``; with more than
@@ -187,11 +197,14 @@ def replica_metrics(result: ServingResult) -> pd.DataFrame:
     rows = []
     for k in sorted(set(req["replica"].tolist())):
         sub = ServingResult(
-            requests_spec=req[req["replica"] == k], iterations_spec=it[it["replica"] == k],
-            requests_plain=None if result.requests_plain is None else
-            result.requests_plain[result.requests_plain["replica"] == k],
-            iterations_plain=None if result.iterations_plain is None else
-            result.iterations_plain[result.iterations_plain["replica"] == k],
-        )  # fmt: skip
+            requests_spec=req[req["replica"] == k],
+            iterations_spec=it[it["replica"] == k],
+            requests_plain=None
+            if result.requests_plain is None
+            else result.requests_plain[result.requests_plain["replica"] == k],
+            iterations_plain=None
+            if result.iterations_plain is None
+            else result.iterations_plain[result.iterations_plain["replica"] == k],
+        )
         rows.append({"replica": k, **sub.metrics()})
     return pd.DataFrame(rows)

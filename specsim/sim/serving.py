@@ -155,8 +155,9 @@ class ServingConfig:
         return self._memory_budget()
 
 
-def _serve(config: ServingConfig, req: Requests,
-           policy: LookaheadPolicy) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+def _serve(
+    config: ServingConfig, req: Requests, policy: LookaheadPolicy
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     env = simpy.Environment()
     cost, max_gamma, max_batch, n = config.cost, config.max_gamma, config.max_batch, len(req)
     first_tok, finish = np.full(n, np.nan), np.full(n, np.nan)
@@ -171,8 +172,11 @@ def _serve(config: ServingConfig, req: Requests,
     else:
         mixed, times_of = partial(iteration_cost, cost), partial(composed_times, cost)
     table_size = int(getattr(policy, "max_gamma", max_gamma))
-    wide = BatchWide(policy, cost=cost, size=table_size, max_gamma=max_gamma,
-                     times_of=times_of) if batch_wide(policy) else None  # fmt: skip
+    wide = (
+        BatchWide(policy, cost=cost, size=table_size, max_gamma=max_gamma, times_of=times_of)
+        if batch_wide(policy)
+        else None
+    )
     # The vectorized path needs one gamma for the batch and run lengths that hold for any
     # gamma (acceptance independent of the position in a block); gamma 0 needs neither.
     vector_ok = fixed == 0 or (fixed is not None or wide is not None) and req.plain_weights
@@ -192,20 +196,37 @@ def _serve(config: ServingConfig, req: Requests,
     swap = paged.host_link(cost) if config.preemption == "swap" else None
     reps: list[Replica] = []
     for k in range(config.replicas):
-        paging = None if block is None else paged.Paging.build(
-            req, block=block, capacity=config.kv_capacity(), max_gamma=max_gamma, swap=swap)
-        admission = Admission(req, capacity=config.kv_capacity() if paging is None else
-                              paging.capacity, max_batch=max_batch, max_gamma=max_gamma,
-                              reserve=None if paging is None else paging.need)  # fmt: skip
+        paging = (
+            None
+            if block is None
+            else paged.Paging.build(
+                req, block=block, capacity=config.kv_capacity(), max_gamma=max_gamma, swap=swap
+            )
+        )
+        admission = Admission(
+            req,
+            capacity=config.kv_capacity() if paging is None else paging.capacity,
+            max_batch=max_batch,
+            max_gamma=max_gamma,
+            reserve=None if paging is None else paging.need,
+        )
         batch = Batch(max_batch)
-        rep = Replica(admission=admission, batch=batch, paging=paging,
-                       prefills=None if budget is None else paged.Prefills(),
-                       total=int((where == k).sum()) if fixed_route else None,
-                       accel=simpy.Resource(env, capacity=1), wake=[env.event()], req=req,
-                       first_tok=first_tok, finish=finish)  # fmt: skip
+        rep = Replica(
+            admission=admission,
+            batch=batch,
+            paging=paging,
+            prefills=None if budget is None else paged.Prefills(),
+            total=int((where == k).sum()) if fixed_route else None,
+            accel=simpy.Resource(env, capacity=1),
+            wake=[env.event()],
+            req=req,
+            first_tok=first_tok,
+            finish=finish,
+        )
         if can_drain and fixed is not None:
-            rep.draining = draining(rep, cost=cost, gamma=fixed, budget=budget, step=step,
-                                    with_energy=with_energy)  # fmt: skip
+            rep.draining = draining(
+                rep, cost=cost, gamma=fixed, budget=budget, step=step, with_energy=with_energy
+            )
         reps.append(rep)
     arrived = [0]
 
@@ -240,8 +261,7 @@ def _serve(config: ServingConfig, req: Requests,
         """Draft and verify: the time, energy, draft time, tokens emitted and drafted."""
         if g is None:  # every sequence drafts gam: the fast path
             assert uniform is not None
-            t_iter, e_iter, d_time = uniform(batch=batch.size, context_sum=batch.ctx_sum,
-                                             gamma=gam)  # fmt: skip
+            t_iter, e_iter, d_time = uniform(batch=batch.size, context_sum=batch.ctx_sum, gamma=gam)
             return t_iter, e_iter, d_time, batch.advance_uniform(gam, run1), gam * batch.size
         acc = req.emitted(batch, g)
         t_iter, e_iter, d_time = mixed(g, batch.contexts())
@@ -266,8 +286,22 @@ def _serve(config: ServingConfig, req: Requests,
         if b == 0:  # only one-token requests were admitted: a prefill-only iteration
             yield env.timeout(prefill_s)
             rep.done += one_token  # one-token requests end with the pass, not at its start
-            rep.rows.append((start, env.now, prefill_s, 0.0, 0, len(admitted), 0, 0, 0, 0, 0,
-                             energy if with_energy else np.nan))  # fmt: skip
+            rep.rows.append(
+                (
+                    start,
+                    env.now,
+                    prefill_s,
+                    0.0,
+                    0,
+                    len(admitted),
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    energy if with_energy else np.nan,
+                )
+            )
             if paging is not None:
                 rep.extras.append((paging.held(batch), 0, 0, 0.0, rep.prefilled - before))
             return
@@ -282,9 +316,21 @@ def _serve(config: ServingConfig, req: Requests,
         rep.done += one_token
         wasted = drafted + b - emitted
         rep.rows.append(
-            (start, env.now, prefill_s, d_time, b, len(admitted), drafted, drafted + b,
-             wasted, wasted, emitted, energy + e_iter if with_energy else np.nan)
-        )  # fmt: skip
+            (
+                start,
+                env.now,
+                prefill_s,
+                d_time,
+                b,
+                len(admitted),
+                drafted,
+                drafted + b,
+                wasted,
+                wasted,
+                emitted,
+                energy + e_iter if with_energy else np.nan,
+            )
+        )
         if paging is not None:
             rep.extras.append((pre[3], pre[0], pre[1], pre[2], rep.prefilled - before))
         rep.retire(gam, env.now)
@@ -303,15 +349,17 @@ def _serve(config: ServingConfig, req: Requests,
                 hold = rep.accel.request()
                 yield hold
             start = env.now
-            if rep.draining is not None and (admission.arrived == rep.total if fixed_route
-                                             else arrived[0] == n):  # fmt: skip
+            if rep.draining is not None and (
+                admission.arrived == rep.total if fixed_route else arrived[0] == n
+            ):
                 # Every request has arrived: the clock no longer steers anything, so the rest
                 # runs without simpy and is costed in bulk (specsim.sim.drain, .engine).
                 if rep.draining.ready(rep.done):
-                    table, rep.extra_block = drain(
-                        rep.draining, start=start, done=rep.done, total=admission.arrived
-                    ) if isinstance(rep.draining, Drain) else drain_chunked(rep.draining,
-                                                                             start=start)
+                    table, rep.extra_block = (
+                        drain(rep.draining, start=start, done=rep.done, total=admission.arrived)
+                        if isinstance(rep.draining, Drain)
+                        else drain_chunked(rep.draining, start=start)
+                    )
                     rep.rows.append(table)
                     break
             if prefills is None:
@@ -346,17 +394,44 @@ def _serve(config: ServingConfig, req: Requests,
         now = env.now
         wasted = drafted + b - emitted
         rep.rows.append(
-            (start, now, prefill_s, d_time, b, started, drafted, drafted + b, wasted, wasted,
-             emitted, chunk_e + e_iter if with_energy else np.nan)
-        )  # fmt: skip
-        rep.extras.append((pre[3] if paging is not None and b else
-                           (0 if paging is None else paging.held(batch) + sum(prefills.holds)),
-                           pre[0], pre[1], pre[2], sum(sizes)))  # fmt: skip
+            (
+                start,
+                now,
+                prefill_s,
+                d_time,
+                b,
+                started,
+                drafted,
+                drafted + b,
+                wasted,
+                wasted,
+                emitted,
+                chunk_e + e_iter if with_energy else np.nan,
+            )
+        )
+        rep.extras.append(
+            (
+                pre[3]
+                if paging is not None and b
+                else (0 if paging is None else paging.held(batch) + sum(prefills.holds)),
+                pre[0],
+                pre[1],
+                pre[2],
+                sum(sizes),
+            )
+        )
         if b:
             rep.retire(gam, now)
-        rep.done += paged.join_prefilled(prefills.advance(rows_, sizes), batch=batch,
-                                   admission=admission, paging=paging, req=req, now=now,
-                                   first_tok=first_tok, finish=finish)  # fmt: skip
+        rep.done += paged.join_prefilled(
+            prefills.advance(rows_, sizes),
+            batch=batch,
+            admission=admission,
+            paging=paging,
+            req=req,
+            now=now,
+            first_tok=first_tok,
+            finish=finish,
+        )
 
     env.process(arrivals())
     for rep in reps:
@@ -374,10 +449,15 @@ def simulate_serving(config: ServingConfig, rng: np.random.Generator) -> Serving
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng: expected numpy.random.Generator, got {type(rng).__name__}")
     table = config.workload.sample(rng)
-    check_positions_fit(config.cost, context=table["prompt_tokens"].to_numpy(),
-                        new_tokens=table["output_tokens"].to_numpy(), name="workload")  # fmt: skip
-    draws = draw_requests(config.acceptance, table["output_tokens"].to_numpy(),
-                          max_gamma=config.max_gamma, rng=rng)  # fmt: skip
+    check_positions_fit(
+        config.cost,
+        context=table["prompt_tokens"].to_numpy(),
+        new_tokens=table["output_tokens"].to_numpy(),
+        name="workload",
+    )
+    draws = draw_requests(
+        config.acceptance, table["output_tokens"].to_numpy(), max_gamma=config.max_gamma, rng=rng
+    )
     req = Requests.build(table, draws, max_gamma=config.max_gamma)
     spec = _serve(config, req, config.policy)
     if not config.plain_twin:
@@ -387,7 +467,8 @@ def simulate_serving(config: ServingConfig, rng: np.random.Generator) -> Serving
     else:
         plain = _serve(config, req, FixedGamma(gamma=0))
     return ServingResult(
-        requests_spec=spec[0], iterations_spec=spec[1],
+        requests_spec=spec[0],
+        iterations_spec=spec[1],
         requests_plain=None if plain is None else plain[0],
         iterations_plain=None if plain is None else plain[1],
-    )  # fmt: skip
+    )

@@ -152,11 +152,13 @@ def block_costs(
 
     energy = all(p.energy_j is not None for p in ver + dra)
     return BlockCosts(
-        verify_time=column(ver, "time_s"), verify_flops=column(ver, "flops"),
+        verify_time=column(ver, "time_s"),
+        verify_flops=column(ver, "flops"),
         verify_energy=column(ver, "energy_j") if energy else None,
-        draft_time=column(dra, "time_s"), draft_flops=column(dra, "flops"),
+        draft_time=column(dra, "time_s"),
+        draft_flops=column(dra, "flops"),
         draft_energy=column(dra, "energy_j") if energy else None,
-    )  # fmt: skip
+    )
 
 
 def iteration_cost(
@@ -237,8 +239,15 @@ class BatchWide:
 
     SPAN = 32
 
-    def __init__(self, policy: LookaheadPolicy, *, cost: CostSource, size: int, max_gamma: int,
-                 times_of: Callable[[Ints, int], NDArray[np.float64]]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        policy: LookaheadPolicy,
+        *,
+        cost: CostSource,
+        size: int,
+        max_gamma: int,
+        times_of: Callable[[Ints, int], NDArray[np.float64]],
+    ) -> None:
         self.policy, self.size, self.max_gamma, self.times_of = policy, size, max_gamma, times_of
         self.sums = getattr(cost, "uniform_times", None)
         self.memo: dict[tuple[int, int], int] = {}
@@ -260,8 +269,9 @@ class BatchWide:
             times = TableTimes(partial(self.times_of, contexts()), self.size)
         else:
             times = TableTimes(partial(_sum_times, self.sums, batch, context_sum), self.size)
-        ctx = PolicyContext(position=0, draw=None, last_gamma=None, last_accepted=None,
-                            batch=batch, pass_time=times)  # fmt: skip
+        ctx = PolicyContext(
+            position=0, draw=None, last_gamma=None, last_accepted=None, batch=batch, pass_time=times
+        )
         gam = min(check_choice(self.policy, self.policy.choose(ctx)), self.max_gamma)
         if self.sums is not None:
             self.memo[key] = gam
@@ -270,8 +280,7 @@ class BatchWide:
             to = context_sum + width * batch
             high = _sum_times(self.sums, batch, to, self.size)  # type: ignore[arg-type]
             proven = self.settled(times.table, high)
-            if proven is not None and min(check_choice(self.policy, proven),
-                                          self.max_gamma) == gam:  # fmt: skip
+            if proven is not None and min(check_choice(self.policy, proven), self.max_gamma) == gam:
                 self.spans[batch] = (context_sum, to, gam)
                 self.widths[batch] = min(2 * width, 1024)
             else:
@@ -279,21 +288,30 @@ class BatchWide:
         return gam
 
 
-def _sum_times(sums: Callable[..., NDArray[np.float64]], batch: int, context_sum: int,
-               n: int) -> NDArray[np.float64]:  # fmt: skip
+def _sum_times(
+    sums: Callable[..., NDArray[np.float64]], batch: int, context_sum: int, n: int
+) -> NDArray[np.float64]:
     return sums(batch=batch, context_sum=context_sum, max_gamma=n)
 
 
-def check_positions_fit(cost: CostSource, *, context: ArrayLike, new_tokens: ArrayLike,
-                        name: str, draft_new_tokens: ArrayLike | None = None) -> None:  # fmt: skip
+def check_positions_fit(
+    cost: CostSource,
+    *,
+    context: ArrayLike,
+    new_tokens: ArrayLike,
+    name: str,
+    draft_new_tokens: ArrayLike | None = None,
+) -> None:
     """A ValueError naming ``name`` when a run on a card-priced source would take its target
     past the card's ``max_position`` (``context + new_tokens``) or its draft past its own
     (``context + draft_new_tokens``, by default the same); sources without model cards have
     no positions to check. Callers count every position a pass can reach, the last block's
     lookahead included, so that a run is refused before it starts, never midway."""
     draft_new = new_tokens if draft_new_tokens is None else draft_new_tokens
-    for model, new in ((getattr(cost, "target", None), new_tokens),
-                       (getattr(cost, "draft", None), draft_new)):  # fmt: skip
+    for model, new in (
+        (getattr(cost, "target", None), new_tokens),
+        (getattr(cost, "draft", None), draft_new),
+    ):
         if isinstance(model, ModelCard):
             check_positions(model, context=context, new_tokens=new, name=name)
 

@@ -88,8 +88,13 @@ class StreamConfig:
         own = getattr(self.policy, "max_gamma", None)
         bound = fixed if fixed is not None else own if isinstance(own, int) else self.max_gamma
         reach = min(bound, self.max_gamma)
-        check_positions_fit(self.cost, context=self.prompt, new_tokens=self.tokens + reach,
-                            draft_new_tokens=self.tokens + max(reach - 1, 0), name="prompt")
+        check_positions_fit(
+            self.cost,
+            context=self.prompt,
+            new_tokens=self.tokens + reach,
+            draft_new_tokens=self.tokens + max(reach - 1, 0),
+            name="prompt",
+        )
 
 
 def run_lengths(

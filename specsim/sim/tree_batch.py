@@ -46,10 +46,17 @@ from specsim.sim.source import check_whole
 from specsim.sim.workload import Workload
 
 __all__ = [
-    "Step", "TreeServingFields", "TreeServingResult", "TreeStep", "TreeVerify", "batch_cap",
+    "Step",
+    "TreeServingFields",
+    "TreeServingResult",
+    "TreeStep",
+    "TreeVerify",
+    "batch_cap",
     "check_serving_fields",
-    "plain_twin", "prefill_cost", "serve_tree_table",
-]  # fmt: skip
+    "plain_twin",
+    "prefill_cost",
+    "serve_tree_table",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,8 +93,9 @@ def check_serving_fields(cfg: Any) -> None:
     if cfg.kv_capacity_tokens is not None:
         check_whole(cfg.kv_capacity_tokens, "kv_capacity_tokens", minimum=1)
         draft = cfg.proposer.card if isinstance(cfg.proposer, DraftModel) else None
-        most = CardCost(target=cfg.target, draft=draft, hardware=cfg.hardware,
-                        dtype=cfg.dtype).kv_capacity_tokens()  # fmt: skip
+        most = CardCost(
+            target=cfg.target, draft=draft, hardware=cfg.hardware, dtype=cfg.dtype
+        ).kv_capacity_tokens()
         if cfg.kv_capacity_tokens > most:
             raise ValueError(
                 f"kv_capacity_tokens: {cfg.kv_capacity_tokens} tokens do not fit; the "
@@ -121,9 +129,12 @@ class TreeServingResult:
         requests' ends) with its standard error ``tokens_per_pass_se`` (ratio estimator over
         iterations), ``mean_nodes`` per sequence and pass, ``budget_bound_share`` of the
         decoding iterations and ``discarded_share`` of the verified positions."""
-        rec = ServingResult(requests_spec=self.requests, iterations_spec=self.iterations,
-                            requests_plain=self.requests_plain,
-                            iterations_plain=self.iterations_plain)  # fmt: skip
+        rec = ServingResult(
+            requests_spec=self.requests,
+            iterations_spec=self.iterations,
+            requests_plain=self.requests_plain,
+            iterations_plain=self.iterations_plain,
+        )
         out = rec.metrics()
         it = self.iterations[self.iterations["batch"] > 0]
         b = it["batch"].to_numpy(dtype=np.float64)
@@ -134,16 +145,23 @@ class TreeServingResult:
             se = float((tok - rate * b).std(ddof=1) / (math.sqrt(b.size) * b.mean()))
         positions = float(it["positions"].sum())
         out.update(
-            tokens_per_pass=rate, tokens_per_pass_se=se,
+            tokens_per_pass=rate,
+            tokens_per_pass_se=se,
             mean_nodes=float(it["draft_tokens"].sum() / b.sum()) if b.size else 0.0,
             budget_bound_share=float(it["budget_bound"].mean()) if b.size else 0.0,
             discarded_share=float(it["positions_wasted"].sum()) / positions if positions else 0.0,
-        )  # fmt: skip
+        )
         return out
 
 
-def prefill_cost(prompts: NDArray[np.int64], *, target: ModelCard, hardware: HardwareCard,
-                 dtype: str | None, proposer: Proposer | None) -> tuple[float, float]:  # fmt: skip
+def prefill_cost(
+    prompts: NDArray[np.int64],
+    *,
+    target: ModelCard,
+    hardware: HardwareCard,
+    dtype: str | None,
+    proposer: Proposer | None,
+) -> tuple[float, float]:
     """Seconds and joules of prefilling ``prompts`` in one pass of the target, and of the
     draft model when ``proposer`` is a :class:`~specsim.proposers.DraftModel`."""
     shape = PassShape.prefill(prompts)
@@ -169,15 +187,20 @@ class TreeVerify:
             self.own[tree] = float(verify_shape(tree, context=0, batch=1).pairs()[0])
         return self.own[tree]
 
-    def cost(self, trees: Sequence[tuple[int, ...]],
-             ctx: NDArray[np.int64]) -> tuple[float, float]:  # fmt: skip
+    def cost(self, trees: Sequence[tuple[int, ...]], ctx: NDArray[np.int64]) -> tuple[float, float]:
         """Seconds and joules of verifying ``trees[i]`` after ``ctx[i]`` cached tokens."""
         n1 = np.asarray([len(t) + 1.0 for t in trees])
         own = sum(self.pairs(t) for t in trees)
         c = ctx.astype(np.float64)
-        ver = pass_aggregates_cost(self.target, self.hardware, batch=len(trees),
-                                   tokens=float(n1.sum()), context_tokens=float(c.sum()),
-                                   pairs=float(n1 @ c) + own, dtype=self.dtype)  # fmt: skip
+        ver = pass_aggregates_cost(
+            self.target,
+            self.hardware,
+            batch=len(trees),
+            tokens=float(n1.sum()),
+            context_tokens=float(c.sum()),
+            pairs=float(n1 @ c) + own,
+            dtype=self.dtype,
+        )
         return float(ver.time_s), float(ver.energy_j)
 
 
@@ -203,10 +226,19 @@ into the workload's table), each after ``contexts[i]`` cached tokens."""
 
 
 def serve_tree_table(
-    table: pd.DataFrame, *, step: Step, target: ModelCard, hardware: HardwareCard,
-    dtype: str | None, proposer: Proposer | None, cap: int, lookahead: int,
-    kv_capacity_tokens: int | None, extra_columns: Sequence[str], rng: np.random.Generator,
-) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+    table: pd.DataFrame,
+    *,
+    step: Step,
+    target: ModelCard,
+    hardware: HardwareCard,
+    dtype: str | None,
+    proposer: Proposer | None,
+    cap: int,
+    lookahead: int,
+    kv_capacity_tokens: int | None,
+    extra_columns: Sequence[str],
+    rng: np.random.Generator,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Serve the requests of ``table`` (module docstring): the requests table and the
     iteration table (:data:`~specsim.sim.records.ITERATION_COLUMNS`, ``accepted``,
     ``budget_bound``, then ``extra_columns``). At most ``cap`` sequences run; with
@@ -252,8 +284,9 @@ def serve_tree_table(
             admitted.append(waiting.popleft())
         prefill_s = energy = 0.0
         if admitted:
-            prefill_s, energy = prefill_cost(prompt[admitted], target=target, hardware=hardware,
-                                             dtype=dtype, proposer=proposer)  # fmt: skip
+            prefill_s, energy = prefill_cost(
+                prompt[admitted], target=target, hardware=hardware, dtype=dtype, proposer=proposer
+            )
             t += prefill_s
             for i in admitted:
                 first_tok[i] = t
@@ -277,8 +310,22 @@ def serve_tree_table(
         left[seqs] -= emit
         nodes = int(s.nodes.sum())
         wasted = nodes + b - int(emit.sum())
-        rows.append((start, t, prefill_s, s.draft_s, b, len(admitted), nodes, nodes + b, wasted,
-                     wasted, int(emit.sum()), energy + s.energy_j))  # fmt: skip
+        rows.append(
+            (
+                start,
+                t,
+                prefill_s,
+                s.draft_s,
+                b,
+                len(admitted),
+                nodes,
+                nodes + b,
+                wasted,
+                wasted,
+                int(emit.sum()),
+                energy + s.energy_j,
+            )
+        )
         extra.append((float(s.accepted.sum()), float(s.budget_bound), *s.extra))
         fin = [int(i) for i in seqs[left[seqs] == 0]]
         for i in fin:
@@ -298,24 +345,37 @@ def serve_tree_table(
     return req, it
 
 
-def plain_twin(table: pd.DataFrame, *, target: ModelCard, hardware: HardwareCard,
-               dtype: str | None, cap: int, kv_capacity_tokens: int | None,
-               rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+def plain_twin(
+    table: pd.DataFrame,
+    *,
+    target: ModelCard,
+    hardware: HardwareCard,
+    dtype: str | None,
+    cap: int,
+    kv_capacity_tokens: int | None,
+    rng: np.random.Generator,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The same requests served without speculation by the same scheduler: every iteration
     verifies each sequence's root only, nothing is drafted, the prefill is the target's
     alone (:func:`serve_tree_table`; the run's ``cap`` and KV capacity, one position of
     lookahead). Draws nothing from ``rng``."""
     verify = TreeVerify(target, hardware, dtype)
 
-    def step(seqs: NDArray[np.int64], ctx: NDArray[np.int64],
-             rng: np.random.Generator) -> TreeStep:  # fmt: skip
+    def step(seqs: NDArray[np.int64], ctx: NDArray[np.int64], rng: np.random.Generator) -> TreeStep:
         ver_s, ver_e = verify.cost([()] * len(seqs), ctx)
         zero = np.zeros(len(seqs), dtype=np.int64)
         return TreeStep(zero, zero, ver_s, 0.0, ver_e, False)
 
-    return serve_tree_table(table, step=step, target=target, hardware=hardware, dtype=dtype,
-                            proposer=None, cap=cap, lookahead=1,
-                            kv_capacity_tokens=kv_capacity_tokens, extra_columns=(),
-                            rng=rng)  # fmt: skip
-
-
+    return serve_tree_table(
+        table,
+        step=step,
+        target=target,
+        hardware=hardware,
+        dtype=dtype,
+        proposer=None,
+        cap=cap,
+        lookahead=1,
+        kv_capacity_tokens=kv_capacity_tokens,
+        extra_columns=(),
+        rng=rng,
+    )

@@ -135,8 +135,13 @@ class TreeGrowth:
     policy's ``budget``, ``max_depth`` and ranks); :meth:`result` is the pass so far.
     Candidates' acceptances and signals are drawn from ``rng`` as they are looked at."""
 
-    def __init__(self, policy: ConfidenceTree, acceptance: RankAcceptance,
-                 world: NodeConfidence, rng: np.random.Generator) -> None:  # fmt: skip
+    def __init__(
+        self,
+        policy: ConfidenceTree,
+        acceptance: RankAcceptance,
+        world: NodeConfidence,
+        rng: np.random.Generator,
+    ) -> None:
         self.policy, self.acceptance, self.world, self.rng = policy, acceptance, world, rng
         self.ranks = acceptance.ranks if policy.max_rank is None else policy.max_rank
         self.parents: list[int] = []
@@ -154,8 +159,9 @@ class TreeGrowth:
         c = self.world.signal(p, self.rng)
         value = reach * left * c
         # Ties (and zero values) by creation order: earlier candidates first.
-        heapq.heappush(self.heap, (-value, self.count, parent, depth, rank, reach,
-                                   left * (1 - c), p))  # fmt: skip
+        heapq.heappush(
+            self.heap, (-value, self.count, parent, depth, rank, reach, left * (1 - c), p)
+        )
         self.count += 1
 
     @property
@@ -186,8 +192,9 @@ class TreeGrowth:
             widths[0 if node < 0 else self.depths[node]] += 1
         while widths and widths[-1] == 0:
             widths.pop()
-        return DynamicPass(tuple(self.parents), tuple(self.accept), tuple(self.predicted),
-                           examined, tuple(widths))  # fmt: skip
+        return DynamicPass(
+            tuple(self.parents), tuple(self.accept), tuple(self.predicted), examined, tuple(widths)
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -206,13 +213,15 @@ class ConfidenceTree:
         if self.max_rank is not None:
             _whole(self.max_rank, "max_rank", 1)
 
-    def grow(self, acceptance: RankAcceptance, world: NodeConfidence,
-             rng: np.random.Generator) -> TreeGrowth:  # fmt: skip
+    def grow(
+        self, acceptance: RankAcceptance, world: NodeConfidence, rng: np.random.Generator
+    ) -> TreeGrowth:
         """A tree to grow node by node (:class:`TreeGrowth`), its first candidate drawn."""
         return TreeGrowth(self, acceptance, world, rng)
 
-    def build(self, acceptance: RankAcceptance, world: NodeConfidence,
-              rng: np.random.Generator) -> DynamicPass:  # fmt: skip
+    def build(
+        self, acceptance: RankAcceptance, world: NodeConfidence, rng: np.random.Generator
+    ) -> DynamicPass:
         """Draw the candidates' acceptances and signals as they are looked at, and choose."""
         growth = self.grow(acceptance, world, rng)
         while growth.best is not None:

@@ -135,8 +135,7 @@ class TreeServingConfig(TreeServingFields):
         return batch_cap(self.max_batch, self.position_budget)
 
 
-def simulate_tree_serving(config: TreeServingConfig,
-                          rng: np.random.Generator) -> TreeServingResult:  # fmt: skip
+def simulate_tree_serving(config: TreeServingConfig, rng: np.random.Generator) -> TreeServingResult:
     """Serve the workload (module docstring), and again without speculation when
     ``config.plain_twin``; every draw comes from ``rng``."""
     if not isinstance(rng, np.random.Generator):
@@ -147,8 +146,7 @@ def simulate_tree_serving(config: TreeServingConfig,
     pruned: dict[int, tuple[int, ...]] = {}
     acc = cfg.proposer.acceptance
 
-    def step(seqs: NDArray[np.int64], ctx: NDArray[np.int64],
-             rng: np.random.Generator) -> TreeStep:  # fmt: skip
+    def step(seqs: NDArray[np.int64], ctx: NDArray[np.int64], rng: np.random.Generator) -> TreeStep:
         b = len(seqs)
         k = cfg.nodes(b)
         if k not in pruned:
@@ -157,23 +155,50 @@ def simulate_tree_serving(config: TreeServingConfig,
         ver_s, ver_e = verify.cost([tree] * b, ctx)
         d_t = d_e = 0.0
         if tree:  # drafting at the batch's mean context, rounded: its context term is small
-            d = cfg.proposer.draft_cost(tree, target=cfg.target, hardware=cfg.hardware, batch=b,
-                                        context=int(round(float(ctx.sum()) / b)))  # fmt: skip
+            d = cfg.proposer.draft_cost(
+                tree,
+                target=cfg.target,
+                hardware=cfg.hardware,
+                batch=b,
+                context=int(round(float(ctx.sum()) / b)),
+            )
             d_t, d_e = float(d.time_s), float(d.energy_j)
         a = sample_tree_accepts(tree, acc, passes=b, rng=rng)
-        return TreeStep(a, np.full(b, k, dtype=np.int64), ver_s, d_t, ver_e + d_e,
-                        k < len(cfg.parents), (float(k),))  # fmt: skip
+        return TreeStep(
+            a,
+            np.full(b, k, dtype=np.int64),
+            ver_s,
+            d_t,
+            ver_e + d_e,
+            k < len(cfg.parents),
+            (float(k),),
+        )
 
-    req, it = serve_tree_table(table, step=step, target=cfg.target, hardware=cfg.hardware,
-                               dtype=cfg.dtype, proposer=cfg.proposer, cap=cfg.batch_cap,
-                               lookahead=len(cfg.parents) + 1,
-                               kv_capacity_tokens=cfg.kv_capacity_tokens,
-                               extra_columns=("nodes",), rng=rng)  # fmt: skip
+    req, it = serve_tree_table(
+        table,
+        step=step,
+        target=cfg.target,
+        hardware=cfg.hardware,
+        dtype=cfg.dtype,
+        proposer=cfg.proposer,
+        cap=cfg.batch_cap,
+        lookahead=len(cfg.parents) + 1,
+        kv_capacity_tokens=cfg.kv_capacity_tokens,
+        extra_columns=("nodes",),
+        rng=rng,
+    )
     it["nodes"] = it["nodes"].astype(np.int64)
     twin = (None, None)
     if cfg.plain_twin:
-        twin = plain_twin(table, target=cfg.target, hardware=cfg.hardware, dtype=cfg.dtype,
-                          cap=cfg.batch_cap, kv_capacity_tokens=cfg.kv_capacity_tokens,
-                          rng=rng)  # fmt: skip
-    return TreeServingResult(requests=req, iterations=it, requests_plain=twin[0],
-                             iterations_plain=twin[1])  # fmt: skip
+        twin = plain_twin(
+            table,
+            target=cfg.target,
+            hardware=cfg.hardware,
+            dtype=cfg.dtype,
+            cap=cfg.batch_cap,
+            kv_capacity_tokens=cfg.kv_capacity_tokens,
+            rng=rng,
+        )
+    return TreeServingResult(
+        requests=req, iterations=it, requests_plain=twin[0], iterations_plain=twin[1]
+    )

@@ -71,9 +71,11 @@ from specsim.sim.tree_batch import (
 from specsim.sim.tree_policies import ConfidenceTree, NodeConfidence, TreeGrowth
 
 __all__ = [
-    "DynamicTreeServingConfig", "batch_draft_cost", "share_budget",
+    "DynamicTreeServingConfig",
+    "batch_draft_cost",
+    "share_budget",
     "simulate_dynamic_tree_serving",
-]  # fmt: skip
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,9 +124,13 @@ def share_budget(growths: Sequence[TreeGrowth], nodes: int | None) -> bool:
 
 
 def batch_draft_cost(
-    proposer: Proposer, widths: Sequence[Sequence[int]], contexts: NDArray[np.int64], *,
-    target: ModelCard, hardware: HardwareCard,
-) -> tuple[float, float]:  # fmt: skip
+    proposer: Proposer,
+    widths: Sequence[Sequence[int]],
+    contexts: NDArray[np.int64],
+    *,
+    target: ModelCard,
+    hardware: HardwareCard,
+) -> tuple[float, float]:
     """Seconds and joules of drafting the batch's trees, given by their frontier ``widths``
     (:func:`specsim.proposers.frontier_widths` of the tree of nodes the draft ran on, as
     :attr:`~specsim.sim.tree_policies.DynamicPass.widths`), sequence
@@ -152,18 +158,23 @@ def batch_draft_cost(
     active = w > 0
     # All depths in one call (the cost broadcasts); a depth nobody drafts costs nothing.
     steps = pass_aggregates_cost(
-        model, hardware, batch=active.sum(axis=0), tokens=w.sum(axis=0),
-        context_tokens=(c * active).sum(axis=0), pairs=(w * (c + 1.0)).sum(axis=0),
+        model,
+        hardware,
+        batch=active.sum(axis=0),
+        tokens=w.sum(axis=0),
+        context_tokens=(c * active).sum(axis=0),
+        pairs=(w * (c + 1.0)).sum(axis=0),
         dtype=proposer.dtype,
-    )  # fmt: skip
+    )
     used = active.any(axis=0)
     time = scale * float(np.sum(np.asarray(steps.time_s) * used))
     energy = scale * float(np.sum(np.asarray(steps.energy_j) * used))
     return time, energy
 
 
-def simulate_dynamic_tree_serving(config: DynamicTreeServingConfig,
-                                  rng: np.random.Generator) -> TreeServingResult:  # fmt: skip
+def simulate_dynamic_tree_serving(
+    config: DynamicTreeServingConfig, rng: np.random.Generator
+) -> TreeServingResult:
     """Serve the workload with a tree chosen per pass and sequence (module docstring), and
     again without speculation when ``config.plain_twin``; every draw comes from ``rng``."""
     if not isinstance(rng, np.random.Generator):
@@ -173,8 +184,7 @@ def simulate_dynamic_tree_serving(config: DynamicTreeServingConfig,
     verify = TreeVerify(cfg.target, cfg.hardware, cfg.dtype)
     acc = cfg.proposer.acceptance
 
-    def step(seqs: NDArray[np.int64], ctx: NDArray[np.int64],
-             rng: np.random.Generator) -> TreeStep:  # fmt: skip
+    def step(seqs: NDArray[np.int64], ctx: NDArray[np.int64], rng: np.random.Generator) -> TreeStep:
         b = len(seqs)
         room = None if cfg.position_budget is None else cfg.position_budget - b
         if room == 0:  # roots only: nothing to draft
@@ -185,8 +195,9 @@ def simulate_dynamic_tree_serving(config: DynamicTreeServingConfig,
         bound = share_budget(growths, room)
         passes = [g.result() for g in growths]
         ver_s, ver_e = verify.cost([p.parents for p in passes], ctx)
-        d_s, d_e = batch_draft_cost(cfg.proposer, [p.widths for p in passes], ctx,
-                                    target=cfg.target, hardware=cfg.hardware)  # fmt: skip
+        d_s, d_e = batch_draft_cost(
+            cfg.proposer, [p.widths for p in passes], ctx, target=cfg.target, hardware=cfg.hardware
+        )
         accepted = np.asarray([p.walk(rng) for p in passes], dtype=np.int64)
         nodes = np.asarray([len(p.parents) for p in passes], dtype=np.int64)
         expected = float(b + sum(p.reach() for p in passes))
@@ -194,16 +205,31 @@ def simulate_dynamic_tree_serving(config: DynamicTreeServingConfig,
         return TreeStep(accepted, nodes, ver_s, d_s, ver_e + d_e, bound, (expected, drafted))
 
     cap = batch_cap(cfg.max_batch, cfg.position_budget)
-    req, it = serve_tree_table(table, step=step, target=cfg.target, hardware=cfg.hardware,
-                               dtype=cfg.dtype, proposer=cfg.proposer, cap=cap,
-                               lookahead=cfg.policy.budget + 1,
-                               kv_capacity_tokens=cfg.kv_capacity_tokens,
-                               extra_columns=("expected_tokens", "draft_positions"),
-                               rng=rng)  # fmt: skip
+    req, it = serve_tree_table(
+        table,
+        step=step,
+        target=cfg.target,
+        hardware=cfg.hardware,
+        dtype=cfg.dtype,
+        proposer=cfg.proposer,
+        cap=cap,
+        lookahead=cfg.policy.budget + 1,
+        kv_capacity_tokens=cfg.kv_capacity_tokens,
+        extra_columns=("expected_tokens", "draft_positions"),
+        rng=rng,
+    )
     it["draft_positions"] = it["draft_positions"].astype(np.int64)
     twin = (None, None)
     if cfg.plain_twin:
-        twin = plain_twin(table, target=cfg.target, hardware=cfg.hardware, dtype=cfg.dtype,
-                          cap=cap, kv_capacity_tokens=cfg.kv_capacity_tokens, rng=rng)
-    return TreeServingResult(requests=req, iterations=it, requests_plain=twin[0],
-                             iterations_plain=twin[1])  # fmt: skip
+        twin = plain_twin(
+            table,
+            target=cfg.target,
+            hardware=cfg.hardware,
+            dtype=cfg.dtype,
+            cap=cap,
+            kv_capacity_tokens=cfg.kv_capacity_tokens,
+            rng=rng,
+        )
+    return TreeServingResult(
+        requests=req, iterations=it, requests_plain=twin[0], iterations_plain=twin[1]
+    )

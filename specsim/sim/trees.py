@@ -47,9 +47,14 @@ from specsim.sim.source import check_whole
 from specsim.sim.tree_policies import ConfidenceTree, NodeConfidence
 
 __all__ = [
-    "TreeStreamConfig", "TreeStreamResult", "DynamicTreeConfig", "sample_tree_accepts",
-    "simulate_tree_stream", "simulate_dynamic_tree_stream", "compare_dynamic_static",
-]  # fmt: skip
+    "TreeStreamConfig",
+    "TreeStreamResult",
+    "DynamicTreeConfig",
+    "sample_tree_accepts",
+    "simulate_tree_stream",
+    "simulate_dynamic_tree_stream",
+    "compare_dynamic_static",
+]
 
 
 def sample_tree_accepts(
@@ -99,8 +104,9 @@ class _StreamFields:
         check_whole(self.requests, "requests", minimum=1)
         check_whole(self.prompt, "prompt", minimum=0)
         self.proposer.check_target(self.target)
-        check_positions(self.target, context=self.prompt, new_tokens=self.tokens + nodes + 1,
-                        name="tokens")  # fmt: skip
+        check_positions(
+            self.target, context=self.prompt, new_tokens=self.tokens + nodes + 1, name="tokens"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,8 +183,9 @@ def _request(cfg: TreeStreamConfig, rng: np.random.Generator) -> NDArray[np.int6
     accepted: list[NDArray[np.int64]] = []
     done = 0
     while done < cfg.tokens:  # at least one token a pass; draw about what is still needed
-        chunk = sample_tree_accepts(cfg.parents, cfg.proposer.acceptance,
-                                    passes=max(64, (cfg.tokens - done) // 2), rng=rng)  # fmt: skip
+        chunk = sample_tree_accepts(
+            cfg.parents, cfg.proposer.acceptance, passes=max(64, (cfg.tokens - done) // 2), rng=rng
+        )
         emitted = np.cumsum(chunk + 1)
         keep = int(np.searchsorted(emitted, cfg.tokens - done)) + 1
         accepted.append(chunk[:keep])
@@ -198,19 +205,30 @@ def simulate_tree_stream(config: TreeStreamConfig, rng: np.random.Generator) -> 
     shape = verify_shape(tree, context=0, batch=1)
     own, n1 = float(shape.pairs()[0]), float(shape.tokens)  # pairs among the new positions
     ctx = context.astype(np.float64)
-    ver = pass_aggregates_cost(cfg.target, cfg.hardware, batch=1, tokens=n1, context_tokens=ctx,
-                               pairs=n1 * ctx + own, dtype=cfg.dtype)  # fmt: skip
+    ver = pass_aggregates_cost(
+        cfg.target,
+        cfg.hardware,
+        batch=1,
+        tokens=n1,
+        context_tokens=ctx,
+        pairs=n1 * ctx + own,
+        dtype=cfg.dtype,
+    )
     if tree:
-        draft = cfg.proposer.draft_costs(tree, target=cfg.target, hardware=cfg.hardware,
-                                         batch=1, context=context)  # fmt: skip
+        draft = cfg.proposer.draft_costs(
+            tree, target=cfg.target, hardware=cfg.hardware, batch=1, context=context
+        )
         d_time, d_energy = np.asarray(draft.time_s), np.asarray(draft.energy_j)
     else:
         d_time = d_energy = np.zeros(a.shape)
     return TreeStreamResult(
-        nodes=len(tree), accepted=a, context=context,
+        nodes=len(tree),
+        accepted=a,
+        context=context,
         verify_s=np.asarray(ver.time_s, dtype=np.float64) + 0.0 * ctx,
-        draft_s=d_time, energy_j=np.asarray(ver.energy_j) + d_energy,
-    )  # fmt: skip
+        draft_s=d_time,
+        energy_j=np.asarray(ver.energy_j) + d_energy,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -255,8 +273,15 @@ def simulate_dynamic_tree_stream(
             own[t] = float(verify_shape(t, context=0, batch=1).pairs()[0])
     n1 = np.asarray(nodes, dtype=np.float64) + 1.0
     own_pairs = np.asarray([own[t] for t in trees])
-    ver = pass_aggregates_cost(cfg.target, cfg.hardware, batch=1, tokens=n1, context_tokens=ctx,
-                               pairs=n1 * ctx + own_pairs, dtype=cfg.dtype)  # fmt: skip
+    ver = pass_aggregates_cost(
+        cfg.target,
+        cfg.hardware,
+        batch=1,
+        tokens=n1,
+        context_tokens=ctx,
+        pairs=n1 * ctx + own_pairs,
+        dtype=cfg.dtype,
+    )
     d_time, d_energy = np.zeros(ctx.shape), np.zeros(ctx.shape)
     groups: dict[tuple[int, ...], list[int]] = {}
     for i, t in enumerate(examined):  # passes whose draft ran the same steps: one call
@@ -264,17 +289,24 @@ def simulate_dynamic_tree_stream(
     ctx_int = np.asarray(context, dtype=np.int64)
     for idx in groups.values():
         sel = np.asarray(idx)
-        draft = cfg.proposer.draft_costs(examined[idx[0]], target=cfg.target,
-                                         hardware=cfg.hardware, batch=1,
-                                         context=ctx_int[sel])  # fmt: skip
+        draft = cfg.proposer.draft_costs(
+            examined[idx[0]],
+            target=cfg.target,
+            hardware=cfg.hardware,
+            batch=1,
+            context=ctx_int[sel],
+        )
         d_time[sel], d_energy[sel] = np.asarray(draft.time_s), np.asarray(draft.energy_j)
     return TreeStreamResult(
-        nodes=cfg.policy.budget, accepted=np.asarray(accepted, dtype=np.int64),
-        context=ctx_int, verify_s=np.asarray(ver.time_s, dtype=np.float64) + 0.0 * ctx,
-        draft_s=d_time, energy_j=np.asarray(ver.energy_j) + d_energy,
+        nodes=cfg.policy.budget,
+        accepted=np.asarray(accepted, dtype=np.int64),
+        context=ctx_int,
+        verify_s=np.asarray(ver.time_s, dtype=np.float64) + 0.0 * ctx,
+        draft_s=d_time,
+        energy_j=np.asarray(ver.energy_j) + d_energy,
         pass_nodes=np.asarray(nodes, dtype=np.int64),
         expected_tokens=np.asarray(expected, dtype=np.float64),
-    )  # fmt: skip
+    )
 
 
 def _rate_se(tokens: NDArray[np.float64], seconds: NDArray[np.float64]) -> float:
@@ -286,41 +318,67 @@ def _rate_se(tokens: NDArray[np.float64], seconds: NDArray[np.float64]) -> float
 
 
 def compare_dynamic_static(
-    *, static: Sequence[int], policy: ConfidenceTree, worlds: Sequence[NodeConfidence],
-    proposer: Proposer, target: ModelCard, hardware: HardwareCard, tokens: int,
-    requests: int, rng: np.random.Generator, prompt: int = 0,
-) -> list[dict[str, Any]]:  # fmt: skip
+    *,
+    static: Sequence[int],
+    policy: ConfidenceTree,
+    worlds: Sequence[NodeConfidence],
+    proposer: Proposer,
+    target: ModelCard,
+    hardware: HardwareCard,
+    tokens: int,
+    requests: int,
+    rng: np.random.Generator,
+    prompt: int = 0,
+) -> list[dict[str, Any]]:
     """Rows: the fixed tree ``static`` (its tokens per pass do not depend on the world: each
     node's draw averages to the table, :mod:`specsim.sim.tree_policies`), then ``policy`` in
     each world; tokens per pass and tokens/s with their standard errors, and the dynamic
     tree's gain in tokens/s over the fixed one with the standard error of the gain."""
-    common: dict[str, Any] = dict(proposer=proposer, target=target, hardware=hardware,
-                                  tokens=tokens, requests=requests, prompt=prompt)  # fmt: skip
+    common: dict[str, Any] = dict(
+        proposer=proposer,
+        target=target,
+        hardware=hardware,
+        tokens=tokens,
+        requests=requests,
+        prompt=prompt,
+    )
 
     def row(kind: str, world: NodeConfidence | None, res: TreeStreamResult) -> dict[str, Any]:
         m = res.metrics()
         seconds = res.verify_s + res.draft_s
-        return {"tree": kind, "concentration": math.nan if world is None else world.concentration,
-                "noise": math.nan if world is None else world.noise, "passes": res.passes,
-                "nodes": float(np.mean(res.pass_nodes if res.pass_nodes is not None
-                                       else res.nodes)),
-                "tokens_per_pass": m["tokens_per_pass"], "tokens_per_pass_se":
-                m["tokens_per_pass_se"], "tokens_per_s": m["tokens_per_s"],
-                "tokens_per_s_se": _rate_se(res.emitted.astype(np.float64), seconds),
-                "discarded_share": m["discarded_share"]}  # fmt: skip
+        return {
+            "tree": kind,
+            "concentration": math.nan if world is None else world.concentration,
+            "noise": math.nan if world is None else world.noise,
+            "passes": res.passes,
+            "nodes": float(np.mean(res.pass_nodes if res.pass_nodes is not None else res.nodes)),
+            "tokens_per_pass": m["tokens_per_pass"],
+            "tokens_per_pass_se": m["tokens_per_pass_se"],
+            "tokens_per_s": m["tokens_per_s"],
+            "tokens_per_s_se": _rate_se(res.emitted.astype(np.float64), seconds),
+            "discarded_share": m["discarded_share"],
+        }
 
-    base = row("static", None, simulate_tree_stream(
-        TreeStreamConfig(parents=tuple(static), budget=policy.budget, **common), rng))  # fmt: skip
+    base = row(
+        "static",
+        None,
+        simulate_tree_stream(
+            TreeStreamConfig(parents=tuple(static), budget=policy.budget, **common), rng
+        ),
+    )
     base.update(gain=0.0, gain_se=0.0)
     rows = [base]
     for world in worlds:
         dyn = simulate_dynamic_tree_stream(
-            DynamicTreeConfig(policy=policy, world=world, **common), rng)  # fmt: skip
+            DynamicTreeConfig(policy=policy, world=world, **common), rng
+        )
         r = row("dynamic", world, dyn)
         ratio = r["tokens_per_s"] / base["tokens_per_s"]
         r["gain"] = ratio - 1.0
-        rel = (r["tokens_per_s_se"] / r["tokens_per_s"],
-               base["tokens_per_s_se"] / base["tokens_per_s"])  # fmt: skip
+        rel = (
+            r["tokens_per_s_se"] / r["tokens_per_s"],
+            base["tokens_per_s_se"] / base["tokens_per_s"],
+        )
         r["gain_se"] = ratio * math.hypot(*rel)
         rows.append(r)
     return rows

@@ -35,10 +35,23 @@ from specsim.sim.arrivals import (
 )
 
 __all__ = [
-    "PRESETS", "Empirical", "Fixed", "Geometric", "Lengths", "LogNormal", "PoissonWorkload",
-    "Preset", "PresetWorkload", "SyntheticWorkload", "TraceWorkload", "Uniform", "Workload", "Zipf",
-    "preset_workload", "read_request_trace",
-]  # fmt: skip
+    "PRESETS",
+    "Empirical",
+    "Fixed",
+    "Geometric",
+    "Lengths",
+    "LogNormal",
+    "PoissonWorkload",
+    "Preset",
+    "PresetWorkload",
+    "SyntheticWorkload",
+    "TraceWorkload",
+    "Uniform",
+    "Workload",
+    "Zipf",
+    "preset_workload",
+    "read_request_trace",
+]
 
 Ints = NDArray[np.int64]
 
@@ -325,10 +338,12 @@ class Preset:
     source: str
 
 
-_AZURE = ("Azure LLM inference trace 2023 (github.com/Azure/AzurePublicDataset, "
-          "data/AzureLLMInferenceTrace_{}.csv at commit b469a11), released with Patel et al., "
-          "'Splitwise: Efficient generative LLM inference using phase splitting', ISCA 2024; "
-          "histograms and the inter-arrival cv computed from the file")  # fmt: skip
+_AZURE = (
+    "Azure LLM inference trace 2023 (github.com/Azure/AzurePublicDataset, "
+    "data/AzureLLMInferenceTrace_{}.csv at commit b469a11), released with Patel et al., "
+    "'Splitwise: Efficient generative LLM inference using phase splitting', ISCA 2024; "
+    "histograms and the inter-arrival cv computed from the file"
+)
 
 # fmt: off
 PRESETS: dict[str, Preset] = {
@@ -346,8 +361,9 @@ means 2,048 / 27.9 and 1,155 / 211.1). Prompt and output lengths are drawn indep
 from the trace's histograms (their correlation is not kept)."""
 
 
-def preset_workload(name: str, *, requests: int, rate_per_s: float | None = None,
-                    bursty: bool = True) -> SyntheticWorkload:  # fmt: skip
+def preset_workload(
+    name: str, *, requests: int, rate_per_s: float | None = None, bursty: bool = True
+) -> SyntheticWorkload:
     """The preset ``name``'s lengths, with Gamma inter-arrival times of the trace's
     coefficient of variation (``bursty``; False: Poisson) at ``rate_per_s`` (default: the
     trace's own rate)."""
@@ -381,8 +397,9 @@ class PresetWorkload:
             check_rate(self.rate_per_s, "rate_per_s")
 
     def workload(self) -> SyntheticWorkload:
-        return preset_workload(self.name, requests=self.requests, rate_per_s=self.rate_per_s,
-                               bursty=self.bursty)  # fmt: skip
+        return preset_workload(
+            self.name, requests=self.requests, rate_per_s=self.rate_per_s, bursty=self.bursty
+        )
 
     @property
     def mean_prompt_tokens(self) -> float:

@@ -43,14 +43,20 @@ def _checked(
 
 def check_alpha(alpha: ArrayLike, where: str) -> FloatArray:
     """Mean acceptance: finite and in [0, 1]."""
-    return _checked(alpha, "alpha", where, lambda a: (a >= 0.0) & (a <= 1.0),
-                    "a finite number in [0, 1]")  # fmt: skip
+    return _checked(
+        alpha, "alpha", where, lambda a: (a >= 0.0) & (a <= 1.0), "a finite number in [0, 1]"
+    )
 
 
 def check_count(x: ArrayLike, name: str, where: str) -> FloatArray:
     """A non-negative integer (or an array of them); integral floats such as 3.0 are accepted."""
-    return _checked(x, name, where, lambda g: (g >= 0.0) & np.isfinite(g) & (g == np.floor(g)),
-                    "a non-negative integer")  # fmt: skip
+    return _checked(
+        x,
+        name,
+        where,
+        lambda g: (g >= 0.0) & np.isfinite(g) & (g == np.floor(g)),
+        "a non-negative integer",
+    )
 
 
 def check_integer(x: ArrayLike, name: str, where: str) -> FloatArray:
@@ -60,8 +66,7 @@ def check_integer(x: ArrayLike, name: str, where: str) -> FloatArray:
 
 def check_nonnegative(x: ArrayLike, name: str, where: str) -> FloatArray:
     """A finite number >= 0 (a cost ratio such as c or c_hat)."""
-    return _checked(x, name, where, lambda v: (v >= 0.0) & np.isfinite(v),
-                    "a finite number >= 0")  # fmt: skip
+    return _checked(x, name, where, lambda v: (v >= 0.0) & np.isfinite(v), "a finite number >= 0")
 
 
 def check_positive(x: ArrayLike, name: str, where: str) -> FloatArray:

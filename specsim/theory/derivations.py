@@ -78,9 +78,7 @@ def _worked_examples() -> list[str]:
     for a, g, ops, speed in LEVIATHAN_TABLE1:  # printed with two decimals, as in the paper
         mine_ops = float(ops_factor(a, g, 0.0))
         mine_speed = float(walltime_speedup(a, g, 0.0))
-        lines.append(
-            f"| {a} | {g} | {ops:.2f} | {mine_ops:.2f} | {speed:.2f} | {mine_speed:.2f} |"
-        )
+        lines.append(f"| {a} | {g} | {ops:.2f} | {mine_ops:.2f} | {speed:.2f} | {mine_speed:.2f} |")
     bigram = float(walltime_speedup(0.2, 3, 0.0))
     mission_ops = float(ops_factor(0.2, 5, 0.0))
     mission_calls = float(target_calls_per_token(0.2, 5))

@@ -67,8 +67,9 @@ def _pair(p: ArrayLike, q: ArrayLike, k: int, where: str) -> tuple[FloatArray, F
     pp, qq = as_real(p, "p", where), as_real(q, "q", where)
     for name, arr in (("p", pp), ("q", qq)):
         if arr.ndim != 1 or arr.size == 0:
-            raise ValueError(f"{where}: {name} must be one non-empty distribution, got shape "
-                             f"{arr.shape}")  # fmt: skip
+            raise ValueError(
+                f"{where}: {name} must be one non-empty distribution, got shape {arr.shape}"
+            )
         if not (np.all(arr >= 0.0) and abs(float(arr.sum()) - 1.0) <= 1e-9):
             raise ValueError(f"{where}: {name} must be non-negative and sum to 1, got {arr!r}")
     if pp.size != qq.size:
@@ -83,8 +84,10 @@ def optimal_multidraft_acceptance(p: ArrayLike, q: ArrayLike, k: int) -> float:
     ``min over token subsets H of 1 + p(H) - q(H)^k`` (see the module docstring)."""
     pp, qq = _pair(p, q, k, "optimal_multidraft_acceptance")
     if pp.size > _MAX_SUBSET_VOCAB:
-        raise ValueError(f"optimal_multidraft_acceptance: {pp.size} tokens means 2^{pp.size} "
-                         f"subsets; at most {_MAX_SUBSET_VOCAB}")  # fmt: skip
+        raise ValueError(
+            f"optimal_multidraft_acceptance: {pp.size} tokens means 2^{pp.size} "
+            f"subsets; at most {_MAX_SUBSET_VOCAB}"
+        )
     masks = np.array(list(itertools.product((0.0, 1.0), repeat=pp.size)))
     return float(np.min(1.0 + masks @ pp - (masks @ qq) ** k))
 

@@ -102,8 +102,10 @@ def best_gamma(alpha: ArrayLike, c: ArrayLike, *, max_gamma: int = 64) -> GammaO
     where = "best_gamma"
     a_arr, c_arr = check_alpha(alpha, where), check_nonnegative(c, "c", where)
     if a_arr.ndim or c_arr.ndim:
-        raise TypeError(f"{where}: alpha and c must be scalars, got shapes {a_arr.shape}, "
-                        f"{c_arr.shape} (optimal_gamma takes arrays)")  # fmt: skip
+        raise TypeError(
+            f"{where}: alpha and c must be scalars, got shapes {a_arr.shape}, "
+            f"{c_arr.shape} (optimal_gamma takes arrays)"
+        )
     if isinstance(max_gamma, bool) or not isinstance(max_gamma, int | np.integer):
         raise TypeError(f"{where}: max_gamma must be an int, got {type(max_gamma).__name__}")
     if max_gamma < 0:

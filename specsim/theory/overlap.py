@@ -48,23 +48,37 @@ def overlap_identity(vocab_size: int) -> SymbolicResult:
     identity = sp.Eq(overlap, 1 - tv, evaluate=False)
 
     x, y = sp.symbols("x y", real=True)
-    pointwise = prove("min(x, y) = (x + y - |x - y|)/2 (sympy rewrite)",
-                      sp.Min(x, y).rewrite(sp.Abs), (x + y - sp.Abs(x - y)) / 2)
+    pointwise = prove(
+        "min(x, y) = (x + y - |x - y|)/2 (sympy rewrite)",
+        sp.Min(x, y).rewrite(sp.Abs),
+        (x + y - sp.Abs(x - y)) / 2,
+    )
     cases: list[Claim] = []
     for below in itertools.product((True, False), repeat=n):
         # below[i]: p_i <= q_i, so min = p_i and |p_i - q_i| = q_i - p_i; else the mirror.
         mins = [pi if b else qi for pi, qi, b in zip(p, q, below, strict=True)]
         gaps = [qi - pi if b else pi - qi for pi, qi, b in zip(p, q, below, strict=True)]
         label = ", ".join(f"p{i + 1} {'<=' if b else '>'} q{i + 1}" for i, b in enumerate(below))
-        cases.append(prove(f"case {label}", sum(mins), 1 - sp.Rational(1, 2) * sum(gaps),
-                           method="expand"))
+        cases.append(
+            prove(f"case {label}", sum(mins), 1 - sp.Rational(1, 2) * sum(gaps), method="expand")
+        )
     steps = (
-        Step(description=f"a {n}-token vocabulary: the last probability is fixed by "
-             "normalization", lhs=r"(p_V, q_V)", rhs=sp.Tuple(p[-1], q[-1])),
-        Step(description="pointwise, min is half the sum minus half the gap (sympy rewrite)",
-             lhs=r"\min(x, y)", rhs=sp.Min(x, y).rewrite(sp.Abs)),
-        Step(description=f"each of the {2**n} orderings makes the identity polynomial; sympy "
-             "expands every case to 0", lhs="", rhs=identity),
+        Step(
+            description=f"a {n}-token vocabulary: the last probability is fixed by normalization",
+            lhs=r"(p_V, q_V)",
+            rhs=sp.Tuple(p[-1], q[-1]),
+        ),
+        Step(
+            description="pointwise, min is half the sum minus half the gap (sympy rewrite)",
+            lhs=r"\min(x, y)",
+            rhs=sp.Min(x, y).rewrite(sp.Abs),
+        ),
+        Step(
+            description=f"each of the {2**n} orderings makes the identity polynomial; sympy "
+            "expands every case to 0",
+            lhs="",
+            rhs=identity,
+        ),
     )
     return SymbolicResult(
         name=f"overlap_identity_v{n}",
@@ -83,11 +97,19 @@ def overlap_identity(vocab_size: int) -> SymbolicResult:
         steps=steps,
         claims=(pointwise, *cases),
         references=(
-            Reference(paper=LEVIATHAN, arxiv="2211.17192", section="3.2",
-                      item="Definition 3.2, Lemma 3.3, Theorem 3.5 and Corollary 3.6"),
-            Reference(paper=CHEN, arxiv="2302.01318", section="4.2",
-                      item="Modified Rejection Sampling (Algorithm 2; Theorem 1 in the "
-                      "Supplementary Materials)"),
+            Reference(
+                paper=LEVIATHAN,
+                arxiv="2211.17192",
+                section="3.2",
+                item="Definition 3.2, Lemma 3.3, Theorem 3.5 and Corollary 3.6",
+            ),
+            Reference(
+                paper=CHEN,
+                arxiv="2302.01318",
+                section="4.2",
+                item="Modified Rejection Sampling (Algorithm 2; Theorem 1 in the "
+                "Supplementary Materials)",
+            ),
         ),
         twin="specsim.sampling.acceptance_rate",
     )

@@ -38,10 +38,18 @@ if TYPE_CHECKING:
     import sympy
 
 __all__ = [
-    "JSQ_TOLERANCE", "MAX_STATES", "erlang_c", "jsq_mean_wait", "jsq_mean_wait_bounds",
-    "jsq_stationary", "md1_mean_wait", "mg1_mean_wait", "mm1_mean_wait_expr", "mmk_mean_wait",
+    "JSQ_TOLERANCE",
+    "MAX_STATES",
+    "erlang_c",
+    "jsq_mean_wait",
+    "jsq_mean_wait_bounds",
+    "jsq_stationary",
+    "md1_mean_wait",
+    "mg1_mean_wait",
+    "mm1_mean_wait_expr",
+    "mmk_mean_wait",
     "pk_mean_wait_expr",
-]  # fmt: skip
+]
 
 
 def _positive(value: float, name: str, where: str) -> float:
@@ -141,8 +149,9 @@ def mmk_mean_wait(*, arrival_rate: float, mean_service: float, servers: int) -> 
     return c / (k / es - lam)
 
 
-def jsq_mean_wait_bounds(*, arrival_rate: float, mean_service: float,
-                         servers: int) -> tuple[float, float]:  # fmt: skip
+def jsq_mean_wait_bounds(
+    *, arrival_rate: float, mean_service: float, servers: int
+) -> tuple[float, float]:
     r"""Lower and upper bounds on the mean wait under join-the-shortest-queue (JSQ):
     Poisson arrivals routed on arrival to the server with the fewest requests, k identical
     exponential servers each with its own FCFS queue.
@@ -178,9 +187,13 @@ MAX_STATES = 1_000_000
 
 
 def jsq_mean_wait(
-    *, arrival_rate: float, mean_service: float, servers: int,
-    tolerance: float = JSQ_TOLERANCE, max_states: int = MAX_STATES,
-) -> float:  # fmt: skip
+    *,
+    arrival_rate: float,
+    mean_service: float,
+    servers: int,
+    tolerance: float = JSQ_TOLERANCE,
+    max_states: int = MAX_STATES,
+) -> float:
     r"""Mean wait in queue under join-the-shortest-queue (JSQ), numerically exact: Poisson
     arrivals at rate :math:`\lambda`, k identical exponential servers (rate
     :math:`\mu = 1 / E[S]`), each with its own FCFS queue; an arrival joins a queue with the
@@ -211,16 +224,26 @@ def jsq_mean_wait(
     (``tests/test_theory_queueing.py``).
     """
     es = _positive(mean_service, "mean_service", "jsq_mean_wait")
-    states, pi = jsq_stationary(arrival_rate=arrival_rate, mean_service=es, servers=servers,
-                                tolerance=tolerance, max_states=max_states)  # fmt: skip
+    states, pi = jsq_stationary(
+        arrival_rate=arrival_rate,
+        mean_service=es,
+        servers=servers,
+        tolerance=tolerance,
+        max_states=max_states,
+    )
     total = states.sum(axis=1)
     admitted = total < total.max()
     return float(pi[admitted] @ states[admitted, -1] / pi[admitted].sum() * es)
 
 
-def jsq_stationary(*, arrival_rate: float, mean_service: float, servers: int,
-                   tolerance: float = JSQ_TOLERANCE, max_states: int = MAX_STATES,
-                   ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:  # fmt: skip
+def jsq_stationary(
+    *,
+    arrival_rate: float,
+    mean_service: float,
+    servers: int,
+    tolerance: float = JSQ_TOLERANCE,
+    max_states: int = MAX_STATES,
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     r"""The stationary law of join-the-shortest-queue's sorted queue lengths (the model of
     :func:`jsq_mean_wait`): ``(states, pi)``, one row per state :math:`n_1 \ge \dots \ge
     n_k` (requests at each server, the one in service included) with at most ``top``
@@ -288,8 +311,9 @@ def _sorted_states(k: int, top: int) -> NDArray[np.int64]:
     return rows
 
 
-def _jsq_chain(lam: float, mu: float, k: int,
-               top: int) -> tuple[NDArray[np.int64], NDArray[np.float64]]:  # fmt: skip
+def _jsq_chain(
+    lam: float, mu: float, k: int, top: int
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """The sorted states with at most ``top`` requests and their stationary probabilities."""
     from scipy import sparse  # start-up: scipy.sparse costs a second; only the JSQ chain needs it
     from scipy.sparse.linalg import splu

@@ -52,18 +52,32 @@ def _walltime() -> SymbolicResult:
     theorem = (1 - alpha ** (gamma + 1)) / ((1 - alpha) * (gamma * c + 1))
     bigram = form.subs({alpha: sp.Rational(1, 5), gamma: 3, c: 0, v: 1})
     steps = (
-        Step(description="time of one pass: gamma draft steps and one verification",
-             lhs=r"\text{time per pass}", rhs=per_pass),
-        Step(description="time per emitted token (divide by E)", lhs=r"\text{time per token}",
-             rhs=sp.simplify(per_token)),
-        Step(description="improvement = T / (time per token), simplified",
-             lhs=r"W(\gamma)", rhs=sp.simplify(improvement)),
-        Step(description="v = 1 gives Theorem 3.8", lhs=r"W(\gamma)\big|_{v=1}",
-             rhs=theorem),
-        Step(description="limit alpha -> 1", lhs=r"\lim_{\alpha\to 1} W",
-             rhs=sp.factor(sp.limit(form, alpha, 1))),
-        Step(description="the bigram draft of Section 3.6 (alpha = 1/5, gamma = 3, c = 0), exactly",
-             lhs=r"W", rhs=bigram),
+        Step(
+            description="time of one pass: gamma draft steps and one verification",
+            lhs=r"\text{time per pass}",
+            rhs=per_pass,
+        ),
+        Step(
+            description="time per emitted token (divide by E)",
+            lhs=r"\text{time per token}",
+            rhs=sp.simplify(per_token),
+        ),
+        Step(
+            description="improvement = T / (time per token), simplified",
+            lhs=r"W(\gamma)",
+            rhs=sp.simplify(improvement),
+        ),
+        Step(description="v = 1 gives Theorem 3.8", lhs=r"W(\gamma)\big|_{v=1}", rhs=theorem),
+        Step(
+            description="limit alpha -> 1",
+            lhs=r"\lim_{\alpha\to 1} W",
+            rhs=sp.factor(sp.limit(form, alpha, 1)),
+        ),
+        Step(
+            description="the bigram draft of Section 3.6 (alpha = 1/5, gamma = 3, c = 0), exactly",
+            lhs=r"W",
+            rhs=bigram,
+        ),
     )
     claims = (
         prove("T / (time per token) = E / (gamma c + v)", improvement, form),
@@ -100,23 +114,33 @@ def _gamma1() -> SymbolicResult:
     excess = sp.together(form - 1)
     gain_sum = generic_branch(sp.summation(alpha**j - c, (j, 1, gamma)))
     steps = (
-        Step(description="Theorem 3.8 at gamma = 1, simplified", lhs=r"W(1)",
-             rhs=sp.simplify(at_one)),
-        Step(description="its excess over plain decoding (sympy factor)", lhs=r"W(1) - 1",
-             rhs=excess),
-        Step(description="since 1 + c > 0, W(1) > 1 exactly when alpha > c", lhs="",
-             rhs=sp.Equivalent(sp.StrictGreaterThan(form, 1), sp.StrictGreaterThan(alpha, c))),
-        Step(description="converse: the gain of any gamma is a sum of alpha^j - c (sympy sum)",
-             lhs=r"\mathbb{E}[T] - (1 + \gamma c)", rhs=gain_sum),
-        Step(description="each alpha^j <= alpha, so the gain is at most gamma (alpha - c): "
-             "no gamma improves when alpha <= c", lhs="",
-             rhs=sp.LessThan(sp.Symbol(r"\mathbb{E}[T] - (1 + \gamma c)"), gamma * (alpha - c))),
+        Step(
+            description="Theorem 3.8 at gamma = 1, simplified", lhs=r"W(1)", rhs=sp.simplify(at_one)
+        ),
+        Step(
+            description="its excess over plain decoding (sympy factor)", lhs=r"W(1) - 1", rhs=excess
+        ),
+        Step(
+            description="since 1 + c > 0, W(1) > 1 exactly when alpha > c",
+            lhs="",
+            rhs=sp.Equivalent(sp.StrictGreaterThan(form, 1), sp.StrictGreaterThan(alpha, c)),
+        ),
+        Step(
+            description="converse: the gain of any gamma is a sum of alpha^j - c (sympy sum)",
+            lhs=r"\mathbb{E}[T] - (1 + \gamma c)",
+            rhs=gain_sum,
+        ),
+        Step(
+            description="each alpha^j <= alpha, so the gain is at most gamma (alpha - c): "
+            "no gamma improves when alpha <= c",
+            lhs="",
+            rhs=sp.LessThan(sp.Symbol(r"\mathbb{E}[T] - (1 + \gamma c)"), gamma * (alpha - c)),
+        ),
     )
     claims = (
         prove("W(gamma = 1, v = 1) = (1 + alpha)/(1 + c)", at_one, form),
         prove("(1 + alpha)/(1 + c) - 1 = (alpha - c)/(1 + c)", form - 1, (alpha - c) / (1 + c)),
-        prove("E - (1 + gamma c) = sum_{j=1}^{gamma} (alpha^j - c)", gain_sum,
-              e - 1 - gamma * c),
+        prove("E - (1 + gamma c) = sum_{j=1}^{gamma} (alpha^j - c)", gain_sum, e - 1 - gamma * c),
     )
     return SymbolicResult(
         name="gamma1_lower_bound",
@@ -150,31 +174,58 @@ def _optimal() -> SymbolicResult:
     g = c * e / alpha ** (gamma + 1) - (1 + gamma * c)
     g_step = sp.simplify(g.subs(gamma, gamma + 1) - g)
     steps = (
-        Step(description="W(gamma+1) - W(gamma) times the two positive denominators (v = 1)",
-             lhs=r"\Delta(\gamma)", rhs=scaled),
-        Step(description="the same with v(gamma) and v(gamma + 1) free",
-             lhs=r"\Delta_v(\gamma)", rhs=general_form),
-        Step(description="Delta > 0 exactly when g < 0, and g grows by c(alpha^-(gamma+2) - 1) "
-             ">= 0 a step: once W stops rising it never rises again (one peak, v = 1)",
-             lhs=r"g(\gamma + 1) - g(\gamma)", rhs=c * (alpha ** (-gamma - 2) - 1)),
-        Step(description="so the best gamma is the first where Delta <= 0 (found by bisection)",
-             lhs=r"\gamma^*", rhs=sp.Symbol(r"\min\{\gamma : \Delta(\gamma) \le 0\}")),
-        Step(description="a free draft: Delta > 0 at every gamma, W rises towards 1/(1 - alpha) "
-             "and no finite gamma is optimal (unbounded)", lhs=r"\Delta\big|_{c=0}",
-             rhs=form.subs(c, 0)),
-        Step(description="every draft accepted: Delta = 1 - c, so for c < 1 W rises towards "
-             "1/c at every gamma (unbounded too)", lhs=r"\lim_{\alpha\to 1}\Delta",
-             rhs=sp.limit(form, alpha, 1)),
+        Step(
+            description="W(gamma+1) - W(gamma) times the two positive denominators (v = 1)",
+            lhs=r"\Delta(\gamma)",
+            rhs=scaled,
+        ),
+        Step(
+            description="the same with v(gamma) and v(gamma + 1) free",
+            lhs=r"\Delta_v(\gamma)",
+            rhs=general_form,
+        ),
+        Step(
+            description="Delta > 0 exactly when g < 0, and g grows by c(alpha^-(gamma+2) - 1) "
+            ">= 0 a step: once W stops rising it never rises again (one peak, v = 1)",
+            lhs=r"g(\gamma + 1) - g(\gamma)",
+            rhs=c * (alpha ** (-gamma - 2) - 1),
+        ),
+        Step(
+            description="so the best gamma is the first where Delta <= 0 (found by bisection)",
+            lhs=r"\gamma^*",
+            rhs=sp.Symbol(r"\min\{\gamma : \Delta(\gamma) \le 0\}"),
+        ),
+        Step(
+            description="a free draft: Delta > 0 at every gamma, W rises towards 1/(1 - alpha) "
+            "and no finite gamma is optimal (unbounded)",
+            lhs=r"\Delta\big|_{c=0}",
+            rhs=form.subs(c, 0),
+        ),
+        Step(
+            description="every draft accepted: Delta = 1 - c, so for c < 1 W rises towards "
+            "1/c at every gamma (unbounded too)",
+            lhs=r"\lim_{\alpha\to 1}\Delta",
+            rhs=sp.limit(form, alpha, 1),
+        ),
     )
     claims = (
-        prove("sign of W(gamma+1) - W(gamma) is the sign of alpha^(gamma+1)(1 + gamma c) - c E",
-              scaled, form),
-        prove("with v(gamma): E(gamma+1)(gamma c + v(gamma)) - E(gamma)((gamma+1) c + "
-              "v(gamma+1)) = alpha^(gamma+1)(gamma c + v(gamma)) - E (c + v(gamma+1) - v(gamma))",
-              general, general_form),
-        prove("Delta = -alpha^(gamma+1) g", form, -alpha ** (gamma + 1) * g),
-        prove("g(gamma+1) - g(gamma) = c (alpha^-(gamma+2) - 1), >= 0 for 0 < alpha <= 1",
-              g_step, c * (alpha ** (-gamma - 2) - 1)),
+        prove(
+            "sign of W(gamma+1) - W(gamma) is the sign of alpha^(gamma+1)(1 + gamma c) - c E",
+            scaled,
+            form,
+        ),
+        prove(
+            "with v(gamma): E(gamma+1)(gamma c + v(gamma)) - E(gamma)((gamma+1) c + "
+            "v(gamma+1)) = alpha^(gamma+1)(gamma c + v(gamma)) - E (c + v(gamma+1) - v(gamma))",
+            general,
+            general_form,
+        ),
+        prove("Delta = -alpha^(gamma+1) g", form, -(alpha ** (gamma + 1)) * g),
+        prove(
+            "g(gamma+1) - g(gamma) = c (alpha^-(gamma+2) - 1), >= 0 for 0 < alpha <= 1",
+            g_step,
+            c * (alpha ** (-gamma - 2) - 1),
+        ),
         prove("c = 0: Delta = alpha^(gamma+1) > 0", form.subs(c, 0), alpha ** (gamma + 1)),
         prove("alpha -> 1: Delta -> 1 - c", sp.limit(form, alpha, 1), 1 - c),
     )
@@ -206,17 +257,29 @@ def _oracle() -> SymbolicResult:
     lim = sp.limit(e.subs(alpha, sp.exp(-t)), gamma, sp.oo)
     gap = sp.simplify(form - e)
     steps = (
-        Step(description="limit gamma -> infinity with alpha = exp(-t), t > 0 (sympy limit)",
-             lhs=r"\lim_{\gamma\to\infty}\mathbb{E}[T]", rhs=lim),
-        Step(description="the gap to the bound, simplified: never negative",
-             lhs=r"\frac{1}{1-\alpha} - \mathbb{E}[T]", rhs=gap),
-        Step(description="at alpha = 1 the bound is infinite (every draft is accepted)",
-             lhs=r"\lim_{\alpha\to 1^-}\frac{1}{1-\alpha}", rhs=sp.limit(form, alpha, 1, "-")),
+        Step(
+            description="limit gamma -> infinity with alpha = exp(-t), t > 0 (sympy limit)",
+            lhs=r"\lim_{\gamma\to\infty}\mathbb{E}[T]",
+            rhs=lim,
+        ),
+        Step(
+            description="the gap to the bound, simplified: never negative",
+            lhs=r"\frac{1}{1-\alpha} - \mathbb{E}[T]",
+            rhs=gap,
+        ),
+        Step(
+            description="at alpha = 1 the bound is infinite (every draft is accepted)",
+            lhs=r"\lim_{\alpha\to 1^-}\frac{1}{1-\alpha}",
+            rhs=sp.limit(form, alpha, 1, "-"),
+        ),
     )
     claims = (
         prove("lim E = 1/(1 - alpha) for 0 < alpha < 1", lim, form.subs(alpha, sp.exp(-t))),
-        prove("1/(1 - alpha) - E = alpha^(gamma+1)/(1 - alpha) >= 0", gap,
-              alpha ** (gamma + 1) / (1 - alpha)),
+        prove(
+            "1/(1 - alpha) - E = alpha^(gamma+1)/(1 - alpha) >= 0",
+            gap,
+            alpha ** (gamma + 1) / (1 - alpha),
+        ),
     )
     return SymbolicResult(
         name="oracle_speedup_bound",
@@ -250,21 +313,35 @@ def _ops() -> SymbolicResult:
     ops_ex = form.subs(example)
     calls_ex = closed_forms()["target_calls_per_token"].subs(example)
     steps = (
-        Step(description="operations of one pass: gamma draft runs and gamma + 1 target "
-             "positions", lhs=r"\text{ops per pass}", rhs=per_pass),
-        Step(description="divide by E tokens per pass and by the baseline's T-hat per token",
-             lhs=r"\text{ops factor}", rhs=sp.simplify(factor)),
-        Step(description="worked example: five guesses, free draft, alpha = 1/5 (exact)",
-             lhs=r"\text{ops factor}", rhs=ops_ex),
-        Step(description="while serial target calls per token still drop below 1 (exact)",
-             lhs=r"1/\mathbb{E}[T]", rhs=calls_ex),
+        Step(
+            description="operations of one pass: gamma draft runs and gamma + 1 target positions",
+            lhs=r"\text{ops per pass}",
+            rhs=per_pass,
+        ),
+        Step(
+            description="divide by E tokens per pass and by the baseline's T-hat per token",
+            lhs=r"\text{ops factor}",
+            rhs=sp.simplify(factor),
+        ),
+        Step(
+            description="worked example: five guesses, free draft, alpha = 1/5 (exact)",
+            lhs=r"\text{ops factor}",
+            rhs=ops_ex,
+        ),
+        Step(
+            description="while serial target calls per token still drop below 1 (exact)",
+            lhs=r"1/\mathbb{E}[T]",
+            rhs=calls_ex,
+        ),
     )
     claims = (
         prove("(ops per pass)/(E T-hat) equals Theorem 3.11", factor, form),
-        prove("ops factor = (gamma c_hat + gamma + 1)/E", form,
-              (gamma * c_hat + gamma + 1) / e),
-        prove("ops factor -> (gamma c_hat + gamma + 1)/(gamma + 1) as alpha -> 1",
-              sp.limit(form, alpha, 1), (gamma * c_hat + gamma + 1) / (gamma + 1)),
+        prove("ops factor = (gamma c_hat + gamma + 1)/E", form, (gamma * c_hat + gamma + 1) / e),
+        prove(
+            "ops factor -> (gamma c_hat + gamma + 1)/(gamma + 1) as alpha -> 1",
+            sp.limit(form, alpha, 1),
+            (gamma * c_hat + gamma + 1) / (gamma + 1),
+        ),
         prove("worked example: 3125/651 = 4.8003...", ops_ex, sp.Rational(3125, 651)),
         prove("worked example: 1/E = 3125/3906 < 1", calls_ex, sp.Rational(3125, 3906)),
     )

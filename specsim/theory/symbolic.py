@@ -212,9 +212,7 @@ def _closed_forms() -> Mapping[str, sp.Basic]:
         ),
         "expected_tokens": e,
         "tokens_variance": (
-            alpha
-            - (2 * gamma + 1) * (1 - alpha) * alpha ** (gamma + 1)
-            - alpha ** (2 * gamma + 2)
+            alpha - (2 * gamma + 1) * (1 - alpha) * alpha ** (gamma + 1) - alpha ** (2 * gamma + 2)
         )
         / (1 - alpha) ** 2,
         "walltime_speedup": e / (gamma * c + v),

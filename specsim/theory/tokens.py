@@ -49,14 +49,22 @@ def _pmf() -> SymbolicResult:
     body = exactly.subs(j, k - 1)
     total = sp.summation(body, (k, 1, gamma)) + alpha**gamma
     steps = (
-        Step(description="j drafts are all accepted with probability", lhs=r"P(N \ge j)",
-             rhs=at_least),
-        Step(description="P(N = j) = P(N >= j) - P(N >= j+1) for j < gamma (sympy factor)",
-             lhs=r"P(N = j)", rhs=exactly),
-        Step(description="T = N + 1, and N = gamma when every draft is accepted",
-             lhs=r"P(T = k)", rhs=pmf),
-        Step(description="total probability (sympy summation)", lhs=r"\sum_k P(T = k)",
-             rhs=total),
+        Step(
+            description="j drafts are all accepted with probability",
+            lhs=r"P(N \ge j)",
+            rhs=at_least,
+        ),
+        Step(
+            description="P(N = j) = P(N >= j) - P(N >= j+1) for j < gamma (sympy factor)",
+            lhs=r"P(N = j)",
+            rhs=exactly,
+        ),
+        Step(
+            description="T = N + 1, and N = gamma when every draft is accepted",
+            lhs=r"P(T = k)",
+            rhs=pmf,
+        ),
+        Step(description="total probability (sympy summation)", lhs=r"\sum_k P(T = k)", rhs=total),
     )
     claims = (
         prove("the pmf sums to 1", generic_branch(total), sp.Integer(1)),
@@ -95,13 +103,22 @@ def _expected(first: sp.Expr) -> SymbolicResult:
     j = sp.Symbol("j", integer=True, nonnegative=True)
     tail = generic_branch(sp.summation(alpha**j, (j, 0, gamma)))
     steps = (
-        Step(description="E[T] = sum_k k P(T = k), summed by sympy (branch alpha != 1)",
-             lhs=r"\mathbb{E}[T]", rhs=first),
+        Step(
+            description="E[T] = sum_k k P(T = k), summed by sympy (branch alpha != 1)",
+            lhs=r"\mathbb{E}[T]",
+            rhs=first,
+        ),
         Step(description="simplified by sympy", lhs=r"\mathbb{E}[T]", rhs=sp.simplify(first)),
-        Step(description="the same mean from the tail sum E[T] = sum_{j=0}^{gamma} P(N >= j)",
-             lhs=r"\mathbb{E}[T]", rhs=tail),
-        Step(description="limit alpha -> 1 (sympy limit)", lhs=r"\lim_{\alpha\to 1}\mathbb{E}[T]",
-             rhs=sp.limit(published, alpha, 1)),
+        Step(
+            description="the same mean from the tail sum E[T] = sum_{j=0}^{gamma} P(N >= j)",
+            lhs=r"\mathbb{E}[T]",
+            rhs=tail,
+        ),
+        Step(
+            description="limit alpha -> 1 (sympy limit)",
+            lhs=r"\lim_{\alpha\to 1}\mathbb{E}[T]",
+            rhs=sp.limit(published, alpha, 1),
+        ),
     )
     claims = (
         prove("the summed mean equals Equation (1)", first, published),
@@ -132,20 +149,32 @@ def _variance(first: sp.Expr, second: sp.Expr) -> SymbolicResult:
     closed = closed_forms()["tokens_variance"]
     raw = second - first**2
     steps = (
-        Step(description="E[T^2] = sum_k k^2 P(T = k), summed by sympy (branch alpha != 1)",
-             lhs=r"\mathbb{E}[T^2]", rhs=second),
-        Step(description="Var = E[T^2] - E[T]^2, simplified by sympy", lhs=r"\mathrm{Var}[T]",
-             rhs=sp.factor(sp.simplify(raw))),
-        Step(description="limit alpha -> 1 (sympy limit)",
-             lhs=r"\lim_{\alpha\to 1}\mathrm{Var}[T]", rhs=sp.limit(closed, alpha, 1)),
+        Step(
+            description="E[T^2] = sum_k k^2 P(T = k), summed by sympy (branch alpha != 1)",
+            lhs=r"\mathbb{E}[T^2]",
+            rhs=second,
+        ),
+        Step(
+            description="Var = E[T^2] - E[T]^2, simplified by sympy",
+            lhs=r"\mathrm{Var}[T]",
+            rhs=sp.factor(sp.simplify(raw)),
+        ),
+        Step(
+            description="limit alpha -> 1 (sympy limit)",
+            lhs=r"\lim_{\alpha\to 1}\mathrm{Var}[T]",
+            rhs=sp.limit(closed, alpha, 1),
+        ),
     )
     claims = (
         prove("E[T^2] - E[T]^2 equals the closed form", raw, closed),
         prove("Var -> 0 as alpha -> 1", sp.limit(closed, alpha, 1), sp.Integer(0)),
         prove("Var = 0 at alpha = 0", closed.subs(alpha, 0), sp.Integer(0)),
         prove("Var = 0 at gamma = 0", closed.subs(gamma, 0), sp.Integer(0)),
-        prove("Var = alpha (1 - alpha) at gamma = 1 (a Bernoulli count)",
-              closed.subs(gamma, 1), alpha * (1 - alpha)),
+        prove(
+            "Var = alpha (1 - alpha) at gamma = 1 (a Bernoulli count)",
+            closed.subs(gamma, 1),
+            alpha * (1 - alpha),
+        ),
     )
     return SymbolicResult(
         name="tokens_variance",
@@ -162,8 +191,12 @@ def _variance(first: sp.Expr, second: sp.Expr) -> SymbolicResult:
         steps=steps,
         claims=claims,
         references=(
-            Reference(paper=LEVIATHAN, arxiv="2211.17192", section="3.1",
-                      item="the capped geometric law (the variance itself is not in the paper)"),
+            Reference(
+                paper=LEVIATHAN,
+                arxiv="2211.17192",
+                section="3.1",
+                item="the capped geometric law (the variance itself is not in the paper)",
+            ),
         ),
         twin="specsim.theory.tokens_variance",
     )
@@ -175,10 +208,16 @@ def _calls(name: str, per_pass: sp.Expr, what: str) -> SymbolicResult:
     ratio = per_pass / e
     steps = (
         Step(description=f"{what} per pass", lhs=r"\text{calls per pass}", rhs=per_pass),
-        Step(description="renewal-reward: (calls per pass) / (tokens per pass), simplified",
-             lhs=r"\text{calls per token}", rhs=sp.simplify(ratio)),
-        Step(description="limit alpha -> 1", lhs=r"\lim_{\alpha\to 1}\text{calls per token}",
-             rhs=sp.factor(sp.limit(form, alpha, 1))),
+        Step(
+            description="renewal-reward: (calls per pass) / (tokens per pass), simplified",
+            lhs=r"\text{calls per token}",
+            rhs=sp.simplify(ratio),
+        ),
+        Step(
+            description="limit alpha -> 1",
+            lhs=r"\lim_{\alpha\to 1}\text{calls per token}",
+            rhs=sp.factor(sp.limit(form, alpha, 1)),
+        ),
     )
     claims = (
         prove(f"{what} per token = {sp.sstr(per_pass)} / E", ratio, form),
@@ -186,7 +225,9 @@ def _calls(name: str, per_pass: sp.Expr, what: str) -> SymbolicResult:
         prove("value at alpha = 0", form.subs(alpha, 0), per_pass),
     )
     ref = Reference(
-        paper=LEVIATHAN, arxiv="2211.17192", section="3.1 and 3.3",
+        paper=LEVIATHAN,
+        arxiv="2211.17192",
+        section="3.1 and 3.3",
         item="Equation (1) and the proof of Theorem 3.8",
     )
     return SymbolicResult(

@@ -103,9 +103,7 @@ def _accept_table(accept: ArrayLike, where: str) -> FloatArray:
     except ValueError:  # a ragged list of rows
         raise ValueError(f"{where}: accept must be a rectangular table [depth-1][rank]") from None
     if a.ndim < 2:
-        raise ValueError(
-            f"{where}: accept must be 2-D, accept[depth-1][rank], got shape {a.shape}"
-        )
+        raise ValueError(f"{where}: accept must be 2-D, accept[depth-1][rank], got shape {a.shape}")
     bad = ~((a >= 0.0) & (a <= 1.0))
     if np.any(bad):
         at = tuple(int(i) for i in np.argwhere(bad)[0])
@@ -295,20 +293,42 @@ def derive() -> tuple[SymbolicResult, ...]:
     for g in range(7):
         chain = [-1, *range(g - 1)] if g else []
         poly = tree_polynomial(chain).subs({accept_symbol(d, 0): alpha for d in range(1, g + 1)})
-        claims.append(prove(f"the chain of {g} nodes is Equation (1) at gamma = {g}", poly,
-                            eq1.subs(gamma, g), method="cancel"))  # fmt: skip
+        claims.append(
+            prove(
+                f"the chain of {g} nodes is Equation (1) at gamma = {g}",
+                poly,
+                eq1.subs(gamma, g),
+                method="cancel",
+            )
+        )
         if g:
             bill = (c_hat * tree_draft_positions(chain) + g + 1) / poly
-            claims.append(prove(f"its operations bill is Theorem 3.11 at gamma = {g}", bill,
-                                ops.subs(gamma, g), method="cancel"))  # fmt: skip
+            claims.append(
+                prove(
+                    f"its operations bill is Theorem 3.11 at gamma = {g}",
+                    bill,
+                    ops.subs(gamma, g),
+                    method="cancel",
+                )
+            )
     for k in range(1, 5):
         star = 2 - sp.Mul(*(1 - accept_symbol(1, r) for r in range(k)))
-        claims.append(prove(f"a star of {k} children is 2 - prod(1 - p_1_r)",
-                            tree_polynomial([-1] * k), star, method="expand"))  # fmt: skip
+        claims.append(
+            prove(
+                f"a star of {k} children is 2 - prod(1 - p_1_r)",
+                tree_polynomial([-1] * k),
+                star,
+                method="expand",
+            )
+        )
     example = [-1, -1, 0, 0, 1]
     expr = tree_polynomial(example)
-    sequoia = Reference(paper=SEQUOIA, arxiv="2402.12374", section="3",
-                        item="the positional acceptance assumption; expected tokens of a tree")
+    sequoia = Reference(
+        paper=SEQUOIA,
+        arxiv="2402.12374",
+        section="3",
+        item="the positional acceptance assumption; expected tokens of a tree",
+    )
     return (
         SymbolicResult(
             name="expected_tokens_tree",
@@ -328,17 +348,27 @@ def derive() -> tuple[SymbolicResult, ...]:
                 "The pass emits the accepted path and one token from the target.",
             ),
             steps=(
-                Step(description="a node's reach: the product along its path",
-                     lhs=r"P(v \text{ accepted})", rhs=tree_polynomial([-1, -1, 0]) - 1),
-                Step(description="the chain's tail sum (sympy summation)",
-                     lhs=r"\mathbb{E}[T_{\text{chain}}]", rhs=tail),
-            ),  # fmt: skip
+                Step(
+                    description="a node's reach: the product along its path",
+                    lhs=r"P(v \text{ accepted})",
+                    rhs=tree_polynomial([-1, -1, 0]) - 1,
+                ),
+                Step(
+                    description="the chain's tail sum (sympy summation)",
+                    lhs=r"\mathbb{E}[T_{\text{chain}}]",
+                    rhs=tail,
+                ),
+            ),
             claims=tuple(claims),
             references=(
                 sequoia,
-                Reference(paper=LEVIATHAN, arxiv="2211.17192", section="3.1 and 3.4",
-                          item="Equation (1) and Theorem 3.11"),
-            ),  # fmt: skip
+                Reference(
+                    paper=LEVIATHAN,
+                    arxiv="2211.17192",
+                    section="3.1 and 3.4",
+                    item="Equation (1) and Theorem 3.11",
+                ),
+            ),
             twin="specsim.theory.expected_tokens_tree",
         ),
     )
