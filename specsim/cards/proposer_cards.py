@@ -1,0 +1,312 @@
+"""Proposer cards: parallel drafting and self-speculation (``models/proposers/<slug>.toml``).
+
+A proposer card is data, as every card is: what drafts, for which target, how deep, and
+the acceptance by depth and rank measured for that pair (``accept[d - 1][r]``: the
+rank-``r`` candidate's acceptance at depth ``d`` given the earlier candidates were
+rejected, Sequoia's positional model; ``assumed_depths`` lists the rows that are
+assumptions or derivations rather than published per-depth numbers, and the card's
+comments say how each was obtained). Every number cites its source in ``sources``.
+Two kinds, told apart by the field ``kind``:
+
+- ``kind = "parallel"`` (:class:`ParallelDraftCard`): a draft model (``draft``, a model
+  card slug) that proposes up to ``k`` tokens in one forward pass (PARD, An et al. 2025,
+  arXiv:2504.18583; P-EAGLE; DFlash). ``pass_positions`` says how many positions that
+  pass computes: ``"tree-depth"``, as many as the tree is deep (PARD's loop feeds the
+  last token and ``depth - 1`` mask tokens, ``pard/pard_infer.py``); ``"k"``, always
+  ``k`` (a block drafter trained on a fixed block). ``extra_params``: weights it adds
+  beyond its model card (mask-token embeddings; 0 when the mask is an existing row).
+- ``kind = "self-speculation"`` (:class:`SelfSpecCard`): the target itself with only
+  its first ``exit_layer`` decoder layers (LayerSkip's early exit, Elhoushi et al., ACL
+  2024) or with the layers ``skip_layers`` (0-based indices) skipped (Draft&Verify,
+  SWIFT) drafts; ``exit_head_params`` counts the weights of an exit head of its own (0
+  when the target's LM head is shared, as in LayerSkip).
+
+Cards are looked up by slug in ``proposers/`` under each folder of the search path and
+of ``SPECSIM_CARDS``, then in the shipped ``models/proposers/``; a ``.toml`` path is read
+directly. A card's file is named after its slug.
+
+>>> card = load_proposer_card("pard-llama-3.2-1b-llama-3.1-8b")
+>>> card.kind, card.draft, card.target, card.k
+('parallel', 'llama-3.2-1b', 'llama-3.1-8b', 12)
+>>> load_proposer_card("layerskip-llama-2-7b-e8").exit_layer
+8
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from specsim.cards.checks import card_label, check_int, check_sources, check_str
+from specsim.cards.files import ENV_VAR, SearchPath, packaged_root, read_toml
+
+__all__ = [
+    "PASS_POSITIONS",
+    "PROPOSER_KINDS",
+    "ParallelDraftCard",
+    "ProposerCard",
+    "SelfSpecCard",
+    "list_proposer_cards",
+    "load_proposer_card",
+    "proposer_card_dirs",
+]
+
+PROPOSER_KINDS = ("parallel", "self-speculation")
+PASS_POSITIONS = ("tree-depth", "k")
+SUBDIR = "proposers"
+
+
+def _accept_rows(where: str, accept: object) -> tuple[tuple[float, ...], ...]:
+    """``accept`` as rows of probabilities, one row per depth; errors name depth and rank."""
+    if not isinstance(accept, list | tuple) or not accept:
+        raise TypeError(f"{where}: field 'accept' must be a list of rows, got {accept!r}")
+    rows = []
+    for d, row in enumerate(accept, start=1):
+        if not isinstance(row, list | tuple) or not row:
+            raise TypeError(f"{where}: field 'accept' depth {d}: expected a non-empty list")
+        for r, a in enumerate(row):
+            ok = isinstance(a, int | float) and not isinstance(a, bool)
+            if not ok or not (math.isfinite(a) and 0.0 <= a <= 1.0):
+                raise ValueError(
+                    f"{where}: field 'accept' depth {d}, rank {r}: expected a probability "
+                    f"in [0, 1], got {a!r}"
+                )
+        rows.append(tuple(float(a) for a in row))
+    return tuple(rows)
+
+
+def _assumed(where: str, assumed: object, depths: int) -> tuple[int, ...]:
+    if not isinstance(assumed, list | tuple):
+        raise TypeError(
+            f"{where}: field 'assumed_depths' must be a list of depths, got {assumed!r}"
+        )
+    for d in assumed:
+        check_int(where, "assumed_depths", d, minimum=1)
+        if d > depths:
+            raise ValueError(
+                f"{where}: field 'assumed_depths' names depth {d}, but 'accept' has {depths} depths"
+            )
+    return tuple(sorted(set(assumed)))
+
+
+def _check_common(card: ParallelDraftCard | SelfSpecCard, *, max_depth: int) -> str:
+    """Checks shared by both kinds; returns how errors name the card."""
+    where = card_label(card.source_path, "proposer", card.slug)
+    for name in ("slug", "name", "target"):
+        check_str(where, name, getattr(card, name))
+    check_str(where, "kind", card.kind, PROPOSER_KINDS)
+    check_sources(where, card.sources)
+    rows = _accept_rows(where, card.accept)
+    if len(rows) > max_depth:
+        raise ValueError(
+            f"{where}: field 'accept' has {len(rows)} depths, deeper than the proposer drafts "
+            f"({max_depth})"
+        )
+    object.__setattr__(card, "accept", rows)
+    object.__setattr__(card, "assumed_depths", _assumed(where, card.assumed_depths, len(rows)))
+    return where
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelDraftCard:
+    """A draft model that proposes up to ``k`` tokens in one pass (see the module docstring)."""
+
+    slug: str
+    name: str
+    kind: str
+    target: str
+    draft: str
+    k: int
+    pass_positions: str
+    accept: tuple[tuple[float, ...], ...]
+    sources: dict[str, str] | list[str] = field(hash=False)
+    extra_params: int = 0
+    assumed_depths: tuple[int, ...] = ()
+    notes: str = ""
+    source_path: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        where = card_label(self.source_path, "proposer", self.slug)
+        check_int(where, "k", self.k, minimum=1)
+        check_str(where, "draft", self.draft)
+        check_str(where, "pass_positions", self.pass_positions, PASS_POSITIONS)
+        check_int(where, "extra_params", self.extra_params, minimum=0)
+        if self.kind != "parallel":
+            raise ValueError(f"{where}: field 'kind' must be 'parallel', got {self.kind!r}")
+        _check_common(self, max_depth=self.k)
+
+    @property
+    def max_depth(self) -> int:
+        return self.k
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelfSpecCard:
+    """The target drafting with some of its own layers (see the module docstring).
+
+    Exactly one of ``exit_layer`` (keep layers ``1..exit_layer``) and ``skip_layers``
+    (0-based indices of skipped layers) is given; ``max_depth`` is the deepest draft the
+    card's acceptance covers. That the draft keeps at least one layer of the target is
+    checked against the target's card when the proposer is used
+    (:meth:`draft_layers`).
+    """
+
+    slug: str
+    name: str
+    kind: str
+    target: str
+    max_depth: int
+    accept: tuple[tuple[float, ...], ...]
+    sources: dict[str, str] | list[str] = field(hash=False)
+    exit_layer: int | None = None
+    skip_layers: tuple[int, ...] = ()
+    exit_head_params: int = 0
+    assumed_depths: tuple[int, ...] = ()
+    notes: str = ""
+    source_path: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        where = card_label(self.source_path, "proposer", self.slug)
+        if self.kind != "self-speculation":
+            raise ValueError(f"{where}: field 'kind' must be 'self-speculation', got {self.kind!r}")
+        check_int(where, "max_depth", self.max_depth, minimum=1)
+        check_int(where, "exit_head_params", self.exit_head_params, minimum=0)
+        if not isinstance(self.skip_layers, list | tuple):
+            raise TypeError(
+                f"{where}: field 'skip_layers' must be a list of layer indices, got "
+                f"{self.skip_layers!r}"
+            )
+        for i in self.skip_layers:
+            check_int(where, "skip_layers", i, minimum=0)
+        if len(set(self.skip_layers)) != len(self.skip_layers):
+            raise ValueError(
+                f"{where}: field 'skip_layers' lists a layer twice: {self.skip_layers}"
+            )
+        object.__setattr__(self, "skip_layers", tuple(sorted(self.skip_layers)))
+        if (self.exit_layer is None) == (not self.skip_layers):
+            raise ValueError(
+                f"{where}: give exactly one of 'exit_layer' and 'skip_layers', got "
+                f"exit_layer={self.exit_layer!r}, skip_layers={list(self.skip_layers)}"
+            )
+        if self.exit_layer is not None:
+            check_int(where, "exit_layer", self.exit_layer, minimum=1)
+        _check_common(self, max_depth=self.max_depth)
+
+    def draft_layers(self, layers: int) -> int:
+        """Decoder layers the draft runs of a target with ``layers``; an error names the card
+        field that removes every layer or names a layer the target does not have."""
+        where = card_label(self.source_path, "proposer", self.slug)
+        if self.exit_layer is not None:
+            if self.exit_layer > layers:
+                raise ValueError(
+                    f"{where}: field 'exit_layer' is {self.exit_layer}, but target "
+                    f"{self.target!r} has {layers} layers"
+                )
+            return self.exit_layer
+        bad = [i for i in self.skip_layers if i >= layers]
+        if bad:
+            raise ValueError(
+                f"{where}: field 'skip_layers' names layer(s) {bad}, but target "
+                f"{self.target!r} has layers 0..{layers - 1}"
+            )
+        if len(self.skip_layers) >= layers:
+            raise ValueError(
+                f"{where}: field 'skip_layers' removes every one of the target's {layers} "
+                "layers: the draft must keep at least one"
+            )
+        return layers - len(self.skip_layers)
+
+
+ProposerCard = ParallelDraftCard | SelfSpecCard
+"""Either kind of proposer card."""
+
+
+def _build(data: dict[str, Any], path: Path) -> ProposerCard:
+    kind = data.get("kind")
+    if kind not in PROPOSER_KINDS:
+        raise ValueError(
+            f"{path}: field 'kind' must be one of {list(PROPOSER_KINDS)}, got {kind!r}"
+        )
+    cls: type[ParallelDraftCard] | type[SelfSpecCard]
+    cls = ParallelDraftCard if kind == "parallel" else SelfSpecCard
+    keys = {f.name for f in fields(cls)} - {"source_path"}
+    unknown = sorted(set(data) - keys)
+    if unknown:
+        raise ValueError(f"{path}: unknown field(s) {unknown}; known fields: {sorted(keys)}")
+    missing = sorted(
+        f.name
+        for f in fields(cls)
+        if f.name in keys
+        and f.name not in data
+        and f.default is MISSING
+        and f.default_factory is MISSING
+    )
+    if missing:
+        raise ValueError(f"{path}: missing field(s) {missing}")
+    card = cls(**data, source_path=str(path))
+    if card.slug != path.stem:
+        raise ValueError(
+            f"{path}: holds the proposer card {card.slug!r}; name the file {card.slug}.toml"
+        )
+    return card
+
+
+def proposer_card_dirs(search_path: SearchPath = None) -> list[Path]:
+    """Folders searched for proposer cards, in order: each folder of ``search_path`` and of
+    :data:`~specsim.cards.ENV_VAR`, with its ``proposers/`` subfolder, then the shipped
+    ``models/proposers/``."""
+    if search_path is None:
+        user: list[Path] = []
+    elif isinstance(search_path, str | os.PathLike):
+        user = [Path(search_path)]
+    else:
+        user = [Path(p) for p in search_path]
+    user += [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
+    out: list[Path] = []
+    for root in user:
+        if not root.is_dir():
+            raise ValueError(f"search_path: {str(root)!r} is not a folder")
+        out += [root] + ([root / SUBDIR] if (root / SUBDIR).is_dir() else [])
+    packaged = packaged_root()
+    if packaged is not None and (packaged / SUBDIR).is_dir():
+        out.append(packaged / SUBDIR)
+    return out
+
+
+def _is_proposer(path: Path) -> bool:
+    return read_toml(path).get("kind") in PROPOSER_KINDS
+
+
+def load_proposer_card(
+    slug_or_path: str | os.PathLike[str], *, search_path: SearchPath = None
+) -> ProposerCard:
+    """Load a proposer card by slug (``models/proposers/<slug>.toml``) or from a ``.toml``
+    path; its ``kind`` picks :class:`ParallelDraftCard` or :class:`SelfSpecCard`."""
+    if not isinstance(slug_or_path, str | os.PathLike) or not os.fspath(slug_or_path):
+        raise TypeError(f"proposer card: expected a slug or a .toml path, got {slug_or_path!r}")
+    text = os.fspath(slug_or_path)
+    direct = Path(text)
+    if text.endswith(".toml") or direct.is_file():
+        return _build(read_toml(direct), direct)
+    dirs = proposer_card_dirs(search_path)
+    for d in dirs:
+        candidate = d / f"{text}.toml"
+        if candidate.is_file() and _is_proposer(candidate):
+            return _build(read_toml(candidate), candidate)
+    known = sorted({p.stem for d in dirs for p in d.glob("*.toml") if _is_proposer(p)})
+    raise ValueError(
+        f"proposer card: no card {text!r} in {[str(d) for d in dirs]}; available: {known}"
+    )
+
+
+def list_proposer_cards(*, search_path: SearchPath = None) -> list[ProposerCard]:
+    """Every proposer card found, sorted by slug (the first of each slug wins)."""
+    seen: dict[str, Path] = {}
+    for d in proposer_card_dirs(search_path):
+        for p in sorted(d.glob("*.toml")):
+            if _is_proposer(p):
+                seen.setdefault(p.stem, p)
+    return [_build(read_toml(seen[k]), seen[k]) for k in sorted(seen)]

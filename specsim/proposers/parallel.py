@@ -1,0 +1,225 @@
+"""Parallel drafting: one forward pass of a draft model proposes up to ``k`` tokens.
+
+A parallel draft model (PARD, An et al. 2025, arXiv:2504.18583; P-EAGLE; DFlash's block
+drafting) appends mask tokens to the last token and reads the next tokens off all of them
+in **one** pass, instead of one draft step per token. Its cost per pass over ``batch``
+sequences with contexts ``c`` is one pass of the draft over ``n`` new positions each:
+
+    t_draft = pass(draft; batch, T = batch n, S = sum of causal pairs, R = batch c)
+
+with ``n`` the tree's depth ``D`` (``pass_positions = "tree-depth"``: PARD feeds the last
+token and ``D - 1`` masks) or ``k`` (``pass_positions = "k"``: a block drafter always runs
+its block), priced by the target deployment's devices, stack and KV format running the
+draft (:meth:`specsim.cost.deployment.Deployment.on_model`); the sums are
+:func:`specsim.cost.shape.chain_sums`'s (causal attention among the masks). A tree's width
+costs nothing more: every node at depth ``d`` takes its candidates from position ``d``'s
+distribution (top-``r`` ranks), so width shows only in acceptance. A tree deeper than ``k``
+is refused. Assumptions (docs/proposers-parallel-selfspec.md): the tokens accepted in the
+previous round beyond the last one, which PARD's loop also feeds, are not counted; block
+drafters with bidirectional attention inside the block have ``n^2`` rather than
+``n (n + 1) / 2`` pairs, which this pass under-counts by ``n (n - 1) / 2`` per sequence.
+
+>>> from specsim.cards import load_hardware, load_model
+>>> from specsim.cost.deployment import Deployment
+>>> pard = ParallelDraft.from_card("pard-llama-3.2-1b-llama-3.1-8b")
+>>> dep = Deployment(target=load_model("llama-3.1-8b"), hardware=load_hardware("a100-80gb"))
+>>> one = pard.draft_cost([-1, 0, 1, 2], deployment=dep, batch=1, context=512)
+>>> step = pard.draft_cost([-1], deployment=dep, batch=1, context=512)
+>>> 1.0 < one.time_s / step.time_s < 1.1  # four tokens for about the price of one
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from specsim.cards import ModelCard, load_model
+from specsim.cards.files import SearchPath
+from specsim.cards.proposer_cards import PASS_POSITIONS, ParallelDraftCard, load_proposer_card
+from specsim.cost.checks import check_draft_pair
+from specsim.cost.deployment import Deployment
+from specsim.cost.memory import footprint
+from specsim.cost.shape import chain_sums
+from specsim.proposers.kinds import DraftCost
+from specsim.proposers.tables import RankAcceptance, tree_depths
+
+__all__ = ["ParallelDraft", "card_acceptance", "contexts"]
+
+
+def contexts(context: ArrayLike) -> NDArray[np.int64]:
+    """``context`` as a 1-d array of integers >= 0; a ValueError names a bad value."""
+    arr = np.atleast_1d(np.asarray(context))
+    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer) or arr.ndim != 1:
+        raise ValueError(f"context: expected integers >= 0, got {context!r}")
+    if (arr < 0).any():
+        raise ValueError(f"context: expected integers >= 0, got {context!r}")
+    return arr.astype(np.int64)
+
+
+def check_batch(batch: object) -> int:
+    """``batch`` as an int >= 1; a ValueError names a bad value."""
+    if isinstance(batch, bool) or not isinstance(batch, int | np.integer) or batch < 1:
+        raise ValueError(f"batch: expected an integer >= 1, got {batch!r}")
+    return int(batch)
+
+
+def card_acceptance(
+    card: ParallelDraftCard | object, *, accept: tuple[tuple[float, ...], ...], max_depth: int
+) -> RankAcceptance:
+    """A proposer card's acceptance table, its source naming the card and its assumed depths."""
+    slug = getattr(card, "slug", "?")
+    src = getattr(card, "sources", {})
+    where = src.get("accept", "") if isinstance(src, dict) else "; ".join(src)
+    assumed = getattr(card, "assumed_depths", ())
+    if assumed:
+        where += f" (depths {', '.join(map(str, assumed))} assumed: see the card)"
+    return RankAcceptance(
+        accept=accept,
+        source=f"proposer card {slug}: {where}",
+        name=f"proposer card {slug}: accept",
+        max_depth=max_depth,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelDraft:
+    """A draft model proposing up to ``k`` tokens in one pass (see the module docstring).
+
+    ``draft``: the draft's model card (its shape prices the pass); ``target``: the target
+    slug the acceptance was measured for (None: any target sharing the draft's tokenizer);
+    ``extra_params``: weights beyond the draft's card (mask-token embeddings).
+    """
+
+    draft: ModelCard
+    k: int
+    acceptance: RankAcceptance
+    target: str | None = None
+    pass_positions: str = "tree-depth"
+    extra_params: int = 0
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise ValueError(f"parallel draft k: expected an integer >= 1, got {self.k!r}")
+        if self.pass_positions not in PASS_POSITIONS:
+            raise ValueError(
+                f"parallel draft pass_positions: expected one of {list(PASS_POSITIONS)}, got "
+                f"{self.pass_positions!r}"
+            )
+        bad = self.extra_params
+        if isinstance(bad, bool) or not isinstance(bad, int) or bad < 0:
+            raise ValueError(f"parallel draft extra_params: expected an integer >= 0, got {bad!r}")
+        if not isinstance(self.acceptance, RankAcceptance):
+            raise TypeError(
+                f"parallel draft acceptance: expected a RankAcceptance, got "
+                f"{type(self.acceptance).__name__}"
+            )
+
+    @classmethod
+    def from_card(
+        cls, card: ParallelDraftCard | str, *, search_path: SearchPath = None
+    ) -> ParallelDraft:
+        """The proposer of a ``kind = "parallel"`` card (a card or its slug or path); the draft
+        model card is loaded by its slug on the same search path."""
+        if not isinstance(card, ParallelDraftCard):
+            loaded = load_proposer_card(card, search_path=search_path)
+            if not isinstance(loaded, ParallelDraftCard):
+                raise ValueError(
+                    f"proposer card {loaded.slug!r}: kind {loaded.kind!r}, not a parallel draft "
+                    "(use SelfSpeculation.from_card)"
+                )
+            card = loaded
+        return cls(
+            draft=load_model(card.draft, search_path=search_path),
+            k=card.k,
+            acceptance=card_acceptance(card, accept=card.accept, max_depth=card.k),
+            target=card.target,
+            pass_positions=card.pass_positions,
+            extra_params=card.extra_params,
+            label=card.slug,
+        )
+
+    @property
+    def name(self) -> str:
+        return f"parallel draft {self.label or self.draft.slug} (k={self.k})"
+
+    @property
+    def overlappable(self) -> bool:
+        """A separate model: on a device of its own it can draft beside verification."""
+        return True
+
+    def check_target(self, target: ModelCard) -> None:
+        if self.target is not None and target.slug != self.target:
+            raise ValueError(
+                f"{self.name}: its acceptance was measured for target {self.target!r}, cannot "
+                f"be used with target {target.slug!r}"
+            )
+        check_draft_pair(target, self.draft)
+
+    def positions(self, parents: Sequence[int]) -> int:
+        """New positions of the one draft pass for the tree ``parents`` (0 for no tree)."""
+        depth = max(tree_depths(parents), default=0)
+        if depth > self.k:
+            raise ValueError(
+                f"{self.name}: the tree is {depth} deep but one pass proposes at most "
+                f"k = {self.k} tokens"
+            )
+        if depth == 0:
+            return 0
+        return depth if self.pass_positions == "tree-depth" else self.k
+
+    def draft_costs(
+        self,
+        parents: Sequence[int],
+        *,
+        deployment: Deployment,
+        batch: int,
+        context: ArrayLike,
+    ) -> DraftCost:
+        """Per element of ``context``, the one draft pass of ``parents`` (arrays)."""
+        self.check_target(deployment.target)
+        n, b, ctx = self.positions(parents), check_batch(batch), contexts(context)
+        if n == 0:
+            zero = np.zeros(ctx.shape)
+            return DraftCost(zero, zero.copy(), zero.copy())
+        tokens, pairs, cached = chain_sums(b, b * ctx.astype(np.float64), n)
+        terms = deployment.on_model(self.draft).aggregates_cost(
+            batch=b, tokens=tokens, context_tokens=cached, pairs=pairs
+        )
+        shape = ctx.shape
+        return DraftCost(
+            np.broadcast_to(terms.time_s, shape).astype(np.float64),
+            np.broadcast_to(terms.energy_j, shape).astype(np.float64),
+            np.broadcast_to(terms.flops, shape).astype(np.float64),
+        )
+
+    def draft_cost(
+        self,
+        parents: Sequence[int],
+        *,
+        deployment: Deployment,
+        batch: int,
+        context: int,
+    ) -> DraftCost:
+        return self.draft_costs(parents, deployment=deployment, batch=batch, context=context).at(0)
+
+    def memory_bytes(self, deployment: Deployment) -> float:
+        """Draft weights (and ``extra_params``) per device in the draft's weight format.
+
+        Its KV cache grows with batch and context, which this call does not know:
+        :meth:`kv_bytes_per_token` gives it per cached token of one sequence.
+        """
+        dep = deployment.on_model(self.draft)
+        fm = dep.formats()
+        fp = footprint(self.draft, tensor_parallel=dep.tensor_parallel, formats=fm)
+        return fp.weights_bytes + self.extra_params / dep.tensor_parallel * fm.weights
+
+    def kv_bytes_per_token(self, deployment: Deployment) -> float:
+        """The draft's KV-cache bytes per device for one cached token of one sequence."""
+        dep = deployment.on_model(self.draft)
+        fp = footprint(self.draft, tensor_parallel=dep.tensor_parallel, formats=dep.formats())
+        return fp.kv_bytes_per_token
