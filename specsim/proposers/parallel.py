@@ -39,7 +39,12 @@ from numpy.typing import ArrayLike, NDArray
 
 from specsim.cards import ModelCard, load_model
 from specsim.cards.files import SearchPath
-from specsim.cards.proposer_cards import PASS_POSITIONS, ParallelDraftCard, load_proposer_card
+from specsim.cards.proposer_cards import (
+    PASS_POSITIONS,
+    ParallelDraftCard,
+    ProposerCard,
+    load_proposer_card,
+)
 from specsim.cost.checks import check_draft_pair
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
@@ -67,21 +72,18 @@ def check_batch(batch: object) -> int:
     return int(batch)
 
 
-def card_acceptance(
-    card: ParallelDraftCard | object, *, accept: tuple[tuple[float, ...], ...], max_depth: int
-) -> RankAcceptance:
-    """A proposer card's acceptance table, its source naming the card and its assumed depths."""
-    slug = getattr(card, "slug", "?")
-    src = getattr(card, "sources", {})
+def card_acceptance(card: ProposerCard) -> RankAcceptance:
+    """A proposer card's acceptance table, up to its ``max_depth``, its source naming the
+    card and the depths it assumes."""
+    src = card.sources
     where = src.get("accept", "") if isinstance(src, dict) else "; ".join(src)
-    assumed = getattr(card, "assumed_depths", ())
-    if assumed:
-        where += f" (depths {', '.join(map(str, assumed))} assumed: see the card)"
+    if card.assumed_depths:
+        where += f" (depths {', '.join(map(str, card.assumed_depths))} assumed: see the card)"
     return RankAcceptance(
-        accept=accept,
-        source=f"proposer card {slug}: {where}",
-        name=f"proposer card {slug}: accept",
-        max_depth=max_depth,
+        accept=card.accept,
+        source=f"proposer card {card.slug}: {where}",
+        name=f"proposer card {card.slug}: accept",
+        max_depth=card.max_depth,
     )
 
 
@@ -136,7 +138,7 @@ class ParallelDraft:
         return cls(
             draft=load_model(card.draft, search_path=search_path),
             k=card.k,
-            acceptance=card_acceptance(card, accept=card.accept, max_depth=card.k),
+            acceptance=card_acceptance(card),
             target=card.target,
             pass_positions=card.pass_positions,
             extra_params=card.extra_params,

@@ -113,8 +113,7 @@ class SelfSpeculation:
                     "(use ParallelDraft.from_card)"
                 )
             card = loaded
-        acc = card_acceptance(card, accept=card.accept, max_depth=card.max_depth)
-        return cls(target=card.target, acceptance=acc, card=card)
+        return cls(target=card.target, acceptance=card_acceptance(card), card=card)
 
     @property
     def name(self) -> str:
