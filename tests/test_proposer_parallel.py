@@ -8,14 +8,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from specsim.cards import load_hardware, load_model
-from specsim.cards.proposer_cards import ParallelDraftCard, load_proposer_card
+from specsim.cards.proposer_cards import (
+    ParallelDraftCard,
+    list_proposer_cards,
+    load_proposer_card,
+)
 from specsim.cost.deployment import Deployment
 from specsim.cost.shape import PassShape
 from specsim.proposers.parallel import ParallelDraft
 from specsim.proposers.protocol import ProposerProtocol
 from specsim.proposers.selfspec import SelfSpeculation
+from specsim.proposers.tables import tree_depths
 
 SLUG = "pard-llama-3.2-1b-llama-3.1-8b"
 CARD = Path(__file__).resolve().parents[1] / "models" / "proposers" / f"{SLUG}.toml"
@@ -202,3 +209,43 @@ def test_bad_arguments_are_named() -> None:
         PARD.draft_cost([-1, 7], deployment=DEP, batch=1, context=10)
     with pytest.raises(ValueError, match="parallel draft k: expected an integer >= 1, got 0"):
         dataclasses.replace(PARD, k=0)
+
+
+@st.composite
+def trees(draw: st.DrawFn, *, max_nodes: int = 14) -> list[int]:
+    """Token trees in topological order: each node's parent is an earlier node or the root."""
+    n = draw(st.integers(min_value=1, max_value=max_nodes))
+    return [draw(st.integers(min_value=-1, max_value=i - 1)) for i in range(n)]
+
+
+@given(
+    tree=trees(),
+    batch=st.integers(min_value=1, max_value=64),
+    context=st.integers(min_value=0, max_value=8000),
+)
+def test_any_tree_costs_the_pass_over_its_depth(tree: list[int], batch: int, context: int) -> None:
+    depth = max(tree_depths(tree))
+    if depth > PARD.k:
+        with pytest.raises(ValueError, match="at most k = 12"):
+            PARD.draft_cost(tree, deployment=DEP, batch=batch, context=context)
+        return
+    got = PARD.draft_cost(tree, deployment=DEP, batch=batch, context=context)
+    want = roofline_pass(depth, batch=batch, context=context)
+    assert (got.time_s, got.energy_j, got.flops) == pytest.approx(want, rel=1e-12)
+
+
+def test_user_cards_are_found_on_the_search_path_first(tmp_path: Path) -> None:
+    folder = tmp_path / "proposers"
+    folder.mkdir()
+    text = CARD.read_text(encoding="utf-8").replace("\nk = 12\n", "\nk = 16\n")
+    (folder / f"{SLUG}.toml").write_text(text, encoding="utf-8")
+    mine = load_proposer_card(SLUG, search_path=tmp_path)
+    assert isinstance(mine, ParallelDraftCard) and mine.k == 16
+    assert mine.source_path == str(folder / f"{SLUG}.toml")
+    assert [c.slug for c in list_proposer_cards(search_path=tmp_path)] == [
+        "layerskip-llama-2-7b-e8",
+        SLUG,
+    ]
+    assert ParallelDraft.from_card(SLUG, search_path=tmp_path).k == 16
+    with pytest.raises(ValueError, match="is not a folder"):
+        load_proposer_card(SLUG, search_path=tmp_path / "missing")

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from specsim.cards import load_hardware, load_model
 from specsim.cards.proposer_cards import SelfSpecCard, load_proposer_card
@@ -176,3 +178,23 @@ def test_a_skip_set_that_removes_every_layer_is_refused(tmp_path: Path) -> None:
         deep.check_target(TARGET)
     with pytest.raises(ValueError, match=r"layers: expected an integer in 1\.\.32"):
         early_exit_card(TARGET, 0)
+
+
+@given(
+    exits=st.lists(st.integers(min_value=1, max_value=32), min_size=2, max_size=2, unique=True),
+    depth=st.integers(min_value=1, max_value=6),
+    batch=st.integers(min_value=1, max_value=64),
+    context=st.integers(min_value=0, max_value=4000),
+)
+def test_more_layers_cost_more_and_never_more_than_the_target(
+    exits: list[int], depth: int, batch: int, context: int
+) -> None:
+    low, high = sorted(exits)
+    cost = {
+        e: with_layers(exit_layer=e).draft_cost(
+            chain(depth), deployment=DEP, batch=batch, context=context
+        )
+        for e in (low, high, TARGET.layers)
+    }
+    assert cost[low].time_s < cost[high].time_s <= cost[TARGET.layers].time_s
+    assert cost[low].flops < cost[high].flops
