@@ -52,7 +52,7 @@ from specsim.cost.shape import chain_sums
 from specsim.proposers.kinds import DraftCost
 from specsim.proposers.tables import RankAcceptance, tree_depths
 
-__all__ = ["ParallelDraft", "card_acceptance", "contexts"]
+__all__ = ["ParallelDraft", "card_acceptance", "check_batch", "contexts"]
 
 
 def contexts(context: ArrayLike) -> NDArray[np.int64]:
