@@ -40,6 +40,7 @@ import pandas as pd
 
 from specsim.cards import load_hardware, load_head, load_model
 from specsim.cards.files import packaged_root
+from specsim.cost.deployment import Deployment
 from specsim.proposers import NGram, RankAcceptance, load_acceptance
 from specsim.sim.trees import TreeStreamConfig, simulate_tree_stream
 from specsim.theory.trees import expected_tokens_tree, tree_positions_per_token
@@ -171,8 +172,7 @@ def tree_check(
     cfg = TreeStreamConfig(
         parents=tuple(parents),
         proposer=NGram(acceptance=acceptance),
-        target=load_model("llama-2-7b"),
-        hardware=load_hardware("a100-80gb"),
+        deployment=Deployment(target=load_model("llama-2-7b"), hardware=load_hardware("a100-80gb")),
         tokens=_TOKENS_PER_REQUEST,
         requests=requests,
     )

@@ -41,6 +41,7 @@ from matplotlib.figure import Figure
 
 from specsim.cards import load_hardware, load_head, load_model
 from specsim.cards.files import packaged_root
+from specsim.cost.deployment import Deployment
 from specsim.plots import describe, figure, legend_outside, plot_lines
 from specsim.proposers import (
     DraftModel,
@@ -139,8 +140,7 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
         for b in batches:
             key = {"hardware": slug, "batch": int(b)}
             common: dict[str, Any] = {
-                "target": target,
-                "hardware": hw,
+                "deployment": Deployment(target=target, hardware=hw),
                 "batch": int(b),
                 "context": cfg.context,
             }
