@@ -73,7 +73,8 @@ class LookupCost:
 def fit_lookup_cost(path: str | os.PathLike[str] = _CSV) -> LookupCost:
     """Least squares of the CSV's ``min_s`` on ``1, context, k`` (columns as
     ``bench_lookup.py`` writes them), with the coefficients' standard errors; a ValueError
-    naming the file for missing columns, too few rows or a negative coefficient."""
+    naming the file for missing columns, too few rows, columns that do not vary or a negative
+    coefficient."""
     with open(path, newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     try:
@@ -83,7 +84,9 @@ def fit_lookup_cost(path: str | os.PathLike[str] = _CSV) -> LookupCost:
         raise ValueError(f"{path}: expected numeric columns context, k, min_s ({exc})") from None
     if len(rows) <= 3:
         raise ValueError(f"{path}: expected more than 3 rows to fit 3 coefficients")
-    beta = np.linalg.lstsq(X, y, rcond=None)[0]
+    beta, _, rank, _ = np.linalg.lstsq(X, y, rcond=None)
+    if rank < 3:
+        raise ValueError(f"{path}: context and k must both vary to fit the three coefficients")
     resid = y - X @ beta
     cov = float(resid @ resid) / (len(y) - 3) * np.linalg.inv(X.T @ X)
     se = np.sqrt(np.diag(cov))
