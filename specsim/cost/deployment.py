@@ -196,7 +196,7 @@ def deployment_from_table(table: Mapping[str, Any], *, where: str) -> Deployment
 
     >>> deployment_from_table({"target": "llama-2-7b", "hardware": "a100-80gb", "kv": "fp8"},
     ...                       where="run.toml [deployment]").formats().kv_format
-    'fp8'
+    'float8'
     """
     return build(Deployment, table, where=where)
 

@@ -22,7 +22,8 @@ from specsim.cards import HardwareCard, ModelCard
 from specsim.cost.checks import check_model, int_array
 from specsim.cost.checks import check_positions as _check_positions
 from specsim.cost.flops import pass_flops
-from specsim.cost.model import DEFAULT_CONTEXT, RuntimeLike, step_cost_grid
+from specsim.cost.grid import step_cost_grid
+from specsim.cost.model import DEFAULT_CONTEXT, RuntimeLike
 from specsim.cost.results import FloatArray
 from specsim.cost.shape import verification_positions
 

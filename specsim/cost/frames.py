@@ -25,7 +25,8 @@ import numpy as np
 from specsim.cards import HardwareCard, ModelCard
 from specsim.cost.derived import ops_coefficient
 from specsim.cost.flops import ridge_tokens
-from specsim.cost.model import DEFAULT_CONTEXT, RuntimeLike, step_cost_grid
+from specsim.cost.grid import step_cost_grid
+from specsim.cost.model import DEFAULT_CONTEXT, RuntimeLike
 from specsim.cost.shape import verification_positions
 
 if TYPE_CHECKING:
