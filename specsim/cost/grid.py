@@ -140,13 +140,9 @@ def step_cost_grid(
     fits = arrays["resident_bytes"] <= hardware.mem_capacity
     if check_memory and not fits.all():
         i = tuple(int(j) for j in np.argwhere(~fits)[0]) if fits.ndim else ()
+        resident = float(arrays["resident_bytes"][i])
         err = memory_error(
-            model,
-            hardware,
-            formats=formats,
-            tp=float(tp[i]),
-            B=float(B[i]),
-            resident=float(arrays["resident_bytes"][i]),
+            model, hardware, formats=formats, tp=float(tp[i]), B=float(B[i]), resident=resident
         )
         raise ValueError(
             f"element {i} of {int((~fits).sum())} that do not fit (context {int(ctx[i])}, new "
