@@ -51,6 +51,7 @@ from specsim.proposers import (
     tree_depths,
     verify_shape,
 )
+from specsim.proposers.kinds import check_serialized
 from specsim.theory.trees import expected_tokens_tree
 
 __all__ = [
@@ -266,6 +267,7 @@ def evaluate_tree(
     check_proposer(proposer)
     if not isinstance(deployment, Deployment):
         raise TypeError(f"deployment: expected a Deployment, got {type(deployment).__name__}")
+    check_serialized(deployment, where="evaluate_tree")
     proposer.check_target(deployment.target)  # a head card for another target: an error
     ver = deployment.pass_cost(verify_shape(tree, context=context, batch=batch))
     draft = DraftCost(0.0, 0.0, 0.0)

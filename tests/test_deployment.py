@@ -181,3 +181,15 @@ def test_specsim_tree_under_an_eager_int4_fp8_stack(
     assert best["eager"]["depth"] < best["plain"]["depth"]
     assert best["quant"]["verify_s"] != best["eager"]["verify_s"]
     assert quant["runtime"] == "pytorch-eager-a100" and quant["weights"] == "int4"
+
+
+def test_an_overlapped_placement_is_refused_where_drafting_is_priced_serialized() -> None:
+    from specsim.sim.trees import TreeStreamConfig
+    from specsim.trees import evaluate_tree
+
+    over = Deployment(target=TARGET, hardware=HW, draft_placement="overlapped")
+    draft = DraftModel(card=load_model("llama-68m"), acceptance=ACC)
+    with pytest.raises(ValueError, match="evaluate_tree: deployment draft_placement 'overlapped'"):
+        evaluate_tree((-1,), proposer=draft, deployment=over, batch=1)
+    with pytest.raises(ValueError, match="single-stream tree simulator: deployment draft_pl"):
+        TreeStreamConfig(parents=(-1,), proposer=draft, deployment=over, tokens=5)

@@ -24,7 +24,15 @@ from specsim.cost.memory import footprint
 from specsim.proposers.protocol import Proposer
 from specsim.proposers.tables import RankAcceptance, frontier_widths, tree_depths
 
-__all__ = ["DraftCost", "DraftModel", "Heads", "Proposer", "contexts"]
+__all__ = [
+    "DraftCost",
+    "DraftModel",
+    "Heads",
+    "Proposer",
+    "contexts",
+    "check_batch",
+    "check_serialized",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +86,18 @@ def contexts(context: ArrayLike) -> NDArray[np.int64]:
     if not np.issubdtype(arr.dtype, np.integer) or arr.ndim != 1 or (arr < 0).any():
         raise ValueError(f"context: expected integers >= 0, got {context!r}")
     return arr.astype(np.int64)
+
+
+def check_serialized(deployment: Deployment, *, where: str) -> None:
+    """A ValueError unless drafting is serialized with verification on ``deployment``: the
+    single-stream pricing (``where``) adds draft and verification times, so an
+    ``"overlapped"`` placement, which would hide one behind the other, is not modelled
+    there and must not be silently priced as if it were not chosen."""
+    if deployment.draft_placement == "overlapped":
+        raise ValueError(
+            f"{where}: deployment draft_placement 'overlapped' is not modelled here (drafting "
+            "is priced serialized with verification); use 'shared' or 'own-device'"
+        )
 
 
 def check_batch(batch: int) -> int:

@@ -43,6 +43,7 @@ from specsim.proposers import (
     tree_depths,
     verify_shape,
 )
+from specsim.proposers.kinds import check_serialized
 from specsim.sim.source import check_whole
 from specsim.sim.tree_policies import ConfidenceTree, NodeConfidence
 
@@ -107,6 +108,7 @@ class _StreamFields:
             raise TypeError(
                 f"deployment: expected a Deployment, got {type(self.deployment).__name__}"
             )
+        check_serialized(self.deployment, where="the single-stream tree simulator")
         self.proposer.check_target(self.deployment.target)
         check_positions(
             self.deployment.target,
