@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,9 +63,9 @@ def test_a_file_without_the_table_is_named(tmp_path: Path) -> None:
         load_deployment(path)
 
 
-def _json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+def _json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     assert main(argv) == 0, capsys.readouterr().err
-    out: dict[str, object] = json.loads(capsys.readouterr().out)
+    out: dict[str, Any] = json.loads(capsys.readouterr().out)
     return out
 
 
@@ -174,8 +175,7 @@ def test_specsim_tree_under_an_eager_int4_fp8_stack(
     eager = _json([*base, *eager_flags], capsys)
     quant = _json([*base, *quant_flags], capsys)
     best: dict[str, dict[str, float]] = {
-        k: v["best"]  # type: ignore[misc]
-        for k, v in (("plain", plain), ("eager", eager), ("quant", quant))
+        k: v["best"] for k, v in (("plain", plain), ("eager", eager), ("quant", quant))
     }
     assert best["eager"]["time_s"] > 3 * best["plain"]["time_s"]
     assert best["eager"]["depth"] < best["plain"]["depth"]
@@ -193,3 +193,19 @@ def test_an_overlapped_placement_is_refused_where_drafting_is_priced_serialized(
         evaluate_tree((-1,), proposer=draft, deployment=over, batch=1)
     with pytest.raises(ValueError, match="single-stream tree simulator: deployment draft_pl"):
         TreeStreamConfig(parents=(-1,), proposer=draft, deployment=over, tokens=5)
+
+
+def test_the_draft_placement_flag_reaches_the_draft(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    acc = tmp_path / "acc.toml"
+    acc.write_text(f'source = "test"\naccept = {[list(row) for row in ACC.accept]}\n')
+    base = ["tree", *LLAMA_A100, "--draft", "llama-160m", "--acceptance", str(acc), "--json"]
+    base += ["--budget", "6", "--max-depth", "3", "--tensor-parallel", "2", "--batch", "4"]
+    shared = _json(base, capsys)
+    own = _json([*base, "--draft-placement", "own-device"], capsys)
+    assert own["draft_placement"] == "own-device" and shared["draft_placement"] == "shared"
+    # The same trees verify alike; the draft on one device of its own drafts at another speed.
+    s, o = shared["chain"], own["chain"]
+    assert s["parents"] == o["parents"] and s["verify_s"] == o["verify_s"]
+    assert s["draft_s"] != o["draft_s"]
