@@ -31,6 +31,7 @@ One noun per module, lowest first:
 'memory'
 """
 
+from specsim.cost.deployment import PLACEMENTS, Deployment, deployment_from_table, load_deployment
 from specsim.cost.derived import cost_coefficient, ops_coefficient, verification_factor
 from specsim.cost.flops import pass_flops, ridge_tokens
 from specsim.cost.formats import Formats, resolve_formats
@@ -57,6 +58,10 @@ from specsim.cost.shape import (
 )
 
 __all__ = [
+    "Deployment",
+    "PLACEMENTS",
+    "deployment_from_table",
+    "load_deployment",
     "DEFAULT_CONTEXT",
     "DEFAULT_ENCODER_LENGTH",
     "DEFAULT_BATCHES",
