@@ -11,6 +11,14 @@ sampled tokens reach the CPU, before the next step's inputs are built, so the se
 every step: it does not overlap verification (:attr:`NGram.overlappable` False unless
 ``overlap`` says an engine hides it).
 
+SGLang does it differently (``python/sglang/srt/speculative/cpp_ngram/ngram_cache.py``,
+sgl-project/sglang at commit 4ef715730f599fe7066e8e3affe47cd5d43ca0b1): a C++ trie of the
+n-grams seen, filled asynchronously (``asyncInsert``, off the critical path) and matched
+per batch (``batchMatch``: match windows of 1 to 10 tokens, a breadth-first token tree of
+``draft_token_num`` nodes), so its lookup does not scan the context. That engine is a
+:class:`LookupCost` with ``per_context_token_s = 0`` and its own per-node cost, which is
+not measured here.
+
 **The cost** (:class:`LookupCost`): per sequence and pass, ``per_sequence_s +
 per_context_token_s * context + per_draft_token_s * nodes`` of host time, the batch's
 sequences spread over ``threads`` threads (``ceil(batch / threads)`` rounds). The default,
