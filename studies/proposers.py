@@ -15,7 +15,8 @@ compared with plain decoding:
   EAGLE's published n-alpha (Li et al. 2024; depths 3 and 4 interpolated, an
   assumption the card states); no rank beyond the first is published, so it
   drafts chains only;
-- **n-gram lookup**: no model cost; acceptance measured on the committed text
+- **n-gram lookup**: no model, a measured host search per pass
+  (:mod:`specsim.proposers.lookup`); acceptance measured on the committed text
   corpora's test split (``models/measured/ngram/corpora-test/``, word tokens);
 - **a draft model** (llama-68m, SpecInfer's and Sequoia's draft for 7B
   targets): a chain at an *assumed* acceptance ``draft_alpha`` (no per-rank
