@@ -6,12 +6,15 @@ per pass under the positional acceptance model (acceptance by depth and rank,
 :class:`specsim.proposers.RankAcceptance`), then picks ``n`` for one GPU at
 batch 1. Here the same program (:func:`best_trees`) gives the best tree for
 every node count and depth bound, and each candidate is priced on the cards at
-the batch it will run at: the target's verification pass of the tree
-(:func:`specsim.cost.pass_cost` of :func:`specsim.proposers.verify_shape`) plus
-the proposer's drafting (one draft step per depth over the frontier, or one
-head evaluation). :func:`optimize_tree` returns the candidate with the most
-emitted tokens per second, and for comparison the best chain, the best full
-k-ary tree (k = 2, 3, 4) of the same budget, and no speculation.
+the batch it will run at on one :class:`~specsim.cost.deployment.Deployment` (the
+target, hardware, runtime profile, weight and KV formats and tensor parallelism the user
+chose): the target's verification pass of the tree
+(:meth:`Deployment.pass_cost <specsim.cost.deployment.Deployment.pass_cost>` of
+:func:`specsim.proposers.verify_shape`) plus the proposer's drafting on the same deployment
+(one draft step per depth over the frontier, one head evaluation, or a host lookup).
+:func:`optimize_tree` returns the candidate with the most emitted tokens per second, and
+for comparison the best chain, the best full k-ary tree (k = 2, 3, 4) of the same budget,
+and no speculation.
 
 **The program.** Write ``P[d][r]`` for the probability that the rank-``r``
 child at depth ``d`` is *the* accepted one (the conditional acceptance times
@@ -38,17 +41,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from specsim.cards import HardwareCard, ModelCard
-from specsim.cost import pass_cost
+from specsim.cost.deployment import Deployment
 from specsim.proposers import (
     DraftCost,
-    Heads,
     Proposer,
     RankAcceptance,
+    check_proposer,
     check_tree,
     tree_depths,
     verify_shape,
 )
+from specsim.proposers.kinds import check_serialized
 from specsim.theory.trees import expected_tokens_tree
 
 __all__ = [
@@ -251,24 +254,25 @@ def evaluate_tree(
     parents: Sequence[int],
     *,
     proposer: Proposer,
-    target: ModelCard,
-    hardware: HardwareCard,
+    deployment: Deployment,
     batch: int,
     context: int = 512,
     budget: int | None = None,
     kind: str = "tree",
-    dtype: str | None = None,
 ) -> TreePlan:
-    """``parents`` priced at ``batch``: its expected tokens (the proposer's acceptance), the
-    target's tree pass and the proposer's draft cost (none for the empty tree)."""
+    """``parents`` priced at ``batch`` on ``deployment``: its expected tokens (the proposer's
+    acceptance), the target's tree pass and the proposer's draft cost (none for the empty
+    tree), both under the deployment's stack, formats and parallelism."""
     tree = check_tree(parents) if budget is None else check_budget(parents, budget)
-    proposer.check_target(target)  # a head card for another target: an error naming it
-    ver = pass_cost(target, hardware, verify_shape(tree, context=context, batch=batch), dtype=dtype)
+    check_proposer(proposer)
+    if not isinstance(deployment, Deployment):
+        raise TypeError(f"deployment: expected a Deployment, got {type(deployment).__name__}")
+    check_serialized(deployment, where="evaluate_tree")
+    proposer.check_target(deployment.target)  # a head card for another target: an error
+    ver = deployment.pass_cost(verify_shape(tree, context=context, batch=batch))
     draft = DraftCost(0.0, 0.0, 0.0)
     if tree:
-        draft = proposer.draft_cost(
-            tree, target=target, hardware=hardware, batch=batch, context=context
-        )
+        draft = proposer.draft_cost(tree, deployment=deployment, batch=batch, context=context)
     return TreePlan(
         kind=kind,
         parents=tree,
@@ -297,26 +301,24 @@ class TreeOptimum:
 def optimize_tree(
     *,
     proposer: Proposer,
-    target: ModelCard,
-    hardware: HardwareCard,
+    deployment: Deployment,
     batch: int,
     budget: int = 32,
     context: int = 512,
     max_depth: int = 12,
-    dtype: str | None = None,
     candidates: Sequence[tuple[int, ...]] | None = None,
 ) -> TreeOptimum:
     """The tree of at most ``budget`` nodes and ``max_depth`` depths with the most emitted
-    tokens per second at ``batch`` (see the module docstring). ``candidates``: the best trees
-    from :func:`best_trees`, when already computed for this acceptance and budget (they do
-    not depend on the machine or the batch)."""
+    tokens per second at ``batch`` on ``deployment`` (see the module docstring).
+    ``candidates``: the best trees from :func:`best_trees`, when already computed for this
+    acceptance and budget (they do not depend on the machine or the batch)."""
     if isinstance(batch, bool) or not isinstance(batch, int | np.integer) or batch < 1:
         raise ValueError(f"batch: expected an integer >= 1, got {batch!r}")
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1:
         raise ValueError(f"max_depth: expected an integer >= 1, got {max_depth!r}")
     check_budget((), budget)
-    depth = min(max_depth, proposer.card.max_depth) if isinstance(proposer, Heads) else max_depth
-    acc = proposer.acceptance
+    acc = check_proposer(proposer).acceptance
+    depth = max_depth if acc.max_depth is None else min(max_depth, acc.max_depth)
     trees = (
         list(candidates)
         if candidates is not None
@@ -324,12 +326,10 @@ def optimize_tree(
     )
     kw: dict[str, Any] = {
         "proposer": proposer,
-        "target": target,
-        "hardware": hardware,
+        "deployment": deployment,
         "batch": int(batch),
         "context": context,
         "budget": budget,
-        "dtype": dtype,
     }
 
     def top(kind: str, pool: Sequence[tuple[int, ...]]) -> TreePlan:

@@ -40,6 +40,7 @@ import pandas as pd
 
 from specsim.cards import load_hardware, load_head, load_model
 from specsim.cards.files import packaged_root
+from specsim.cost.deployment import Deployment
 from specsim.proposers import NGram, RankAcceptance, load_acceptance
 from specsim.sim.trees import TreeStreamConfig, simulate_tree_stream
 from specsim.theory.trees import expected_tokens_tree, tree_positions_per_token
@@ -166,13 +167,13 @@ def tree_check(
     z: float = Z_CHECK,
 ) -> list[dict[str, Any]]:
     """Two rows (:data:`TREE_COLUMNS`) for one tree: ``requests`` requests of 2,000 tokens
-    simulated with ``acceptance`` (a zero-cost n-gram proposer on llama-2-7b and an
-    A100-80GB: the check is of the walk, not of the costs), against the closed forms."""
+    simulated with ``acceptance`` (an n-gram proposer, microseconds a pass, on llama-2-7b
+    and an A100-80GB: the check is of the walk, not of the costs), against the closed
+    forms."""
     cfg = TreeStreamConfig(
         parents=tuple(parents),
         proposer=NGram(acceptance=acceptance),
-        target=load_model("llama-2-7b"),
-        hardware=load_hardware("a100-80gb"),
+        deployment=Deployment(target=load_model("llama-2-7b"), hardware=load_hardware("a100-80gb")),
         tokens=_TOKENS_PER_REQUEST,
         requests=requests,
     )

@@ -15,7 +15,8 @@ compared with plain decoding:
   EAGLE's published n-alpha (Li et al. 2024; depths 3 and 4 interpolated, an
   assumption the card states); no rank beyond the first is published, so it
   drafts chains only;
-- **n-gram lookup**: no model cost; acceptance measured on the committed text
+- **n-gram lookup**: no model, a measured host search per pass
+  (:mod:`specsim.proposers.lookup`); acceptance measured on the committed text
   corpora's test split (``models/measured/ngram/corpora-test/``, word tokens);
 - **a draft model** (llama-68m, SpecInfer's and Sequoia's draft for 7B
   targets): a chain at an *assumed* acceptance ``draft_alpha`` (no per-rank
@@ -41,6 +42,7 @@ from matplotlib.figure import Figure
 
 from specsim.cards import load_hardware, load_head, load_model
 from specsim.cards.files import packaged_root
+from specsim.cost.deployment import Deployment
 from specsim.plots import describe, figure, legend_outside, plot_lines
 from specsim.proposers import (
     DraftModel,
@@ -139,8 +141,7 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
         for b in batches:
             key = {"hardware": slug, "batch": int(b)}
             common: dict[str, Any] = {
-                "target": target,
-                "hardware": hw,
+                "deployment": Deployment(target=target, hardware=hw),
                 "batch": int(b),
                 "context": cfg.context,
             }

@@ -10,7 +10,9 @@ import pytest
 
 from specsim.cards import load_hardware, load_model
 from specsim.cli import COMMANDS, main
-from specsim.proposers import DraftModel, load_acceptance
+from specsim.cost import DEFAULT_CONTEXT
+from specsim.cost.deployment import Deployment
+from specsim.proposers import LOOKUP_COST, DraftModel, load_acceptance
 from specsim.trees import optimize_tree
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,8 +57,7 @@ def test_tree_json_matches_the_library(capsys: pytest.CaptureFixture[str]) -> No
     got = json.loads(capsys.readouterr().out)
     o = optimize_tree(
         proposer=DraftModel(card=load_model("llama-68m"), acceptance=load_acceptance(EXAMPLE)),
-        target=load_model("llama-2-7b"),
-        hardware=load_hardware("a100-80gb"),
+        deployment=Deployment(target=load_model("llama-2-7b"), hardware=load_hardware("a100-80gb")),
         batch=8,
         budget=12,
         max_depth=6,
@@ -70,7 +71,9 @@ def test_tree_json_matches_the_library(capsys: pytest.CaptureFixture[str]) -> No
 def test_ngram_needs_no_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*BASE, "--ngram", "--acceptance", EXAMPLE, "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
-    assert got["best"]["draft_s"] == 0.0 and got["proposer"] == "2-gram lookup"
+    assert got["proposer"] == "2-gram lookup" and got["context"] == DEFAULT_CONTEXT
+    host = LOOKUP_COST.seconds(context=DEFAULT_CONTEXT, nodes=got["best"]["nodes"])
+    assert got["best"]["draft_s"] == pytest.approx(float(host), rel=1e-12)  # batch 1
 
 
 @pytest.mark.parametrize(

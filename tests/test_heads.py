@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from specsim.cards import HeadCard, load_hardware, load_head, load_model
+from specsim.cost.deployment import Deployment
 from specsim.proposers import DraftModel, Heads, RankAcceptance, tree_depths
 from specsim.trees import best_trees, chain_tree, optimize_tree, tree_tokens
 
@@ -59,9 +60,11 @@ def test_the_eagle_cost_is_its_architecture_over_one_target_layer() -> None:
     heads.check_target(VICUNA)
     # Stepped once per depth: a chain of five costs five head steps, each layer_fraction / layers
     # of the target's one-position pass (contexts 0..4 apart: within 1%).
-    five = heads.draft_cost(chain_tree(5), target=VICUNA, hardware=HW, batch=2, context=300)
+    five = heads.draft_cost(
+        chain_tree(5), deployment=Deployment(target=VICUNA, hardware=HW), batch=2, context=300
+    )
     one = DraftModel(card=VICUNA, acceptance=heads.acceptance).draft_cost(
-        (-1,), target=VICUNA, hardware=HW, batch=2, context=300
+        (-1,), deployment=Deployment(target=VICUNA, hardware=HW), batch=2, context=300
     )
     assert five.time_s == pytest.approx(
         5 * one.time_s * card.layer_fraction / VICUNA.layers, rel=0.01
@@ -87,7 +90,9 @@ def test_a_head_card_for_another_target_is_refused() -> None:
     heads = Heads(card=load_head("eagle-vicuna-7b-v1.3"))
     other = load_model("llama-2-7b")
     with pytest.raises(ValueError, match="'eagle-vicuna-7b-v1.3'.*'vicuna-7b-v1.3'.*'llama-2-7b'"):
-        heads.draft_cost((-1, 0), target=other, hardware=HW, batch=1, context=10)
+        heads.draft_cost(
+            (-1, 0), deployment=Deployment(target=other, hardware=HW), batch=1, context=10
+        )
 
 
 def _card(**kw: object) -> HeadCard:
@@ -239,9 +244,11 @@ def test_the_mtp_cost_is_one_mimo_layer_plus_input_proj_norms_and_the_lm_head() 
     heads = Heads(card=card)
     heads.check_target(mimo)
     # One draft step is layer_fraction / 36 of the target's one-position pass, exactly.
-    step = heads.draft_cost(chain_tree(1), target=mimo, hardware=HW, batch=1, context=512)
+    step = heads.draft_cost(
+        chain_tree(1), deployment=Deployment(target=mimo, hardware=HW), batch=1, context=512
+    )
     one = DraftModel(card=mimo, acceptance=heads.acceptance).draft_cost(
-        (-1,), target=mimo, hardware=HW, batch=1, context=512
+        (-1,), deployment=Deployment(target=mimo, hardware=HW), batch=1, context=512
     )
     assert step.time_s / one.time_s == pytest.approx(card.layer_fraction / 36, rel=1e-12)
     assert card.layer_fraction / 36 == pytest.approx(0.1304, abs=1e-4)
@@ -251,7 +258,12 @@ def test_the_mtp_card_is_refused_for_another_target() -> None:
     heads = Heads(card=load_head("mtp-mimo-7b"))
     for other in ("qwen2.5-7b", "vicuna-7b-v1.3"):
         with pytest.raises(ValueError, match=rf"'mtp-mimo-7b'.*'mimo-7b'.*'{re.escape(other)}'"):
-            heads.draft_cost((-1,), target=load_model(other), hardware=HW, batch=1, context=10)
+            heads.draft_cost(
+                (-1,),
+                deployment=Deployment(target=load_model(other), hardware=HW),
+                batch=1,
+                context=10,
+            )
 
 
 def test_a_depth_two_draft_is_refused_by_the_mtp_card() -> None:
@@ -260,14 +272,18 @@ def test_a_depth_two_draft_is_refused_by_the_mtp_card() -> None:
         with pytest.raises(
             ValueError, match="'mtp-mimo-7b': the tree is 2 deep but the card's heads reach depth 1"
         ):
-            heads.draft_cost(tree, target=mimo, hardware=HW, batch=1, context=10)
+            heads.draft_cost(
+                tree, deployment=Deployment(target=mimo, hardware=HW), batch=1, context=10
+            )
     # The acceptance refuses it too: a head card's table carries its max_depth, so a depth-2
     # chain is not priced at 1 + 0.9 + 0.81 by repeating the last row.
     assert heads.acceptance.conditional(1, 0) == 0.9
     with pytest.raises(ValueError, match="depth 2 is beyond what this proposer drafts"):
         heads.acceptance.conditional(2, 0)
     # The optimizer caps the depth at the card's max_depth: at most a chain of one.
-    plan = optimize_tree(proposer=heads, target=mimo, hardware=HW, batch=1, budget=4)
+    plan = optimize_tree(
+        proposer=heads, deployment=Deployment(target=mimo, hardware=HW), batch=1, budget=4
+    )
     assert max(tree_depths(plan.best.parents), default=0) <= 1
     assert plan.best.parents == chain_tree(1)  # at batch 1 a one-token draft pays
 

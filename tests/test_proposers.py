@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 from specsim.cards import HeadCard, load_hardware, load_head, load_model
+from specsim.cost.deployment import Deployment
 from specsim.proposers import (
+    LOOKUP_COST,
     DraftModel,
     Heads,
     NGram,
@@ -66,17 +68,28 @@ def test_the_medusa_card_is_the_published_top_k_accuracies() -> None:
 def test_heads_cost_one_evaluation_per_pass_and_refuse_another_target() -> None:
     heads = Heads(card=load_head("medusa-vicuna-7b-v1.3"))
     tree = (-1, -1, 0, 0, 1, 2)
-    one = heads.draft_cost(tree, target=VICUNA, hardware=HW, batch=4, context=256)
-    chain = heads.draft_cost((-1, 0, 1), target=VICUNA, hardware=HW, batch=4, context=256)
+    one = heads.draft_cost(
+        tree, deployment=Deployment(target=VICUNA, hardware=HW), batch=4, context=256
+    )
+    chain = heads.draft_cost(
+        (-1, 0, 1), deployment=Deployment(target=VICUNA, hardware=HW), batch=4, context=256
+    )
     assert one.time_s == pytest.approx(chain.time_s)  # one evaluation, whatever the tree
     ver = DraftModel(card=VICUNA, acceptance=heads.acceptance).draft_cost(
-        (-1,), target=VICUNA, hardware=HW, batch=4, context=256
+        (-1,), deployment=Deployment(target=VICUNA, hardware=HW), batch=4, context=256
     )
     assert one.time_s == pytest.approx(ver.time_s * 3.6528 / 32)
     with pytest.raises(ValueError, match="trained for target 'vicuna-7b-v1.3'.*'llama-2-7b'"):
-        heads.draft_cost(tree, target=LLAMA, hardware=HW, batch=1, context=10)
+        heads.draft_cost(
+            tree, deployment=Deployment(target=LLAMA, hardware=HW), batch=1, context=10
+        )
     with pytest.raises(ValueError, match="6 deep .* depth 5"):
-        heads.draft_cost((-1, 0, 1, 2, 3, 4), target=VICUNA, hardware=HW, batch=1, context=10)
+        heads.draft_cost(
+            (-1, 0, 1, 2, 3, 4),
+            deployment=Deployment(target=VICUNA, hardware=HW),
+            batch=1,
+            context=10,
+        )
 
 
 def test_an_autoregressive_head_steps_once_per_depth() -> None:
@@ -90,8 +103,12 @@ def test_an_autoregressive_head_steps_once_per_depth() -> None:
         accept=((0.5,),),
         sources=["test"],
     )
-    deep = Heads(card=card).draft_cost((-1, 0, 1), target=VICUNA, hardware=HW, batch=1, context=100)
-    flat = Heads(card=card).draft_cost((-1,), target=VICUNA, hardware=HW, batch=1, context=100)
+    deep = Heads(card=card).draft_cost(
+        (-1, 0, 1), deployment=Deployment(target=VICUNA, hardware=HW), batch=1, context=100
+    )
+    flat = Heads(card=card).draft_cost(
+        (-1,), deployment=Deployment(target=VICUNA, hardware=HW), batch=1, context=100
+    )
     assert deep.time_s == pytest.approx(3 * flat.time_s, rel=0.01)
 
 
@@ -130,19 +147,25 @@ def test_a_draft_model_steps_over_the_frontier_and_checks_its_target() -> None:
     acc = RankAcceptance(accept=((0.6, 0.2),))
     draft = DraftModel(card=load_model("llama-68m"), acceptance=acc)
     assert frontier_widths((-1, -1, 0, 0, 1, 1)) == (1, 2)
-    wide = draft.draft_cost((-1, -1, 0, 0, 1, 1), target=LLAMA, hardware=HW, batch=2, context=50)
-    chain = draft.draft_cost((-1, 0), target=LLAMA, hardware=HW, batch=2, context=50)
+    wide = draft.draft_cost(
+        (-1, -1, 0, 0, 1, 1), deployment=Deployment(target=LLAMA, hardware=HW), batch=2, context=50
+    )
+    chain = draft.draft_cost(
+        (-1, 0), deployment=Deployment(target=LLAMA, hardware=HW), batch=2, context=50
+    )
     assert wide.time_s >= chain.time_s > 0.0
     with pytest.raises(ValueError, match="vocab|tokenizer|family"):
         DraftModel(card=load_model("qwen2.5-0.5b"), acceptance=acc).draft_cost(
-            (-1,), target=LLAMA, hardware=HW, batch=1, context=1
+            (-1,), deployment=Deployment(target=LLAMA, hardware=HW), batch=1, context=1
         )
-    assert (
-        NGram(acceptance=acc)
-        .draft_cost((-1,), target=LLAMA, hardware=HW, batch=1, context=1)
-        .time_s
-        == 0.0
+    look = NGram(acceptance=acc).draft_cost(
+        (-1,), deployment=Deployment(target=LLAMA, hardware=HW), batch=1, context=1
     )
+    c = LOOKUP_COST
+    assert look.time_s == pytest.approx(
+        c.per_sequence_s + c.per_context_token_s + c.per_draft_token_s, rel=1e-12
+    )
+    assert look.flops == 0.0 and look.energy_j == pytest.approx(HW.idle_power_w * look.time_s)
     assert verify_shape((-1, 0), context=7, batch=3).tokens == 9
 
 

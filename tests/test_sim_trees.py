@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from specsim.cards import load_hardware, load_model
-from specsim.proposers import DraftModel, NGram, RankAcceptance
+from specsim.cost.deployment import Deployment
+from specsim.proposers import LOOKUP_COST, DraftModel, NGram, RankAcceptance
 from specsim.sim.tree_policies import ConfidenceTree, NodeConfidence
 from specsim.sim.trees import (
     DynamicTreeConfig,
@@ -58,7 +59,11 @@ def test_known_answers_of_the_walk() -> None:
 
 def test_the_stream_prices_every_pass_and_counts_discarded_work() -> None:
     cfg = TreeStreamConfig(
-        parents=kary_tree(2, 6), proposer=DRAFT, target=TARGET, hardware=HW, tokens=3000, prompt=100
+        parents=kary_tree(2, 6),
+        proposer=DRAFT,
+        deployment=Deployment(target=TARGET, hardware=HW),
+        tokens=3000,
+        prompt=100,
     )
     res = simulate_tree_stream(cfg, np.random.default_rng(3))
     m = res.metrics()
@@ -71,18 +76,19 @@ def test_the_stream_prices_every_pass_and_counts_discarded_work() -> None:
     ngram = TreeStreamConfig(
         parents=chain_tree(3),
         proposer=NGram(acceptance=ACC),
-        target=TARGET,
-        hardware=HW,
+        deployment=Deployment(target=TARGET, hardware=HW),
         tokens=500,
     )
-    assert simulate_tree_stream(ngram, np.random.default_rng(4)).metrics()["draft_share"] == 0.0
+    look = simulate_tree_stream(ngram, np.random.default_rng(4))
+    host = LOOKUP_COST.seconds(context=look.context, nodes=3)  # one sequence, one thread
+    np.testing.assert_allclose(look.draft_s, host, rtol=1e-12)
+    assert 0.0 < look.metrics()["draft_share"] < 1e-3  # microseconds beside a 7B pass
 
 
 def test_the_optimizers_tree_beats_the_best_chain_in_simulation_where_theory_says_so() -> None:
     o = optimize_tree(
         proposer=DRAFT,
-        target=TARGET,
-        hardware=HW,
+        deployment=Deployment(target=TARGET, hardware=HW),
         batch=1,
         budget=16,
         max_depth=6,
@@ -94,8 +100,7 @@ def test_the_optimizers_tree_beats_the_best_chain_in_simulation_where_theory_say
         cfg = TreeStreamConfig(
             parents=plan.parents,
             proposer=DRAFT,
-            target=TARGET,
-            hardware=HW,
+            deployment=Deployment(target=TARGET, hardware=HW),
             tokens=2500,
             prompt=512,
             requests=8,
@@ -115,12 +120,26 @@ def test_the_optimizers_tree_beats_the_best_chain_in_simulation_where_theory_say
 def test_bad_configs_are_named() -> None:
     with pytest.raises(ValueError, match="budget: 3 .* smaller than the tree's 6"):
         TreeStreamConfig(
-            parents=kary_tree(2, 6), proposer=DRAFT, target=TARGET, hardware=HW, tokens=10, budget=3
+            parents=kary_tree(2, 6),
+            proposer=DRAFT,
+            deployment=Deployment(target=TARGET, hardware=HW),
+            tokens=10,
+            budget=3,
         )
     with pytest.raises(ValueError, match="cycle"):
-        TreeStreamConfig(parents=(-1, 2, 1), proposer=DRAFT, target=TARGET, hardware=HW, tokens=10)
+        TreeStreamConfig(
+            parents=(-1, 2, 1),
+            proposer=DRAFT,
+            deployment=Deployment(target=TARGET, hardware=HW),
+            tokens=10,
+        )
     with pytest.raises(ValueError, match="tokens"):
-        TreeStreamConfig(parents=(-1,), proposer=DRAFT, target=TARGET, hardware=HW, tokens=0)
+        TreeStreamConfig(
+            parents=(-1,),
+            proposer=DRAFT,
+            deployment=Deployment(target=TARGET, hardware=HW),
+            tokens=0,
+        )
 
 
 def _dynamic(
@@ -131,8 +150,7 @@ def _dynamic(
         policy=ConfidenceTree(budget=budget, max_depth=6),
         world=world,
         proposer=proposer,
-        target=TARGET,
-        hardware=HW,
+        deployment=Deployment(target=TARGET, hardware=HW),
         tokens=tokens // requests,
         requests=requests,
         prompt=64,
@@ -194,8 +212,7 @@ def test_the_dynamic_tree_against_the_best_static_tree() -> None:
         policy=ConfidenceTree(budget=16, max_depth=6),
         worlds=[NodeConfidence(concentration=math.inf), NodeConfidence(concentration=0.5)],
         proposer=DRAFT,
-        target=TARGET,
-        hardware=HW,
+        deployment=Deployment(target=TARGET, hardware=HW),
         tokens=2000,
         requests=10,
         prompt=128,
@@ -222,7 +239,6 @@ def test_bad_dynamic_configs_are_named() -> None:
             policy=ConfidenceTree(budget=4),
             world=NodeConfidence(),
             proposer=DRAFT,
-            target=TARGET,
-            hardware=HW,
+            deployment=Deployment(target=TARGET, hardware=HW),
             tokens=0,
         )

@@ -10,6 +10,7 @@ import pytest
 from tree_cases import ACC, DRAFT, HW, TARGET, Z
 
 from specsim.cards import load_head, load_model
+from specsim.cost.deployment import Deployment
 from specsim.proposers import Heads, NGram, frontier_widths
 from specsim.sim.arrivals import PoissonWorkload
 from specsim.sim.tree_policies import ConfidenceTree, NodeConfidence
@@ -62,8 +63,7 @@ def test_at_batch_one_it_is_the_single_stream_dynamic_simulator() -> None:
             policy=POLICY,
             world=VARIED,
             proposer=DRAFT,
-            target=TARGET,
-            hardware=HW,
+            deployment=Deployment(target=TARGET, hardware=HW),
             tokens=3000,
             prompt=64,
         ),

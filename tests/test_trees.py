@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from specsim.cards import load_hardware, load_model
+from specsim.cost.deployment import Deployment
 from specsim.proposers import (
+    LOOKUP_COST,
     DraftModel,
     NGram,
     RankAcceptance,
@@ -96,7 +98,9 @@ def test_kary_and_chain_shapes() -> None:
     assert frontier_widths(kary_tree(2, 6)) == (1, 2)
 
 
-CARDS: dict[str, Any] = {"target": load_model("llama-2-7b"), "hardware": load_hardware("a100-80gb")}
+CARDS: dict[str, Any] = {
+    "deployment": Deployment(target=load_model("llama-2-7b"), hardware=load_hardware("a100-80gb"))
+}
 DRAFT = DraftModel(card=load_model("llama-68m"), acceptance=ACC)
 
 
@@ -129,11 +133,15 @@ def test_an_expensive_proposer_at_a_large_batch_stops_speculating() -> None:
     assert o.best.tokens_per_s == pytest.approx(o.none.tokens_per_s)
 
 
-def test_a_free_proposer_prices_only_the_verification() -> None:
-    p = evaluate_tree(kary_tree(2, 6), proposer=NGram(acceptance=ACC), batch=4, **CARDS)
-    assert p.draft_s == 0.0 and p.verify_s > 0.0
+def test_a_lookup_proposer_adds_only_its_host_search() -> None:
+    ngram = NGram(acceptance=ACC, threads=2)
+    p = evaluate_tree(kary_tree(2, 6), proposer=ngram, batch=4, context=700, **CARDS)
+    c = LOOKUP_COST
+    # Two rounds of two sequences, each searching its 700 tokens and drafting 6 nodes.
+    host = 2 * (c.per_sequence_s + c.per_context_token_s * 700 + c.per_draft_token_s * 6)
+    assert p.draft_s == pytest.approx(host, rel=1e-12) and p.verify_s > 0.0
     assert p.discarded_share == pytest.approx((6 - (p.tokens_per_pass - 1)) / 7)
-    assert math.isclose(p.tokens_per_s, 4 * p.tokens_per_pass / p.verify_s)
+    assert math.isclose(p.tokens_per_s, 4 * p.tokens_per_pass / (p.verify_s + p.draft_s))
 
 
 @pytest.mark.parametrize(

@@ -15,13 +15,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from specsim.cards import load_hardware, load_model, load_runtime
-from specsim.cli import jsonout
-from specsim.cli.output import card_option, check_file
+from specsim.cli import deployment, jsonout
+from specsim.cli.output import check_file
 from specsim.cost import (
     DEFAULT_CONTEXT,
-    KV_FORMATS,
-    WEIGHT_FORMATS,
     ridge_tokens,
     step_cost,
     verification_factor,
@@ -30,10 +27,7 @@ from specsim.cost import (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="model card slug or path to a .toml card")
-    parser.add_argument(
-        "--hardware", required=True, help="accelerator card slug or path to a .toml card"
-    )
+    deployment.add_arguments(parser)
     parser.add_argument("--batch", type=int, default=1, help="sequences in the pass (default 1)")
     parser.add_argument(
         "--context",
@@ -45,37 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--new-tokens", type=int, default=1, help="new tokens per sequence (gamma + 1 to verify)"
     )
     parser.add_argument(
-        "--dtype", default=None, help="compute and activation dtype (default: the model card's)"
-    )
-    parser.add_argument(
-        "--weights",
-        default=None,
-        metavar="FORMAT",
-        help=f"weight format, one of {', '.join(WEIGHT_FORMATS)} (or bf16, fp16, fp8; "
-        "default: --dtype)",
-    )
-    parser.add_argument(
-        "--group-size", type=int, default=None, help="int4 only: weights per quantization group"
-    )
-    parser.add_argument(
-        "--kv",
-        default=None,
-        metavar="FORMAT",
-        help=f"KV-cache format, one of {', '.join(KV_FORMATS)} (default: --dtype)",
-    )
-    parser.add_argument("--tensor-parallel", type=int, default=1, help="devices (default 1)")
-    parser.add_argument(
-        "--runtime",
-        default=None,
-        metavar="NAME",
-        help="runtime profile slug or .toml path (default: the one the hardware card names; "
-        "`specsim cards` lists them)",
-    )
-    parser.add_argument(
         "--encoder-length", type=int, default=None, help="T5 only: encoder output length"
-    )
-    parser.add_argument(
-        "--cards", action="append", default=None, metavar="DIR", help="extra card folder"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
@@ -104,23 +68,17 @@ def verified_gamma(new_tokens: int) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.plot_v is not None:
         check_file(args.plot_v, option="--plot-v", force=args.force)
-    model = card_option(load_model, args.model, option="--model", cards=args.cards)
-    hw = card_option(load_hardware, args.hardware, option="--hardware", cards=args.cards)
-    runtime = None
-    if args.runtime is not None:
-        runtime = card_option(load_runtime, args.runtime, option="--runtime", cards=args.cards)
-    formats = {"weights": args.weights, "kv": args.kv, "group_size": args.group_size}
+    dep = deployment.from_args(args)
+    model, hw, runtime = dep.target, dep.hardware, dep.runtime
+    kw = dep.keywords()
     cost = step_cost(
         model,
         hw,
         batch=args.batch,
         context=args.context,
         new_tokens=args.new_tokens,
-        dtype=args.dtype,
-        tensor_parallel=args.tensor_parallel,
         encoder_length=args.encoder_length,
-        runtime=runtime,
-        **formats,
+        **kw,
     )
     gamma = verified_gamma(args.new_tokens)
     v = float(
@@ -130,11 +88,8 @@ def run(args: argparse.Namespace) -> int:
             gamma,
             batch=args.batch,
             context=args.context,
-            dtype=cost.dtype,
-            tensor_parallel=args.tensor_parallel,
             encoder_length=args.encoder_length,
-            runtime=runtime,
-            **formats,
+            **(kw | {"dtype": cost.dtype}),
         )
     )
     ridge = ridge_tokens(hw, cost.dtype, runtime=runtime)
@@ -146,11 +101,8 @@ def run(args: argparse.Namespace) -> int:
             model,
             hw,
             context=args.context,
-            dtype=cost.dtype,
-            tensor_parallel=args.tensor_parallel,
             encoder_length=args.encoder_length,
-            runtime=runtime,
-            **formats,
+            **(kw | {"dtype": cost.dtype}),
         )
         plot_verification_factor(df).savefig(args.plot_v, dpi=120)
     if args.json:
@@ -180,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         (
             "formats",
             f"weights {cost.weight_format}"
-            + (f" (group {args.group_size})" if args.group_size else "")
+            + (f" (group {dep.group_size})" if dep.group_size else "")
             + f", KV cache {cost.kv_format}, activations {cost.dtype}",
         ),
         ("runtime", stack),

@@ -7,14 +7,22 @@ Examples::
     specsim tree --model llama-2-7b --ngram --hardware h100-sxm --batch 16 \\
         --acceptance models/measured/ngram/accept-sample.toml --json
     specsim tree --model llama-2-7b --head eagle-llama-2-chat-7b --hardware a100-80gb --batch 8
+    specsim tree --model llama-2-7b --draft llama-68m --hardware a100-80gb \
+        --acceptance models/measured/ngram/accept-sample.toml --runtime pytorch-eager-a100 \
+        --weights int4 --kv fp8
+
+The deployment flags (``--model``, ``--hardware``, ``--runtime``, ``--dtype``, ``--weights``,
+``--group-size``, ``--kv``, ``--tensor-parallel``, ``--draft-placement``, ``--deployment``)
+are those of ``specsim cost`` (:mod:`specsim.cli.deployment`): the target's verification
+and the proposer's drafting are both priced under them.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from specsim.cards import load_hardware, load_head, load_model
-from specsim.cli import jsonout
+from specsim.cards import load_head, load_model
+from specsim.cli import deployment, jsonout
 from specsim.cli.output import card_option
 from specsim.cost import DEFAULT_CONTEXT
 from specsim.proposers import DraftModel, Heads, NGram, Proposer, load_acceptance
@@ -22,12 +30,13 @@ from specsim.trees import TreePlan, optimize_tree
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="target model card slug or .toml path")
-    parser.add_argument("--hardware", required=True, help="accelerator card slug or .toml path")
+    deployment.add_arguments(parser)
     who = parser.add_mutually_exclusive_group(required=True)
     who.add_argument("--draft", default=None, help="draft model card slug or .toml path")
     who.add_argument("--head", default=None, help="head card slug (models/heads/) or .toml path")
-    who.add_argument("--ngram", action="store_true", help="n-gram lookup: no model cost")
+    who.add_argument(
+        "--ngram", action="store_true", help="n-gram lookup: no model, a host search per pass"
+    )
     parser.add_argument(
         "--acceptance",
         default=None,
@@ -44,10 +53,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_CONTEXT,
         help=f"tokens already cached per sequence (default {DEFAULT_CONTEXT})",
     )
-    parser.add_argument("--dtype", default=None, help="dtype (default: the model card's)")
-    parser.add_argument(
-        "--cards", action="append", default=None, metavar="DIR", help="extra card folder"
-    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -55,7 +60,7 @@ def _proposer(args: argparse.Namespace) -> Proposer:
     acc = None if args.acceptance is None else load_acceptance(args.acceptance)
     if args.head is not None:
         card = card_option(load_head, args.head, option="--head", cards=args.cards)
-        heads = Heads(card=card, dtype=args.dtype)
+        heads = Heads(card=card)
         if acc is not None:
             raise ValueError("--acceptance: a head card carries its own acceptance; drop one")
         return heads
@@ -64,7 +69,7 @@ def _proposer(args: argparse.Namespace) -> Proposer:
     if args.ngram:
         return NGram(acceptance=acc)
     draft = card_option(load_model, args.draft, option="--draft", cards=args.cards)
-    return DraftModel(card=draft, acceptance=acc, dtype=args.dtype)
+    return DraftModel(card=draft, acceptance=acc)
 
 
 def _line(p: TreePlan, none: TreePlan) -> str:
@@ -76,23 +81,21 @@ def _line(p: TreePlan, none: TreePlan) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    target = card_option(load_model, args.model, option="--model", cards=args.cards)
-    hw = card_option(load_hardware, args.hardware, option="--hardware", cards=args.cards)
+    dep = deployment.from_args(args)
+    target, hw = dep.target, dep.hardware
     proposer = _proposer(args)
     o = optimize_tree(
         proposer=proposer,
-        target=target,
-        hardware=hw,
+        deployment=dep,
         batch=args.batch,
         budget=args.budget,
         context=args.context,
         max_depth=args.max_depth,
-        dtype=args.dtype,
     )
+    stack = dep.describe()
     if args.json:
         out = {
-            "model": target.slug,
-            "hardware": hw.slug,
+            **stack,
             "proposer": proposer.name,
             "acceptance_source": proposer.acceptance.source,
             "batch": args.batch,
@@ -109,6 +112,10 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{proposer.name} for {target.slug} on {hw.slug}, batch {args.batch}, context "
         f"{args.context}, budget {args.budget} nodes, depth <= {args.max_depth}"
+    )
+    print(
+        f"stack: {stack['runtime'] or hw.slug + ' card numbers'}, weights {stack['weights']}, "
+        f"KV {stack['kv']}, tensor parallel {stack['tensor_parallel']}"
     )
     if proposer.acceptance.source:
         print(f"acceptance: {proposer.acceptance.source}")

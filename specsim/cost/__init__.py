@@ -16,8 +16,11 @@ One noun per module, lowest first:
 - :mod:`specsim.cost.roofline`: the per-card constants (:class:`Roofline`) and
   the one formula for time and energy (:func:`time_energy`);
 - :mod:`specsim.cost.model`: the public model, :func:`step_cost`,
-  :func:`pass_cost`, :func:`step_cost_grid` and friends, returning the records
-  of :mod:`specsim.cost.results`;
+  :func:`pass_cost` and :func:`pass_aggregates_cost`, returning the records
+  of :mod:`specsim.cost.results`; :mod:`specsim.cost.grid`: :func:`step_cost_grid`, many
+  homogeneous passes at once;
+- :mod:`specsim.cost.deployment`: the :class:`~specsim.cost.deployment.Deployment`, the
+  one value that says what runs where, and its builders;
 - :mod:`specsim.cost.derived`: c, v(gamma) and c-hat; :mod:`specsim.cost.frames`:
   tidy tables of them (pandas).
 
@@ -28,10 +31,12 @@ One noun per module, lowest first:
 'memory'
 """
 
+from specsim.cost.deployment import PLACEMENTS, Deployment, deployment_from_table, load_deployment
 from specsim.cost.derived import cost_coefficient, ops_coefficient, verification_factor
 from specsim.cost.flops import pass_flops, ridge_tokens
 from specsim.cost.formats import Formats, resolve_formats
 from specsim.cost.frames import DEFAULT_BATCHES, cost_coefficient_frame, verification_frame
+from specsim.cost.grid import step_cost_grid
 from specsim.cost.memory import Footprint, footprint, kv_heads_per_device
 from specsim.cost.model import (
     DEFAULT_CONTEXT,
@@ -40,7 +45,6 @@ from specsim.cost.model import (
     pass_aggregates_cost,
     pass_cost,
     step_cost,
-    step_cost_grid,
 )
 from specsim.cost.quant import KV_FORMATS, WEIGHT_FORMATS
 from specsim.cost.results import PassTerms, StepCost, StepCostGrid
@@ -54,6 +58,10 @@ from specsim.cost.shape import (
 )
 
 __all__ = [
+    "Deployment",
+    "PLACEMENTS",
+    "deployment_from_table",
+    "load_deployment",
     "DEFAULT_CONTEXT",
     "DEFAULT_ENCODER_LENGTH",
     "DEFAULT_BATCHES",

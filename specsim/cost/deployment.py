@@ -6,6 +6,12 @@ the tensor-parallel degree and where a draft runs (:data:`PLACEMENTS`). Every en
 point (``cost``, ``tree``, ``simulate``, capacity, studies, sweeps, calibration's
 predictions) takes one instead of restating these fields as keywords.
 
+Built in one place from each source: :func:`deployment_from_table` (a ``[deployment]``
+table of a TOML file, :func:`load_deployment`, through :func:`specsim.config.build`: the
+keys are the fields, cards by slug or path, an unknown key an error naming it and the
+file), ``specsim.cli.deployment`` (the one group of flags every subcommand shares) and
+Python (the constructor; cards or their slugs).
+
 Its methods are the only way the layers above price a pass on it: :meth:`pass_cost`
 for one :class:`~specsim.cost.shape.PassShape`, :meth:`aggregates_cost` for passes
 given as sums (the simulators' vectorised path), and :meth:`on_model` for the same
@@ -24,19 +30,33 @@ layers skipped).
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from numpy.typing import ArrayLike
 
-from specsim.cards import HardwareCard, ModelCard, RuntimeProfile
-from specsim.cost.checks import check_hardware, check_model, check_runtime
+from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, read_toml
+from specsim.config import build
+from specsim.cost.checks import (
+    check_hardware,
+    check_model,
+    check_runtime,
+    check_tensor_parallel,
+)
 from specsim.cost.formats import Formats, resolve_formats
 from specsim.cost.model import pass_aggregates_cost, pass_cost
 from specsim.cost.results import PassTerms, StepCost
 from specsim.cost.shape import PassShape
 
-__all__ = ["PLACEMENTS", "Deployment", "Placement"]
+__all__ = [
+    "PLACEMENTS",
+    "Deployment",
+    "Placement",
+    "deployment_from_table",
+    "load_deployment",
+]
 
 Placement = Literal["shared", "own-device", "overlapped"]
 PLACEMENTS: tuple[str, ...] = ("shared", "own-device", "overlapped")
@@ -50,10 +70,14 @@ verifies (``overlapped``)."""
 class Deployment:
     """What runs where: target, hardware, stack, formats, parallelism, draft placement.
 
-    ``runtime`` None means the hardware card's own numbers
-    (:func:`specsim.cards.profile_of_card`); a slug or path is loaded. ``dtype`` None
-    means the target card's compute dtype; ``weights``/``kv`` None keep ``dtype``
-    (:func:`specsim.cost.resolve_formats`).
+    ``target`` and ``hardware`` are cards or their slugs (or ``.toml`` paths). ``runtime``
+    None means the hardware card's own numbers (:func:`specsim.cards.profile_of_card`); a
+    slug or path is loaded, and a profile fitted on another device is an error. ``dtype``
+    None means the target card's compute dtype; ``weights``/``kv`` None keep ``dtype``
+    (:func:`specsim.cost.resolve_formats`); ``group_size`` is for int4 weights only.
+    ``tensor_parallel`` must split the target's heads
+    (:func:`specsim.cost.checks.check_tensor_parallel`). ``draft_placement``: one of
+    :data:`PLACEMENTS`. Every bad value is a ValueError naming the field.
     """
 
     target: ModelCard
@@ -73,6 +97,7 @@ class Deployment:
         tp = self.tensor_parallel
         if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
             raise ValueError(f"deployment tensor_parallel: expected an integer >= 1, got {tp!r}")
+        check_tensor_parallel(self.target, tp, name="deployment tensor_parallel")
         if self.draft_placement not in PLACEMENTS:
             raise ValueError(
                 f"deployment draft_placement: expected one of {', '.join(PLACEMENTS)}, "
@@ -99,6 +124,34 @@ class Deployment:
             group_size=self.group_size if same else None,
             tensor_parallel=self.tensor_parallel if tensor_parallel is None else tensor_parallel,
         )
+
+    def keywords(self) -> dict[str, Any]:
+        """The deployment as the keywords of the functional API (:func:`specsim.cost.step_cost`,
+        :func:`specsim.cost.verification_factor`, ...), whose first two arguments are
+        ``target`` and ``hardware``."""
+        return {
+            "dtype": self.dtype,
+            "tensor_parallel": self.tensor_parallel,
+            "weights": self.weights,
+            "kv": self.kv,
+            "group_size": self.group_size,
+            "runtime": self.runtime,
+        }
+
+    def describe(self) -> dict[str, Any]:
+        """Plain values for tables and JSON: slugs, formats, parallelism, placement."""
+        fm = self.formats()
+        return {
+            "model": self.target.slug,
+            "hardware": self.hardware.slug,
+            "runtime": self.runtime.slug if self.runtime is not None else self.hardware.runtime,
+            "dtype": fm.compute,
+            "weights": fm.weight_format,
+            "kv": fm.kv_format,
+            "group_size": self.group_size,
+            "tensor_parallel": self.tensor_parallel,
+            "draft_placement": self.draft_placement,
+        }
 
     def pass_cost(self, shape: PassShape) -> StepCost:
         """One pass of ``shape`` on this deployment (:func:`specsim.cost.pass_cost`)."""
@@ -132,3 +185,26 @@ class Deployment:
             group_size=self.group_size,
             runtime=self.runtime,
         )
+
+
+def deployment_from_table(table: Mapping[str, Any], *, where: str) -> Deployment:
+    """A :class:`Deployment` from a table (a ``[deployment]`` table of a TOML file, a dict):
+    its keys are the dataclass's fields (``target``, ``hardware``, ``runtime``, ``dtype``,
+    ``weights``, ``kv``, ``group_size``, ``tensor_parallel``, ``draft_placement``), cards
+    by slug or path. Unknown or missing keys, wrong types and bad values are ValueErrors
+    that begin with ``where`` (the file and table) and name the key.
+
+    >>> deployment_from_table({"target": "llama-2-7b", "hardware": "a100-80gb", "kv": "fp8"},
+    ...                       where="run.toml [deployment]").formats().kv_format
+    'float8'
+    """
+    return build(Deployment, table, where=where)
+
+
+def load_deployment(path: str | os.PathLike[str], *, table: str = "deployment") -> Deployment:
+    """The :class:`Deployment` of the ``[deployment]`` table (or ``table``) of a TOML file;
+    a ValueError naming the file when it has none."""
+    data = read_toml(path)
+    if table not in data or not isinstance(data[table], Mapping):
+        raise ValueError(f"{os.fspath(path)}: expected a [{table}] table")
+    return deployment_from_table(data[table], where=f"{os.fspath(path)} [{table}]")

@@ -22,7 +22,8 @@ from specsim.cards import HardwareCard, ModelCard
 from specsim.cost.checks import check_model, int_array
 from specsim.cost.checks import check_positions as _check_positions
 from specsim.cost.flops import pass_flops
-from specsim.cost.model import DEFAULT_CONTEXT, RuntimeLike, step_cost_grid
+from specsim.cost.grid import step_cost_grid
+from specsim.cost.model import DEFAULT_CONTEXT, RuntimeLike
 from specsim.cost.results import FloatArray
 from specsim.cost.shape import verification_positions
 
@@ -76,24 +77,11 @@ def cost_coefficient(
         check_positions=check_positions,
     )
     d_rt = runtime if draft_runtime is None and draft_hardware is None else draft_runtime
-    t_d = step_cost_grid(
-        draft,
-        d_hw,
-        weights=draft_weights,
-        kv=kv,
-        group_size=draft_group_size,
-        runtime=d_rt,
-        **kw,
-    ).time_s
+    d_fmt: dict[str, Any] = {"weights": draft_weights, "group_size": draft_group_size}
+    t_fmt: dict[str, Any] = {"weights": weights, "group_size": group_size}
+    t_d = step_cost_grid(draft, d_hw, kv=kv, runtime=d_rt, **d_fmt, **kw).time_s
     t_t = step_cost_grid(
-        target,
-        hardware,
-        tensor_parallel=tensor_parallel,
-        weights=weights,
-        kv=kv,
-        group_size=group_size,
-        runtime=runtime,
-        **kw,
+        target, hardware, tensor_parallel=tensor_parallel, kv=kv, runtime=runtime, **t_fmt, **kw
     ).time_s
     return _scalar_or_array(np.asarray(t_d / t_t))
 

@@ -25,7 +25,8 @@ import numpy as np
 from specsim.cards import HardwareCard, ModelCard
 from specsim.cost.derived import ops_coefficient
 from specsim.cost.flops import ridge_tokens
-from specsim.cost.model import DEFAULT_CONTEXT, RuntimeLike, step_cost_grid
+from specsim.cost.grid import step_cost_grid
+from specsim.cost.model import DEFAULT_CONTEXT, RuntimeLike
 from specsim.cost.shape import verification_positions
 
 if TYPE_CHECKING:
@@ -63,20 +64,12 @@ def verification_frame(
 
     g = np.asarray(gammas, dtype=np.int64).reshape(-1, 1)
     b = np.asarray(batches, dtype=np.int64).reshape(1, -1)
-    kw: dict[str, Any] = dict(
-        batch=b,
-        context=context,
-        dtype=dtype,
-        tensor_parallel=tensor_parallel,
-        encoder_length=encoder_length,
-        check_memory=False,
-        weights=weights,
-        kv=kv,
-        group_size=group_size,
-        runtime=runtime,
-    )
+    kw: dict[str, Any] = {"weights": weights, "kv": kv, "group_size": group_size}
+    kw |= {"batch": b, "context": context, "dtype": dtype, "runtime": runtime}
+    kw |= {"tensor_parallel": tensor_parallel, "encoder_length": encoder_length}
     if g.size == 0 or b.size == 0:
         raise ValueError(f"gammas and batches must be non-empty, got {gammas!r}, {batches!r}")
+    kw["check_memory"] = False  # elements that do not fit are dropped (attrs say how many)
     verify = step_cost_grid(model, hardware, new_tokens=verification_positions(g), **kw)
     single = step_cost_grid(model, hardware, new_tokens=1, **kw)
     gg, bb = np.broadcast_arrays(g, b)
@@ -132,14 +125,8 @@ def cost_coefficient_frame(
     if b.size == 0 or c.size == 0 or not drafts:
         raise ValueError("drafts, batches and contexts must be non-empty")
     bb, cc = np.broadcast_arrays(b, c)
-    kw: dict[str, Any] = dict(
-        batch=b,
-        context=c,
-        new_tokens=1,
-        dtype=dtype,
-        encoder_length=encoder_length,
-        check_memory=False,
-    )
+    kw: dict[str, Any] = {"batch": b, "context": c, "new_tokens": 1, "dtype": dtype}
+    kw |= {"encoder_length": encoder_length, "check_memory": False}
     t_target = step_cost_grid(
         target, hardware, tensor_parallel=tensor_parallel, runtime=runtime, **kw
     )

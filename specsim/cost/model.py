@@ -40,7 +40,7 @@ Two forms. :func:`step_cost` evaluates **one pass** whose sequences may differ:
 ``context`` and ``new_tokens`` are scalars or arrays of length ``batch`` (a
 continuous-batching verification pass where sequence ``i`` verifies
 ``new_tokens[i]`` positions after ``context[i]``). :func:`step_cost_grid`
-evaluates **many homogeneous passes at once**: ``batch``, ``context``,
+(:mod:`specsim.cost.grid`) evaluates **many homogeneous passes at once**: ``batch``, ``context``,
 ``new_tokens`` and ``tensor_parallel`` broadcast against each other and each
 element is a separate pass in which every sequence has that context and new
 token count. The grid form is vectorised (10^5 passes in milliseconds,
@@ -75,9 +75,9 @@ from specsim.cost.checks import check_positions as _check_positions
 from specsim.cost.formats import Formats, resolve_formats
 from specsim.cost.memory import footprint
 from specsim.cost.quant import dequant_rows
-from specsim.cost.results import RESULT_FIELDS, PassTerms, StepCost, StepCostGrid
+from specsim.cost.results import RESULT_FIELDS, PassTerms, StepCost
 from specsim.cost.roofline import roofline, time_energy
-from specsim.cost.shape import PassShape, chain_sums
+from specsim.cost.shape import PassShape
 
 __all__ = [
     "DEFAULT_CONTEXT",
@@ -85,8 +85,9 @@ __all__ = [
     "encoder_tokens",
     "pass_cost",
     "step_cost",
-    "step_cost_grid",
     "pass_aggregates_cost",
+    "evaluate_terms",
+    "memory_error",
 ]
 
 DEFAULT_CONTEXT = 512
@@ -120,7 +121,7 @@ def encoder_tokens(model: ModelCard, encoder_length: int | None) -> float:
 
 
 # The core ---------------------------------------------------------------------------------
-def _evaluate(
+def evaluate_terms(
     model: ModelCard,
     hw: HardwareCard,
     *,
@@ -162,7 +163,7 @@ def _evaluate(
     )
 
 
-def _memory_error(
+def memory_error(
     model: ModelCard, hw: HardwareCard, *, formats: Formats, tp: float, B: float, resident: float
 ) -> ValueError:
     weights = footprint(model, tensor_parallel=tp, formats=formats).weights_bytes
@@ -207,10 +208,10 @@ def pass_cost(
     _check_positions(model, context=shape.context, new_tokens=depth)
     fm = resolve_formats(model, dtype, weights=weights, kv=kv, group_size=group_size)
     T, S, R = shape.sums(encoder_tokens(model, encoder_length))
-    terms = _evaluate(model, hardware, formats=fm, tp=float(tp), T=T, S=S, R=R, runtime=rt)
+    terms = evaluate_terms(model, hardware, formats=fm, tp=float(tp), T=T, S=S, R=R, runtime=rt)
     values = {k: float(getattr(terms, k)) for k in RESULT_FIELDS}
     if values["resident_bytes"] > hardware.mem_capacity:
-        raise _memory_error(
+        raise memory_error(
             model,
             hardware,
             formats=fm,
@@ -290,103 +291,6 @@ def step_cost(
     )
 
 
-def step_cost_grid(
-    model: ModelLike,
-    hardware: HardwareLike,
-    *,
-    batch: ArrayLike,
-    context: ArrayLike,
-    new_tokens: ArrayLike,
-    dtype: str | None = None,
-    tensor_parallel: ArrayLike = 1,
-    encoder_length: int | None = None,
-    check_memory: bool = True,
-    check_positions: bool = True,
-    weights: str | None = None,
-    kv: str | None = None,
-    group_size: int | None = None,
-    runtime: RuntimeLike = None,
-) -> StepCostGrid:
-    """Costs of many homogeneous passes at once (vectorised).
-
-    ``batch``, ``context``, ``new_tokens`` and ``tensor_parallel`` broadcast
-    together; element ``i`` is one pass of ``batch[i]`` sequences, each with
-    ``context[i]`` cached and ``new_tokens[i]`` new tokens. With
-    ``check_memory`` (default) any element that does not fit raises a
-    ValueError naming it; without, :attr:`StepCostGrid.fits` marks them. Every
-    ``tensor_parallel`` must split the model's heads, as in :func:`step_cost`; with
-    ``check_positions`` (default), every ``context + new_tokens`` must also be within the
-    model's ``max_position`` (:func:`~specsim.cost.checks.check_positions`), else a ValueError
-    naming the element: a cost past the positions a model was made for is not a cost of
-    that model. ``check_positions=False`` is for deliberate extrapolation only.
-    """
-    model, hardware = check_model(model), check_hardware(hardware)
-    rt = check_runtime(runtime, hardware)
-    B = int_array("batch", batch, 1)
-    ctx = int_array("context", context, 0)
-    new = int_array("new_tokens", new_tokens, 1)
-    tp = check_tensor_parallel(model, tensor_parallel)
-    try:
-        B, ctx, new, tp = np.broadcast_arrays(B, ctx, new, tp)
-    except ValueError as exc:
-        raise ValueError(
-            f"batch, context, new_tokens, tensor_parallel: shapes {np.shape(batch)}, "
-            f"{np.shape(context)}, {np.shape(new_tokens)}, {np.shape(tensor_parallel)} do not "
-            "broadcast"
-        ) from exc
-    if check_positions:
-        _check_positions(model, context=ctx, new_tokens=new)
-    formats = resolve_formats(model, dtype, weights=weights, kv=kv, group_size=group_size)
-    T, S, R = chain_sums(B, B * ctx, new, encoder_tokens(model, encoder_length))
-    groups = np.unique(tp)
-    if groups.size == 1:  # the usual case: one device count for the whole grid
-        terms = _evaluate(
-            model, hardware, formats=formats, tp=float(groups[0]), T=T, S=S, R=R, runtime=rt
-        )
-        arrays = {
-            k: np.asarray(np.broadcast_to(getattr(terms, k), T.shape), dtype=np.float64)
-            for k in RESULT_FIELDS
-        }
-    else:
-        arrays = {k: np.empty(T.shape) for k in RESULT_FIELDS}
-        for g in groups:
-            sel = tp == g
-            terms = _evaluate(
-                model,
-                hardware,
-                formats=formats,
-                tp=float(g),
-                T=T[sel],
-                S=S[sel],
-                R=R[sel],
-                runtime=rt,
-            )
-            for k in RESULT_FIELDS:
-                arrays[k][sel] = getattr(terms, k)
-    fits = arrays["resident_bytes"] <= hardware.mem_capacity
-    if check_memory and not fits.all():
-        i = tuple(int(j) for j in np.argwhere(~fits)[0]) if fits.ndim else ()
-        err = _memory_error(
-            model,
-            hardware,
-            formats=formats,
-            tp=float(tp[i]),
-            B=float(B[i]),
-            resident=float(arrays["resident_bytes"][i]),
-        )
-        raise ValueError(
-            f"element {i} of {int((~fits).sum())} that do not fit (context {int(ctx[i])}, new "
-            f"tokens {int(new[i])}): {err}"
-        )
-    return StepCostGrid(
-        **arrays,
-        fits=fits,
-        dtype=formats.compute,
-        weight_format=formats.weight_format,
-        kv_format=formats.kv_format,
-    )
-
-
 # Passes given by their aggregates -------------------------------------------------------
 def _number(x: ArrayLike) -> Any:
     # Plain numbers stay Python floats: 0-d arrays would make every term slow.
@@ -428,4 +332,4 @@ def pass_aggregates_cost(
     S = _number(pairs) + T * e
     R = _number(context_tokens) + B * e
     rt = check_runtime(runtime, hardware)
-    return _evaluate(model, hardware, formats=formats, tp=float(tp), T=T, S=S, R=R, runtime=rt)
+    return evaluate_terms(model, hardware, formats=formats, tp=float(tp), T=T, S=S, R=R, runtime=rt)

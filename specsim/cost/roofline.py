@@ -125,6 +125,85 @@ def roofline(
     return co
 
 
+def _collectives(hw: HardwareCard, tp: float, *, n: float, nbytes: float) -> tuple[float, float]:
+    """``(seconds per token, fixed seconds)`` of ``n`` all-reduces of ``nbytes`` per token on
+    ``tp`` devices (:mod:`specsim.cost.collectives`); nothing on one device."""
+    if tp <= 1:
+        return 0.0, 0.0
+    alg = hw.collective_algorithm
+    ring = n * allreduce_bandwidth_factor(tp, alg) * nbytes / hw.interconnect_bandwidth
+    latency = n * allreduce_steps(tp, alg) * hw.interconnect_latency_s
+    return ring, latency + hw.collective_overhead_s * (tp - 1.0)
+
+
+def _dequant_s(hw: HardwareCard, formats: Formats, rt: RuntimeProfile, weights: float) -> float:
+    """Seconds of dequantization per weight row of a pass over ``weights`` weights: vector
+    work per weight (:mod:`specsim.cost.quant`), unless the stack's profile says what this
+    format costs there (``format_dequant_ops``); 0 for unquantized weights."""
+    ops = rt.dequant_ops(formats.weight_format, formats.dequant_ops) if formats.quantized else 0.0
+    if not ops:
+        return 0.0
+    return float(ops * weights / vector_peak(hw.peak_flops, formats.compute))
+
+
+@dataclass(frozen=True, slots=True)
+class _PerLayer:
+    """The per-token and per-layer quantities :func:`_compute` assembles (one device)."""
+
+    act_bytes: float  # dense activations read and written, per token and layer
+    q_io: float  # attention's query read and output written, per token and layer
+    head_io: float  # LM head input, logits and embedding gather, per token
+    w_layer: float  # weight bytes of one layer
+    w_head: float  # weight bytes of the LM head and final norm
+    dense_flops: float  # per token and layer
+    attn_flops: float  # per (query, key) pair and layer
+    head_flops: float  # per token
+    weights: float  # weights of one pass (for dequantization)
+
+
+def _per_layer(model: ModelCard, formats: Formats, tp: float) -> _PerLayer:
+    wb, ab, d, L = formats.weights, formats.activations, model.d_model, model.layers
+    encdec = model.architecture == "encoder-decoder"
+    q = model.q_dim / tp
+    act = 4 * d + 2 * q + ((3 if model.gated_mlp else 2) * model.d_ff) / tp
+    layer_params = model.decode_layer_params / tp
+    head_params = (model.decode_params - L * model.decode_layer_params) / tp  # LM head, norm
+    return _PerLayer(
+        act_bytes=(act + (2 * d + 2 * q if encdec else 0)) * ab,
+        q_io=2.0 * q * ab * (2 if encdec else 1),
+        head_io=(2.0 * d + model.vocab / tp) * ab,
+        w_layer=layer_params * wb,
+        w_head=head_params * wb,
+        dense_flops=2.0 * layer_params,
+        attn_flops=4.0 * model.head_dim * model.heads / tp,
+        head_flops=2.0 * head_params,
+        weights=L * layer_params + head_params,
+    )
+
+
+def _rates(
+    x: _PerLayer, *, layers: int, kv: float, peak: float, bandwidth: float
+) -> dict[str, float]:
+    """The seconds per token (pair, cached token) of each kernel at the achieved ``peak``
+    and ``bandwidth``, and the flops and bytes per token, pair and cached token."""
+    L, P, W = layers, peak, bandwidth
+    return {
+        "dense_compute_s": L * x.dense_flops / P,
+        "dense_memory_s": L * x.act_bytes / W,
+        "dense_weights_s": L * x.w_layer / W,
+        "attention_compute_s": L * x.attn_flops / P,
+        "attention_cached_s": L * kv / W,
+        "attention_new_s": L * (2.0 * kv + x.q_io) / W,
+        "head_compute_s": x.head_flops / P,
+        "head_memory_s": x.head_io / W,
+        "head_weights_s": x.w_head / W,
+        "flops_per_token": L * x.dense_flops + x.head_flops,
+        "flops_per_pair": L * x.attn_flops,
+        "bytes_per_token": 2.0 * L * kv + L * (x.act_bytes + x.q_io) + x.head_io,
+        "bytes_per_cached": L * kv,
+    }
+
+
 def _compute(
     model: ModelCard, hw: HardwareCard, formats: Formats, tp: float, rt: RuntimeProfile
 ) -> Roofline:
@@ -133,39 +212,14 @@ def _compute(
     layer: each weight GEMM reads its input and writes its output once (inputs of
     column-parallel GEMMs are replicated).
     """
-    wb, ab, d, L = formats.weights, formats.activations, model.d_model, model.layers
-    encdec = model.architecture == "encoder-decoder"
-    q = model.q_dim / tp
-    act = 4 * d + 2 * q + ((3 if model.gated_mlp else 2) * model.d_ff) / tp
-    layer_params = model.decode_layer_params / tp
-    head_params = (model.decode_params - L * model.decode_layer_params) / tp  # LM head, norm
+    L, x = model.layers, _per_layer(model, formats, tp)
     P = hw.peak(formats.compute) * rt.compute_efficiency
     W = hw.mem_bandwidth * rt.memory_efficiency
-    w_layer, w_head = layer_params * wb, head_params * wb  # weight bytes per layer, LM head
-    dense_flops = 2.0 * layer_params  # per token per layer
-    attn_flops = 4.0 * model.head_dim * model.heads / tp  # per (query, key) pair
-    head_flops = 2.0 * head_params  # per token
-    act_bytes = (act + (2 * d + 2 * q if encdec else 0)) * ab  # dense activations, per token
-    q_io = 2.0 * q * ab * (2 if encdec else 1)  # attention reads q, writes its output
     fp = footprint(model, tensor_parallel=tp, formats=formats)
     kv = fp.kv_bytes_per_token_layer
-    head_io = (2.0 * d + model.vocab / tp) * ab  # head input, logits, embedding gather
-    n_allreduce = float(L * (3 if encdec else 2))
+    n_allreduce = float(L * (3 if model.architecture == "encoder-decoder" else 2))
+    ring, latency = _collectives(hw, tp, n=n_allreduce, nbytes=model.d_model * formats.activations)
     overhead = L * rt.layer_overhead_s + rt.pass_overhead_s
-    ring, latency = 0.0, 0.0
-    if tp > 1:  # all-reduces of the activations (specsim.cost.collectives)
-        alg = hw.collective_algorithm
-        factor = allreduce_bandwidth_factor(tp, alg)
-        ring = n_allreduce * factor * d * ab / hw.interconnect_bandwidth
-        latency = n_allreduce * allreduce_steps(tp, alg) * hw.interconnect_latency_s
-        latency += hw.collective_overhead_s * (tp - 1.0)
-    # Weight-only formats: vector work per weight and row (specsim.cost.quant), unless the
-    # stack's profile says what this format costs there (format_dequant_ops).
-    dequant = 0.0
-    ops = rt.dequant_ops(formats.weight_format, formats.dequant_ops) if formats.quantized else 0.0
-    if ops:
-        vec = vector_peak(hw.peak_flops, formats.compute)
-        dequant = ops * (L * layer_params + head_params) / vec
     rows_log2, compute_scale, memory_scale = rt.efficiencies(formats.weight_format)
     per_op = hw.energy_per_flop_j is not None and hw.energy_per_byte_j is not None
     return Roofline(
@@ -173,36 +227,24 @@ def _compute(
         devices=float(tp),
         peak=P,
         bandwidth=W,
-        activation_bytes=act_bytes,
-        attention_io_bytes=q_io,
+        activation_bytes=x.act_bytes,
+        attention_io_bytes=x.q_io,
         kv_bytes=kv,
-        head_io_bytes=head_io,
-        head_flops=head_flops,
-        weight_bytes=L * w_layer + w_head,
+        head_io_bytes=x.head_io,
+        head_flops=x.head_flops,
+        weight_bytes=L * x.w_layer + x.w_head,
         resident_bytes=fp.weights_bytes,
         overhead_s=overhead,
         allreduce_per_token_s=ring,
         allreduce_latency_s=latency,
-        dequant_s=dequant,
+        dequant_s=_dequant_s(hw, formats, rt, x.weights),
         dequant_tile=DEQUANT_TILE_ROWS,
         sampling_s=rt.sampling_s_per_token,
         rows_log2=rows_log2,
         compute_scale=compute_scale,
         memory_scale=memory_scale,
-        dense_compute_s=L * dense_flops / P,
-        dense_memory_s=L * act_bytes / W,
-        dense_weights_s=L * w_layer / W,
-        attention_compute_s=L * attn_flops / P,
-        attention_cached_s=L * kv / W,
-        attention_new_s=L * (2.0 * kv + q_io) / W,
-        head_compute_s=head_flops / P,
-        head_memory_s=head_io / W,
-        head_weights_s=w_head / W,
         fixed_s=overhead + latency,
-        flops_per_token=L * dense_flops + head_flops,
-        flops_per_pair=L * attn_flops,
-        bytes_per_token=2.0 * L * kv + L * (act_bytes + q_io) + head_io,
-        bytes_per_cached=L * kv,
+        **_rates(x, layers=L, kv=kv, peak=P, bandwidth=W),
         idle_w=hw.idle_power_w,
         dynamic_w=hw.max_power_w - hw.idle_power_w,
         inv_raw_peak=1.0 / hw.peak(formats.compute),

@@ -37,6 +37,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
+    "check_tree",
+    "tree_depths",
     "PassShape",
     "PassSums",
     "verification_positions",
@@ -102,18 +104,63 @@ def _totals(context: Any, new: NDArray[np.int64], pairs: Any, encoder: float) ->
     return PassSums(T, S, float(np.sum(context)) + new.shape[0] * encoder)
 
 
-def _depths(parents: Sequence[int]) -> tuple[int, ...]:
-    depths: list[int] = []
+def check_tree(parents: Sequence[int], *, name: str = "parents") -> tuple[int, ...]:
+    """``parents`` as a tuple of ints when it is a token tree; else a ValueError naming the fault.
+
+    The one validator of token trees (the proposers, the optimizer and the simulators
+    call it; :mod:`specsim.sampling` and :mod:`specsim.theory` import nothing from the
+    package, so they keep their own minimal check). A token tree lists each node's parent
+    index (``-1``: a child of the root, the last emitted token). The faults named: an
+    entry that is not an integer, a **missing parent** (an index outside the tree), a
+    **cycle** (following parents from a node comes back to it), and a parent listed
+    after its child (the tree must be in topological order, as :class:`PassShape` takes
+    it). The empty tree is a tree (no speculation).
+
+    >>> check_tree([-1, 0, 0])
+    (-1, 0, 0)
+    """
+    if isinstance(parents, str | bytes):
+        raise ValueError(f"{name}: expected a sequence of parent indices, got {parents!r}")
+    out: list[int] = []
     for i, p in enumerate(parents):
-        if isinstance(p, bool) or not isinstance(p, int | np.integer) or not -1 <= p < i:
+        if isinstance(p, bool) or not isinstance(p, int | np.integer):
+            raise ValueError(f"{name}: entry {i} must be an integer parent index, got {p!r}")
+        out.append(int(p))
+    n = len(out)
+    for i, p in enumerate(out):
+        if p < -1 or p >= n:
             raise ValueError(
-                f"parents: entry {i} must be -1 (a root) or the index of an earlier position, "
-                f"got {p!r}"
+                f"{name}: node {i} names a missing parent {p} (the tree has nodes 0..{n - 1}; "
+                "-1 is the root)"
             )
+    for i in range(n):
+        seen, j = {i}, out[i]
+        while j != -1:
+            if j in seen:
+                raise ValueError(f"{name}: node {i} is on a cycle (its parents come back to {j})")
+            seen.add(j)
+            j = out[j]
+    for i, p in enumerate(out):
+        if p >= i:
+            raise ValueError(
+                f"{name}: node {i}'s parent {p} comes after it; list parents before children"
+            )
+    return tuple(out)
+
+
+def tree_depths(parents: Sequence[int]) -> tuple[int, ...]:
+    """Depth of each node (the root's children at depth 1) of a token tree (:func:`check_tree`)."""
+    depths: list[int] = []
+    for p in check_tree(parents):
         depths.append(1 if p < 0 else depths[p] + 1)
+    return tuple(depths)
+
+
+def _depths(parents: Sequence[int]) -> tuple[int, ...]:
+    depths = tree_depths(parents)
     if not depths:
         raise ValueError("parents: expected at least one position, got none")
-    return tuple(depths)
+    return depths
 
 
 def _integers(name: str, value: ArrayLike, minimum: int) -> NDArray[np.int64]:

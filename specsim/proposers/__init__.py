@@ -1,16 +1,23 @@
 """Proposers: where the drafted tokens come from, what they cost, and how often they are accepted.
 
-A **proposer** has a cost and an acceptance source (ARCHITECTURE.md). Three kinds ship:
+A **proposer** (:class:`ProposerProtocol`, :mod:`specsim.proposers.protocol`) says how it
+drafts and what it costs on a :class:`~specsim.cost.deployment.Deployment`
+(ARCHITECTURE.md). The kinds that ship:
 
 - :class:`DraftModel`: a smaller language model (a model card) that drafts one
-  depth of a token tree per step, batched over that depth's frontier;
+  depth of a token tree per step, batched over that depth's frontier, on the target's
+  hardware and stack (:meth:`specsim.cost.deployment.Deployment.on_model`);
 - :class:`Heads`: prediction heads on the target (a head card,
   :class:`specsim.cards.HeadCard`): Medusa-like heads evaluated once per pass
   (``kind = "parallel"``; Cai et al., ICML 2024, Section 2.1.1) or an
-  EAGLE-like one-layer head stepped once per depth on the target's features
-  (``kind = "autoregressive"``; Li et al., ICML 2024, Section 4);
-- :class:`NGram`: prompt lookup with no model at all (zero model cost; its
-  acceptance is measured from text, :mod:`specsim.proposers.ngram`).
+  EAGLE-like one-layer head or MTP module stepped once per depth on the target's
+  features (``kind = "autoregressive"``; Li et al., ICML 2024, Section 4);
+- :class:`NGram`: prompt lookup with no model at all: no accelerator work, a measured
+  host-CPU search per pass (:mod:`specsim.proposers.lookup`); its acceptance is measured
+  from text (:mod:`specsim.proposers.ngram`).
+
+A new proposer is one module with a class that has the protocol's members; nothing else
+changes (``docs/proposers.md``). A chain is the tree of width one everywhere.
 
 **Acceptance by depth and rank** (:class:`RankAcceptance`) is Sequoia's
 positional model (Chen et al., "Sequoia", 2024, Section 3.1): the
@@ -18,7 +25,8 @@ probability that the rank-``r`` child (rank 0 first) of an accepted node at
 depth ``d`` is accepted, given that its earlier siblings were rejected,
 depends only on ``(d, r)``: ``accept[d - 1][r]``. A token tree is given by
 ``parents``: node ``i``'s parent index, ``-1`` for the children of the root
-(the last emitted token), in topological order (:func:`check_tree`).
+(the last emitted token), in topological order (:func:`check_tree`, the one
+validator, :func:`specsim.cost.shape.check_tree`).
 
 >>> acc = RankAcceptance(accept=((0.6, 0.3), (0.5, 0.2)))
 >>> acc.conditional(1, 1), acc.conditional(3, 0), acc.conditional(1, 5)
@@ -27,7 +35,9 @@ depends only on ``(d, r)``: ``accept[d - 1][r]``. A token tree is given by
 0.12
 """
 
-from specsim.proposers.kinds import DraftCost, DraftModel, Heads, NGram, Proposer
+from specsim.proposers.kinds import DraftCost, DraftModel, Heads
+from specsim.proposers.lookup import LOOKUP_COST, LookupCost, NGram, fit_lookup_cost
+from specsim.proposers.protocol import Proposer, ProposerProtocol, check_proposer
 from specsim.proposers.tables import (
     RankAcceptance,
     check_tree,
@@ -43,7 +53,12 @@ __all__ = [
     "DraftModel",
     "Heads",
     "NGram",
+    "LookupCost",
+    "LOOKUP_COST",
+    "fit_lookup_cost",
     "Proposer",
+    "ProposerProtocol",
+    "check_proposer",
     "check_tree",
     "tree_depths",
     "frontier_widths",

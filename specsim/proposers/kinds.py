@@ -1,12 +1,15 @@
-"""The proposers that ship: a draft model, heads on the target, n-gram lookup.
+"""The proposers that ship with a model behind them: a draft model and heads on the target.
 
-Each has ``name``, ``acceptance`` (a :class:`~specsim.proposers.tables.RankAcceptance`),
-``check_target(target)`` and ``draft_cost`` / ``draft_costs``: what drafting one
-tree costs per pass (:class:`DraftCost`).
+Each implements :class:`~specsim.proposers.protocol.ProposerProtocol`: ``name``,
+``acceptance`` (a :class:`~specsim.proposers.tables.RankAcceptance`), ``overlappable``,
+``check_target(target)``, ``draft_cost`` / ``draft_costs`` (what drafting one tree costs per
+pass on the target's :class:`~specsim.cost.deployment.Deployment`, :class:`DraftCost`) and
+``memory_bytes(deployment)``. Prompt lookup is :class:`specsim.proposers.lookup.NGram`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,12 +17,22 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from specsim.cards import HardwareCard, HeadCard, ModelCard
-from specsim.cost import pass_aggregates_cost
+from specsim.cards import HeadCard, ModelCard
 from specsim.cost.checks import check_draft_pair
-from specsim.proposers.tables import RankAcceptance, check_tree, frontier_widths, tree_depths
+from specsim.cost.deployment import Deployment
+from specsim.cost.memory import footprint
+from specsim.proposers.protocol import Proposer
+from specsim.proposers.tables import RankAcceptance, frontier_widths, tree_depths
 
-__all__ = ["DraftCost", "DraftModel", "Heads", "NGram", "Proposer"]
+__all__ = [
+    "DraftCost",
+    "DraftModel",
+    "Heads",
+    "Proposer",
+    "contexts",
+    "check_batch",
+    "check_serialized",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,34 +50,29 @@ class DraftCost:
 
 
 def _frontier_passes(
-    model: ModelCard,
-    hardware: HardwareCard,
+    deployment: Deployment,
     widths: Sequence[int],
     *,
     batch: int,
     context: NDArray[np.int64],
-    dtype: str | None,
     scale: float = 1.0,
 ) -> DraftCost:
-    """Step ``d`` runs ``model`` on the depth-``d - 1`` frontier of every sequence, batched:
-    ``widths[d - 1]`` new positions per sequence after ``context + d - 1`` tokens, each
-    attending to that context and itself (the sums of
-    ``PassShape.tree(context=context + d - 1, parents=[-1] * w, batch=batch)``, on arrays
-    of contexts: :func:`specsim.cost.pass_aggregates_cost`)."""
+    """Step ``d`` runs ``deployment``'s model on the depth-``d - 1`` frontier of every
+    sequence, batched: ``widths[d - 1]`` new positions per sequence after ``context + d - 1``
+    tokens, each attending to that context and itself (the sums of
+    ``PassShape.tree(context=context + d - 1, parents=[-1] * w, batch=batch)``, on arrays of
+    contexts: :meth:`Deployment.aggregates_cost`), under its stack, formats and parallelism."""
     ctx = np.asarray(context, dtype=np.float64)
     time, energy, flops = np.zeros(ctx.shape), np.zeros(ctx.shape), np.zeros(ctx.shape)
     for d, w in enumerate(widths, start=1):
         if w == 0:
             continue
         c = ctx + (d - 1)
-        t = pass_aggregates_cost(
-            model,
-            hardware,
+        t = deployment.aggregates_cost(
             batch=batch,
             tokens=float(batch * w),
             context_tokens=batch * c,
             pairs=batch * (w * c + w),
-            dtype=dtype,
         )
         time += scale * t.time_s
         energy += scale * t.energy_j
@@ -72,64 +80,94 @@ def _frontier_passes(
     return DraftCost(time, energy, flops)
 
 
-def _contexts(context: ArrayLike) -> NDArray[np.int64]:
+def contexts(context: ArrayLike) -> NDArray[np.int64]:
+    """``context`` as a 1-d array of integers >= 0, else a ValueError naming it."""
     arr = np.atleast_1d(np.asarray(context))
     if not np.issubdtype(arr.dtype, np.integer) or arr.ndim != 1 or (arr < 0).any():
         raise ValueError(f"context: expected integers >= 0, got {context!r}")
     return arr.astype(np.int64)
 
 
+def check_serialized(deployment: Deployment, *, where: str) -> None:
+    """A ValueError unless drafting is serialized with verification on ``deployment``: the
+    single-stream pricing (``where``) adds draft and verification times, so an
+    ``"overlapped"`` placement, which would hide one behind the other, is not modelled
+    there and must not be silently priced as if it were not chosen."""
+    if deployment.draft_placement == "overlapped":
+        raise ValueError(
+            f"{where}: deployment draft_placement 'overlapped' is not modelled here (drafting "
+            "is priced serialized with verification); use 'shared' or 'own-device'"
+        )
+
+
+def check_batch(batch: int) -> int:
+    """``batch`` as an int >= 1, else a ValueError naming it."""
+    if isinstance(batch, bool) or not isinstance(batch, int | np.integer) or batch < 1:
+        raise ValueError(f"batch: expected an integer >= 1, got {batch!r}")
+    return int(batch)
+
+
 @dataclass(frozen=True, kw_only=True)
 class DraftModel:
     """A draft language model: one draft step per depth over the frontier (batched).
 
-    ``acceptance`` is measured for this draft/target pair (a file, or a chain's alpha
-    as a one-rank table); the model card gives the cost.
+    ``acceptance`` is measured for this draft/target pair (a file, or a chain's alpha as a
+    one-rank table); the model card gives the cost, priced on the target's deployment with
+    the draft as its model (:meth:`Deployment.on_model`: the same hardware, stack and KV
+    format; the draft's own weights, in ``dtype`` when given, else its card's).
+    ``tensor_parallel``: the draft's devices; None means the target's when the draft
+    shares them (``draft_placement = "shared"``) and one device otherwise. A separate model
+    can draft beside verification, so it is ``overlappable``; whether it does is the
+    deployment's ``draft_placement``.
     """
 
     card: ModelCard
     acceptance: RankAcceptance
     dtype: str | None = None
+    tensor_parallel: int | None = None
 
     @property
     def name(self) -> str:
         return f"draft {self.card.slug}"
 
+    @property
+    def overlappable(self) -> bool:
+        return True
+
     def check_target(self, target: ModelCard) -> None:
         check_draft_pair(target, self.card)
 
+    def deployment(self, target: Deployment) -> Deployment:
+        """Where the draft runs, from the target's deployment (class docstring)."""
+        tp = self.tensor_parallel
+        if tp is None:
+            tp = target.tensor_parallel if target.draft_placement == "shared" else 1
+        dep = target.on_model(self.card, tensor_parallel=tp)
+        return dep if self.dtype is None else dataclasses.replace(dep, dtype=self.dtype)
+
+    def memory_bytes(self, deployment: Deployment) -> float:
+        """The draft's weights per device (its KV cache grows with the batch: the serving
+        memory model adds ``footprint(...).kv_bytes_per_token`` per cached token)."""
+        dep = self.deployment(deployment)
+        fp = footprint(self.card, tensor_parallel=dep.tensor_parallel, formats=dep.formats())
+        return fp.weights_bytes
+
     def draft_costs(
-        self,
-        parents: Sequence[int],
-        *,
-        target: ModelCard,
-        hardware: HardwareCard,
-        batch: int,
-        context: ArrayLike,
+        self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: ArrayLike
     ) -> DraftCost:
         """Per element of ``context``, the draft steps of one pass (arrays)."""
-        self.check_target(target)
+        self.check_target(deployment.target)
         return _frontier_passes(
-            self.card,
-            hardware,
+            self.deployment(deployment),
             frontier_widths(parents),
-            batch=batch,
-            context=_contexts(context),
-            dtype=self.dtype,
+            batch=check_batch(batch),
+            context=contexts(context),
         )
 
     def draft_cost(
-        self,
-        parents: Sequence[int],
-        *,
-        target: ModelCard,
-        hardware: HardwareCard,
-        batch: int,
-        context: int,
+        self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: int
     ) -> DraftCost:
-        return self.draft_costs(
-            parents, target=target, hardware=hardware, batch=batch, context=context
-        ).at(0)
+        return self.draft_costs(parents, deployment=deployment, batch=batch, context=context).at(0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,11 +175,13 @@ class Heads:
     """Prediction heads on the target, from a head card (:class:`specsim.cards.HeadCard`).
 
     Cost: a head evaluation is ``card.layer_fraction`` of one target layer, a layer
-    being ``1 / layers`` of the target's pass over the same positions (the LM head,
-    norms and per-pass overhead spread evenly: an approximation, stated). A
-    ``"parallel"`` card (Medusa) evaluates all heads once per pass on each
-    sequence's last position; an ``"autoregressive"`` one (EAGLE) steps once per
-    depth over the frontier. Using the card with another target is an error.
+    being ``1 / layers`` of the target's pass over the same positions on the target's
+    deployment (its stack, formats and parallelism; the LM head, norms and per-pass overhead
+    spread evenly: an approximation, stated). A ``"parallel"`` card (Medusa) evaluates all
+    heads once per pass on each sequence's last position; an ``"autoregressive"`` one
+    (EAGLE, MTP modules) steps once per depth over the frontier. Heads read the target's
+    last hidden state, so they cannot draft beside its verification (not
+    ``overlappable``). Using the card with another target is an error.
     """
 
     card: HeadCard
@@ -150,6 +190,10 @@ class Heads:
     @property
     def name(self) -> str:
         return f"heads {self.card.slug}"
+
+    @property
+    def overlappable(self) -> bool:
+        return False
 
     @property
     def acceptance(self) -> RankAcceptance:
@@ -173,29 +217,24 @@ class Heads:
             )
         self.card.check_layer_fraction(target.decode_layer_params)
 
-    def draft_cost(
-        self,
-        parents: Sequence[int],
-        *,
-        target: ModelCard,
-        hardware: HardwareCard,
-        batch: int,
-        context: int,
-    ) -> DraftCost:
-        return self.draft_costs(
-            parents, target=target, hardware=hardware, batch=batch, context=context
-        ).at(0)
+    def _on(self, deployment: Deployment) -> Deployment:
+        return (
+            deployment if self.dtype is None else dataclasses.replace(deployment, dtype=self.dtype)
+        )
+
+    def memory_bytes(self, deployment: Deployment) -> float:
+        """The heads' weights per device: ``layer_fraction`` of a target decoder layer in the
+        target's weight format (an upper bound where a card counts a shared LM head)."""
+        self.check_target(deployment.target)
+        dep = self._on(deployment)
+        weights = self.card.layer_fraction * deployment.target.decode_layer_params
+        return weights * dep.formats().weights / dep.tensor_parallel
 
     def draft_costs(
-        self,
-        parents: Sequence[int],
-        *,
-        target: ModelCard,
-        hardware: HardwareCard,
-        batch: int,
-        context: ArrayLike,
+        self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: ArrayLike
     ) -> DraftCost:
         """Per element of ``context``, the head evaluations of one pass (arrays)."""
+        target = deployment.target
         self.check_target(target)
         depth = max(tree_depths(parents), default=0)
         if depth > self.card.max_depth:
@@ -203,60 +242,16 @@ class Heads:
                 f"head card {self.card.slug!r}: the tree is {depth} deep but the card's heads "
                 f"reach depth {self.card.max_depth}"
             )
-        scale = self.card.layer_fraction / target.layers
         widths = (1,) if self.card.kind == "parallel" else frontier_widths(parents)
         return _frontier_passes(
-            target,
-            hardware,
+            self._on(deployment),
             widths,
-            batch=batch,
-            context=_contexts(context),
-            dtype=self.dtype,
-            scale=scale,
+            batch=check_batch(batch),
+            context=contexts(context),
+            scale=self.card.layer_fraction / target.layers,
         )
 
-
-@dataclass(frozen=True, kw_only=True)
-class NGram:
-    """Prompt lookup (n-gram) drafting: no model, so no model cost (the CPU lookup is not
-    counted); ``acceptance`` is measured from text (:mod:`specsim.proposers.ngram`)."""
-
-    acceptance: RankAcceptance
-    n: int = 2
-
-    @property
-    def name(self) -> str:
-        return f"{self.n}-gram lookup"
-
-    def check_target(self, target: ModelCard) -> None:
-        del target  # text lookup drafts for any target
-
-    def draft_costs(
-        self,
-        parents: Sequence[int],
-        *,
-        target: ModelCard,
-        hardware: HardwareCard,
-        batch: int,
-        context: ArrayLike,
-    ) -> DraftCost:
-        check_tree(parents)
-        zero = np.zeros(_contexts(context).shape)
-        return DraftCost(zero, zero, zero)
-
     def draft_cost(
-        self,
-        parents: Sequence[int],
-        *,
-        target: ModelCard,
-        hardware: HardwareCard,
-        batch: int,
-        context: int,
+        self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: int
     ) -> DraftCost:
-        return self.draft_costs(
-            parents, target=target, hardware=hardware, batch=batch, context=context
-        ).at(0)
-
-
-Proposer = DraftModel | Heads | NGram
-"""Any of the proposers that ship; each has ``name``, ``acceptance`` and ``draft_cost``."""
+        return self.draft_costs(parents, deployment=deployment, batch=batch, context=context).at(0)

@@ -21,7 +21,11 @@ questions, so a new proposer is one module and a card, with no edit elsewhere.
   from which the proposer prices its own work;
 - ``draft_cost(...)``: the same at one integer context, as floats;
 - ``memory_bytes(deployment)``: the bytes per device it adds beside the target
-  (draft weights and KV cache, head weights; 0 for a lookup).
+  (draft weights, head weights; 0 for a lookup).
+
+:data:`Proposer` is the protocol (an open set, not a union of the kinds that ship);
+:func:`check_proposer` is how an entry point turns anything else into a TypeError naming
+what is missing, instead of an AttributeError deep in a simulator.
 """
 
 from __future__ import annotations
@@ -38,7 +42,18 @@ if TYPE_CHECKING:
     from specsim.cost.deployment import Deployment
     from specsim.proposers.kinds import DraftCost
 
-__all__ = ["ProposerProtocol"]
+__all__ = ["ProposerProtocol", "Proposer", "check_proposer", "MEMBERS"]
+
+MEMBERS = (
+    "name",
+    "acceptance",
+    "overlappable",
+    "check_target",
+    "draft_costs",
+    "draft_cost",
+    "memory_bytes",
+)
+"""What a proposer must have (the protocol's members), in the order the docstring gives."""
 
 
 @runtime_checkable
@@ -75,3 +90,27 @@ class ProposerProtocol(Protocol):
     ) -> DraftCost: ...
 
     def memory_bytes(self, deployment: Deployment) -> float: ...
+
+
+Proposer = ProposerProtocol
+"""Any source of drafted tokens: the shipped kinds (:mod:`specsim.proposers.kinds`,
+:mod:`specsim.proposers.lookup`) or a user's class with the protocol's members."""
+
+
+def check_proposer(proposer: object, *, where: str = "proposer") -> ProposerProtocol:
+    """``proposer`` when it has every member of the protocol (:data:`MEMBERS`), else a
+    TypeError naming its type and what it lacks (``where``: the field or flag it came from).
+
+    >>> check_proposer(object())  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    TypeError: proposer: object is not a proposer: it lacks name, acceptance, ...
+    """
+    missing = [m for m in MEMBERS if not hasattr(proposer, m)]
+    calls = ("check_target", "draft_costs", "draft_cost", "memory_bytes")
+    missing += [m for m in calls if m not in missing and not callable(getattr(proposer, m))]
+    if missing:
+        raise TypeError(
+            f"{where}: {type(proposer).__name__} is not a proposer: it lacks "
+            f"{', '.join(missing)} (specsim.proposers.ProposerProtocol)"
+        )
+    return proposer  # type: ignore[return-value]

@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 
 from specsim.cards import read_toml
 from specsim.cost import PassShape
+from specsim.cost.shape import check_tree, tree_depths
 
 __all__ = [
     "RankAcceptance",
@@ -30,50 +31,6 @@ __all__ = [
     "verify_shape",
     "load_acceptance",
 ]
-
-
-def check_tree(parents: Sequence[int], *, name: str = "parents") -> tuple[int, ...]:
-    """``parents`` as a tuple of ints when it is a token tree; else a ValueError naming the fault.
-
-    A token tree lists each node's parent index (``-1``: a child of the root, the
-    last emitted token). The faults named: an entry that is not an integer, a
-    **missing parent** (an index outside the tree), a **cycle** (following parents
-    from a node comes back to it), and a parent listed after its child (the tree
-    must be in topological order, as :class:`specsim.cost.PassShape` takes it).
-    """
-    out: list[int] = []
-    for i, p in enumerate(parents):
-        if isinstance(p, bool) or not isinstance(p, int | np.integer):
-            raise ValueError(f"{name}: entry {i} must be an integer parent index, got {p!r}")
-        out.append(int(p))
-    n = len(out)
-    for i, p in enumerate(out):
-        if p < -1 or p >= n:
-            raise ValueError(
-                f"{name}: node {i} names a missing parent {p} (the tree has nodes 0..{n - 1}; "
-                "-1 is the root)"
-            )
-    for i in range(n):
-        seen, j = {i}, out[i]
-        while j != -1:
-            if j in seen:
-                raise ValueError(f"{name}: node {i} is on a cycle (its parents come back to {j})")
-            seen.add(j)
-            j = out[j]
-    for i, p in enumerate(out):
-        if p >= i:
-            raise ValueError(
-                f"{name}: node {i}'s parent {p} comes after it; list parents before children"
-            )
-    return tuple(out)
-
-
-def tree_depths(parents: Sequence[int]) -> tuple[int, ...]:
-    """Depth of each node (the root's children at depth 1) of a checked tree."""
-    depths: list[int] = []
-    for p in check_tree(parents):
-        depths.append(1 if p < 0 else depths[p] + 1)
-    return tuple(depths)
 
 
 def frontier_widths(parents: Sequence[int]) -> tuple[int, ...]:

@@ -3,11 +3,11 @@
 Each pass the proposer drafts the tree ``parents`` (one step per depth over the
 frontier, or one head evaluation: the proposer's cost), the target verifies the
 last emitted token and every node in one pass with a tree attention mask
-(:func:`specsim.proposers.verify_shape`, priced by :func:`specsim.cost.pass_aggregates_cost`
-at the pass's context), and the accepted path plus one token is emitted. The
-acceptance walk is sampled, not averaged: at each accepted node the children are
-tried in rank order, the rank-``r`` child at depth ``d`` accepted with the
-conditional probability ``accept[d - 1][r]`` given its earlier siblings were
+(:func:`specsim.proposers.verify_shape`, priced on the run's
+:class:`~specsim.cost.deployment.Deployment` at the pass's context), and the accepted
+path plus one token is emitted. The acceptance walk is sampled, not averaged: at each
+accepted node the children are tried in rank order, the rank-``r`` child at depth ``d``
+accepted with the conditional probability ``accept[d - 1][r]`` given its earlier siblings were
 rejected (Sequoia's positional model, Chen et al. 2024, Section 3.1; the walk is
 SpecInfer's multi-step verification, Miao et al., ASPLOS 2024). Verified nodes off
 the accepted path are discarded work, counted per pass as for chains.
@@ -32,17 +32,18 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from specsim.cards import HardwareCard, ModelCard
-from specsim.cost import pass_aggregates_cost
 from specsim.cost.checks import check_positions
+from specsim.cost.deployment import Deployment
 from specsim.proposers import (
     Proposer,
     RankAcceptance,
+    check_proposer,
     check_tree,
     frontier_widths,
     tree_depths,
     verify_shape,
 )
+from specsim.proposers.kinds import check_serialized
 from specsim.sim.source import check_whole
 from specsim.sim.tree_policies import ConfidenceTree, NodeConfidence
 
@@ -88,24 +89,32 @@ def sample_tree_accepts(
 
 @dataclass(frozen=True, kw_only=True)
 class _StreamFields:
-    """The fields both single-stream tree configs share, and their checks."""
+    """The fields both single-stream tree configs share, and their checks: the proposer, the
+    deployment it drafts for (target, hardware, stack, formats, parallelism), the tokens."""
 
     proposer: Proposer
-    target: ModelCard
-    hardware: HardwareCard
+    deployment: Deployment
     tokens: int
     prompt: int = 0
     requests: int = 1
-    dtype: str | None = None
 
     def _check(self, nodes: int) -> None:
         """Check the shared fields; a pass verifies at most ``nodes`` nodes."""
         check_whole(self.tokens, "tokens", minimum=1)
         check_whole(self.requests, "requests", minimum=1)
         check_whole(self.prompt, "prompt", minimum=0)
-        self.proposer.check_target(self.target)
+        check_proposer(self.proposer)
+        if not isinstance(self.deployment, Deployment):
+            raise TypeError(
+                f"deployment: expected a Deployment, got {type(self.deployment).__name__}"
+            )
+        check_serialized(self.deployment, where="the single-stream tree simulator")
+        self.proposer.check_target(self.deployment.target)
         check_positions(
-            self.target, context=self.prompt, new_tokens=self.tokens + nodes + 1, name="tokens"
+            self.deployment.target,
+            context=self.prompt,
+            new_tokens=self.tokens + nodes + 1,
+            name="tokens",
         )
 
 
@@ -205,19 +214,10 @@ def simulate_tree_stream(config: TreeStreamConfig, rng: np.random.Generator) -> 
     shape = verify_shape(tree, context=0, batch=1)
     own, n1 = float(shape.pairs()[0]), float(shape.tokens)  # pairs among the new positions
     ctx = context.astype(np.float64)
-    ver = pass_aggregates_cost(
-        cfg.target,
-        cfg.hardware,
-        batch=1,
-        tokens=n1,
-        context_tokens=ctx,
-        pairs=n1 * ctx + own,
-        dtype=cfg.dtype,
-    )
+    dep = cfg.deployment
+    ver = dep.aggregates_cost(batch=1, tokens=n1, context_tokens=ctx, pairs=n1 * ctx + own)
     if tree:
-        draft = cfg.proposer.draft_costs(
-            tree, target=cfg.target, hardware=cfg.hardware, batch=1, context=context
-        )
+        draft = cfg.proposer.draft_costs(tree, deployment=dep, batch=1, context=context)
         d_time, d_energy = np.asarray(draft.time_s), np.asarray(draft.energy_j)
     else:
         d_time = d_energy = np.zeros(a.shape)
@@ -273,14 +273,8 @@ def simulate_dynamic_tree_stream(
             own[t] = float(verify_shape(t, context=0, batch=1).pairs()[0])
     n1 = np.asarray(nodes, dtype=np.float64) + 1.0
     own_pairs = np.asarray([own[t] for t in trees])
-    ver = pass_aggregates_cost(
-        cfg.target,
-        cfg.hardware,
-        batch=1,
-        tokens=n1,
-        context_tokens=ctx,
-        pairs=n1 * ctx + own_pairs,
-        dtype=cfg.dtype,
+    ver = cfg.deployment.aggregates_cost(
+        batch=1, tokens=n1, context_tokens=ctx, pairs=n1 * ctx + own_pairs
     )
     d_time, d_energy = np.zeros(ctx.shape), np.zeros(ctx.shape)
     groups: dict[tuple[int, ...], list[int]] = {}
@@ -290,11 +284,7 @@ def simulate_dynamic_tree_stream(
     for idx in groups.values():
         sel = np.asarray(idx)
         draft = cfg.proposer.draft_costs(
-            examined[idx[0]],
-            target=cfg.target,
-            hardware=cfg.hardware,
-            batch=1,
-            context=ctx_int[sel],
+            examined[idx[0]], deployment=cfg.deployment, batch=1, context=ctx_int[sel]
         )
         d_time[sel], d_energy[sel] = np.asarray(draft.time_s), np.asarray(draft.energy_j)
     return TreeStreamResult(
@@ -323,8 +313,7 @@ def compare_dynamic_static(
     policy: ConfidenceTree,
     worlds: Sequence[NodeConfidence],
     proposer: Proposer,
-    target: ModelCard,
-    hardware: HardwareCard,
+    deployment: Deployment,
     tokens: int,
     requests: int,
     rng: np.random.Generator,
@@ -336,8 +325,7 @@ def compare_dynamic_static(
     tree's gain in tokens/s over the fixed one with the standard error of the gain."""
     common: dict[str, Any] = dict(
         proposer=proposer,
-        target=target,
-        hardware=hardware,
+        deployment=deployment,
         tokens=tokens,
         requests=requests,
         prompt=prompt,
