@@ -55,6 +55,16 @@ HARDWARE = (
     "rtx-4090",
     "tpu-v4",
     "mi300x",
+    # issue 23, section 3 (tests/test_hardware_cards_new.py)
+    "a40",
+    "l40s",
+    "b200",
+    "b300",
+    "gb200",
+    "mi325x",
+    "mi355x",
+    "rtx-5090",
+    "gaudi-3",
 )
 ROOT = Path(__file__).resolve().parent.parent
 
