@@ -57,9 +57,23 @@ from specsim.cards.hardware import (
 )
 from specsim.cards.heads import HeadCard, list_heads, load_head
 from specsim.cards.model import ModelCard
+from specsim.cards.proposer_cards import (
+    PROPOSER_KINDS,
+    ParallelDraftCard,
+    ProposerCard,
+    SelfSpecCard,
+    list_proposer_cards,
+    load_proposer_card,
+)
 from specsim.cards.runtime import RuntimeProfile, check_runtime_device, profile_of_card
 
 __all__ = [
+    "PROPOSER_KINDS",
+    "ParallelDraftCard",
+    "ProposerCard",
+    "SelfSpecCard",
+    "list_proposer_cards",
+    "load_proposer_card",
     "DTYPE_BYTES",
     "DEFAULT_COMPUTE_EFFICIENCY",
     "DEFAULT_MEMORY_EFFICIENCY",

@@ -37,7 +37,9 @@ validator, :func:`specsim.cost.shape.check_tree`).
 
 from specsim.proposers.kinds import DraftCost, DraftModel, Heads
 from specsim.proposers.lookup import LOOKUP_COST, LookupCost, NGram, fit_lookup_cost
+from specsim.proposers.parallel import ParallelDraft
 from specsim.proposers.protocol import Proposer, ProposerProtocol, check_proposer
+from specsim.proposers.selfspec import SelfSpeculation, early_exit_card
 from specsim.proposers.tables import (
     RankAcceptance,
     check_tree,
@@ -53,6 +55,9 @@ __all__ = [
     "DraftModel",
     "Heads",
     "NGram",
+    "ParallelDraft",
+    "SelfSpeculation",
+    "early_exit_card",
     "LookupCost",
     "LOOKUP_COST",
     "fit_lookup_cost",
