@@ -40,6 +40,7 @@ import pandas as pd
 from scipy import optimize, stats
 
 from specsim import calibrate_formats as cf
+from specsim.calibrate import past_positions
 from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, load_model
 from specsim.cards.toml_out import toml_table, toml_value
 from specsim.cost import step_cost_grid
@@ -178,7 +179,7 @@ class ProfileFit:
     bounds: dict[str, tuple[float, float]]
     residuals: pd.DataFrame
     rms_log_error: float
-    dropped: int = 0
+    past_positions: int = 0
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(
@@ -244,6 +245,7 @@ def predict_profile(
             weights=None if own else str(fmt),
             runtime=profile,
             check_memory=False,
+            check_positions=False,  # measured passes are fitted as they ran
         )
         pred[configs.index.get_indexer(grp.index)] = grid.time_s
     return pred
@@ -260,12 +262,10 @@ def fit_profile(
     factors, overheads) to ``configs`` (:func:`profile_configs`) on ``card``."""
     given = models or {}
     models = {str(m): given.get(str(m)) or load_model(str(m)) for m in configs["model"].unique()}
-    limit = configs["model"].map(lambda m: models[str(m)].max_position)
-    # Passes past a card's positions (a measurement may stretch a learned position table)
-    # are outside what the cost model prices: left out, and counted.
-    cfg = configs[configs["context"] + configs["new_tokens"] <= limit].reset_index(drop=True)
+    # Passes past a card's positions are fitted as they ran (specsim.calibrate's module doc).
+    cfg = configs.reset_index(drop=True)
     if cfg.empty:
-        raise ValueError("configs: no configuration within its model card's max_position")
+        raise ValueError("configs: no configuration to fit")
     dtype = str(cfg["dtype"].iloc[0])
     params = _parameters(cfg, _FULL.get(dtype, dtype))
     names = [p[0] for p in params]
@@ -278,9 +278,10 @@ def fit_profile(
         return np.log(predict_profile(cfg, card, _profile(names, x, base=timed), models)) - measured
 
     sol = optimize.least_squares(residual, x0, bounds=(low, high), x_scale="jac", method="trf")
-    dof = max(len(cfg) - len(names), 1)
-    s2 = float(sol.fun @ sol.fun) / dof
+    dof = len(cfg) - len(names)
+    s2 = float(sol.fun @ sol.fun) / dof if dof > 0 else np.inf  # no dof: nothing is known
     se = np.sqrt(np.clip(np.diag(np.linalg.pinv(sol.jac.T @ sol.jac) * s2), 0.0, None))
+    se = np.where(np.isnan(se), np.inf, se)
     # A parameter the residuals do not move (its column of the Jacobian is zero) is not
     # determined: its standard error is infinite, not the pseudo-inverse's zero.
     se = np.where(np.abs(sol.jac).max(axis=0) == 0, np.inf, se)
@@ -294,7 +295,7 @@ def fit_profile(
         bounds={n: (float(a), float(b)) for n, a, b in zip(names, low, high, strict=True)},
         residuals=res,
         rms_log_error=float(np.sqrt(np.mean(sol.fun**2))),
-        dropped=len(configs) - len(cfg),
+        past_positions=past_positions(cfg, models),
     )
 
 
@@ -304,6 +305,12 @@ def profile_trust_problems(
     """Why a fitted number cannot be trusted, one sentence each: a standard error above
     ``stderr_ratio`` times the estimate, or an estimate at a bound of the fit."""
     out = []
+    n, k = len(fit.residuals), len(fit.params)
+    if n <= k:
+        out.append(
+            f"{n} configuration(s) for {k} parameters: the fit has no degrees of freedom, so "
+            "its standard errors and residuals say nothing (measure more configurations)"
+        )
     for name, value in fit.params.items():
         se = fit.stderr[name]
         if not np.isfinite(se) or se > stderr_ratio * abs(value):

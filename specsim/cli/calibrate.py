@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import shlex
 from pathlib import Path
 from typing import Any
@@ -21,14 +22,17 @@ from specsim.calibrate import (
     fit_card,
     holdout_errors,
     one_device,
+    past_positions,
     summarize_passes,
     trust_problems,
 )
 from specsim.calibrate_formats import errors_by_format, kernel_note
 from specsim.cards import (
     HardwareCard,
+    ModelCard,
     RuntimeProfile,
     load_hardware,
+    load_model,
     load_runtime,
     write_hardware_card,
 )
@@ -174,11 +178,51 @@ def _sources(args: argparse.Namespace, base: HardwareCard | None) -> dict[str, s
     return out
 
 
+def _check_flags(args: argparse.Namespace) -> None:
+    """``--mem-capacity`` and ``--power`` as typed, checked before any card is built (so that
+    a bad value is blamed on the flag, not on the base card it would replace)."""
+    if args.mem_capacity is not None and not (
+        math.isfinite(args.mem_capacity) and args.mem_capacity > 0
+    ):
+        raise ValueError(
+            f"--mem-capacity: expected a finite number of bytes > 0, got {args.mem_capacity:g}"
+        )
+    if args.power is not None:
+        idle, peak = args.power
+        if not all(math.isfinite(w) and w >= 0 for w in (idle, peak)) or peak <= 0:
+            raise ValueError(
+                f"--power: expected IDLE_W >= 0 and MAX_W > 0 (finite watts), got {idle:g} {peak:g}"
+            )
+        if idle > peak:
+            raise ValueError(
+                f"--power: IDLE_W {idle:g} exceeds MAX_W {peak:g}; give the idle power first"
+            )
+        if not args.power_source:
+            raise ValueError("--power-source: say where --power comes from (written into the card)")
+
+
+def _trace_models(passes: list[tuple[str, Trace]]) -> dict[str, ModelCard]:
+    """The model card of every model a passes trace names; an unknown one is reported with
+    the trace that named it."""
+    out: dict[str, ModelCard] = {}
+    for where, trace in passes:
+        if "model" not in trace.data.columns:
+            raise ValueError(f"{where}: passes trace has no 'model' column")
+        for slug in map(str, trace.data["model"].unique()):
+            if slug in out:
+                continue
+            try:
+                out[slug] = load_model(slug)
+            except (ValueError, FileNotFoundError) as err:
+                raise ValueError(
+                    f"model {slug!r}, named in the 'model' column of trace {where}: {err}"
+                ) from err
+    return out
+
+
 def _base(
     args: argparse.Namespace, traces: list[tuple[str, Trace]], slug: str, name: str
 ) -> HardwareCard:
-    if args.power is not None and not args.power_source:
-        raise ValueError("--power-source: say where --power comes from (written into the card)")
     if args.base:
         base = card_option(load_hardware, args.base, option="--base")
         extra: dict[str, Any] = {}
@@ -206,6 +250,12 @@ def _base(
     )
 
 
+def _past_note(cfg: pd.DataFrame, models: dict[str, ModelCard]) -> str:
+    """``; N past their model card's max_position, fitted as measured`` (or nothing)."""
+    past = past_positions(cfg, models)
+    return f"; {past} past their model card's max_position, fitted as measured" if past else ""
+
+
 def _command(args: argparse.Namespace) -> str:
     """The whole command line that made the card, as a shell would take it."""
     argv = getattr(args, "_argv", None)
@@ -219,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
         return run_profile(args)
     if args.formats is not None:
         raise ValueError("--formats: only --profile reads it")
+    _check_flags(args)
     check_file(args.out, option="--out", force=args.force)
     for option in ("residuals", "runs", "plot"):
         if getattr(args, option):
@@ -228,19 +279,23 @@ def run(args: argparse.Namespace) -> int:
     if not passes:
         raise ValueError("no 'passes' trace among the inputs: nothing to fit")
     device = one_device([(w, t.meta, t.data) for w, t in traces])
+    models = _trace_models(passes)
     cfg = summarize_passes(pd.concat([t.data for _, t in passes], ignore_index=True))
     slug = args.slug or Path(args.out).stem
     base = _base(args, traces, slug, args.name or device)
-    fit = fit_card(cfg, base)
+    fit = fit_card(cfg, base, models=models)
     say = (lambda *a: None) if args.json else print
-    say(f"Fitted {len(cfg)} configurations ({int(cfg['repeats'].sum())} timed passes)")
+    say(
+        f"Fitted {len(cfg)} configurations ({int(cfg['repeats'].sum())} timed passes"
+        f"{_past_note(cfg, models)})"
+    )
     say(fit.table().to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     err = fit.residuals["rel_error"].abs()
     say(_spread("in-sample |relative error|", err))
     note = ""
     ho = None
     if args.holdout != "none":
-        ho = holdout_errors(cfg, base, by=args.holdout)
+        ho = holdout_errors(cfg, base, by=args.holdout, models=models)
         note = _spread(f"held-out by {args.holdout}", ho["rel_error"].abs())
         say(note)
         say(ho.groupby("held_out")["rel_error"].agg(lambda s: s.abs().median()).to_string())
@@ -349,6 +404,7 @@ def run_profile(args: argparse.Namespace) -> int:
     passes = [(w, t) for w, t in traces if t.kind == "passes"]
     if not passes:
         raise ValueError("no 'passes' trace among the inputs: nothing to fit")
+    models = _trace_models(passes)
     one_device([(w, t.meta, t.data) for w, t in traces])
     for _, t in traces:
         cp.check_fit_device(t.meta, card)
@@ -385,11 +441,11 @@ def run_profile(args: argparse.Namespace) -> int:
         kinds=[card.kind],
         sources={"fit": "specsim calibrate --profile"},
     )
-    fit = cp.fit_profile(cfg, card, base=base)
+    fit = cp.fit_profile(cfg, card, base=base, models=models)
     say = (lambda *a: None) if args.json else print
     say(
         f"Fitted {len(fit.residuals)} configurations ({int(cfg['repeats'].sum())} timed "
-        f"passes; {fit.dropped} past a card's max_position left out) on {card.slug}"
+        f"passes{_past_note(cfg, models)}) on {card.slug}"
     )
     say(fit.table().to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     err = fit.residuals["rel_error"].abs()
@@ -397,7 +453,8 @@ def run_profile(args: argparse.Namespace) -> int:
     res = fit.residuals.assign(in_fit=True)
     if len(held):  # formats left out of the fit, predicted by it (its own format factor: 1)
         unsampled = dataclasses.replace(fit.profile, sampling_s_per_token=0.0)
-        out = held.assign(in_fit=False, predicted_s=cp.predict_profile(held, card, unsampled))
+        pred = cp.predict_profile(held, card, unsampled, models)
+        out = held.assign(in_fit=False, predicted_s=pred)
         res = pd.concat([res, out.assign(rel_error=out["predicted_s"] / out["time_s"] - 1)])
     say("|relative error| by weight format (in_fit False: predicted, not fitted)")
     say(errors_by_format(res).to_string(index=False, float_format=lambda v: f"{v:.1%}"))
