@@ -11,7 +11,7 @@ see: each whole batch size (or context length) is left out in turn, the
 parameters are refitted on the rest, and the left-out passes are predicted.
 
 Every pass a trace holds is fitted, including passes whose context plus new
-tokens lie past the model card's ``max_position``: :func:`specsim.measure.build`
+tokens lie past the model card's ``max_position``: :func:`specsim.measure.build_model`
 stretches a learned position table when a measurement needs more positions (a
 user's engine may run rope-scaled contexts likewise), and the pass's cost does
 not depend on where the card's positions end. The check that refuses such

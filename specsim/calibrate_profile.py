@@ -279,12 +279,17 @@ def fit_profile(
 
     sol = optimize.least_squares(residual, x0, bounds=(low, high), x_scale="jac", method="trf")
     dof = len(cfg) - len(names)
-    s2 = float(sol.fun @ sol.fun) / dof if dof > 0 else np.inf  # no dof: nothing is known
-    se = np.sqrt(np.clip(np.diag(np.linalg.pinv(sol.jac.T @ sol.jac) * s2), 0.0, None))
-    se = np.where(np.isnan(se), np.inf, se)
-    # A parameter the residuals do not move (its column of the Jacobian is zero) is not
-    # determined: its standard error is infinite, not the pseudo-inverse's zero.
-    se = np.where(np.abs(sol.jac).max(axis=0) == 0, np.inf, se)
+    if dof <= 0:  # no degrees of freedom: the residual variance, hence every error, is unknown
+        se = np.full(len(names), np.inf)
+    else:
+        s2 = float(sol.fun @ sol.fun) / dof
+        se = np.sqrt(np.clip(np.diag(np.linalg.pinv(sol.jac.T @ sol.jac) * s2), 0.0, None))
+    # A parameter the residuals do not move is not determined: its standard error is
+    # infinite, not the pseudo-inverse's zero. "Do not move": over its whole allowed range
+    # it changes no log pass time by 1e-6 (a finite-difference Jacobian leaves ~1e-8 noise
+    # in a column that is zero in fact).
+    effect = np.abs(sol.jac).max(axis=0) * (high - low)
+    se = np.where(effect < 1e-6, np.inf, se)
     res = cfg.copy()
     res["predicted_s"] = predict_profile(cfg, card, _profile(names, sol.x, base=timed), models)
     res["rel_error"] = res["predicted_s"] / res["time_s"] - 1.0
