@@ -13,7 +13,8 @@ The long ones run in a shrunk form, by these documented substitutions (:func:`sh
   (a fresh folder at each ``measure``, the latest one afterwards), ``CARD.toml`` and
   ``CARD`` (one card path), ``PROFILE.toml``; ``HARDWARE`` is ``cpu-epyc-2vcpu``;
 - ``simulate --tokens N`` decodes 2,000 tokens; ``validate`` runs ``--quick``;
-  ``study`` runs ``--fast``;
+  ``study`` runs ``--fast`` with fewer requests (:data:`STUDY_SETS`: capacity on one
+  accelerator at coarser precision, engine with two routers);
 - ``sweep SPEC`` runs SPEC with ``tokens = 500`` in its ``[config]`` (a copy in the
   temporary folder);
 - ``measure`` adds ``--quiet`` and, unless it builds corpora only or says it already,
@@ -45,6 +46,17 @@ README = ROOT / "README.md"
 NOT_RUN = ("make", "pytest")
 PLACEHOLDERS = ("DIR", "CARD.toml", "CARD", "PROFILE.toml", "HARDWARE")
 NEEDS_TORCH = "needs the measure extra: pip install -e .[measure]"
+STUDY_SETS = {
+    "capacity": (
+        "hardware=h200",
+        "requests=200",
+        "fast_max_requests=400",
+        "precision=0.1",
+        "crossover_precision=0.2",
+    ),
+    "engine": ("fast_requests=200", "routers=round-robin,least-outstanding"),
+}
+"""The study keys a shrunk study sets before the README's own ``--set`` (which win)."""
 
 
 def readme_commands(path: Path = README) -> list[list[str]]:
@@ -93,7 +105,8 @@ def shrunk(words: list[str], tmp: Path, state: dict[str, str]) -> list[str]:
     if sub == "validate" and "--quick" not in argv:
         argv.append("--quick")
     if sub == "study":
-        argv = _set_out([*argv, "--fast"], tmp / f"study-{argv[1]}")
+        sets = [x for key in STUDY_SETS.get(argv[1], ()) for x in ("--set", key)]
+        argv = _set_out([argv[0], argv[1], *sets, *argv[2:], "--fast"], tmp / f"study-{argv[1]}")
     if sub == "sweep":
         spec = tmp / Path(argv[1]).name
         text = (ROOT / argv[1]).read_text()
