@@ -130,3 +130,22 @@ def test_passes_past_a_cards_positions_are_fitted_and_counted(tmp_path: Path, ca
     argv = ["calibrate", str(tmp_path / "tr"), "--base", "a100-80gb", "--holdout", "none"]
     assert main([*argv, "--out", str(tmp_path / "c.toml")]) == 0
     assert "4 past their model card's max_position, fitted as measured" in capsys.readouterr().out
+
+
+def test_an_unwritable_output_is_refused_before_the_fit(tmp_path: Path, capsys) -> None:
+    _write(tmp_path / "tr", _passes(_grid()))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    argv = [
+        "calibrate",
+        str(tmp_path / "tr"),
+        "--base",
+        "a100-80gb",
+        "--out",
+        str(tmp_path / "c.toml"),
+    ]
+    assert main([*argv, "--residuals", str(blocker / "r.csv")]) == 2
+    out, err = capsys.readouterr()
+    assert "--residuals:" in err and "is a file" in err
+    assert "Fitted" not in out
+    assert not (tmp_path / "c.toml").exists()

@@ -246,8 +246,13 @@ def _run_real(args: argparse.Namespace) -> int:
         if getattr(args, key) is None:
             setattr(args, key, value)
     stages = args.stage or _REAL_STAGES
+    # Before any work: every folder the chosen stages write can be written (each may hold
+    # an earlier run's files, which the stages reuse).
+    check_folder(args.work, option="--work", force=True)
+    if {"tokenizer", "train"} & set(stages):
+        check_folder(args.models, option="--models", force=True)
     if "alpha" in stages:
-        check_folder(args.out, option="--out", force=True)  # resumes: may hold files
+        check_folder(args.out, option="--out", force=True)
     t0 = time.perf_counter()
 
     def log(line: str) -> None:
