@@ -26,6 +26,7 @@ from specsim.calibrate import (
     trust_problems,
 )
 from specsim.cards import HardwareCard, ModelCard, load_hardware, write_hardware_card
+from specsim.cli.calibrate_runtime import run_profile
 from specsim.cli.calibrate_traces import (
     collect,
     command_line,
@@ -297,8 +298,6 @@ def _write_card(
 
 def run(args: argparse.Namespace) -> int:
     if args.profile:
-        from specsim.cli.calibrate_runtime import run_profile
-
         return run_profile(args)
     _check_outputs(args)
     traces = collect(args.traces)
