@@ -306,8 +306,13 @@ def predict_profile_runs(
         b = specdec[(specdec["run_id"] == r.run_id) & (specdec["seq"] == 0)]
         dtype = str(b["dtype"].iloc[0])
         ctx = b["context"].to_numpy(dtype=np.int64)
+        # Measured runs are priced as they ran, past a card's positions too (as the fit).
         kw: dict[str, Any] = dict(
-            batch=int(r.batch), dtype=dtype, runtime=profile, check_memory=False
+            batch=int(r.batch),
+            dtype=dtype,
+            runtime=profile,
+            check_memory=False,
+            check_positions=False,
         )
         verify = step_cost_grid(t, card, context=ctx, new_tokens=int(r.gamma) + 1, **kw).time_s
         draft = step_cost_grid(d, card, context=ctx, new_tokens=1, **kw).time_s
