@@ -10,6 +10,14 @@ their standard errors from the Jacobian at the optimum, and the residuals.
 see: each whole batch size (or context length) is left out in turn, the
 parameters are refitted on the rest, and the left-out passes are predicted.
 
+Every pass a trace holds is fitted, including passes whose context plus new
+tokens lie past the model card's ``max_position``: :func:`specsim.measure.build_model`
+stretches a learned position table when a measurement needs more positions (a
+user's engine may run rope-scaled contexts likewise), and the pass's cost does
+not depend on where the card's positions end. The check that refuses such
+contexts guards what-if inputs, not measurements; :func:`past_positions` counts
+them so that the command says how many it fitted.
+
 Calibration only changes card parameters; it adds no code path to the cost
 model. The result is an ordinary hardware card (:func:`calibrated_card`),
 written as TOML by :func:`specsim.cards.write_hardware_card`.
@@ -34,6 +42,7 @@ __all__ = [
     "TRUST_LIMITS",
     "Fit",
     "one_device",
+    "past_positions",
     "trust_problems",
     "summarize_passes",
     "predict",
@@ -98,6 +107,12 @@ def trust_problems(fit: Fit, holdout: pd.DataFrame | None = None) -> list[str]:
     The limits are :data:`TRUST_LIMITS`; ``holdout`` is :func:`holdout_errors`'s table.
     """
     out = []
+    n, k = len(fit.residuals), len(PARAMETERS)
+    if n <= k:
+        out.append(
+            f"{n} configuration(s) for {k} parameters: the fit has no degrees of freedom, so "
+            "its standard errors and residuals say nothing (measure more configurations)"
+        )
     ratio = TRUST_LIMITS["stderr_ratio"]
     tol = TRUST_LIMITS["bound_tolerance"]
     for i, name in enumerate(PARAMETERS):
@@ -167,9 +182,24 @@ def predict(
             new_tokens=grp["new_tokens"].to_numpy(),
             dtype=str(dtype),
             check_memory=False,
+            check_positions=False,  # measured passes are fitted as they ran (module doc)
         )
         pred[configs.index.get_indexer(grp.index)] = grid.time_s
     return pred
+
+
+def past_positions(configs: pd.DataFrame, models: Mapping[str, ModelCard] | None = None) -> int:
+    """How many configuration rows run past their model card's ``max_position``
+    (``context + new_tokens``), decoder models only (as
+    :func:`specsim.cost.checks.check_positions`)."""
+    given = models or {}
+    cards = {str(m): given.get(str(m)) or load_model(str(m)) for m in configs["model"].unique()}
+    limit = configs["model"].map(
+        lambda m: (
+            cards[str(m)].max_position if cards[str(m)].architecture == "decoder" else float("inf")
+        )
+    )
+    return int((configs["context"] + configs["new_tokens"] > limit).sum())
 
 
 @dataclass(frozen=True)
@@ -214,13 +244,11 @@ def fit_card(
     x0 = np.where(x0 <= _LOWER, _LOWER + 1e-6, x0)
     sol = optimize.least_squares(residual, x0, bounds=(_LOWER, _UPPER), x_scale="jac", method="trf")
     n, k = len(cfg), len(PARAMETERS)
-    dof = max(n - k, 1)
-    s2 = float(sol.fun @ sol.fun) / dof
-    try:
-        cov = np.linalg.pinv(sol.jac.T @ sol.jac) * s2
-        se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-    except np.linalg.LinAlgError:  # pragma: no cover - pinv does not raise in practice
+    if n <= k:  # no degrees of freedom: the residual variance, hence every error, is unknown
         se = np.full(k, np.inf)
+    else:
+        s2 = float(sol.fun @ sol.fun) / (n - k)
+        se = np.sqrt(np.clip(np.diag(np.linalg.pinv(sol.jac.T @ sol.jac) * s2), 0.0, None))
     card = _with(base, sol.x)
     pred = predict(cfg, card, models)
     res = cfg.copy()

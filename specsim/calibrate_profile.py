@@ -17,19 +17,14 @@ Jacobian at the optimum (as in :func:`specsim.calibrate.fit_card`); a parameter 
 do not determine says so (:func:`profile_trust_problems`). Only plain passes enter the
 fit: speculative runs are what it is checked against (:func:`predict_profile_runs`).
 
-Measured speedups carry a 95% interval from block-level data (:func:`ratio_interval`):
-a speculative run timed in turn with its plain twin (``specsim measure``, interleaved
-runs) gives, for each block ``i``, the speculative time ``S_i`` and the time ``P_i`` the
-plain run took for the same ``e_i`` tokens; the speedup is ``sum P / sum S``, a ratio
-estimator whose standard error is the delta method's (Cochran, *Sampling Techniques*,
-3rd ed., 1977, Section 6.4) over the paired blocks.
+Measured runs and their intervals (:func:`ratio_interval`, :func:`paired_runs`) live in
+:mod:`specsim.calibrate_runs` and are importable from here too.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,9 +32,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, stats
+from scipy import optimize
 
 from specsim import calibrate_formats as cf
+from specsim.calibrate import past_positions
+from specsim.calibrate_runs import enough_blocks, paired_runs, plain_twin, ratio_interval
 from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, load_model
 from specsim.cards.toml_out import toml_table, toml_value
 from specsim.cost import step_cost_grid
@@ -67,44 +64,6 @@ FIT_COLUMNS = ("model", "dtype", "batch", "context", "new_tokens", "time_s")
 """Columns of a ``passes`` trace the fit needs (``weights``, default the dtype, if present)."""
 
 _FULL = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
-
-
-def ratio_interval(
-    num: Sequence[float] | np.ndarray, den: Sequence[float] | np.ndarray, *, level: float = 0.95
-) -> tuple[float, float, float]:
-    """``(R, low, high)``: the ratio of sums ``R = sum(num) / sum(den)`` over paired blocks
-    and its ``level`` interval ``R -/+ z se``, ``se = sqrt(sum((num - R den)^2) / (n (n -
-    1))) / mean(den)`` (the delta method for a ratio estimator, Cochran 1977, eq. 6.9).
-    Needs at least two blocks and a positive ``sum(den)``."""
-    x, y = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
-    if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
-        raise ValueError(
-            f"num, den: need two equal-length 1-d arrays of >= 2 blocks, got "
-            f"shapes {x.shape} and {y.shape}"
-        )
-    if not (np.isfinite(x).all() and np.isfinite(y).all()) or y.sum() <= 0:
-        raise ValueError("num, den: values must be finite and sum(den) > 0")
-    if not 0 < level < 1:
-        raise ValueError(f"level: expected a probability in (0, 1), got {level!r}")
-    n, r = len(x), float(x.sum() / y.sum())
-    se = math.sqrt(float(((x - r * y) ** 2).sum()) / (n * (n - 1))) / float(y.mean())
-    z = float(stats.norm.ppf(0.5 + level / 2))
-    return r, r - z * se, r + z * se
-
-
-def enough_blocks(
-    num: Sequence[float] | np.ndarray,
-    den: Sequence[float] | np.ndarray,
-    *,
-    halfwidth: float,
-    min_blocks: int,
-) -> bool:
-    """The stop rule: ``min_blocks`` blocks or more, and the 95% interval of ``sum(num) /
-    sum(den)`` (:func:`ratio_interval`) within ``+-halfwidth`` times the estimate."""
-    if len(num) < max(min_blocks, 2):
-        return False
-    r, low, high = ratio_interval(num, den)
-    return (high - low) / 2 <= halfwidth * r
 
 
 def profile_configs(passes: pd.DataFrame) -> pd.DataFrame:
@@ -178,7 +137,7 @@ class ProfileFit:
     bounds: dict[str, tuple[float, float]]
     residuals: pd.DataFrame
     rms_log_error: float
-    dropped: int = 0
+    past_positions: int = 0
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(
@@ -244,6 +203,7 @@ def predict_profile(
             weights=None if own else str(fmt),
             runtime=profile,
             check_memory=False,
+            check_positions=False,  # measured passes are fitted as they ran
         )
         pred[configs.index.get_indexer(grp.index)] = grid.time_s
     return pred
@@ -260,12 +220,10 @@ def fit_profile(
     factors, overheads) to ``configs`` (:func:`profile_configs`) on ``card``."""
     given = models or {}
     models = {str(m): given.get(str(m)) or load_model(str(m)) for m in configs["model"].unique()}
-    limit = configs["model"].map(lambda m: models[str(m)].max_position)
-    # Passes past a card's positions (a measurement may stretch a learned position table)
-    # are outside what the cost model prices: left out, and counted.
-    cfg = configs[configs["context"] + configs["new_tokens"] <= limit].reset_index(drop=True)
+    # Passes past a card's positions are fitted as they ran (specsim.calibrate's module doc).
+    cfg = configs.reset_index(drop=True)
     if cfg.empty:
-        raise ValueError("configs: no configuration within its model card's max_position")
+        raise ValueError("configs: no configuration to fit")
     dtype = str(cfg["dtype"].iloc[0])
     params = _parameters(cfg, _FULL.get(dtype, dtype))
     names = [p[0] for p in params]
@@ -278,12 +236,18 @@ def fit_profile(
         return np.log(predict_profile(cfg, card, _profile(names, x, base=timed), models)) - measured
 
     sol = optimize.least_squares(residual, x0, bounds=(low, high), x_scale="jac", method="trf")
-    dof = max(len(cfg) - len(names), 1)
-    s2 = float(sol.fun @ sol.fun) / dof
-    se = np.sqrt(np.clip(np.diag(np.linalg.pinv(sol.jac.T @ sol.jac) * s2), 0.0, None))
-    # A parameter the residuals do not move (its column of the Jacobian is zero) is not
-    # determined: its standard error is infinite, not the pseudo-inverse's zero.
-    se = np.where(np.abs(sol.jac).max(axis=0) == 0, np.inf, se)
+    dof = len(cfg) - len(names)
+    if dof <= 0:  # no degrees of freedom: the residual variance, hence every error, is unknown
+        se = np.full(len(names), np.inf)
+    else:
+        s2 = float(sol.fun @ sol.fun) / dof
+        se = np.sqrt(np.clip(np.diag(np.linalg.pinv(sol.jac.T @ sol.jac) * s2), 0.0, None))
+    # A parameter the residuals do not move is not determined: its standard error is
+    # infinite, not the pseudo-inverse's zero. "Do not move": over its whole allowed range
+    # it changes no log pass time by 1e-6 (a finite-difference Jacobian leaves ~1e-8 noise
+    # in a column that is zero in fact).
+    effect = np.abs(sol.jac).max(axis=0) * (high - low)
+    se = np.where(effect < 1e-6, np.inf, se)
     res = cfg.copy()
     res["predicted_s"] = predict_profile(cfg, card, _profile(names, sol.x, base=timed), models)
     res["rel_error"] = res["predicted_s"] / res["time_s"] - 1.0
@@ -294,7 +258,7 @@ def fit_profile(
         bounds={n: (float(a), float(b)) for n, a, b in zip(names, low, high, strict=True)},
         residuals=res,
         rms_log_error=float(np.sqrt(np.mean(sol.fun**2))),
-        dropped=len(configs) - len(cfg),
+        past_positions=past_positions(cfg, models),
     )
 
 
@@ -304,6 +268,12 @@ def profile_trust_problems(
     """Why a fitted number cannot be trusted, one sentence each: a standard error above
     ``stderr_ratio`` times the estimate, or an estimate at a bound of the fit."""
     out = []
+    n, k = len(fit.residuals), len(fit.params)
+    if n <= k:
+        out.append(
+            f"{n} configuration(s) for {k} parameters: the fit has no degrees of freedom, so "
+            "its standard errors and residuals say nothing (measure more configurations)"
+        )
     for name, value in fit.params.items():
         se = fit.stderr[name]
         if not np.isfinite(se) or se > stderr_ratio * abs(value):
@@ -316,76 +286,6 @@ def profile_trust_problems(
             if abs(value - bound) <= bound_tolerance * (hi - lo):
                 out.append(f"{name} = {value:.4g} sits at the fit's {side} bound {bound:g}")
     return out
-
-
-def paired_runs(specdec: pd.DataFrame, autoregressive: pd.DataFrame) -> pd.DataFrame:
-    """Each speculative run (batch row 0) with its plain twin and the measured per-token
-    latencies and speedup, each with a 95% interval (:func:`ratio_interval`).
-
-    The twin of ``sd/...`` is ``ar/...`` with the same rest of the id where it exists (an
-    interleaved run: blocks paired with the plain steps that followed them); else the
-    plain run of the same target, temperature, batch and prompt length, and the speedup's
-    interval combines the two latencies' as independent (unpaired runs)."""
-    rows = []
-    for run_id, blocks in specdec[specdec["seq"] == 0].groupby("run_id", sort=False):
-        b = blocks.sort_values("block")
-        first = b.iloc[0]
-        twin, paired = _twin(autoregressive, str(run_id), first)
-        if twin.empty:
-            raise ValueError(f"no autoregressive run matches speculative run {run_id!r}")
-        spec = (b["draft_s"] + b["target_s"] + b["verify_s"]).to_numpy()
-        emitted = b["emitted"].to_numpy(dtype=float)
-        twin = twin.sort_values(["run_id", "step"])
-        step_s = (twin["forward_s"] + twin["sample_s"]).to_numpy()
-        lat = ratio_interval(spec, emitted)
-        if paired:
-            if len(step_s) != int(emitted.sum()):
-                raise ValueError(
-                    f"run {run_id!r}: {len(step_s)} plain steps for "
-                    f"{int(emitted.sum())} emitted tokens; not an interleaved pair"
-                )
-            plain_block = np.add.reduceat(step_s, np.r_[0, np.cumsum(emitted)[:-1]].astype(int))
-            plain = ratio_interval(plain_block, emitted)
-            speed = ratio_interval(plain_block, spec)
-        else:
-            plain = ratio_interval(step_s, np.ones(len(step_s)))
-            s = plain[0] / lat[0]
-            rel = math.hypot((plain[2] - plain[0]) / plain[0], (lat[2] - lat[0]) / lat[0])
-            speed = (s, s * (1 - rel), s * (1 + rel))
-        row = {
-            "run_id": run_id,
-            "target": first["target"],
-            "draft": first["draft"],
-            "temperature": float(first["temperature"]),
-            "gamma": int(first["gamma"]),
-            "batch": int(first["batch"]),
-            "blocks": len(b),
-            "tokens": int(emitted.sum()),
-            "paired": paired,
-            "twin_steps": len(step_s),
-        }
-        for name, (v, lo, hi) in (
-            ("spec_token_s", lat),
-            ("plain_token_s", plain),
-            ("speedup", speed),
-        ):
-            row.update({name: v, f"{name}_low": lo, f"{name}_high": hi})
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def _twin(plain: pd.DataFrame, run_id: str, first: Any) -> tuple[pd.DataFrame, bool]:
-    """The plain twin of run ``run_id`` (first block row ``first``); True if interleaved."""
-    twin = plain[plain["run_id"] == "ar/" + run_id[3:]]
-    if len(twin):
-        return twin, True
-    same = (
-        (plain["model"] == first["target"])
-        & (plain["temperature"] == first["temperature"])
-        & (plain["batch"] == first["batch"])
-        & (plain["prompt_len"] == first["prompt_len"])
-    )
-    return plain[same], False
 
 
 def predict_profile_runs(
@@ -406,13 +306,18 @@ def predict_profile_runs(
         b = specdec[(specdec["run_id"] == r.run_id) & (specdec["seq"] == 0)]
         dtype = str(b["dtype"].iloc[0])
         ctx = b["context"].to_numpy(dtype=np.int64)
+        # Measured runs are priced as they ran, past a card's positions too (as the fit).
         kw: dict[str, Any] = dict(
-            batch=int(r.batch), dtype=dtype, runtime=profile, check_memory=False
+            batch=int(r.batch),
+            dtype=dtype,
+            runtime=profile,
+            check_memory=False,
+            check_positions=False,
         )
         verify = step_cost_grid(t, card, context=ctx, new_tokens=int(r.gamma) + 1, **kw).time_s
         draft = step_cost_grid(d, card, context=ctx, new_tokens=1, **kw).time_s
         pred_spec.append(float((int(r.gamma) * draft + verify).sum()) / r.tokens)
-        twin, _ = _twin(autoregressive, str(r.run_id), b.iloc[0])
+        twin, _ = plain_twin(autoregressive, str(r.run_id), b.iloc[0])
         actx = twin["context"].to_numpy(dtype=np.int64)
         pred_plain.append(
             float(step_cost_grid(t, card, context=actx, new_tokens=1, **kw).time_s.mean())

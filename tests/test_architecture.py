@@ -65,6 +65,7 @@ LAYERS: dict[str, int] = {
     "specsim.calibrate": 4,
     "specsim.calibrate_profile": 4,  # runtime profiles fitted to timed plain passes (issue 14)
     "specsim.calibrate_formats": 4,  # per-format numbers of a profile fitted to passes (issue 14)
+    "specsim.calibrate_runs": 4,  # measured runs paired with their plain twins (issue 25 split)
     "specsim.validate": 4,
     "specsim.sweep": 4,
     "specsim.sweep_exec": 4,

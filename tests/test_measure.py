@@ -849,3 +849,33 @@ def test_cli_measure_shrink_flag(tmp_path: Path, capsys: pytest.CaptureFixture[s
         main(["measure", "--device", "cpu", "--preset", "real", "--shrink", "--out", str(out)]) == 2
     )
     assert "--shrink" in capsys.readouterr().err
+
+
+def test_cli_measure_real_checks_its_folders_and_corpora_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 25: an unwritable --work is refused before any work, naming the flag; an alpha
+    stage without corpora says which stage to run first; the committed sample is too small
+    for the full alpha stage, and the error says so (and what to do) before measuring."""
+    from specsim.cli import main
+
+    real = ["measure", "--device", "cpu", "--preset", "real", "--quiet"]
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    argv = [*real, "--stage", "alpha", "--work", str(blocker / "w"), "--out", str(tmp_path / "o")]
+    assert main(argv) == 2
+    assert "--work:" in capsys.readouterr().err
+    work = tmp_path / "work"
+    assert main([*real, "--stage", "alpha", "--work", str(work), "--out", str(tmp_path)]) == 2
+    assert "no corpora in the --work folder" in capsys.readouterr().err
+    sample = ["--sample", "models/corpora/sample", "--out", str(tmp_path / "o")]
+    root = Path(__file__).resolve().parents[1]
+    sample[1] = str(root / sample[1])
+    assert main([*real, "--stage", "corpus", "--work", str(work), *sample]) == 0
+    capsys.readouterr()
+    models = str(root / "models" / "tiny")
+    alpha = [*real, "--stage", "alpha", "--work", str(work), "--models", models]
+    assert main([*alpha, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "need more than 128" in err and "--shrink" in err
+    assert not (tmp_path / "o" / "alpha-summary.csv").exists()

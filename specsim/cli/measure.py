@@ -76,7 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--shrink",
         action="store_true",
         help="cut the preset to CPU size with every path kept (smallest "
-        "cards, short runs): check a GPU preset end to end without the GPU",
+        "cards, short runs): check a GPU preset end to end without the GPU; with "
+        "--preset real --stage alpha: a shrunk alpha stage (fits the --sample corpora)",
     )
     parser.add_argument(
         "--quiet",
@@ -130,8 +131,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _ignored_flags(args: argparse.Namespace) -> None:
     """A ValueError naming every given flag that ``--preset`` does not read (exit 2)."""
     if args.preset == "real":
-        if args.shrink:
-            raise ValueError("--shrink: the real preset does not read it")
+        if args.shrink and set(args.stage or _REAL_STAGES) != {"alpha"}:
+            raise ValueError(
+                "--shrink: the real preset reads it with --stage alpha only (a shrunk alpha "
+                "stage, specsim.measure.realrun.SHRUNK); run the other stages without it"
+            )
         if args.only:
             raise ValueError(
                 "--only: the real preset does not read it (it has stages, not "
@@ -242,8 +246,13 @@ def _run_real(args: argparse.Namespace) -> int:
         if getattr(args, key) is None:
             setattr(args, key, value)
     stages = args.stage or _REAL_STAGES
+    # Before any work: every folder the chosen stages write can be written (each may hold
+    # an earlier run's files, which the stages reuse).
+    check_folder(args.work, option="--work", force=True)
+    if {"tokenizer", "train"} & set(stages):
+        check_folder(args.models, option="--models", force=True)
     if "alpha" in stages:
-        check_folder(args.out, option="--out", force=True)  # resumes: may hold files
+        check_folder(args.out, option="--out", force=True)
     t0 = time.perf_counter()
 
     def log(line: str) -> None:
@@ -266,7 +275,7 @@ def _run_real(args: argparse.Namespace) -> int:
         print(f"specsim measure: {exc}", file=sys.stderr)
         return 2
     if "alpha" in stages:
-        from specsim.measure.realrun import measure_real
+        from specsim.measure.realrun import SHRUNK, measure_real
 
         measure_real(
             work=args.work,
@@ -276,6 +285,7 @@ def _run_real(args: argparse.Namespace) -> int:
             threads=threads,
             command=_real_command(args),
             log=log,
+            **(SHRUNK if args.shrink else {}),
         )
     seconds = time.perf_counter() - t0
     if args.json:
@@ -307,9 +317,10 @@ def _run_real(args: argparse.Namespace) -> int:
 def _real_command(args: argparse.Namespace) -> str:
     stage = f" --stage {' '.join(args.stage)}" if args.stage else ""
     threads = f" --threads {args.threads}" if args.threads is not None else ""
+    shrink = " --shrink" if args.shrink else ""
     return (
         f"specsim measure --device {args.device} --preset real{stage} --work {args.work} "
-        f"--models {args.models} --out {args.out} --seed {args.seed}{threads}"
+        f"--models {args.models} --out {args.out} --seed {args.seed}{threads}{shrink}"
     )
 
 

@@ -35,14 +35,13 @@ from specsim.measure.corpus import MissingPackageError, build_corpora
 from specsim.measure.decode import (
     Decoded,
     DecodeState,
-    Interleaved,
     SpecDecoded,
     autoregressive_decode,
-    interleaved_decode,
     next_token_probs,
     sample_rows,
     speculative_decode,
 )
+from specsim.measure.interleave import Interleaved, interleaved_decode
 from specsim.measure.models import (
     DTYPES,
     build_model,

@@ -26,9 +26,9 @@ models have near-uniform next-token distributions, so T sets the acceptance
 rate: a low T sharpens two unrelated models into disagreement, a high T
 flattens both towards uniform and agreement (see ``docs/traces.md``).
 
-:func:`interleaved_decode` times a speculative run and a plain run of the same target
-in turn, block by block, so that whatever else loads the machine moves both and their
-speedup can be paired block by block (issue 14).
+:func:`specsim.measure.interleave.interleaved_decode` runs the same steps
+(:func:`spec_block`, :func:`plain_step`) for a speculative run and a plain run of the
+same target in turn.
 
 Wall times synchronise the device before each clock read; they include the
 host work of a Python decoding loop (sampling in numpy), as a real
@@ -58,8 +58,10 @@ __all__ = [
     "SpecDecoded",
     "autoregressive_decode",
     "speculative_decode",
-    "Interleaved",
-    "interleaved_decode",
+    "check_prompt",
+    "start_state",
+    "plain_step",
+    "spec_block",
 ]
 
 IntArray = NDArray[np.int64]
@@ -160,7 +162,7 @@ def _clock(device: torch.device) -> float:
     return time.perf_counter()
 
 
-def _check(prompt: IntArray, new_tokens: int, gamma: int | None = None) -> IntArray:
+def check_prompt(prompt: IntArray, new_tokens: int, gamma: int | None = None) -> IntArray:
     p = np.asarray(prompt)
     if p.ndim != 2 or p.shape[1] < 1 or not np.issubdtype(p.dtype, np.integer):
         raise ValueError(f"prompt: expected integer tokens of shape (batch, >=1), got {p.shape}")
@@ -171,7 +173,7 @@ def _check(prompt: IntArray, new_tokens: int, gamma: int | None = None) -> IntAr
     return p.astype(np.int64)
 
 
-def _start(model: Any, prompt: IntArray) -> tuple[DecodeState, IntArray]:
+def start_state(model: Any, prompt: IntArray) -> tuple[DecodeState, IntArray]:
     """A state with the prompt prefilled (all but the last token) and the sequence."""
     batch = prompt.shape[0]
     t = torch.from_numpy(prompt)
@@ -220,15 +222,15 @@ def autoregressive_decode(
     rng: np.random.Generator,
 ) -> Decoded:
     """Generate ``new_tokens`` tokens per row one pass at a time, sampling at ``temperature``."""
-    prompt = _check(prompt, new_tokens)
-    state, seq = _start(model, prompt)
+    prompt = check_prompt(prompt, new_tokens)
+    state, seq = start_state(model, prompt)
     rows: list[dict[str, Any]] = []
     for step in range(new_tokens):
-        seq = _ar_step(state, seq, temperature=temperature, rng=rng, step=step, rows=rows)
+        seq = plain_step(state, seq, temperature=temperature, rng=rng, step=step, rows=rows)
     return Decoded(tokens=seq[:, -new_tokens:], steps=pd.DataFrame(rows))
 
 
-def _ar_step(
+def plain_step(
     state: DecodeState,
     seq: IntArray,
     *,
@@ -265,20 +267,20 @@ def speculative_decode(
     ``positions.alpha`` is ``sum_x min(p(x), q(x))`` at each drafted position,
     computed after the timed phases so that it costs the loop nothing.
     """
-    prompt = _check(prompt, new_tokens, gamma)
+    prompt = check_prompt(prompt, new_tokens, gamma)
     if target.config.vocab_size != draft.config.vocab_size:
         raise ValueError(
             f"draft: vocabulary {draft.config.vocab_size} differs from the target's "
             f"{target.config.vocab_size}"
         )
-    t_state, seq = _start(target, prompt)
-    d_state, _ = _start(draft, prompt)
+    t_state, seq = start_state(target, prompt)
+    d_state, _ = start_state(draft, prompt)
     start_len = seq.shape[1]
     blocks: list[dict[str, Any]] = []
     positions: list[dict[str, Any]] = []
     block = 0
     while seq.shape[1] - start_len < new_tokens:
-        seq = _spec_block(
+        seq = spec_block(
             t_state,
             d_state,
             seq,
@@ -296,7 +298,7 @@ def speculative_decode(
     )
 
 
-def _spec_block(
+def spec_block(
     t_state: DecodeState,
     d_state: DecodeState,
     seq: IntArray,
@@ -364,68 +366,3 @@ def _spec_block(
                 }
             )
     return seq
-
-
-@dataclass(frozen=True, slots=True)
-class Interleaved:
-    """A speculative run and its plain twin, timed block by block in turn
-    (:func:`interleaved_decode`): ``blocks`` and ``positions`` as :class:`SpecDecoded`'s,
-    ``steps`` as :class:`Decoded`'s; the plain steps run right after block ``i`` are the next
-    ``blocks.emitted[i]`` rows of ``steps``."""
-
-    blocks: pd.DataFrame
-    positions: pd.DataFrame
-    steps: pd.DataFrame
-
-
-def interleaved_decode(
-    target: Any,
-    draft: Any,
-    *,
-    prompt: IntArray,
-    new_tokens: int,
-    gamma: int,
-    temperature: float,
-    rng: np.random.Generator,
-    first_block: int = 0,
-    first_step: int = 0,
-) -> Interleaved:
-    """Speculative decoding and plain decoding of the same target from the same prompt, in
-    turn: after each speculative block that emits ``e`` tokens, the plain run decodes ``e``
-    tokens. Each block's speculative and plain times are then measured under the same load
-    on the machine, so the ratio of their sums (the speedup) is paired block by block.
-
-    The plain run samples its own tokens (from a generator drawn from ``rng``); blocks and
-    steps are numbered from ``first_block`` and ``first_step`` (runs made of segments).
-    """
-    prompt = _check(prompt, new_tokens, gamma)
-    t_state, seq = _start(target, prompt)
-    d_state, _ = _start(draft, prompt)
-    p_state, plain = _start(target, prompt)
-    plain_rng = np.random.default_rng(int(rng.integers(0, 2**63 - 1)))
-    start_len = seq.shape[1]
-    blocks: list[dict[str, Any]] = []
-    positions: list[dict[str, Any]] = []
-    steps: list[dict[str, Any]] = []
-    block, step = first_block, first_step
-    while seq.shape[1] - start_len < new_tokens:
-        seq = _spec_block(
-            t_state,
-            d_state,
-            seq,
-            gamma=gamma,
-            temperature=temperature,
-            rng=rng,
-            block=block,
-            blocks=blocks,
-            positions=positions,
-        )
-        for _ in range(int(blocks[-1]["emitted"])):
-            plain = _ar_step(
-                p_state, plain, temperature=temperature, rng=plain_rng, step=step, rows=steps
-            )
-            step += 1
-        block += 1
-    return Interleaved(
-        blocks=pd.DataFrame(blocks), positions=pd.DataFrame(positions), steps=pd.DataFrame(steps)
-    )

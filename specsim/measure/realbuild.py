@@ -122,7 +122,11 @@ def build_real(
         result["manifest"] = build_corpora(out=corpora_dir, sample=sample, log=log)
     if not (corpora_dir / "manifest.json").is_file():
         raise FileNotFoundError(
-            f"{corpora_dir}/manifest.json: build the corpora first (--stage corpus)"
+            f"{corpora_dir}/manifest.json: no corpora in the --work folder; build them first "
+            "with --stage corpus, which reads Debian's fortunes packages (apt-get install -y "
+            "fortunes fortunes-de fortunes-es fortunes-it; docs/real-acceptance.md), or with "
+            "--stage corpus --sample models/corpora/sample (the committed sample: enough for "
+            "--stage alpha --shrink only)"
         )
     manifest = json.loads((corpora_dir / "manifest.json").read_text(encoding="utf-8"))
     if "tokenizer" in stages:

@@ -47,7 +47,7 @@ from specsim.measure.realalpha import (
     position_stats,
     summarize,
 )
-from specsim.measure.realspec import measure_specdec, write_specdec
+from specsim.measure.realspec import SPECDEC_TEMPERATURES, measure_specdec, write_specdec
 from specsim.measure.tinylm import load_tiny, load_tokenizer
 from specsim.measure.train import encode_corpora, eval_windows
 from specsim.measured import TEXTS
@@ -160,6 +160,39 @@ def measure_alpha(
     return pd.DataFrame(summary).round(6), pd.DataFrame(positions)
 
 
+SHRUNK: dict[str, Any] = {
+    "sequences": 2,
+    "length": 48,
+    "context": 16,
+    "keep": 2,
+    "temperatures": (1.0,),
+    "drafts": ("draft-all",),
+    "corpora": ("en", "code"),
+    "specdec_prompts": 1,
+    "specdec_tokens": 8,
+}
+"""The alpha stage cut to a check of every path (``specsim measure --preset real --stage
+alpha --shrink``): one draft, two corpora, two windows of 48 tokens each, one
+temperature, one short speculative run per corpus. Windows of 48 tokens fit the
+committed sample corpora (``--sample models/corpora/sample``), whose smallest test
+split has about 100 tokens; the full stage's 128 do not."""
+
+
+def _check_corpora(data: Any, corpora: Sequence[str], *, length: int, work: Path) -> None:
+    """A ValueError before any measuring if a corpus's test split is too short for windows
+    of ``length`` tokens, saying what to do."""
+    for c in corpora:
+        n = len(data.get(c, "test"))
+        if n <= length:
+            raise ValueError(
+                f"corpus {c!r} in {work / 'corpora'}: its test split has {n} tokens, the "
+                f"alpha stage's windows need more than {length}. The committed --sample "
+                "corpora are too small for the full stage: build the corpora from the Debian "
+                "packages (docs/real-acceptance.md), or add --shrink (windows of "
+                f"{SHRUNK['length']} tokens)"
+            )
+
+
 def measure_real(
     *,
     work: str | os.PathLike[str],
@@ -203,6 +236,7 @@ def measure_real(
         cache_dir=Path(work) / "tokens",
         splits=("test",),
     )
+    _check_corpora(data, corpora, length=length, work=Path(work))
     windows = {
         c: eval_windows(data, corpus=c, split="test", count=sequences, length=length, seed=seed)
         for c in corpora
@@ -259,7 +293,7 @@ def measure_real(
             new_tokens=specdec_tokens,
             seed=seed,
             log=with_time_left(
-                log, prefix="specdec ", total=len(specdec_corpora) * len(temperatures)
+                log, prefix="specdec ", total=len(specdec_corpora) * len(SPECDEC_TEMPERATURES)
             ),
         )
         write_specdec(frames, out=outdir, command=command, seed=seed, threads=threads)

@@ -30,10 +30,14 @@ from specsim.measure.decode import autoregressive_decode, speculative_decode
 from specsim.measure.run import device_name
 from specsim.rng import keyed_rng
 
-__all__ = ["GAMMAS", "measure_specdec", "write_specdec"]
+__all__ = ["GAMMAS", "SPECDEC_TEMPERATURES", "measure_specdec", "write_specdec"]
 
 GAMMAS: tuple[int, ...] = (1, 2, 4, 8)
 Log = Callable[[str], None]
+
+
+SPECDEC_TEMPERATURES: tuple[float, ...] = (0.0, 1.0)
+"""The temperatures of the real speculative runs: greedy and the models' own distribution."""
 
 
 def measure_specdec(
@@ -44,7 +48,7 @@ def measure_specdec(
     context: int,
     new_tokens: int,
     gammas: Sequence[int] = GAMMAS,
-    temperatures: Sequence[float] = (0.0, 1.0),
+    temperatures: Sequence[float] = SPECDEC_TEMPERATURES,
     seed: int = 0,
     log: Log | None = None,
 ) -> dict[str, pd.DataFrame]:

@@ -20,12 +20,11 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import torch
 import transformers
@@ -33,86 +32,29 @@ import transformers
 import specsim
 from specsim import traces
 from specsim.cards import ModelCard, load_model
-from specsim.measure.assisted import assisted_runs
-from specsim.measure.decode import autoregressive_decode, speculative_decode
-from specsim.measure.models import build_model, quantize_weights, resolve_device
+from specsim.measure import run_decoding
+from specsim.measure.models import quantize_weights, resolve_device
 from specsim.measure.presets import Preset, check_resume
+from specsim.measure.run_state import (
+    FORMAT_COLS,
+    RunState,
+    device_name,
+    done_keys,
+    kv_bytes,
+    unit_rng,
+    with_constants,
+)
 from specsim.measure.timing import (
-    interleaved_until,
     measure_allreduce,
     measure_ceilings,
     time_passes,
 )
-from specsim.rng import keyed_rng
 from specsim.trace_schema import SCHEMAS
 
 __all__ = ["SECTIONS", "unit_rng", "device_name", "run_preset"]
 
 SECTIONS = ("ceilings", "passes", "autoregressive", "specdec", "assisted")
 """The parts of a preset run, in the order they run."""
-
-
-def unit_rng(seed: int, key: str) -> np.random.Generator:
-    """The generator of one unit of work: seeded by the run's seed and a CRC of its key."""
-    return keyed_rng(seed, key)
-
-
-def device_name(device: torch.device) -> str:
-    """A human-readable name of the device (GPU model, or the CPU's model name)."""
-    if device.type == "cuda":
-        return str(torch.cuda.get_device_name(device))
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-class _Models:
-    """Models built on demand and kept for the run, keyed by role, slug and vocabulary."""
-
-    def __init__(self, preset: Preset, device: str, seed: int, log: Callable[[str], None]):
-        self.preset, self.device, self.seed, self.log = preset, device, seed, log
-        self.built: dict[tuple[str, str, int], Any] = {}
-
-    def get(self, role: str, card: ModelCard, vocab: int | None = None) -> Any:
-        v = card.vocab if vocab is None else vocab
-        key = (role, card.slug, v)
-        if key not in self.built:
-            t0 = time.perf_counter()
-            self.built[key] = build_model(
-                card,
-                rng=unit_rng(self.seed, f"model/{role}/{card.slug}/{v}"),
-                dtype=self.preset.dtype,
-                device=self.device,
-                vocab=v,
-                min_positions=self.preset.positions_needed,
-            )
-            self.log(f"built {role} {card.slug} (vocab {v}) in {time.perf_counter() - t0:.1f} s")
-        return self.built[key]
-
-
-_FORMAT_COLS = ["weights", "quant", "group_size"]
-"""Columns a passes trace of several weight formats adds: the format (``fp32``, ``int8``,
-``int4``...), how it was made (``none``, ``dynamic``, ``weight-only``) and int4's group size."""
-
-
-def _kv_bytes(card: ModelCard, dtype: str, batch: int, context: int) -> float:
-    element = torch.tensor([], dtype=getattr(torch, dtype)).element_size()
-    return float(card.kv_bytes_per_token(element)) * batch * context
-
-
-def _done(frame: pd.DataFrame, columns: Sequence[str]) -> set[tuple[Any, ...]]:
-    if frame.empty:
-        return set()
-    return {tuple(r) for r in frame[list(columns)].itertuples(index=False, name=None)}
-
-
-def _with(rows: pd.DataFrame, **constants: Any) -> list[dict[str, Any]]:
-    out = rows.assign(**constants)
-    return [{str(k): v for k, v in r.items()} for r in out.to_dict(orient="records")]
 
 
 def run_preset(
@@ -183,33 +125,12 @@ def run_preset(
     return written
 
 
-class _Run:
-    """State of one call of :func:`run_preset` (one method per section)."""
-
-    def __init__(
-        self,
-        preset: Preset,
-        dev: torch.device,
-        folder: Path,
-        seed: int,
-        meta: Mapping[str, Any],
-        log: Callable[[str], None],
-        written: dict[str, int],
-    ):
-        self.p, self.dev, self.folder, self.seed = preset, dev, folder, seed
-        self.meta, self.log, self.written = meta, log, written
-        self.models = _Models(preset, str(dev), seed, log)
-        self.quantized: dict[str, tuple[Any, str]] = {}
-        self.common = {"dtype": preset.dtype, "device": dev.type}
-
-    def start(self, kind: str) -> pd.DataFrame:
-        return traces.start_trace(self.folder / f"{kind}.csv", kind=kind, meta=self.meta)
-
-    def append(self, kind: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        self.written[kind] += traces.append_rows(self.folder / f"{kind}.csv", kind=kind, rows=rows)
+class _Run(RunState):
+    """One call of :func:`run_preset`: one method per section (the decoding ones in
+    :mod:`specsim.measure.run_decoding`)."""
 
     def ceilings(self) -> None:
-        done = _done(self.start("ceilings"), ("dtype", "device", "op", "size"))
+        done = done_keys(self.start("ceilings"), ("dtype", "device", "op", "size"))
         units: list[tuple[str, int, tuple[int, ...], tuple[int, ...]]]
         units = [("matmul", n, (n,), ()) for n in self.p.matmul_sizes]
         units += [("copy", b, (), (b,)) for b in self.p.copy_bytes]
@@ -226,7 +147,7 @@ class _Run:
                 warmup=1,
                 rng=unit_rng(self.seed, f"ceilings/{op}/{size}"),
             )
-            self.append("ceilings", _with(rows, **self.common))
+            self.append("ceilings", with_constants(rows, **self.common))
             best = rows.groupby("op").rate.max()
             self.log(
                 f"ceilings {op} {size}: "
@@ -240,7 +161,7 @@ class _Run:
             if rows.empty:
                 self.log("ceilings allreduce: skipped (fewer than two GPUs)")
             elif not any(str(k[2]).startswith("allreduce") for k in done):
-                self.append("ceilings", _with(rows, **self.common))
+                self.append("ceilings", with_constants(rows, **self.common))
                 self.log(f"ceilings allreduce: busbw up to {rows.rate.max():.3g} B/s")
 
     def formats(self) -> list[tuple[str, int]]:
@@ -254,9 +175,9 @@ class _Run:
         if self.p.weight_formats:
             keys.append("weights")
             if not path.exists():  # a header with the weight-format columns
-                empty = pd.DataFrame(columns=[c.name for c in SCHEMAS["passes"]] + _FORMAT_COLS)
+                empty = pd.DataFrame(columns=[c.name for c in SCHEMAS["passes"]] + FORMAT_COLS)
                 traces.write_trace(path, traces.Trace(kind="passes", data=empty, meta=self.meta))
-        done = _done(self.start("passes"), keys)
+        done = done_keys(self.start("passes"), keys)
         # Weights do not change timings: reuse the decoding runs' models where they match.
         targets = {t for t, _ in self.p.pairs}
         drafts = {d for t, d in self.p.pairs if load_model(t).vocab == load_model(d).vocab}
@@ -266,7 +187,7 @@ class _Run:
             source = self.p.source_len if card.architecture == "encoder-decoder" else 0
             for batch in self.p.batches:
                 for context in self.p.contexts:
-                    if _kv_bytes(card, self.p.dtype, batch, context) > self.p.max_cache_bytes:
+                    if kv_bytes(card, self.p.dtype, batch, context) > self.p.max_cache_bytes:
                         self.log(
                             f"passes {slug} b{batch} c{context}: skipped (KV cache over "
                             f"{self.p.max_cache_bytes / 2**30:.0f} GiB)"
@@ -328,184 +249,14 @@ class _Run:
                 "quant": method,
                 "group_size": self.p.group_size if fmt == "int4" else 0,
             }
-        self.append("passes", _with(rows, model=card.slug, **extra, **self.common))
+        self.append("passes", with_constants(rows, model=card.slug, **extra, **self.common))
         self.log(f"{label}: {len(rows)} passes, {time.perf_counter() - t0:.1f} s")
 
-    def _prompt(self, target: ModelCard, batch: int) -> np.ndarray:
-        rng = unit_rng(self.seed, f"prompt/{target.slug}/{batch}")
-        return rng.integers(0, target.vocab, (batch, self.p.prompt_len))
-
     def autoregressive(self) -> None:
-        if self.p.interleave:
-            return  # the plain runs are timed in turn with the speculative ones (specdec)
-        done = _done(self.start("autoregressive"), ("run_id",))
-        targets = dict.fromkeys(t for t, _ in self.p.pairs)
-        for slug in targets:
-            card = load_model(slug)
-            for temp in self.p.temperatures:
-                for batch in self.p.decode_batches:
-                    run_id = f"ar/{slug}/T{temp:g}/b{batch}"
-                    if (run_id,) in done:
-                        continue
-                    t0 = time.perf_counter()
-                    res = autoregressive_decode(
-                        self.models.get("target", card),
-                        prompt=self._prompt(card, batch),
-                        new_tokens=self.p.decode_tokens,
-                        temperature=temp,
-                        rng=unit_rng(self.seed, run_id),
-                    )
-                    self.append(
-                        "autoregressive",
-                        _with(
-                            res.steps,
-                            run_id=run_id,
-                            model=slug,
-                            temperature=float(temp),
-                            batch=batch,
-                            prompt_len=self.p.prompt_len,
-                            **self.common,
-                        ),
-                    )
-                    self.log(f"{run_id}: {time.perf_counter() - t0:.1f} s")
+        run_decoding.autoregressive(self)
 
     def specdec(self) -> None:
-        done = _done(self.start("specdec"), ("run_id",))
-        positions = self.start("positions")
-        finished = [key[0] for key in done]
-        orphans = ~positions.run_id.isin(finished)
-        if bool(orphans.any()):
-            # A run cut between its appends: drop its positions, it reruns in full.
-            traces.replace_rows(
-                self.folder / "positions.csv", kind="positions", data=positions[~orphans]
-            )
-        if self.p.interleave:
-            plain = self.start("autoregressive")
-            twins = plain.run_id.str.contains("+", regex=False)
-            lost = twins & ~plain.run_id.map(lambda r: "sd/" + r[3:]).isin(finished)
-            if bool(lost.any()):
-                traces.replace_rows(
-                    self.folder / "autoregressive.csv", kind="autoregressive", data=plain[~lost]
-                )
-        for t_slug, d_slug in self.p.pairs:
-            target, draft = load_model(t_slug), load_model(d_slug)
-            for temp in self.p.temperatures:
-                for gamma in self.p.gammas:
-                    for batch in self.p.decode_batches:
-                        run_id = f"sd/{t_slug}+{d_slug}/T{temp:g}/g{gamma}/b{batch}"
-                        if (run_id,) in done:
-                            continue
-                        t0 = time.perf_counter()
-                        if self.p.interleave:
-                            self.interleaved(run_id, target, draft, temp, gamma, batch)
-                            continue
-                        res = speculative_decode(
-                            self.models.get("target", target),
-                            self.models.get("draft", draft, vocab=target.vocab),
-                            prompt=self._prompt(target, batch),
-                            new_tokens=self.p.decode_tokens,
-                            gamma=gamma,
-                            temperature=temp,
-                            rng=unit_rng(self.seed, run_id),
-                        )
-                        # positions first: a run is done once its specdec rows exist.
-                        self.append("positions", _with(res.positions, run_id=run_id))
-                        self.append(
-                            "specdec",
-                            _with(
-                                res.blocks,
-                                run_id=run_id,
-                                target=t_slug,
-                                draft=d_slug,
-                                temperature=float(temp),
-                                gamma=gamma,
-                                batch=batch,
-                                prompt_len=self.p.prompt_len,
-                                vocab=target.vocab,
-                                **self.common,
-                            ),
-                        )
-                        tokens = res.blocks.emitted.sum() / max(batch, 1)
-                        self.log(
-                            f"{run_id}: {len(res.blocks) // batch} blocks, "
-                            f"{res.blocks.accepted.mean():.2f} accepted/block, "
-                            f"{tokens:.0f} tokens, {time.perf_counter() - t0:.1f} s"
-                        )
-
-    def interleaved(
-        self, run_id: str, target: ModelCard, draft: ModelCard, temp: float, gamma: int, batch: int
-    ) -> None:
-        """One speculative run timed in turn with its plain twin until the speedup is known
-        (:func:`specsim.measure.timing.interleaved_until`)."""
-        t0 = time.perf_counter()
-
-        def prompt(segment: int) -> np.ndarray:
-            rng = unit_rng(self.seed, f"prompt/{target.slug}/{batch}/{segment}")
-            return rng.integers(0, target.vocab, (batch, self.p.prompt_len))
-
-        res, why, ratio = interleaved_until(
-            self.models.get("target", target),
-            self.models.get("draft", draft, vocab=target.vocab),
-            prompt=prompt,
-            new_tokens=self.p.decode_tokens,
-            gamma=gamma,
-            temperature=temp,
-            rng=unit_rng(self.seed, run_id),
-            halfwidth=self.p.speedup_halfwidth,
-            min_blocks=self.p.min_blocks,
-            max_blocks=self.p.max_blocks,
-            max_s=self.p.max_run_s,
-        )
-        run = {
-            "temperature": float(temp),
-            "batch": batch,
-            "prompt_len": self.p.prompt_len,
-            **self.common,
-        }
-        self.append("positions", _with(res.positions, run_id=run_id))
-        self.append(
-            "autoregressive", _with(res.steps, run_id="ar/" + run_id[3:], model=target.slug, **run)
-        )
-        self.append(
-            "specdec",
-            _with(
-                res.blocks,
-                run_id=run_id,
-                target=target.slug,
-                draft=draft.slug,
-                gamma=gamma,
-                vocab=target.vocab,
-                **run,
-            ),
-        )
-        self.log(
-            f"{run_id}: {res.blocks.block.nunique()} blocks (stopped by {why}), "
-            f"speedup {ratio[0]:.3f} "
-            f"[{ratio[1]:.3f}, {ratio[2]:.3f}], {time.perf_counter() - t0:.1f} s"
-        )
+        run_decoding.specdec(self)
 
     def assisted(self) -> None:
-        if self.p.assisted_repeats == 0:
-            return
-        done = _done(self.start("assisted"), ("run_id",))
-
-        def model(role: str, slug: str, vocab: int | None = None) -> Any:
-            return self.models.get(role, load_model(slug), vocab=vocab)
-
-        for run_id, rows in assisted_runs(
-            pairs=self.p.pairs,
-            gammas=self.p.gammas,
-            temperatures=self.p.assisted_temperatures,
-            repeats=self.p.assisted_repeats,
-            new_tokens=self.p.decode_tokens,
-            done=done,
-            model=model,
-            prompt=lambda t: self._prompt(t, 1),
-            rng=lambda key: unit_rng(self.seed, key),
-        ):
-            self.append(
-                "assisted", [{**r, "prompt_len": self.p.prompt_len, **self.common} for r in rows]
-            )
-            self.log(
-                f"{run_id}: {rows[-1]['time_s']:.2f} s, {rows[-1]['target_passes']} target passes"
-            )
+        run_decoding.assisted(self)

@@ -38,7 +38,8 @@ import torch
 from torch.cuda import comm
 
 from specsim.calibrate_profile import enough_blocks, ratio_interval
-from specsim.measure.decode import DecodeState, Interleaved, interleaved_decode
+from specsim.measure.decode import DecodeState
+from specsim.measure.interleave import Interleaved, interleaved_decode
 from specsim.measure.models import synchronize, torch_dtype
 
 __all__ = [
@@ -304,7 +305,7 @@ def interleaved_until(
     max_blocks: int,
     max_s: float = 0.0,
 ) -> tuple[Interleaved, str, tuple[float, float, float]]:
-    """Segments of :func:`specsim.measure.decode.interleaved_decode` (``new_tokens`` each,
+    """Segments of :func:`specsim.measure.interleave.interleaved_decode` (``new_tokens`` each,
     segment ``i`` from ``prompt(i)``) until the speedup's 95% interval, from the paired
     blocks so far, is within ``+-halfwidth`` (:func:`specsim.calibrate_profile.enough_blocks`)
     with at least ``min_blocks`` blocks; or until ``max_blocks`` blocks or ``max_s`` seconds
