@@ -15,7 +15,7 @@ from specsim.policies import FixedGamma
 from specsim.sim import CardCost, ServingConfig, simulate_serving
 from specsim.sim.arrivals import TraceWorkload
 
-from .replay import HW, REL, SMALL, SPACED, TARGET, TOGETHER, close, finish_at, prefill_s, replay
+from .reference import HW, REL, SMALL, SPACED, TARGET, TOGETHER, close, finish_at, prefill_s, replay
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,7 @@ On small workloads (a few requests, a few dozen iterations) each test replays a 
 the public cost model (:func:`specsim.cost.pass_cost` on the cards) and what the run
 recorded (accepted counts, nodes and drafted tokens per iteration, admissions), and
 compares every iteration's start and end, every request's first token and finish, to
-1e-9 (:mod:`.replay`). The replay never reads the simulator's state: only its tables.
+1e-9 (:mod:`.reference`). The replay never reads the simulator's state: only its tables.
 Chain serving's references are in :mod:`.test_reference_serving`.
 """
 
@@ -26,7 +26,7 @@ from specsim.sim.tree_serving_dynamic import (
 )
 from specsim.trees import kary_tree
 
-from .replay import DRAFT, HW, SMALL, SPACED, TARGET, TOGETHER, close, own_pairs, replay, step_s
+from .reference import DRAFT, HW, SMALL, SPACED, TARGET, TOGETHER, close, own_pairs, replay, step_s
 
 pytestmark = pytest.mark.slow
 
