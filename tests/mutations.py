@@ -104,7 +104,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "energy = (co.idle_w + co.dynamic_w * util) * time",
         "energy = co.idle_w * time",
         "energy: the utilisation-driven power above idle",
-        COST_TESTS + ("tests/test_cost_sources.py",),
+        COST_TESTS + ("tests/test_cost_sources.py", "tests/test_cost_bugs.py"),
     ),
     # The pass shape.
     Mutation(
@@ -130,7 +130,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        c = ctx + (d - 1)\n",
         "        c = ctx\n",
         "draft model: step d runs after the d - 1 tokens drafted before it",
-        ("tests/test_proposers.py",),
+        ("tests/test_proposers.py", "tests/test_cost_bugs.py"),
     ),
     Mutation(
         "heads-layer-fraction",

@@ -232,3 +232,39 @@ def test_overlap_a_fully_accepted_block_emits_gamma_tokens(gamma: int) -> None:
         np.testing.assert_array_equal(b.start[1:], np.cumsum(b.emitted)[:-1])
         if alpha == 1.0:
             assert full.all() and len(b.start) == math.ceil(400 / gamma)
+
+
+# Two cost terms the mutation check found untested (tests/mutations.py).
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [PassShape.chain(context=512, gamma=3), PassShape.chain(context=256, new=512, batch=4)],
+    ids=["decode", "prefill"],
+)
+def test_energy_is_idle_power_plus_the_busier_units_share_of_the_rest(shape: PassShape) -> None:
+    """The utilisation power model (:func:`specsim.cost.roofline.time_energy`): power is
+    ``idle + (max - idle) * u`` over the pass, ``u`` the busier unit's share of its raw peak
+    (flops over peak compute, or bytes over bandwidth, per second of the pass); the card
+    has no per-operation energies. A decoding pass (memory-bound) and a chunk of 4 x 512
+    prompt tokens (compute-bound)."""
+    assert HW.energy_per_flop_j is None
+    cost = pass_cost(TARGET, HW, shape)
+    u = max(cost.flops / HW.peak(cost.dtype), cost.bytes / HW.mem_bandwidth) / cost.time_s
+    assert 0.05 < u < 1.0
+    power = HW.idle_power_w + (HW.max_power_w - HW.idle_power_w) * u
+    assert cost.energy_j == pytest.approx(power * cost.time_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("context", [0, 900])
+def test_a_draft_models_step_d_runs_after_the_tokens_drafted_before_it(context: int) -> None:
+    """Drafting a tree depth by depth: step d runs the draft on the frontier of depth d - 1
+    (widths by hand) after the cached context and the d - 1 tokens drafted on the path
+    before it, one batched pass per depth."""
+    tree, batch = kary_tree(3, 12), 4
+    expected = 0.0
+    for d, width in enumerate(_frontier(tree), start=1):
+        shape = PassShape.tree(context=context + d - 1, parents=[-1] * width, batch=batch)
+        expected += pass_cost(DRAFT.card, HW, shape).time_s
+    got = DRAFT.draft_cost(tree, target=TARGET, hardware=HW, batch=batch, context=context)
+    assert got.time_s == pytest.approx(expected, rel=1e-12)
