@@ -23,7 +23,7 @@ from specsim.cards import load_hardware, load_model
 from specsim.cost import PassShape, pass_aggregates_cost, pass_cost
 from specsim.policies import FixedGamma
 from specsim.proposers import NGram
-from specsim.sim import CardCost, StreamConfig, simulate_stream
+from specsim.sim import CardCost, ServingConfig, StreamConfig, simulate_serving, simulate_stream
 from specsim.sim.arrivals import TraceWorkload
 from specsim.sim.tree_policies import ConfidenceTree, NodeConfidence
 from specsim.sim.tree_serving import TreeServingConfig, simulate_tree_serving
@@ -268,3 +268,30 @@ def test_a_draft_models_step_d_runs_after_the_tokens_drafted_before_it(context: 
         expected += pass_cost(DRAFT.card, HW, shape).time_s
     got = DRAFT.draft_cost(tree, target=TARGET, hardware=HW, batch=batch, context=context)
     assert got.time_s == pytest.approx(expected, rel=1e-12)
+
+
+def test_chain_serving_frees_a_finished_requests_kv_reservation() -> None:
+    """The chain engine's twin of the first test: A and B fill the KV capacity with C
+    waiting; when A finishes, its reservation (prompt + output + one pass of max_gamma + 1
+    positions) is freed and C runs beside B."""
+    prompts, outputs, look = (64, 64, 64), (6, 40, 20), 3 + 1
+    reserve = [p + o + look for p, o in zip(prompts, outputs, strict=True)]
+    capacity = reserve[1] + reserve[2]
+    assert reserve[0] + reserve[1] + reserve[2] > capacity >= reserve[0] + reserve[1]
+    cfg = ServingConfig(
+        workload=TraceWorkload(
+            arrival_s=(0.0, 0.0, 0.0), prompt_tokens=prompts, output_tokens=outputs
+        ),
+        cost=CardCost(target=TARGET, draft=DRAFT.card, hardware=HW),
+        acceptance=IIDAcceptance(alpha=0.7),
+        policy=FixedGamma(gamma=3),
+        max_gamma=3,
+        kv_capacity_tokens=capacity,
+        plain_twin=False,
+    )
+    res = simulate_serving(cfg, np.random.default_rng(5))
+    req, it = res.requests_spec, res.iterations_spec
+    assert np.isfinite(req["finish_s"]).all()
+    assert it.loc[0, "admitted"] == 2
+    assert req.loc[2, "first_token_s"] < req.loc[1, "finish_s"]
+    assert req.loc[2, "first_token_s"] > req.loc[0, "finish_s"]
