@@ -37,5 +37,11 @@ browser:
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
+# One-line cost bugs, each applied to a copy of the package; every one must fail a test
+# (tests/mutations.py; results in docs/testing.md).
+.PHONY: mutations
+mutations: $(STAMP)
+	$(BIN)/python tests/mutations.py
+
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
