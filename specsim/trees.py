@@ -39,6 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from specsim.cards import HardwareCard, ModelCard
+from specsim.checks import check_size
 from specsim.cost import pass_cost
 from specsim.proposers import (
     DraftCost,
@@ -312,6 +313,8 @@ def optimize_tree(
     not depend on the machine or the batch)."""
     if isinstance(batch, bool) or not isinstance(batch, int | np.integer) or batch < 1:
         raise ValueError(f"batch: expected an integer >= 1, got {batch!r}")
+    check_size(batch, name="batch", limit="batch")
+    check_size(budget, name="budget", limit="tree_nodes")
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1:
         raise ValueError(f"max_depth: expected an integer >= 1, got {max_depth!r}")
     check_budget((), budget)
