@@ -18,8 +18,9 @@ or written yet:
 Both create nothing: a folder that does not exist yet is made by the command
 when it writes.
 
-Two more things every writing command shares live here: :func:`card_option`
-(a card flag's error names the flag, not a Python parameter) and
+Three more things the commands share live here: :func:`card_option`
+(a card flag's error names the flag, not a Python parameter), :func:`check_cards`
+(``--cards`` folders and ``SPECSIM_CARDS``, checked before any work) and
 :class:`ProgressBar` (progress of a long run on stderr).
 """
 
@@ -33,7 +34,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["OutputError", "check_file", "check_folder", "card_option", "ProgressBar"]
+__all__ = [
+    "OutputError",
+    "check_file",
+    "check_folder",
+    "card_option",
+    "check_cards",
+    "ProgressBar",
+]
 
 _Card = TypeVar("_Card")
 _PARAM = re.compile(r"^slug_or_path: ")
@@ -110,7 +118,22 @@ def card_option(
     try:
         return loader(value, search_path=cards)
     except (ValueError, TypeError, FileNotFoundError) as exc:
-        raise type(exc)(f"{option}: {_PARAM.sub('', str(exc))}") from None
+        # The plain type, not a subclass whose constructor takes other arguments
+        # (UnicodeDecodeError is a ValueError).
+        kind = next(k for k in (FileNotFoundError, TypeError, ValueError) if isinstance(exc, k))
+        raise kind(f"{option}: {_PARAM.sub('', str(exc))}") from None
+
+
+def check_cards(folders: Sequence[str | os.PathLike[str]] | None, *, env: str) -> None:
+    """Every ``--cards`` folder, and every folder of the environment variable ``env``, must be
+    an existing folder; else a ValueError in the user's words (``--cards /x: not a folder``,
+    ``SPECSIM_CARDS=/x: no such folder``)."""
+    named = [(f"--cards {os.fspath(f)}", Path(f)) for f in folders or ()]
+    named += [(f"{env}={p}", Path(p)) for p in os.environ.get(env, "").split(os.pathsep) if p]
+    for words, folder in named:
+        if not folder.is_dir():
+            why = "not a folder" if folder.exists() else "no such folder"
+            raise ValueError(f"{words}: {why}")
 
 
 class ProgressBar:

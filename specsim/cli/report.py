@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from specsim.checks import check_size
 from specsim.cli import jsonout
 from specsim.cli.output import ProgressBar, check_folder
 from specsim.report import DEFAULT_OUT, REPORT_STUDIES, build_report, format_demo
@@ -64,6 +65,7 @@ def fresh_folder(base: str) -> Path:
 def run(args: argparse.Namespace) -> int:
     if args.blocks < 2:
         raise ValueError(f"--blocks: need at least 2 Monte Carlo blocks, got {args.blocks}")
+    check_size(args.blocks, name="--blocks", limit="blocks")
     if args.out is None:
         out = check_folder(fresh_folder(DEFAULT_OUT), option="--out")
     else:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
-from specsim.cards import searched_first
+from specsim.cards import load_hardware, load_model, searched_first
 from specsim.cli import jsonout
 from specsim.cli.output import ProgressBar, check_folder
 from specsim.study_runner import (
@@ -64,6 +66,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+_CARD_KEYS: dict[str, Callable[..., object]] = {
+    "target": load_model,
+    "draft": load_model,
+    "drafts": load_model,
+    "hardware": load_hardware,
+}
+"""The study settings that name cards, and the loader of each."""
+
+
+def check_card_settings(
+    overrides: Mapping[str, Any], sets: Sequence[str], *, cards: Sequence[str] | None
+) -> None:
+    """Every card a ``--set`` names (``hardware=h100-sxm,nope``) must be found, before the study
+    runs; else a ValueError in the user's words: ``--set hardware=nope: no hardware card ...``."""
+    for item in sets:
+        key = item.partition("=")[0].strip()
+        if key not in _CARD_KEYS or key not in overrides:
+            continue
+        value = overrides[key]
+        for slug in value if isinstance(value, tuple) else (value,):
+            if not isinstance(slug, str):
+                continue
+            try:
+                _CARD_KEYS[key](slug, search_path=cards)
+            except (ValueError, TypeError, FileNotFoundError) as exc:
+                raise ValueError(f"--set {item.strip()}: {exc}") from None
+
+
 def _shown(value: object) -> str:
     return ",".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
 
@@ -106,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
         _list_keys(module, args.json)
         return 0
     overrides = parse_overrides(module.Config, args.sets)
+    check_card_settings(overrides, args.sets, cards=args.cards)
     # Before any work: an earlier run's results are not overwritten without --force, and a
     # folder that cannot be written is found before the study runs, not after.
     seed = DEFAULT_SEED if args.seed is None else args.seed
