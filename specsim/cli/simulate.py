@@ -152,7 +152,12 @@ def _spec(args: argparse.Namespace) -> RunSpec | StreamConfig:
                 f"{', '.join(given)}: plain-parameter flags do not apply to a CONFIG; change "
                 "config values with --set PATH=VALUE (e.g. --set acceptance.alpha=0.1)"
             )
-        spec = load_config(args.config)
+        try:
+            spec = load_config(args.config)
+        except ValueError as exc:  # a check of the whole run: say that it came from CONFIG
+            where = str(args.config)
+            text = str(exc)
+            raise ValueError(text if text.startswith(where) else f"{where}: {text}") from None
         for item in args.sets:
             path, sep, text = item.partition("=")
             if not sep or not path.strip():
