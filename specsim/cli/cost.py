@@ -17,7 +17,7 @@ from pathlib import Path
 
 from specsim.cards import load_hardware, load_model, load_runtime
 from specsim.cli import jsonout
-from specsim.cli.output import card_option, check_file
+from specsim.cli.output import card_option, check_file, writable
 from specsim.cost import (
     DEFAULT_CONTEXT,
     KV_FORMATS,
@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
             runtime=runtime,
             **formats,
         )
-        plot_verification_factor(df).savefig(args.plot_v, dpi=120)
+        plot_verification_factor(df).savefig(writable(args.plot_v), dpi=120)
     if args.json:
         out = {
             "model": model.slug,

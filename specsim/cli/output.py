@@ -16,7 +16,7 @@ or written yet:
   and a folder that already holds files is written into only with ``--force``.
 
 Both create nothing: a folder that does not exist yet is made by the command
-when it writes.
+when it writes (:func:`writable`, right before writing).
 
 Three more things the commands share live here: :func:`card_option`
 (a card flag's error names the flag, not a Python parameter), :func:`check_cards`
@@ -38,6 +38,7 @@ __all__ = [
     "OutputError",
     "check_file",
     "check_folder",
+    "writable",
     "card_option",
     "check_cards",
     "ProgressBar",
@@ -108,6 +109,14 @@ def check_folder(path: str | os.PathLike[str], *, option: str, force: bool = Fal
             )
         return p
     _check_parent(p, option)
+    return p
+
+
+def writable(path: str | os.PathLike[str]) -> Path:
+    """``path`` with its folder made (the checks above let a command write into a folder it
+    creates): call right before writing an output that was checked."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
     return p
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from specsim.acceptance import IIDAcceptance
 from specsim.cards import searched_first
 from specsim.cli import jsonout
-from specsim.cli.output import check_file
+from specsim.cli.output import check_file, writable
 from specsim.config import parse_text, path_hint
 from specsim.policies import FixedGamma
 from specsim.sim.plain import PlainCost
@@ -223,10 +223,10 @@ def run(args: argparse.Namespace) -> int:
                     stream, rng, engine=engine, progress=_progress(stream.tokens)
                 )
     if args.trace:
-        with open(args.trace, "w", encoding="utf-8") as fh:
+        with open(writable(args.trace), "w", encoding="utf-8") as fh:
             json.dump(result.chrome_trace(), fh)
     if args.events:
-        result.events().to_csv(args.events, index=False)
+        result.events().to_csv(writable(args.events), index=False)
     if args.json:
         print(jsonout.dumps(metrics))
     else:
