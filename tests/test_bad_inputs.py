@@ -22,6 +22,8 @@ import json
 import math
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1612,3 +1614,75 @@ def test_a_read_only_output_folder_is_refused_before_any_work(
     err = capsys.readouterr().err
     assert err.startswith(f"specsim {command}: error: {option}: cannot write into"), err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
+
+
+# Memory and time are bounded whatever the sizes (issue 25, section 3) ------------------------
+_UNDER_A_LIMIT = """
+import contextlib, io, json, resource, sys
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+from specsim.cli import main
+out = []
+for argv in json.loads(sys.argv[2]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(argv)
+    out.append([code, (err.getvalue().strip().splitlines() or [""])[-1]])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS as on Linux")
+def test_every_size_is_refused_in_bounded_memory_and_time(tmp_path: Path) -> None:
+    """Each subcommand that takes a size, given one far over its limit, under 3 GiB of address
+    space: without the checks these asked for 7.45 GiB (cost), 74.5 GiB (tree), more for the
+    sweeps and workloads, or ran until killed (simulate --tokens); with them each is a one-line
+    error naming the argument, in seconds (the subprocess has 300 s for all of them)."""
+    _make(
+        tmp_path,
+        {
+            "grid.toml": GRID_1E9,
+            "random.toml": RANDOM_1E12,
+            "requests.toml": cfg(SERVING, "requests = 10", "requests = 1000000000"),
+            "batch.toml": cfg(SERVING, "max_batch = 8", "max_batch = 1000000000"),
+        },
+    )
+    t = str(tmp_path)
+    cases = [
+        (f"{COST} --batch 1000000000", "--batch"),
+        (f"{TREE} --budget 100000", "--budget"),
+        (f"{TREE} --batch 1000000000", "--batch"),
+        ("simulate --alpha 0.7 --gamma 4 --tokens 99999999999999999999", "--tokens"),
+        (f"simulate {t}/requests.toml", "requests"),
+        (f"simulate {t}/batch.toml", "max_batch"),
+        (f"sweep {t}/grid.toml --out {t}/o.csv", "[grid] points"),
+        (f"sweep {t}/random.toml --out {t}/o.csv", "sweep.samples"),
+        (f"report --out {t}/r --blocks 10000000000", "--blocks"),
+        (f"study capacity --out {t}/s --set requests=1000000000", "--set requests"),
+    ]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _UNDER_A_LIMIT,
+            str(3 * 2**30),
+            json.dumps([argv.split() for argv, _ in cases]),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),  # this tree's specsim, installed or not
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+        },
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    for (argv, name), (code, line) in zip(cases, results, strict=True):
+        assert code == 2 and name in line and "over the limit" in line, (argv, code, line)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["grid.toml", "random.toml", "requests.toml", "batch.toml"]
+    ), "a command wrote a file"

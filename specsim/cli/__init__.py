@@ -192,9 +192,8 @@ def _common_checks(args: argparse.Namespace) -> None:
     if isinstance(seed, int) and seed < 0:
         raise ValueError(f"--seed: expected an integer >= 0, got {seed}")
     if hasattr(args, "cards"):
-        # start-up: the card module loads only for the commands that read cards
-        from specsim.cards.files import ENV_VAR
-        from specsim.cli.output import check_cards
+        from specsim.cards.files import ENV_VAR  # start-up: cards load for card commands only
+        from specsim.cli.output import check_cards  # start-up: as above
 
         check_cards(args.cards, env=ENV_VAR)
 
