@@ -1446,6 +1446,58 @@ API_CASES = [
         "`extra` = 3 in \\[sources\\]: a number here is probably a misplaced key",
     ),
     Api("hw-not-toml", _hw_text("slug = "), ValueError, "card.toml"),
+    Api(
+        "hw-binary",
+        lambda tmp: _lazy(
+            "specsim.cards:load_hardware", _make_ret(tmp, {"b.toml": BINARY}) / "b.toml"
+        )(tmp),
+        ValueError,
+        r"b\.toml: not a UTF-8 TOML file \(byte 0 is 0x80\)",
+    ),
+    Api(
+        "read-toml-folder",
+        lambda tmp: _lazy("specsim.cards:read_toml", tmp)(tmp),
+        ValueError,
+        "a folder, not a TOML file",
+    ),
+    Api(
+        "load-model-search-path-a-file",
+        lambda tmp: _lazy(
+            "specsim.cards:load_model", "llama-68m", search_path=_make_ret(tmp, {"f": "x"}) / "f"
+        )(tmp),
+        ValueError,
+        r"^search_path: '.*f': not a folder$",
+    ),
+    Api(
+        "load-model-unknown-known-list",
+        _lazy("specsim.cards:load_model", "llama-9"),
+        ValueError,
+        r"^no model card 'llama-9' \(known: .*llama-2-7b.*; searched: ",
+    ),
+    Api(
+        "plain-cost-v-below-1",
+        _lazy("specsim.sim:PlainCost", c=0.05, v=0.5),
+        ValueError,
+        r"^v: expected v >= 1",
+    ),
+    Api(
+        "stream-tokens-over-limit",
+        lambda tmp: _lazy(
+            "specsim.sim:StreamConfig",
+            tokens=10**10,
+            acceptance=_lazy("specsim.acceptance:IIDAcceptance", alpha=0.7)(tmp),
+            policy=_lazy("specsim.policies:FixedGamma", gamma=4)(tmp),
+            cost=_lazy("specsim.sim:PlainCost", c=0.05)(tmp),
+        )(tmp),
+        ValueError,
+        r"^tokens: 10,000,000,000 tokens is over the limit of 1,000,000,000",
+    ),
+    Api(
+        "demo-blocks-over-limit",
+        _lazy("specsim.demo:two_token_demo", np.random.default_rng(0), blocks=10**9),
+        ValueError,
+        r"^blocks: 1,000,000,000 blocks is over the limit",
+    ),
     # model cards
     Api("model-layers-0", _model_text(edit(L68M, "layers", "0")), ValueError, "layers"),
     Api("model-heads-0", _model_text(edit(L68M, "heads", "0")), ValueError, "heads"),
@@ -1686,3 +1738,22 @@ def test_every_size_is_refused_in_bounded_memory_and_time(tmp_path: Path) -> Non
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["grid.toml", "random.toml", "requests.toml", "batch.toml"]
     ), "a command wrote a file"
+
+
+def test_a_cards_folder_of_the_environment_is_named_as_such(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from specsim.cards import load_model
+
+    monkeypatch.setenv("SPECSIM_CARDS", str(tmp_path / "nope"))
+    with pytest.raises(ValueError, match=rf"^SPECSIM_CARDS={re.escape(str(tmp_path))}/nope: no "):
+        load_model("llama-68m")
+
+
+def test_the_closed_forms_print_no_warning_near_the_largest_c(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Warnings are errors in the test run: an overflow inside numpy would fail here.
+    assert main(["theory", "--alpha", "0.7", "--gamma", "4", "--c", "3e305", "--json"]) == 0
+    out = capsys.readouterr()
+    assert out.err == "" and json.loads(out.out)["values"]["walltime_speedup"] > 0
