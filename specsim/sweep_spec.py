@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from specsim.cards import read_toml
-from specsim.checks import check_size
+from specsim.checks import check_int, check_size
 from specsim.config import has_path
 from specsim.sim.config import RunSpec, config_from_dict
 
@@ -90,9 +90,10 @@ class SweepSpec:
         if self.mode not in MODES:
             raise ValueError(f"sweep.mode: expected one of {MODES}, got {self.mode!r}")
         for name in ("seed", "seeds", "samples"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"sweep.{name}: expected a non-negative integer, got {v!r}")
+            try:
+                check_int(getattr(self, name), name=f"sweep.{name}", minimum=0)
+            except TypeError as exc:  # a spec's errors are ValueErrors, prefixed with its file
+                raise ValueError(str(exc)) from None
         if self.seeds < 1:
             raise ValueError(f"sweep.seeds: expected at least 1 replicate, got {self.seeds}")
         if not isinstance(self.config, RunSpec):

@@ -186,7 +186,7 @@ def _hardware(path: Path, search_path: SearchPath) -> HardwareCard:
     try:
         prof = load_runtime(name, search_path=[path.parent, *_search_list(search_path)])
     except ValueError as exc:
-        raise ValueError(f"{path}: runtime: {str(exc).removeprefix('slug_or_path: ')}") from exc
+        raise ValueError(f"{path}: runtime: {exc}") from exc
     # Numbers the card sets itself (a calibrated card: the deprecated path) win over the
     # profile's; the profile fills the rest.
     card = _build(HardwareCard, {**{k: getattr(prof, k) for k in STACK_FIELDS}, **data}, path)

@@ -27,7 +27,6 @@ Three more things the commands share live here: :func:`card_option`
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -45,7 +44,6 @@ __all__ = [
 ]
 
 _Card = TypeVar("_Card")
-_PARAM = re.compile(r"^slug_or_path: ")
 
 
 class OutputError(ValueError):
@@ -130,7 +128,7 @@ def card_option(
         # The plain type, not a subclass whose constructor takes other arguments
         # (UnicodeDecodeError is a ValueError).
         kind = next(k for k in (FileNotFoundError, TypeError, ValueError) if isinstance(exc, k))
-        raise kind(f"{option}: {_PARAM.sub('', str(exc))}") from None
+        raise kind(f"{option}: {exc}") from None
 
 
 def check_cards(folders: Sequence[str | os.PathLike[str]] | None, *, env: str) -> None:
