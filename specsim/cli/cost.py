@@ -16,6 +16,7 @@ import argparse
 from pathlib import Path
 
 from specsim.cards import load_hardware, load_model, load_runtime
+from specsim.checks import LIMITS
 from specsim.cli import jsonout
 from specsim.cli.output import card_option, check_file, writable
 from specsim.cost import (
@@ -34,7 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hardware", required=True, help="accelerator card slug or path to a .toml card"
     )
-    parser.add_argument("--batch", type=int, default=1, help="sequences in the pass (default 1)")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        help=f"sequences in the pass (default 1, at most {LIMITS['batch'].most:,})",
+    )
     parser.add_argument(
         "--context",
         type=int,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from specsim.checks import check_size
+from specsim.checks import LIMITS, check_size
 from specsim.cli import jsonout
 from specsim.cli.output import ProgressBar, check_folder
 from specsim.report import DEFAULT_OUT, REPORT_STUDIES, build_report, format_demo
@@ -49,7 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run only this study (repeatable; default: all of " + ", ".join(REPORT_STUDIES) + ")",
     )
     parser.add_argument(
-        "--blocks", type=int, default=200_000, help="Monte Carlo blocks of the sampling demo"
+        "--blocks",
+        type=int,
+        default=200_000,
+        help=f"Monte Carlo blocks of the sampling demo (at most {LIMITS['blocks'].most:,})",
     )
 
 

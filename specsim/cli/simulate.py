@@ -13,6 +13,7 @@ import numpy as np
 
 from specsim.acceptance import IIDAcceptance
 from specsim.cards import searched_first
+from specsim.checks import LIMITS
 from specsim.cli import jsonout
 from specsim.cli.output import check_file, writable
 from specsim.config import parse_text, path_hint
@@ -85,7 +86,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tokens",
         type=int,
-        help="tokens to decode (no CONFIG; default 100000). The last block is not cut, so "
+        help=f"tokens to decode (no CONFIG; default 100000, at most {LIMITS['tokens'].most:,}; "
+        "docs/reference/limits.md). The last block is not cut, so "
         "'tokens' may exceed 'tokens_requested' by up to gamma. Runs in bounded memory "
         f"(chunks of {CHUNK_TOKENS:,} tokens) unless --trace or --events, which hold every "
         f"block and accept at most {TABLE_TOKEN_LIMIT:,} tokens",
