@@ -9,7 +9,10 @@ column), never in a traceback or a silently wrong answer:
   file was written (the working folder is a fresh temporary one, so a default
   output folder would show up there too);
 - **API**, **card**, **trace**, **config** and **sweep** cases check the
-  exception type and that its message names the field.
+  exception type and that its message names the field;
+- **sizes** over their limit (issue 25: ``specsim.checks.LIMITS``,
+  docs/reference/limits.md) are refused before any work, and one test runs every
+  subcommand that takes a size under 3 GiB of address space.
 
 Cases that fail today are marked ``xfail(strict=True)`` with the file that
 needs the fix (its owner removes the mark with the fix); a strict xfail that
