@@ -166,6 +166,15 @@ def summarize_passes(passes: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def trace_model(slug: str) -> ModelCard:
+    """The model card a trace's ``model`` column names; a ValueError saying that the name
+    came from the trace when no card has it."""
+    try:
+        return load_model(slug)
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        raise ValueError(f"passes: the trace's column 'model' names {slug!r}: {exc}") from None
+
+
 def predict(
     configs: pd.DataFrame, card: HardwareCard, models: dict[str, ModelCard] | None = None
 ) -> np.ndarray:
@@ -173,7 +182,7 @@ def predict(
     models = models or {}
     pred = np.empty(len(configs))
     for (slug, dtype), grp in configs.groupby(["model", "dtype"], sort=False):
-        model = models.get(str(slug)) or load_model(str(slug))
+        model = models.get(str(slug)) or trace_model(str(slug))
         grid = step_cost_grid(
             model,
             card,

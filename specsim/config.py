@@ -191,8 +191,7 @@ def coerce(value: Any, hint: Any, where: str, *, kinds: Kinds | None = None) -> 
             try:
                 return _BY_NAME[hint](value)
             except (ValueError, FileNotFoundError, KeyError) as exc:
-                text = str(exc).removeprefix("slug_or_path: ")  # the loader's parameter
-                raise ValueError(f"{where}: {text}") from None
+                raise ValueError(f"{where}: {exc}") from None
         raise _fail(where, hint, value)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
         return build(hint, value, where=where, kinds=kinds)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specsim import sampling
+from specsim.checks import check_size
 
 __all__ = ["SamplingDemo", "two_token_demo"]
 
@@ -46,6 +47,7 @@ def two_token_demo(
     """Exact quantities for one verification position, and a Monte Carlo check of them."""
     if blocks < 2:
         raise ValueError(f"blocks: need at least 2 Monte Carlo blocks, got {blocks}")
+    check_size(blocks, name="blocks", limit="blocks")
     p, q = np.asarray(target, dtype=float), np.asarray(draft, dtype=float)
     emitted = sampling.emitted_distribution(p, q)
     vocab = p.shape[-1]

@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from specsim.cards import read_toml
+from specsim.checks import check_int, check_size
 from specsim.config import has_path
 from specsim.sim.config import RunSpec, config_from_dict
 
@@ -88,9 +90,10 @@ class SweepSpec:
         if self.mode not in MODES:
             raise ValueError(f"sweep.mode: expected one of {MODES}, got {self.mode!r}")
         for name in ("seed", "seeds", "samples"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"sweep.{name}: expected a non-negative integer, got {v!r}")
+            try:
+                check_int(getattr(self, name), name=f"sweep.{name}", minimum=0)
+            except TypeError as exc:  # a spec's errors are ValueErrors, prefixed with its file
+                raise ValueError(str(exc)) from None
         if self.seeds < 1:
             raise ValueError(f"sweep.seeds: expected at least 1 replicate, got {self.seeds}")
         if not isinstance(self.config, RunSpec):
@@ -114,6 +117,13 @@ class SweepSpec:
             _check_range(path, dist)
         for path in [*self.grid, *self.random]:
             check_axis(self.config, path)
+        what = "[grid] points" if self.mode == "grid" else "sweep.samples"
+        check_size(self.runs(), name=f"{what} x sweep.seeds", limit="sweep_runs")
+
+    def runs(self) -> int:
+        """The simulations the sweep makes: grid points (or random samples) times ``seeds``."""
+        points = math.prod(len(v) for v in self.grid.values()) if self.mode == "grid" else 0
+        return (points if self.mode == "grid" else self.samples) * self.seeds
 
     def identity(self) -> str:
         """A digest of everything that determines the results (for safe resuming)."""

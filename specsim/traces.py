@@ -79,11 +79,21 @@ def trace_paths(path: str | os.PathLike[str]) -> tuple[Path, Path]:
     return csv_path, csv_path.with_suffix(".json")
 
 
+def _text(path: Path, what: str) -> str:
+    """The text of ``path``; a ValueError naming the file when it is not UTF-8 (binary)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{path}: not a UTF-8 {what} file (byte {exc.start} is {exc.object[exc.start]:#04x})"
+        ) from None
+
+
 def _read_meta(json_path: Path, kind: str | None) -> dict[str, Any]:
     if not json_path.exists():
         raise ValueError(f"{json_path}: the metadata sidecar of this trace is missing")
     try:
-        meta = json.loads(json_path.read_text())
+        meta = json.loads(_text(json_path, "JSON"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{json_path}: not valid JSON ({exc})") from None
     if not isinstance(meta, dict):
@@ -186,7 +196,7 @@ def read_trace(path: str | os.PathLike[str], *, kind: str | None = None) -> Trac
     meta = _read_meta(json_path, kind)
     if not csv_path.exists():
         raise FileNotFoundError(f"{csv_path}: trace file not found")
-    text = csv_path.read_text()
+    text = _text(csv_path, "CSV")
     if text and not text.endswith("\n"):
         raise ValueError(f"{csv_path}: the last line is incomplete (an interrupted write?)")
     raw = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
@@ -255,7 +265,7 @@ def start_trace(
         csv_path.write_text(",".join(_header(kind)) + "\n")
         return validate_frame(pd.DataFrame(columns=_header(kind)), kind, source=str(csv_path))
     old = _read_meta(json_path, kind)
-    text = csv_path.read_text()
+    text = _text(csv_path, "CSV")
     if text and not text.endswith("\n"):
         with open(csv_path, "r+") as fh:
             fh.truncate(text.rfind("\n") + 1)

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from specsim.checks import check_size
 from specsim.cost.deployment import Deployment
 from specsim.proposers import (
     DraftCost,
@@ -314,6 +315,8 @@ def optimize_tree(
     acceptance and budget (they do not depend on the machine or the batch)."""
     if isinstance(batch, bool) or not isinstance(batch, int | np.integer) or batch < 1:
         raise ValueError(f"batch: expected an integer >= 1, got {batch!r}")
+    check_size(batch, name="batch", limit="batch")
+    check_size(budget, name="budget", limit="tree_nodes")
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1:
         raise ValueError(f"max_depth: expected an integer >= 1, got {max_depth!r}")
     check_budget((), budget)

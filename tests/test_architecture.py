@@ -49,6 +49,7 @@ MAX_LINES = 400
 LAYERS: dict[str, int] = {
     "specsim": 0,  # the package root: __version__ only
     "specsim.rng": 0,  # seeds and keyed generators, a utility for every layer
+    "specsim.checks": 0,  # integer and size-limit checks shared by every layer (issue 25)
     "specsim.cards": 0,
     "specsim.traces": 0,
     "specsim.measured": 0,  # measured alphas of the tiny real-text pairs (issue 15)

@@ -9,7 +9,10 @@ column), never in a traceback or a silently wrong answer:
   file was written (the working folder is a fresh temporary one, so a default
   output folder would show up there too);
 - **API**, **card**, **trace**, **config** and **sweep** cases check the
-  exception type and that its message names the field.
+  exception type and that its message names the field;
+- **sizes** over their limit (issue 25: ``specsim.checks.LIMITS``,
+  docs/reference/limits.md) are refused before any work, and one test runs every
+  subcommand that takes a size under 3 GiB of address space.
 
 Cases that fail today are marked ``xfail(strict=True)`` with the file that
 needs the fix (its owner removes the mark with the fix); a strict xfail that
@@ -22,6 +25,8 @@ import json
 import math
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,17 +166,96 @@ class Cli:
     field: str
     files: dict[str, str | bytes] = field(default_factory=dict)
     needs_fix_in: str = ""  # the file to fix where this fails today (marked xfail strict)
+    env: dict[str, str] = field(default_factory=dict)  # environment variables set for the run
 
 
-def c(id: str, argv: str | list[str], field: str, files: dict | None = None, fix: str = "") -> Cli:
+def c(
+    id: str,
+    argv: str | list[str],
+    field: str,
+    files: dict | None = None,
+    fix: str = "",
+    env: dict[str, str] | None = None,
+) -> Cli:
     words = argv.split() if isinstance(argv, str) else argv
-    return Cli(id=id, argv=tuple(words), field=field, files=files or {}, needs_fix_in=fix)
+    return Cli(
+        id=id, argv=tuple(words), field=field, files=files or {}, needs_fix_in=fix, env=env or {}
+    )
 
 
 COST = "cost --model llama-2-7b --hardware a100-80gb"
 THEORY = "theory --alpha 0.7 --gamma 4 --c 0.05"
 SIM = "simulate --alpha 0.7 --gamma 4 --tokens 2000"
 CALIB = "calibrate {tmp}/tr --out {tmp}/card.toml --base a100-80gb --holdout none"
+
+TREE = "tree --model llama-2-7b --ngram --hardware a100-80gb --acceptance " + str(
+    ROOT / "models" / "measured" / "ngram" / "accept-sample.toml"
+)
+BINARY = bytes(range(128, 256)) * 3  # no UTF-8 text: each byte >= 0x80 starts no character
+# 1000 x 1000 x 1000 = 10^9 grid points (issue 25: a grid this size ran out of memory)
+GRID_1E9 = cfg(
+    SWEEP,
+    '"acceptance.alpha" = [0.5, 0.7]',
+    f'"acceptance.alpha" = {[i / 1000 for i in range(1000)]}\n'
+    f'"policy.gamma" = {list(range(1000))}\n'
+    f'"cost.c" = {[i / 1000 for i in range(1000)]}',
+)
+RANDOM_1E12 = (
+    cfg(SWEEP, 'mode = "grid"', 'mode = "random"\nsamples = 1000000000000')
+    .replace("[grid]", "[random]")
+    .replace("[0.5, 0.7]", "{uniform = [0.5, 0.7]}")
+)
+
+# Sizes over their limit (issue 25, section 3). Run only in a subprocess under a memory limit
+# (test_every_size_is_refused_in_bounded_memory_and_time): were a check lost, these would ask
+# for gigabytes or run for hours in the test process itself.
+SIZE_CASES = [
+    c("cost-batch-over-limit", f"{COST} --batch 1000000000", "--batch: 1,000,000,000 sequences"),
+    c("tree-budget-over-limit", f"{TREE} --budget 100000", "--budget: 100,000 nodes is over"),
+    c("tree-batch-over-limit", f"{TREE} --batch 100000000", "--batch: 100,000,000 sequences"),
+    c(
+        "simulate-tokens-over-limit",
+        "simulate --alpha 0.7 --gamma 4 --tokens 99999999999999999999",
+        "--tokens: 99,999,999,999,999,999,999 tokens is over the limit",
+    ),
+    c(
+        "simulate-config-tokens-over-limit",
+        "simulate {tmp}/c.toml",
+        "tokens: 10,000,000,000 tokens is over the limit",
+        {"c.toml": cfg(PLAIN, "tokens = 2000", "tokens = 10000000000")},
+    ),
+    c(
+        "simulate-serving-requests-over-limit",
+        "simulate {tmp}/c.toml",
+        "requests: 1,000,000,000 requests is over the limit",
+        {"c.toml": cfg(SERVING, "requests = 10", "requests = 1000000000")},
+    ),
+    c(
+        "simulate-serving-max-batch-over-limit",
+        "simulate {tmp}/c.toml",
+        "max_batch: 1,000,000,000 sequences is over the limit",
+        {"c.toml": cfg(SERVING, "max_batch = 8", "max_batch = 1000000000")},
+    ),
+    c(
+        "sweep-grid-over-limit",
+        "sweep {tmp}/s.toml --out {tmp}/o.csv",
+        "[grid] points x sweep.seeds: 1,000,000,000 runs is over the limit",
+        {"s.toml": GRID_1E9},
+    ),
+    c(
+        "sweep-random-over-limit",
+        "sweep {tmp}/s.toml --out {tmp}/o.csv",
+        "sweep.samples x sweep.seeds: 1,000,000,000,000 runs is over the limit",
+        {"s.toml": RANDOM_1E12},
+    ),
+    c("report-blocks-over-limit", "report --out {tmp}/r --blocks 10000000000", "--blocks: 10,000"),
+    c(
+        "study-set-requests-over-limit",
+        "study capacity --out {tmp}/s --set requests=1000000000",
+        "--set requests: 1,000,000,000 requests is over the limit",
+    ),
+]
+
 
 CLI_CASES = [
     # cost ----------------------------------------------------------------------------------
@@ -655,6 +739,155 @@ CLI_CASES = [
         "trace file",
         {"p.json": trace_files("p", passes_frame())["p.json"]},
     ),
+    # issue 25, section 4: messages in the user's words ---------------------------------------
+    c(
+        "study-set-hardware-unknown",
+        "study capacity --out {tmp}/s --set hardware=nope",
+        "--set hardware=nope: no hardware card 'nope' (known: ",
+    ),
+    c(
+        "study-set-draft-unknown",
+        "study bill --out {tmp}/s --set draft=nope",
+        "--set draft=nope: no model card 'nope' (known: ",
+    ),
+    c(
+        "cost-cards-a-file",
+        f"{COST} --cards {{tmp}}/f",
+        "--cards {tmp}/f: not a folder",
+        {"f": "x"},
+    ),
+    c("cards-cards-missing", "cards --cards {tmp}/nope", "--cards {tmp}/nope: no such folder"),
+    c(
+        "cost-env-cards-a-file",
+        COST,
+        "SPECSIM_CARDS={tmp}/f: not a folder",
+        {"f": "x"},
+        env={"SPECSIM_CARDS": "{tmp}/f"},
+    ),
+    c(
+        "simulate-env-cards-missing",
+        "simulate {tmp}/c.toml",
+        "SPECSIM_CARDS={tmp}/nope: no such folder",
+        {"c.toml": CARDS},
+        env={"SPECSIM_CARDS": "{tmp}/nope"},
+    ),
+    c(
+        "cost-hardware-binary",
+        "cost --model llama-2-7b --hardware {tmp}/b.toml",
+        "--hardware: {tmp}/b.toml: not a UTF-8 TOML file",
+        {"b.toml": BINARY},
+    ),
+    c(
+        "cost-model-binary",
+        "cost --model {tmp}/b.toml --hardware a100-80gb",
+        "--model: {tmp}/b.toml: not a UTF-8 TOML file",
+        {"b.toml": BINARY},
+    ),
+    c(
+        "cost-hardware-a-folder",
+        "cost --model llama-2-7b --hardware {tmp}/d.toml",
+        "--hardware: {tmp}/d.toml: a folder, not a card file",
+        {"d.toml/x": "x"},
+    ),
+    c(
+        "simulate-config-binary",
+        "simulate {tmp}/c.toml",
+        "{tmp}/c.toml: not a UTF-8 TOML file",
+        {"c.toml": BINARY},
+    ),
+    c(
+        "simulate-config-a-folder",
+        "simulate {tmp}/c.toml",
+        "{tmp}/c.toml: a folder, not a TOML file",
+        {"c.toml/x": "x"},
+    ),
+    c(
+        "sweep-spec-binary",
+        "sweep {tmp}/s.toml --out {tmp}/o.csv",
+        "{tmp}/s.toml: not a UTF-8 TOML file",
+        {"s.toml": BINARY},
+    ),
+    c(
+        "sweep-spec-a-folder",
+        "sweep {tmp}/s.toml --out {tmp}/o.csv",
+        "{tmp}/s.toml: a folder, not a TOML file",
+        {"s.toml/x": "x"},
+    ),
+    c(
+        "simulate-config-card-binary",
+        "simulate {tmp}/c.toml --cards {tmp}/cards",
+        "not a UTF-8 TOML file",
+        {"c.toml": CARDS, "cards/llama-68m.toml": BINARY},
+    ),
+    c(
+        "calibrate-trace-binary",
+        CALIB,
+        "{tmp}/tr/passes.csv: not a UTF-8 CSV file",
+        {**trace_files("tr/passes", passes_frame()), "tr/passes.csv": BINARY},
+    ),
+    c(
+        "calibrate-sidecar-binary",
+        CALIB,
+        "{tmp}/tr/passes.json: not a UTF-8 JSON file",
+        {**trace_files("tr/passes", passes_frame()), "tr/passes.json": BINARY},
+    ),
+    c(
+        "calibrate-trace-model-unknown",
+        CALIB,
+        "model 'llama-9', named in the 'model' column of trace",
+        trace_files("tr/passes", passes_frame(model="llama-9")),
+    ),
+    c(
+        "simulate-config-gamma-over-max-gamma",
+        "simulate {tmp}/c.toml",
+        "c.toml: policy: gamma 4 exceeds max_gamma 0",
+        {"c.toml": cfg(SERVING, "max_gamma = 4", "max_gamma = 0")},
+    ),
+    c("theory-c-overflows", "theory --alpha 0.7 --gamma 4 --c 1e308", "--c: 1e+308 is too large"),
+    c(
+        "theory-c-hat-overflows",
+        "theory --alpha 0.7 --gamma 4 --c 0.05 --c-hat 1e308",
+        "--c-hat: 1e+308 is too large",
+    ),
+    c("theory-v-below-1", "theory --alpha 0.7 --gamma 4 --c 0.05 --v 0.5", "--v: expected v >= 1"),
+    c("simulate-v-below-1", f"{SIM} --c 0.05 --v 0.5", "--v: expected v >= 1"),
+    c(
+        "simulate-config-v-below-1",
+        "simulate {tmp}/c.toml",
+        "v: expected v >= 1",
+        {"c.toml": cfg(PLAIN, "c = 0.05", "c = 0.05\nv = 0.5")},
+    ),
+    # output paths that cannot be written: the flag is named, before any work
+    c("simulate-trace-under-a-file", f"{SIM} --trace {{tmp}}/f/t.json", "--trace", {"f": "x"}),
+    c("simulate-events-under-a-file", f"{SIM} --events {{tmp}}/f/e.csv", "--events", {"f": "x"}),
+    c("simulate-trace-folder", f"{SIM} --trace {{tmp}}", "--trace"),
+    c(
+        "theory-derivations-under-a-file",
+        "theory --write-derivations {tmp}/f/d.md",
+        "--write-derivations",
+        {"f": "x"},
+    ),
+    c("validate-csv-under-a-file", "validate --quick --csv {tmp}/f/v.csv", "--csv", {"f": "x"}),
+    c("report-out-empty", ["report", "--out", "", "--study", "bill"], "--out"),
+    c("study-out-empty", ["study", "bill", "--out", ""], "--out"),
+    c(
+        "sweep-out-is-a-folder",
+        "sweep {tmp}/s.toml --out {tmp}/o",
+        "--out",
+        {"s.toml": SWEEP, "o/x": "x"},
+    ),
+    c(
+        "calibrate-residuals-under-a-file",
+        CALIB + " --residuals {tmp}/f/r.csv",
+        "--residuals",
+        {**trace_files("tr/passes", passes_frame()), "f": "x"},
+    ),
+    c(
+        "calibrate-out-under-a-file",
+        "calibrate {tmp}/tr --out {tmp}/f/card.toml --base a100-80gb --holdout none",
+        "--out",
+        {**trace_files("tr/passes", passes_frame()), "f": "x"},
+    ),
 ]
 
 
@@ -691,6 +924,8 @@ def test_cli_bad_input(
     case: Cli, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)  # a default output folder would land here, and be seen
+    for name, value in case.env.items():
+        monkeypatch.setenv(name, value.replace("{tmp}", str(tmp_path)))
     _make(tmp_path, case.files)
     before = _snapshot(tmp_path)
     argv = [a.replace("{tmp}", str(tmp_path)) for a in case.argv]
@@ -703,7 +938,8 @@ def test_cli_bad_input(
     assert "Traceback" not in err
     last = err.strip().splitlines()[-1]
     assert "error:" in last, err
-    assert case.field in last, f"{case.field!r} not named in: {last}"
+    named = case.field.replace("{tmp}", str(tmp_path))
+    assert named in last, f"{named!r} not named in: {last}"
     assert not re.search(r"\bnp\.\w+\(", last), f"a numpy repr in: {last}"
     assert _snapshot(tmp_path) == before, "a file was written"
 
@@ -1219,6 +1455,58 @@ API_CASES = [
         "`extra` = 3 in \\[sources\\]: a number here is probably a misplaced key",
     ),
     Api("hw-not-toml", _hw_text("slug = "), ValueError, "card.toml"),
+    Api(
+        "hw-binary",
+        lambda tmp: _lazy(
+            "specsim.cards:load_hardware", _make_ret(tmp, {"b.toml": BINARY}) / "b.toml"
+        )(tmp),
+        ValueError,
+        r"b\.toml: not a UTF-8 TOML file \(byte 0 is 0x80\)",
+    ),
+    Api(
+        "read-toml-folder",
+        lambda tmp: _lazy("specsim.cards:read_toml", tmp)(tmp),
+        ValueError,
+        "a folder, not a TOML file",
+    ),
+    Api(
+        "load-model-search-path-a-file",
+        lambda tmp: _lazy(
+            "specsim.cards:load_model", "llama-68m", search_path=_make_ret(tmp, {"f": "x"}) / "f"
+        )(tmp),
+        ValueError,
+        r"^search_path: '.*f': not a folder$",
+    ),
+    Api(
+        "load-model-unknown-known-list",
+        _lazy("specsim.cards:load_model", "llama-9"),
+        ValueError,
+        r"^no model card 'llama-9' \(known: .*llama-2-7b.*; searched: ",
+    ),
+    Api(
+        "plain-cost-v-below-1",
+        _lazy("specsim.sim:PlainCost", c=0.05, v=0.5),
+        ValueError,
+        r"^v: expected v >= 1",
+    ),
+    Api(
+        "stream-tokens-over-limit",
+        lambda tmp: _lazy(
+            "specsim.sim:StreamConfig",
+            tokens=10**10,
+            acceptance=_lazy("specsim.acceptance:IIDAcceptance", alpha=0.7)(tmp),
+            policy=_lazy("specsim.policies:FixedGamma", gamma=4)(tmp),
+            cost=_lazy("specsim.sim:PlainCost", c=0.05)(tmp),
+        )(tmp),
+        ValueError,
+        r"^tokens: 10,000,000,000 tokens is over the limit of 1,000,000,000",
+    ),
+    Api(
+        "demo-blocks-over-limit",
+        _lazy("specsim.demo:two_token_demo", np.random.default_rng(0), blocks=10**9),
+        ValueError,
+        r"^blocks: 1,000,000,000 blocks is over the limit",
+    ),
     # model cards
     Api("model-layers-0", _model_text(edit(L68M, "layers", "0")), ValueError, "layers"),
     Api("model-heads-0", _model_text(edit(L68M, "heads", "0")), ValueError, "heads"),
@@ -1387,3 +1675,77 @@ def test_a_read_only_output_folder_is_refused_before_any_work(
     err = capsys.readouterr().err
     assert err.startswith(f"specsim {command}: error: {option}: cannot write into"), err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
+
+
+# Memory and time are bounded whatever the sizes (issue 25, section 3) ------------------------
+_UNDER_A_LIMIT = """
+import contextlib, io, json, resource, sys
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+from specsim.cli import main
+out = []
+for argv in json.loads(sys.argv[2]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(argv)
+    out.append([code, (err.getvalue().strip().splitlines() or [""])[-1]])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS as on Linux")
+def test_every_size_is_refused_in_bounded_memory_and_time(tmp_path: Path) -> None:
+    """Each subcommand that takes a size, given one far over its limit, under 3 GiB of address
+    space: without the checks these asked for 7.45 GiB (cost), 74.5 GiB (tree), more for the
+    sweeps and workloads, or ran until killed (simulate --tokens); with them each is a one-line
+    error naming the argument, in seconds (the subprocess has 300 s for all of them)."""
+    for case in SIZE_CASES:  # a folder each: their files share names (c.toml, s.toml)
+        (tmp_path / case.id).mkdir()
+        _make(tmp_path / case.id, case.files)
+    before = _snapshot(tmp_path)
+    argvs = [[a.replace("{tmp}", str(tmp_path / k.id)) for a in k.argv] for k in SIZE_CASES]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _UNDER_A_LIMIT,
+            str(3 * 2**30),
+            json.dumps(argvs),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,  # a default output folder would land here, and be seen
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),  # this tree's specsim, installed or not
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+        },
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    for case, (code, line) in zip(SIZE_CASES, results, strict=True):
+        assert code == 2 and "error:" in line, (case.id, code, line)
+        assert case.field in line and "over the limit" in line, (case.id, line)
+    assert _snapshot(tmp_path) == before, "a command wrote a file"
+
+
+def test_a_cards_folder_of_the_environment_is_named_as_such(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from specsim.cards import load_model
+
+    monkeypatch.setenv("SPECSIM_CARDS", str(tmp_path / "nope"))
+    with pytest.raises(ValueError, match=rf"^SPECSIM_CARDS={re.escape(str(tmp_path))}/nope: no "):
+        load_model("llama-68m")
+
+
+def test_the_closed_forms_print_no_warning_near_the_largest_c(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Warnings are errors in the test run: an overflow inside numpy would fail here.
+    assert main(["theory", "--alpha", "0.7", "--gamma", "4", "--c", "3e305", "--json"]) == 0
+    out = capsys.readouterr()
+    assert out.err == "" and json.loads(out.out)["values"]["walltime_speedup"] > 0

@@ -234,7 +234,7 @@ def test_user_cards_by_path_folder_and_environment(
     assert load_hardware("a100-80gb").max_power_w == 330.0
     monkeypatch.delenv(cards.ENV_VAR)
     assert load_hardware("a100-80gb").max_power_w == 400.0
-    with pytest.raises(ValueError, match="is not a folder"):
+    with pytest.raises(ValueError, match=r"^search_path: '.*nowhere': no such folder$"):
         load_model("llama-2-7b", search_path=tmp_path / "nowhere")
     with pytest.raises(FileNotFoundError):
         load_model(tmp_path / "absent.toml")
@@ -383,7 +383,7 @@ def test_searched_first_puts_folders_ahead_for_the_block(
     with cards.searched_first([tmp_path]):
         assert load_model("my-68m").slug == "my-68m"
     assert cards.ENV_VAR not in os.environ
-    with pytest.raises(ValueError, match="cards: .*nope.* is not a folder"):
+    with pytest.raises(ValueError, match="cards: .*nope.*: no such folder"):
         with cards.searched_first([tmp_path / "nope"]):
             pass
 

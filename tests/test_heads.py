@@ -112,9 +112,9 @@ def _card(**kw: object) -> HeadCard:
 def test_bad_head_cards_are_refused_naming_the_field(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="'layer_fraction' is 1.0, but weights_per_eval"):
         Heads(card=_card(weights_per_eval=367_009_792)).check_target(VICUNA)
-    with pytest.raises(TypeError, match="field 'weights_per_eval' must be an integer"):
+    with pytest.raises(TypeError, match="field 'weights_per_eval': expected an integer"):
         _card(weights_per_eval=1.5)
-    with pytest.raises(ValueError, match="field 'weights_per_eval' must be"):
+    with pytest.raises(ValueError, match="field 'weights_per_eval': expected an integer >= 1"):
         _card(weights_per_eval=0)
     with pytest.raises(ValueError, match="'assumed_depths' names depth 3, but 'accept' has 2"):
         _card(assumed_depths=(3,))

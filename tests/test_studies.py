@@ -190,7 +190,7 @@ def test_bad_values_raise_naming_the_key() -> None:
         run_study("bill", overrides={"alphas": (0.5, 1.5)}, fast=True)
     with pytest.raises(ValueError, match="policy"):
         run_study("capacity", overrides={"policy": "greedy"}, fast=True)
-    with pytest.raises(ValueError, match="slug_or_path"):
+    with pytest.raises(ValueError, match="no model card 'no-such-model' \\(known: "):
         run_study("bill", overrides={"draft": "no-such-model"}, fast=True)
     with pytest.raises(ValueError, match=r"study 'table2'.fast_tokens: expected int, got 1.5"):
         run_study("table2", overrides={"fast_tokens": 1.5}, fast=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
+from specsim import checks
+
 __all__ = [
     "DTYPE_BYTES",
     "card_label",
@@ -35,10 +37,8 @@ def card_label(path: str | None, kind: str, slug: object) -> str:
 
 
 def check_int(where: str, name: str, value: object, *, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{where}: field {name!r} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{where}: field {name!r} must be >= {minimum}, got {value}")
+    """:func:`specsim.checks.check_int` of a card's field (the message names card and field)."""
+    checks.check_int(value, name=f"{where}: field {name!r}", minimum=minimum)
 
 
 def check_float(

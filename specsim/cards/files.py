@@ -77,18 +77,29 @@ def card_dirs(kind: str, search_path: SearchPath = None) -> list[Path]:
         user = [Path(search_path)]
     else:
         user = [Path(p) for p in search_path]
+    for root in user:
+        _check_folder(root, "search_path")
     env = os.environ.get(ENV_VAR, "")
-    user += [Path(p) for p in env.split(os.pathsep) if p]
+    for root in (Path(p) for p in env.split(os.pathsep) if p):
+        _check_folder(root, f"{ENV_VAR}={os.fspath(root)}", named=True)
+        user.append(root)
     out: list[Path] = []
     for root in user:
-        if not root.is_dir():
-            raise ValueError(f"search_path: {str(root)!r} is not a folder")
         out.append(root)
         out += [root / s for s in subdirs if (root / s).is_dir()]
     packaged = packaged_root()
     if packaged is not None:
         out += [packaged / s for s in subdirs if (packaged / s).is_dir()]
     return out
+
+
+def _check_folder(folder: Path, where: str, *, named: bool = False) -> None:
+    """A ValueError unless ``folder`` is an existing folder; the message starts with ``where``
+    (followed by the folder unless ``named``: ``SPECSIM_CARDS=/x`` names it already)."""
+    if folder.is_dir():
+        return
+    why = "not a folder" if folder.exists() else "no such folder"
+    raise ValueError(f"{where}: {why}" if named else f"{where}: {os.fspath(folder)!r}: {why}")
 
 
 @contextlib.contextmanager
@@ -104,8 +115,7 @@ def searched_first(folders: Sequence[str | os.PathLike[str]] | None) -> Iterator
         yield
         return
     for folder in folders:
-        if not Path(folder).is_dir():
-            raise ValueError(f"cards: {os.fspath(folder)!r} is not a folder")
+        _check_folder(Path(folder), "cards")
     before = os.environ.get(ENV_VAR)
     os.environ[ENV_VAR] = os.pathsep.join(
         [os.fspath(f) for f in folders] + ([before] if before else [])
@@ -120,9 +130,14 @@ def searched_first(folders: Sequence[str | os.PathLike[str]] | None) -> Iterator
 
 
 def _read(path: Path) -> dict[str, Any]:
+    """The table of TOML file ``path``; a ValueError naming the file when it is not TOML."""
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
+    except UnicodeDecodeError as exc:  # a binary file: TOML is UTF-8 text
+        raise ValueError(
+            f"{path}: not a UTF-8 TOML file (byte {exc.start} is {exc.object[exc.start]:#04x})"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML: {exc}") from exc
 
@@ -171,7 +186,7 @@ def _hardware(path: Path, search_path: SearchPath) -> HardwareCard:
     try:
         prof = load_runtime(name, search_path=[path.parent, *_search_list(search_path)])
     except ValueError as exc:
-        raise ValueError(f"{path}: runtime: {str(exc).removeprefix('slug_or_path: ')}") from exc
+        raise ValueError(f"{path}: runtime: {exc}") from exc
     # Numbers the card sets itself (a calibrated card: the deprecated path) win over the
     # profile's; the profile fills the rest.
     card = _build(HardwareCard, {**{k: getattr(prof, k) for k in STACK_FIELDS}, **data}, path)
@@ -206,9 +221,11 @@ def _find(kind: str, slug_or_path: str | os.PathLike[str], search_path: SearchPa
         )
     text = os.fspath(slug_or_path)
     if not isinstance(text, str) or not text:
-        raise TypeError(f"slug_or_path: expected a slug or a .toml path, got {slug_or_path!r}")
+        raise TypeError(f"card: expected a slug or a .toml path, got {slug_or_path!r}")
     direct = Path(text)
     if text.endswith(".toml") or direct.is_file():
+        if direct.is_dir():
+            raise ValueError(f"{text}: a folder, not a card file")
         if not direct.is_file():
             raise FileNotFoundError(f"card file {text!r} does not exist")
         return direct
@@ -235,7 +252,7 @@ def _find(kind: str, slug_or_path: str | os.PathLike[str], search_path: SearchPa
         slug = _slug_of(data)
         if slug != candidate.stem:
             raise ValueError(
-                f"slug_or_path: {candidate} holds the {what} card {slug!r}, but a card is "
+                f"{candidate} holds the {what} card {slug!r}, but a card is "
                 f"looked up by its file name ({candidate.name!r}); name the file {slug}.toml"
             )
     in_user = [p for p, _ in found if p.parent in user]
@@ -245,14 +262,15 @@ def _find(kind: str, slug_or_path: str | os.PathLike[str], search_path: SearchPa
     for group in (in_user, shipped):
         if len(group) > 1:
             raise ValueError(
-                f"slug_or_path: the {what} card {text!r} is found twice on the search path: "
+                f"the {what} card {text!r} is found twice on the search path: "
                 f"{group[0]} and {group[1]}; remove or rename one"
             )
     if found:
         return (in_user or shipped)[0]
     known = sorted({p.stem for d in dirs for p in d.glob("*.toml")})
     raise ValueError(
-        f"slug_or_path: no {what} card {text!r} in {[str(d) for d in dirs]}; available: {known}"
+        f"no {what} card {text!r} (known: {', '.join(known)}; searched: "
+        f"{', '.join(str(d) for d in dirs)})"
     )
 
 
@@ -307,9 +325,12 @@ def list_runtimes(*, search_path: SearchPath = None) -> list[RuntimeProfile]:
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read any specsim TOML file (cards, simulation configs, sweep specs): the one reader.
 
-    Raises FileNotFoundError naming a missing file and ValueError for invalid TOML.
+    Raises FileNotFoundError naming a missing file and ValueError for a folder, a file that
+    is not UTF-8 text (a binary file) or invalid TOML, each naming the file.
     """
     p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{p}: a folder, not a TOML file")
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such file")
     return _read(p)

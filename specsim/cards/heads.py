@@ -154,7 +154,10 @@ def load_head(slug_or_path: str | os.PathLike[str], *, search_path: SearchPath =
         if (d / f"{text}.toml").is_file():
             return _build(read_toml(d / f"{text}.toml"), d / f"{text}.toml")
     known = sorted({p.stem for d in dirs for p in d.glob("*.toml")})
-    raise ValueError(f"head: no head card {text!r} in {[str(d) for d in dirs]}; available: {known}")
+    raise ValueError(
+        f"no head card {text!r} (known: {', '.join(known)}; searched: "
+        f"{', '.join(str(d) for d in dirs)})"
+    )
 
 
 def list_heads(*, search_path: SearchPath = None) -> list[HeadCard]:

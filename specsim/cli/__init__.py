@@ -185,10 +185,17 @@ def _quiet_stdout() -> None:
 
 
 def _common_checks(args: argparse.Namespace) -> None:
-    """Checks every subcommand shares, made before any work: a seed is an integer >= 0."""
+    """Checks every subcommand shares, made before any work: a seed is an integer >= 0, and
+    a command that reads cards (it has ``--cards``) has folders where ``--cards`` and
+    ``SPECSIM_CARDS`` point."""
     seed = getattr(args, "seed", None)
     if isinstance(seed, int) and seed < 0:
         raise ValueError(f"--seed: expected an integer >= 0, got {seed}")
+    if hasattr(args, "cards"):
+        from specsim.cards.files import ENV_VAR  # start-up: cards load for card commands only
+        from specsim.cli.output import check_cards  # start-up: as above
+
+        check_cards(args.cards, env=ENV_VAR)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

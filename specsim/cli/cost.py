@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from specsim.checks import LIMITS
 from specsim.cli import deployment, jsonout
-from specsim.cli.output import check_file
+from specsim.cli.output import check_file, writable
 from specsim.cost import (
     DEFAULT_CONTEXT,
     ridge_tokens,
@@ -28,7 +29,12 @@ from specsim.cost import (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     deployment.add_arguments(parser)
-    parser.add_argument("--batch", type=int, default=1, help="sequences in the pass (default 1)")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        help=f"sequences in the pass (default 1, at most {LIMITS['batch'].most:,})",
+    )
     parser.add_argument(
         "--context",
         type=int,
@@ -104,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
             encoder_length=args.encoder_length,
             **(kw | {"dtype": cost.dtype}),
         )
-        plot_verification_factor(df).savefig(args.plot_v, dpi=120)
+        plot_verification_factor(df).savefig(writable(args.plot_v), dpi=120)
     if args.json:
         out = {
             "model": model.slug,

@@ -16,27 +16,34 @@ or written yet:
   and a folder that already holds files is written into only with ``--force``.
 
 Both create nothing: a folder that does not exist yet is made by the command
-when it writes.
+when it writes (:func:`writable`, right before writing).
 
-Two more things every writing command shares live here: :func:`card_option`
-(a card flag's error names the flag, not a Python parameter) and
+Three more things the commands share live here: :func:`card_option`
+(a card flag's error names the flag, not a Python parameter), :func:`check_cards`
+(``--cards`` folders and ``SPECSIM_CARDS``, checked before any work) and
 :class:`ProgressBar` (progress of a long run on stderr).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["OutputError", "check_file", "check_folder", "card_option", "ProgressBar"]
+__all__ = [
+    "OutputError",
+    "check_file",
+    "check_folder",
+    "writable",
+    "card_option",
+    "check_cards",
+    "ProgressBar",
+]
 
 _Card = TypeVar("_Card")
-_PARAM = re.compile(r"^slug_or_path: ")
 
 
 class OutputError(ValueError):
@@ -103,6 +110,14 @@ def check_folder(path: str | os.PathLike[str], *, option: str, force: bool = Fal
     return p
 
 
+def writable(path: str | os.PathLike[str]) -> Path:
+    """``path`` with its folder made (the checks above let a command write into a folder it
+    creates): call right before writing an output that was checked."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    return p
+
+
 def card_option(
     loader: Callable[..., _Card], value: str, *, option: str, cards: Sequence[str] | None = None
 ) -> _Card:
@@ -110,7 +125,22 @@ def card_option(
     try:
         return loader(value, search_path=cards)
     except (ValueError, TypeError, FileNotFoundError) as exc:
-        raise type(exc)(f"{option}: {_PARAM.sub('', str(exc))}") from None
+        # The plain type, not a subclass whose constructor takes other arguments
+        # (UnicodeDecodeError is a ValueError).
+        kind = next(k for k in (FileNotFoundError, TypeError, ValueError) if isinstance(exc, k))
+        raise kind(f"{option}: {exc}") from None
+
+
+def check_cards(folders: Sequence[str | os.PathLike[str]] | None, *, env: str) -> None:
+    """Every ``--cards`` folder, and every folder of the environment variable ``env``, must be
+    an existing folder; else a ValueError in the user's words (``--cards /x: not a folder``,
+    ``SPECSIM_CARDS=/x: no such folder``)."""
+    named = [(f"--cards {os.fspath(f)}", Path(f)) for f in folders or ()]
+    named += [(f"{env}={p}", Path(p)) for p in os.environ.get(env, "").split(os.pathsep) if p]
+    for words, folder in named:
+        if not folder.is_dir():
+            why = "not a folder" if folder.exists() else "no such folder"
+            raise ValueError(f"{words}: {why}")
 
 
 class ProgressBar:

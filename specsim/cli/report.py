@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from specsim.checks import LIMITS, check_size
 from specsim.cli import jsonout
 from specsim.cli.output import ProgressBar, check_folder
 from specsim.report import DEFAULT_OUT, REPORT_STUDIES, build_report, format_demo
@@ -48,7 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run only this study (repeatable; default: all of " + ", ".join(REPORT_STUDIES) + ")",
     )
     parser.add_argument(
-        "--blocks", type=int, default=200_000, help="Monte Carlo blocks of the sampling demo"
+        "--blocks",
+        type=int,
+        default=200_000,
+        help=f"Monte Carlo blocks of the sampling demo (at most {LIMITS['blocks'].most:,})",
     )
 
 
@@ -64,6 +68,7 @@ def fresh_folder(base: str) -> Path:
 def run(args: argparse.Namespace) -> int:
     if args.blocks < 2:
         raise ValueError(f"--blocks: need at least 2 Monte Carlo blocks, got {args.blocks}")
+    check_size(args.blocks, name="--blocks", limit="blocks")
     if args.out is None:
         out = check_folder(fresh_folder(DEFAULT_OUT), option="--out")
     else:

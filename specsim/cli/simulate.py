@@ -13,8 +13,9 @@ import numpy as np
 
 from specsim.acceptance import IIDAcceptance
 from specsim.cards import searched_first
+from specsim.checks import LIMITS
 from specsim.cli import jsonout
-from specsim.cli.output import check_file
+from specsim.cli.output import check_file, writable
 from specsim.config import parse_text, path_hint
 from specsim.policies import FixedGamma
 from specsim.sim.plain import PlainCost
@@ -85,7 +86,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tokens",
         type=int,
-        help="tokens to decode (no CONFIG; default 100000). The last block is not cut, so "
+        help=f"tokens to decode (no CONFIG; default 100000, at most {LIMITS['tokens'].most:,}; "
+        "docs/reference/limits.md). The last block is not cut, so "
         "'tokens' may exceed 'tokens_requested' by up to gamma. Runs in bounded memory "
         f"(chunks of {CHUNK_TOKENS:,} tokens) unless --trace or --events, which hold every "
         f"block and accept at most {TABLE_TOKEN_LIMIT:,} tokens",
@@ -152,7 +154,12 @@ def _spec(args: argparse.Namespace) -> RunSpec | StreamConfig:
                 f"{', '.join(given)}: plain-parameter flags do not apply to a CONFIG; change "
                 "config values with --set PATH=VALUE (e.g. --set acceptance.alpha=0.1)"
             )
-        spec = load_config(args.config)
+        try:
+            spec = load_config(args.config)
+        except ValueError as exc:  # a check of the whole run: say that it came from CONFIG
+            where = str(args.config)
+            text = str(exc)
+            raise ValueError(text if text.startswith(where) else f"{where}: {text}") from None
         for item in args.sets:
             path, sep, text = item.partition("=")
             if not sep or not path.strip():
@@ -218,10 +225,10 @@ def run(args: argparse.Namespace) -> int:
                     stream, rng, engine=engine, progress=_progress(stream.tokens)
                 )
     if args.trace:
-        with open(args.trace, "w", encoding="utf-8") as fh:
+        with open(writable(args.trace), "w", encoding="utf-8") as fh:
             json.dump(result.chrome_trace(), fh)
     if args.events:
-        result.events().to_csv(args.events, index=False)
+        result.events().to_csv(writable(args.events), index=False)
     if args.json:
         print(jsonout.dumps(metrics))
     else:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
-from specsim.cards import searched_first
+from specsim.cards import load_hardware, load_model, searched_first
+from specsim.checks import check_size
 from specsim.cli import jsonout
 from specsim.cli.output import ProgressBar, check_folder
 from specsim.study_runner import (
@@ -64,6 +67,52 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+_CARD_KEYS: dict[str, Callable[..., object]] = {
+    "target": load_model,
+    "draft": load_model,
+    "drafts": load_model,
+    "hardware": load_hardware,
+}
+"""The study settings that name cards, and the loader of each."""
+
+_SIZE_KEYS = {
+    "requests": "requests",
+    "fast_requests": "requests",
+    "max_requests": "requests",
+    "fast_max_requests": "requests",
+    "tokens": "tokens",
+    "fast_tokens": "tokens",
+    "max_batch": "batch",
+    "batches": "batch",
+}
+"""The study settings that size the work, and their limit in :data:`specsim.checks.LIMITS`."""
+
+
+def check_settings(
+    overrides: Mapping[str, Any], sets: Sequence[str], *, cards: Sequence[str] | None
+) -> None:
+    """Every card a ``--set`` names (``hardware=h100-sxm,nope``) must be found, and every size
+    it sets (``requests``, ``tokens``, ``max_batch``) be within its limit
+    (:data:`specsim.checks.LIMITS`), before the study runs; else a ValueError in the user's
+    words: ``--set hardware=nope: no hardware card ...``."""
+    for item in sets:
+        key = item.partition("=")[0].strip()
+        value = overrides.get(key)
+        if key in _SIZE_KEYS:
+            for n in value if isinstance(value, tuple) else (value,):
+                if isinstance(n, int):
+                    check_size(n, name=f"--set {key}", limit=_SIZE_KEYS[key])
+        if key not in _CARD_KEYS:
+            continue
+        for slug in value if isinstance(value, tuple) else (value,):
+            if not isinstance(slug, str):
+                continue
+            try:
+                _CARD_KEYS[key](slug, search_path=cards)
+            except (ValueError, TypeError, FileNotFoundError) as exc:
+                raise ValueError(f"--set {item.strip()}: {exc}") from None
+
+
 def _shown(value: object) -> str:
     return ",".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
 
@@ -106,12 +155,13 @@ def run(args: argparse.Namespace) -> int:
         _list_keys(module, args.json)
         return 0
     overrides = parse_overrides(module.Config, args.sets)
+    check_settings(overrides, args.sets, cards=args.cards)
     # Before any work: an earlier run's results are not overwritten without --force, and a
     # folder that cannot be written is found before the study runs, not after.
     seed = DEFAULT_SEED if args.seed is None else args.seed
     with searched_first(args.cards):
         out = check_folder(
-            Path(args.out) if args.out else Path("out") / args.name,
+            args.out if args.out is not None else Path("out") / args.name,
             option="--out",
             force=args.force,
         )

@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--v",
         type=float,
         default=1.0,
-        help="target time to verify gamma+1 tokens / time for one (default 1: memory-bound)",
+        help="target time to verify gamma+1 tokens / time for one, >= 1 (default 1: memory-bound)",
     )
     parser.add_argument(
         "--max-gamma",
@@ -78,6 +78,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+_FLOAT_MAX = float(np.finfo(np.float64).max)
+
+
+def check_inputs(*, gamma: int, c: float, c_hat: float, v: float, max_gamma: int) -> None:
+    """The checks the closed forms leave to the command line, made before evaluating.
+
+    ``v`` is the time to verify ``gamma + 1`` positions over the time to verify one:
+    verifying more positions cannot be faster than verifying one, so ``v >= 1`` (with
+    ``v < 1``, W = E / (gamma c + v) could exceed E, the tokens a pass emits). ``c`` and
+    ``c_hat`` must leave ``gamma c + gamma + 1`` (for every gamma searched) finite in
+    float64; beyond, the forms overflow to inf and 0 instead of their values.
+    """
+    if not v >= 1:  # also NaN
+        raise ValueError(
+            f"--v: expected v >= 1 (verifying gamma + 1 positions takes at least as long as "
+            f"verifying one, so W = E / (gamma c + v) never exceeds E), got {v:g}"
+        )
+    most = _FLOAT_MAX / (8.0 * (max(gamma, max_gamma) + 2))
+    for flag, x in (("--c", c), ("--c-hat", c_hat)):
+        if x > most:
+            raise ValueError(
+                f"{flag}: {x:g} is too large: gamma x {flag[2:]} for gamma up to "
+                f"{max(gamma, max_gamma)} overflows float64 (at most {most:.3g}; c > 1 already "
+                "means a draft step costs more than a target step)"
+            )
+
+
 def _show(x: object) -> str:
     return f"{x:.6g}" if isinstance(x, float) else str(x)
 
@@ -94,6 +121,7 @@ def evaluate(
     PMF_MAX`` (memory that does not grow with gamma). Infinite values stay ``inf`` here;
     ``--json`` writes them as null (:mod:`specsim.cli.jsonout`).
     """
+    check_inputs(gamma=gamma, c=c, c_hat=c_hat, v=v, max_gamma=max_gamma)
     best = theory.best_gamma(alpha, c, max_gamma=max_gamma)
     return {
         "expected_tokens": float(theory.expected_tokens(alpha, gamma)),

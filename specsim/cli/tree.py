@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 
 from specsim.cards import load_head, load_model
+from specsim.checks import LIMITS
 from specsim.cli import deployment, jsonout
 from specsim.cli.output import card_option
 from specsim.cost import DEFAULT_CONTEXT
@@ -44,8 +45,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="acceptance by depth and rank, .toml or .csv (docs/proposers.md); required with "
         "--draft and --ngram, optional with --head (default: the head card's)",
     )
-    parser.add_argument("--batch", type=int, default=1, help="sequences per pass (default 1)")
-    parser.add_argument("--budget", type=int, default=32, help="most tree nodes (default 32)")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        help=f"sequences per pass (default 1, at most {LIMITS['batch'].most:,})",
+    )
+    parser.add_argument(
+        "--budget",
+        type=int,
+        default=32,
+        help=f"most tree nodes (default 32, at most {LIMITS['tree_nodes'].most:,})",
+    )
     parser.add_argument("--max-depth", type=int, default=12, help="deepest tree (default 12)")
     parser.add_argument(
         "--context",

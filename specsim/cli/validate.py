@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from specsim.cli.jsonout import dumps
-from specsim.cli.output import ProgressBar, check_file
+from specsim.cli.output import ProgressBar, check_file, writable
 from specsim.fidelity import fidelity_summary, fidelity_table
 from specsim.validate import Z_CHECK, check_summary, validation_tables
 from specsim.validate_queueing import queueing_checks, queueing_summary
@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     bad = bool(failed or failed_queueing or failed_trees)
     fidelity = fidelity_table(np.random.default_rng(args.seed)) if args.fidelity else None
     if args.csv:
-        checks.to_csv(args.csv, index=False)
+        checks.to_csv(writable(args.csv), index=False)
     if args.json:
         record = {
             "z_limit": Z_CHECK,

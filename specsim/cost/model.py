@@ -64,6 +64,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from specsim.cards import HardwareCard, ModelCard, RuntimeProfile
+from specsim.checks import check_size
 from specsim.cost.checks import (
     check_hardware,
     check_model,
@@ -267,7 +268,7 @@ def step_cost(
             f"batch and tensor_parallel must be scalars in step_cost (use step_cost_grid for "
             f"arrays), got batch={B.tolist()!r}, tensor_parallel={tp.tolist()!r}"
         )
-    n_seq = int(B)
+    n_seq = check_size(int(B), name="batch", limit="batch")
     ctx = int_array("context", context, 0)
     new = int_array("new_tokens", new_tokens, 1)
     for name, arr in (("context", ctx), ("new_tokens", new)):

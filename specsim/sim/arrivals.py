@@ -35,6 +35,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from specsim.checks import check_size
+
 __all__ = [
     "TRACE_COLUMNS",
     "Arrivals",
@@ -226,6 +228,7 @@ class PoissonWorkload:
             raise ValueError(f"rate_per_s: expected a finite rate > 0, got {self.rate_per_s!r}")
         if isinstance(self.requests, bool) or self.requests < 1:
             raise ValueError(f"requests: expected an integer >= 1, got {self.requests!r}")
+        check_size(self.requests, name="requests", limit="requests")
         _check_range(self.prompt_tokens, "prompt_tokens", 1)
         _check_range(self.output_tokens, "output_tokens", 1)
 

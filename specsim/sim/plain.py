@@ -58,7 +58,12 @@ class PlainCost:
         if len(vs) == 0:
             raise ValueError("v: expected a number or a non-empty sequence")
         for i, x in enumerate(vs):
-            _positive(x, f"v[{i}]" if isinstance(self.v, tuple) else "v", allow_zero=False)
+            name = f"v[{i}]" if isinstance(self.v, tuple) else "v"
+            if _positive(x, name, allow_zero=False) < 1:  # more positions are never faster
+                raise ValueError(
+                    f"{name}: expected v >= 1 (verifying gamma + 1 positions takes at least as "
+                    f"long as verifying one), got {x!r}"
+                )
 
     @property
     def overlapped(self) -> bool:

@@ -48,6 +48,7 @@ import simpy
 from numpy.typing import NDArray
 
 from specsim.acceptance import AcceptanceProcess
+from specsim.checks import check_size
 from specsim.cost import verification_positions
 from specsim.policies import (
     MAX_GAMMA,
@@ -122,6 +123,7 @@ class ServingConfig:
 
     def __post_init__(self) -> None:
         check_whole(self.max_batch, "max_batch", minimum=1)
+        check_size(self.max_batch, name="max_batch", limit="batch")
         check_whole(self.max_gamma, "max_gamma", minimum=0)
         paged.check_engine(self)
         check_router(self.router, self.replicas)

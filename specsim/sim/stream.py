@@ -35,6 +35,7 @@ import simpy
 from numpy.typing import NDArray
 
 from specsim.acceptance import AcceptanceDraw, AcceptanceProcess, accepted_in_block
+from specsim.checks import check_size
 from specsim.cost import verification_positions
 from specsim.policies import (
     MAX_GAMMA,
@@ -74,6 +75,7 @@ class StreamConfig:
 
     def __post_init__(self) -> None:
         check_whole(self.tokens, "tokens", minimum=1)
+        check_size(self.tokens, name="tokens", limit="tokens")
         check_whole(self.prompt, "prompt", minimum=0)
         check_whole(self.max_gamma, "max_gamma", minimum=0)
         if not hasattr(self.acceptance, "sample"):

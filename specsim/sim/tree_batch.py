@@ -37,6 +37,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from specsim.cards import HardwareCard, ModelCard
+from specsim.checks import check_size
 from specsim.cost import PassShape, pass_aggregates_cost, pass_cost
 from specsim.cost.checks import check_positions
 from specsim.proposers import DraftModel, Proposer, verify_shape
@@ -83,6 +84,7 @@ def check_serving_fields(cfg: Any) -> None:
     weights (:meth:`specsim.sim.costs.CardCost.kv_capacity_tokens`; heads' weights, a
     fraction of a layer, are not counted)."""
     check_whole(cfg.max_batch, "max_batch", minimum=1)
+    check_size(cfg.max_batch, name="max_batch", limit="batch")
     if cfg.position_budget is not None:
         b = cfg.position_budget
         if isinstance(b, bool) or not isinstance(b, int | np.integer) or b < 2:

@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 from scipy.special import ndtr
 
 from specsim.cards.files import packaged_root
+from specsim.checks import check_size
 from specsim.sim.arrivals import (
     Arrivals,
     GammaArrivals,
@@ -67,6 +68,7 @@ def _whole(value: object, name: str, minimum: int = 1) -> int:
 def _requests(value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
         raise ValueError(f"requests: expected an integer >= 1, got {value!r}")
+    check_size(value, name="requests", limit="requests")
 
 
 # Length distributions ------------------------------------------------------------------------
