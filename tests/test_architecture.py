@@ -83,6 +83,7 @@ LAYERS: dict[str, int] = {
     "specsim.trees": 4,  # the tree optimizer: the best token tree per machine (issue 16)
     "specsim.validate_trees": 4,  # the tree simulator against the tree closed forms (issue 16)
     "specsim.validate_queueing": 4,  # the serving simulator against queueing theory (issue 17)
+    "specsim.validate_jsq": 4,  # exponential service on the engine, for the JSQ rows (issue 25)
     "specsim.fidelity": 4,  # predicted against measured, every anchor (issue 14)
     "specsim.shift": 4,  # the shift study's library half: measured speedups, shift costs
     "specsim.studies": 5,
