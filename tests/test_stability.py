@@ -4,13 +4,16 @@ flagged, overloaded ones are, whatever the warm-up; utilization and offered load
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from specsim.acceptance import IIDAcceptance
+from specsim.cli import main
 from specsim.policies import FixedGamma
 from specsim.sim import CardCost, PlainCost, PoissonWorkload, ServingConfig, simulate_serving
 from specsim.sim.stability import ALPHA, BATCHES, plain_work_s, stability
@@ -193,3 +196,25 @@ def test_md1_offered_load_is_rho_and_replicas_share_it() -> None:
     m2 = two.metrics()
     assert m2["offered_load"] == pytest.approx(0.25, rel=5 / math.sqrt(4000))
     assert m2["stable"] is True
+
+
+def test_simulate_says_whether_the_run_is_stable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An M/D/1 queue at twice its service rate: the text says NOT STABLE and why, the JSON
+    # carries stable false and the reason.
+    config = tmp_path / "over.toml"
+    config.write_text(
+        'mode = "serving"\nseed = 1\nmax_batch = 1\nmax_gamma = 0\nplain_twin = false\n'
+        '[workload]\nkind = "poisson"\nrate_per_s = 2.0\nrequests = 400\n'
+        "prompt_tokens = 1\noutput_tokens = 1\n"
+        '[acceptance]\nkind = "iid"\nalpha = 0.0\n[policy]\nkind = "fixed"\ngamma = 0\n'
+        '[cost]\nkind = "plain"\nc = 0.0\nstep_s = 1.0\n'
+    )
+    assert main(["simulate", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "NOT STABLE (this run)" in out and "overloaded: " in out
+    assert main(["simulate", str(config), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["stable"] is False and record["stability_reason"].startswith("overloaded: ")
+    assert record["offered_load"] == pytest.approx(2.0, rel=0.15)

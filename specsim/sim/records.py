@@ -316,6 +316,7 @@ def stream_record(
 
 PLAIN_KEYS = (
     "stable",
+    "stability_reason",
     "throughput_tokens_per_s",
     "tpot_p50_s",
     "tpot_p99_s",
@@ -367,7 +368,8 @@ class ServingResult:
         plain = None
         if self.requests_plain is not None and self.iterations_plain is not None:
             plain = _summary(self.requests_plain, self.iterations_plain)
-            plain["stable"] = stability(self.requests_plain).stable
+            steady = stability(self.requests_plain)
+            plain.update(stable=steady.stable, stability_reason=steady.reason)
         for key in PLAIN_KEYS:
             out[f"plain_{key}"] = None if plain is None else plain[key]
         if plain is None:
