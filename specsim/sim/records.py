@@ -315,8 +315,6 @@ def stream_record(
 
 
 PLAIN_KEYS = (
-    "stable",
-    "stability_reason",
     "throughput_tokens_per_s",
     "tpot_p50_s",
     "tpot_p99_s",
@@ -366,10 +364,11 @@ class ServingResult:
             rate = len(self.requests_spec) / out["time_s"]
             out.update(goodput_requests_per_s=good, slo_attainment=good / rate)
         plain = None
+        out["plain_stable"] = out["plain_stability_reason"] = None
         if self.requests_plain is not None and self.iterations_plain is not None:
             plain = _summary(self.requests_plain, self.iterations_plain)
             steady = stability(self.requests_plain)
-            plain.update(stable=steady.stable, stability_reason=steady.reason)
+            out.update(plain_stable=steady.stable, plain_stability_reason=steady.reason)
         for key in PLAIN_KEYS:
             out[f"plain_{key}"] = None if plain is None else plain[key]
         if plain is None:
