@@ -28,7 +28,15 @@ from specsim.capacity_search import (
 )
 from specsim.sim.stability import stability
 
-__all__ = ["SLO", "judge"]
+__all__ = ["SLO", "SUSPECT", "judge"]
+
+SUSPECT = 0.01
+"""A run not shown unstable (:data:`specsim.sim.stability.ALPHA`) but whose smaller
+stability p-value is below this is ``undecided``: served again with more requests, and
+never counted as holding on that evidence. The tests' power grows as the square root of
+the requests (an overload by a fraction ``d`` moves the backlog by about ``d * sqrt(n / 2)``
+standard errors over the second half's ``n / 2``), so a search cannot tell a rate within
+about ``3 / sqrt(n / 2)`` (15% at 800 requests) of the capacity from it without this."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,8 +82,9 @@ def judge(
     (those requests per second of the run), ``stable`` and ``stability_reason``
     (:func:`specsim.sim.stability.stability`, on all the requests) and ``outcome``:
     ``fails`` when the run is shown unstable or one interval misses entirely,
-    ``holds`` when every interval meets its target (and the run is not shown
-    unstable), else ``undecided`` (also when too few requests to test stability).
+    ``holds`` when every interval meets its target and neither stability test comes
+    near rejecting (p-value at least :data:`SUSPECT`), else ``undecided`` (also when
+    too few requests to test stability).
 
     Warm-up: a run starts empty, so its first requests wait less than in the steady
     state. The first ``ceil(warmup * n)`` of the ``n`` requests by arrival (5% by
@@ -114,7 +123,11 @@ def judge(
         outcomes.append(verdict(interval, target))
     steady = stability(requests)
     outcomes.append(
-        FAILS if steady.stable is False else UNDECIDED if steady.stable is None else HOLDS
+        FAILS
+        if steady.stable is False
+        else UNDECIDED
+        if steady.p_value < SUSPECT  # also None: untested, p = 1
+        else HOLDS
     )
     frac = proportion_interval(good, n, confidence=confidence)
     if slo.goodput_fraction is not None:
@@ -127,6 +140,7 @@ def judge(
         goodput_per_s=good / span if span > 0 else 0.0,
         throughput_tokens_per_s=float(out_len.sum()) / span if span > 0 else 0.0,
         stable=steady.stable,
+        stability_p_value=steady.p_value,
         stability_reason=steady.reason,
         outcome=combine(outcomes),
     )

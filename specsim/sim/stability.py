@@ -68,9 +68,9 @@ BATCHES = 10
 
 @dataclass(frozen=True)
 class Stability:
-    """The verdict (None: too few requests to test), why, and each test's statistics:
-    ``backlog_per_s`` (arrival rate less completion rate over the second half) and its
-    t statistic, ``ttft_slope`` (seconds of TTFT per second of arrivals) and its t."""
+    """The verdict (None: too few requests to test), why, and each test's statistics: the
+    arrival and completion rates over the second half and the backlog test's t statistic,
+    ``ttft_slope`` (seconds of TTFT per second of arrivals) and its t (NaN untested)."""
 
     stable: bool | None
     reason: str
@@ -79,6 +79,16 @@ class Stability:
     backlog_t: float
     ttft_slope: float
     ttft_slope_t: float
+
+    @property
+    def p_value(self) -> float:
+        """The smaller of the two tests' one-sided p-values (1 when untested): a run is
+        flagged when it is below :data:`ALPHA`."""
+        if self.stable is None:
+            return 1.0
+        return float(
+            min(stats.t.sf(self.backlog_t, BATCHES - 1), stats.t.sf(self.ttft_slope_t, BATCHES - 2))
+        )
 
 
 def _t(mean: float, se: float) -> float:
