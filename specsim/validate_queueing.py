@@ -209,8 +209,8 @@ def _row(
 def queueing_checks(
     rng: np.random.Generator, *, quick: bool = True, z: float = Z_CHECK
 ) -> pd.DataFrame:
-    """The queueing table (columns :data:`QUEUEING_COLUMNS`). ``quick``: about 116,000
-    requests in all (about 8 s of CPU); otherwise five times as many."""
+    """The queueing table (columns :data:`QUEUEING_COLUMNS`). ``quick``: about 120,000
+    requests in all (about 9 s of CPU); otherwise five times as many."""
     scale = 1 if quick else 5
     rows = []
     for load in (0.5, 0.8):
