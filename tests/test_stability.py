@@ -16,6 +16,7 @@ from specsim.acceptance import IIDAcceptance
 from specsim.cli import main
 from specsim.policies import FixedGamma
 from specsim.sim import CardCost, PlainCost, PoissonWorkload, ServingConfig, simulate_serving
+from specsim.sim.router import replica_metrics
 from specsim.sim.stability import ALPHA, BATCHES, plain_work_s, stability
 from specsim.sim.workload import Fixed
 from specsim.validate_queueing import simulate_queue
@@ -196,6 +197,10 @@ def test_md1_offered_load_is_rho_and_replicas_share_it() -> None:
     m2 = two.metrics()
     assert m2["offered_load"] == pytest.approx(0.25, rel=5 / math.sqrt(4000))
     assert m2["stable"] is True
+    # Per replica (round-robin: every other arrival), each its own share of the load.
+    per = replica_metrics(two)
+    assert per["offered_load"].to_numpy() == pytest.approx([0.25, 0.25], rel=0.1)
+    assert per["stable"].tolist() == [True, True]
 
 
 def test_simulate_says_whether_the_run_is_stable(
