@@ -76,7 +76,9 @@ def test_completions_that_fall_behind_the_arrivals_are_flagged() -> None:
 def test_too_few_requests_and_unserved_requests_are_said_so() -> None:
     small = _table(np.arange(10.0), np.ones(10), 1.0)
     st = stability(small)
-    assert st.stable is None and "not tested" in st.reason
+    assert st.stable is None and "not tested: 5 requests" in st.reason and st.p_value == 1.0
+    closed = _table(np.zeros(100), np.arange(100.0), 1.0)  # all at once: a closed batch
+    assert "closed batch" in stability(closed).reason and stability(closed).stable is None
     big = _table(np.arange(100.0), np.ones(100), 1.0)
     big.loc[90, ["first_token_s", "finish_s"]] = math.nan
     st = stability(big)

@@ -139,15 +139,14 @@ def stability(requests: pd.DataFrame, *, alpha: float = ALPHA) -> Stability:
     half = n // 2
     t0, t1 = (float(arrival[half]), float(arrival[-1])) if n else (0.0, 0.0)
     if n - half < 2 * k or not t1 > t0:
-        return Stability(
-            None,
-            f"not tested: {n - half} requests in the second half, at least {2 * k} needed",
-            math.nan,
-            math.nan,
-            math.nan,
-            math.nan,
-            math.nan,
+        why = (
+            f"{n - half} requests in the second half, at least {2 * k} needed"
+            if n - half < 2 * k
+            else "the second half arrives at one instant (a closed batch: no arrival rate "
+            "to keep up with)"
         )
+        nan = math.nan
+        return Stability(None, f"not tested: {why}", nan, nan, nan, nan, nan)
     unserved = int((~np.isfinite(first)).sum())
     lam, mu, t_backlog = _backlog(arrival, finish, t0, t1, k)
     ttft = np.where(np.isfinite(first), first - arrival, math.inf)[half:]
@@ -215,7 +214,9 @@ def stability_metrics(
     ``offered_load`` (None without ``work_s``, a request's work: :func:`plain_work_s`)."""
     verdict = stability(requests)
     arrival = requests["arrival_s"].to_numpy(dtype=float)
-    span = float(np.nanmax(requests["finish_s"].to_numpy(dtype=float)) - arrival.min())
+    finish = requests["finish_s"].to_numpy(dtype=float)
+    done = np.isfinite(finish)  # none finished: no span, no utilization
+    span = float(finish[done].max() - arrival.min()) if done.any() else 0.0
     busy = float((iterations["end_s"] - iterations["start_s"]).sum())
     # Busy time is summed over replicas: utilization is per replica, in [0, 1].
     cols = iterations.columns
