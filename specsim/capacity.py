@@ -2,7 +2,9 @@
 
 1. :func:`specsim.capacity_judge.judge`: whether one serving run meets an
    :class:`SLO` (p99 TPOT and TTFT, optionally a goodput fraction), from
-   confidence intervals: ``holds``, ``fails`` or ``undecided``; an undecided run
+   confidence intervals, and whether it is stable (an overloaded run fails
+   whatever its p99s: :mod:`specsim.sim.stability`): ``holds``, ``fails`` or
+   ``undecided``; an undecided run
    is served again with twice the requests, up to ``Search.max_requests``, and
    if still undecided reported as such, never silently a pass or a fail;
 2. :func:`search_capacity`: per mode (the policy, and plain decoding), the
