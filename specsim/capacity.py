@@ -1,8 +1,10 @@
 """Capacity planning: the largest request rate a replica sustains at an SLO, to a stated precision.
 
-1. :func:`specsim.capacity_search.judge`: whether one serving run meets an
+1. :func:`specsim.capacity_judge.judge`: whether one serving run meets an
    :class:`SLO` (p99 TPOT and TTFT, optionally a goodput fraction), from
-   confidence intervals: ``holds``, ``fails`` or ``undecided``; an undecided run
+   confidence intervals, and whether it is stable (an overloaded run fails
+   whatever its p99s: :mod:`specsim.sim.stability`): ``holds``, ``fails`` or
+   ``undecided``; an undecided run
    is served again with twice the requests, up to ``Search.max_requests``, and
    if still undecided reported as such, never silently a pass or a fail;
 2. :func:`search_capacity`: per mode (the policy, and plain decoding), the
@@ -33,16 +35,10 @@ from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
 
-from specsim.capacity_pool import (
-    MODES,
-    Progress,
-    check_workers,
-    default_workers,
-    run_searches,
-    serve_replicas,
-)
+from specsim.capacity_judge import SLO, judge
+from specsim.capacity_pool import check_workers, default_workers, run_searches
 from specsim.capacity_precision import Search
-from specsim.capacity_search import SLO, judge
+from specsim.capacity_walk import MODES, Progress, serve_replicas
 from specsim.policies import fixed_gamma
 from specsim.sim import ServingConfig
 

@@ -21,7 +21,7 @@ class Search:
     widened for the correlation between requests by ``batches`` batch means (None:
     the independent binomial interval; :func:`specsim.capacity_search.quantile_interval`).
     ``warmup``: the share of each run's requests, the first to arrive, left out of its
-    p99s and goodput (a run starts empty: :func:`specsim.capacity_search.judge`).
+    p99s and goodput (a run starts empty: :func:`specsim.capacity_judge.judge`).
     The crossover is bisected to ``crossover_precision`` (coarser by default: near it
     the modes' p99 TPOTs differ little, its probes take the most requests, and at 2%
     it served about a third of a search's requests)."""

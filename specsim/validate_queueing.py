@@ -26,7 +26,12 @@ Rows (:func:`queueing_checks`):
 - M/G/1 with uniform and geometric output lengths, against the
   Pollaczek-Khinchine formula with the distributions' exact moments;
 - join-the-shortest-queue (JSQ) over 2 and 3 replicas (:data:`JSQ_ROWS`),
-  against the exact mean wait of :func:`specsim.theory.queueing.jsq_mean_wait`.
+  against the exact mean wait of :func:`specsim.theory.queueing.jsq_mean_wait`;
+- M/G/1 above saturation (:data:`OVERLOAD`, ``rho = 1.2``): no steady state, so no
+  mean wait to check; the row passes only when the run is flagged unstable
+  (:func:`specsim.sim.stability.stability`) and, over the second half, completes
+  requests at the server's rate ``1 / E[S]`` (within ``Z_CHECK`` batch-means
+  standard errors): a saturated server works all the time.
 
 The JSQ rows need exponential service, which passes of a fixed length cannot
 give: a geometric number of them has squared coefficient of variation
@@ -48,7 +53,6 @@ index, which leaves the law of the sorted queue lengths unchanged).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -58,22 +62,25 @@ from numpy.typing import NDArray
 from specsim.acceptance import IIDAcceptance
 from specsim.policies import FixedGamma
 from specsim.sim import PlainCost
-from specsim.sim.arrivals import PoissonArrivals, TraceWorkload
+from specsim.sim.arrivals import PoissonArrivals
 from specsim.sim.records import batch_means_se
 from specsim.sim.router import Router
 from specsim.sim.serving import ServingConfig, simulate_serving
-from specsim.sim.source import BlockCosts, IterationCost, PassCost
+from specsim.sim.stability import stability
 from specsim.sim.workload import Fixed, Geometric, Lengths, SyntheticWorkload, Uniform
 from specsim.theory.queueing import jsq_mean_wait, md1_mean_wait, mg1_mean_wait
+from specsim.validate_jsq import ExponentialService, jsq_waits, serve_exponential
 
 __all__ = [
     "JSQ_ROWS",
+    "OVERLOAD",
     "QUEUEING_COLUMNS",
     "WARM_UP",
     "Z_CHECK",
     "ExponentialService",
     "jsq_waits",
     "mean_wait_check",
+    "overload_check",
     "queueing_checks",
     "queueing_summary",
     "serve_exponential",
@@ -202,8 +209,8 @@ def _row(
 def queueing_checks(
     rng: np.random.Generator, *, quick: bool = True, z: float = Z_CHECK
 ) -> pd.DataFrame:
-    """The queueing table (columns :data:`QUEUEING_COLUMNS`). ``quick``: about 116,000
-    requests in all (about 8 s of CPU); otherwise five times as many."""
+    """The queueing table (columns :data:`QUEUEING_COLUMNS`). ``quick``: about 120,000
+    requests in all (about 9 s of CPU); otherwise five times as many."""
     scale = 1 if quick else 5
     rows = []
     for load in (0.5, 0.8):
@@ -253,122 +260,47 @@ def queueing_checks(
         )
     for servers, load, n in JSQ_ROWS:
         rows.append(_jsq_row(rng, servers=servers, load=load, n=n * scale, z=z))
+    load, n = OVERLOAD
+    result = overload_check(rng, n=n * scale, z=z)
+    note = f"M/G/1, geometric output (mean 4 tokens); {result.pop('reason')}"
+    rows.append(_row("overload", "unstable; completes 1 / E[S]", load, 1, n * scale, result, note))
     return pd.DataFrame(rows, columns=QUEUEING_COLUMNS)
+
+
+OVERLOAD: tuple[float, int] = (1.2, 4_000)
+"""The row above saturation: (load, requests in the quick table)."""
+_SLICES = 30  # the batch-means rule of batch_means_se
+
+
+def overload_check(
+    rng: np.random.Generator, *, n: int, load: float = OVERLOAD[0], z: float = Z_CHECK
+) -> dict[str, Any]:
+    """M/G/1 at ``load`` (geometric output of mean 4 tokens, ``E[S] = 1 s``): ``simulated``
+    is the completion rate over the second half (requests/s), ``expected`` the server's
+    rate 1/s, ``se`` by batch means over 30 slices of time; ``pass`` when the run is flagged
+    unstable and ``|z| <= z``, and ``note`` gives the detector's reason."""
+    dist = Geometric(mean_tokens=4.0)
+    step = 1.0 / dist.mean
+    req = simulate_queue(arrival_rate=load, output=dist, step_s=step, requests=n, rng=rng)
+    verdict = stability(req)
+    arrival = np.sort(req["arrival_s"].to_numpy())
+    edges = np.linspace(arrival[n // 2], arrival[-1], _SLICES + 1)
+    done = np.histogram(req["finish_s"].to_numpy(), bins=edges)[0] / np.diff(edges)
+    rate, se = float(done.mean()), float(done.std(ddof=1)) / math.sqrt(_SLICES)
+    zval = (rate - 1.0) / se if se > 0 else (0.0 if rate == 1.0 else math.inf)
+    return {
+        "simulated": rate,
+        "se": se,
+        "expected": 1.0,
+        "expected_high": 1.0,
+        "z": zval,
+        "pass": bool(verdict.stable is False and abs(zval) <= z),
+        "reason": verdict.reason,
+    }
 
 
 JSQ_ROWS: tuple[tuple[int, float, int], ...] = ((2, 0.7, 20_000), (3, 0.8, 20_000))
 """The JSQ rows: (replicas, load per replica, requests in the quick table)."""
-
-
-@dataclass(frozen=True, eq=False)
-class ExponentialService:
-    """A cost source for the JSQ rows: request ``i``, given prompt length ``i + 1`` as its
-    name, is served by one prefill pass of ``service_s[i]`` seconds; every other pass takes
-    no time. With ``service_s`` drawn i.i.d. exponential that is the exponential service
-    the JSQ chain assumes, exactly: a request of two output tokens is prefilled (first
-    token) and decoded (second) in one iteration of that length, and stays outstanding on
-    its replica until it ends. A batched source (its speed paths are the same zeros) so that
-    the engine's iterations take its fast path."""
-
-    service_s: NDArray[np.float64]
-    overlapped: bool = False
-
-    def prefill(self, prompts: NDArray[np.int64], *, draft: bool) -> PassCost:
-        return PassCost(
-            time_s=float(self.service_s[prompts - 1].sum()), flops=0.0, bytes=0.0, energy_j=None
-        )
-
-    def verify(self, new_tokens: NDArray[np.int64], context: NDArray[np.int64]) -> PassCost:
-        return _FREE
-
-    def draft_step(self, context: NDArray[np.int64]) -> PassCost:
-        return _FREE
-
-    def blocks(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> BlockCosts:
-        zero = np.zeros(gamma.shape[0])
-        return BlockCosts(
-            verify_time=zero,
-            verify_flops=zero,
-            verify_energy=None,
-            draft_time=zero,
-            draft_flops=zero,
-            draft_energy=None,
-        )
-
-    def iteration(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> IterationCost:
-        return _NO_ITERATION
-
-    def uniform_iteration(self, *, batch: int, context_sum: float, gamma: int) -> IterationCost:
-        return _NO_ITERATION
-
-    def uniform_iteration_times(
-        self, context: NDArray[np.int64], max_gamma: int
-    ) -> NDArray[np.float64]:
-        return np.zeros((context.shape[0], max_gamma + 1))
-
-
-_FREE = PassCost(time_s=0.0, flops=0.0, bytes=0.0, energy_j=None)
-_NO_ITERATION = IterationCost(time_s=0.0, energy_j=0.0, draft_s=0.0)
-
-
-def jsq_waits(
-    *,
-    arrival_rate: float,
-    servers: int,
-    requests: int,
-    rng: np.random.Generator,
-    router: Router = "join-shortest-queue",
-    mean_service: float = 1.0,
-    served_mean: float | None = None,
-) -> NDArray[np.float64]:
-    """Each request's wait for service (arrival order) when ``requests`` Poisson arrivals at
-    ``arrival_rate`` are routed by ``router`` over ``servers`` replicas with i.i.d.
-    exponential service of mean ``mean_service`` (:func:`serve_exponential`).
-    ``served_mean`` (default ``mean_service``) lets a test serve slower than a formula
-    assumes."""
-    arrival = np.cumsum(rng.exponential(1.0 / arrival_rate, size=requests))
-    service = rng.exponential(mean_service if served_mean is None else served_mean, size=requests)
-    return serve_exponential(arrival, service, servers=servers, router=router, rng=rng)
-
-
-def serve_exponential(
-    arrival_s: NDArray[np.float64],
-    service_s: NDArray[np.float64],
-    *,
-    servers: int,
-    router: Router,
-    rng: np.random.Generator,
-    output_tokens: int = 2,
-) -> NDArray[np.float64]:
-    """Serve request ``i`` (arriving at ``arrival_s[i]``, sorted) for ``service_s[i]`` seconds
-    on one of ``servers`` replicas chosen by ``router``, one request at a time each (an
-    :class:`ExponentialService` cost source); returns each request's wait,
-    ``first_token_s - arrival_s - service_s``. ``output_tokens = 1`` makes every request a
-    one-token, prefill-only one."""
-    n = arrival_s.shape[0]
-    work = TraceWorkload(
-        arrival_s=tuple(arrival_s.tolist()),
-        prompt_tokens=tuple(range(1, n + 1)),
-        output_tokens=(output_tokens,) * n,
-    )
-    config = ServingConfig(
-        workload=work,
-        cost=ExponentialService(service_s=service_s),
-        acceptance=IIDAcceptance(alpha=0.0),
-        policy=FixedGamma(gamma=0),
-        max_batch=1,
-        max_gamma=0,
-        plain_twin=False,
-        replicas=servers,
-        router=router,
-    )
-    table = simulate_serving(config, rng).requests_spec.sort_values("arrival_s", kind="stable")
-    prompt = table["prompt_tokens"].to_numpy()
-    wait = (table["first_token_s"] - table["arrival_s"]).to_numpy() - service_s[prompt - 1]
-    if not np.all(np.isfinite(wait)):
-        raise ValueError("requests: a request has no first token (the run did not finish it)")
-    # A wait is >= 0; float rounding of the clock leaves at most a few ulps below.
-    return np.maximum(wait, 0.0)
 
 
 def _jsq_row(

@@ -78,11 +78,14 @@ LAYERS: dict[str, int] = {
     "specsim.capacity_search": 4,  # bisection to a stated precision (issue 17)
     "specsim.capacity_pool": 4,  # capacity searches in a process pool (issue 17)
     "specsim.capacity_precision": 4,  # how precisely a capacity search answers (issue 17)
+    "specsim.capacity_judge": 4,  # the verdict on one run: SLO and stability (issue 25)
+    "specsim.capacity_walk": 4,  # the searches' walk over serving runs (issue 25)
     "specsim.acceptance_fit": 4,  # acceptance processes fitted to measured sequences (issue 15)
     "specsim.replay": 4,  # replays measured (signal, accepted) sequences under a policy (issue 15)
     "specsim.trees": 4,  # the tree optimizer: the best token tree per machine (issue 16)
     "specsim.validate_trees": 4,  # the tree simulator against the tree closed forms (issue 16)
     "specsim.validate_queueing": 4,  # the serving simulator against queueing theory (issue 17)
+    "specsim.validate_jsq": 4,  # exponential service on the engine, for the JSQ rows (issue 25)
     "specsim.fidelity": 4,  # predicted against measured, every anchor (issue 14)
     "specsim.shift": 4,  # the shift study's library half: measured speedups, shift costs
     "specsim.studies": 5,

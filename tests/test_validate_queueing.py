@@ -15,10 +15,12 @@ from specsim.theory.queueing import (
 )
 from specsim.validate_queueing import (
     JSQ_ROWS,
+    OVERLOAD,
     QUEUEING_COLUMNS,
     Z_CHECK,
     jsq_waits,
     mean_wait_check,
+    overload_check,
     queueing_checks,
     queueing_summary,
     serve_exponential,
@@ -98,7 +100,9 @@ def test_queueing_table_passes() -> None:
     table = queueing_checks(np.random.default_rng(1), quick=True)
     assert list(table.columns) == QUEUEING_COLUMNS
     ran, passed, skipped = queueing_summary(table)
-    assert ran == passed == len(table) == 4 + len(JSQ_ROWS) and skipped == 0
+    assert ran == passed == len(table) == 5 + len(JSQ_ROWS) and skipped == 0
+    over = table[table["check"] == "overload"].iloc[0]
+    assert over["load"] == OVERLOAD[0] > 1 and over["note"].count("overloaded: ") == 1
     jsq = table[table["check"] == "JSQ"]
     assert jsq["servers"].tolist() == [k for k, _, _ in JSQ_ROWS]
     for row in jsq.itertuples():
@@ -247,3 +251,14 @@ def test_goodput_metrics_keys_are_added_only_with_targets() -> None:
     assert loose["slo_attainment"] == 1.0
     with pytest.raises(ValueError, match="tpot_s: expected a latency target > 0 seconds, got None"):
         result.metrics(ttft_target_s=1.0)  # one target alone is not goodput
+
+
+# Above saturation ----------------------------------------------------------------------------
+def test_the_overload_row_fails_when_the_run_is_not_flagged() -> None:
+    # The same check at a load the server sustains: the detector does not flag it, so the
+    # row fails (it passes only on a flagged run serving at its rate).
+    stable = overload_check(np.random.default_rng(3), n=4000, load=0.8)
+    assert stable["pass"] is False and stable["reason"].startswith("stable: ")
+    over = overload_check(np.random.default_rng(3), n=4000)
+    assert over["pass"] is True and over["reason"].startswith("overloaded: ")
+    assert abs(over["z"]) <= Z_CHECK and over["expected"] == 1.0

@@ -246,9 +246,29 @@ def run(args: argparse.Namespace) -> int:
             for key, line in DEFINITIONS.items():
                 if metrics[key] is not None:
                     print(line)
+            print(_stability_line(metrics))
         else:
             print(STREAM_SPEEDUP)
     return 0
+
+
+def _stability_line(metrics: dict[str, Any]) -> str:
+    """What the serving record's ``stable`` means for its numbers, said where they print."""
+    if metrics["stable"] is False or metrics.get("plain_stable") is False:
+        spec = metrics["stable"] is False
+        why = metrics["stability_reason" if spec else "plain_stability_reason"]
+        return (
+            f"NOT STABLE ({'this run' if spec else 'the plain twin'}): the queue grows "
+            "without bound at this load, so the latency percentiles grow with the number of "
+            f"requests (they measure the run's length, not the system). {why}"
+        )
+    if metrics["stable"] is None:
+        return f"stability: {metrics['stability_reason']}"
+    return (
+        "stable: the queue keeps up with the arrivals (utilization: the share of time the "
+        "accelerator is busy; offered_load: the arrival rate times a request's work at "
+        "full batch, decoding plainly, per replica)"
+    )
 
 
 def _progress(total: int) -> Callable[[int, int], None] | None:

@@ -23,6 +23,7 @@ from numpy.typing import NDArray
 from specsim.cost import verification_positions
 from specsim.sim.chrome import chrome_trace
 from specsim.sim.source import BlockCosts
+from specsim.sim.stability import stability, stability_metrics
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -329,13 +330,16 @@ class ServingResult:
     """Per-request table and per-iteration table of a speculative run and its plain twin.
 
     The plain twin's tables are None when the run skipped it
-    (``ServingConfig.plain_twin = False``).
+    (``ServingConfig.plain_twin = False``). ``work_s``: a request's work at full batch,
+    decoding plainly (:func:`specsim.sim.stability.plain_work_s`), for ``offered_load``
+    (None: not known, and ``offered_load`` is None).
     """
 
     requests_spec: pd.DataFrame
     iterations_spec: pd.DataFrame
     requests_plain: pd.DataFrame | None = None
     iterations_plain: pd.DataFrame | None = None
+    work_s: float | None = None
 
     def requests(self) -> pd.DataFrame:
         return self.requests_spec
@@ -349,15 +353,22 @@ class ServingResult:
         """The metrics record: the speculative run's summary, then ``plain_*`` (the same
         quantities for the plain twin), ``speedup`` (throughput over the twin's) and
         ``tpot_speedup`` (the twin's median TPOT over the run's), None without a twin. Both
-        latency targets add ``goodput_requests_per_s`` (:func:`goodput`), ``slo_attainment``."""
+        latency targets add ``goodput_requests_per_s`` (:func:`goodput`), ``slo_attainment``.
+        Every record says whether the run is ``stable`` and why (``stability_reason``),
+        with ``utilization`` and ``offered_load`` (:mod:`specsim.sim.stability`); the
+        twin's ``plain_stable`` too."""
         out = _summary(self.requests_spec, self.iterations_spec)
+        out.update(stability_metrics(self.requests_spec, self.iterations_spec, work_s=self.work_s))
         if (ttft_target_s, tpot_target_s) != (None, None):  # one alone: goodput names the other
             good = goodput(self.requests_spec, ttft_s=ttft_target_s, tpot_s=tpot_target_s)  # type: ignore[arg-type]
             rate = len(self.requests_spec) / out["time_s"]
             out.update(goodput_requests_per_s=good, slo_attainment=good / rate)
         plain = None
+        out["plain_stable"] = out["plain_stability_reason"] = None
         if self.requests_plain is not None and self.iterations_plain is not None:
             plain = _summary(self.requests_plain, self.iterations_plain)
+            steady = stability(self.requests_plain)
+            out.update(plain_stable=steady.stable, plain_stability_reason=steady.reason)
         for key in PLAIN_KEYS:
             out[f"plain_{key}"] = None if plain is None else plain[key]
         if plain is None:
@@ -412,18 +423,14 @@ def _summary(req: pd.DataFrame, it: pd.DataFrame) -> dict[str, Any]:
     multi = n_out > 1
     tpot = (req["finish_s"] - req["first_token_s"]).to_numpy()[multi] / (n_out[multi] - 1)
     span = float(req["finish_s"].max() - req["arrival_s"].min())
-    busy = float((it["end_s"] - it["start_s"]).sum())
     tokens = int(n_out.sum())
     energy = it["energy_j"].to_numpy()
     out: dict[str, Any] = {"requests": len(req), "tokens": tokens}
     for name, arr in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e)):
         for q in (50, 90, 99):
             out[f"{name}_p{q}_s"] = _pct(arr, q)
-    # Busy time is summed over replicas: utilization is per replica, in [0, 1].
-    replicas = int(it["replica"].nunique()) if "replica" in it.columns and len(it) else 1
     out.update(
         throughput_tokens_per_s=tokens / span,
-        utilization=busy / span / replicas,
         iterations=len(it),
         mean_batch=float(it["batch"].mean()),
         mean_gamma=float((it["draft_tokens"].sum()) / max(int(it["batch"].sum()), 1)),

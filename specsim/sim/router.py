@@ -205,6 +205,7 @@ def replica_metrics(result: ServingResult) -> pd.DataFrame:
             iterations_plain=None
             if result.iterations_plain is None
             else result.iterations_plain[result.iterations_plain["replica"] == k],
+            work_s=result.work_s,
         )
         rows.append({"replica": k, **sub.metrics()})
     return pd.DataFrame(rows)

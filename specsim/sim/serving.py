@@ -80,6 +80,7 @@ from specsim.sim.source import (
     check_whole,
     iteration_cost,
 )
+from specsim.sim.stability import plain_work_s
 from specsim.sim.workload import Workload
 
 __all__ = ["ServingConfig", "simulate_serving"]
@@ -473,4 +474,12 @@ def simulate_serving(config: ServingConfig, rng: np.random.Generator) -> Serving
         iterations_spec=spec[1],
         requests_plain=None if plain is None else plain[0],
         iterations_plain=None if plain is None else plain[1],
+        work_s=plain_work_s(
+            config.cost,
+            prompt_tokens=table["prompt_tokens"].to_numpy(),
+            output_tokens=table["output_tokens"].to_numpy(),
+            max_batch=config.max_batch,
+            kv_capacity_tokens=config.kv_capacity(),
+            max_gamma=config.max_gamma,
+        ),
     )
