@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import specsim.sim.serving as serving
+import specsim.sim.serving.loop as serving
 from specsim.acceptance import IIDAcceptance
 from specsim.cards import load_hardware, load_model
 from specsim.policies import FixedGamma

@@ -1,0 +1,374 @@
+"""The serving loop: one iteration (schedule, plan, draft, verify, emit) per replica.
+
+:class:`Engine` holds what one serve of a workload shares (the clock, the requests, the
+cost source's speed paths, the replicas) and runs, per replica, a simpy process of
+iterations: :meth:`Engine.iteration` (whole-prompt prefill, reserved or paged KV) or
+:meth:`Engine.chunked_iteration` (a token budget, chunked prefill). Each asks
+:meth:`Engine.choose` for the lookahead (the plan) and :meth:`Engine.decode` to draft,
+verify and emit. Once every request has arrived, a fixed-gamma run on the vectorized path
+is drained in bulk (:mod:`specsim.sim.drain`, :mod:`specsim.sim.engine`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import simpy
+from numpy.typing import NDArray
+
+from specsim.cost import verification_positions
+from specsim.policies import LookaheadPolicy, batch_wide, fixed_gamma
+from specsim.sim import paged
+from specsim.sim.batch import Admission, Batch, Requests, TimesOf, composed_times, sequence_gammas
+from specsim.sim.drain import Drain, drain
+from specsim.sim.engine import chunk_cost, drain_chunked, draining
+from specsim.sim.router import Replica, route, tables
+from specsim.sim.serving.config import ServingConfig
+from specsim.sim.source import BatchedCostSource, BatchWide, IterationCost, iteration_cost
+
+__all__ = ["Engine", "serve"]
+
+Ints = NDArray[np.int64]
+Plan = tuple[int, Ints | None, Ints | None]  # (gamma for all or -1, chosen, drafted)
+Decoded = tuple[float, float, float, int, int]  # time, energy, draft time, emitted, drafted
+
+
+def serve(
+    config: ServingConfig, req: Requests, policy: LookaheadPolicy
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Serve ``req`` under ``policy`` on ``config``'s replicas: the requests table and the
+    iteration table (:func:`specsim.sim.router.tables`)."""
+    return Engine(config, req, policy).run()
+
+
+class Engine:
+    """One serve of a workload (module docstring)."""
+
+    def __init__(self, config: ServingConfig, req: Requests, policy: LookaheadPolicy) -> None:
+        self.env = simpy.Environment()
+        self.config, self.req, self.policy = config, req, policy
+        self.cost, self.max_gamma = config.cost, config.max_gamma
+        n = len(req)
+        self.first_tok, self.finish = np.full(n, np.nan), np.full(n, np.nan)
+        self.fixed = fixed_gamma(policy)
+        self._speed_paths()
+        # The vectorized path needs one gamma for the batch and run lengths that hold for
+        # any gamma (acceptance independent of the position in a block); gamma 0 needs
+        # neither.
+        fixed = self.fixed
+        self.vector_ok = (
+            fixed == 0 or (fixed is not None or self.wide is not None) and req.plain_weights
+        )
+        one = np.ones(1, dtype=np.int64)
+        self.with_energy = self.cost.verify(one, one).energy_j is not None  # PlainCost: none
+        self.budget = config.token_budget
+        # Round-robin reads no state: every request is routed before the run.
+        self.where = np.arange(n, dtype=np.int64) % config.replicas
+        self.fixed_route = config.router == "round-robin"
+        self.arrived = 0
+        self.step = None  # where a block drafting the fixed gamma from each flat position leaves it
+        if self.vector_ok and fixed is not None and fixed > 0 and self.uniform is not None:
+            self.step = np.minimum(req.run1, verification_positions(fixed))
+            self.step += np.arange(self.step.shape[0], dtype=np.int64)
+        self.reps = [self._replica(k) for k in range(config.replicas)]
+
+    def _speed_paths(self) -> None:
+        """The source's speed paths, looked up once (a Protocol isinstance check is slow)."""
+        cost, policy = self.cost, self.policy
+        self.uniform: Callable[..., IterationCost] | None = None
+        self.mixed: Callable[[Ints, Ints], IterationCost]
+        times_of: TimesOf
+        if isinstance(cost, BatchedCostSource):
+            self.uniform, self.mixed = cost.uniform_iteration, cost.iteration
+            times_of = cost.uniform_iteration_times
+        else:
+            self.mixed, times_of = partial(iteration_cost, cost), partial(composed_times, cost)
+        size = int(getattr(policy, "max_gamma", self.max_gamma))
+        self.wide = (
+            BatchWide(policy, cost=cost, size=size, max_gamma=self.max_gamma, times_of=times_of)
+            if batch_wide(policy)
+            else None
+        )
+
+    def _replica(self, k: int) -> Replica:
+        """Replica ``k``: its admission (FCFS under the KV budget), batch, paged cache and
+        prefill queue, and, where the run may drain, its bulk path."""
+        config, req, env = self.config, self.req, self.env
+        block, fixed = config.kv_block_tokens, self.fixed
+        paging = None
+        if block is not None:
+            swap = paged.host_link(self.cost) if config.preemption == "swap" else None
+            paging = paged.Paging.build(
+                req, block=block, capacity=config.kv_capacity(), max_gamma=self.max_gamma, swap=swap
+            )
+        admission = Admission(
+            req,
+            capacity=config.kv_capacity() if paging is None else paging.capacity,
+            max_batch=config.max_batch,
+            max_gamma=self.max_gamma,
+            reserve=None if paging is None else paging.need,
+        )
+        rep = Replica(
+            admission=admission,
+            batch=Batch(config.max_batch),
+            paging=paging,
+            prefills=None if self.budget is None else paged.Prefills(),
+            total=int((self.where == k).sum()) if self.fixed_route else None,
+            accel=simpy.Resource(env, capacity=1),
+            wake=[env.event()],
+            req=req,
+            first_tok=self.first_tok,
+            finish=self.finish,
+        )
+        if self.vector_ok and fixed is not None and self.uniform is not None:
+            rep.draining = draining(
+                rep,
+                cost=self.cost,
+                gamma=fixed,
+                budget=self.budget,
+                step=self.step,
+                with_energy=self.with_energy,
+            )
+        return rep
+
+    def run(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        env = self.env
+        env.process(self.arrivals())
+        for rep in self.reps:
+            env.process(self.replica_loop(rep))
+        env.run()
+        out = self.req.table.copy()
+        out["first_token_s"] = self.first_tok
+        out["finish_s"] = self.finish
+        extra = self.config.kv_block_tokens is not None or self.budget is not None
+        return tables(out, self.reps, self.where, extra=extra)
+
+    def arrivals(self) -> simpy.events.ProcessGenerator:
+        env, req, reps = self.env, self.req, self.reps
+        for i in range(len(req)):
+            yield env.timeout(max(0.0, req.arrival[i] - env.now))
+            k = int(self.where[i]) if self.fixed_route else route(self.config.router, i, reps)
+            self.where[i], rep = k, reps[k]
+            rep.admission.arrive(i)
+            rep.routed += 1
+            self.arrived += 1
+            if not rep.wake[0].triggered:
+                rep.wake[0].succeed()
+
+    def choose(self, batch: Batch) -> Plan:
+        """The lookahead: one gamma for all (declared fixed or batch-wide) or one each; the
+        gammas chosen and, cut at each request's end, drafted (None, None: every sequence
+        drafts ``gam``, none within ``gam`` of its end, the fast path)."""
+        if self.fixed is not None:
+            gam = self.fixed
+        elif self.wide is not None:
+            gam = self.wide(batch.size, batch.ctx_sum, batch.contexts)
+        else:
+            gam = -1
+        if self.vector_ok and 0 <= gam < batch.low and self.uniform is not None:
+            return gam, None, None
+        chosen = (
+            np.full(batch.size, gam) if gam >= 0 else sequence_gammas(self.policy, batch, self.req)
+        )
+        np.minimum(chosen, self.max_gamma, out=chosen)
+        return gam, chosen, np.minimum(chosen, batch.end - batch.ptr - 1)
+
+    def decode(self, batch: Batch, gam: int, chosen: Any, g: Any) -> Decoded:
+        """Draft and verify: the time, energy, draft time, tokens emitted and drafted."""
+        if g is None:  # every sequence drafts gam: the fast path
+            assert self.uniform is not None
+            t_iter, e_iter, d_time = self.uniform(
+                batch=batch.size, context_sum=batch.ctx_sum, gamma=gam
+            )
+            return (
+                t_iter,
+                e_iter,
+                d_time,
+                batch.advance_uniform(gam, self.req.run1),
+                gam * batch.size,
+            )
+        acc = self.req.emitted(batch, g)
+        t_iter, e_iter, d_time = self.mixed(g, batch.contexts())
+        emitted = batch.advance(acc)
+        batch.last_gamma, batch.last_accepted = chosen, acc - 1
+        return t_iter, e_iter, d_time, emitted, int(g.sum())
+
+    def row(
+        self,
+        start: float,
+        *,
+        prefill_s: float,
+        decoded: Decoded,
+        b: int,
+        admitted: int,
+        energy: float,
+    ) -> tuple[float, ...]:
+        """One iteration's row (:data:`specsim.sim.records.ITERATION_COLUMNS`)."""
+        t_iter, e_iter, d_time, emitted, drafted = decoded
+        wasted = drafted + b - emitted
+        e = energy + e_iter if self.with_energy else np.nan
+        return (start, self.env.now, prefill_s, d_time, b, admitted, drafted, drafted + b) + (
+            wasted,
+            wasted,
+            emitted,
+            e,
+        )
+
+    def replica_loop(self, rep: Replica) -> simpy.events.ProcessGenerator:
+        """Replica ``rep``'s iterations while it has work, holding its accelerator; once every
+        request has arrived, the rest drained in bulk where the run allows."""
+        env = self.env
+        hold: Any = None  # the accelerator, held while there is work
+        admission, batch, prefills = rep.admission, rep.batch, rep.prefills
+        while rep.total is None or rep.done < rep.total:
+            if not admission.waiting and batch.size == 0 and not prefills:
+                if hold is not None:
+                    rep.accel.release(hold)
+                    hold = None
+                rep.wake[0] = env.event()
+                yield rep.wake[0]
+            if hold is None:
+                hold = rep.accel.request()
+                yield hold
+            start = env.now
+            if rep.draining is not None and self._all_arrived(rep) and self._drain(rep, start):
+                break
+            if prefills is None:
+                yield from self.iteration(rep, start)
+            else:
+                yield from self.chunked_iteration(rep, start)
+
+    def _all_arrived(self, rep: Replica) -> bool:
+        if self.fixed_route:
+            return rep.admission.arrived == rep.total
+        return self.arrived == len(self.req)
+
+    def _drain(self, rep: Replica, start: float) -> bool:
+        """Every request has arrived: the clock no longer steers anything, so the rest runs
+        without simpy and is costed in bulk (specsim.sim.drain, .engine), when it may."""
+        assert rep.draining is not None
+        if not rep.draining.ready(rep.done):
+            return False
+        table, rep.extra_block = (
+            drain(rep.draining, start=start, done=rep.done, total=rep.admission.arrived)
+            if isinstance(rep.draining, Drain)
+            else drain_chunked(rep.draining, start=start)
+        )
+        rep.rows.append(table)
+        return True
+
+    def iteration(self, rep: Replica, start: float) -> simpy.events.ProcessGenerator:
+        """One iteration with whole-prompt prefill (paged or not)."""
+        admission, batch, paging = rep.admission, rep.batch, rep.paging
+        admitted: list[int] = []
+        if admission.waiting and batch.size < self.config.max_batch:
+            if paging is not None:  # the blocks held now, for the admission test
+                admission.used = paging.held(batch)
+            admitted = admission.admit(batch.size)
+        prefill_s, energy, before, one_token = 0.0, 0.0, rep.prefilled, 0
+        if admitted:
+            adm = np.asarray(admitted, dtype=np.int64)
+            prefill_s, energy, one_token = rep.prefill(
+                adm, start, cost=self.cost, draft=self.fixed != 0
+            )
+        if batch.size == 0:  # only one-token requests were admitted: a prefill-only iteration
+            yield self.env.timeout(prefill_s)
+            rep.done += one_token  # one-token requests end with the pass, not at its start
+            idle = (0.0, 0.0, 0.0, 0, 0)
+            rep.rows.append(
+                self.row(
+                    start,
+                    prefill_s=prefill_s,
+                    decoded=idle,
+                    b=0,
+                    admitted=len(admitted),
+                    energy=energy,
+                )
+            )
+            if paging is not None:
+                rep.extras.append((paging.held(batch), 0, 0, 0.0, rep.prefilled - before))
+            return
+        gam, chosen, g = self.choose(batch)
+        pre = (0, 0, 0.0, 0)
+        if paging is not None:
+            chosen, g, pre = paging.fit(batch, gam, chosen, g, rep.prefills, rep.admission)
+            prefill_s += pre[2]
+        b = batch.size
+        decoded = self.decode(batch, gam, chosen, g)
+        yield self.env.timeout(prefill_s + decoded[0])
+        rep.done += one_token
+        rep.rows.append(
+            self.row(
+                start,
+                prefill_s=prefill_s,
+                decoded=decoded,
+                b=b,
+                admitted=len(admitted),
+                energy=energy,
+            )
+        )
+        if paging is not None:
+            rep.extras.append((pre[3], pre[0], pre[1], pre[2], rep.prefilled - before))
+        rep.retire(gam, self.env.now)
+
+    def _budget_plan(self, rep: Replica) -> tuple[Plan, int, tuple[int, int, float, int]]:
+        """A chunked iteration's plan: the lookahead shrunk to the token budget, the prompts
+        started in the room left, the batch fitted to the blocks (paged); the plan, the
+        requests started and the preemption tuple (:meth:`specsim.sim.paged.Paging.fit`)."""
+        budget, batch, paging = self.budget, rep.batch, rep.paging
+        admission, prefills = rep.admission, rep.prefills
+        assert budget is not None and prefills is not None
+        gam, chosen, g = self.choose(batch) if batch.size else (0, None, None)
+        if batch.size:
+            gam, chosen, g = paged.shrink_to_budget(batch, gam, chosen, g, budget)
+        pre = (0, 0, 0.0, 0)
+        if paging is not None and admission.waiting:
+            admission.used = paging.held(batch) + sum(prefills.holds)
+        room = budget - (batch.size + (gam * batch.size if g is None else int(g.sum())))
+        started = paged.start_prefills(prefills, admission, batch, paging, self.req, room)
+        if paging is not None and batch.size:
+            chosen, g, pre = paging.fit(batch, gam, chosen, g, prefills, admission)
+        return (gam, chosen, g), started, pre
+
+    def chunked_iteration(self, rep: Replica, start: float) -> simpy.events.ProcessGenerator:
+        """One iteration under a token budget (chunked prefill, :mod:`specsim.sim.paged`)."""
+        budget, batch, paging, prefills = self.budget, rep.batch, rep.paging, rep.prefills
+        assert budget is not None and prefills is not None
+        (gam, chosen, g), started, pre = self._budget_plan(rep)
+        b = batch.size
+        room = budget - (b + (gam * b if g is None else int(g.sum())))
+        rows_, sizes, offsets = prefills.plan(room)
+        chunk_s, chunk_e = chunk_cost(
+            self.cost, gam, g, batch, sizes, offsets, draft=self.fixed != 0
+        )
+        decoded: Decoded = (0.0, 0.0, 0.0, 0, 0)
+        if b:
+            decoded = self.decode(batch, gam, chosen, g)
+        prefill_s = chunk_s + pre[2]
+        yield self.env.timeout(prefill_s + decoded[0])
+        now = self.env.now
+        rep.rows.append(
+            self.row(
+                start, prefill_s=prefill_s, decoded=decoded, b=b, admitted=started, energy=chunk_e
+            )
+        )
+        held = pre[3] if paging is not None and b else None
+        if held is None:
+            held = 0 if paging is None else paging.held(batch) + sum(prefills.holds)
+        rep.extras.append((held, pre[0], pre[1], pre[2], sum(sizes)))
+        if b:
+            rep.retire(gam, now)
+        rep.done += paged.join_prefilled(
+            prefills.advance(rows_, sizes),
+            batch=batch,
+            admission=rep.admission,
+            paging=paging,
+            req=self.req,
+            now=now,
+            first_tok=self.first_tok,
+            finish=self.finish,
+        )
