@@ -24,14 +24,12 @@ from numpy.typing import NDArray
 
 from specsim.cards import HardwareCard, ModelCard, RuntimeProfile
 from specsim.cost import (
-    Footprint,
     Formats,
     PassShape,
     Roofline,
     chain_pairs,
     chain_sums,
     encoder_tokens,
-    footprint,
     pass_cost,
     resolve_formats,
     roofline,
@@ -40,6 +38,7 @@ from specsim.cost import (
     verification_positions,
 )
 from specsim.cost.checks import card_of, check_draft_pair, check_runtime, check_tensor_parallel
+from specsim.sim.card_deployment import CardDeployment
 from specsim.sim.plain import PlainCost
 from specsim.sim.source import BlockCosts, IterationCost, IterationCosts, PassCost, Remembers, named
 
@@ -55,7 +54,7 @@ class _Kernel(NamedTuple):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CardCost(Remembers):
+class CardCost(Remembers, CardDeployment):
     """The roofline cost model on cards: ``target`` and ``draft`` models on ``hardware``.
 
     ``draft_hardware`` set means the draft has its own accelerator (overlapped
@@ -399,38 +398,3 @@ class CardCost(Remembers):
             draft_flops=per_block(dra.flops),
             draft_energy=per_block(dra.energy_j),
         )
-
-    def footprints(self) -> tuple[Footprint, Footprint | None]:
-        """Per device, the target's memory footprint and, when it shares the target's
-        accelerator, the draft's (:func:`specsim.cost.footprint`).
-
-        The draft is counted whole on each device (conservative: its passes are
-        modelled split over the target's devices, its memory is not).
-        """
-        target = footprint(
-            self.target, tensor_parallel=self.tensor_parallel, formats=self.formats()
-        )
-        if self.draft is None or self.draft_hardware is not None:
-            return target, None
-        return target, footprint(self.draft, tensor_parallel=1, formats=self.formats(draft=True))
-
-    def kv_bytes_per_token(self) -> float:
-        """KV-cache bytes per token of one sequence on one device, target and draft together."""
-        target, draft = self.footprints()
-        return target.kv_bytes_per_token + (0.0 if draft is None else draft.kv_bytes_per_token)
-
-    def kv_capacity_tokens(self) -> int:
-        """KV-cache tokens one device holds after the weights: the serving admission budget.
-
-        Raises ValueError when the weights leave no room.
-        """
-        target, draft = self.footprints()
-        weights = target.weights_bytes + (0.0 if draft is None else draft.weights_bytes)
-        free = self.hardware.mem_capacity - weights
-        if free <= 0:
-            raise ValueError(
-                f"cost: the weights ({weights / 1e9:.1f} GB per device) leave no "
-                f"room for a KV cache on {self.hardware.slug} "
-                f"({self.hardware.mem_capacity / 1e9:.1f} GB)"
-            )
-        return int(free / self.kv_bytes_per_token())

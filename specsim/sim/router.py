@@ -85,6 +85,7 @@ class Replica:
     draining: Drain | ChunkDrain | None = None
     rows: list[Row] = field(default_factory=list)
     extras: list[tuple[float, ...]] = field(default_factory=list)  # EXTRA_COLUMNS, a row each
+    plan_rows: list[tuple[float, ...]] = field(default_factory=list)  # a tree plan's columns
     extra_block: NDArray[np.float64] | None = None  # a chunked drain's, after the rows above
     routed: int = 0
     done: int = 0

@@ -12,8 +12,9 @@ is drained in bulk (:mod:`specsim.sim.drain`, :mod:`specsim.sim.engine`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -30,39 +31,97 @@ from specsim.sim.router import Replica, route, tables
 from specsim.sim.serving.config import ServingConfig
 from specsim.sim.source import BatchedCostSource, BatchWide, IterationCost, iteration_cost
 
-__all__ = ["Engine", "serve"]
+__all__ = ["Engine", "TreePlan", "TreeStep", "serve"]
 
 Ints = NDArray[np.int64]
 Plan = tuple[int, Ints | None, Ints | None]  # (gamma for all or -1, chosen, drafted)
 Decoded = tuple[float, float, float, int, int]  # time, energy, draft time, emitted, drafted
 
 
+@dataclass(frozen=True)
+class TreeStep:
+    """One decoding pass of the running batch under a tree plan: per sequence the nodes
+    ``accepted`` (before the cut at its request's end) and ``nodes`` verified; the pass's
+    ``verify_s``, ``draft_s`` and ``energy_j``; whether a position budget cut a tree
+    (``budget_bound``) and the plan's ``extra`` columns."""
+
+    accepted: Ints
+    nodes: Ints
+    verify_s: float
+    draft_s: float
+    energy_j: float
+    budget_bound: bool
+    extra: tuple[float, ...] = ()
+
+
+class TreePlan(Protocol):
+    """A plan that verifies a token tree per sequence (a fixed tree, or trees chosen per
+    pass) instead of a lookahead policy's chain: ``lookahead``, the positions a pass writes
+    at most past a sequence's emitted tokens (its root and its largest tree: the KV
+    reservation and the paged cache's pass size); ``draft_prefill``, whether a draft model
+    prefills beside the target; ``columns``, the names of its ``extra`` columns; and
+    ``step(contexts, rng)``, the pass over sequences each after ``contexts[i]`` cached
+    tokens (all but the root), its acceptance walks drawn from ``rng``."""
+
+    @property
+    def lookahead(self) -> int: ...
+
+    @property
+    def draft_prefill(self) -> bool: ...
+
+    @property
+    def columns(self) -> tuple[str, ...]: ...
+
+    def step(self, contexts: Ints, rng: np.random.Generator) -> TreeStep: ...
+
+
 def serve(
-    config: ServingConfig, req: Requests, policy: LookaheadPolicy
+    config: ServingConfig,
+    req: Requests,
+    policy: LookaheadPolicy | None,
+    *,
+    tree: TreePlan | None = None,
+    rng: np.random.Generator | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Serve ``req`` under ``policy`` on ``config``'s replicas: the requests table and the
-    iteration table (:func:`specsim.sim.router.tables`)."""
-    return Engine(config, req, policy).run()
+    """Serve ``req`` under ``policy`` (chains) or ``tree`` (token trees, drawing from
+    ``rng``) on ``config``'s replicas: the requests table and the iteration table
+    (:func:`specsim.sim.router.tables`; a tree plan adds ``accepted``, ``budget_bound`` and
+    its ``columns``)."""
+    return Engine(config, req, policy, tree=tree, rng=rng).run()
 
 
 class Engine:
     """One serve of a workload (module docstring)."""
 
-    def __init__(self, config: ServingConfig, req: Requests, policy: LookaheadPolicy) -> None:
+    def __init__(
+        self,
+        config: ServingConfig,
+        req: Requests,
+        policy: LookaheadPolicy | None,
+        *,
+        tree: TreePlan | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> None:
         self.env = simpy.Environment()
         self.config, self.req, self.policy = config, req, policy
+        self.tree, self.rng = tree, rng
+        if (policy is None) == (tree is None) or (tree is not None and rng is None):
+            raise TypeError("Engine: expected a lookahead policy, or a tree plan and an rng")
+        if tree is not None and config.token_budget is not None:
+            raise ValueError("token_budget: chunked prefill with token trees is not modelled")
         self.cost, self.max_gamma = config.cost, config.max_gamma
         n = len(req)
         self.first_tok, self.finish = np.full(n, np.nan), np.full(n, np.nan)
-        self.fixed = fixed_gamma(policy)
+        self.fixed = None if policy is None else fixed_gamma(policy)
         self._speed_paths()
         # The vectorized path needs one gamma for the batch and run lengths that hold for
         # any gamma (acceptance independent of the position in a block); gamma 0 needs
-        # neither.
+        # neither. A tree plan samples its walks per pass: the stepped path.
         fixed = self.fixed
-        self.vector_ok = (
+        self.vector_ok = tree is None and (
             fixed == 0 or (fixed is not None or self.wide is not None) and req.plain_weights
         )
+        self.draft_prefill = self.fixed != 0 if tree is None else tree.draft_prefill
         one = np.ones(1, dtype=np.int64)
         self.with_energy = self.cost.verify(one, one).energy_j is not None  # PlainCost: none
         self.budget = config.token_budget
@@ -90,7 +149,7 @@ class Engine:
         size = int(getattr(policy, "max_gamma", self.max_gamma))
         self.wide = (
             BatchWide(policy, cost=cost, size=size, max_gamma=self.max_gamma, times_of=times_of)
-            if batch_wide(policy)
+            if policy is not None and batch_wide(policy)
             else None
         )
 
@@ -145,7 +204,16 @@ class Engine:
         out["first_token_s"] = self.first_tok
         out["finish_s"] = self.finish
         extra = self.config.kv_block_tokens is not None or self.budget is not None
-        return tables(out, self.reps, self.where, extra=extra)
+        requests, its = tables(out, self.reps, self.where, extra=extra)
+        if self.tree is not None:
+            names = ("accepted", "budget_bound", *self.tree.columns)
+            cols = np.array([r for rep in self.reps for r in rep.plan_rows], dtype=np.float64)
+            cols = cols.reshape(-1, len(names))
+            its["accepted"] = cols[:, 0].astype(np.int64)
+            its["budget_bound"] = cols[:, 1].astype(bool)
+            for j, name in enumerate(names[2:], start=2):
+                its[name] = cols[:, j]
+        return requests, its
 
     def arrivals(self) -> simpy.events.ProcessGenerator:
         env, req, reps = self.env, self.req, self.reps
@@ -162,7 +230,10 @@ class Engine:
     def choose(self, batch: Batch) -> Plan:
         """The lookahead: one gamma for all (declared fixed or batch-wide) or one each; the
         gammas chosen and, cut at each request's end, drafted (None, None: every sequence
-        drafts ``gam``, none within ``gam`` of its end, the fast path)."""
+        drafts ``gam``, none within ``gam`` of its end, the fast path). A tree plan's pass
+        is sized by its lookahead (what the paged cache must hold)."""
+        if self.tree is not None:
+            return self.tree.lookahead - 1, None, None
         if self.fixed is not None:
             gam = self.fixed
         elif self.wide is not None:
@@ -171,14 +242,19 @@ class Engine:
             gam = -1
         if self.vector_ok and 0 <= gam < batch.low and self.uniform is not None:
             return gam, None, None
-        chosen = (
-            np.full(batch.size, gam) if gam >= 0 else sequence_gammas(self.policy, batch, self.req)
-        )
+        if gam >= 0:
+            chosen = np.full(batch.size, gam)
+        else:
+            assert self.policy is not None  # a tree plan has returned above
+            chosen = sequence_gammas(self.policy, batch, self.req)
         np.minimum(chosen, self.max_gamma, out=chosen)
         return gam, chosen, np.minimum(chosen, batch.end - batch.ptr - 1)
 
-    def decode(self, batch: Batch, gam: int, chosen: Any, g: Any) -> Decoded:
+    def decode(self, rep: Replica, gam: int, chosen: Any, g: Any) -> Decoded:
         """Draft and verify: the time, energy, draft time, tokens emitted and drafted."""
+        batch = rep.batch
+        if self.tree is not None:
+            return self.decode_trees(rep)
         if g is None:  # every sequence drafts gam: the fast path
             assert self.uniform is not None
             t_iter, e_iter, d_time = self.uniform(
@@ -196,6 +272,16 @@ class Engine:
         emitted = batch.advance(acc)
         batch.last_gamma, batch.last_accepted = chosen, acc - 1
         return t_iter, e_iter, d_time, emitted, int(g.sum())
+
+    def decode_trees(self, rep: Replica) -> Decoded:
+        """The tree plan's pass; each sequence emits its accepted nodes plus one, cut at its
+        request's last token. Drafted: the nodes verified."""
+        batch = rep.batch
+        assert self.tree is not None and self.rng is not None
+        s = self.tree.step(batch.contexts() - 1, self.rng)  # cached: all but the root
+        emitted = batch.advance(np.minimum(s.accepted + 1, batch.end - batch.ptr))
+        rep.plan_rows.append((float(s.accepted.sum()), float(s.budget_bound), *s.extra))
+        return s.verify_s + s.draft_s, s.energy_j, s.draft_s, emitted, int(s.nodes.sum())
 
     def row(
         self,
@@ -273,12 +359,14 @@ class Engine:
         if admitted:
             adm = np.asarray(admitted, dtype=np.int64)
             prefill_s, energy, one_token = rep.prefill(
-                adm, start, cost=self.cost, draft=self.fixed != 0
+                adm, start, cost=self.cost, draft=self.draft_prefill
             )
         if batch.size == 0:  # only one-token requests were admitted: a prefill-only iteration
             yield self.env.timeout(prefill_s)
             rep.done += one_token  # one-token requests end with the pass, not at its start
             idle = (0.0, 0.0, 0.0, 0, 0)
+            if self.tree is not None:
+                rep.plan_rows.append((0.0,) * (2 + len(self.tree.columns)))
             rep.rows.append(
                 self.row(
                     start,
@@ -298,7 +386,7 @@ class Engine:
             chosen, g, pre = paging.fit(batch, gam, chosen, g, rep.prefills, rep.admission)
             prefill_s += pre[2]
         b = batch.size
-        decoded = self.decode(batch, gam, chosen, g)
+        decoded = self.decode(rep, gam, chosen, g)
         yield self.env.timeout(prefill_s + decoded[0])
         rep.done += one_token
         rep.rows.append(
@@ -343,11 +431,11 @@ class Engine:
         room = budget - (b + (gam * b if g is None else int(g.sum())))
         rows_, sizes, offsets = prefills.plan(room)
         chunk_s, chunk_e = chunk_cost(
-            self.cost, gam, g, batch, sizes, offsets, draft=self.fixed != 0
+            self.cost, gam, g, batch, sizes, offsets, draft=self.draft_prefill
         )
         decoded: Decoded = (0.0, 0.0, 0.0, 0, 0)
         if b:
-            decoded = self.decode(batch, gam, chosen, g)
+            decoded = self.decode(rep, gam, chosen, g)
         prefill_s = chunk_s + pre[2]
         yield self.env.timeout(prefill_s + decoded[0])
         now = self.env.now
