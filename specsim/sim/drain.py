@@ -38,6 +38,7 @@ from specsim.sim.batch import Admission, Batch, Requests
 from specsim.sim.paged import EXTRA_COLUMNS, Paging
 from specsim.sim.records import ITERATION_COLUMNS
 from specsim.sim.source import CostSource, IterationCosts
+from specsim.sim.tally import Tally
 
 __all__ = [
     "Drain",
@@ -132,12 +133,13 @@ def trajectories(step: Ints | None, first: Ints, end: Ints) -> tuple[Ints, Ints]
 
 
 def drain(
-    d: Drain, *, start: float, done: int, total: int
+    d: Drain, *, start: float, done: int, total: int, tally: Tally | None = None
 ) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
     """Serve until all ``total`` requests (of this replica) are done, from ``start`` (every
     request has arrived, ``done`` are done); returns the iteration table's rows as one
     array and, paged, their extra columns (:data:`specsim.sim.paged.EXTRA_COLUMNS`), and
-    fills in the first-token and finish times (see the module docstring)."""
+    fills in the first-token and finish times (see the module docstring); ``tally`` counts
+    the drained passes' drafts and acceptances."""
     req, admission, batch, gamma = d.req, d.admission, d.batch, d.gamma
     n = len(req)
     waiting = np.array(admission.waiting, dtype=np.int64)
@@ -157,6 +159,8 @@ def drain(
     else:
         assert gamma == 0 or d.step is not None and d.mixed_many is not None
         pos, steps = trajectories(d.step if gamma else None, first, end)
+    if tally is not None:
+        tally.add_drain(rid, None if numbers else pos, steps, end, gamma)
     column = np.full(n, -1, dtype=np.int64)
     column[rid] = np.arange(rid.shape[0])
     joined = np.zeros(rid.shape[0], dtype=np.int64)  # the iteration each sequence joins at

@@ -44,6 +44,7 @@ from specsim.sim.drain import (
     trajectories,
 )
 from specsim.sim.source import CostSource, IterationCosts, PassCost
+from specsim.sim.tally import Tally
 
 if TYPE_CHECKING:
     from specsim.sim.batch import Admission, Batch, Requests
@@ -201,7 +202,7 @@ def draining(
 
 
 def drain_chunked(
-    d: ChunkDrain, *, start: float
+    d: ChunkDrain, *, start: float, tally: Tally | None = None
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Serve the replica's requests left from ``start`` (all have arrived; :meth:`ChunkDrain.
     ready`); returns the iteration table's rows and their extra columns
@@ -215,6 +216,8 @@ def drain_chunked(
     off = np.concatenate([batch.off, req.prompt[joiners] - req.base[joiners]])
     first = np.concatenate([batch.ptr, req.base[joiners] + 1])
     pos, steps = trajectories(d.step if gam else None, first, end)
+    if tally is not None:  # the drained passes' drafts and acceptances
+        tally.add_drain(rid, pos, steps, end, gam)
     cols, need, rid_l = rid.shape[0], steps.tolist(), rid.tolist()
     col_of = dict(zip(joiners.tolist(), range(batch.size, cols), strict=True))
     # Each sequence's cuts near its end (gamma less the positions it drafts), in its last

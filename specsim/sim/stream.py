@@ -45,6 +45,7 @@ from specsim.policies import (
 )
 from specsim.sim.records import Blocks, StreamResult, grouped_ratio_se, stream_record
 from specsim.sim.source import CostSource, block_costs, check_positions_fit, check_whole
+from specsim.sim.stream_result import add_accepted_at
 
 __all__ = [
     "CHUNK_TOKENS",
@@ -361,7 +362,9 @@ def simulate_stream_metrics(
             for key, value in sums.items():
                 if key in ("tokens_requested", "overlapped"):
                     continue
-                if value is None or totals[key] is None:
+                if key == "accepted_at":
+                    totals[key] = add_accepted_at(totals[key], value)
+                elif value is None or totals[key] is None:
                     totals[key] = None
                 else:
                     totals[key] += value

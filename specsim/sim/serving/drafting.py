@@ -14,7 +14,7 @@ from numpy.typing import ArrayLike
 from specsim.cost.deployment import Deployment
 from specsim.proposers import DraftCost
 
-__all__ = ["PROTOCOL", "check_proposer"]
+__all__ = ["PROTOCOL", "check_proposer", "proposer_draft_costs"]
 
 PROTOCOL = ("name", "acceptance", "check_target", "draft_costs")
 """What serving reads of a proposer (:class:`specsim.proposers.protocol.ProposerProtocol`)."""
@@ -40,7 +40,7 @@ def _takes_deployment(kind: type) -> bool:
     return _TAKES[kind]
 
 
-def _draft_costs(
+def proposer_draft_costs(
     proposer: Any,
     parents: Sequence[int],
     *,
@@ -49,8 +49,21 @@ def _draft_costs(
     context: ArrayLike,
 ) -> DraftCost:
     """``proposer.draft_costs`` on the target's ``deployment``: what drafting the token tree
-    ``parents`` costs per pass over ``batch`` sequences, per element of ``context``."""
+    ``parents`` costs per pass over ``batch`` sequences, per element of ``context``; a
+    TypeError naming what a proposer lacks (:func:`check_proposer`)."""
     check_proposer(proposer)
+    return _draft_costs(proposer, parents, deployment=deployment, batch=batch, context=context)
+
+
+def _draft_costs(
+    proposer: Any,
+    parents: Sequence[int],
+    *,
+    deployment: Deployment,
+    batch: int,
+    context: ArrayLike,
+) -> DraftCost:
+    """The protocol's call, or the shipped kinds' older one."""
     if _takes_deployment(type(proposer)):
         out: DraftCost = proposer.draft_costs(
             parents, deployment=deployment, batch=batch, context=context

@@ -12,9 +12,8 @@ is drained in bulk (:mod:`specsim.sim.drain`, :mod:`specsim.sim.engine`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -26,57 +25,27 @@ from specsim.policies import LookaheadPolicy, batch_wide, fixed_gamma
 from specsim.sim import paged
 from specsim.sim.batch import Admission, Batch, Requests, TimesOf, composed_times, sequence_gammas
 from specsim.sim.drain import Drain, drain
-from specsim.sim.engine import chunk_cost, drain_chunked, draining
+from specsim.sim.engine import drain_chunked, draining
 from specsim.sim.router import Replica, route, tables
-from specsim.sim.serving.config import ServingConfig
-from specsim.sim.source import BatchedCostSource, BatchWide, IterationCost, iteration_cost
+from specsim.sim.serving.chunked import chunked_iteration
+from specsim.sim.serving.plans import EngineConfig, TreePlan
+from specsim.sim.source import (
+    BatchedCostSource,
+    BatchWide,
+    IterationCost,
+    iteration_cost,
+)
+from specsim.sim.tally import Tally
 
-__all__ = ["Engine", "TreePlan", "TreeStep", "serve"]
+__all__ = ["Engine", "serve"]
 
 Ints = NDArray[np.int64]
 Plan = tuple[int, Ints | None, Ints | None]  # (gamma for all or -1, chosen, drafted)
 Decoded = tuple[float, float, float, int, int]  # time, energy, draft time, emitted, drafted
 
 
-@dataclass(frozen=True)
-class TreeStep:
-    """One decoding pass of the running batch under a tree plan: per sequence the nodes
-    ``accepted`` (before the cut at its request's end) and ``nodes`` verified; the pass's
-    ``verify_s``, ``draft_s`` and ``energy_j``; whether a position budget cut a tree
-    (``budget_bound``) and the plan's ``extra`` columns."""
-
-    accepted: Ints
-    nodes: Ints
-    verify_s: float
-    draft_s: float
-    energy_j: float
-    budget_bound: bool
-    extra: tuple[float, ...] = ()
-
-
-class TreePlan(Protocol):
-    """A plan that verifies a token tree per sequence (a fixed tree, or trees chosen per
-    pass) instead of a lookahead policy's chain: ``lookahead``, the positions a pass writes
-    at most past a sequence's emitted tokens (its root and its largest tree: the KV
-    reservation and the paged cache's pass size); ``draft_prefill``, whether a draft model
-    prefills beside the target; ``columns``, the names of its ``extra`` columns; and
-    ``step(contexts, rng)``, the pass over sequences each after ``contexts[i]`` cached
-    tokens (all but the root), its acceptance walks drawn from ``rng``."""
-
-    @property
-    def lookahead(self) -> int: ...
-
-    @property
-    def draft_prefill(self) -> bool: ...
-
-    @property
-    def columns(self) -> tuple[str, ...]: ...
-
-    def step(self, contexts: Ints, rng: np.random.Generator) -> TreeStep: ...
-
-
 def serve(
-    config: ServingConfig,
+    config: EngineConfig,
     req: Requests,
     policy: LookaheadPolicy | None,
     *,
@@ -95,7 +64,7 @@ class Engine:
 
     def __init__(
         self,
-        config: ServingConfig,
+        config: EngineConfig,
         req: Requests,
         policy: LookaheadPolicy | None,
         *,
@@ -134,6 +103,7 @@ class Engine:
             self.step = np.minimum(req.run1, verification_positions(fixed))
             self.step += np.arange(self.step.shape[0], dtype=np.int64)
         self.reps = [self._replica(k) for k in range(config.replicas)]
+        self.tally = Tally(n, self.max_gamma)  # the engines' acceptance counters
 
     def _speed_paths(self) -> None:
         """The source's speed paths, looked up once (a Protocol isinstance check is slow)."""
@@ -203,6 +173,8 @@ class Engine:
         out = self.req.table.copy()
         out["first_token_s"] = self.first_tok
         out["finish_s"] = self.finish
+        for name, col in self.tally.columns().items():
+            out[name] = col
         extra = self.config.kv_block_tokens is not None or self.budget is not None
         requests, its = tables(out, self.reps, self.where, extra=extra)
         if self.tree is not None:
@@ -260,14 +232,11 @@ class Engine:
             t_iter, e_iter, d_time = self.uniform(
                 batch=batch.size, context_sum=batch.ctx_sum, gamma=gam
             )
-            return (
-                t_iter,
-                e_iter,
-                d_time,
-                batch.advance_uniform(gam, self.req.run1),
-                gam * batch.size,
-            )
+            emitted = batch.advance_uniform(gam, self.req.run1)
+            self.tally.add(batch.rid, gam, batch.last_run - 1)
+            return t_iter, e_iter, d_time, emitted, gam * batch.size
         acc = self.req.emitted(batch, g)
+        self.tally.add(batch.rid, g, acc - 1)
         t_iter, e_iter, d_time = self.mixed(g, batch.contexts())
         emitted = batch.advance(acc)
         batch.last_gamma, batch.last_accepted = chosen, acc - 1
@@ -279,7 +248,9 @@ class Engine:
         batch = rep.batch
         assert self.tree is not None and self.rng is not None
         s = self.tree.step(batch.contexts() - 1, self.rng)  # cached: all but the root
-        emitted = batch.advance(np.minimum(s.accepted + 1, batch.end - batch.ptr))
+        emit = np.minimum(s.accepted + 1, batch.end - batch.ptr)
+        self.tally.add(batch.rid, s.nodes, emit - 1)
+        emitted = batch.advance(emit)
         rep.plan_rows.append((float(s.accepted.sum()), float(s.budget_bound), *s.extra))
         return s.verify_s + s.draft_s, s.energy_j, s.draft_s, emitted, int(s.nodes.sum())
 
@@ -326,7 +297,7 @@ class Engine:
             if prefills is None:
                 yield from self.iteration(rep, start)
             else:
-                yield from self.chunked_iteration(rep, start)
+                yield from chunked_iteration(self, rep, start)
 
     def _all_arrived(self, rep: Replica) -> bool:
         if self.fixed_route:
@@ -340,9 +311,15 @@ class Engine:
         if not rep.draining.ready(rep.done):
             return False
         table, rep.extra_block = (
-            drain(rep.draining, start=start, done=rep.done, total=rep.admission.arrived)
+            drain(
+                rep.draining,
+                start=start,
+                done=rep.done,
+                total=rep.admission.arrived,
+                tally=self.tally,
+            )
             if isinstance(rep.draining, Drain)
-            else drain_chunked(rep.draining, start=start)
+            else drain_chunked(rep.draining, start=start, tally=self.tally)
         )
         rep.rows.append(table)
         return True
@@ -402,61 +379,3 @@ class Engine:
         if paging is not None:
             rep.extras.append((pre[3], pre[0], pre[1], pre[2], rep.prefilled - before))
         rep.retire(gam, self.env.now)
-
-    def _budget_plan(self, rep: Replica) -> tuple[Plan, int, tuple[int, int, float, int]]:
-        """A chunked iteration's plan: the lookahead shrunk to the token budget, the prompts
-        started in the room left, the batch fitted to the blocks (paged); the plan, the
-        requests started and the preemption tuple (:meth:`specsim.sim.paged.Paging.fit`)."""
-        budget, batch, paging = self.budget, rep.batch, rep.paging
-        admission, prefills = rep.admission, rep.prefills
-        assert budget is not None and prefills is not None
-        gam, chosen, g = self.choose(batch) if batch.size else (0, None, None)
-        if batch.size:
-            gam, chosen, g = paged.shrink_to_budget(batch, gam, chosen, g, budget)
-        pre = (0, 0, 0.0, 0)
-        if paging is not None and admission.waiting:
-            admission.used = paging.held(batch) + sum(prefills.holds)
-        room = budget - (batch.size + (gam * batch.size if g is None else int(g.sum())))
-        started = paged.start_prefills(prefills, admission, batch, paging, self.req, room)
-        if paging is not None and batch.size:
-            chosen, g, pre = paging.fit(batch, gam, chosen, g, prefills, admission)
-        return (gam, chosen, g), started, pre
-
-    def chunked_iteration(self, rep: Replica, start: float) -> simpy.events.ProcessGenerator:
-        """One iteration under a token budget (chunked prefill, :mod:`specsim.sim.paged`)."""
-        budget, batch, paging, prefills = self.budget, rep.batch, rep.paging, rep.prefills
-        assert budget is not None and prefills is not None
-        (gam, chosen, g), started, pre = self._budget_plan(rep)
-        b = batch.size
-        room = budget - (b + (gam * b if g is None else int(g.sum())))
-        rows_, sizes, offsets = prefills.plan(room)
-        chunk_s, chunk_e = chunk_cost(
-            self.cost, gam, g, batch, sizes, offsets, draft=self.draft_prefill
-        )
-        decoded: Decoded = (0.0, 0.0, 0.0, 0, 0)
-        if b:
-            decoded = self.decode(rep, gam, chosen, g)
-        prefill_s = chunk_s + pre[2]
-        yield self.env.timeout(prefill_s + decoded[0])
-        now = self.env.now
-        rep.rows.append(
-            self.row(
-                start, prefill_s=prefill_s, decoded=decoded, b=b, admitted=started, energy=chunk_e
-            )
-        )
-        held = pre[3] if paging is not None and b else None
-        if held is None:
-            held = 0 if paging is None else paging.held(batch) + sum(prefills.holds)
-        rep.extras.append((held, pre[0], pre[1], pre[2], sum(sizes)))
-        if b:
-            rep.retire(gam, now)
-        rep.done += paged.join_prefilled(
-            prefills.advance(rows_, sizes),
-            batch=batch,
-            admission=rep.admission,
-            paging=paging,
-            req=self.req,
-            now=now,
-            first_tok=self.first_tok,
-            finish=self.finish,
-        )
