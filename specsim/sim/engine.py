@@ -48,7 +48,8 @@ from specsim.sim.tally import Tally
 
 if TYPE_CHECKING:
     from specsim.sim.batch import Admission, Batch, Requests
-    from specsim.sim.paged import Paging, Prefills
+    from specsim.sim.paged import Paging
+    from specsim.sim.prefill import Prefills
 
 __all__ = ["ChunkDrain", "chunk_cost", "drain_chunked", "draining"]
 

@@ -34,7 +34,8 @@ from numpy.typing import NDArray
 from specsim.sim.batch import Admission, Batch, Requests
 from specsim.sim.drain import Drain
 from specsim.sim.engine import ChunkDrain
-from specsim.sim.paged import EXTRA_COLUMNS, Paging, Prefills
+from specsim.sim.paged import EXTRA_COLUMNS, Paging
+from specsim.sim.prefill import Prefills
 from specsim.sim.records import ServingResult, iteration_table
 from specsim.sim.source import CostSource, PassCost
 

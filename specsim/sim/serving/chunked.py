@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import simpy
 
-from specsim.sim import paged
+from specsim.sim import prefill
 from specsim.sim.engine import chunk_cost
 from specsim.sim.router import Replica
 
@@ -28,12 +28,12 @@ def _budget_plan(engine: Engine, rep: Replica) -> tuple[Plan, int, tuple[int, in
     assert budget is not None and prefills is not None
     gam, chosen, g = engine.choose(batch) if batch.size else (0, None, None)
     if batch.size:
-        gam, chosen, g = paged.shrink_to_budget(batch, gam, chosen, g, budget)
+        gam, chosen, g = prefill.shrink_to_budget(batch, gam, chosen, g, budget)
     pre = (0, 0, 0.0, 0)
     if paging is not None and admission.waiting:
         admission.used = paging.held(batch) + sum(prefills.holds)
     room = budget - (batch.size + (gam * batch.size if g is None else int(g.sum())))
-    started = paged.start_prefills(prefills, admission, batch, paging, engine.req, room)
+    started = prefill.start_prefills(prefills, admission, batch, paging, engine.req, room)
     if paging is not None and batch.size:
         chosen, g, pre = paging.fit(batch, gam, chosen, g, prefills, admission)
     return (gam, chosen, g), started, pre
@@ -67,7 +67,7 @@ def chunked_iteration(engine: Engine, rep: Replica, start: float) -> simpy.event
     rep.extras.append((held, pre[0], pre[1], pre[2], sum(sizes)))
     if b:
         rep.retire(gam, now)
-    rep.done += paged.join_prefilled(
+    rep.done += prefill.join_prefilled(
         prefills.advance(rows_, sizes),
         batch=batch,
         admission=rep.admission,

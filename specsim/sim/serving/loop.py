@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 
 from specsim.cost import verification_positions
 from specsim.policies import LookaheadPolicy, batch_wide, fixed_gamma
-from specsim.sim import paged
+from specsim.sim import paged, prefill
 from specsim.sim.batch import Admission, Batch, Requests, TimesOf, composed_times, sequence_gammas
 from specsim.sim.drain import Drain, drain
 from specsim.sim.engine import drain_chunked, draining
@@ -145,7 +145,7 @@ class Engine:
             admission=admission,
             batch=Batch(config.max_batch),
             paging=paging,
-            prefills=None if self.budget is None else paged.Prefills(),
+            prefills=None if self.budget is None else prefill.Prefills(),
             total=int((self.where == k).sum()) if self.fixed_route else None,
             accel=simpy.Resource(env, capacity=1),
             wake=[env.event()],
