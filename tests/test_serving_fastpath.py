@@ -13,8 +13,8 @@ from specsim.cards import load_hardware, load_model
 from specsim.policies import FixedGamma
 from specsim.sim import CardCost, PlainCost, PoissonWorkload, ServingConfig, simulate_serving
 from specsim.sim.batch import Batch, Requests, draw_requests
-from specsim.sim.drain import iteration_sums, trajectories
 from specsim.sim.engine import chunk_cost
+from specsim.sim.walks import iteration_sums, trajectories
 
 
 class Stepped(CardCost):

@@ -34,17 +34,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from specsim.cost import verification_positions
-from specsim.sim.drain import (
-    EXTRA,
-    WIDTH,
-    Drain,
-    decode_costs,
-    iteration_sums,
-    never_binds,
-    trajectories,
-)
+from specsim.sim.drain import EXTRA, WIDTH, Drain, never_binds
 from specsim.sim.source import CostSource, IterationCosts, PassCost
 from specsim.sim.tally import Tally
+from specsim.sim.walks import decode_costs, iteration_sums, trajectories
 
 if TYPE_CHECKING:
     from specsim.sim.batch import Admission, Batch, Requests

@@ -315,6 +315,20 @@ def simulate_stream(
 _SUB_BATCHES = 30  # per chunk, merged into the 30 batches of batch_means_se at the end
 
 
+def _add_sums(totals: dict[str, Any], sums: dict[str, Any]) -> dict[str, Any]:
+    """A chunk's totals (:meth:`StreamResult.sums`) added to the run's so far, in place."""
+    for key, value in sums.items():
+        if key in ("tokens_requested", "overlapped"):
+            continue
+        if key == "accepted_at":
+            totals[key] = add_accepted_at(totals[key], value)
+        elif value is None or totals[key] is None:
+            totals[key] = None
+        else:
+            totals[key] += value
+    return totals
+
+
 def simulate_stream_metrics(
     config: StreamConfig,
     rng: np.random.Generator,
@@ -356,18 +370,7 @@ def simulate_stream_metrics(
             if idx.shape[0]:
                 row = [emitted[idx].sum(), idx.shape[0], block_time[idx].sum(), ops[idx].sum()]
                 batches.append(np.array(row, dtype=np.float64))
-        if totals is None:
-            totals = sums
-        else:
-            for key, value in sums.items():
-                if key in ("tokens_requested", "overlapped"):
-                    continue
-                if key == "accepted_at":
-                    totals[key] = add_accepted_at(totals[key], value)
-                elif value is None or totals[key] is None:
-                    totals[key] = None
-                else:
-                    totals[key] += value
+        totals = sums if totals is None else _add_sums(totals, sums)
         done += sums["tokens"]
         if progress is not None:
             progress(done, config.tokens)
