@@ -212,3 +212,51 @@ def test_dynamic_trees_with_a_protocol_proposer_run_on_a_paged_cache() -> None:
     assert np.isfinite(res.requests["finish_s"]).all()
     assert res.iterations["draft_s"].sum() > 0
     _counts_match_the_iterations(res.requests, res.iterations, res.metrics())
+
+
+def test_one_request_reports_what_its_single_stream_reports() -> None:
+    """A request served alone walks its draw as a single stream does
+    (``test_serving_policies``); its acceptance metrics are then the stream's own, computed
+    from the blocks the single stream's planner draws on the same draw."""
+    from specsim.acceptance import AcceptanceDraw
+    from specsim.sim import TraceWorkload, plan_blocks
+    from specsim.sim.batch import draw_requests
+    from specsim.sim.engine_metrics import stream_acceptance
+    from specsim.sim.stream_result import add_accepted_at
+
+    policy, acceptance, n_out = (
+        HeuristicPlusTwoMinusOne(initial=3, max_gamma=8),
+        IIDAcceptance(alpha=0.75),
+        400,
+    )
+    cfg = serving_config(
+        PlainCost(c=0.05, step_s=0.01),
+        rate_per_s=1.0,
+        workload=TraceWorkload(arrival_s=(0.0,), prompt_tokens=(32,), output_tokens=(n_out,)),
+        acceptance=acceptance,
+        policy=policy,
+        plain_twin=False,
+    )
+    m = simulate_serving(cfg, np.random.default_rng(9)).metrics()
+    (d,) = draw_requests(acceptance, np.array([n_out]), max_gamma=8, rng=np.random.default_rng(9))
+    tail = AcceptanceDraw(
+        u=d.u[1:], prob=d.prob[1:], confidence=d.confidence[1:], position_weights=d.position_weights
+    )
+    _, gamma, _, emitted = plan_blocks(
+        tail, policy, tokens=n_out - 1, max_gamma=8, overlapped=False
+    )
+    left = n_out - 1 - np.concatenate([[0], np.cumsum(emitted)[:-1]])
+    gamma = np.minimum(gamma, left - 1)  # serving cuts a block at the request's end
+    accepted = np.minimum(emitted, left) - 1
+    at = add_accepted_at(
+        np.zeros(0, dtype=np.int64), np.bincount(accepted)[::-1].cumsum()[::-1][1:]
+    )
+    want = stream_acceptance(
+        drafts=int((gamma > 0).sum()),
+        drafted=int(gamma.sum()),
+        accepted=int(accepted.sum()),
+        accepted_at=at,
+    )
+    for key, value in want.items():
+        got = m[key]
+        assert got == pytest.approx(value, rel=1e-12) if key.endswith("position") else got == value
