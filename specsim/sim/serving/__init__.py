@@ -32,7 +32,18 @@ accelerator (serialized). Once every request has arrived (and, paged or under
 a budget, memory can no longer bind), a fixed-gamma run on the vectorized path
 finishes without simpy, costed in bulk (:mod:`specsim.sim.drain`,
 :mod:`specsim.sim.engine`; the same rows, bit for bit). Requests, admission
-and the batch: :mod:`specsim.sim.batch`; the result: :mod:`specsim.sim.records`.
+and the batch: :mod:`specsim.sim.batch`; the result: :mod:`specsim.sim.records`,
+with the engines' acceptance counters (:mod:`specsim.sim.tally`).
+
+The package: :mod:`~specsim.sim.serving.config` (:class:`ServingConfig`),
+:mod:`~specsim.sim.serving.loop` (the :class:`~specsim.sim.serving.loop.Engine`: one
+iteration loop for chains and token trees), :mod:`~specsim.sim.serving.chunked` (the
+iteration under a token budget), :mod:`~specsim.sim.serving.plans` (the seams: what the
+engine reads of a configuration, and a tree plan, :class:`~specsim.sim.serving.plans.TreePlan`,
+which replaces step 2's gammas by a token tree per sequence; the tree fronts
+:mod:`specsim.sim.tree_serving` and :mod:`specsim.sim.tree_serving_dynamic` serve
+through it), :mod:`~specsim.sim.serving.drafting` (what the engine asks a proposer) and
+:mod:`~specsim.sim.serving.simulate` (:func:`simulate_serving`).
 """
 
 from specsim.sim.serving.config import ServingConfig
