@@ -123,7 +123,12 @@ class TreeServingConfig(TreeServingFields):
     verified positions per iteration at most (None: no limit; at least 2, the root and one
     node of one sequence). ``kv_capacity_tokens``: KV tokens the batch may hold (None: no
     limit; each request reserves its prompt, its output and one pass's tree at admission).
-    ``plain_twin``: also serve the same requests without speculation, for ``speedup``."""
+    ``plain_twin``: also serve the same requests without speculation, for ``speedup``.
+    The engine's fields (:class:`~specsim.sim.tree_batch.TreeServingFields`):
+    ``kv_block_tokens`` and ``preemption`` (a paged cache; a pass is sized by the whole
+    tree), ``replicas`` behind ``router``, and the target's ``tensor_parallel``,
+    ``runtime``, ``weights``, ``kv`` and ``group_size``, as for
+    :class:`specsim.sim.ServingConfig` and :class:`specsim.sim.CardCost`."""
 
     parents: tuple[int, ...]
 

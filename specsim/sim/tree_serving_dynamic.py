@@ -1,9 +1,11 @@
 """Serving with trees chosen per pass from the draft's confidence (EAGLE-2), the batch's
 trees sharing one verified-position budget.
 
-The loop is :func:`specsim.sim.tree_batch.serve_tree_table` (continuous batching,
-first-come first-served admission, one prefill pass per iteration for the admitted
-prompts, an optional KV limit). Each decoding iteration, every running sequence grows
+The loop is the one serving engine's (:mod:`specsim.sim.serving`, through
+:func:`specsim.sim.tree_batch.serve_trees` with a :class:`DynamicTreePlan`: continuous
+batching, first-come first-served admission, one prefill pass per iteration for the
+admitted prompts, a KV limit reserved up front or a paged cache with preemption,
+replicas behind a router). Each decoding iteration, every running sequence grows
 its own tree with the EAGLE-2-like policy of :mod:`specsim.sim.tree_policies`
 (:class:`~specsim.sim.tree_policies.ConfidenceTree`; Li et al., "EAGLE-2", EMNLP 2024,
 arXiv:2406.16858, Section 4): the candidates' acceptances are drawn around the rank table
@@ -89,7 +91,10 @@ class DynamicTreeServingConfig(TreeServingFields):
     ``max_batch``, ``position_budget`` (positions per iteration over the batch, roots
     included; None: each tree up to the policy's budget), ``kv_capacity_tokens`` (None: no
     limit; each request reserves prompt, output and ``policy.budget + 1`` positions) and
-    ``plain_twin`` as :class:`specsim.sim.tree_serving.TreeServingConfig`."""
+    ``plain_twin``, and the engine's fields (paged KV, replicas, the target's deployment),
+    as :class:`specsim.sim.tree_serving.TreeServingConfig`. A proposer other than a
+    :class:`~specsim.proposers.DraftModel`, heads or n-gram is priced by its
+    ``draft_costs`` (:func:`protocol_draft_cost`)."""
 
     policy: ConfidenceTree
     world: NodeConfidence
