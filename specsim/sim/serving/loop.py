@@ -1,12 +1,15 @@
 """The serving loop: one iteration (schedule, plan, draft, verify, emit) per replica.
 
 :class:`Engine` holds what one serve of a workload shares (the clock, the requests, the
-cost source's speed paths, the replicas) and runs, per replica, a simpy process of
-iterations: :meth:`Engine.iteration` (whole-prompt prefill, reserved or paged KV) or
-:meth:`Engine.chunked_iteration` (a token budget, chunked prefill). Each asks
-:meth:`Engine.choose` for the lookahead (the plan) and :meth:`Engine.decode` to draft,
-verify and emit. Once every request has arrived, a fixed-gamma run on the vectorized path
-is drained in bulk (:mod:`specsim.sim.drain`, :mod:`specsim.sim.engine`).
+cost source's speed paths, the replicas, the acceptance counters) and runs, per replica,
+a simpy process of iterations: :meth:`Engine.iteration` (whole-prompt prefill, reserved
+or paged KV) or :func:`specsim.sim.serving.chunked.chunked_iteration` (a token budget,
+chunked prefill). Each asks :meth:`Engine.choose` for the plan (a lookahead policy's
+gammas, or a :class:`~specsim.sim.serving.plans.TreePlan`'s pass size) and
+:meth:`Engine.decode` to draft, verify and emit (a tree plan: :meth:`Engine.decode_trees`).
+Admission is first come, first served, in one place (:class:`specsim.sim.batch.Admission`).
+Once every request has arrived, a fixed-gamma run on the vectorized path is drained in
+bulk (:mod:`specsim.sim.drain`, :mod:`specsim.sim.engine`).
 """
 
 from __future__ import annotations
