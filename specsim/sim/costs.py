@@ -24,12 +24,14 @@ from numpy.typing import NDArray
 
 from specsim.cards import HardwareCard, ModelCard, RuntimeProfile
 from specsim.cost import (
+    Footprint,
     Formats,
     PassShape,
     Roofline,
     chain_pairs,
     chain_sums,
     encoder_tokens,
+    footprint,
     pass_cost,
     resolve_formats,
     roofline,
@@ -136,13 +138,6 @@ class CardCost(Remembers, CardDeployment):
     def overlapped(self) -> bool:
         return self.draft_hardware is not None
 
-    def _draft_model(self) -> tuple[ModelCard, HardwareCard, int]:
-        if self.draft is None:
-            raise ValueError("this cost source has no draft model")
-        if self.draft_hardware is not None:
-            return self.draft, self.draft_hardware, 1
-        return self.draft, self.hardware, self.tensor_parallel
-
     def _pass(
         self, model: ModelCard, hw: HardwareCard, shape: PassShape, tp: int, *, draft: bool
     ) -> PassCost:
@@ -219,24 +214,6 @@ class CardCost(Remembers, CardDeployment):
             batch.astype(np.float64), context_sum.astype(np.float64), gamma
         )
         return IterationCosts(time, energy, np.broadcast_to(d_time, time.shape))
-
-    def _uniform(self, b: Any, sc: Any, gamma: int) -> tuple[Any, Any, Any]:
-        """Time, energy and draft time of uniform iterations (floats or arrays)."""
-        (tl, te, _), draft = self._kernels
-        T, S, R = chain_sums(b, sc, verification_positions(float(gamma)), te)
-        time, energy, _, _, _ = time_energy(tl, T, S, R)
-        d_time = 0.0
-        if gamma > 0:
-            if draft is None:
-                raise ValueError("this cost source has no draft model")
-            dl, de, _ = draft
-            _, s0, r0 = chain_sums(b, sc, 1.0, de)
-            for j in range(gamma):  # draft step j: one token per sequence after j drafted
-                jb = j * b
-                t, e, _, _, _ = time_energy(dl, b, s0 + jb, r0 + jb)
-                d_time += t
-                energy += e
-        return time + d_time, energy, d_time
 
     def iteration(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> IterationCost:
         """A batch iteration from pass aggregates.
@@ -356,22 +333,6 @@ class CardCost(Remembers, CardDeployment):
             out.flags.writeable = False
         return out
 
-    def _times(self, b: float, sc: float, max_gamma: int) -> NDArray[np.float64]:
-        """The same sums as :meth:`iteration` per gamma, on Python floats (a speed trick: a third
-        of the time on arrays; the same operations, so the same floats; tests check it)."""
-        (tl, te, _), draft = self._kernels
-        times = [
-            time_energy(tl, *chain_sums(b, sc, verification_positions(float(g)), te))[0]
-            for g in range(max_gamma + 1)
-        ]
-        if max_gamma > 0 and draft is not None:
-            dl, de, _ = draft
-            acc = 0.0  # the draft steps' cumulative sum, in order
-            for j in range(max_gamma):  # draft step j: every sequence's context j tokens on
-                acc += time_energy(dl, *chain_sums(b, sc + float(j) * b, 1.0, de))[0]
-                times[j + 1] += acc
-        return np.array(times, dtype=np.float64)
-
     def blocks(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> BlockCosts:
         kw: dict[str, Any] = {"batch": 1, "context": context}
         ver = step_cost_grid(
@@ -398,3 +359,38 @@ class CardCost(Remembers, CardDeployment):
             draft_flops=per_block(dra.flops),
             draft_energy=per_block(dra.energy_j),
         )
+
+    def footprints(self) -> tuple[Footprint, Footprint | None]:
+        """Per device, the target's memory footprint and, when it shares the target's
+        accelerator, the draft's (:func:`specsim.cost.footprint`).
+
+        The draft is counted whole on each device (conservative: its passes are
+        modelled split over the target's devices, its memory is not).
+        """
+        target = footprint(
+            self.target, tensor_parallel=self.tensor_parallel, formats=self.formats()
+        )
+        if self.draft is None or self.draft_hardware is not None:
+            return target, None
+        return target, footprint(self.draft, tensor_parallel=1, formats=self.formats(draft=True))
+
+    def kv_bytes_per_token(self) -> float:
+        """KV-cache bytes per token of one sequence on one device, target and draft together."""
+        target, draft = self.footprints()
+        return target.kv_bytes_per_token + (0.0 if draft is None else draft.kv_bytes_per_token)
+
+    def kv_capacity_tokens(self) -> int:
+        """KV-cache tokens one device holds after the weights: the serving admission budget.
+
+        Raises ValueError when the weights leave no room.
+        """
+        target, draft = self.footprints()
+        weights = target.weights_bytes + (0.0 if draft is None else draft.weights_bytes)
+        free = self.hardware.mem_capacity - weights
+        if free <= 0:
+            raise ValueError(
+                f"cost: the weights ({weights / 1e9:.1f} GB per device) leave no "
+                f"room for a KV cache on {self.hardware.slug} "
+                f"({self.hardware.mem_capacity / 1e9:.1f} GB)"
+            )
+        return int(free / self.kv_bytes_per_token())
