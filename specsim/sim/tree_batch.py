@@ -18,7 +18,14 @@ while the reservations would exceed ``kv_capacity_tokens`` (checked against the
 accelerator's memory after the weights, :func:`check_serving_fields`). With
 ``kv_block_tokens`` the cache is paged and a sequence is preempted (``preemption``:
 recompute or swap) when blocks run out (:mod:`specsim.sim.paged`; a pass is sized by the
-plan's largest tree). Chunked prefill is not modelled for trees.
+plan's largest tree).
+
+**Chunked prefill** (``token_budget``, :mod:`specsim.sim.prefill`): each iteration's trees
+are chosen first, within the budget (a static tree cut to ``budget // B - 1`` nodes, trees
+chosen per pass sharing ``budget - B`` nodes), and prompt chunks fill the positions they
+leave. A chunk's share of the pass is priced beside chains of as many positions per
+sequence as the trees verify (the tree's own attention pairs, a few fewer, are not
+subtracted from the chunk's marginal cost).
 
 **The target** is priced through :class:`specsim.sim.CardCost` (tensor parallelism, the
 runtime profile, weight and KV formats: :meth:`~specsim.sim.TreeServingFields.card_cost`).
@@ -72,9 +79,9 @@ class TreeServingFields:
     """The fields every tree-serving config shares (documented on
     :class:`specsim.sim.tree_serving.TreeServingConfig`), checked by
     :func:`check_serving_fields`. The engine's: ``kv_block_tokens`` and ``preemption``
-    (paged KV), ``replicas`` behind ``router``; the target's deployment:
-    ``tensor_parallel``, ``runtime``, ``weights``, ``kv``, ``group_size``
-    (:class:`specsim.sim.CardCost`)."""
+    (paged KV), ``token_budget`` (chunked prefill), ``replicas`` behind ``router``; the
+    target's deployment: ``tensor_parallel``, ``runtime``, ``weights``, ``kv``,
+    ``group_size`` (:class:`specsim.sim.CardCost`)."""
 
     workload: Workload
     proposer: Proposer
@@ -87,6 +94,7 @@ class TreeServingFields:
     plain_twin: bool = True
     kv_block_tokens: int | None = None
     preemption: paged.Preemption = "recompute"
+    token_budget: int | None = None
     replicas: int = 1
     router: Router = "round-robin"
     tensor_parallel: int = 1
@@ -123,7 +131,7 @@ class _Setup:
     preemption: paged.Preemption
     replicas: int
     router: Router
-    token_budget: int | None = None
+    token_budget: int | None
 
     def kv_capacity(self) -> int | None:
         return self.kv_capacity_tokens
@@ -137,6 +145,7 @@ def _setup(cfg: Any, lookahead: int) -> _Setup:
         kv_capacity_tokens=cfg.kv_capacity_tokens,
         kv_block_tokens=cfg.kv_block_tokens,
         preemption=cfg.preemption,
+        token_budget=cfg.token_budget,
         replicas=cfg.replicas,
         router=cfg.router,
     )
@@ -279,7 +288,9 @@ class _Roots:
     draft_prefill: bool = False
     columns: tuple[str, ...] = ()
 
-    def step(self, contexts: NDArray[np.int64], rng: np.random.Generator) -> TreeStep:
+    def step(
+        self, contexts: NDArray[np.int64], rng: np.random.Generator, positions: int | None = None
+    ) -> TreeStep:
         ver_s, ver_e = self.verify([()] * len(contexts), contexts)
         zero = np.zeros(len(contexts), dtype=np.int64)
         return TreeStep(zero, zero, ver_s, 0.0, ver_e, False)

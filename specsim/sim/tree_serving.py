@@ -39,8 +39,8 @@ accepted paths, or past a request's end), ``emitted``. With ``plain_twin`` (the 
 the same requests are also served without speculation
 (:func:`specsim.sim.tree_batch.plain_twin`), so ``metrics()`` carries ``speedup`` and
 ``tpot_speedup``. The KV limit is reserve-up-front admission, or a paged cache with
-preemption given ``kv_block_tokens`` (:mod:`specsim.sim.tree_batch`); chunked prefill is
-not modelled for trees. Trees chosen
+preemption given ``kv_block_tokens``; ``token_budget`` prefills prompts in chunks
+(:mod:`specsim.sim.tree_batch`). Trees chosen
 per pass (EAGLE-2) are served by :mod:`specsim.sim.tree_serving_dynamic`.
 """
 
@@ -126,8 +126,8 @@ class TreeServingConfig(TreeServingFields):
     ``plain_twin``: also serve the same requests without speculation, for ``speedup``.
     The engine's fields (:class:`~specsim.sim.tree_batch.TreeServingFields`):
     ``kv_block_tokens`` and ``preemption`` (a paged cache; a pass is sized by the whole
-    tree), ``replicas`` behind ``router``, and the target's ``tensor_parallel``,
-    ``runtime``, ``weights``, ``kv`` and ``group_size``, as for
+    tree), ``token_budget`` (chunked prefill), ``replicas`` behind ``router``, and the
+    target's ``tensor_parallel``, ``runtime``, ``weights``, ``kv`` and ``group_size``, as for
     :class:`specsim.sim.ServingConfig` and :class:`specsim.sim.CardCost`."""
 
     parents: tuple[int, ...]
@@ -171,9 +171,11 @@ class StaticTreePlan:
     def draft_prefill(self) -> bool:
         return isinstance(self.config.proposer, DraftModel)
 
-    def step(self, contexts: NDArray[np.int64], rng: np.random.Generator) -> TreeStep:
+    def step(
+        self, contexts: NDArray[np.int64], rng: np.random.Generator, positions: int | None = None
+    ) -> TreeStep:
         cfg, b = self.config, len(contexts)
-        k = cfg.nodes(b)
+        k = cfg.nodes(b) if positions is None else min(cfg.nodes(b), positions // b - 1)
         if k not in self.pruned:
             self.pruned[k] = prune_tree(cfg.parents, cfg.proposer.acceptance, k)
         tree = self.pruned[k]

@@ -206,10 +206,13 @@ class DynamicTreePlan:
     def draft_prefill(self) -> bool:
         return isinstance(self.config.proposer, DraftModel)
 
-    def step(self, contexts: NDArray[np.int64], rng: np.random.Generator) -> TreeStep:
+    def step(
+        self, contexts: NDArray[np.int64], rng: np.random.Generator, positions: int | None = None
+    ) -> TreeStep:
         cfg, b, ctx = self.config, len(contexts), contexts
         acc = cfg.proposer.acceptance
-        room = None if cfg.position_budget is None else cfg.position_budget - b
+        most = [p for p in (cfg.position_budget, positions) if p is not None]
+        room = min(most) - b if most else None
         if room == 0:  # roots only: nothing to draft
             zero = np.zeros(b, dtype=np.int64)
             ver_s, ver_e = self.verify([()] * b, ctx)

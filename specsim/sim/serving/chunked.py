@@ -45,14 +45,22 @@ def chunked_iteration(engine: Engine, rep: Replica, start: float) -> simpy.event
     assert budget is not None and prefills is not None
     (gam, chosen, g), started, pre = _budget_plan(engine, rep)
     b = batch.size
+    tree = None
+    if b and engine.tree is not None:  # the trees first: the chunks get what they leave
+        tree = engine.tree_step(rep, budget)
+        g = tree.nodes  # priced beside the chunks as chains of as many positions
     room = budget - (b + (gam * b if g is None else int(g.sum())))
     rows_, sizes, offsets = prefills.plan(room)
     chunk_s, chunk_e = chunk_cost(
         engine.cost, gam, g, batch, sizes, offsets, draft=engine.draft_prefill
     )
     decoded: Decoded = (0.0, 0.0, 0.0, 0, 0)
-    if b:
+    if tree is not None:
+        decoded = engine.decode_trees(rep, tree)
+    elif b:
         decoded = engine.decode(rep, gam, chosen, g)
+    elif engine.tree is not None:  # nothing decoded: the plan's columns are blank
+        rep.plan_rows.append((0.0,) * (2 + len(engine.tree.columns)))
     prefill_s = chunk_s + pre[2]
     yield engine.env.timeout(prefill_s + decoded[0])
     now = engine.env.now

@@ -31,7 +31,7 @@ from specsim.sim.drain import Drain, drain
 from specsim.sim.engine import drain_chunked, draining
 from specsim.sim.router import Replica, route, tables
 from specsim.sim.serving.chunked import chunked_iteration
-from specsim.sim.serving.plans import EngineConfig, TreePlan
+from specsim.sim.serving.plans import EngineConfig, TreePlan, TreeStep
 from specsim.sim.source import (
     BatchedCostSource,
     BatchWide,
@@ -79,8 +79,6 @@ class Engine:
         self.tree, self.rng = tree, rng
         if (policy is None) == (tree is None) or (tree is not None and rng is None):
             raise TypeError("Engine: expected a lookahead policy, or a tree plan and an rng")
-        if tree is not None and config.token_budget is not None:
-            raise ValueError("token_budget: chunked prefill with token trees is not modelled")
         self.cost, self.max_gamma = config.cost, config.max_gamma
         n = len(req)
         self.first_tok, self.finish = np.full(n, np.nan), np.full(n, np.nan)
@@ -245,12 +243,16 @@ class Engine:
         batch.last_gamma, batch.last_accepted = chosen, acc - 1
         return t_iter, e_iter, d_time, emitted, int(g.sum())
 
-    def decode_trees(self, rep: Replica) -> Decoded:
-        """The tree plan's pass; each sequence emits its accepted nodes plus one, cut at its
-        request's last token. Drafted: the nodes verified."""
-        batch = rep.batch
+    def tree_step(self, rep: Replica, positions: int | None = None) -> TreeStep:
+        """The tree plan's pass over the batch (nothing emitted yet), at most ``positions``."""
         assert self.tree is not None and self.rng is not None
-        s = self.tree.step(batch.contexts() - 1, self.rng)  # cached: all but the root
+        return self.tree.step(rep.batch.contexts() - 1, self.rng, positions)  # all but roots
+
+    def decode_trees(self, rep: Replica, s: TreeStep | None = None) -> Decoded:
+        """The tree plan's pass (``s``, or a new one); each sequence emits its accepted nodes
+        plus one, cut at its request's last token. Drafted: the nodes verified."""
+        batch = rep.batch
+        s = self.tree_step(rep) if s is None else s
         emit = np.minimum(s.accepted + 1, batch.end - batch.ptr)
         self.tally.add(batch.rid, s.nodes, emit - 1)
         emitted = batch.advance(emit)

@@ -76,8 +76,10 @@ class TreePlan(Protocol):
     at most past a sequence's emitted tokens (its root and its largest tree: the KV
     reservation and the paged cache's pass size); ``draft_prefill``, whether a draft model
     prefills beside the target; ``columns``, the names of its ``extra`` columns; and
-    ``step(contexts, rng)``, the pass over sequences each after ``contexts[i]`` cached
-    tokens (all but the root), its acceptance walks drawn from ``rng``."""
+    ``step(contexts, rng, positions=None)``, the pass over sequences each after
+    ``contexts[i]`` cached tokens (all but the root), its acceptance walks drawn from
+    ``rng``, verifying at most ``positions`` positions over the batch, roots included
+    (the scheduler's token budget; None: the plan's own limits)."""
 
     @property
     def lookahead(self) -> int: ...
@@ -88,4 +90,6 @@ class TreePlan(Protocol):
     @property
     def columns(self) -> tuple[str, ...]: ...
 
-    def step(self, contexts: Ints, rng: np.random.Generator) -> TreeStep: ...
+    def step(
+        self, contexts: Ints, rng: np.random.Generator, positions: int | None = None
+    ) -> TreeStep: ...
