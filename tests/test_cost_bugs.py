@@ -20,7 +20,7 @@ from tree_cases import ACC, DRAFT, HW, TARGET
 
 from specsim.acceptance import IIDAcceptance
 from specsim.cards import load_hardware, load_model
-from specsim.cost import PassShape, pass_aggregates_cost, pass_cost
+from specsim.cost import Deployment, PassShape, pass_aggregates_cost, pass_cost
 from specsim.policies import FixedGamma
 from specsim.proposers import NGram
 from specsim.sim import CardCost, ServingConfig, StreamConfig, simulate_serving, simulate_stream
@@ -172,7 +172,9 @@ def test_the_verification_pass_prices_the_trees_own_attention_pairs() -> None:
         ver = pass_aggregates_cost(
             TARGET, HW, batch=1, tokens=n1, context_tokens=c, pairs=n1 * c + _own_pairs(tree)
         )
-        draft = DRAFT.draft_cost(tree, target=TARGET, hardware=HW, batch=1, context=int(c))
+        draft = DRAFT.draft_cost(
+            tree, deployment=Deployment(target=TARGET, hardware=HW), batch=1, context=int(c)
+        )
         verify_s = row.end_s - row.start_s - row.prefill_s - row.draft_s
         assert verify_s == pytest.approx(ver.time_s, rel=1e-9)
         energy = ver.energy_j + draft.energy_j
@@ -266,7 +268,9 @@ def test_a_draft_models_step_d_runs_after_the_tokens_drafted_before_it(context: 
     for d, width in enumerate(_frontier(tree), start=1):
         shape = PassShape.tree(context=context + d - 1, parents=[-1] * width, batch=batch)
         expected += pass_cost(DRAFT.card, HW, shape).time_s
-    got = DRAFT.draft_cost(tree, target=TARGET, hardware=HW, batch=batch, context=context)
+    got = DRAFT.draft_cost(
+        tree, deployment=Deployment(target=TARGET, hardware=HW), batch=batch, context=context
+    )
     assert got.time_s == pytest.approx(expected, rel=1e-12)
 
 

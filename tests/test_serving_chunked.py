@@ -10,7 +10,7 @@ from serving_cases import card_cost, serving_config
 
 from specsim.policies import HeuristicPlusTwoMinusOne
 from specsim.sim import CardCost, PoissonWorkload, simulate_serving
-from specsim.sim.paged import budget_cap
+from specsim.sim.prefill import budget_cap
 
 
 @pytest.fixture(scope="module")

@@ -7,14 +7,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import specsim.sim.serving as serving
+import specsim.sim.serving.loop as serving
 from specsim.acceptance import IIDAcceptance
 from specsim.cards import load_hardware, load_model
 from specsim.policies import FixedGamma
 from specsim.sim import CardCost, PlainCost, PoissonWorkload, ServingConfig, simulate_serving
 from specsim.sim.batch import Batch, Requests, draw_requests
-from specsim.sim.drain import iteration_sums, trajectories
 from specsim.sim.engine import chunk_cost
+from specsim.sim.walks import iteration_sums, trajectories
 
 
 class Stepped(CardCost):

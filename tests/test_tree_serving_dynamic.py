@@ -11,7 +11,7 @@ from tree_cases import ACC, DRAFT, HW, TARGET, Z
 
 from specsim.cards import load_head, load_model
 from specsim.cost.deployment import Deployment
-from specsim.proposers import Heads, NGram, frontier_widths
+from specsim.proposers import Heads, frontier_widths
 from specsim.sim.arrivals import PoissonWorkload
 from specsim.sim.tree_policies import ConfidenceTree, NodeConfidence
 from specsim.sim.tree_serving_dynamic import (
@@ -200,32 +200,31 @@ def test_the_policys_widths_are_the_frontier_widths() -> None:
         DRAFT,
         Heads(card=load_head("eagle-vicuna-7b-v1.3")),
         Heads(card=load_head("medusa-vicuna-7b-v1.3")),
-        NGram(acceptance=ACC),
     ],
 )
 def test_the_batch_draft_cost_is_the_proposers_own_on_equal_trees(proposer: object) -> None:
     target = load_model("vicuna-7b-v1.3") if isinstance(proposer, Heads) else TARGET
+    dep = Deployment(target=target, hardware=HW)
     tree = (-1, -1, 0, 0, 1, 2, 4)
     for b, c in ((1, 100), (8, 700)):
-        own = proposer.draft_cost(tree, target=target, hardware=HW, batch=b, context=c)  # type: ignore[attr-defined]
+        own = proposer.draft_cost(tree, deployment=dep, batch=b, context=c)  # type: ignore[attr-defined]
         ctx = np.full(b, c, dtype=np.int64)
         t, e = batch_draft_cost(
             proposer,
             [frontier_widths(tree)] * b,
             ctx,  # type: ignore[arg-type]
-            target=target,
-            hardware=HW,
+            deployment=dep,
         )
         assert t == pytest.approx(float(own.time_s), rel=1e-12)
         assert e == pytest.approx(float(own.energy_j), rel=1e-12)
     # Sequences at different contexts and widths: more than the lightest alone, less than
     # each priced apart (one batched step per depth shares the weights' reads).
-    if not isinstance(proposer, NGram):
+    if True:  # one batched step per depth shares the weights' reads
         w = [frontier_widths(tree), (1,), (1, 2)]
         ctx = np.asarray([50, 400, 900], dtype=np.int64)
-        together = batch_draft_cost(proposer, w, ctx, target=target, hardware=HW)[0]  # type: ignore[arg-type]
+        together = batch_draft_cost(proposer, w, ctx, deployment=dep)[0]  # type: ignore[arg-type]
         apart = [
-            batch_draft_cost(proposer, [x], ctx[i : i + 1], target=target, hardware=HW)[0]  # type: ignore[arg-type]
+            batch_draft_cost(proposer, [x], ctx[i : i + 1], deployment=dep)[0]  # type: ignore[arg-type]
             for i, x in enumerate(w)
         ]
         assert max(apart) <= together < sum(apart)

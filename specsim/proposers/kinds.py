@@ -217,7 +217,9 @@ class Heads:
             )
         self.card.check_layer_fraction(target.decode_layer_params)
 
-    def _on(self, deployment: Deployment) -> Deployment:
+    def deployment(self, target: Deployment) -> Deployment:
+        """Where the heads run: the target's deployment, in the card's ``dtype`` when given."""
+        deployment = target
         return (
             deployment if self.dtype is None else dataclasses.replace(deployment, dtype=self.dtype)
         )
@@ -226,7 +228,7 @@ class Heads:
         """The heads' weights per device: ``layer_fraction`` of a target decoder layer in the
         target's weight format (an upper bound where a card counts a shared LM head)."""
         self.check_target(deployment.target)
-        dep = self._on(deployment)
+        dep = self.deployment(deployment)
         weights = self.card.layer_fraction * deployment.target.decode_layer_params
         return weights * dep.formats().weights / dep.tensor_parallel
 
@@ -244,7 +246,7 @@ class Heads:
             )
         widths = (1,) if self.card.kind == "parallel" else frontier_widths(parents)
         return _frontier_passes(
-            self._on(deployment),
+            self.deployment(deployment),
             widths,
             batch=check_batch(batch),
             context=contexts(context),

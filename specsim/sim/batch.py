@@ -92,6 +92,27 @@ class Requests:
             plain_weights=bool(np.all(np.concatenate([d.position_weights for d in draws]) == 1)),
         )
 
+    @classmethod
+    def undrawn(cls, table: pd.DataFrame, *, lookahead: int) -> Requests:
+        """The requests without acceptance draws, for a plan that draws its acceptance per
+        pass (token trees, :class:`specsim.sim.serving.loop.TreePlan`): each reserves its
+        prompt, its output and ``lookahead`` positions of one pass."""
+        prompt = table["prompt_tokens"].to_numpy().astype(np.int64)
+        out_len = table["output_tokens"].to_numpy().astype(np.int64)
+        lengths = out_len + lookahead
+        ends = np.cumsum(lengths)
+        return cls(
+            table=table,
+            arrival=table["arrival_s"].to_numpy(),
+            prompt=prompt,
+            out_len=out_len,
+            draws=[],
+            base=ends - lengths,
+            run1=np.ones(int(ends[-1]) if ends.shape[0] else 0, dtype=np.int64),
+            reserve=prompt + out_len + lookahead,
+            plain_weights=False,
+        )
+
     def __len__(self) -> int:
         return int(self.arrival.shape[0])
 
@@ -187,6 +208,7 @@ class Batch:
         "ctx_sum",
         "low",
         "caps",
+        "last_run",
     )
 
     def __init__(self, max_batch: int) -> None:
@@ -196,6 +218,7 @@ class Batch:
         self.ctx_sum = 0
         self.low = 0
         self.caps = np.zeros(max_batch, dtype=np.int64)  # gamma + 1, for a fast minimum
+        self.last_run = empty  # tokens each sequence emitted in the last uniform block
 
     @property
     def size(self) -> int:
@@ -255,6 +278,7 @@ class Batch:
         if gamma == 0:  # plain decoding: one token each
             self.ptr += 1
             emitted = b
+            self.last_run = np.ones(b, dtype=np.int64)
         else:
             caps = self.caps[:b]
             caps[:] = most
@@ -262,6 +286,7 @@ class Batch:
             np.minimum(acc, caps, out=acc)
             self.ptr += acc
             emitted = sum(acc.tolist())
+            self.last_run = acc
         self.ctx_sum += emitted
         self.low -= most
         return emitted

@@ -40,6 +40,7 @@ from specsim.cost import (
     verification_positions,
 )
 from specsim.cost.checks import card_of, check_draft_pair, check_runtime, check_tensor_parallel
+from specsim.sim.card_deployment import CardDeployment
 from specsim.sim.plain import PlainCost
 from specsim.sim.source import BlockCosts, IterationCost, IterationCosts, PassCost, Remembers, named
 
@@ -55,7 +56,7 @@ class _Kernel(NamedTuple):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CardCost(Remembers):
+class CardCost(Remembers, CardDeployment):
     """The roofline cost model on cards: ``target`` and ``draft`` models on ``hardware``.
 
     ``draft_hardware`` set means the draft has its own accelerator (overlapped
@@ -137,13 +138,6 @@ class CardCost(Remembers):
     def overlapped(self) -> bool:
         return self.draft_hardware is not None
 
-    def _draft_model(self) -> tuple[ModelCard, HardwareCard, int]:
-        if self.draft is None:
-            raise ValueError("this cost source has no draft model")
-        if self.draft_hardware is not None:
-            return self.draft, self.draft_hardware, 1
-        return self.draft, self.hardware, self.tensor_parallel
-
     def _pass(
         self, model: ModelCard, hw: HardwareCard, shape: PassShape, tp: int, *, draft: bool
     ) -> PassCost:
@@ -220,24 +214,6 @@ class CardCost(Remembers):
             batch.astype(np.float64), context_sum.astype(np.float64), gamma
         )
         return IterationCosts(time, energy, np.broadcast_to(d_time, time.shape))
-
-    def _uniform(self, b: Any, sc: Any, gamma: int) -> tuple[Any, Any, Any]:
-        """Time, energy and draft time of uniform iterations (floats or arrays)."""
-        (tl, te, _), draft = self._kernels
-        T, S, R = chain_sums(b, sc, verification_positions(float(gamma)), te)
-        time, energy, _, _, _ = time_energy(tl, T, S, R)
-        d_time = 0.0
-        if gamma > 0:
-            if draft is None:
-                raise ValueError("this cost source has no draft model")
-            dl, de, _ = draft
-            _, s0, r0 = chain_sums(b, sc, 1.0, de)
-            for j in range(gamma):  # draft step j: one token per sequence after j drafted
-                jb = j * b
-                t, e, _, _, _ = time_energy(dl, b, s0 + jb, r0 + jb)
-                d_time += t
-                energy += e
-        return time + d_time, energy, d_time
 
     def iteration(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> IterationCost:
         """A batch iteration from pass aggregates.
@@ -356,22 +332,6 @@ class CardCost(Remembers):
             out = self._remember(key, self._times(float(batch), float(context_sum), max_gamma))
             out.flags.writeable = False
         return out
-
-    def _times(self, b: float, sc: float, max_gamma: int) -> NDArray[np.float64]:
-        """The same sums as :meth:`iteration` per gamma, on Python floats (a speed trick: a third
-        of the time on arrays; the same operations, so the same floats; tests check it)."""
-        (tl, te, _), draft = self._kernels
-        times = [
-            time_energy(tl, *chain_sums(b, sc, verification_positions(float(g)), te))[0]
-            for g in range(max_gamma + 1)
-        ]
-        if max_gamma > 0 and draft is not None:
-            dl, de, _ = draft
-            acc = 0.0  # the draft steps' cumulative sum, in order
-            for j in range(max_gamma):  # draft step j: every sequence's context j tokens on
-                acc += time_energy(dl, *chain_sums(b, sc + float(j) * b, 1.0, de))[0]
-                times[j + 1] += acc
-        return np.array(times, dtype=np.float64)
 
     def blocks(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> BlockCosts:
         kw: dict[str, Any] = {"batch": 1, "context": context}

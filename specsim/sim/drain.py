@@ -29,7 +29,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -38,16 +38,10 @@ from specsim.sim.batch import Admission, Batch, Requests
 from specsim.sim.paged import EXTRA_COLUMNS, Paging
 from specsim.sim.records import ITERATION_COLUMNS
 from specsim.sim.source import CostSource, IterationCosts
+from specsim.sim.tally import Tally
+from specsim.sim.walks import decode_costs, iteration_sums, trajectories
 
-__all__ = [
-    "Drain",
-    "IterationSums",
-    "decode_costs",
-    "drain",
-    "iteration_sums",
-    "never_binds",
-    "trajectories",
-]
+__all__ = ["Drain", "drain", "never_binds"]
 
 Ints = NDArray[np.int64]
 WIDTH = len(ITERATION_COLUMNS)
@@ -110,36 +104,90 @@ def never_binds(
     return int(np.sort(size)[::-1][:max_batch].sum()) <= cap
 
 
-def trajectories(step: Ints | None, first: Ints, end: Ints) -> tuple[Ints, Ints]:
-    """Each sequence's flat position before each of its iterations and after its last
-    (column ``i``: sequence ``i``, held at its end once there), and how many iterations it
-    needs: a block's end is ``step[p]``, cut at the request's last token. ``step`` None:
-    one token an iteration (gamma 0), and only the first row is formed, the rest being
-    ``first + s``."""
-    if step is None:
-        return first[None, :], end - first
-    chunks = [first[None, :]]
-    ptr = first
-    while not (ptr == end).all():
-        block = np.empty((32, first.shape[0]), dtype=np.int64)
-        for k in range(32):
-            step.take(ptr, out=block[k])
-            np.minimum(block[k], end, out=block[k])
-            ptr = block[k]
-        chunks.append(block)
-    pos = np.concatenate(chunks)
-    return pos, (pos == end).argmax(axis=0)
+@dataclass(eq=False)
+class _Schedule:
+    """A drain's event simulation on iteration numbers (:func:`drain`): the state it
+    carries from one admission or finish to the next, and what it records for the table."""
+
+    d: Drain
+    column: Ints  # each request's column in the trajectories (-1: none)
+    need: list[int]  # iterations each column needs
+    joined: Ints  # the iteration each column joins at
+    heap: list[tuple[int, int]]  # (last iteration, request) of the running sequences
+    running: int
+    done: int
+    grow: list[int] | None = None  # gamma 0 without paging: contexts as numbers
+    shrink: list[int] | None = None
+    ctx_now: int = 0
+    it: int = 0
+    row: int = 0
+    segments: list[tuple[int, int, int]] = field(default_factory=list)  # (it, row, count)
+    seg_ctx: list[tuple[int, int]] = field(default_factory=list)  # (context sum, batch)
+    prefills: list[tuple[int, float, int, float]] = field(default_factory=list)
+    firsts: list[tuple[Ints, int, float, NDArray[np.bool_]]] = field(default_factory=list)
+    ends: list[tuple[Ints, int]] = field(default_factory=list)  # (requests, their last row)
+    tokens: list[tuple[int, int]] = field(default_factory=list)  # (row, prompt tokens)
+
+    def admit(self) -> None:
+        """Admit and prefill what fits; the one-token requests are done with it."""
+        d, admission, req = self.d, self.d.admission, self.d.req
+        adm: list[int] = []
+        if admission.waiting and self.running < d.max_batch:
+            adm = admission.admit(self.running)
+        if not adm:
+            return
+        a = np.asarray(adm, dtype=np.int64)
+        pc = d.cost.prefill(req.prompt[a], draft=d.gamma != 0)
+        self.prefills.append((self.row, pc.time_s, len(adm), pc.energy_j or 0.0))
+        self.tokens.append((self.row, int(req.prompt[a].sum())))
+        one = req.out_len[a] == 1  # one-token requests are done with their prefill
+        self.firsts.append((a, self.row, pc.time_s, one))
+        if one.any():
+            admission.release(a[one])
+            self.done += int(one.sum())
+        for r in a[~one].tolist():
+            col = int(self.column[r])
+            self.joined[col] = self.it
+            heapq.heappush(self.heap, (self.it + self.need[col] - 1, r))
+            self.running += 1
+            if self.grow is not None:
+                self.ctx_now += self.grow[r]
+
+    def advance(self) -> None:
+        """Run until a sequence finishes (nobody joins or leaves before), and retire it."""
+        it, heap = self.it, self.heap
+        last = heap[0][0]
+        self.segments.append((it, self.row, last - it + 1))
+        finished = []
+        while heap and heap[0][0] == last:
+            finished.append(heapq.heappop(heap)[1])
+        if self.shrink is not None:
+            self.seg_ctx.append((self.ctx_now, self.running))
+            shrink = self.shrink
+            self.ctx_now += self.running * (last - it + 1) - sum([shrink[r] for r in finished])
+        self.row += last - it + 1
+        self.it = last + 1
+        f = np.asarray(finished, dtype=np.int64)
+        self.ends.append((f, self.row - 1))
+        self.d.admission.release(f)
+        self.done += f.shape[0]
+        self.running -= f.shape[0]
+
+    def rows(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """The segments (first iteration, row, count) and each decoding iteration's row."""
+        seg = np.array(self.segments, dtype=np.int64).reshape(-1, 3)
+        return seg, np.repeat(seg[:, 1] - seg[:, 0], seg[:, 2]) + np.arange(self.it)
 
 
 def drain(
-    d: Drain, *, start: float, done: int, total: int
+    d: Drain, *, start: float, done: int, total: int, tally: Tally | None = None
 ) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
     """Serve until all ``total`` requests (of this replica) are done, from ``start`` (every
     request has arrived, ``done`` are done); returns the iteration table's rows as one
     array and, paged, their extra columns (:data:`specsim.sim.paged.EXTRA_COLUMNS`), and
-    fills in the first-token and finish times (see the module docstring)."""
+    fills in the first-token and finish times (see the module docstring); ``tally`` counts
+    the drained passes' drafts and acceptances."""
     req, admission, batch, gamma = d.req, d.admission, d.batch, d.gamma
-    n = len(req)
     waiting = np.array(admission.waiting, dtype=np.int64)
     joiners = waiting[req.out_len[waiting] > 1]  # the rest are done with their prefill
     rid = np.concatenate([batch.rid, joiners])
@@ -149,217 +197,75 @@ def drain(
     numbers = gamma == 0 and d.paging is None
     if d.paging is not None:  # memory can no longer bind (ready): admit as if unlimited
         admission.capacity = None
+    pos = None
     if numbers:  # one token an iteration: no walk, and the context sums as numbers
         steps = end - first
-        grow = (req.prompt + 1).tolist()  # a sequence's context when it joins ...
-        shrink = (req.prompt + req.out_len).tolist()  # ... and when it leaves
-        ctx_now, seg_ctx = batch.ctx_sum, []
     else:
         assert gamma == 0 or d.step is not None and d.mixed_many is not None
         pos, steps = trajectories(d.step if gamma else None, first, end)
-    column = np.full(n, -1, dtype=np.int64)
+    if tally is not None:
+        tally.add_drain(rid, pos, steps, end, gamma)
+    column = np.full(len(req), -1, dtype=np.int64)
     column[rid] = np.arange(rid.shape[0])
-    joined = np.zeros(rid.shape[0], dtype=np.int64)  # the iteration each sequence joins at
     need = steps.tolist()
     heap = [(need[c] - 1, r) for c, r in enumerate(batch.rid.tolist())]  # (last iteration, id)
     heapq.heapify(heap)
-    running, it, row = batch.size, 0, 0
-    segments: list[tuple[int, int, int]] = []  # (first iteration, its row, iterations)
-    prefills: list[tuple[int, float, int, float]] = []  # row, time, admitted, energy
-    firsts: list[tuple[Ints, int, float, NDArray[np.bool_]]] = []  # requests, row, prefill, done
-    ends: list[tuple[Ints, int]] = []  # (requests, the row they finish in)
-    tokens: list[tuple[int, int]] = []  # (row, prompt tokens prefilled)
-    while done < total:
-        adm: list[int] = []
-        if admission.waiting and running < d.max_batch:
-            adm = admission.admit(running)
-        if adm:
-            a = np.asarray(adm, dtype=np.int64)
-            pc = d.cost.prefill(req.prompt[a], draft=gamma != 0)
-            prefills.append((row, pc.time_s, len(adm), pc.energy_j or 0.0))
-            tokens.append((row, int(req.prompt[a].sum())))
-            one = req.out_len[a] == 1  # one-token requests are done with their prefill
-            firsts.append((a, row, pc.time_s, one))
-            if one.any():
-                admission.release(a[one])
-                done += int(one.sum())
-            for r in a[~one].tolist():
-                col = int(column[r])
-                joined[col] = it
-                heapq.heappush(heap, (it + need[col] - 1, r))
-                running += 1
-                if numbers:
-                    ctx_now += grow[r]
-        if running == 0:  # only one-token requests were admitted: a prefill-only iteration
-            row += 1
-            continue
-        last = heap[0][0]  # until a sequence finishes, nobody joins or leaves
-        segments.append((it, row, last - it + 1))
-        finished = []
-        while heap and heap[0][0] == last:
-            finished.append(heapq.heappop(heap)[1])
-        if numbers:
-            seg_ctx.append((ctx_now, running))
-            ctx_now += running * (last - it + 1) - sum([shrink[r] for r in finished])
-        row += last - it + 1
-        it = last + 1
-        f = np.asarray(finished, dtype=np.int64)
-        ends.append((f, row - 1))
-        admission.release(f)
-        done += f.shape[0]
-        running -= f.shape[0]
-    seg = np.array(segments, dtype=np.int64).reshape(-1, 3)  # first iteration, row, count
-    rows = np.repeat(seg[:, 1] - seg[:, 0], seg[:, 2]) + np.arange(it)  # each one's row
-    if numbers:
-        ctx0, size = np.array(seg_ctx, dtype=np.int64).reshape(-1, 2).T
-        b = np.repeat(size, seg[:, 2])
-        ctx_sum = np.repeat(ctx0 - size * seg[:, 0], seg[:, 2]) + b * np.arange(it)
-        t, e, dr = d.uniform(batch=b, context_sum=ctx_sum, gamma=0)
-        table = np.zeros((row, WIDTH), dtype=np.float64)
-        table[rows, 3], table[rows, 4], table[rows, 7] = dr, b, b
-        table[rows, 10] = b
-        return _finish(d, table, rows, t, e, prefills, firsts, ends, start=start), None
-    sums = iteration_sums(
-        pos, steps, joined, off, end, gamma, it, block=None if d.paging is None else d.paging.block
+    sched = _Schedule(
+        d, column, need, np.zeros(rid.shape[0], dtype=np.int64), heap, batch.size, done
     )
+    if numbers:
+        sched.grow = (req.prompt + 1).tolist()  # a sequence's context when it joins ...
+        sched.shrink = (req.prompt + req.out_len).tolist()  # ... and when it leaves
+        sched.ctx_now = batch.ctx_sum
+    while sched.done < total:
+        sched.admit()
+        if sched.running == 0:  # only one-token requests were admitted: prefill only
+            sched.row += 1
+            continue
+        sched.advance()
+    if pos is None:
+        return _plain_table(sched, start=start), None
+    return _walk_table(sched, pos, steps, off, end, start=start)
+
+
+def _plain_table(sched: _Schedule, *, start: float) -> NDArray[np.float64]:
+    """Gamma 0 without paging: every iteration's sums from the segments in closed form."""
+    d, it = sched.d, sched.it
+    seg, rows = sched.rows()
+    ctx0, size = np.array(sched.seg_ctx, dtype=np.int64).reshape(-1, 2).T
+    b = np.repeat(size, seg[:, 2])
+    ctx_sum = np.repeat(ctx0 - size * seg[:, 0], seg[:, 2]) + b * np.arange(it)
+    t, e, dr = d.uniform(batch=b, context_sum=ctx_sum, gamma=0)
+    table = np.zeros((sched.row, WIDTH), dtype=np.float64)
+    table[rows, 3], table[rows, 4], table[rows, 7] = dr, b, b
+    table[rows, 10] = b
+    return _finish(d, table, rows, t, e, sched.prefills, sched.firsts, sched.ends, start=start)
+
+
+def _walk_table(
+    sched: _Schedule, pos: Ints, steps: Ints, off: Ints, end: Ints, *, start: float
+) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
+    """The drained iterations' rows from the trajectories, costed in bulk; paged, the
+    extra columns (blocks held, tokens prefilled)."""
+    d, gamma, it = sched.d, sched.d.gamma, sched.it
+    _, rows = sched.rows()
+    block = None if d.paging is None else d.paging.block
+    sums = iteration_sums(pos, steps, sched.joined, off, end, gamma, it, block=block)
     b, emitted, drafted = sums.batch, sums.emitted, sums.drafted
     t, e, dr = decode_costs(d.uniform, d.mixed_many, sums, gamma)
-    table = np.zeros((row, WIDTH), dtype=np.float64)
+    table = np.zeros((sched.row, WIDTH), dtype=np.float64)
     table[rows, 3], table[rows, 4], table[rows, 6] = dr, b, drafted
     table[rows, 7] = drafted + b
     table[rows, 8] = table[rows, 9] = drafted + b - emitted
     table[rows, 10] = emitted
-    table = _finish(d, table, rows, t, e, prefills, firsts, ends, start=start)
+    table = _finish(d, table, rows, t, e, sched.prefills, sched.firsts, sched.ends, start=start)
     if d.paging is None:
         return table, None
-    extras = np.zeros((row, EXTRA), dtype=np.float64)  # paged: blocks held, tokens prefilled
+    extras = np.zeros((sched.row, EXTRA), dtype=np.float64)
     extras[rows, 0] = sums.blocks
-    at, size = np.array(tokens, dtype=np.int64).reshape(-1, 2).T
+    at, size = np.array(sched.tokens, dtype=np.int64).reshape(-1, 2).T
     extras[at, 4] = size
     return table, extras
-
-
-class IterationSums(NamedTuple):
-    """Per iteration, sums over its decoding sequences: how many, their contexts, tokens
-    emitted and drafted, per gamma drafted (cut near the ends) the count and context sum,
-    and, given a block size, the KV blocks held during the pass and the pass's causal
-    (query, key) pairs."""
-
-    batch: NDArray[Any]
-    ctx_sum: NDArray[Any]
-    emitted: NDArray[Any]
-    drafted: NDArray[Any]
-    counts: NDArray[Any]
-    csum: NDArray[Any]
-    blocks: NDArray[Any] | None
-    pairs: NDArray[Any] | None
-
-
-def iteration_sums(
-    pos: Ints,
-    steps: Ints,
-    joined: Ints,
-    off: Ints,
-    end: Ints,
-    gamma: int,
-    it: int,
-    block: int | None = None,
-) -> IterationSums:
-    """Sums over every (sequence, iteration) pair of :func:`trajectories` (sequence ``c`` runs
-    its step ``s`` in iteration ``joined[c] + s``; past its end, a spare bin ``it``), by
-    bincount, exact in float64 (integers far below 2^53). Gamma 0 (``pos``: its first row):
-    each sequence runs ``steps`` iterations from ``joined``, its context one more each, so
-    the sums are cumulative sums of what joins and leaves."""
-    if gamma == 0:
-        return _plain_sums(pos[0], steps, joined, off, it, block)
-    here = pos[:-1]
-    step_no = np.arange(here.shape[0])[:, None]
-    valid = step_no < steps
-    at = np.where(valid, joined + step_no, it)
-    ctx, left = off + here, end - here
-    flat = at.ravel()
-    b = np.bincount(flat, minlength=it + 1)[:it]
-    ctx_sum = np.bincount(flat, weights=ctx.ravel(), minlength=it + 1)[:it].astype(np.int64)
-    emitted = np.bincount(flat, weights=(pos[1:] - here).ravel(), minlength=it + 1)[:it].astype(
-        np.int64
-    )
-    cut = valid & (left <= gamma)  # within gamma of its end: gamma cut to left - 1
-    tc, gc, cc = at[cut], left[cut] - 1, ctx[cut]
-    width = gamma + 1
-    cell = tc * width + gc
-    count = np.bincount(cell, minlength=it * width).reshape(it, width)
-    csum = np.bincount(cell, weights=cc, minlength=it * width).reshape(it, width)
-    count[:, gamma] = b - count.sum(axis=1)
-    csum[:, gamma] = ctx_sum - np.bincount(tc, weights=cc, minlength=it).astype(np.int64)
-    drafted = (count * np.arange(width)).sum(axis=1)
-    blocks = pairs = None
-    if block is not None:
-        n = np.minimum(left, width)  # positions of the pass: gamma + 1, cut to left
-        w = np.where(valid, (ctx + n + (block - 2)) // block, 0).ravel()
-        blocks = np.bincount(flat, weights=w, minlength=it + 1)[:it].astype(np.int64)
-        w = np.where(valid, n * ctx + n * (n + 1) // 2, 0).ravel()
-        pairs = np.bincount(flat, weights=w, minlength=it + 1)[:it]
-    return IterationSums(b, ctx_sum, emitted, drafted, count, csum, blocks, pairs)
-
-
-def _plain_sums(
-    first: Ints, steps: Ints, joined: Ints, off: Ints, it: int, block: int | None
-) -> IterationSums:
-    """:func:`iteration_sums` at gamma 0: differences at joins and leaves, summed up."""
-    stop = joined + steps
-
-    def running(at: Ints, w: Any, until: Ints, w_until: Any) -> NDArray[Any]:
-        diff = np.bincount(at, weights=w, minlength=it + 1)
-        diff -= np.bincount(until, weights=w_until, minlength=it + 1)
-        return np.cumsum(diff)[:it]
-
-    ones = np.ones(joined.shape[0])
-    b = running(joined, ones, stop, ones).astype(np.int64)
-    ctx0 = off + first  # the context at a sequence's first iteration
-    lead = (ctx0 - joined).astype(np.float64)  # its context in iteration t is lead + t
-    ctx_sum = running(joined, lead, stop, lead).astype(np.int64) + b * np.arange(it, dtype=np.int64)
-    blocks = pairs = None
-    if block is not None:  # ceil(context / block) blocks, one more at each block's start
-        last = ctx0 + steps - 1
-        blocks_in = -(-ctx0 // block)
-        blocks_out = -(-last // block)
-        grow = blocks_out - blocks_in  # steps at which a sequence takes a new block
-        s0 = (-ctx0) % block + 1  # its first: context s0 + ctx0 - 1 is a multiple of block
-        k = np.repeat(np.arange(grow.shape[0]), grow)
-        nth = np.arange(k.shape[0]) - np.repeat(np.cumsum(grow) - grow, grow)
-        at = np.concatenate([joined, joined[k] + s0[k] + nth * block])
-        w = np.concatenate([blocks_in, np.ones(k.shape[0], dtype=np.int64)]).astype(np.float64)
-        blocks = running(at, w, stop, blocks_out.astype(np.float64)).astype(np.int64)
-        pairs = (ctx_sum + b).astype(np.float64)  # one position each: context + 1 pairs
-    counts, csum = b[:, None].copy(), ctx_sum[:, None].astype(np.float64)
-    return IterationSums(
-        b, ctx_sum, b.copy(), np.zeros(it, dtype=np.int64), counts, csum, blocks, pairs
-    )
-
-
-def decode_costs(
-    uniform: Callable[..., IterationCosts],
-    mixed_many: Callable[[Ints, NDArray[np.float64]], IterationCosts] | None,
-    sums: IterationSums,
-    gamma: int,
-) -> tuple[Any, Any, Any]:
-    """The iterations' decode times, energies and draft times (zero where none decodes):
-    those in which every sequence drafts one gamma by ``uniform_iterations``, one call per
-    gamma, the others by ``iterations``, as the engine costs them one at a time."""
-    b, count, it = sums.batch, sums.counts, sums.batch.shape[0]
-    low = np.argmax(count > 0, axis=1)  # the smallest and largest gamma drafted
-    high = gamma - np.argmax(count[:, ::-1] > 0, axis=1)
-    t, e, dr = np.zeros(it), np.zeros(it), np.zeros(it)
-    some = b > 0
-    same = (low == high) & some
-    for v in np.unique(low[same]).tolist():  # as iteration() does: the uniform formula
-        sel = np.flatnonzero(same & (low == v))
-        t[sel], e[sel], dr[sel] = uniform(batch=b[sel], context_sum=sums.ctx_sum[sel], gamma=v)
-    sel = np.flatnonzero(~same & some)
-    if sel.shape[0]:
-        assert mixed_many is not None
-        t[sel], e[sel], dr[sel] = mixed_many(count[sel], sums.csum[sel].astype(np.float64))
-    return t, e, dr
 
 
 def _finish(

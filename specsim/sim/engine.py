@@ -34,20 +34,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from specsim.cost import verification_positions
-from specsim.sim.drain import (
-    EXTRA,
-    WIDTH,
-    Drain,
-    decode_costs,
-    iteration_sums,
-    never_binds,
-    trajectories,
-)
+from specsim.sim.drain import EXTRA, WIDTH, Drain, never_binds
 from specsim.sim.source import CostSource, IterationCosts, PassCost
+from specsim.sim.tally import Tally
+from specsim.sim.walks import decode_costs, iteration_sums, trajectories
 
 if TYPE_CHECKING:
     from specsim.sim.batch import Admission, Batch, Requests
-    from specsim.sim.paged import Paging, Prefills
+    from specsim.sim.paged import Paging
+    from specsim.sim.prefill import Prefills
 
 __all__ = ["ChunkDrain", "chunk_cost", "drain_chunked", "draining"]
 
@@ -200,13 +195,98 @@ def draining(
     return ChunkDrain(step=step, budget=budget, prefills=rep.prefills, seen=[-1], **kw)
 
 
+class _ChunkSchedule:
+    """A chunked drain's event simulation on iteration numbers (:func:`drain_chunked`):
+    the running sequences' finishes, the prompts in prefill, and what it records."""
+
+    def __init__(self, d: ChunkDrain, *, need: list[int], tails: list[list[int]]) -> None:
+        pf, self.d = d.prefills, d
+        self.need, self.tails, self.gam = need, tails, d.gamma
+        self.cuts: dict[int, int] = {}  # iteration: positions the cuts near ends remove
+        self.joined = [0] * len(need)
+        self.heap: list[tuple[int, int]] = []  # (last iteration, column)
+        self.prompt, self.out_len = d.req.prompt.tolist(), d.req.out_len.tolist()
+        self.holds_of = None if d.paging is None else d.paging.need
+        self.pr, self.pl, self.pd, self.ph = (
+            list(pf.rid),
+            list(pf.left),
+            list(pf.done),
+            list(pf.holds),
+        )
+        self.b, self.it = d.batch.size, 0
+        self.left = d.batch.size + len(self.pr) + len(d.admission.waiting)
+        self.slow: list[tuple[int, ...]] = []  # iteration, started, blocks held, chunk sums
+        self.firsts: list[tuple[list[int], int]] = []
+        self.ends: list[tuple[list[int], int]] = []
+
+    def join(self, c: int, at: int) -> None:
+        """Column ``c`` joins the batch at iteration ``at``; its cuts are registered."""
+        self.joined[c] = at
+        heapq.heappush(self.heap, (at + self.need[c] - 1, c))
+        for k, v in enumerate(self.tails[c]):
+            if v:
+                key = at + self.need[c] - self.gam + k
+                self.cuts[key] = self.cuts.get(key, 0) + v
+
+    def chunks(self) -> None:
+        """Prompts start (start_prefills) and advance (Prefills.plan) in the budget's room."""
+        d, wait, it = self.d, self.d.admission.waiting, self.it
+        pr, pl, pd, ph = self.pr, self.pl, self.pd, self.ph
+        positions = self.b * (self.gam + 1) - self.cuts.pop(it, 0)
+        room, running, started = d.budget - positions - sum(pl), self.b + len(pr), 0
+        while room > 0 and wait and running < d.max_batch:
+            i = wait.popleft()
+            pr.append(i)
+            pl.append(self.prompt[i])
+            pd.append(0)
+            ph.append(0 if self.holds_of is None else int(self.holds_of[i]))
+            running, started, room = running + 1, started + 1, room - self.prompt[i]
+        room = d.budget - positions
+        tc = pc = cc = q = nc = 0
+        for k in range(len(pr)):
+            if room <= 0:
+                break
+            c = min(pl[k], room)
+            half = c * (c + 1) // 2
+            tc, pc, cc, q, nc = tc + c, pc + c * pd[k] + half, cc + pd[k], q + half, nc + 1
+            pl[k], pd[k], room = pl[k] - c, pd[k] + c, room - c
+        self.slow.append((it, started, sum(ph), tc, pc, cc, nc, q))
+
+    def retire(self, rid_l: list[int]) -> None:
+        heap, it = self.heap, self.it
+        if heap and heap[0][0] == it:
+            fin = []
+            while heap and heap[0][0] == it:
+                fin.append(rid_l[heapq.heappop(heap)[1]])
+            self.ends.append((fin, it))
+            self.b, self.left = self.b - len(fin), self.left - len(fin)
+
+    def prefilled(self, col_of: dict[int, int]) -> None:
+        """Prompts prefilled: first tokens; the others join the batch."""
+        if not (self.pr and 0 in self.pl):
+            return
+        done_p = [r for r, x in zip(self.pr, self.pl, strict=True) if x == 0]
+        self.firsts.append((done_p, self.it))
+        for r in done_p:
+            if self.out_len[r] == 1:
+                self.ends.append(([r], self.it))
+                self.left -= 1
+            else:
+                self.join(col_of[r], self.it + 1)
+                self.b += 1
+        keep = [k for k, x in enumerate(self.pl) if x > 0]
+        self.pr, self.pl, self.pd, self.ph = (
+            [v[k] for k in keep] for v in (self.pr, self.pl, self.pd, self.ph)
+        )
+
+
 def drain_chunked(
-    d: ChunkDrain, *, start: float
+    d: ChunkDrain, *, start: float, tally: Tally | None = None
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Serve the replica's requests left from ``start`` (all have arrived; :meth:`ChunkDrain.
     ready`); returns the iteration table's rows and their extra columns
     (:data:`specsim.sim.paged.EXTRA_COLUMNS`) and fills in first-token and finish times."""
-    req, batch, pf, gam, budget = d.req, d.batch, d.prefills, d.gamma, d.budget
+    req, batch, pf, gam = d.req, d.batch, d.prefills, d.gamma
     wait: deque[int] = d.admission.waiting
     later = np.array(pf.rid + list(wait), dtype=np.int64)
     joiners = later[req.out_len[later] > 1]  # the others are done with their prefill
@@ -215,88 +295,28 @@ def drain_chunked(
     off = np.concatenate([batch.off, req.prompt[joiners] - req.base[joiners]])
     first = np.concatenate([batch.ptr, req.base[joiners] + 1])
     pos, steps = trajectories(d.step if gam else None, first, end)
-    cols, need, rid_l = rid.shape[0], steps.tolist(), rid.tolist()
+    if tally is not None:  # the drained passes' drafts and acceptances
+        tally.add_drain(rid, pos, steps, end, gam)
+    cols, rid_l = rid.shape[0], rid.tolist()
     col_of = dict(zip(joiners.tolist(), range(batch.size, cols), strict=True))
     # Each sequence's cuts near its end (gamma less the positions it drafts), in its last
     # gamma steps: registered when it joins, they give every iteration's positions.
     idx = steps[None, :] - gam + np.arange(gam)[:, None]
     near = pos[np.maximum(idx, 0), np.arange(cols)]
     tails = np.where(idx >= 0, gam - np.minimum(gam, end - near - 1), 0).T.tolist()
-    cuts: dict[int, int] = {}
-
-    def join(c: int, at: int) -> None:
-        joined[c] = at
-        heapq.heappush(heap, (at + need[c] - 1, c))
-        for k, v in enumerate(tails[c]):
-            if v:
-                key = at + need[c] - gam + k
-                cuts[key] = cuts.get(key, 0) + v
-
-    joined, heap = [0] * cols, list[tuple[int, int]]()
+    s = _ChunkSchedule(d, need=steps.tolist(), tails=tails)
     for c in range(batch.size):
-        join(c, 0)
-    prompt, out_len = req.prompt.tolist(), req.out_len.tolist()
-    holds_of = None if d.paging is None else d.paging.need
-    pr, pl, pd, ph = list(pf.rid), list(pf.left), list(pf.done), list(pf.holds)
-    b, left, it = batch.size, batch.size + len(pr) + len(wait), 0
-    slow: list[tuple[int, ...]] = []  # iteration, started, blocks held, chunk sums
-    firsts: list[tuple[list[int], int]] = []
-    ends: list[tuple[list[int], int]] = []
-    while left:
-        if not pr and (not wait or b >= d.max_batch):  # nothing starts before a finish
-            it = heap[0][0]
-        else:  # prompts start (start_prefills) and advance (Prefills.plan)
-            positions = b * (gam + 1) - cuts.pop(it, 0)
-            room, running, started = budget - positions - sum(pl), b + len(pr), 0
-            while room > 0 and wait and running < d.max_batch:
-                i = wait.popleft()
-                pr.append(i)
-                pl.append(prompt[i])
-                pd.append(0)
-                ph.append(0 if holds_of is None else int(holds_of[i]))
-                running, started, room = running + 1, started + 1, room - prompt[i]
-            room = budget - positions
-            tc = pc = cc = q = nc = 0
-            for k in range(len(pr)):
-                if room <= 0:
-                    break
-                c = min(pl[k], room)
-                half = c * (c + 1) // 2
-                tc, pc, cc, q, nc = tc + c, pc + c * pd[k] + half, cc + pd[k], q + half, nc + 1
-                pl[k], pd[k], room = pl[k] - c, pd[k] + c, room - c
-            slow.append((it, started, sum(ph), tc, pc, cc, nc, q))
-        if heap and heap[0][0] == it:  # retire
-            fin = []
-            while heap and heap[0][0] == it:
-                fin.append(rid_l[heapq.heappop(heap)[1]])
-            ends.append((fin, it))
-            b, left = b - len(fin), left - len(fin)
-        if pr and 0 in pl:  # prompts prefilled: first tokens; the others join the batch
-            done_p = [r for r, x in zip(pr, pl, strict=True) if x == 0]
-            firsts.append((done_p, it))
-            for r in done_p:
-                if out_len[r] == 1:
-                    ends.append(([r], it))
-                    left -= 1
-                else:
-                    join(col_of[r], it + 1)
-                    b += 1
-            keep = [k for k, x in enumerate(pl) if x > 0]
-            pr, pl, pd, ph = ([v[k] for k in keep] for v in (pr, pl, pd, ph))
-        it += 1
-    return _tables(
-        d,
-        pos,
-        steps,
-        np.array(joined, dtype=np.int64),
-        off,
-        end,
-        it,
-        slow,
-        firsts,
-        ends,
-        start=start,
-    )
+        s.join(c, 0)
+    while s.left:
+        if not s.pr and (not wait or s.b >= d.max_batch):  # nothing starts before a finish
+            s.it = s.heap[0][0]
+        else:
+            s.chunks()
+        s.retire(rid_l)
+        s.prefilled(col_of)
+        s.it += 1
+    joined = np.array(s.joined, dtype=np.int64)
+    return _tables(d, pos, steps, joined, off, end, s.it, s.slow, s.firsts, s.ends, start=start)
 
 
 def _tables(

@@ -34,7 +34,8 @@ from numpy.typing import NDArray
 from specsim.sim.batch import Admission, Batch, Requests
 from specsim.sim.drain import Drain
 from specsim.sim.engine import ChunkDrain
-from specsim.sim.paged import EXTRA_COLUMNS, Paging, Prefills
+from specsim.sim.paged import EXTRA_COLUMNS, Paging
+from specsim.sim.prefill import Prefills
 from specsim.sim.records import ServingResult, iteration_table
 from specsim.sim.source import CostSource, PassCost
 
@@ -85,6 +86,7 @@ class Replica:
     draining: Drain | ChunkDrain | None = None
     rows: list[Row] = field(default_factory=list)
     extras: list[tuple[float, ...]] = field(default_factory=list)  # EXTRA_COLUMNS, a row each
+    plan_rows: list[tuple[float, ...]] = field(default_factory=list)  # a tree plan's columns
     extra_block: NDArray[np.float64] | None = None  # a chunked drain's, after the rows above
     routed: int = 0
     done: int = 0

@@ -46,6 +46,7 @@ from specsim.policies import (
 )
 from specsim.sim.records import Blocks, StreamResult, grouped_ratio_se, stream_record
 from specsim.sim.source import CostSource, block_costs, check_positions_fit, check_whole
+from specsim.sim.stream_result import add_accepted_at
 
 __all__ = [
     "CHUNK_TOKENS",
@@ -316,6 +317,20 @@ def simulate_stream(
 _SUB_BATCHES = 30  # per chunk, merged into the 30 batches of batch_means_se at the end
 
 
+def _add_sums(totals: dict[str, Any], sums: dict[str, Any]) -> dict[str, Any]:
+    """A chunk's totals (:meth:`StreamResult.sums`) added to the run's so far, in place."""
+    for key, value in sums.items():
+        if key in ("tokens_requested", "overlapped"):
+            continue
+        if key == "accepted_at":
+            totals[key] = add_accepted_at(totals[key], value)
+        elif value is None or totals[key] is None:
+            totals[key] = None
+        else:
+            totals[key] += value
+    return totals
+
+
 def simulate_stream_metrics(
     config: StreamConfig,
     rng: np.random.Generator,
@@ -357,16 +372,7 @@ def simulate_stream_metrics(
             if idx.shape[0]:
                 row = [emitted[idx].sum(), idx.shape[0], block_time[idx].sum(), ops[idx].sum()]
                 batches.append(np.array(row, dtype=np.float64))
-        if totals is None:
-            totals = sums
-        else:
-            for key, value in sums.items():
-                if key in ("tokens_requested", "overlapped"):
-                    continue
-                if value is None or totals[key] is None:
-                    totals[key] = None
-                else:
-                    totals[key] += value
+        totals = sums if totals is None else _add_sums(totals, sums)
         done += sums["tokens"]
         if progress is not None:
             progress(done, config.tokens)

@@ -1,8 +1,9 @@
 """Serving many requests with token trees: continuous batching under a verified-position budget.
 
-One accelerator serves a workload (``workload.sample(rng)``: arrival, prompt and output
-length per request). Every iteration, as in :mod:`specsim.sim.serving` (the loop is
-:func:`specsim.sim.tree_batch.serve_tree_table`):
+One accelerator (or ``replicas`` behind a ``router``) serves a workload
+(``workload.sample(rng)``: arrival, prompt and output length per request) on the one
+serving engine of :mod:`specsim.sim.serving`, with a tree plan (:class:`StaticTreePlan`,
+run by :func:`specsim.sim.tree_batch.serve_trees`). Every iteration:
 
 1. waiting requests are admitted first-come first-served while the batch has room
    (``max_batch``, at most ``position_budget`` sequences: each needs its root, and, with
@@ -37,8 +38,9 @@ ends, and ``budget_bound``): ``positions`` verified, ``positions_wasted`` (off t
 accepted paths, or past a request's end), ``emitted``. With ``plain_twin`` (the default)
 the same requests are also served without speculation
 (:func:`specsim.sim.tree_batch.plain_twin`), so ``metrics()`` carries ``speedup`` and
-``tpot_speedup``. The KV limit is reserve-up-front admission without paging or
-preemption (:mod:`specsim.sim.tree_batch`); chunked prefill is not modelled. Trees chosen
+``tpot_speedup``. The KV limit is reserve-up-front admission, or a paged cache with
+preemption given ``kv_block_tokens``; ``token_budget`` prefills prompts in chunks
+(:mod:`specsim.sim.tree_batch`). Trees chosen
 per pass (EAGLE-2) are served by :mod:`specsim.sim.tree_serving_dynamic`.
 """
 
@@ -46,12 +48,14 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
 
-from specsim.proposers import RankAcceptance, check_tree
+from specsim.cost.deployment import Deployment
+from specsim.proposers import DraftModel, RankAcceptance, check_tree
+from specsim.sim.serving.drafting import proposer_draft_costs
 from specsim.sim.source import check_whole
 from specsim.sim.tree_batch import (
     TreeServingFields,
@@ -61,12 +65,18 @@ from specsim.sim.tree_batch import (
     batch_cap,
     check_serving_fields,
     plain_twin,
-    serve_tree_table,
+    serve_trees,
 )
 from specsim.sim.trees import sample_tree_accepts
 from specsim.theory.trees import tree_reach
 
-__all__ = ["TreeServingConfig", "TreeServingResult", "prune_tree", "simulate_tree_serving"]
+__all__ = [
+    "StaticTreePlan",
+    "TreeServingConfig",
+    "TreeServingResult",
+    "prune_tree",
+    "simulate_tree_serving",
+]
 
 
 def prune_tree(parents: Sequence[int], acceptance: RankAcceptance, k: int) -> tuple[int, ...]:
@@ -113,7 +123,12 @@ class TreeServingConfig(TreeServingFields):
     verified positions per iteration at most (None: no limit; at least 2, the root and one
     node of one sequence). ``kv_capacity_tokens``: KV tokens the batch may hold (None: no
     limit; each request reserves its prompt, its output and one pass's tree at admission).
-    ``plain_twin``: also serve the same requests without speculation, for ``speedup``."""
+    ``plain_twin``: also serve the same requests without speculation, for ``speedup``.
+    The engine's fields (:class:`~specsim.sim.tree_batch.TreeServingFields`):
+    ``kv_block_tokens`` and ``preemption`` (a paged cache; a pass is sized by the whole
+    tree), ``token_budget`` (chunked prefill), ``replicas`` behind ``router``, and the
+    target's ``tensor_parallel``, ``runtime``, ``weights``, ``kv`` and ``group_size``, as for
+    :class:`specsim.sim.ServingConfig` and :class:`specsim.sim.CardCost`."""
 
     parents: tuple[int, ...]
 
@@ -135,70 +150,61 @@ class TreeServingConfig(TreeServingFields):
         return batch_cap(self.max_batch, self.position_budget)
 
 
+@dataclass(eq=False)
+class StaticTreePlan:
+    """The engine's plan for a static tree (:class:`specsim.sim.serving.loop.TreePlan`):
+    every sequence verifies ``config.parents``, cut to the position budget's share
+    (:func:`prune_tree`), drafted by the proposer at the batch's mean context, rounded
+    (drafting's context term is the small one)."""
+
+    config: TreeServingConfig
+    verify: TreeVerify
+    deployment: Deployment
+    pruned: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    columns: tuple[str, ...] = ("nodes",)
+
+    @property
+    def lookahead(self) -> int:
+        return len(self.config.parents) + 1
+
+    @property
+    def draft_prefill(self) -> bool:
+        return isinstance(self.config.proposer, DraftModel)
+
+    def step(
+        self, contexts: NDArray[np.int64], rng: np.random.Generator, positions: int | None = None
+    ) -> TreeStep:
+        cfg, b = self.config, len(contexts)
+        k = cfg.nodes(b) if positions is None else min(cfg.nodes(b), positions // b - 1)
+        if k not in self.pruned:
+            self.pruned[k] = prune_tree(cfg.parents, cfg.proposer.acceptance, k)
+        tree = self.pruned[k]
+        ver_s, ver_e = self.verify([tree] * b, contexts)
+        d_t = d_e = 0.0
+        if tree:
+            mean = int(round(float(contexts.sum()) / b))
+            d = proposer_draft_costs(
+                cfg.proposer, tree, deployment=self.deployment, batch=b, context=mean
+            ).at(0)
+            d_t, d_e = float(d.time_s), float(d.energy_j)
+        a = sample_tree_accepts(tree, cfg.proposer.acceptance, passes=b, rng=rng)
+        nodes = np.full(b, k, dtype=np.int64)
+        return TreeStep(a, nodes, ver_s, d_t, ver_e + d_e, k < len(cfg.parents), (float(k),))
+
+
 def simulate_tree_serving(config: TreeServingConfig, rng: np.random.Generator) -> TreeServingResult:
-    """Serve the workload (module docstring), and again without speculation when
-    ``config.plain_twin``; every draw comes from ``rng``."""
+    """Serve the workload (module docstring) on the serving engine with a
+    :class:`StaticTreePlan`, and again without speculation when ``config.plain_twin``; every
+    draw comes from ``rng``."""
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng: expected numpy.random.Generator, got {type(rng).__name__}")
     cfg = config
     table = cfg.workload.sample(rng).reset_index(drop=True)
-    verify = TreeVerify(cfg.target, cfg.hardware, cfg.dtype)
-    pruned: dict[int, tuple[int, ...]] = {}
-    acc = cfg.proposer.acceptance
-
-    def step(seqs: NDArray[np.int64], ctx: NDArray[np.int64], rng: np.random.Generator) -> TreeStep:
-        b = len(seqs)
-        k = cfg.nodes(b)
-        if k not in pruned:
-            pruned[k] = prune_tree(cfg.parents, acc, k)
-        tree = pruned[k]
-        ver_s, ver_e = verify.cost([tree] * b, ctx)
-        d_t = d_e = 0.0
-        if tree:  # drafting at the batch's mean context, rounded: its context term is small
-            d = cfg.proposer.draft_cost(
-                tree,
-                target=cfg.target,
-                hardware=cfg.hardware,
-                batch=b,
-                context=int(round(float(ctx.sum()) / b)),
-            )
-            d_t, d_e = float(d.time_s), float(d.energy_j)
-        a = sample_tree_accepts(tree, acc, passes=b, rng=rng)
-        return TreeStep(
-            a,
-            np.full(b, k, dtype=np.int64),
-            ver_s,
-            d_t,
-            ver_e + d_e,
-            k < len(cfg.parents),
-            (float(k),),
-        )
-
-    req, it = serve_tree_table(
-        table,
-        step=step,
-        target=cfg.target,
-        hardware=cfg.hardware,
-        dtype=cfg.dtype,
-        proposer=cfg.proposer,
-        cap=cfg.batch_cap,
-        lookahead=len(cfg.parents) + 1,
-        kv_capacity_tokens=cfg.kv_capacity_tokens,
-        extra_columns=("nodes",),
-        rng=rng,
-    )
+    cost = cfg.card_cost()
+    plan = StaticTreePlan(cfg, TreeVerify(cost), cost.deployment())
+    req, it = serve_trees(cfg, plan, table, rng)
     it["nodes"] = it["nodes"].astype(np.int64)
-    twin = (None, None)
-    if cfg.plain_twin:
-        twin = plain_twin(
-            table,
-            target=cfg.target,
-            hardware=cfg.hardware,
-            dtype=cfg.dtype,
-            cap=cfg.batch_cap,
-            kv_capacity_tokens=cfg.kv_capacity_tokens,
-            rng=rng,
-        )
+    twin = plain_twin(cfg, table, rng) if cfg.plain_twin else (None, None)
     return TreeServingResult(
         requests=req, iterations=it, requests_plain=twin[0], iterations_plain=twin[1]
     )

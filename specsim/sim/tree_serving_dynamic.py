@@ -1,9 +1,11 @@
 """Serving with trees chosen per pass from the draft's confidence (EAGLE-2), the batch's
 trees sharing one verified-position budget.
 
-The loop is :func:`specsim.sim.tree_batch.serve_tree_table` (continuous batching,
-first-come first-served admission, one prefill pass per iteration for the admitted
-prompts, an optional KV limit). Each decoding iteration, every running sequence grows
+The loop is the one serving engine's (:mod:`specsim.sim.serving`, through
+:func:`specsim.sim.tree_batch.serve_trees` with a :class:`DynamicTreePlan`: continuous
+batching, first-come first-served admission, one prefill pass per iteration for the
+admitted prompts, a KV limit reserved up front or a paged cache with preemption,
+replicas behind a router). Each decoding iteration, every running sequence grows
 its own tree with the EAGLE-2-like policy of :mod:`specsim.sim.tree_policies`
 (:class:`~specsim.sim.tree_policies.ConfidenceTree`; Li et al., "EAGLE-2", EMNLP 2024,
 arXiv:2406.16858, Section 4): the candidates' acceptances are drawn around the rank table
@@ -55,24 +57,25 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from specsim.cards import HardwareCard, ModelCard
-from specsim.cost import pass_aggregates_cost
-from specsim.proposers import DraftModel, Heads, NGram, Proposer
+from specsim.cost.deployment import Deployment
+from specsim.proposers import DraftModel, Heads, Proposer
+from specsim.sim.serving.drafting import proposer_draft_costs
 from specsim.sim.tree_batch import (
     TreeServingFields,
     TreeServingResult,
     TreeStep,
     TreeVerify,
-    batch_cap,
     check_serving_fields,
     plain_twin,
-    serve_tree_table,
+    serve_trees,
 )
 from specsim.sim.tree_policies import ConfidenceTree, NodeConfidence, TreeGrowth
 
 __all__ = [
+    "DynamicTreePlan",
     "DynamicTreeServingConfig",
     "batch_draft_cost",
+    "protocol_draft_cost",
     "share_budget",
     "simulate_dynamic_tree_serving",
 ]
@@ -86,7 +89,10 @@ class DynamicTreeServingConfig(TreeServingFields):
     ``max_batch``, ``position_budget`` (positions per iteration over the batch, roots
     included; None: each tree up to the policy's budget), ``kv_capacity_tokens`` (None: no
     limit; each request reserves prompt, output and ``policy.budget + 1`` positions) and
-    ``plain_twin`` as :class:`specsim.sim.tree_serving.TreeServingConfig`."""
+    ``plain_twin``, and the engine's fields (paged KV, replicas, the target's deployment),
+    as :class:`specsim.sim.tree_serving.TreeServingConfig`. A proposer other than a
+    :class:`~specsim.proposers.DraftModel`, heads or n-gram is priced by its
+    ``draft_costs`` (:func:`protocol_draft_cost`)."""
 
     policy: ConfidenceTree
     world: NodeConfidence
@@ -128,8 +134,7 @@ def batch_draft_cost(
     widths: Sequence[Sequence[int]],
     contexts: NDArray[np.int64],
     *,
-    target: ModelCard,
-    hardware: HardwareCard,
+    deployment: Deployment,
 ) -> tuple[float, float]:
     """Seconds and joules of drafting the batch's trees, given by their frontier ``widths``
     (:func:`specsim.proposers.frontier_widths` of the tree of nodes the draft ran on, as
@@ -138,14 +143,20 @@ def batch_draft_cost(
     model (of the target scaled by ``layer_fraction / layers`` for heads; a parallel head
     card once per sequence) over the frontier ``w_i`` of each sequence that has one, at
     ``c_i = contexts[i] + d - 1``: ``tokens = sum w_i``, ``context_tokens = sum c_i``,
-    ``pairs = sum w_i (c_i + 1)`` (:func:`specsim.cost.pass_aggregates_cost`). An n-gram
-    proposer costs nothing; empty widths draft nothing."""
-    if isinstance(proposer, NGram):
-        return 0.0, 0.0
+    ``pairs = sum w_i (c_i + 1)``, on the proposer's own deployment
+    (:meth:`DraftModel.deployment <specsim.proposers.DraftModel.deployment>`, from the target's
+    ``deployment``: its stack, formats and parallelism). Empty widths draft nothing."""
     if isinstance(proposer, DraftModel):
-        model, scale, parallel = proposer.card, 1.0, False
+        dep, scale, parallel = proposer.deployment(deployment), 1.0, False
+    elif not isinstance(proposer, Heads):
+        raise TypeError(
+            f"proposer: batch_draft_cost prices a DraftModel's or Heads' frontier per depth; "
+            f"{type(proposer).__name__} is none of these "
+            "(price it by its draft_costs: protocol_draft_cost)"
+        )
     else:
-        model, scale = target, proposer.card.layer_fraction / target.layers
+        target = deployment.target
+        dep, scale = proposer.deployment(deployment), proposer.card.layer_fraction / target.layers
         parallel = proposer.card.kind == "parallel"
     fronts = [((1,) if parallel else tuple(x)) if len(x) else () for x in widths]
     depth = max((len(x) for x in fronts), default=0)
@@ -157,14 +168,11 @@ def batch_draft_cost(
     c = np.asarray(contexts, dtype=np.float64)[:, None] + np.arange(depth)  # c_i at depth d
     active = w > 0
     # All depths in one call (the cost broadcasts); a depth nobody drafts costs nothing.
-    steps = pass_aggregates_cost(
-        model,
-        hardware,
+    steps = dep.aggregates_cost(
         batch=active.sum(axis=0),
         tokens=w.sum(axis=0),
         context_tokens=(c * active).sum(axis=0),
         pairs=(w * (c + 1.0)).sum(axis=0),
-        dtype=proposer.dtype,
     )
     used = active.any(axis=0)
     time = scale * float(np.sum(np.asarray(steps.time_s) * used))
@@ -172,64 +180,92 @@ def batch_draft_cost(
     return time, energy
 
 
-def simulate_dynamic_tree_serving(
-    config: DynamicTreeServingConfig, rng: np.random.Generator
-) -> TreeServingResult:
-    """Serve the workload with a tree chosen per pass and sequence (module docstring), and
-    again without speculation when ``config.plain_twin``; every draw comes from ``rng``."""
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng: expected numpy.random.Generator, got {type(rng).__name__}")
-    cfg = config
-    table = cfg.workload.sample(rng).reset_index(drop=True)
-    verify = TreeVerify(cfg.target, cfg.hardware, cfg.dtype)
-    acc = cfg.proposer.acceptance
+@dataclass(eq=False)
+class DynamicTreePlan:
+    """The engine's plan for trees chosen per pass (:class:`specsim.sim.serving.loop.TreePlan`):
+    each sequence's tree grown by ``config.policy`` on draws from ``config.world``, the batch
+    sharing the position budget best first (:func:`share_budget`), drafted as
+    :func:`batch_draft_cost` prices it (a proposer of another kind: :func:`protocol_draft_cost`)."""
 
-    def step(seqs: NDArray[np.int64], ctx: NDArray[np.int64], rng: np.random.Generator) -> TreeStep:
-        b = len(seqs)
-        room = None if cfg.position_budget is None else cfg.position_budget - b
+    config: DynamicTreeServingConfig
+    verify: TreeVerify
+    deployment: Deployment
+    columns: tuple[str, ...] = ("expected_tokens", "draft_positions")
+
+    @property
+    def lookahead(self) -> int:
+        return self.config.policy.budget + 1
+
+    @property
+    def draft_prefill(self) -> bool:
+        return isinstance(self.config.proposer, DraftModel)
+
+    def step(
+        self, contexts: NDArray[np.int64], rng: np.random.Generator, positions: int | None = None
+    ) -> TreeStep:
+        cfg, b, ctx = self.config, len(contexts), contexts
+        acc = cfg.proposer.acceptance
+        most = [p for p in (cfg.position_budget, positions) if p is not None]
+        room = min(most) - b if most else None
         if room == 0:  # roots only: nothing to draft
             zero = np.zeros(b, dtype=np.int64)
-            ver_s, ver_e = verify.cost([()] * b, ctx)
+            ver_s, ver_e = self.verify([()] * b, ctx)
             return TreeStep(zero, zero, ver_s, 0.0, ver_e, True, (float(b), 0.0))
         growths = [cfg.policy.grow(acc, cfg.world, rng) for _ in range(b)]
         bound = share_budget(growths, room)
         passes = [g.result() for g in growths]
-        ver_s, ver_e = verify.cost([p.parents for p in passes], ctx)
-        d_s, d_e = batch_draft_cost(
-            cfg.proposer, [p.widths for p in passes], ctx, target=cfg.target, hardware=cfg.hardware
-        )
+        ver_s, ver_e = self.verify([p.parents for p in passes], ctx)
+        if isinstance(cfg.proposer, DraftModel | Heads):
+            d_s, d_e = batch_draft_cost(
+                cfg.proposer, [p.widths for p in passes], ctx, deployment=self.deployment
+            )
+        else:
+            d_s, d_e = protocol_draft_cost(
+                cfg.proposer, [p.parents for p in passes], ctx, deployment=self.deployment
+            )
         accepted = np.asarray([p.walk(rng) for p in passes], dtype=np.int64)
         nodes = np.asarray([len(p.parents) for p in passes], dtype=np.int64)
         expected = float(b + sum(p.reach() for p in passes))
         drafted = float(sum(sum(p.widths) for p in passes))
         return TreeStep(accepted, nodes, ver_s, d_s, ver_e + d_e, bound, (expected, drafted))
 
-    cap = batch_cap(cfg.max_batch, cfg.position_budget)
-    req, it = serve_tree_table(
-        table,
-        step=step,
-        target=cfg.target,
-        hardware=cfg.hardware,
-        dtype=cfg.dtype,
-        proposer=cfg.proposer,
-        cap=cap,
-        lookahead=cfg.policy.budget + 1,
-        kv_capacity_tokens=cfg.kv_capacity_tokens,
-        extra_columns=("expected_tokens", "draft_positions"),
-        rng=rng,
-    )
+
+def protocol_draft_cost(
+    proposer: object,
+    trees: Sequence[tuple[int, ...]],
+    contexts: NDArray[np.int64],
+    *,
+    deployment: Deployment,
+) -> tuple[float, float]:
+    """Seconds and joules of drafting a batch of different trees with a proposer known only
+    by its protocol (``draft_costs``, :mod:`specsim.proposers.protocol`): sequence ``i``'s
+    share of a pass of the whole batch drafting its tree, ``draft_costs(trees[i], batch=B,
+    context=contexts[i]) / B``, summed (the pass itself when every tree is the same)."""
+    b, t, e = len(trees), 0.0, 0.0
+    for tree, c in zip(trees, contexts.tolist(), strict=True):
+        if tree:
+            d = proposer_draft_costs(proposer, tree, deployment=deployment, batch=b, context=c).at(
+                0
+            )
+            t, e = t + float(d.time_s) / b, e + float(d.energy_j) / b
+    return t, e
+
+
+def simulate_dynamic_tree_serving(
+    config: DynamicTreeServingConfig, rng: np.random.Generator
+) -> TreeServingResult:
+    """Serve the workload with a tree chosen per pass and sequence (module docstring) on the
+    serving engine with a :class:`DynamicTreePlan`, and again without speculation when
+    ``config.plain_twin``; every draw comes from ``rng``."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng: expected numpy.random.Generator, got {type(rng).__name__}")
+    cfg = config
+    table = cfg.workload.sample(rng).reset_index(drop=True)
+    cost = cfg.card_cost()
+    plan = DynamicTreePlan(cfg, TreeVerify(cost), cost.deployment())
+    req, it = serve_trees(cfg, plan, table, rng)
     it["draft_positions"] = it["draft_positions"].astype(np.int64)
-    twin = (None, None)
-    if cfg.plain_twin:
-        twin = plain_twin(
-            table,
-            target=cfg.target,
-            hardware=cfg.hardware,
-            dtype=cfg.dtype,
-            cap=cap,
-            kv_capacity_tokens=cfg.kv_capacity_tokens,
-            rng=rng,
-        )
+    twin = plain_twin(cfg, table, rng) if cfg.plain_twin else (None, None)
     return TreeServingResult(
         requests=req, iterations=it, requests_plain=twin[0], iterations_plain=twin[1]
     )
