@@ -21,7 +21,7 @@ same generated text (:func:`calibrate_threshold`). A limit of the data: the
 flags are teacher-forced (each position's draft conditions on the text, not on
 earlier drafts), as Leviathan et al. measured alpha.
 
-**Closed forms against the measured runs** (:func:`predict_runs`): each
+**Closed forms against the measured runs** (:func:`predict_speedups`): each
 speculative run of ``specdec.csv`` is predicted from its own measured per-pass
 times (draft pass, verification pass, and its plain twin's step in
 ``autoregressive.csv``) and a measured acceptance: the speedup is
@@ -62,7 +62,7 @@ __all__ = [
     "fit_signal_models",
     "replay_cells",
     "compare_policies",
-    "predict_runs",
+    "predict_speedups",
     "prediction_table",
 ]
 
@@ -282,7 +282,7 @@ def compare_policies(replayed: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def predict_runs(
+def predict_speedups(
     specdec: pd.DataFrame, autoregressive: pd.DataFrame, tokens: dict[str, Callable[[Any], float]]
 ) -> pd.DataFrame:
     """Measured and predicted speedup of every speculative run (one row per ``run_id``).

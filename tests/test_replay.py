@@ -101,7 +101,7 @@ def test_predicted_runs_equal_measured_with_measured_tokens() -> None:
     sd, ar = _committed()
     sd = sd[sd.draft == "draft-en"]
     per_run = sd.groupby("run_id").emitted.mean()
-    runs = rp.predict_runs(
+    runs = rp.predict_speedups(
         sd,
         ar,
         {
@@ -114,4 +114,4 @@ def test_predicted_runs_equal_measured_with_measured_tokens() -> None:
     assert len(table) == 2 * 4 and (table.runs == 6).all()
     assert np.allclose(table.err_own, 0.0, atol=1e-9)
     with pytest.raises(ValueError, match="plain twin"):
-        rp.predict_runs(sd, ar[ar.corpus == "en"], {"own": lambda r: 1.0})
+        rp.predict_speedups(sd, ar[ar.corpus == "en"], {"own": lambda r: 1.0})
