@@ -31,10 +31,10 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import machine, table  # noqa: E402
 
-from specsim.acceptance import IIDAcceptance  # noqa: E402
-from specsim.capacity import SLO, Search, search_capacity  # noqa: E402
+from specsim.acceptance.processes import IIDAcceptance  # noqa: E402
+from specsim.capacity.planner import SLO, Search, search_capacity  # noqa: E402
 from specsim.cards import load_hardware, load_model  # noqa: E402
-from specsim.policies import LoadAdaptive  # noqa: E402
+from specsim.policies.lookahead import LoadAdaptive  # noqa: E402
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig  # noqa: E402
 
 

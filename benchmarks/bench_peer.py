@@ -43,9 +43,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import machine, table  # noqa: E402
 
-from specsim.acceptance import IIDAcceptance  # noqa: E402
+from specsim.acceptance.processes import IIDAcceptance  # noqa: E402
 from specsim.cards import ModelCard, load_hardware, load_model  # noqa: E402
-from specsim.policies import FixedGamma  # noqa: E402
+from specsim.policies.lookahead import FixedGamma  # noqa: E402
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig, simulate_serving  # noqa: E402
 from specsim.sim.batch import Requests, draw_requests  # noqa: E402
 

@@ -17,7 +17,7 @@ chunked: 2048 tokens an iteration (vLLM's default max_num_batched_tokens
 with chunked prefill). With the card's cache no run here ever preempts, so
 after the last arrival paged and chunked runs drain in bulk as the
 reservation model does (specsim.sim.drain, specsim.sim.engine);
-tests/test_serving_fastpath.py checks the drained tables against the engine
+tests/sim/test_serving_fastpath.py checks the drained tables against the engine
 stepped iteration by iteration, bit for bit.
 """
 
@@ -34,9 +34,9 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import machine, table  # noqa: E402
 
-from specsim.acceptance import IIDAcceptance  # noqa: E402
+from specsim.acceptance.processes import IIDAcceptance  # noqa: E402
 from specsim.cards import load_hardware, load_model  # noqa: E402
-from specsim.policies import FixedGamma  # noqa: E402
+from specsim.policies.lookahead import FixedGamma  # noqa: E402
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig, simulate_serving  # noqa: E402
 
 COST = CardCost(

@@ -22,9 +22,9 @@ import simpy
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import best_time, machine, table  # noqa: E402
 
-from specsim.acceptance import IIDAcceptance  # noqa: E402
+from specsim.acceptance.processes import IIDAcceptance  # noqa: E402
 from specsim.cards import load_hardware, load_model  # noqa: E402
-from specsim.policies import FixedGamma  # noqa: E402
+from specsim.policies.lookahead import FixedGamma  # noqa: E402
 from specsim.sim import (  # noqa: E402
     CardCost,
     PlainCost,

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _timing import machine, table  # noqa: E402
 
-from specsim.sweep import run_sweep, spec_from_dict  # noqa: E402
+from specsim.sweep.run import run_sweep, spec_from_dict  # noqa: E402
 
 
 def main() -> int:

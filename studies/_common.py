@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specsim.acceptance import AcceptanceProcess
+from specsim.acceptance.processes import AcceptanceProcess
 from specsim.cards import load_hardware, load_model
 from specsim.cost import cost_coefficient, verification_factor
-from specsim.policies import FixedGamma
+from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CostSource, StreamConfig, simulate_stream
 
 __all__ = [

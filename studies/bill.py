@@ -23,10 +23,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from specsim.acceptance import IIDAcceptance
+from specsim.acceptance.processes import IIDAcceptance
 from specsim.cards import load_model
 from specsim.cost import ops_coefficient
-from specsim.plots import describe, figure, legend_outside, plot_lines
+from specsim.plots.figures import describe, figure, legend_outside, plot_lines
 from specsim.sim import PlainCost
 from specsim.theory import ops_factor, target_calls_per_token
 

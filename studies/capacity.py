@@ -3,7 +3,7 @@
 For a request rate, a mix of prompt and output lengths (uniform on the given
 ranges) and an SLO on the 99th percentiles of time per output token (TPOT) and
 time to first token (TTFT), the study runs the capacity search of
-:mod:`specsim.capacity` on each accelerator card: the tensor parallelism of one
+:mod:`specsim.capacity.planner` on each accelerator card: the tensor parallelism of one
 replica (the smallest power of two whose memory holds the weights and the KV
 cache of ``max_batch`` requests of the longest kind, with ``tensor_parallel =
 0``, or the configured one); the largest Poisson request rate one replica
@@ -16,7 +16,7 @@ behind the router, round-robin), with the interval the search leaves; and the
 crossover, the largest rate at which the speculative p99 TPOT is shown below
 plain decoding's.
 
-Speculation: ``policy = "adaptive"`` is :class:`specsim.policies.LoadAdaptive`
+Speculation: ``policy = "adaptive"`` is :class:`specsim.policies.lookahead.LoadAdaptive`
 (the gamma that maximizes expected tokens per second at the current batch,
 shrinking as passes turn compute-bound); ``"fixed"`` is ``FixedGamma(gamma)``.
 The fast form uses ``fast_policy`` (fixed by default: the adaptive policy
@@ -40,12 +40,19 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from specsim.acceptance import IIDAcceptance
-from specsim.capacity import MODES, SLO, Search, kv_capacity, search_capacity, smallest_tp
+from specsim.acceptance.processes import IIDAcceptance
+from specsim.capacity.planner import MODES, SLO, Search, kv_capacity, search_capacity, smallest_tp
 from specsim.cards import load_hardware, load_model
 from specsim.cost import verification_positions
-from specsim.plots import LINESTYLES, describe, figure, legend_outside, plot_lines, style_map
-from specsim.policies import FixedGamma, LoadAdaptive, LookaheadPolicy
+from specsim.plots.figures import (
+    LINESTYLES,
+    describe,
+    figure,
+    legend_outside,
+    plot_lines,
+    style_map,
+)
+from specsim.policies.lookahead import FixedGamma, LoadAdaptive, LookaheadPolicy
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig
 
 from ._common import check_positive, check_positive_int, check_probability, md_table
@@ -166,7 +173,7 @@ class Config:
 
 def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.DataFrame:
     """Rows of kind "probe" (one per serving run and mode), "answer" (per card and mode)
-    and "crossover" (per card): :func:`specsim.capacity.search_capacity` on each card."""
+    and "crossover" (per card): :func:`specsim.capacity.planner.search_capacity` on each card."""
     cfg = config
     target, draft = load_model(cfg.target), load_model(cfg.draft)
     policy_name = cfg.fast_policy if fast else cfg.policy

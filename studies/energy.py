@@ -35,12 +35,12 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from specsim.acceptance import IIDAcceptance
-from specsim.capacity import smallest_tp
+from specsim.acceptance.processes import IIDAcceptance
+from specsim.capacity.planner import smallest_tp
 from specsim.cards import HardwareCard, ModelCard, load_hardware, load_model
 from specsim.cost import step_cost_grid
-from specsim.plots import describe, figure, legend_outside, plot_lines, style_map
-from specsim.policies import FixedGamma
+from specsim.plots.figures import describe, figure, legend_outside, plot_lines, style_map
+from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig, simulate_serving
 from specsim.theory import expected_tokens
 

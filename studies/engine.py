@@ -15,7 +15,7 @@ the same requests) by :func:`specsim.sim.simulate_serving`. Three parts, each ag
 - ``replicas`` (conversation at ``replicas`` times the rate): behind each of ``routers``.
 
 Each p99 carries its 95% order-statistic interval widened by ``batches`` batch means
-over the requests in arrival order (:func:`specsim.capacity_search.quantile_interval`);
+over the requests in arrival order (:func:`specsim.capacity.statistics.quantile_interval`);
 goodput (requests meeting both SLO targets per second) its batch-means standard error
 (:func:`specsim.sim.records.batch_means_se`). A difference is "beyond noise" when the
 95% intervals do not overlap (goodput: more than 1.96 combined standard errors),
@@ -37,11 +37,11 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from specsim.acceptance import IIDAcceptance
-from specsim.capacity_search import quantile_interval
+from specsim.acceptance.processes import IIDAcceptance
+from specsim.capacity.statistics import quantile_interval
 from specsim.cards import load_hardware, load_model
-from specsim.plots import describe, figure, legend_outside, style_map
-from specsim.policies import FixedGamma
+from specsim.plots.figures import describe, figure, legend_outside, style_map
+from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost, PresetWorkload, ServingConfig, goodput, simulate_serving
 from specsim.sim.records import batch_means_se
 from specsim.sim.router import ROUTERS

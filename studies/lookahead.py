@@ -6,15 +6,15 @@ on two H200s by default), under i.i.d. acceptance and under Markov-modulated
 acceptance with the same mean (easy and hard stretches):
 
 - **fixed**: one gamma for the whole run (``fixed_gamma``);
-- **best static (theory)**: :class:`specsim.policies.OptimalStatic`, the gamma
+- **best static (theory)**: :class:`specsim.policies.lookahead.OptimalStatic`, the gamma
   that maximizes Theorem 3.8 for the mean alpha and the cards' c
   (Leviathan et al. 2023, Section 3.5); **best static (searched)**: the fixed
   gamma in ``1..search_max_gamma`` with the most tokens/s in this very run;
-- **adaptive per token**: :class:`specsim.policies.ConfidenceThreshold`, stop
+- **adaptive per token**: :class:`specsim.policies.lookahead.ConfidenceThreshold`, stop
   drafting when the draft's confidence drops below a threshold (SpecDec++-like);
-- **+2/-1 heuristic**: :class:`specsim.policies.HeuristicPlusTwoMinusOne`,
+- **+2/-1 heuristic**: :class:`specsim.policies.lookahead.HeuristicPlusTwoMinusOne`,
   Hugging Face assisted generation's schedule;
-- **oracle**: :class:`specsim.policies.Oracle`, which knows the future.
+- **oracle**: :class:`specsim.policies.lookahead.Oracle`, which knows the future.
 
 Every policy sees the same acceptance draws (common random numbers per
 stream), so differences are paired; the standard errors are over streams.
@@ -29,10 +29,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from specsim.acceptance import AcceptanceProcess, IIDAcceptance, MarkovAcceptance
+from specsim.acceptance.processes import AcceptanceProcess, IIDAcceptance, MarkovAcceptance
 from specsim.cards import load_hardware, load_model
-from specsim.plots import describe, figure, grouped_bars, legend_outside
-from specsim.policies import (
+from specsim.plots.figures import describe, figure, grouped_bars, legend_outside
+from specsim.policies.lookahead import (
     ConfidenceThreshold,
     FixedGamma,
     HeuristicPlusTwoMinusOne,

@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from specsim.acceptance import IIDAcceptance
-from specsim.plots import describe, figure, grouped_bars, legend_outside, plot_lines
+from specsim.acceptance.processes import IIDAcceptance
+from specsim.plots.figures import describe, figure, grouped_bars, legend_outside, plot_lines
 from specsim.sim import PlainCost
 from specsim.theory import ops_factor, optimal_gamma, walltime_speedup
 from specsim.theory.tables import LEVIATHAN_TABLE1

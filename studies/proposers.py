@@ -2,7 +2,7 @@
 
 One target (Vicuna-7B v1.3, the target of the published Medusa heads) on two
 accelerators, batch 1 to 64, every sequence at one context. Each proposer's
-chain and its best tree (:func:`specsim.trees.optimize_tree`: Sequoia's dynamic
+chain and its best tree (:func:`specsim.policies.tree_optimizer.optimize_tree`: Sequoia's dynamic
 program, Chen et al. 2024, Section 3.2, priced on the cards at each batch) are
 compared with plain decoding:
 
@@ -28,7 +28,7 @@ tree's size and depth; the winner (most tokens/s) is marked per batch. As the
 batch grows verification stops being free and the best tree shrinks towards a
 chain and then to no speculation. The expected tokens per pass are
 :func:`specsim.theory.expected_tokens_tree` (Sequoia's positional model);
-``tests/test_sim_trees.py`` checks them against the tree simulator.
+``tests/sim/test_sim_trees.py`` checks them against the tree simulator.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ from matplotlib.figure import Figure
 from specsim.cards import load_hardware, load_head, load_model
 from specsim.cards.files import packaged_root
 from specsim.cost.deployment import Deployment
-from specsim.plots import describe, figure, legend_outside, plot_lines
+from specsim.plots.figures import describe, figure, legend_outside, plot_lines
+from specsim.policies.tree_optimizer import TreePlan, best_trees, optimize_tree
 from specsim.proposers import (
     DraftModel,
     Heads,
@@ -52,7 +53,6 @@ from specsim.proposers import (
     RankAcceptance,
     load_acceptance,
 )
-from specsim.trees import TreePlan, best_trees, optimize_tree
 
 from ._common import check_positive_int, check_probability, md_table
 

@@ -2,14 +2,14 @@
 
 **Measured** (the default's first part, issue 15): alpha = sum min(p, q) measured
 on the tiny draft/target pairs trained on real text (``models/measured/real/``,
-read by :func:`specsim.measured.read_alpha_summary`; ``docs/real-acceptance.md``),
+read by :func:`specsim.acceptance.realtext.read_alpha_summary`; ``docs/real-acceptance.md``),
 for each draft, corpus and temperature with its 95% interval, and the walltime
 improvement each alpha implies on real cards (``measured_target`` with
-``measured_draft`` on ``measured_hardware``; :func:`specsim.shift.measured_speedups`),
+``measured_draft`` on ``measured_hardware``; :func:`specsim.acceptance.shift.measured_speedups`),
 i.e. *if* a 68M draft agreed with a 7B target as these tiny pairs agree; which
-shift (language, domain, temperature) costs most (:func:`specsim.shift.shift_costs`);
+shift (language, domain, temperature) costs most (:func:`specsim.acceptance.shift.shift_costs`);
 and Leviathan et al.'s Table 3 (GPT-like 6M against 97M on lm1b) beside the pairs
-here (:func:`specsim.shift.table3_comparison`), read from
+here (:func:`specsim.acceptance.shift.table3_comparison`), read from
 ``../shared/data/leviathan2023_table3.csv`` when that file is present.
 
 **What-if (synthetic)**, the second part (``what_if = false`` leaves it out):
@@ -17,8 +17,8 @@ what each stress does to the speedup, to the best gamma, and to the error of
 the i.i.d. formula (Theorem 3.8 with the cost model's v, evaluated at the mean
 alpha; Leviathan et al. 2023, Sections 3.1 and 3.3), with c and v(gamma) from
 real cards so that the only difference between formula and simulator is the
-acceptance process (:func:`specsim.shift.what_if_speedups`). The processes are
-synthetic, stated as such (:func:`specsim.shift.stress_scenarios`):
+acceptance process (:func:`specsim.acceptance.shift.what_if_speedups`). The processes are
+synthetic, stated as such (:func:`specsim.acceptance.shift.stress_scenarios`):
 
 - **temperature**: synthetic target logits ``N(0, logit_scale^2)`` and draft logits
   ``draft_sharpness`` times the target's plus ``N(0, draft_noise^2)`` (a smaller model
@@ -40,9 +40,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from specsim.measured import CORPORA, DRAFTS, read_alpha_summary, read_table3
-from specsim.plots import STYLE_CYCLE, describe, figure, legend_outside
-from specsim.shift import (
+from specsim.acceptance.realtext import CORPORA, DRAFTS, read_alpha_summary, read_table3
+from specsim.acceptance.shift import (
     best_by_scenario,
     by_temperature,
     measured_cells,
@@ -53,6 +52,7 @@ from specsim.shift import (
     table3_comparison,
     what_if_speedups,
 )
+from specsim.plots.figures import STYLE_CYCLE, describe, figure, legend_outside
 
 from ._common import (
     check_positive_int,
@@ -125,7 +125,7 @@ class Config:
 
 
 def measured_rows(cfg: Config) -> pd.DataFrame:
-    """One row per measured cell (``part = "measured"``, :func:`specsim.shift.measured_speedups`
+    """One row per measured cell (``part = "measured"``, :func:`specsim.acceptance.shift.measured_speedups`
     on the configured cards), then Table 3's rows (``part = "paper"``) when present."""
     summary = read_alpha_summary(cfg.measured_summary or None)
     c, v = plain_cost_from_cards(

@@ -13,7 +13,7 @@ rows this study predicts the measured speedup from alpha, gamma and c with
   acceptance that is not i.i.d. but heterogeneous with the same mean (two
   free parameters fitted on one task's rows, scored on the other's, both ways).
 
-The library half is :mod:`specsim.fidelity.leviathan` (the same predictions feed
+The library half is :mod:`specsim.validate.fidelity.leviathan` (the same predictions feed
 the fidelity table). The summary also says, with numbers, why no model made of
 what a user knows beats Theorem 3.8 across tasks: the i.i.d. bound ``E`` that
 three CNN/DM rows exceed, the ``c`` each row implies, the one-parameter
@@ -32,7 +32,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from specsim.fidelity.leviathan import (
+from specsim.plots.figures import describe, figure, grouped_bars, legend_outside, style_map
+from specsim.theory import walltime_speedup
+from specsim.validate.fidelity.leviathan import (
     COLUMNS,
     TABLE2,
     TASKS,
@@ -42,8 +44,6 @@ from specsim.fidelity.leviathan import (
     table2_bounds,
     table2_predictions,
 )
-from specsim.plots import describe, figure, grouped_bars, legend_outside, style_map
-from specsim.theory import walltime_speedup
 
 from ._common import check_positive_int, check_probability, md_table
 
@@ -80,7 +80,7 @@ def table() -> pd.DataFrame:
 
 def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.DataFrame:
     """Predictions for every row by every predictor (tidy: one row per table row and predictor;
-    :func:`specsim.fidelity.leviathan.table2_predictions`)."""
+    :func:`specsim.validate.fidelity.leviathan.table2_predictions`)."""
     cfg = config
     return table2_predictions(
         rng,
@@ -240,7 +240,7 @@ def summary(df: pd.DataFrame) -> str:
 
 def why_not() -> str:
     """Why no model of alpha, gamma, c, the encoder length and the cards reaches 10% on both
-    tasks, with the numbers (:func:`specsim.fidelity.leviathan.table2_bounds`,
+    tasks, with the numbers (:func:`specsim.validate.fidelity.leviathan.table2_bounds`,
     ``one_parameter_fits``, ``encoder_sensitivity``; deterministic, no simulation)."""
     b = table2_bounds()
     lines = ["### Why the cross-task prediction cannot beat Theorem 3.8 here", ""]

@@ -55,7 +55,7 @@ class Mutation:
 
 
 ROOF = "specsim/cost/roofline.py"
-COST_TESTS = ("tests/test_cost.py",)
+COST_TESTS = ("tests/cost/test_cost.py",)
 
 MUTATIONS: tuple[Mutation, ...] = (
     # The roofline's terms.
@@ -89,7 +89,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "overhead = L * rt.layer_overhead_s + rt.pass_overhead_s",
         "overhead = rt.pass_overhead_s",
         "roofline: the stack's per-layer launch overhead",
-        COST_TESTS + ("tests/test_runtime.py",),
+        COST_TESTS + ("tests/cost/test_runtime.py",),
     ),
     Mutation(
         "roofline-allreduce",
@@ -97,7 +97,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "ring = n_allreduce * factor * d * ab / hw.interconnect_bandwidth",
         "ring = 0.0",
         "tensor parallelism: the all-reduces' bandwidth term",
-        ("tests/test_cost_collectives.py",),
+        ("tests/cost/test_cost_collectives.py",),
     ),
     Mutation(
         "energy-dynamic-power",
@@ -105,7 +105,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "energy = (co.idle_w + co.dynamic_w * util) * time",
         "energy = co.idle_w * time",
         "energy: the utilisation-driven power above idle",
-        COST_TESTS + ("tests/test_cost_sources.py", "tests/test_cost_bugs.py"),
+        COST_TESTS + ("tests/cost/test_cost_sources.py", "tests/sim/test_cost_bugs.py"),
     ),
     # The pass shape.
     Mutation(
@@ -114,7 +114,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    return gamma + 1\n",
         "    return gamma\n",
         "pass shape: a chain verifies gamma + 1 positions (the bonus/correction position)",
-        ("tests/test_pass_shape.py",),
+        ("tests/cost/test_pass_shape.py",),
     ),
     Mutation(
         "shape-tree-pairs",
@@ -122,7 +122,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "own = float(sum(_depths(self.parents)))",
         "own = 0.0",
         "pass shape: a tree's attention pairs among its own nodes",
-        ("tests/test_pass_shape.py",),
+        ("tests/cost/test_pass_shape.py",),
     ),
     # Proposers.
     Mutation(
@@ -131,7 +131,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        c = ctx + (d - 1)\n",
         "        c = ctx\n",
         "draft model: step d runs after the d - 1 tokens drafted before it",
-        ("tests/test_proposers.py", "tests/test_cost_bugs.py"),
+        ("tests/proposers/test_proposers.py", "tests/sim/test_cost_bugs.py"),
     ),
     Mutation(
         "heads-layer-fraction",
@@ -139,7 +139,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "scale = self.card.layer_fraction / target.layers",
         "scale = 1.0 / target.layers",
         "heads: a head costs its card's fraction of a target layer",
-        ("tests/test_heads.py", "tests/test_proposers.py"),
+        ("tests/proposers/test_heads.py", "tests/proposers/test_proposers.py"),
     ),
     Mutation(
         "ngram-free",
@@ -147,7 +147,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        zero = np.zeros(_contexts(context).shape)\n",
         "        zero = np.ones(_contexts(context).shape)\n",
         "n-gram: prompt lookup has no model, so drafting costs nothing",
-        ("tests/test_proposers.py",),
+        ("tests/proposers/test_proposers.py",),
     ),
     # Chain serving.
     Mutation(
@@ -156,7 +156,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "pc = cost.prefill(tokens, draft=draft) if tokens.shape[0] else _NO_PASS",
         "pc = cost.prefill(tokens, draft=False) if tokens.shape[0] else _NO_PASS",
         "chain serving: the draft model's prefill of the admitted prompts",
-        ("tests/test_sim_serving.py",),
+        ("tests/sim/test_sim_serving.py",),
     ),
     Mutation(
         "serving-draft-steps",
@@ -164,7 +164,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            for j in range(gamma):  # draft step j",
         "            for j in range(gamma - 1):  # draft step j",
         "chain serving: one draft step per drafted token (one dropped)",
-        ("tests/test_sim_serving.py", "tests/test_cost_sources.py"),
+        ("tests/sim/test_sim_serving.py", "tests/cost/test_cost_sources.py"),
     ),
     Mutation(
         "serving-verify-positions",
@@ -172,7 +172,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "T, S, R = chain_sums(b, sc, verification_positions(float(gamma)), te)",
         "T, S, R = chain_sums(b, sc, float(gamma), te)",
         "chain serving: the verification pass of gamma + 1 positions (fast path)",
-        ("tests/test_sim_serving.py", "tests/test_cost_sources.py"),
+        ("tests/sim/test_sim_serving.py", "tests/cost/test_cost_sources.py"),
     ),
     Mutation(
         "serving-kv-release",
@@ -181,7 +181,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        self.used -= 0\n",
         "chain serving: a finished request frees its KV reservation (without it, admission "
         "waits forever for room: the run hangs)",
-        ("tests/test_cost_bugs.py", "tests/test_sim_serving.py"),
+        ("tests/sim/test_cost_bugs.py", "tests/sim/test_sim_serving.py"),
         timeout_s=90.0,
     ),
     Mutation(
@@ -190,7 +190,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "tokens = np.concatenate([req.prompt[adm], rebuild])",
         "tokens = req.prompt[adm]",
         "paged serving: a preempted request's cache is recomputed when it comes back",
-        ("tests/test_serving_paged.py",),
+        ("tests/sim/test_serving_paged.py",),
     ),
     Mutation(
         "paged-swap",
@@ -198,7 +198,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "return tokens * self.swap[1] / self.swap[0]",
         "return 0.0",
         "paged serving: swapping KV to the host and back costs link time",
-        ("tests/test_serving_paged.py",),
+        ("tests/sim/test_serving_paged.py",),
     ),
     Mutation(
         "chunked-prefill-chunks",
@@ -206,7 +206,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "tb = T + tc\n",
         "tb = T\n",
         "chunked prefill: the chunks' tokens in the shared pass",
-        ("tests/test_serving_chunked.py", "tests/sim/test_reference_serving.py"),
+        ("tests/sim/test_serving_chunked.py", "tests/sim/test_reference_serving.py"),
     ),
     # Tree serving.
     Mutation(
@@ -215,7 +215,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "                    done += 1\n                    used -= int(reserve[i])\n",
         "                    done += 1\n",
         "tree serving: a one-token request frees its KV reservation",
-        ("tests/test_cost_bugs.py",),
+        ("tests/sim/test_cost_bugs.py",),
     ),
     Mutation(
         "tree-draft-prefill",
@@ -223,7 +223,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "t, e = t + d.time_s, e + d.energy_j",
         "t, e = t, e",
         "tree serving: the draft model's prefill",
-        ("tests/test_cost_bugs.py",),
+        ("tests/sim/test_cost_bugs.py",),
     ),
     Mutation(
         "tree-own-pairs",
@@ -231,7 +231,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "pairs=float(n1 @ c) + own,",
         "pairs=float(n1 @ c),",
         "tree serving: the verification pass's pairs among each tree's own positions",
-        ("tests/test_cost_bugs.py",),
+        ("tests/sim/test_cost_bugs.py",),
     ),
     Mutation(
         "tree-draft-context",
@@ -239,7 +239,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "context=int(round(float(ctx.sum()) / b)),",
         "context=0,",
         "tree serving: the draft priced at the batch's context, not at 0",
-        ("tests/test_cost_bugs.py",),
+        ("tests/sim/test_cost_bugs.py",),
     ),
     Mutation(
         "dynamic-tree-draft-depth",
@@ -247,7 +247,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "c = np.asarray(contexts, dtype=np.float64)[:, None] + np.arange(depth)",
         "c = np.asarray(contexts, dtype=np.float64)[:, None] + 0.0 * np.arange(depth)",
         "dynamic tree serving: draft step d after the d - 1 drafted tokens",
-        ("tests/test_tree_serving_dynamic.py",),
+        ("tests/sim/test_tree_serving_dynamic.py",),
     ),
     # The single stream.
     Mutation(
@@ -256,7 +256,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "e = a if (overlapped and g > 0 and a == g) else a + 1",
         "e = a + 1",
         "stream, overlapped: a fully accepted block's bonus gives way to the pre-drafted block",
-        ("tests/test_cost_bugs.py",),
+        ("tests/sim/test_cost_bugs.py",),
     ),
     Mutation(
         "stream-overlap-timeline",
@@ -264,7 +264,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "ds = prev_d if prev_full else prev_v",
         "ds = prev_v",
         "stream, overlapped: after a full block, drafting continued during the pass",
-        ("tests/test_sim_stream.py",),
+        ("tests/sim/test_sim_stream.py",),
     ),
 )
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from specsim.acceptance import IIDAcceptance
+from specsim.acceptance.processes import IIDAcceptance
 from specsim.cards import load_hardware, load_model
-from specsim.policies import FixedGamma
+from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig
 
 

@@ -3,8 +3,8 @@
 Read from the source with :mod:`ast` (nothing is imported), so a violation is
 reported with its file and line:
 
-- **Layers.** Every module of ``specsim`` belongs to a layer (:data:`LAYERS`,
-  lowest first, as drawn in ARCHITECTURE.md) and imports only from its own layer
+- **Layers.** Every module of ``specsim`` belongs to a layer (the table in
+  ``docs/design.md``'s Layers section, lowest first, as drawn in ARCHITECTURE.md) and imports only from its own layer
   or below. ``specsim.sampling`` and ``specsim.theory`` import nothing else from
   the package (they are the ground truth the rest is checked against); nothing
   but ``specsim.cli`` imports ``specsim.measure``.
@@ -34,6 +34,7 @@ reported with its file and line:
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,60 +45,24 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "specsim"
 MAX_LINES = 400
 
-# Lowest first. A module's layer is that of the longest prefix listed; the layer
-# numbers follow the rows of ARCHITECTURE.md.
-LAYERS: dict[str, int] = {
-    "specsim": 0,  # the package root: __version__ only
-    "specsim.rng": 0,  # seeds and keyed generators, a utility for every layer
-    "specsim.checks": 0,  # integer and size-limit checks shared by every layer (issue 25)
-    "specsim.cards": 0,
-    "specsim.traces": 0,
-    "specsim.measured": 0,  # measured alphas of the tiny real-text pairs (issue 15)
-    "specsim.trace_schema": 0,
-    "specsim.config": 0,
-    "specsim.sampling": 1,
-    "specsim.theory": 1,
-    "specsim.cost": 1,
-    "specsim.acceptance": 2,
-    "specsim.policies": 2,
-    "specsim.proposers": 2,
-    "specsim.signal_policy": 2,  # lookahead from a draft's own probability and entropy (issue 15)
-    "specsim.sim": 3,
-    "specsim.calibrate": 4,
-    "specsim.calibrate_profile": 4,  # runtime profiles fitted to timed plain passes (issue 14)
-    "specsim.calibrate_formats": 4,  # per-format numbers of a profile fitted to passes (issue 14)
-    "specsim.calibrate_runs": 4,  # measured runs paired with their plain twins (issue 25 split)
-    "specsim.validate": 4,
-    "specsim.sweep": 4,
-    "specsim.sweep_exec": 4,
-    "specsim.sweep_io": 4,
-    "specsim.sweep_spec": 4,
-    "specsim.problems": 4,
-    "specsim.demo": 4,
-    "specsim.capacity": 4,
-    "specsim.capacity_search": 4,  # bisection to a stated precision (issue 17)
-    "specsim.capacity_pool": 4,  # capacity searches in a process pool (issue 17)
-    "specsim.capacity_precision": 4,  # how precisely a capacity search answers (issue 17)
-    "specsim.capacity_judge": 4,  # the verdict on one run: SLO and stability (issue 25)
-    "specsim.capacity_walk": 4,  # the searches' walk over serving runs (issue 25)
-    "specsim.acceptance_fit": 4,  # acceptance processes fitted to measured sequences (issue 15)
-    "specsim.replay": 4,  # replays measured (signal, accepted) sequences under a policy (issue 15)
-    "specsim.trees": 4,  # the tree optimizer: the best token tree per machine (issue 16)
-    "specsim.validate_trees": 4,  # the tree simulator against the tree closed forms (issue 16)
-    "specsim.validate_queueing": 4,  # the serving simulator against queueing theory (issue 17)
-    "specsim.validate_jsq": 4,  # exponential service on the engine, for the JSQ rows (issue 25)
-    "specsim.fidelity": 4,  # predicted against measured, every anchor (issue 14)
-    "specsim.shift": 4,  # the shift study's library half: measured speedups, shift costs
-    "specsim.studies": 5,
-    "specsim.study_runner": 5,
-    "specsim.plots": 5,
-    "specsim.plots_fidelity": 5,  # the fidelity page's figure (issue 14)
-    "specsim.report": 5,
-    "specsim.cli": 6,
-    "specsim.docgen": 6,
-    "specsim.__main__": 6,
-    "specsim.measure": 4,  # beside the stack: sees the data layer and sampling
-}
+DESIGN = ROOT / "docs" / "design.md"
+
+
+def read_layers(path: Path = DESIGN) -> dict[str, int]:
+    """The layer table of ``docs/design.md``'s "Layers" section: ``| `module` | layer | ... |``
+    rows, lowest first. The rule lives there, documented, and only there."""
+    text = path.read_text()
+    section = text.split("\n## Layers\n", 1)
+    if len(section) != 2:
+        raise ValueError(f"{path}: no '## Layers' section")
+    body = section[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(specsim[\w.]*)` \| (\d) \|", body, flags=re.M)
+    if not rows:
+        raise ValueError(f"{path}: the Layers section has no | `module` | layer | rows")
+    return {module: int(n) for module, n in rows}
+
+
+LAYERS: dict[str, int] = read_layers()
 # Ground truth: these import nothing from specsim outside themselves.
 SELF_CONTAINED = ("specsim.sampling", "specsim.theory")
 OPTIONAL = (
@@ -112,13 +77,7 @@ OPTIONAL = (
 )
 PLOTTING = ("matplotlib", "seaborn")
 # The row of ARCHITECTURE.md that draws: plots, the study runner, the report.
-PLOTTING_LAYER = (
-    "specsim.plots",
-    "specsim.plots_fidelity",
-    "specsim.studies",
-    "specsim.study_runner",
-    "specsim.report",
-)
+PLOTTING_LAYER = ("specsim.plots", "specsim.studies", "specsim.report")
 MEASURE = "specsim.measure"
 START_UP = "start-up:"
 
@@ -287,7 +246,7 @@ def _family(module: str) -> str:
 # The checks --------------------------------------------------------------------------------
 def test_every_module_has_a_layer() -> None:
     unknown = [m for m in MODULES if m != "specsim" and _family(m) not in LAYERS]
-    assert not unknown, f"modules with no layer in tests/test_architecture.py LAYERS: {unknown}"
+    assert not unknown, f"modules with no layer in docs/design.md's Layers table: {unknown}"
 
 
 def upward_imports() -> list[str]:
@@ -508,7 +467,7 @@ def test_walk_sees_where_an_import_is(code: str, nested: bool, type_only: bool) 
 
 def test_layers_cover_the_architecture_rows() -> None:
     assert layer("specsim.theory.numeric") == layer("specsim.sampling") < layer("specsim.sim")
-    assert layer("specsim.sim.serving") < layer("specsim.validate") < layer("specsim.cli")
+    assert layer("specsim.sim.serving") < layer("specsim.validate.forms") < layer("specsim.cli")
     assert _may_import_private_module("specsim.problems._yield", "specsim.problems._core")
     assert _may_import_private_module("specsim.problems", "specsim.problems._core")
     assert not _may_import_private_module("specsim.cli.problems", "specsim.problems._core")

@@ -1032,7 +1032,7 @@ def _card_cost(target: str, draft: str, hardware: str = "a100-80gb") -> Callable
 
 def _read_passes(frame: pd.DataFrame, meta: dict[str, Any] | None = None) -> Callable:
     def call(tmp: Path) -> object:
-        from specsim.traces import read_trace
+        from specsim.traces.io import read_trace
 
         _make(tmp, trace_files("passes", frame, meta))
         return read_trace(tmp / "passes.csv")
@@ -1041,14 +1041,14 @@ def _read_passes(frame: pd.DataFrame, meta: dict[str, Any] | None = None) -> Cal
 
 
 def _one_device(*frames: tuple[str, dict[str, Any], pd.DataFrame]) -> Callable[[Path], object]:
-    return _lazy("specsim.calibrate:one_device", list(frames))
+    return _lazy("specsim.calibrate.cards:one_device", list(frames))
 
 
 def _fit_with(**params: float) -> Callable[[Path], object]:
     """trust_problems of a fit whose parameters and standard errors are made up, as a raise."""
 
     def call(_: Path) -> object:
-        from specsim.calibrate import PARAMETERS, Fit, trust_problems
+        from specsim.calibrate.cards import PARAMETERS, Fit, trust_problems
 
         values = {
             "compute_efficiency": 0.5,
@@ -1150,15 +1150,15 @@ API_CASES = [
     ),
     Api(
         "read-trace-missing",
-        lambda tmp: _lazy("specsim.traces:read_trace", tmp / "nope")(tmp),
+        lambda tmp: _lazy("specsim.traces.io:read_trace", tmp / "nope")(tmp),
         FileNotFoundError,
         r"no such trace file: .*nope\.csv",
     ),
     Api(
         "run-sweep-connect-timeout-0",
         lambda tmp: _lazy(
-            "specsim.sweep:run_sweep",
-            _lazy("specsim.sweep:read_spec", _make_ret(tmp, {"s.toml": SWEEP}) / "s.toml")(tmp),
+            "specsim.sweep.run:run_sweep",
+            _lazy("specsim.sweep.run:read_spec", _make_ret(tmp, {"s.toml": SWEEP}) / "s.toml")(tmp),
             tmp / "o.csv",
             connect_timeout=0,
         )(tmp),
@@ -1169,26 +1169,29 @@ API_CASES = [
     # acceptance processes, policies, closed forms
     Api(
         "iid-alpha-above-1",
-        _lazy("specsim.acceptance:IIDAcceptance", alpha=1.5),
+        _lazy("specsim.acceptance.processes:IIDAcceptance", alpha=1.5),
         ValueError,
         "alpha",
     ),
     Api(
         "iid-alpha-nan",
-        _lazy("specsim.acceptance:IIDAcceptance", alpha=float("nan")),
+        _lazy("specsim.acceptance.processes:IIDAcceptance", alpha=float("nan")),
         ValueError,
         "alpha",
     ),
     Api(
         "iid-alpha-string",
-        _lazy("specsim.acceptance:IIDAcceptance", alpha="0.7"),
+        _lazy("specsim.acceptance.processes:IIDAcceptance", alpha="0.7"),
         (ValueError, TypeError),
         "alpha",
     ),
     Api(
         "markov-spread-too-wide",
         _lazy(
-            "specsim.acceptance:MarkovAcceptance.two_state", mean=0.7, spread=0.5, persistence=0.9
+            "specsim.acceptance.processes:MarkovAcceptance.two_state",
+            mean=0.7,
+            spread=0.5,
+            persistence=0.9,
         ),
         ValueError,
         "spread",
@@ -1196,29 +1199,35 @@ API_CASES = [
     Api(
         "markov-persistence-above-1",
         _lazy(
-            "specsim.acceptance:MarkovAcceptance.two_state", mean=0.7, spread=0.1, persistence=1.5
+            "specsim.acceptance.processes:MarkovAcceptance.two_state",
+            mean=0.7,
+            spread=0.1,
+            persistence=1.5,
         ),
         ValueError,
         "persistence",
     ),
     Api(
         "trace-acceptance-empty",
-        _lazy("specsim.acceptance:TraceAcceptance.from_values", []),
+        _lazy("specsim.acceptance.processes:TraceAcceptance.from_values", []),
         ValueError,
         "values|empty",
     ),
     Api(
         "trace-acceptance-above-1",
-        _lazy("specsim.acceptance:TraceAcceptance.from_values", [0.5, 1.5]),
+        _lazy("specsim.acceptance.processes:TraceAcceptance.from_values", [0.5, 1.5]),
         ValueError,
         "1.5|alpha|values",
     ),
     Api(
-        "fixed-gamma-negative", _lazy("specsim.policies:FixedGamma", gamma=-1), ValueError, "gamma"
+        "fixed-gamma-negative",
+        _lazy("specsim.policies.lookahead:FixedGamma", gamma=-1),
+        ValueError,
+        "gamma",
     ),
     Api(
         "fixed-gamma-float",
-        _lazy("specsim.policies:FixedGamma", gamma=2.5),
+        _lazy("specsim.policies.lookahead:FixedGamma", gamma=2.5),
         (ValueError, TypeError),
         "gamma",
     ),
@@ -1244,7 +1253,7 @@ API_CASES = [
     Api(
         "check-grid-z-0",
         lambda _: _lazy(
-            "specsim.validate:check_grid",
+            "specsim.validate.forms:check_grid",
             np.random.default_rng(0),
             alphas=(0.5,),
             gammas=(1,),
@@ -1256,32 +1265,32 @@ API_CASES = [
     ),
     Api(
         "blocks-needed-relative-0",
-        _lazy("specsim.validate:blocks_needed", 0.5, 3, relative=0),
+        _lazy("specsim.validate.forms:blocks_needed", 0.5, 3, relative=0),
         ValueError,
         "relative",
     ),
     Api(
         "summarize-passes-missing-column",
-        _lazy("specsim.calibrate:summarize_passes", pd.DataFrame({"model": ["x"]})),
+        _lazy("specsim.calibrate.cards:summarize_passes", pd.DataFrame({"model": ["x"]})),
         ValueError,
         "missing column",
     ),
     Api(
         "summarize-passes-empty",
-        _lazy("specsim.calibrate:summarize_passes", passes_frame().iloc[:0]),
+        _lazy("specsim.calibrate.cards:summarize_passes", passes_frame().iloc[:0]),
         ValueError,
         "no rows",
     ),
     Api(
         "summarize-passes-zero-time",
-        _lazy("specsim.calibrate:summarize_passes", passes_frame(time_s=0.0)),
+        _lazy("specsim.calibrate.cards:summarize_passes", passes_frame(time_s=0.0)),
         ValueError,
         "time",
     ),
     Api(
         "holdout-by-unknown",
         lambda _: _lazy(
-            "specsim.calibrate:holdout_errors", pd.DataFrame({"batch": [1]}), _hw(), by="nope"
+            "specsim.calibrate.cards:holdout_errors", pd.DataFrame({"batch": [1]}), _hw(), by="nope"
         )(_),
         ValueError,
         "by",
@@ -1289,7 +1298,7 @@ API_CASES = [
     Api(
         "ceilings-missing-copy",
         _lazy(
-            "specsim.calibrate:card_from_ceilings",
+            "specsim.calibrate.cards:card_from_ceilings",
             pd.DataFrame({"op": ["matmul"], "dtype": ["float32"], "rate": [1e11]}),
             slug="x",
             name="x",
@@ -1376,7 +1385,7 @@ API_CASES = [
     Api(
         "predict-runs-seeds-0",
         lambda _: _lazy(
-            "specsim.validate:predict_runs",
+            "specsim.validate.forms:predict_runs",
             None,
             None,
             None,
@@ -1494,8 +1503,8 @@ API_CASES = [
         lambda tmp: _lazy(
             "specsim.sim:StreamConfig",
             tokens=10**10,
-            acceptance=_lazy("specsim.acceptance:IIDAcceptance", alpha=0.7)(tmp),
-            policy=_lazy("specsim.policies:FixedGamma", gamma=4)(tmp),
+            acceptance=_lazy("specsim.acceptance.processes:IIDAcceptance", alpha=0.7)(tmp),
+            policy=_lazy("specsim.policies.lookahead:FixedGamma", gamma=4)(tmp),
             cost=_lazy("specsim.sim:PlainCost", c=0.05)(tmp),
         )(tmp),
         ValueError,
@@ -1503,7 +1512,7 @@ API_CASES = [
     ),
     Api(
         "demo-blocks-over-limit",
-        _lazy("specsim.demo:two_token_demo", np.random.default_rng(0), blocks=10**9),
+        _lazy("specsim.report.demo:two_token_demo", np.random.default_rng(0), blocks=10**9),
         ValueError,
         r"^blocks: 1,000,000,000 blocks is over the limit",
     ),

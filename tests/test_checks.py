@@ -61,8 +61,8 @@ def test_a_huge_pass_is_refused_before_anything_is_allocated() -> None:
 def test_a_huge_tree_budget_is_refused_by_the_optimizer() -> None:
     from specsim.cards import load_hardware, load_model
     from specsim.cost import Deployment
+    from specsim.policies.tree_optimizer import optimize_tree
     from specsim.proposers import NGram, load_acceptance
-    from specsim.trees import optimize_tree
 
     acc = load_acceptance(ROOT / "models" / "measured" / "ngram" / "accept-sample.toml")
     with pytest.raises(ValueError, match=r"^budget: 100,000 nodes is over the limit of 1,024"):

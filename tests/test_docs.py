@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from specsim import docgen
 from specsim.problems import TEMPLATES
+from specsim.report import docgen as docgen
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -167,7 +167,7 @@ def test_reference_pages_are_current() -> None:
     for name, text in (("api.md", docgen.api_reference()), ("cli.md", docgen.cli_reference())):
         page = DOCS / "reference" / name
         assert page.read_text(encoding="utf-8") == text, (
-            f"docs/reference/{name} is stale: run `python -m specsim.docgen`"
+            f"docs/reference/{name} is stale: run `python -m specsim.report.docgen`"
         )
 
 

@@ -19,9 +19,9 @@ from numpy.typing import ArrayLike
 from specsim.cards import ModelCard, load_hardware, load_model
 from specsim.cost import Deployment
 from specsim.cost.shape import check_tree
+from specsim.policies.tree_optimizer import evaluate_tree, optimize_tree
 from specsim.proposers import DraftCost, ProposerProtocol, RankAcceptance, check_proposer
-from specsim.sim.trees import TreeStreamConfig, simulate_tree_stream
-from specsim.trees import evaluate_tree, optimize_tree
+from specsim.sim.tree_stream import TreeStreamConfig, simulate_tree_stream
 
 NODE_S = 2.5e-4  # the toy's host time per drafted node (seconds)
 ACCEPT = (0.8, 0.6, 0.4)  # rank-0 acceptance at depths 1..3; rank 1 at half

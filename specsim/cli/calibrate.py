@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specsim.calibrate import (
+from specsim.calibrate.cards import (
     PARAMETERS,
     TRUST_LIMITS,
     Fit,
@@ -37,8 +37,8 @@ from specsim.cli.calibrate_traces import (
 )
 from specsim.cli.jsonout import dumps
 from specsim.cli.output import card_option, check_file
-from specsim.traces import Trace
-from specsim.validate import predict_runs
+from specsim.traces.io import Trace
+from specsim.validate.forms import predict_runs
 
 Say = Callable[..., None]
 
@@ -106,7 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--profile",
         action="store_true",
         help="fit a runtime profile on the card --base from plain passes only "
-        "(specsim.calibrate_profile); predict the speculative runs from it",
+        "(specsim.calibrate.profile); predict the speculative runs from it",
     )
     parser.add_argument(
         "--formats",
@@ -329,7 +329,7 @@ def run(args: argparse.Namespace) -> int:
     if args.residuals:
         fit.residuals.to_csv(args.residuals, index=False)
     if args.plot:
-        from specsim.plots import plot_calibration  # start-up: matplotlib only for --plot
+        from specsim.plots.figures import plot_calibration  # start-up: matplotlib only for --plot
 
         plot_calibration(fit.residuals).savefig(args.plot, dpi=120)
     say(f"wrote {path}" + (" (untrusted fit, written with --force)" if problems else ""))

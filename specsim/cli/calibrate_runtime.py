@@ -1,6 +1,6 @@
 """``specsim calibrate --profile``: fit a runtime profile to the plain passes of the traces
 on the card ``--base``, write it, and predict the traces' speculative runs from it (none
-of which enters the fit; :mod:`specsim.calibrate_profile`)."""
+of which enters the fit; :mod:`specsim.calibrate.profile`)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specsim import calibrate_profile as cp
-from specsim.calibrate import one_device
-from specsim.calibrate_formats import errors_by_format, kernel_note
+from specsim.calibrate import profile as cp
+from specsim.calibrate.cards import one_device
+from specsim.calibrate.formats import errors_by_format, kernel_note
 from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, load_hardware, load_runtime
 from specsim.cli.calibrate_traces import (
     collect,
@@ -27,7 +27,7 @@ from specsim.cli.calibrate_traces import (
 )
 from specsim.cli.jsonout import dumps
 from specsim.cli.output import card_option, check_file
-from specsim.traces import Trace
+from specsim.traces.io import Trace
 
 __all__ = ["run_profile"]
 
@@ -206,7 +206,7 @@ def run_profile(args: argparse.Namespace) -> int:
     if args.residuals:
         res.to_csv(args.residuals, index=False)
     if args.plot:
-        from specsim.plots import plot_calibration  # start-up: matplotlib only for --plot
+        from specsim.plots.figures import plot_calibration  # start-up: matplotlib only for --plot
 
         # One colour per weight format (fitted or predicted): few enough for the styles.
         label = res["weights"] + np.where(res["in_fit"], "", " (predicted)")

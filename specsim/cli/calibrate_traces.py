@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from specsim.calibrate import past_positions
+from specsim.calibrate.cards import past_positions
 from specsim.cards import ModelCard, load_model
-from specsim.traces import Trace, read_trace, read_traces, trace_paths
+from specsim.traces.io import Trace, read_trace, read_traces, trace_paths
 
 __all__ = ["collect", "of_kind", "spread", "trace_models", "past_note", "command_line"]
 

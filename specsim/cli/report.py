@@ -8,7 +8,7 @@ from pathlib import Path
 from specsim.checks import LIMITS, check_size
 from specsim.cli import jsonout
 from specsim.cli.output import ProgressBar, check_folder
-from specsim.report import DEFAULT_OUT, REPORT_STUDIES, build_report, format_demo
+from specsim.report.page import DEFAULT_OUT, REPORT_STUDIES, build_report, format_demo
 
 __all__ = ["add_arguments", "run", "format_demo", "ProgressBar", "fresh_folder"]
 

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from specsim.acceptance import IIDAcceptance
+from specsim.acceptance.processes import IIDAcceptance
 from specsim.cards import searched_first
 from specsim.checks import LIMITS
 from specsim.cli import jsonout
 from specsim.cli.output import check_file, writable
 from specsim.config import parse_text, path_hint
-from specsim.policies import FixedGamma
+from specsim.policies.lookahead import FixedGamma
 from specsim.sim.plain import PlainCost
 from specsim.sim.stream import (
     CHUNK_TOKENS,

@@ -13,7 +13,7 @@ from specsim.cards import load_hardware, load_model, searched_first
 from specsim.checks import check_size
 from specsim.cli import jsonout
 from specsim.cli.output import ProgressBar, check_folder
-from specsim.study_runner import (
+from specsim.report.studies import (
     STUDY_NAMES,
     config_keys,
     key_doc,

@@ -10,8 +10,8 @@ from pathlib import Path
 from specsim.cli import jsonout
 from specsim.cli.output import check_file
 from specsim.sim import StreamConfig
-from specsim.sweep import read_spec, run_sweep, sweep_points
-from specsim.sweep_exec import DEFAULT_CONNECT_TIMEOUT_S
+from specsim.sweep.executors import DEFAULT_CONNECT_TIMEOUT_S
+from specsim.sweep.run import read_spec, run_sweep, sweep_points
 
 HELP = (
     "Run a parameter sweep from a TOML spec on local processes or a Dask cluster, streaming "

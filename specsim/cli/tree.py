@@ -26,8 +26,8 @@ from specsim.checks import LIMITS
 from specsim.cli import deployment, jsonout
 from specsim.cli.output import card_option
 from specsim.cost import DEFAULT_CONTEXT
+from specsim.policies.tree_optimizer import TreePlan, optimize_tree
 from specsim.proposers import DraftModel, Heads, NGram, Proposer, load_acceptance
-from specsim.trees import TreePlan, optimize_tree
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

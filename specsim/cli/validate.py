@@ -5,11 +5,11 @@ By default a summary: per quantity checked, how many checks pass and the worst
 ``--json`` prints everything as one JSON object. A check passes when the
 formula lies within ``Z_CHECK`` (4.5) standard errors of the simulated value,
 and that is the interval printed beside each row. A third table checks the
-serving simulator against queueing theory (:mod:`specsim.validate_queueing`):
+serving simulator against queueing theory (:mod:`specsim.validate.queueing`):
 one line by default, every row with ``--verbose``; its failures count in the
 exit status like the grid's. A fourth checks the single-stream tree simulator against
-the tree closed forms (:mod:`specsim.validate_trees`), shown and counted the same way.
-``--fidelity`` adds the fidelity table (:mod:`specsim.fidelity`): every committed
+the tree closed forms (:mod:`specsim.validate.tree_forms`), shown and counted the same way.
+``--fidelity`` adds the fidelity table (:mod:`specsim.validate.fidelity`): every committed
 measurement and published anchor, predicted against measured out of sample, summarized
 per family (every row with ``--verbose``); its misses are the model's, reported as such,
 and do not change the exit status, which says whether the simulator is right.
@@ -25,10 +25,10 @@ import pandas as pd
 
 from specsim.cli.jsonout import dumps
 from specsim.cli.output import ProgressBar, check_file, writable
-from specsim.fidelity import fidelity_summary, fidelity_table
-from specsim.validate import Z_CHECK, check_summary, validation_tables
-from specsim.validate_queueing import queueing_checks, queueing_summary
-from specsim.validate_trees import tree_checks, tree_summary
+from specsim.validate.fidelity import fidelity_summary, fidelity_table
+from specsim.validate.forms import Z_CHECK, check_summary, validation_tables
+from specsim.validate.queueing import queueing_checks, queueing_summary
+from specsim.validate.tree_forms import tree_checks, tree_summary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -2,7 +2,7 @@
 
 Each ``*_frame`` function evaluates :mod:`specsim.cost.model` on a grid in
 one vectorised call and returns a pandas DataFrame with one row per
-configuration, ready for :mod:`specsim.plots` or a study. Configurations whose
+configuration, ready for :mod:`specsim.plots.figures` or a study. Configurations whose
 weights and KV cache do not fit on the accelerator are left out (and counted
 in ``df.attrs``).
 

@@ -94,7 +94,7 @@ gives no ``float32`` peak: the A100's FP32 CUDA-core peak over its BF16 tensor p
 # above the roofline predicts 177.1 and 238.8 tok/s; the time missing per pass (0.78 ms and
 # 0.89 ms), spread over the 6.61e9 weights a decode step reads at the card's FP32 peak of
 # 19.5e12 op/s, is the work below (2.304 and 2.637 op per weight and row).
-# tests/test_cost_anchors.py reproduces both rates. Batch-1 data cannot tell per-row work from
+# tests/cost/test_cost_anchors.py reproduces both rates. Batch-1 data cannot tell per-row work from
 # a lower achieved bandwidth of the quantized kernels: charging it per row is the assumption
 # that makes v(gamma) grow (the issue's measured systems imply v(4) of about 1.5).
 _INT8_OPS = 2.30

@@ -9,7 +9,7 @@ speculative decoding with exact verification and KV-cache rollback
 (:mod:`~specsim.measure.decode`) beside Hugging Face's assisted generation
 (:mod:`~specsim.measure.assisted`), and runs presets into traces of the
 documented schema (:mod:`~specsim.measure.presets`,
-:mod:`~specsim.measure.run`, :mod:`specsim.traces`, ``docs/traces.md``).
+:mod:`~specsim.measure.run`, :mod:`specsim.traces.io`, ``docs/traces.md``).
 
 Real acceptance (``docs/real-acceptance.md``): corpora from installed
 packages (:mod:`~specsim.measure.corpus`), the shared tokenizer and tiny

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from specsim.acceptance.realtext import CORPORA  # the one list of corpus names (re-exported)
 from specsim.measure.packages import (
     SOURCES,
     MissingPackageError,
@@ -48,7 +49,6 @@ from specsim.measure.packages import (
     package_version,
     source_files,
 )
-from specsim.measured import CORPORA  # the one list of corpus names (re-exported)
 
 __all__ = [
     "CORPORA",

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specsim import traces
+from specsim.traces import io as traces
 
 QUANT_FORMATS = ("fp32", "bf16", "int8", "int4")
 """Weight formats a preset may time (:func:`specsim.measure.models.quantize_weights`)."""

@@ -36,7 +36,7 @@ import torch
 from numpy.typing import NDArray
 from scipy import stats
 
-from specsim.measured import CORPORA, DRAFTS
+from specsim.acceptance.realtext import CORPORA, DRAFTS
 from specsim.sampling import acceptance_rate
 
 __all__ = [

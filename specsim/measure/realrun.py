@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from specsim.acceptance.realtext import TEXTS
 from specsim.measure.corpus import atomic_write_bytes, atomic_write_text
 from specsim.measure.decode import autoregressive_decode
 from specsim.measure.realalpha import (
@@ -50,7 +51,6 @@ from specsim.measure.realalpha import (
 from specsim.measure.realspec import SPECDEC_TEMPERATURES, measure_specdec, write_specdec
 from specsim.measure.tinylm import load_tiny, load_tokenizer
 from specsim.measure.train import encode_corpora, eval_windows
-from specsim.measured import TEXTS
 from specsim.rng import keyed_rng
 
 __all__ = ["measure_alpha", "measure_real", "alpha_table", "with_time_left"]

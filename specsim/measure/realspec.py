@@ -25,10 +25,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from specsim import traces
 from specsim.measure.decode import autoregressive_decode, speculative_decode
 from specsim.measure.run import device_name
 from specsim.rng import keyed_rng
+from specsim.traces import io as traces
 
 __all__ = ["GAMMAS", "SPECDEC_TEMPERATURES", "measure_specdec", "write_specdec"]
 

@@ -2,7 +2,7 @@
 
 The output folder holds one trace per kind (``ceilings``, ``passes``,
 ``autoregressive``, ``specdec`` with ``positions``, ``assisted``; see
-:mod:`specsim.traces`). Work is split into units (a ceiling op and size; a
+:mod:`specsim.traces.io`). Work is split into units (a ceiling op and size; a
 model, batch and context of the pass grid; one decoding run) and each unit's
 rows are appended and flushed when the unit finishes. Rerunning with the same
 folder skips the units already there, so an interruption loses at most the
@@ -30,7 +30,6 @@ import torch
 import transformers
 
 import specsim
-from specsim import traces
 from specsim.cards import ModelCard, load_model
 from specsim.measure import run_decoding
 from specsim.measure.models import quantize_weights, resolve_device
@@ -49,7 +48,8 @@ from specsim.measure.timing import (
     measure_ceilings,
     time_passes,
 )
-from specsim.trace_schema import SCHEMAS
+from specsim.traces import io as traces
+from specsim.traces.schema import SCHEMAS
 
 __all__ = ["SECTIONS", "unit_rng", "device_name", "run_preset"]
 

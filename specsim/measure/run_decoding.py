@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from specsim import traces
 from specsim.cards import ModelCard, load_model
 from specsim.measure.assisted import assisted_runs
 from specsim.measure.decode import autoregressive_decode, speculative_decode
 from specsim.measure.run_state import RunState, done_keys, unit_rng, with_constants
 from specsim.measure.timing import interleaved_until
+from specsim.traces import io as traces
 
 __all__ = ["autoregressive", "specdec", "interleaved", "assisted"]
 

@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from specsim import traces
 from specsim.cards import ModelCard
 from specsim.measure.models import build_model
 from specsim.measure.presets import Preset
 from specsim.rng import keyed_rng
+from specsim.traces import io as traces
 
 __all__ = [
     "unit_rng",

@@ -37,7 +37,7 @@ import pandas as pd
 import torch
 from torch.cuda import comm
 
-from specsim.calibrate_profile import enough_blocks, ratio_interval
+from specsim.calibrate.profile import enough_blocks, ratio_interval
 from specsim.measure.decode import DecodeState
 from specsim.measure.interleave import Interleaved, interleaved_decode
 from specsim.measure.models import synchronize, torch_dtype
@@ -307,10 +307,10 @@ def interleaved_until(
 ) -> tuple[Interleaved, str, tuple[float, float, float]]:
     """Segments of :func:`specsim.measure.interleave.interleaved_decode` (``new_tokens`` each,
     segment ``i`` from ``prompt(i)``) until the speedup's 95% interval, from the paired
-    blocks so far, is within ``+-halfwidth`` (:func:`specsim.calibrate_profile.enough_blocks`)
+    blocks so far, is within ``+-halfwidth`` (:func:`specsim.calibrate.profile.enough_blocks`)
     with at least ``min_blocks`` blocks; or until ``max_blocks`` blocks or ``max_s`` seconds
     (0: no limit). Returns the run, why it stopped (``interval``, ``blocks``, ``time``) and
-    the speedup with its 95% interval (:func:`specsim.calibrate_profile.ratio_interval`)."""
+    the speedup with its 95% interval (:func:`specsim.calibrate.profile.ratio_interval`)."""
     parts: list[Interleaved] = []
     spec: list[float] = []
     plain: list[float] = []

@@ -2,7 +2,7 @@
 
 Both carry, for every problem, a machine-readable line with its template key and
 parameters (an HTML comment in Markdown, a ``%`` comment in LaTeX), so a
-committed set can be rebuilt and its answers recomputed (``tests/test_problems.py``).
+committed set can be rebuilt and its answers recomputed (``tests/problems/test_problems.py``).
 """
 
 from __future__ import annotations

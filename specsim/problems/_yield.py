@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from specsim import theory
-from specsim.acceptance import MarkovAcceptance
+from specsim.acceptance.processes import MarkovAcceptance
 from specsim.problems._core import Answer, Template, Worked, fmt, vec
 from specsim.problems._tokens import iid_alpha
 from specsim.theory.markov import markov_block_terms, markov_chain

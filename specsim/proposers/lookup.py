@@ -123,7 +123,7 @@ LOOKUP_COST = LookupCost(
     source=f"{_CSV}: vLLM's KMP lookup under numba on an AMD EPYC vCPU (fit_lookup_cost)",
 )
 """The fit of :func:`fit_lookup_cost` to the committed measurement, rounded
-(``tests/test_proposers.py`` refits it)."""
+(``tests/proposers/test_proposers.py`` refits it)."""
 
 
 @dataclass(frozen=True, kw_only=True)

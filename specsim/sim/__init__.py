@@ -3,8 +3,8 @@
 :func:`simulate_stream` decodes one request block by block;
 :func:`simulate_serving` serves many requests with continuous batching. Both
 take a cost source (:class:`PlainCost` or :class:`CardCost`), an acceptance
-process (:mod:`specsim.acceptance`) and a lookahead policy
-(:mod:`specsim.policies`), and a ``numpy.random.Generator``.
+process (:mod:`specsim.acceptance.processes`) and a lookahead policy
+(:mod:`specsim.policies.lookahead`), and a ``numpy.random.Generator``.
 
 The names below load with the submodule that defines them, on first use (a
 start-up saving: ``specsim simulate`` on plain parameters runs a stream and

@@ -25,9 +25,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from specsim.acceptance import AcceptanceDraw, AcceptanceProcess, accepted_in_block
+from specsim.acceptance.processes import AcceptanceDraw, AcceptanceProcess, accepted_in_block
 from specsim.cost import verification_positions
-from specsim.policies import LookaheadPolicy, PolicyContext, check_choice
+from specsim.policies.lookahead import LookaheadPolicy, PolicyContext, check_choice
 from specsim.sim.source import CostSource, iteration_cost
 from specsim.sim.stream import run_lengths
 

@@ -38,10 +38,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from specsim import acceptance as acc
-from specsim import policies as pol
+from specsim.acceptance import processes as acc
 from specsim.cards import read_toml
 from specsim.config import Kinds, build, coerce, field_types, replace_path
+from specsim.policies import lookahead as pol
 from specsim.sim.arrivals import Arrivals, GammaArrivals, OnOffArrivals, PoissonArrivals
 from specsim.sim.costs import CardCost, PlainCost
 from specsim.sim.serving import ServingConfig
@@ -62,7 +62,7 @@ from specsim.sim.workload import (
     Zipf,
     read_request_trace,
 )
-from specsim.traces import read_trace
+from specsim.traces.io import read_trace
 
 __all__ = [
     "KINDS",
@@ -81,7 +81,7 @@ class TwoStateMarkov:
     (``mean - spread``) stretches, equally likely, kept with probability ``persistence``.
 
     An acceptance process in its own right (it samples as
-    :meth:`specsim.acceptance.MarkovAcceptance.two_state`), so that sweeps can vary
+    :meth:`specsim.acceptance.processes.MarkovAcceptance.two_state`), so that sweeps can vary
     ``mean`` and ``spread`` as fields.
     """
 

@@ -25,7 +25,7 @@ from numpy.typing import ArrayLike, NDArray
 from specsim.cards import ModelCard
 from specsim.cost import verification_positions
 from specsim.cost.checks import check_positions
-from specsim.policies import LookaheadPolicy, PolicyContext, check_choice
+from specsim.policies.lookahead import LookaheadPolicy, PolicyContext, check_choice
 
 __all__ = [
     "check_positions_fit",
@@ -207,7 +207,7 @@ Ints = NDArray[np.int64]
 class TableTimes:
     """``pass_time(gamma)`` for a batch-wide policy: the coming iteration's time if every
     sequence drafts gamma, from ``times(n)``, the times for gammas 0..n at once (kept as
-    ``table``, which :class:`specsim.policies.LoadAdaptive` reads whole)."""
+    ``table``, which :class:`specsim.policies.lookahead.LoadAdaptive` reads whole)."""
 
     __slots__ = ("times", "table")
 
@@ -221,7 +221,7 @@ class TableTimes:
 
 
 class BatchWide:
-    """A batch-wide policy's lookahead for each serving iteration (:func:`specsim.policies.
+    """A batch-wide policy's lookahead for each serving iteration (:func:`specsim.policies.lookahead.
     batch_wide`: chosen from the batch size and ``pass_time`` alone), capped at ``max_gamma``.
 
     ``pass_time`` comes from the source's ``uniform_times(batch=, context_sum=, max_gamma=)``
@@ -231,7 +231,7 @@ class BatchWide:
     ``times_of(contexts, n)``, asked every time. Where, moreover, the source declares its
     times non-decreasing in the context sum (``monotone_times``) and the policy can tell the
     choice every table between two bounds makes (``settled(low, high)``, e.g.
-    :meth:`specsim.policies.LoadAdaptive.settled`), each new choice also tries the table
+    :meth:`specsim.policies.lookahead.LoadAdaptive.settled`), each new choice also tries the table
     ``SPAN`` tokens a sequence further: if the bounds settle it, every context sum in
     between, at that batch, gets the same choice without asking (the same answer:
     the choice is proven constant there).

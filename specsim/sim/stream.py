@@ -34,10 +34,10 @@ import numpy as np
 import simpy
 from numpy.typing import NDArray
 
-from specsim.acceptance import AcceptanceDraw, AcceptanceProcess, accepted_in_block
+from specsim.acceptance.processes import AcceptanceDraw, AcceptanceProcess, accepted_in_block
 from specsim.checks import check_size
 from specsim.cost import verification_positions
-from specsim.policies import (
+from specsim.policies.lookahead import (
     MAX_GAMMA,
     LookaheadPolicy,
     PolicyContext,

@@ -16,7 +16,7 @@ a *mean* acceptance; per pass and node, the candidate's own conditional acceptan
 ``a = accept[d - 1][r]`` and ``concentration`` ``kappa`` (infinite: ``p = a``, no
 variation, nothing for confidence to find), independently per node; the draft sees
 the signal ``c = clip(p + noise * N(0, 1), 0, 1)``, the same noisy signal as the chain
-processes' ``confidence`` (:mod:`specsim.acceptance`). The Beta form and ``kappa``
+processes' ``confidence`` (:mod:`specsim.acceptance.processes`). The Beta form and ``kappa``
 are assumptions of this model, not measurements: how much acceptance varies per
 context is not in a rank table. Because the draws are independent, a *fixed* tree in
 this world has exactly the closed form of the mean table
@@ -60,7 +60,7 @@ def _whole(value: object, name: str, minimum: int) -> int:
 class NodeConfidence:
     """Per-node acceptance around the rank table and the draft's signal of it (module
     docstring): ``concentration`` of the Beta law (``math.inf``: none), ``noise`` of the
-    signal (0.1 by default, as :class:`specsim.acceptance.IIDAcceptance`)."""
+    signal (0.1 by default, as :class:`specsim.acceptance.processes.IIDAcceptance`)."""
 
     concentration: float = 4.0
     noise: float = 0.1

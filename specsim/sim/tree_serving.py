@@ -17,7 +17,7 @@ run by :func:`specsim.sim.tree_batch.serve_trees`). Every iteration:
    sums of :func:`specsim.proposers.verify_shape` over the batch (each sequence at its own
    context), after the proposer drafts the batch's trees (its ``draft_cost`` at the batch,
    at the batch's mean context rounded: drafting's context term is the small one);
-3. each sequence's acceptance walk is sampled (:func:`specsim.sim.trees.sample_tree_accepts`:
+3. each sequence's acceptance walk is sampled (:func:`specsim.sim.tree_stream.sample_tree_accepts`:
    children tried in rank order, SpecInfer's multi-step verification, Miao et al.,
    ASPLOS 2024) and its accepted path plus one token is emitted, cut at the request's last
    token; finished requests leave.
@@ -26,7 +26,7 @@ run by :func:`specsim.sim.tree_batch.serve_trees`). Every iteration:
 ``B (n + 1)`` positions. With ``position_budget = P`` and ``B (n + 1) > P``, every
 sequence's tree is cut to the same ``k = P // B - 1`` nodes (:func:`prune_tree`): nodes
 are taken greedily in order of decreasing reach, the probability that the node is on the
-accepted path (:func:`specsim.theory.trees.tree_reach`, Sequoia's positional model, Chen
+accepted path (:func:`specsim.theory.token_trees.tree_reach`, Sequoia's positional model, Chen
 et al. 2024, Section 3), among the nodes whose parent and earlier sibling are already
 taken. A node's reach never exceeds its parent's, so for tables whose acceptance falls
 with rank this is simply the ``k`` nodes of highest reach; the closure keeps every
@@ -67,8 +67,8 @@ from specsim.sim.tree_batch import (
     plain_twin,
     serve_trees,
 )
-from specsim.sim.trees import sample_tree_accepts
-from specsim.theory.trees import tree_reach
+from specsim.sim.tree_stream import sample_tree_accepts
+from specsim.theory.token_trees import tree_reach
 
 __all__ = [
     "StaticTreePlan",

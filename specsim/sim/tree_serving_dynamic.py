@@ -28,7 +28,7 @@ predicted reach falls along each sequence's candidate order: a child's never exc
 parent's; a later sibling's does not exceed an earlier one's when the confidence does not
 rise with rank. Each sequence's tree is then the first nodes of the tree the policy would
 build for it alone, so without a binding budget a sequence verifies what the single-stream
-simulator (:func:`specsim.sim.trees.simulate_dynamic_tree_stream`) would. Sequences with
+simulator (:func:`specsim.sim.tree_stream.simulate_dynamic_tree_stream`) would. Sequences with
 few promising candidates give their share to those with many: the budget follows the
 confidence, not the batch's head count. When ``P = B`` nothing is drafted.
 
@@ -38,7 +38,7 @@ sequence (:attr:`~specsim.sim.tree_policies.DynamicPass.examined`), one batched 
 per depth, each sequence at its own context. This is
 :class:`~specsim.proposers.DraftModel`'s and the heads' pricing
 (:mod:`specsim.proposers.kinds`) with widths that differ between sequences;
-``tests/test_tree_serving_dynamic.py`` checks that it equals the proposer's own
+``tests/sim/test_tree_serving_dynamic.py`` checks that it equals the proposer's own
 ``draft_cost`` when the trees and contexts are the same.
 
 **Counted** per iteration: the serving columns, ``accepted`` nodes (before the cut at

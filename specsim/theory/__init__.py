@@ -10,7 +10,7 @@ alpha = 1 and raise ValueError naming the parameter for out-of-range input.
 :class:`GammaOptimum`, saying when no finite gamma is optimal (``unbounded``).
 Beyond the i.i.d. assumption, :func:`markov_tokens_per_pass` (and
 :func:`block_start_law`) solve bursty, hidden-Markov acceptance exactly
-(:mod:`specsim.theory.markov`). Token trees (:mod:`specsim.theory.trees`):
+(:mod:`specsim.theory.markov`). Token trees (:mod:`specsim.theory.token_trees`):
 :func:`expected_tokens_tree` from per-depth, per-rank acceptance (Sequoia's model;
 :func:`tree_polynomial` is its sympy form), :func:`tree_ops_factor` and
 :func:`tree_positions_per_token` (Theorem 3.11 for trees). Several drafts
@@ -64,7 +64,7 @@ from specsim.theory.numeric import (
     walltime_speedup,
 )
 from specsim.theory.optimum import GammaOptimum, best_gamma
-from specsim.theory.trees import (
+from specsim.theory.token_trees import (
     accept_from_marginal,
     accept_symbol,
     expected_tokens_tree,

@@ -4,7 +4,7 @@ start-up: importing sympy costs about a second of CPU, ten times what the number
 cost, so ``specsim theory`` prints the published forms from this table rather
 than from :func:`specsim.theory.symbolic.closed_forms`. The table is sympy's own
 rendering of those expressions (``str`` and
-:func:`specsim.theory.symbolic.latex`); ``tests/test_theory_forms.py`` rebuilds it
+:func:`specsim.theory.symbolic.latex`); ``tests/theory/test_theory_forms.py`` rebuilds it
 with sympy and fails, showing the new entries, when the two differ.
 
 >>> print(CLOSED_FORMS["expected_tokens"].text)

@@ -3,7 +3,7 @@ r"""Tokens per pass under hidden-Markov (bursty) acceptance, exactly.
 The closed forms of :mod:`specsim.theory.numeric` assume i.i.d. acceptances
 (Leviathan et al. 2023, Section 3.1). Real acceptances cluster: easy and hard
 stretches of text. This module solves the simplest model of that exactly, the
-process that :class:`specsim.acceptance.MarkovAcceptance` samples: a hidden state
+process that :class:`specsim.acceptance.processes.MarkovAcceptance` samples: a hidden state
 ``s`` per output position, acceptance probability ``alphas[s]`` in state ``s``,
 and a state that is kept from one position to the next with probability
 ``persistence`` (:math:`\rho`) and otherwise redrawn from ``weights`` (:math:`w`,

@@ -2,7 +2,7 @@ r"""Queueing theory for the serving simulator: mean waiting times in queue, in c
 
 The serving simulator with one sequence per batch (``max_batch = 1``), no
 speculation and Poisson arrivals is a single-server FCFS queue, so its mean
-wait must match these formulas (``specsim.validate_queueing`` checks it). All
+wait must match these formulas (``specsim.validate.queueing`` checks it). All
 waits are in the queue only (arrival to start of service), in the time unit of
 the arguments; ``arrival_rate`` is :math:`\lambda`, ``mean_service`` is
 :math:`E[S]`, the load :math:`\rho = \lambda E[S]` (per server
@@ -18,7 +18,7 @@ steady state).
   closed-form bounds on it.
 
 :func:`pk_mean_wait_expr` and :func:`mm1_mean_wait_expr` are the sympy forms
-beside the numeric twins (``tests/test_theory_queueing.py`` makes them agree).
+beside the numeric twins (``tests/theory/test_theory_queueing.py`` makes them agree).
 
 >>> round(md1_mean_wait(arrival_rate=0.5, service=1.0), 12)  # rho / (2 mu (1 - rho))
 0.5
@@ -221,7 +221,7 @@ def jsq_mean_wait(
     (compensation approach: the two-server law as a series of product forms); PASTA,
     Wolff, "Poisson arrivals see time averages", Oper. Res. 30 (1982). The mean agrees
     with Little's law :math:`E[N] = \lambda_{admitted} (W_q + E[S])` on the same chain
-    (``tests/test_theory_queueing.py``).
+    (``tests/theory/test_theory_queueing.py``).
     """
     es = _positive(mean_service, "mean_service", "jsq_mean_wait")
     states, pi = jsq_stationary(

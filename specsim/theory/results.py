@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 
-from specsim.theory import overlap, speedup, tokens, trees
+from specsim.theory import overlap, speedup, tokens
+from specsim.theory import token_trees as trees
 from specsim.theory.symbolic import SymbolicResult
 
 __all__ = ["derive_all", "get_result"]

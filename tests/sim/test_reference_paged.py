@@ -18,9 +18,9 @@ from collections import deque
 import numpy as np
 import pytest
 
-from specsim.acceptance import IIDAcceptance
+from specsim.acceptance.processes import IIDAcceptance
 from specsim.cost import PassShape, pass_cost
-from specsim.policies import FixedGamma
+from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost, ServingConfig, simulate_serving
 from specsim.sim.arrivals import TraceWorkload
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specsim.acceptance import IIDAcceptance
+from specsim.acceptance.processes import IIDAcceptance
 from specsim.cost import PassShape, pass_aggregates_cost, pass_cost
-from specsim.policies import FixedGamma, HeuristicPlusTwoMinusOne
+from specsim.policies.lookahead import FixedGamma, HeuristicPlusTwoMinusOne
+from specsim.policies.tree_optimizer import kary_tree
 from specsim.sim import CardCost, StreamConfig, simulate_stream
 from specsim.sim.arrivals import TraceWorkload
 from specsim.sim.tree_policies import ConfidenceTree, NodeConfidence
@@ -24,7 +25,6 @@ from specsim.sim.tree_serving_dynamic import (
     DynamicTreeServingConfig,
     simulate_dynamic_tree_serving,
 )
-from specsim.trees import kary_tree
 
 from .reference import DRAFT, HW, SMALL, SPACED, TARGET, TOGETHER, close, own_pairs, replay, step_s
 

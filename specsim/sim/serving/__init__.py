@@ -16,7 +16,7 @@ prefill are options (:mod:`specsim.sim.paged`); without them, an iteration:
    count), so that a per-sequence policy walks each request exactly as it
    walks a single stream; a policy that declares a fixed gamma is not asked,
    and one that declares itself batch-wide is asked once per iteration
-   (:mod:`specsim.policies`). Gamma is capped at ``max_gamma`` (the KV
+   (:mod:`specsim.policies.lookahead`). Gamma is capped at ``max_gamma`` (the KV
    reservation covers that much lookahead) and cut so that no block drafts
    past its request's last token; the history keeps the policy's gamma before
    that cut, as a single stream, which has no end, would see it;

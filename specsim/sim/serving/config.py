@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from specsim.acceptance import AcceptanceProcess
+from specsim.acceptance.processes import AcceptanceProcess
 from specsim.checks import check_size
-from specsim.policies import MAX_GAMMA, LookaheadPolicy, fixed_gamma
+from specsim.policies.lookahead import MAX_GAMMA, LookaheadPolicy, fixed_gamma
 from specsim.sim import paged
 from specsim.sim.router import Router, check_router
 from specsim.sim.source import CostSource, check_whole
@@ -21,7 +21,7 @@ __all__ = ["ServingConfig"]
 class ServingConfig:
     """A serving run.
 
-    ``max_gamma``: the longest block (default :data:`specsim.policies.MAX_GAMMA`); every
+    ``max_gamma``: the longest block (default :data:`specsim.policies.lookahead.MAX_GAMMA`); every
     request's KV reservation covers a pass of that many drafts.
     ``kv_capacity_tokens``: KV-cache budget in tokens (None: the cost source's
     own ``kv_capacity_tokens()``, the accelerator's memory left after the

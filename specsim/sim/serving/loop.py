@@ -24,7 +24,7 @@ import simpy
 from numpy.typing import NDArray
 
 from specsim.cost import verification_positions
-from specsim.policies import LookaheadPolicy, batch_wide, fixed_gamma
+from specsim.policies.lookahead import LookaheadPolicy, batch_wide, fixed_gamma
 from specsim.sim import paged, prefill
 from specsim.sim.batch import Admission, Batch, Requests, TimesOf, composed_times, sequence_gammas
 from specsim.sim.drain import Drain, drain

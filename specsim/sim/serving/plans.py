@@ -1,7 +1,7 @@
 """The serving engine's seams: what it reads of a run's configuration
 (:class:`EngineConfig`), and a plan that verifies a token tree per sequence
 (:class:`TreePlan`, returning a :class:`TreeStep` each pass) beside the lookahead
-policies' chains (:mod:`specsim.policies`). The memory (reserved or paged KV), the
+policies' chains (:mod:`specsim.policies.lookahead`). The memory (reserved or paged KV), the
 scheduler (whole prompts or chunked prefill) and the replicas with their router are the
 configuration's fields (:class:`specsim.sim.ServingConfig`).
 """

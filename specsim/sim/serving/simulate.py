@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specsim.policies import FixedGamma, fixed_gamma
+from specsim.policies.lookahead import FixedGamma, fixed_gamma
 from specsim.sim.batch import Requests, draw_requests
 from specsim.sim.records import ServingResult
 from specsim.sim.serving.config import ServingConfig

@@ -1,0 +1,103 @@
+"""The fidelity page's figure: every anchor, predicted against measured.
+
+:func:`plot_fidelity` draws :func:`specsim.validate.fidelity.fidelity_table`'s rows, one
+panel per quantity (per-token latency in seconds, speedup over plain decoding),
+log axes on both (latencies span two decades), the measured 95% interval as a
+horizontal bar, the line y = x and a band of +/- 10% (issue 14's goal), one
+colour and marker per anchor family.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+from specsim.plots.figures import describe, figure, legend_outside, style_map
+
+__all__ = ["plot_fidelity"]
+
+_NEEDED = ("family", "quantity", "unit", "measured", "measured_low", "measured_high", "predicted")
+_BAND = 0.10
+
+
+def plot_fidelity(table: pd.DataFrame) -> Figure:
+    """Predicted against measured, one log-log panel per quantity of ``table`` (the
+    fidelity table), y = x and a +/- 10% band, colour and marker per family."""
+    if not isinstance(table, pd.DataFrame):
+        raise TypeError(f"plot_fidelity: expected a pandas DataFrame, got {type(table).__name__}")
+    missing = [c for c in _NEEDED if c not in table.columns]
+    if missing:
+        raise ValueError(f"plot_fidelity: the table lacks column(s) {missing}")
+    if table.empty:
+        raise ValueError("plot_fidelity: the table is empty")
+    quantities = list(dict.fromkeys(table["quantity"]))
+    # Eight styles at most: the two model pairs of a family share one, and so do the two
+    # directions of Leviathan et al.'s Table 2.
+    table = table.assign(
+        family=table["family"]
+        .str.replace(
+            r"^(CPU (?:interleaved )?runs), .* \+ .* \((.*)\)$", r"\1, both pairs (\2)", regex=True
+        )
+        .str.replace(
+            r"^Leviathan Table 2, .*$", "Leviathan Table 2 (fitted on the other task)", regex=True
+        )
+    )
+    styles = style_map(table["family"])
+    fig, axes = figure(len(quantities), width=5.0, height=4.8)
+    for ax, q in zip(axes, quantities, strict=True):
+        d = table[table["quantity"] == q]
+        unit = str(d["unit"].iloc[0])
+        for fam, st in styles.items():
+            g = d[d["family"] == fam]
+            if g.empty:
+                continue
+            err = np.vstack([g["measured"] - g["measured_low"], g["measured_high"] - g["measured"]])
+            ax.errorbar(
+                g["measured"],
+                g["predicted"],
+                xerr=err,
+                linestyle="none",
+                marker=st.marker,
+                color=st.color,
+                markersize=5,
+                elinewidth=0.8,
+                alpha=0.85,
+                label=str(fam),
+            )
+        lo = float(min(d["measured_low"].min(), d["predicted"].min())) * 0.8
+        hi = float(max(d["measured_high"].max(), d["predicted"].max())) * 1.25
+        xs = np.geomspace(lo, hi, 50)
+        ax.fill_between(
+            xs,
+            xs * (1 - _BAND),
+            xs * (1 + _BAND),
+            color="0.9",
+            zorder=0,
+            label=f"within +/- {_BAND:.0%}",
+        )
+        ax.plot(xs, xs, color="0.3", linestyle="--", linewidth=1, label="y = x (exact)")
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlim=(lo, hi),
+            ylim=(lo, hi),
+            xlabel=f"measured {q} ({unit})",
+            ylabel=f"predicted {q} ({unit})",
+        )
+        for axis in (ax.xaxis, ax.yaxis):  # 1-2-5 ticks as plain numbers: no crowded 10^x labels
+            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            axis.set_minor_formatter(NullFormatter())
+        ax.set_title(str(q), fontsize=10)
+    legend_outside(fig, ncols=2)
+    fams = "; ".join(str(f) for f in styles)
+    return describe(
+        fig,
+        title="Fidelity: every anchor, predicted against measured (out of sample)",
+        alt=f"{len(quantities)} log-log scatter panels ({', '.join(map(str, quantities))}) of "
+        f"predicted against measured for {len(table)} rows, one colour and marker per family "
+        f"({fams}); horizontal bars are the measured 95% or rounding intervals, the dashed "
+        "diagonal is a perfect prediction and the grey band +/- 10%.",
+    )

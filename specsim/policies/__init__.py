@@ -1,0 +1,31 @@
+"""Lookahead policies and tree plans: how much to draft before the target verifies (fixed, adaptive, from the draft's signals), replays on measured sequences and the tree optimizer."""
+
+from specsim.policies.lookahead import (
+    MAX_GAMMA,
+    ConfidenceThreshold,
+    FixedGamma,
+    HeuristicPlusTwoMinusOne,
+    LoadAdaptive,
+    LookaheadPolicy,
+    OptimalStatic,
+    Oracle,
+    PolicyContext,
+    batch_wide,
+    check_choice,
+    fixed_gamma,
+)
+
+__all__ = [
+    "MAX_GAMMA",
+    "PolicyContext",
+    "LookaheadPolicy",
+    "FixedGamma",
+    "OptimalStatic",
+    "ConfidenceThreshold",
+    "HeuristicPlusTwoMinusOne",
+    "LoadAdaptive",
+    "Oracle",
+    "batch_wide",
+    "check_choice",
+    "fixed_gamma",
+]
