@@ -125,7 +125,8 @@ class Config:
 
 
 def measured_rows(cfg: Config) -> pd.DataFrame:
-    """One row per measured cell (``part = "measured"``, :func:`specsim.acceptance.shift.measured_speedups`
+    """One row per measured cell (``part = "measured"``,
+    :func:`specsim.acceptance.shift.measured_speedups`
     on the configured cards), then Table 3's rows (``part = "paper"``) when present."""
     summary = read_alpha_summary(cfg.measured_summary or None)
     c, v = plain_cost_from_cards(

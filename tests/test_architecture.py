@@ -4,7 +4,8 @@ Read from the source with :mod:`ast` (nothing is imported), so a violation is
 reported with its file and line:
 
 - **Layers.** Every module of ``specsim`` belongs to a layer (the table in
-  ``docs/design.md``'s Layers section, lowest first, as drawn in ARCHITECTURE.md) and imports only from its own layer
+  ``docs/design.md``'s Layers section, lowest first, as drawn in ARCHITECTURE.md) and imports
+  only from its own layer
   or below. ``specsim.sampling`` and ``specsim.theory`` import nothing else from
   the package (they are the ground truth the rest is checked against); nothing
   but ``specsim.cli`` imports ``specsim.measure``.

@@ -1,4 +1,6 @@
-"""Acceptance: processes (which drafted tokens the target accepts), fits to measured sequences, the measured real-text alphas and acceptance under shift."""
+"""Acceptance: processes (which drafted tokens the target accepts), fits to measured sequences, the
+measured real-text alphas and acceptance under shift.
+"""
 
 from specsim.acceptance.processes import (
     AcceptanceDraw,

@@ -85,7 +85,8 @@ def measured_speedups(
     summary: pd.DataFrame, *, c: float, v: Sequence[float], cards: str
 ) -> pd.DataFrame:
     """One row per measured cell of ``summary`` (from
-    :func:`specsim.acceptance.realtext.read_alpha_summary`), ``part = "measured"``: alpha with its 95%
+    :func:`specsim.acceptance.realtext.read_alpha_summary`), ``part = "measured"``: alpha with its
+    95%
     interval, and the best gamma and walltime improvement it implies (:func:`implied_speedup`)
     at cost coefficient ``c`` and verification factors ``v[0..max_gamma]``; the interval's ends
     give ``speedup_low`` and ``speedup_high``. ``cards`` labels the pair and accelerator."""
@@ -173,7 +174,8 @@ def table3_comparison(df: pd.DataFrame) -> pd.DataFrame:
     """Leviathan et al. 2023, Table 3's GPT-like pair (6M draft, 97M target, lm1b) beside each
     draft here on its home corpus: columns ``pair``, ``size ratio``, ``alpha T = 0`` and
     ``alpha T = 1``. ``df`` holds :func:`measured_speedups`'s rows and Table 3's
-    (``part = "paper"``, from :func:`specsim.acceptance.realtext.read_table3`); an empty frame when it
+    (``part = "paper"``, from :func:`specsim.acceptance.realtext.read_table3`); an empty frame when
+    it
     has no GPT-like row."""
     paper = df[df["part"] == "paper"] if "alpha_temp0" in df.columns else df.iloc[0:0]
     gpt = paper[paper["draft"] == "GPT-like (6M)"]

@@ -1,4 +1,6 @@
-"""Lookahead policies and tree plans: how much to draft before the target verifies (fixed, adaptive, from the draft's signals), replays on measured sequences and the tree optimizer."""
+"""Lookahead policies and tree plans: how much to draft before the target verifies (fixed,
+adaptive, from the draft's signals), replays on measured sequences and the tree optimizer.
+"""
 
 from specsim.policies.lookahead import (
     MAX_GAMMA,

@@ -62,7 +62,8 @@ def _build_gv(params: Mapping[str, Any]) -> Worked:
         f"(c) The paper's choice really gives $W = {fmt(w[g_paper], 3)}$ and (d) the "
         f"load-aware choice $W = {fmt(w[g_real], 3)}$. Once $B(\\gamma + 1)$ passes the "
         "ridge, each extra draft token costs verification time for the whole batch, so the "
-        "best lookahead shrinks as load grows (the idea behind `specsim.policies.lookahead.LoadAdaptive`).",
+        "best lookahead shrinks as load grows (the idea behind "
+        "`specsim.policies.lookahead.LoadAdaptive`).",
     )
     answers = (
         Answer(

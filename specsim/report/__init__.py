@@ -1,4 +1,6 @@
-"""The report and the studies' runner: one HTML page of every study, the validation tables and the sampling demo; the reference-page generator."""
+"""The report and the studies' runner: one HTML page of every study, the validation tables and the
+sampling demo; the reference-page generator.
+"""
 
 from specsim.report.page import (
     DEFAULT_OUT,

@@ -221,7 +221,8 @@ class TableTimes:
 
 
 class BatchWide:
-    """A batch-wide policy's lookahead for each serving iteration (:func:`specsim.policies.lookahead.
+    """A batch-wide policy's lookahead for each serving iteration
+    (:func:`specsim.policies.lookahead.
     batch_wide`: chosen from the batch size and ``pass_time`` alone), capped at ``max_gamma``.
 
     ``pass_time`` comes from the source's ``uniform_times(batch=, context_sum=, max_gamma=)``

@@ -1,4 +1,6 @@
-"""Validation: the simulator against the closed forms and queueing theory, and every measurement predicted (fidelity)."""
+"""Validation: the simulator against the closed forms and queueing theory, and every measurement
+predicted (fidelity).
+"""
 
 from specsim.validate.forms import (
     DEFAULT_ALPHAS,

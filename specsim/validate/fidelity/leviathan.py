@@ -90,7 +90,8 @@ def _simulate(
 ) -> tuple[float, float]:
     if h == 0.0:
         # i.i.d. acceptance: the simulator's long-run speedup is Theorem 3.8 with v (tested by
-        # the paper study and specsim.validate.forms.check_grid), so the closed form, free of sampling
+        # the paper study and specsim.validate.forms.check_grid), so the closed form, free of
+        # sampling
         # noise, stands in.
         g = int(row.gamma)
         return float(walltime_speedup(float(row.alpha), g, float(row.c), v[g])), 0.0
