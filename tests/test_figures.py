@@ -44,7 +44,7 @@ from specsim.study_runner import STUDY_NAMES, run_study
 # Shrunken fast forms: every figure and every series kind, in a few seconds each.
 TINY: dict[str, dict[str, object]] = {
     "paper": {"alphas": (0.6, 0.8), "speedup_max_gamma": 4, "table2": False, "fast_tokens": 2000},
-    "table2": {"heterogeneity": (0.0, 0.5), "persistence": (0.5,), "fast_tokens": 2000},
+    "table2": {"heterogeneity": (0.0, 0.5), "persistence": (0.5,), "tokens": 2000},
     "bill": {"alphas": (0.0, 0.5, 0.8), "gammas": (1, 5), "fast_tokens": 2000},
     "lookahead": {"fast_streams": 2, "search_max_gamma": 3, "tokens": 256},
     "energy": {"batches": (1, 16, 256), "serving_batches": (16,), "fast_serving_batches": (16,)},

@@ -192,8 +192,8 @@ def test_bad_values_raise_naming_the_key() -> None:
         run_study("capacity", overrides={"policy": "greedy"}, fast=True)
     with pytest.raises(ValueError, match="slug_or_path"):
         run_study("bill", overrides={"draft": "no-such-model"}, fast=True)
-    with pytest.raises(ValueError, match=r"study 'table2'.fast_tokens: expected int, got 1.5"):
-        run_study("table2", overrides={"fast_tokens": 1.5}, fast=True)
+    with pytest.raises(ValueError, match=r"study 'table2'.tokens: expected int, got 1.5"):
+        run_study("table2", overrides={"tokens": 1.5}, fast=True)
     with pytest.raises(ValueError, match="study 'table2': heterogeneity"):
         run_study("table2", overrides={"heterogeneity": (0.0, 1.5)}, fast=True)
     # Checked when the config is built, before anything runs.

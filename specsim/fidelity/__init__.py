@@ -43,7 +43,7 @@ from specsim.cards.files import packaged_root
 from specsim.traces import read_trace
 
 from .anchors import fitted_anchors, vllm_checks
-from .leviathan import table2_predictions, table2_rows
+from .leviathan import table2_reference, table2_rows
 from .profile import profile_rows
 from .rows import COLUMNS, LEVEL, cpu_pass_rows, cpu_rows, cpu_runs, real_rows
 
@@ -93,17 +93,14 @@ def fidelity_table(
     rng: np.random.Generator | None = None,
     *,
     root: str | Path | None = None,
-    table2_tokens: int = 6000,
     seeds: int = 8,
 ) -> pd.DataFrame:
-    """The fidelity table (see the module docstring); ``rng`` drives the Table 2 simulations
-    and :func:`specsim.validate.predict_runs`' streams (default: seed 0), ``table2_tokens``
-    the tokens per simulated Table 2 stream, ``seeds``
-    the simulated streams per CPU run (:func:`specsim.validate.predict_runs`; the table uses
-    its ``replay``). Every family's data must be present."""
-    rng = np.random.default_rng(0) if rng is None else rng
-    # Independent streams: the Table 2 fit does not depend on how many CPU streams ran.
-    rng_cpu, rng_t2 = rng.spawn(2)
+    """The fidelity table (see the module docstring); ``rng`` drives
+    :func:`specsim.validate.predict_runs`' streams (default: seed 0), ``seeds`` the simulated
+    streams per CPU run (the table uses its ``replay``). The Table 2 rows are
+    :func:`specsim.fidelity.leviathan.table2_reference` (its own fixed seed), the numbers the
+    ``table2`` study shows. Every family's data must be present."""
+    rng_cpu = np.random.default_rng(0) if rng is None else rng
     base = ROOT if root is None else Path(root)
 
     def at(rel: str) -> Path:
@@ -140,7 +137,7 @@ def fidelity_table(
         profile_source=ROWS_JOINT_PROFILE,
         label="runtime profile fitted on fp32, int8 and int4 passes",
     )
-    rows += table2_rows(table2_predictions(rng_t2, tokens=table2_tokens))
+    rows += table2_rows(table2_reference())
     rows += vllm_checks()
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
