@@ -59,6 +59,7 @@ from ._common import (
     check_probability,
     md_table,
     plain_cost_from_cards,
+    setting,
 )
 
 __all__ = [
@@ -91,24 +92,40 @@ class Config:
     max_gamma: int = 10
     tokens: int = 40000
     fast_tokens: int = 6000
-    vocab: int = 2048
-    positions: int = 256
-    logit_scale: float = 6.0
-    draft_sharpness: float = 0.6
-    draft_noise: float = 0.5
-    temperatures: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
+    vocab: int = setting(2048, "synthetic logits: vocabulary size", "tokens")
+    positions: int = setting(256, "synthetic logits: positions sampled per temperature", "count")
+    logit_scale: float = setting(6.0, "synthetic logits: standard deviation of the target's logits")
+    draft_sharpness: float = setting(
+        0.6, "synthetic logits: the draft's logits are this times the target's, plus noise"
+    )
+    draft_noise: float = setting(
+        0.5, "synthetic logits: standard deviation of the draft's added noise"
+    )
+    temperatures: tuple[float, ...] = setting(
+        (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0), "sampling temperatures compared (0: greedy)"
+    )
     alpha: float = 0.8
-    shifted_alpha: tuple[float, ...] = (0.8, 0.6, 0.4, 0.2)
-    shift_fraction: float = 0.3
+    shifted_alpha: tuple[float, ...] = setting(
+        (0.8, 0.6, 0.4, 0.2), "domain shift: acceptance in the shifted stretches", "probability"
+    )
+    shift_fraction: float = setting(
+        0.3, "domain shift: share of the text that is shifted", "fraction"
+    )
     persistence: float = 0.98
-    foreign_fractions: tuple[float, ...] = (0.0, 0.25, 0.5)
-    foreign_noise: float = 3.0
-    stretch: int = 64
-    measured_target: str = "llama-2-7b"
-    measured_draft: str = "llama-68m"
-    measured_hardware: str = "a100-80gb"
-    measured_summary: str = ""
-    what_if: bool = True
+    foreign_fractions: tuple[float, ...] = setting(
+        (0.0, 0.25, 0.5), "language shift: shares of foreign stretches compared", "fraction"
+    )
+    foreign_noise: float = setting(
+        3.0, "language shift: how far the draft's logits are off in foreign stretches"
+    )
+    stretch: int = setting(64, "language shift: length of a foreign stretch", "tokens")
+    measured_target: str = setting("llama-2-7b", "target card the measured alphas are priced on")
+    measured_draft: str = setting("llama-68m", "draft card the measured alphas are priced on")
+    measured_hardware: str = setting(
+        "a100-80gb", "accelerator card the measured alphas are priced on"
+    )
+    measured_summary: str = setting("", "another alpha-summary.csv (empty: the committed one)")
+    what_if: bool = setting(True, "run the synthetic what-if part")
 
     def __post_init__(self) -> None:
         check_probability(

@@ -34,9 +34,9 @@ from matplotlib.figure import Figure
 
 from specsim.fidelity.leviathan import (
     COLUMNS,
-    TABLE2,
     HETEROGENEITY,
     PERSISTENCE,
+    TABLE2,
     TABLE2_SEED,
     TABLE2_TOKENS,
     TASKS,
