@@ -461,7 +461,8 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
             f"and plain decoding in grey, one line per tensor parallelism (each batch on the "
             f"fewest devices that hold it); large hollow markers are the serving simulation, "
             f"whose throughput and energy include the prefill of every prompt, which the batch "
-            f"model leaves out (the summary gives the difference, term by term).",
+            f"model leaves out, and which may run on more devices (its memory model counts the "
+            f"draft whole on each device); the summary gives the gap term by term.",
         )
     sp = bm[bm["policy"] != "plain"].copy()
     sp["series"] = [f"{dr} draft, {hw}" for dr, hw in zip(sp["draft"], sp["hardware"], strict=True)]

@@ -1,6 +1,6 @@
 """Acceptance under stress: temperature, domain shift and language shift.
 
-**Measured** (the default's first part, issue 15): alpha = sum min(p, q) measured
+**Measured** (the default's first part): alpha = sum min(p, q) measured
 on the tiny draft/target pairs trained on real text (``models/measured/real/``,
 read by :func:`specsim.measured.read_alpha_summary`; ``docs/real-acceptance.md``),
 for each draft, corpus and temperature with its 95% interval, and the walltime
@@ -9,8 +9,8 @@ improvement each alpha implies on real cards (``measured_target`` with
 i.e. *if* a 68M draft agreed with a 7B target as these tiny pairs agree; which
 shift (language, domain, temperature) costs most (:func:`specsim.shift.shift_costs`);
 and Leviathan et al.'s Table 3 (GPT-like 6M against 97M on lm1b) beside the pairs
-here (:func:`specsim.shift.table3_comparison`), read from
-``../shared/data/leviathan2023_table3.csv`` when that file is present.
+here (:func:`specsim.shift.table3_comparison`), read from the data folder beside
+the repository (:data:`LEVIATHAN_TABLE3`) when that file is present.
 
 **What-if (synthetic)**, the second part (``what_if = false`` leaves it out):
 what each stress does to the speedup, to the best gamma, and to the error of
@@ -413,7 +413,11 @@ def _measured_summary(df: pd.DataFrame) -> list[str]:
     table3 = table3_comparison(df)
     lines += ["", "### Against Leviathan et al. 2023, Table 3", ""]
     if table3.empty:
-        lines.append(f"`{LEVIATHAN_TABLE3}` is absent: the comparison is left out.")
+        lines.append(
+            "The published acceptance rates of Leviathan et al.'s Table 3 are not in this "
+            "copy of specsim (a data file that sits beside a development checkout, not in it), "
+            "so the comparison is left out."
+        )
     else:
         table3 = table3.assign(
             **{"size ratio": [f"{r:.2g}" for r in table3["size ratio"]]},

@@ -24,11 +24,12 @@ anchor and quantity, each prediction made without the row's own measurement
 
 The figures the hardware cards were tuned to are in sample, so they are not rows here:
 :func:`fitted_anchors` lists them, predicted by the cards as they are now.
-``../shared/data/leviathan2023_table3.csv`` holds acceptance rates, which the model takes
-as input and does not predict, so it has no row.
+Leviathan et al.'s Table 3 holds acceptance rates, which the model takes as input and does
+not predict, so it has no row.
 
 :func:`fidelity_summary` gives, per family and quantity, the median and worst |error|,
-the misses and the goal of issue 14. ``python -m specsim.fidelity`` prints both.
+the misses and the accuracy goal (:data:`GOALS`). ``python -m specsim.fidelity`` prints
+both.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ GOALS: dict[str, tuple[float, float | None]] = {
     "per-token latency": (0.10, 0.25),
     "speedup over plain": (0.10, None),
 }
-"""Issue 14's goals per quantity: (median |error|, worst |error| or None), per family."""
+"""The accuracy goals per quantity: (median |error|, worst |error| or None), per family."""
 
 
 def measured_frames(folder: str | Path, kinds: tuple[str, ...]) -> dict[str, pd.DataFrame]:
@@ -144,7 +145,7 @@ def fidelity_table(
 
 def fidelity_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Per family and quantity of :func:`fidelity_table`: rows, median and worst |error|,
-    rows within the measured interval, and whether issue 14's goal (:data:`GOALS`) is met."""
+    rows within the measured interval, and whether the accuracy goal (:data:`GOALS`) is met."""
     missing = [c for c in COLUMNS if c not in table.columns]
     if missing:
         raise ValueError(f"fidelity_summary: the table lacks column(s) {missing}")

@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 # Leviathan et al. 2023, Table 2 (gamma, alpha, measured speedup) and Table 4 (c, and
-# Theorem 3.8's expected speedup rounded to 0.1); also ../shared/data/leviathan2023_table2.csv.
+# Theorem 3.8's expected speedup rounded to 0.1), copied from the paper.
 TABLE2: tuple[tuple[str, str, int, int, float, float, float, float], ...] = (
     ("EnDe", "T5-small", 0, 7, 0.75, 3.4, 0.02, 3.2),
     ("EnDe", "T5-base", 0, 7, 0.80, 2.8, 0.04, 3.3),
