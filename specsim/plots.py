@@ -27,7 +27,7 @@ calibration, validation.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Collection, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -138,12 +138,14 @@ def plot_lines(
     markersize: float = 5.0,
     markevery: int | None = None,
     drawstyle: str = "default",
+    hollow: Collection[Any] = (),
 ) -> None:
     """One line per level of ``hue`` (and of ``style``), sorted by ``x``.
 
     Colour and marker follow ``hue`` (:func:`style_map`); the line style follows
-    ``style`` when given (:data:`LINESTYLES`), else ``hue`` too. ``label(h, s)``
-    names each line (default ``"h"`` or ``"h, s"``).
+    ``style`` when given (:data:`LINESTYLES`), else ``hue`` too; the levels of ``style``
+    in ``hollow`` have hollow markers. ``label(h, s)`` names each line (default ``"h"`` or
+    ``"h, s"``).
     """
     _require(df, [c for c in (x, y, hue, style) if c is not None], "plot_lines")
     hues = style_map(df[hue])
@@ -158,6 +160,8 @@ def plot_lines(
             kw = st.line()
             if s is not None:
                 kw["linestyle"] = LINESTYLES[j % len(LINESTYLES)]
+                if s in hollow:
+                    kw["markerfacecolor"] = "none"
             ax.plot(
                 d[x],
                 d[y],
@@ -240,6 +244,9 @@ def legend_outside(
         "outside right center" if where == "right" else "outside lower center"
     )
     entries: list[Any] = [h[0] if len(h) == 1 else tuple(h) for h in handles.values()]
+    # Side-by-side handles share one handle's length: lengthen it so that each keeps room
+    # for its dashes (a dashed line squeezed to a marker's width reads as solid).
+    parts = max(len(h) for h in handles.values())
     fig.legend(
         entries,
         list(handles),
@@ -249,6 +256,7 @@ def legend_outside(
         fontsize=8,
         title_fontsize=8,
         frameon=False,
+        handlelength=2.5 * parts,
         handler_map={tuple: HandlerTuple(ndivide=None, pad=0.6)},
     )
 

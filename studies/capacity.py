@@ -265,7 +265,9 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
         ),
         strict=False,
     ):
-        plot_lines(ax, pr, x="rate_per_device", y=metric, hue="card", style="mode")
+        plot_lines(
+            ax, pr, x="rate_per_device", y=metric, hue="card", style="mode", hollow={"plain"}
+        )
         # An interval without an end (too few requests to bound it) runs to the panel's edge.
         values = pr[[metric, f"{metric[:-2]}_low_s", f"{metric[:-2]}_high_s"]].to_numpy()
         finite = values[np.isfinite(values) & (values > 0)]
@@ -319,7 +321,7 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
                 marker=st.marker,
                 markersize=7,
                 linestyle="none",
-                markerfacecolor=st.color if j == 0 else "none",
+                markerfacecolor="none" if r.mode == "plain" else st.color,
                 yerr=[[r.accelerators - r.accelerators_low], [0]],
                 label=f"{card}, {r.mode}",
             )
@@ -348,7 +350,8 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
             f"(to {float(df['precision'].iloc[0]):.0%} in rate)",
             alt=f"Three charts. Left and middle, log-log: p99 time per output token and p99 "
             f"time to first token of one serving replica against the request rate per "
-            f"accelerator, for {cards}, speculative (solid) and plain (dashed) decoding, with "
+            f"accelerator, for {cards}, speculative (solid lines, filled markers) and plain "
+            f"(dashed lines, hollow markers) decoding, with "
             f"95% order-statistic intervals; a dotted line marks each SLO and a vertical "
             f"line each card's crossover rate, above which speculation is no longer shown to "
             f"lower the p99 TPOT. Right: the accelerators needed for {rate:g} requests/s per "

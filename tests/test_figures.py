@@ -330,3 +330,23 @@ def test_style_of_every_handle_kind() -> None:
     }
     assert kinds == {"e": "errorbar", "b": "patch", "band": "patch", "s": "collection"}
     assert isinstance(ax.patches[0], Artist)
+
+
+def test_capacity_legend_tells_plain_from_speculative(study_figures: dict[str, Figure]) -> None:
+    """The title says "filled: speculative, hollow: plain", and the lines say solid against
+    dashed: every plain handle, in the panels and in the legend, is hollow and dashed, every
+    speculative one filled and solid, and the legend's handles are long enough to show it."""
+    fig = study_figures["capacity/capacity"]
+    legend = fig.legends[0]
+    labels = [t.get_text() for t in legend.get_texts()]
+    entries = list(zip(labels, legend.legend_handles, strict=True))
+    entries += [(str(ln.get_label()), ln) for ax in fig.axes[:2] for ln in ax.get_lines()]
+    modes = [(lab.rsplit(", ", 1)[-1], h) for lab, h in entries]
+    modes = [(m, h) for m, h in modes if m in ("plain", "speculative")]
+    assert {m for m, _ in modes} == {"plain", "speculative"}
+    for mode, handle in modes:
+        assert isinstance(handle, Line2D)
+        plain = mode == "plain"
+        assert (handle.get_markerfacecolor() == "none") == plain, (mode, handle)
+        assert (handle.get_linestyle() != "-") == plain, (mode, handle)
+    assert legend.handlelength >= 5.0  # two handles side by side, each 2.5 font sizes
