@@ -66,6 +66,7 @@ LAYERS: dict[str, int] = {
     "specsim.calibrate_profile": 4,  # runtime profiles fitted to timed plain passes (issue 14)
     "specsim.calibrate_formats": 4,  # per-format numbers of a profile fitted to passes (issue 14)
     "specsim.validate": 4,
+    "specsim.validate_runs": 4,  # measured runs predicted from a calibrated card
     "specsim.sweep": 4,
     "specsim.sweep_exec": 4,
     "specsim.sweep_io": 4,
@@ -87,6 +88,7 @@ LAYERS: dict[str, int] = {
     "specsim.study_runner": 5,
     "specsim.plots": 5,
     "specsim.plots_fidelity": 5,  # the fidelity page's figure (issue 14)
+    "specsim.plots_cost": 5,  # the cost model's and the calibration's figures
     "specsim.report": 5,
     "specsim.cli": 6,
     "specsim.docgen": 6,
@@ -110,6 +112,7 @@ PLOTTING = ("matplotlib", "seaborn")
 PLOTTING_LAYER = (
     "specsim.plots",
     "specsim.plots_fidelity",
+    "specsim.plots_cost",
     "specsim.studies",
     "specsim.study_runner",
     "specsim.report",

@@ -32,13 +32,11 @@ from specsim.plots import (
     alt_text,
     describe,
     figure,
-    plot_calibration,
-    plot_cost_coefficient,
     plot_validation_z,
-    plot_verification_factor,
     set_alt_text,
     style_map,
 )
+from specsim.plots_cost import plot_calibration, plot_cost_coefficient, plot_verification_factor
 from specsim.study_runner import STUDY_NAMES, run_study
 
 # Shrunken fast forms: every figure and every series kind, in a few seconds each.

@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
     if args.residuals:
         fit.residuals.to_csv(args.residuals, index=False)
     if args.plot:
-        from specsim.plots import plot_calibration  # start-up: matplotlib only for --plot
+        from specsim.plots_cost import plot_calibration  # start-up: matplotlib only for --plot
 
         plot_calibration(fit.residuals).savefig(args.plot, dpi=120)
     say(f"wrote {path}" + (" (untrusted fit, written with --force)" if problems else ""))
@@ -429,7 +429,7 @@ def run_profile(args: argparse.Namespace) -> int:
     if args.residuals:
         res.to_csv(args.residuals, index=False)
     if args.plot:
-        from specsim.plots import plot_calibration  # start-up: matplotlib only for --plot
+        from specsim.plots_cost import plot_calibration  # start-up: matplotlib only for --plot
 
         # One colour per weight format (fitted or predicted): few enough for the styles.
         label = res["weights"] + np.where(res["in_fit"], "", " (predicted)")
