@@ -27,24 +27,18 @@ devices; the alphas are assumed, not measured.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from specsim.acceptance import IIDAcceptance
-from specsim.capacity import smallest_tp
-from specsim.cards import HardwareCard, ModelCard, load_hardware, load_model
-from specsim.cost import step_cost_grid
+from specsim.cards import load_hardware, load_model
 from specsim.plots import describe, figure, legend_outside, plot_lines, style_map
-from specsim.policies import FixedGamma
-from specsim.sim import CardCost, PoissonWorkload, ServingConfig, simulate_serving
-from specsim.theory import expected_tokens
 
 from ._common import check_positive_int, check_probability, md_table
+from ._energy_model import auto_tp, model_rows, serving_check
 
 __all__ = ["Config", "run", "figures", "summary", "auto_tp"]
 
@@ -113,173 +107,6 @@ class Config:
             raise ValueError(f"gamma {self.gamma} exceeds max_gamma {self.max_gamma}")
 
 
-def auto_tp(
-    target: ModelCard,
-    draft: ModelCard,
-    hw: HardwareCard,
-    *,
-    batch: int,
-    context: int,
-    max_gamma: int,
-) -> int:
-    """Smallest power-of-two tensor parallelism holding both models (each split over the
-    devices) and the KV cache of ``batch`` sequences; it depends on this batch alone."""
-
-    def fits(tp: int) -> bool:
-        kw: dict[str, Any] = {
-            "batch": batch,
-            "context": context + max_gamma + 1,
-            "new_tokens": 1,
-            "tensor_parallel": tp,
-            "check_memory": False,
-        }
-        need = step_cost_grid(target, hw, **kw).resident_bytes
-        need = need + step_cost_grid(draft, hw, **kw).resident_bytes
-        return float(need) <= hw.mem_capacity
-
-    return smallest_tp(
-        fits, where="study 'energy'", what=f"{target.slug} + {draft.slug}", hardware=hw.slug
-    )
-
-
-def serving_tp(cost: CardCost, *, tokens: int) -> int:
-    """The smallest power-of-two tensor parallelism, from ``cost``'s, at which the serving
-    simulation's memory model (:meth:`specsim.sim.CardCost.kv_capacity_tokens`: the draft
-    counted whole on each device, which the batch model splits) holds ``tokens`` of KV
-    cache: the serving check's deployment, which may be larger than the batch model's."""
-
-    def fits(tp: int) -> bool:
-        if tp < cost.tensor_parallel:
-            return False
-        try:
-            return replace(cost, tensor_parallel=tp).kv_capacity_tokens() >= tokens
-        except ValueError:  # the weights alone overflow a device at this tp
-            return False
-
-    what = f"{cost.target.slug} + {getattr(cost.draft, 'slug', 'no draft')} and {tokens} KV tokens"
-    return smallest_tp(fits, where="study 'energy'", what=what, hardware=cost.hardware.slug)
-
-
-def _batch_model(
-    target: ModelCard,
-    draft: ModelCard,
-    hw: HardwareCard,
-    *,
-    tp: int,
-    alpha: float,
-    batches: np.ndarray,
-    context: int,
-    max_gamma: int,
-) -> pd.DataFrame:
-    b = batches[:, None]
-    g = np.arange(max_gamma + 1)[None, :]
-    kw: dict[str, Any] = {"context": context, "tensor_parallel": tp}
-    ver = step_cost_grid(target, hw, batch=b, new_tokens=g + 1, **kw)
-    dra = step_cost_grid(draft, hw, batch=b, new_tokens=1, **kw)
-    e = np.asarray(expected_tokens(alpha, g))
-    t_iter = g * dra.time_s + ver.time_s
-    j_iter = g * dra.energy_j + ver.energy_j
-    wasted = (g + 1 - e) / (g + 1) * ver.energy_j + (g + 1 - e) * dra.energy_j
-    B, G = np.broadcast_arrays(b, g)
-    return pd.DataFrame(
-        {
-            "batch": B.ravel(),
-            "gamma": G.ravel(),
-            "tokens_per_s": (b * e / t_iter).ravel(),
-            "tpot_s": (t_iter / e).ravel(),
-            "j_per_token": (j_iter / (b * e)).ravel(),
-            "j_wasted_per_token": (wasted / (b * e)).ravel(),
-            "compute_bound": np.broadcast_to(ver.compute_bound, t_iter.shape).ravel(),
-        }
-    )
-
-
-def _serving(
-    cost: CardCost,
-    *,
-    alpha: float,
-    gamma: int,
-    batch: int,
-    context: int,
-    output: int,
-    rng: np.random.Generator,
-) -> dict[str, float]:
-    # Arrivals far faster than service: the batch stays full (a closed-loop load).
-    # Prompts of context - output / 2 tokens: the mean decode context is the batch model's.
-    prompt = max(1, context - output // 2)
-    wl = PoissonWorkload(
-        rate_per_s=1e4, requests=3 * batch, prompt_tokens=prompt, output_tokens=output
-    )
-    cfg = ServingConfig(
-        workload=wl,
-        cost=cost,
-        acceptance=IIDAcceptance(alpha=alpha),
-        policy=FixedGamma(gamma=gamma),
-        max_batch=batch,
-        max_gamma=gamma,
-    )
-    res = simulate_serving(cfg, rng)
-    m = res.metrics()
-    # The prefill the batch model leaves out: its time from the iteration table, its energy
-    # from the same cost the simulator charged (every prompt has ``prompt`` tokens).
-    it = res.iterations_spec
-    admitted = it.loc[it["admitted"] > 0, "admitted"].astype(int)
-    pre_j = sum(cost.prefill(np.full(n, prompt), draft=True).energy_j for n in admitted)
-    pre_s = float(it["prefill_s"].sum())
-    return {
-        "tokens_per_s": m["throughput_tokens_per_s"],
-        "tpot_s": m["tpot_p50_s"],
-        "j_per_token": m["energy_j_per_token"],
-        "mean_batch": m["mean_batch"],
-        "prefill_time_share": pre_s / m["time_s"],
-        "decode_tokens_per_s": m["tokens"] / (m["time_s"] - pre_s),
-        "decode_j_per_token": (m["energy_j"] - pre_j) / m["tokens"],
-        "plain_tokens_per_s": m["plain_throughput_tokens_per_s"],
-        "plain_j_per_token": m["plain_energy_j_per_token"],
-    }
-
-
-def _tp(cfg: Config, target: ModelCard, draft: ModelCard, hw: HardwareCard, b: int) -> int:
-    """The row's own tensor parallelism: fixed, or the smallest holding batch ``b`` alone, so
-    that it does not depend on the other batches of the grid."""
-    if cfg.tensor_parallel:
-        return int(cfg.tensor_parallel)
-    return auto_tp(target, draft, hw, batch=b, context=int(cfg.context), max_gamma=cfg.max_gamma)
-
-
-def _model_rows(
-    cfg: Config, target: ModelCard, draft: ModelCard, hw: HardwareCard, *, alpha: float
-) -> pd.DataFrame:
-    """The batch model's rows of one (hardware, draft): plain, fixed and best gamma."""
-    batches = sorted({int(b) for b in cfg.batches})
-    tps = {b: _tp(cfg, target, draft, hw, b) for b in batches}
-    grid = pd.concat(
-        [
-            _batch_model(
-                target,
-                draft,
-                hw,
-                tp=tp,
-                alpha=alpha,
-                batches=np.asarray([b for b in batches if tps[b] == tp], dtype=np.int64),
-                context=int(cfg.context),
-                max_gamma=int(cfg.max_gamma),
-            ).assign(tensor_parallel=tp)
-            for tp in dict.fromkeys(tps.values())
-        ],
-        ignore_index=True,
-    )
-    plain = grid[grid["gamma"] == 0].set_index("batch")
-    best = grid.loc[grid.groupby("batch")["tokens_per_s"].idxmax()].assign(policy="best gamma")
-    fixed = grid[grid["gamma"] == cfg.gamma].assign(policy=f"gamma = {cfg.gamma}")
-    parts = (plain.reset_index().assign(policy="plain"), fixed, best)
-    rows = pd.concat([x.sort_values("batch", kind="stable") for x in parts])
-    base = plain.loc[rows["batch"]]
-    rows["speedup"] = rows["tokens_per_s"].to_numpy() / base["tokens_per_s"].to_numpy()
-    rows["energy_ratio"] = rows["j_per_token"].to_numpy() / base["j_per_token"].to_numpy()
-    return rows.reset_index(drop=True)
-
-
 def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.DataFrame:
     """Rows per (hardware, draft, batch, policy): ``method`` is "batch model" or "serving sim".
 
@@ -295,86 +122,34 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
         for d_name, alpha in zip(cfg.drafts, cfg.alphas, strict=True):
             draft = load_model(d_name)
             common = dict(target=cfg.target, hardware=hw_name, draft=d_name, alpha=float(alpha))
-            rows = _model_rows(cfg, target, draft, hw, alpha=float(alpha))
+            rows = model_rows(
+                target,
+                draft,
+                hw,
+                alpha=float(alpha),
+                batches=cfg.batches,
+                context=int(cfg.context),
+                gamma=int(cfg.gamma),
+                max_gamma=int(cfg.max_gamma),
+                fixed_tp=int(cfg.tensor_parallel),
+            )
             frames.append(rows.assign(method="batch model", **common))
             for b in sb:
-                frames.append(_serving_check(cfg, target, draft, hw, alpha=alpha, batch=b, rng=rng))
-                frames[-1] = frames[-1].assign(method="serving sim", batch=b, **common)
+                sv = serving_check(
+                    target,
+                    draft,
+                    hw,
+                    alpha=float(alpha),
+                    batch=b,
+                    context=int(cfg.context),
+                    gamma=int(cfg.gamma),
+                    max_gamma=int(cfg.max_gamma),
+                    output=int(cfg.serving_output_tokens),
+                    fixed_tp=int(cfg.tensor_parallel),
+                    rng=rng,
+                )
+                frames.append(sv.assign(method="serving sim", batch=b, **common))
     return pd.concat(frames, ignore_index=True)
-
-
-def _serving_check(
-    cfg: Config,
-    target: ModelCard,
-    draft: ModelCard,
-    hw: HardwareCard,
-    *,
-    alpha: float,
-    batch: int,
-    rng: np.random.Generator,
-) -> pd.DataFrame:
-    """The serving simulation at ``batch`` on the fewest devices its memory model allows
-    (at least the batch model's), with the batch model's own values on that deployment."""
-    out = int(cfg.serving_output_tokens)
-    cost = CardCost(
-        target=target, draft=draft, hardware=hw, tensor_parallel=_tp(cfg, target, draft, hw, batch)
-    )
-    need = batch * (int(cfg.context) + out - out // 2 + int(cfg.max_gamma) + 1)
-    tp = int(cfg.tensor_parallel) or serving_tp(cost, tokens=need)
-    s = _serving(
-        replace(cost, tensor_parallel=tp),
-        alpha=alpha,
-        gamma=int(cfg.gamma),
-        batch=batch,
-        context=int(cfg.context),
-        output=out,
-        rng=rng,
-    )
-    twin = _batch_model(
-        target,
-        draft,
-        hw,
-        tp=tp,
-        alpha=alpha,
-        batches=np.asarray([batch], dtype=np.int64),
-        context=int(cfg.context),
-        max_gamma=int(cfg.gamma),
-    ).iloc[-1]  # gamma = cfg.gamma, the serving policy's
-    s["model_tokens_per_s"] = float(twin["tokens_per_s"])
-    s["model_j_per_token"] = float(twin["j_per_token"])
-    return _serving_rows(s, gamma=int(cfg.gamma)).assign(tensor_parallel=tp)
-
-
-def _serving_rows(s: dict[str, float], *, gamma: int) -> pd.DataFrame:
-    """The speculative run and its plain twin, as rows beside the batch model's."""
-    return pd.DataFrame(
-        [
-            {
-                "policy": f"gamma = {gamma}",
-                "gamma": gamma,
-                "tokens_per_s": s["tokens_per_s"],
-                "tpot_s": s["tpot_s"],
-                "j_per_token": s["j_per_token"],
-                "mean_batch": s["mean_batch"],
-                "prefill_time_share": s["prefill_time_share"],
-                "decode_tokens_per_s": s["decode_tokens_per_s"],
-                "decode_j_per_token": s["decode_j_per_token"],
-                "model_tokens_per_s": s["model_tokens_per_s"],
-                "model_j_per_token": s["model_j_per_token"],
-                "speedup": s["tokens_per_s"] / s["plain_tokens_per_s"],
-                "energy_ratio": s["j_per_token"] / s["plain_j_per_token"],
-            },
-            {
-                "policy": "plain",
-                "gamma": 0,
-                "tokens_per_s": s["plain_tokens_per_s"],
-                "j_per_token": s["plain_j_per_token"],
-                "mean_batch": s["mean_batch"],
-                "speedup": 1.0,
-                "energy_ratio": 1.0,
-            },
-        ]
-    )
 
 
 _PANELS = (
