@@ -331,7 +331,8 @@ def _fidelity_html(table: pd.DataFrame) -> str:
             f"<p>Every committed measurement and published anchor, predicted against measured "
             f"out of sample ({len(table)} rows, {misses} outside their measured interval; every "
             "row is in <a href='fidelity.csv'>fidelity.csv</a>, and docs/fidelity.md says why "
-            "the misses miss). Per family and quantity, against the accuracy goals:</p>",
+            "the misses miss; the Table 2 rows are the predictions of the paper section, one "
+            "computation). Per family and quantity, against the accuracy goals:</p>",
             _table_html(fidelity_summary(table)),
             _figure_html(fig, _render_png(fig), "predicted against measured, every anchor"),
             "</section>",
