@@ -158,15 +158,19 @@ class Config:
             check_positive(getattr(self, key), key)
         if self.rate_max <= self.rate_min:
             raise ValueError("rate_max must exceed rate_min")
-        for key in ("max_requests", "fast_max_requests"):
-            if getattr(self, key) < self.requests:
-                raise ValueError(f"{key} must be at least requests ({self.requests})")
+        # max_requests against requests is checked for the mode that runs (``run``).
 
 
 def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.DataFrame:
     """Rows of kind "probe" (one per serving run and mode), "answer" (per card and mode)
     and "crossover" (per card): :func:`specsim.capacity.search_capacity` on each card."""
     cfg = config
+    most = "fast_max_requests" if fast else "max_requests"
+    if getattr(cfg, most) < cfg.requests:
+        raise ValueError(
+            f"study 'capacity': {most} must be at least requests ({cfg.requests}), "
+            f"got {getattr(cfg, most)}"
+        )
     target, draft = load_model(cfg.target), load_model(cfg.draft)
     policy_name = cfg.fast_policy if fast else cfg.policy
     policy: LookaheadPolicy = (
@@ -182,7 +186,7 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
         crossover_precision=cfg.crossover_precision,
         requests=cfg.requests,
         warmup=cfg.warmup,
-        max_requests=cfg.fast_max_requests if fast else cfg.max_requests,
+        max_requests=int(getattr(cfg, most)),
     )
     need = cfg.max_batch * (
         cfg.prompt_tokens[1] + cfg.output_tokens[1] + verification_positions(cfg.max_gamma)

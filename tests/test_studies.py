@@ -242,6 +242,18 @@ def test_energy_checks_only_the_chosen_mode_and_tp_depends_on_its_row_alone() ->
     assert set(ran.loc[ran["method"] == "serving sim", "batch"]) == {32}
 
 
+def test_keys_of_the_mode_not_chosen_are_not_checked() -> None:
+    # A full run's requests above the fast form's cap is fine until the fast form runs.
+    study_config("capacity", {"requests": 2000})  # fast_max_requests is 1600
+    with pytest.raises(
+        ValueError, match=r"study 'capacity': fast_max_requests must be at least requests \(2000\)"
+    ):
+        run_study("capacity", overrides={"requests": 2000}, fast=True)
+    study_config("engine", {"batches": 500})  # 2 x 500 batch means > fast_requests (800)
+    with pytest.raises(ValueError, match=r"study 'engine': fast_requests: need at least 2 x"):
+        run_study("engine", overrides={"batches": 500}, fast=True)
+
+
 def test_energy_serving_check_explains_its_gap_term_by_term(small: dict[str, object]) -> None:
     """The serving rows carry the batch model on their own deployment; the summary states
     the gap and the part of it that the prefill (left out of the batch model) explains."""
