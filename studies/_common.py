@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import field
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,13 @@ __all__ = [
     "mean_se",
     "md_table",
     "fmt",
+    "setting",
 ]
+
+
+def setting(default: Any, doc: str, unit: str = "") -> Any:
+    """A study ``Config`` field with its meaning and unit, which ``--list-keys`` shows."""
+    return field(default=default, metadata={"doc": doc, "unit": unit})
 
 
 def check_probability(values: float | Sequence[float], key: str) -> None:

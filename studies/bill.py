@@ -30,7 +30,7 @@ from specsim.plots.figures import describe, figure, legend_outside, plot_lines
 from specsim.sim import PlainCost
 from specsim.theory import ops_factor, target_calls_per_token
 
-from ._common import check_positive_int, check_probability, stream_metrics
+from ._common import check_positive_int, check_probability, setting, stream_metrics
 
 __all__ = ["Config", "run", "figures", "summary"]
 
@@ -44,8 +44,12 @@ class Config:
     context: int = 1024
     alphas: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
     gammas: tuple[int, ...] = (1, 2, 3, 5, 8)
-    mission_alpha: float = 0.2
-    mission_gamma: int = 5
+    mission_alpha: float = setting(
+        0.2,
+        "acceptance of the example the summary states (five guesses, low agreement)",
+        "probability",
+    )
+    mission_gamma: int = setting(5, "lookahead of the example the summary states", "tokens")
     tokens: int = 40000
     fast_tokens: int = 6000
 

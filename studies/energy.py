@@ -27,24 +27,18 @@ devices; the alphas are assumed, not measured.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from specsim.acceptance.processes import IIDAcceptance
-from specsim.capacity.planner import smallest_tp
-from specsim.cards import HardwareCard, ModelCard, load_hardware, load_model
-from specsim.cost import step_cost_grid
+from specsim.cards import load_hardware, load_model
 from specsim.plots.figures import describe, figure, legend_outside, plot_lines, style_map
-from specsim.policies.lookahead import FixedGamma
-from specsim.sim import CardCost, PoissonWorkload, ServingConfig, simulate_serving
-from specsim.theory import expected_tokens
 
 from ._common import check_positive_int, check_probability, md_table
+from ._energy_model import auto_tp, model_rows, serving_check
 
 __all__ = ["Config", "run", "figures", "summary", "auto_tp"]
 
@@ -61,15 +55,43 @@ class Config:
     context: int = 1024
     gamma: int = 4
     max_gamma: int = 8
-    tensor_parallel: int = 0
-    serving_batches: tuple[int, ...] = (1, 8, 32, 128)
-    fast_serving_batches: tuple[int, ...] = (16,)
-    serving_output_tokens: int = 512
+    tensor_parallel: int = field(
+        default=0,
+        metadata={
+            "doc": "devices per model replica (0: per batch, the smallest power of two that "
+            "holds the target, the draft and that batch's KV cache)",
+            "unit": "devices",
+        },
+    )
+    serving_batches: tuple[int, ...] = field(
+        default=(1, 8, 32, 128),
+        metadata={
+            "doc": "batch sizes of the serving simulation that checks the batch model (those "
+            "among batches run)",
+            "unit": "sequences",
+        },
+    )
+    fast_serving_batches: tuple[int, ...] = field(
+        default=(16,),
+        metadata={
+            "doc": "batch sizes of the serving simulation in the fast form (--fast; those "
+            "among batches run)",
+            "unit": "sequences",
+        },
+    )
+    serving_output_tokens: int = field(
+        default=512,
+        metadata={"doc": "output tokens per request in the serving simulation", "unit": "tokens"},
+    )
 
     def __post_init__(self) -> None:
         if len(self.drafts) != len(self.alphas):
             raise ValueError(f"drafts {self.drafts} and alphas {self.alphas} differ in length")
         check_probability(self.alphas, "alphas")
+        if not self.batches:
+            raise ValueError("batches must list at least one batch size, got ()")
+        # The serving batches may be empty, and those not among ``batches`` do not run (the
+        # summary says which ran), so neither mode's list is checked against ``batches``.
         for key in (
             "batches",
             "context",
@@ -83,198 +105,50 @@ class Config:
         check_positive_int(self.tensor_parallel, "tensor_parallel", minimum=0)
         if self.gamma > self.max_gamma:
             raise ValueError(f"gamma {self.gamma} exceeds max_gamma {self.max_gamma}")
-        for key in ("serving_batches", "fast_serving_batches"):
-            outside = sorted(set(getattr(self, key)) - set(self.batches))
-            if outside:  # the summary sets each simulated batch beside the batch model's value
-                raise ValueError(f"{key}: {outside} not among batches {tuple(self.batches)}")
-
-
-def auto_tp(
-    target: ModelCard,
-    draft: ModelCard,
-    hw: HardwareCard,
-    *,
-    batch: int,
-    context: int,
-    max_gamma: int,
-) -> int:
-    """Smallest power-of-two tensor parallelism holding both models and the largest batch."""
-
-    def fits(tp: int) -> bool:
-        kw: dict[str, Any] = {
-            "batch": batch,
-            "context": context + max_gamma + 1,
-            "new_tokens": 1,
-            "tensor_parallel": tp,
-            "check_memory": False,
-        }
-        need = step_cost_grid(target, hw, **kw).resident_bytes
-        need = need + step_cost_grid(draft, hw, **kw).resident_bytes
-        return float(need) <= hw.mem_capacity
-
-    return smallest_tp(
-        fits, where="study 'energy'", what=f"{target.slug} + {draft.slug}", hardware=hw.slug
-    )
-
-
-def _batch_model(
-    target: ModelCard,
-    draft: ModelCard,
-    hw: HardwareCard,
-    *,
-    tp: int,
-    alpha: float,
-    batches: np.ndarray,
-    context: int,
-    max_gamma: int,
-) -> pd.DataFrame:
-    b = batches[:, None]
-    g = np.arange(max_gamma + 1)[None, :]
-    kw: dict[str, Any] = {"context": context, "tensor_parallel": tp}
-    ver = step_cost_grid(target, hw, batch=b, new_tokens=g + 1, **kw)
-    dra = step_cost_grid(draft, hw, batch=b, new_tokens=1, **kw)
-    e = np.asarray(expected_tokens(alpha, g))
-    t_iter = g * dra.time_s + ver.time_s
-    j_iter = g * dra.energy_j + ver.energy_j
-    wasted = (g + 1 - e) / (g + 1) * ver.energy_j + (g + 1 - e) * dra.energy_j
-    B, G = np.broadcast_arrays(b, g)
-    return pd.DataFrame(
-        {
-            "batch": B.ravel(),
-            "gamma": G.ravel(),
-            "tokens_per_s": (b * e / t_iter).ravel(),
-            "tpot_s": (t_iter / e).ravel(),
-            "j_per_token": (j_iter / (b * e)).ravel(),
-            "j_wasted_per_token": (wasted / (b * e)).ravel(),
-            "compute_bound": np.broadcast_to(ver.compute_bound, t_iter.shape).ravel(),
-        }
-    )
-
-
-def _serving(
-    cost: CardCost,
-    *,
-    alpha: float,
-    gamma: int,
-    batch: int,
-    context: int,
-    output: int,
-    rng: np.random.Generator,
-) -> dict[str, float]:
-    # Arrivals far faster than service: the batch stays full (a closed-loop load).
-    # Prompts of context - output / 2 tokens: the mean decode context is the batch model's.
-    wl = PoissonWorkload(
-        rate_per_s=1e4,
-        requests=3 * batch,
-        prompt_tokens=max(1, context - output // 2),
-        output_tokens=output,
-    )
-    cfg = ServingConfig(
-        workload=wl,
-        cost=cost,
-        acceptance=IIDAcceptance(alpha=alpha),
-        policy=FixedGamma(gamma=gamma),
-        max_batch=batch,
-        max_gamma=gamma,
-    )
-    m = simulate_serving(cfg, rng).metrics()
-    return {
-        "tokens_per_s": m["throughput_tokens_per_s"],
-        "tpot_s": m["tpot_p50_s"],
-        "j_per_token": m["energy_j_per_token"],
-        "mean_batch": m["mean_batch"],
-        "plain_tokens_per_s": m["plain_throughput_tokens_per_s"],
-        "plain_j_per_token": m["plain_energy_j_per_token"],
-    }
 
 
 def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.DataFrame:
-    """Rows per (hardware, draft, batch, policy): ``method`` is "batch model" or "serving sim"."""
+    """Rows per (hardware, draft, batch, policy): ``method`` is "batch model" or "serving sim".
+
+    The serving simulation runs at the chosen mode's serving batches that are among
+    ``batches``, on the batch model's deployment of that batch."""
     cfg = config
-    drafts, alphas = tuple(cfg.drafts), tuple(float(a) for a in cfg.alphas)
-    sb = tuple(cfg.fast_serving_batches if fast else cfg.serving_batches)
-    gamma, gmax, ctx = int(cfg.gamma), int(cfg.max_gamma), int(cfg.context)
-    batches = np.asarray(sorted({int(b) for b in cfg.batches}), dtype=np.int64)
+    sb = [b for b in (cfg.fast_serving_batches if fast else cfg.serving_batches)]
+    sb = [int(b) for b in dict.fromkeys(sb) if b in set(cfg.batches)]
     target = load_model(cfg.target)
     frames = []
     for hw_name in cfg.hardware:
         hw = load_hardware(hw_name)
-        for d_name, alpha in zip(drafts, alphas, strict=True):
+        for d_name, alpha in zip(cfg.drafts, cfg.alphas, strict=True):
             draft = load_model(d_name)
-            tp = int(cfg.tensor_parallel) or auto_tp(
-                target, draft, hw, batch=int(batches.max()), context=ctx, max_gamma=gmax
+            common = dict(target=cfg.target, hardware=hw_name, draft=d_name, alpha=float(alpha))
+            rows = model_rows(
+                target,
+                draft,
+                hw,
+                alpha=float(alpha),
+                batches=cfg.batches,
+                context=int(cfg.context),
+                gamma=int(cfg.gamma),
+                max_gamma=int(cfg.max_gamma),
+                fixed_tp=int(cfg.tensor_parallel),
             )
-            grid = _batch_model(
-                target, draft, hw, tp=tp, alpha=alpha, batches=batches, context=ctx, max_gamma=gmax
-            )
-            plain = grid[grid["gamma"] == 0].set_index("batch")
-            best = grid.loc[grid.groupby("batch")["tokens_per_s"].idxmax()].assign(
-                policy="best gamma"
-            )
-            fixed = grid[grid["gamma"] == gamma].assign(policy=f"gamma = {gamma}")
-            rows = pd.concat([plain.reset_index().assign(policy="plain"), fixed, best])
-            rows["speedup"] = (
-                rows["tokens_per_s"].to_numpy()
-                / plain.loc[rows["batch"], "tokens_per_s"].to_numpy()
-            )
-            rows["energy_ratio"] = (
-                rows["j_per_token"].to_numpy() / plain.loc[rows["batch"], "j_per_token"].to_numpy()
-            )
-            rows = rows.assign(
-                target=cfg.target,
-                hardware=hw_name,
-                tensor_parallel=tp,
-                draft=d_name,
-                alpha=alpha,
-                method="batch model",
-            )
-            frames.append(rows)
-            cost = CardCost(target=target, draft=draft, hardware=hw, tensor_parallel=tp)
+            frames.append(rows.assign(method="batch model", **common))
             for b in sb:
-                s = _serving(
-                    cost,
-                    alpha=alpha,
-                    gamma=gamma,
-                    batch=int(b),
-                    context=ctx,
+                sv = serving_check(
+                    target,
+                    draft,
+                    hw,
+                    alpha=float(alpha),
+                    batch=b,
+                    context=int(cfg.context),
+                    gamma=int(cfg.gamma),
+                    max_gamma=int(cfg.max_gamma),
                     output=int(cfg.serving_output_tokens),
+                    fixed_tp=int(cfg.tensor_parallel),
                     rng=rng,
                 )
-                common = {
-                    "hardware": hw_name,
-                    "tensor_parallel": tp,
-                    "draft": d_name,
-                    "alpha": alpha,
-                    "batch": int(b),
-                    "method": "serving sim",
-                }
-                frames.append(
-                    pd.DataFrame(
-                        [
-                            {
-                                **common,
-                                "policy": f"gamma = {gamma}",
-                                "gamma": gamma,
-                                "tokens_per_s": s["tokens_per_s"],
-                                "tpot_s": s["tpot_s"],
-                                "j_per_token": s["j_per_token"],
-                                "mean_batch": s["mean_batch"],
-                                "speedup": s["tokens_per_s"] / s["plain_tokens_per_s"],
-                                "energy_ratio": s["j_per_token"] / s["plain_j_per_token"],
-                            },
-                            {
-                                **common,
-                                "policy": "plain",
-                                "gamma": 0,
-                                "tokens_per_s": s["plain_tokens_per_s"],
-                                "j_per_token": s["plain_j_per_token"],
-                                "mean_batch": s["mean_batch"],
-                                "speedup": 1.0,
-                                "energy_ratio": 1.0,
-                            },
-                        ]
-                    )
-                )
+                frames.append(sv.assign(method="serving sim", batch=b, **common))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -348,7 +222,7 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
             _panel(ax, d, sv[sv["hardware"] == hw], metric)
             ax.set_ylabel(label)
         legend_outside(fig, ncols=3)
-        tps = " or ".join(str(int(t)) for t in dict.fromkeys(d["tensor_parallel"]))
+        tps = " or ".join(str(int(t)) for t in sorted(set(d["tensor_parallel"])))
         target = d["target"].iloc[0]
         drafts = ", ".join(dict.fromkeys(d["draft"]))
         out[f"energy_{hw}"] = describe(
@@ -359,13 +233,14 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
             f"energy per token in joules, throughput in tokens per second and latency per "
             f"output token in seconds, for {target} on {tps} x {hw} with the drafts {drafts} "
             f"(one colour and marker each; solid: fixed gamma, dashed: best gamma per batch) "
-            f"and plain decoding in grey; large hollow markers are the serving simulation.",
+            f"and plain decoding in grey, one line per tensor parallelism (each batch on the "
+            f"fewest devices that hold it); large hollow markers are the serving simulation, "
+            f"whose throughput and energy include the prefill of every prompt, which the batch "
+            f"model leaves out, and which may run on more devices (its memory model counts the "
+            f"draft whole on each device); the summary gives the gap term by term.",
         )
     sp = bm[bm["policy"] != "plain"].copy()
-    sp["series"] = [
-        f"{dr} draft, {int(tp)} x {hw}"
-        for dr, tp, hw in zip(sp["draft"], sp["tensor_parallel"], sp["hardware"], strict=True)
-    ]
+    sp["series"] = [f"{dr} draft, {hw}" for dr, hw in zip(sp["draft"], sp["hardware"], strict=True)]
     fig, (ax,) = figure(1, width=7.5)
     plot_lines(ax, sp, x="batch", y="speedup", hue="series", style="policy")
     ax.axhline(1.0, color="0.3", linewidth=1, linestyle=(0, (1, 2)), label="plain decoding")
@@ -399,7 +274,7 @@ def summary(df: pd.DataFrame) -> str:
         cb = fx.index[fx["compute_bound"].astype(bool)]
         stop = f"from batch {int(losing.min())}" if len(losing) else f"at no batch up to {bn}"
         lines.append(
-            f"- {draft} on {int(d['tensor_parallel'].iloc[0])} x {hw} (alpha = "
+            f"- {draft} on {_tp_text(d, str(hw))} (alpha = "
             f"{d['alpha'].iloc[0]:g}): at batch {b1}, gamma = {int(fx['gamma'].iloc[0])} gives "
             f"{fx.loc[b1, 'speedup']:.2f}x the tokens/s at {fx.loc[b1, 'energy_ratio']:.2f}x the "
             f"J/token, {fx.loc[b1, 'j_wasted_per_token'] / fx.loc[b1, 'j_per_token']:.0%} of it on "
@@ -415,29 +290,73 @@ def summary(df: pd.DataFrame) -> str:
                 else f"; the best gamma at batch {bn} is still {int(best.loc[bn, 'gamma'])}."
             )
         )
+    return "\n".join(lines + _serving_summary(df)) + "\n"
+
+
+def _tp_text(d: pd.DataFrame, hw: str) -> str:
+    """``2 x h200`` or, where the batch needs more devices, ``2 x h200 to batch 64, 4 from
+    batch 128``: the tensor parallelism of each batch of one (hardware, draft)."""
+    tp = d.drop_duplicates("batch").set_index("batch")["tensor_parallel"].sort_index()
+    first = f"{int(tp.iloc[0])} x {hw}"
+    steps = tp[tp.diff().fillna(0) != 0]
+    if steps.empty:
+        return first
+    before = tp.index[tp.index < steps.index[0]].max()
+    return f"{first} to batch {int(before)}, " + ", ".join(
+        f"{int(v)} from batch {int(b)}" for b, v in steps.items()
+    )
+
+
+def _serving_summary(df: pd.DataFrame) -> list[str]:
+    """The serving simulation beside the batch model, and the gap between them term by term:
+    the prefill of every prompt (which the batch model leaves out), then the rest."""
     sv = df[(df["method"] == "serving sim") & (df["policy"] != "plain")]
-    if not sv.empty:
-        ref = bm[bm["policy"].str.startswith("gamma")].set_index(["hardware", "draft", "batch"])
-        rows = []
-        for r in sv.itertuples(index=False):
-            key = (r.hardware, r.draft, r.batch)
-            m = ref.loc[key]  # every serving batch is among ``batches`` (Config checks)
-            rows.append(
-                {
-                    "hardware": r.hardware,
-                    "draft": r.draft,
-                    "batch": r.batch,
-                    "mean batch": r.mean_batch,
-                    "tokens/s (sim)": r.tokens_per_s,
-                    "tokens/s (model)": m["tokens_per_s"],
-                    "J/token (sim)": r.j_per_token,
-                    "J/token (model)": m["j_per_token"],
-                }
-            )
-        lines += [
-            "",
-            "Serving simulation (prefill and batching included) against the batch model:",
-            "",
-            md_table(pd.DataFrame(rows)),
-        ]
-    return "\n".join(lines) + "\n"
+    if sv.empty:
+        return ["", "No serving simulation ran: none of the serving batches is among `batches`."]
+    t = pd.DataFrame(
+        {
+            "hardware": sv["hardware"].to_numpy(),
+            "draft": sv["draft"].to_numpy(),
+            "batch": sv["batch"].to_numpy(),
+            "TP": sv["tensor_parallel"].to_numpy(),
+            "mean batch": sv["mean_batch"].to_numpy(),
+            "prefill time": sv["prefill_time_share"].to_numpy(),
+            "tokens/s sim": sv["tokens_per_s"].to_numpy(),
+            "tokens/s sim, no prefill": sv["decode_tokens_per_s"].to_numpy(),
+            "tokens/s model": sv["model_tokens_per_s"].to_numpy(),
+            "J/token sim": sv["j_per_token"].to_numpy(),
+            "J/token sim, no prefill": sv["decode_j_per_token"].to_numpy(),
+            "J/token model": sv["model_j_per_token"].to_numpy(),
+        }
+    )
+    gap = 1.0 - t["tokens/s sim"] / t["tokens/s model"]
+    rest = 1.0 - t["tokens/s sim, no prefill"] / t["tokens/s model"]
+    egap = t["J/token sim"] / t["J/token model"] - 1.0
+    erest = t["J/token sim, no prefill"] / t["J/token model"] - 1.0
+    fill = 1.0 - t["mean batch"] / t["batch"]
+
+    def span(x: pd.Series) -> str:
+        return (
+            f"{x.min():.0%}"
+            if np.isclose(x.min(), x.max(), atol=5e-3)
+            else (f"{x.min():.0%} to {x.max():.0%}")
+        )
+
+    share = t["prefill time"]
+    t["prefill time"] = [f"{x:.0%}" for x in share]
+    return [
+        "",
+        "Serving simulation (prefill and continuous batching included) against the batch "
+        "model on the same deployment (TP: the serving simulation counts the draft's weights "
+        "whole on each device, so it may need more devices than the batch model's line):",
+        "",
+        md_table(t),
+        "",
+        f"- The simulation's tokens/s is {span(gap)} below the batch model's and its J/token "
+        f"{span(egap)} above. The prefill of every prompt, which the batch model leaves out, "
+        f"takes {span(share)} of the simulated time; without its time and energy the gap is "
+        f"{span(rest)} in tokens/s and {span(erest)} in J/token. The rest is the batch filling "
+        f"and draining at the start and end of the run (mean batch {span(fill)} below the "
+        "maximum), decode contexts spread around the batch model's single context, and the "
+        "Monte Carlo noise of a short run (3 x batch requests).",
+    ]

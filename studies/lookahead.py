@@ -42,7 +42,7 @@ from specsim.policies.lookahead import (
 )
 from specsim.sim import CardCost, StreamConfig, simulate_stream
 
-from ._common import check_positive_int, check_probability, md_table, mean_se
+from ._common import check_positive_int, check_probability, md_table, mean_se, setting
 
 __all__ = ["Config", "run", "figures", "summary", "METRICS"]
 
@@ -60,14 +60,22 @@ class Config:
     streams: int = 24
     fast_streams: int = 6
     alpha: float = 0.75
-    spread: float = 0.2
+    spread: float = setting(
+        0.2, "Markov acceptance: the states are alpha +/- spread", "probability"
+    )
     persistence: float = 0.95
-    fixed_gamma: int = 5
-    search_max_gamma: int = 10
-    threshold: float = 0.6
-    threshold_max_gamma: int = 8
-    heuristic_initial: int = 20
-    oracle_max_gamma: int = 16
+    fixed_gamma: int = setting(5, "gamma of the fixed policy", "tokens")
+    search_max_gamma: int = setting(
+        10, "the searched best static gamma runs over 1 to this", "tokens"
+    )
+    threshold: float = setting(
+        0.6, "confidence threshold of the adaptive policy: drafting stops below it", "probability"
+    )
+    threshold_max_gamma: int = setting(
+        8, "most draft tokens the adaptive policy proposes", "tokens"
+    )
+    heuristic_initial: int = setting(20, "first gamma of the +2/-1 heuristic", "tokens")
+    oracle_max_gamma: int = setting(16, "most draft tokens the oracle proposes", "tokens")
 
     def __post_init__(self) -> None:
         check_probability(

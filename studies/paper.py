@@ -38,6 +38,7 @@ from ._common import (
     check_probability,
     md_table,
     plain_cost_from_cards,
+    setting,
     stream_metrics,
 )
 
@@ -48,18 +49,23 @@ __all__ = ["Config", "TABLE1", "run", "figures", "summary"]
 class Config:
     """The study's settings (``specsim study paper --list-keys``); checked on construction."""
 
-    figure3_c: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1)
-    alpha_step: float = 0.01
+    figure3_c: tuple[float, ...] = setting(
+        (0.01, 0.02, 0.05, 0.1),
+        "cost coefficients c of Figure 3's curves (draft time / target time)",
+    )
+    alpha_step: float = setting(0.01, "step of the alpha grid of Figure 3", "probability")
     max_gamma: int = 64
     alphas: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9)
-    speedup_max_gamma: int = 10
+    speedup_max_gamma: int = setting(
+        10, "the speedup-against-gamma curves run gamma = 1 to this", "tokens"
+    )
     target: str = "t5-xxl"
     draft: str = "t5-small"
     hardware: str = "tpu-v4"
     context: int = 64
     tokens: int = 40000
     fast_tokens: int = 8000
-    table2: bool = True
+    table2: bool = setting(True, "include the table2 study (Table 2 predicted)")
 
     def __post_init__(self) -> None:
         check_probability(self.alphas, "alphas")

@@ -54,7 +54,7 @@ from specsim.proposers import (
     load_acceptance,
 )
 
-from ._common import check_positive_int, check_probability, md_table
+from ._common import check_positive_int, check_probability, md_table, setting
 
 __all__ = ["Config", "run", "figures", "summary"]
 
@@ -65,15 +65,24 @@ class Config:
 
     target: str = "vicuna-7b-v1.3"
     draft: str = "llama-68m"
-    draft_alpha: float = 0.6
-    heads: str = "medusa-vicuna-7b-v1.3"
-    eagle: str = "eagle-vicuna-7b-v1.3"
-    ngram_acceptance: str = "measured/ngram/corpora-test/accept-corpora-test.toml"
+    draft_alpha: float = setting(
+        0.6, "assumed acceptance of the draft model (a what-if, labelled as such)", "probability"
+    )
+    heads: str = setting(
+        "medusa-vicuna-7b-v1.3", "prediction-head card drafting trees (models/heads/, Medusa)"
+    )
+    eagle: str = setting(
+        "eagle-vicuna-7b-v1.3", "autoregressive head card drafting chains (models/heads/, EAGLE)"
+    )
+    ngram_acceptance: str = setting(
+        "measured/ngram/corpora-test/accept-corpora-test.toml",
+        "acceptance by depth and rank of n-gram lookup (a file under models/)",
+    )
     hardware: tuple[str, ...] = ("a100-80gb", "h100-sxm")
     batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
     context: int = 512
-    budget: int = 32
-    max_depth: int = 8
+    budget: int = setting(32, "most tree nodes a pass may verify", "nodes")
+    max_depth: int = setting(8, "deepest tree considered", "tokens")
     fast_budget: int = 12
 
     def __post_init__(self) -> None:

@@ -1,6 +1,6 @@
 """Acceptance under stress: temperature, domain shift and language shift.
 
-**Measured** (the default's first part, issue 15): alpha = sum min(p, q) measured
+**Measured** (the default's first part): alpha = sum min(p, q) measured
 on the tiny draft/target pairs trained on real text (``models/measured/real/``,
 read by :func:`specsim.acceptance.realtext.read_alpha_summary`; ``docs/real-acceptance.md``),
 for each draft, corpus and temperature with its 95% interval, and the walltime
@@ -9,8 +9,8 @@ improvement each alpha implies on real cards (``measured_target`` with
 i.e. *if* a 68M draft agreed with a 7B target as these tiny pairs agree; which
 shift (language, domain, temperature) costs most (:func:`specsim.acceptance.shift.shift_costs`);
 and Leviathan et al.'s Table 3 (GPT-like 6M against 97M on lm1b) beside the pairs
-here (:func:`specsim.acceptance.shift.table3_comparison`), read from
-``../shared/data/leviathan2023_table3.csv`` when that file is present.
+here (:func:`specsim.acceptance.shift.table3_comparison`), read from the data folder beside
+the repository (:data:`LEVIATHAN_TABLE3`) when that file is present.
 
 **What-if (synthetic)**, the second part (``what_if = false`` leaves it out):
 what each stress does to the speedup, to the best gamma, and to the error of
@@ -40,16 +40,13 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from specsim.acceptance.realtext import CORPORA, DRAFTS, read_alpha_summary, read_table3
+from specsim.acceptance.realtext import read_alpha_summary, read_table3
 from specsim.acceptance.shift import (
     best_by_scenario,
-    by_temperature,
-    measured_cells,
     measured_speedups,
     shift_costs,
     softmax,
     stress_scenarios,
-    table3_comparison,
     what_if_speedups,
 )
 from specsim.plots.figures import STYLE_CYCLE, describe, figure, legend_outside
@@ -59,7 +56,9 @@ from ._common import (
     check_probability,
     md_table,
     plain_cost_from_cards,
+    setting,
 )
+from ._shift_measured import measured_figures, measured_summary
 
 __all__ = [
     "Config",
@@ -91,24 +90,40 @@ class Config:
     max_gamma: int = 10
     tokens: int = 40000
     fast_tokens: int = 6000
-    vocab: int = 2048
-    positions: int = 256
-    logit_scale: float = 6.0
-    draft_sharpness: float = 0.6
-    draft_noise: float = 0.5
-    temperatures: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
+    vocab: int = setting(2048, "synthetic logits: vocabulary size", "tokens")
+    positions: int = setting(256, "synthetic logits: positions sampled per temperature", "count")
+    logit_scale: float = setting(6.0, "synthetic logits: standard deviation of the target's logits")
+    draft_sharpness: float = setting(
+        0.6, "synthetic logits: the draft's logits are this times the target's, plus noise"
+    )
+    draft_noise: float = setting(
+        0.5, "synthetic logits: standard deviation of the draft's added noise"
+    )
+    temperatures: tuple[float, ...] = setting(
+        (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0), "sampling temperatures compared (0: greedy)"
+    )
     alpha: float = 0.8
-    shifted_alpha: tuple[float, ...] = (0.8, 0.6, 0.4, 0.2)
-    shift_fraction: float = 0.3
+    shifted_alpha: tuple[float, ...] = setting(
+        (0.8, 0.6, 0.4, 0.2), "domain shift: acceptance in the shifted stretches", "probability"
+    )
+    shift_fraction: float = setting(
+        0.3, "domain shift: share of the text that is shifted", "fraction"
+    )
     persistence: float = 0.98
-    foreign_fractions: tuple[float, ...] = (0.0, 0.25, 0.5)
-    foreign_noise: float = 3.0
-    stretch: int = 64
-    measured_target: str = "llama-2-7b"
-    measured_draft: str = "llama-68m"
-    measured_hardware: str = "a100-80gb"
-    measured_summary: str = ""
-    what_if: bool = True
+    foreign_fractions: tuple[float, ...] = setting(
+        (0.0, 0.25, 0.5), "language shift: shares of foreign stretches compared", "fraction"
+    )
+    foreign_noise: float = setting(
+        3.0, "language shift: how far the draft's logits are off in foreign stretches"
+    )
+    stretch: int = setting(64, "language shift: length of a foreign stretch", "tokens")
+    measured_target: str = setting("llama-2-7b", "target card the measured alphas are priced on")
+    measured_draft: str = setting("llama-68m", "draft card the measured alphas are priced on")
+    measured_hardware: str = setting(
+        "a100-80gb", "accelerator card the measured alphas are priced on"
+    )
+    measured_summary: str = setting("", "another alpha-summary.csv (empty: the committed one)")
+    what_if: bool = setting(True, "run the synthetic what-if part")
 
     def __post_init__(self) -> None:
         check_probability(
@@ -181,93 +196,6 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
     return pd.concat([measured, whatif], ignore_index=True)
 
 
-_CORPUS_NAME = {
-    "en": "English",
-    "de": "German",
-    "es": "Spanish",
-    "it": "Italian",
-    "code": "Python code",
-    "licences": "licences (formal English)",
-}
-_DRAFT_NAME = {
-    "draft-all": "draft-all (every corpus)",
-    "draft-en": "draft-en (English only)",
-    "draft-code": "draft-code (code only)",
-    "draft-distil": "draft-distil (distilled)",
-}
-
-
-def _measured_figure(m: pd.DataFrame, *, y: str, lo: str, hi: str, ylabel: str) -> Figure:
-    # Overlapping series get far-apart colours: en and licences, de and it lie together.
-    styles = dict(zip(CORPORA, (STYLE_CYCLE[i] for i in (0, 1, 2, 4, 3, 6)), strict=True))
-    fig, axes = figure(len(DRAFTS), width=3.4, height=3.6)
-    for ax, d in zip(axes, DRAFTS, strict=True):
-        for corpus, st in styles.items():
-            g = m[(m["draft"] == d) & (m["corpus"] == corpus)].sort_values("temperature")
-            if g.empty:
-                continue
-            err = np.vstack([g[y] - g[lo], g[hi] - g[y]])
-            ax.errorbar(
-                g["temperature"],
-                g[y],
-                yerr=err,
-                capsize=2,
-                markersize=4,
-                label=_CORPUS_NAME[str(corpus)],
-                **st.line(),
-            )
-        ax.set_title(_DRAFT_NAME[d], fontsize=10)
-        ax.set_xlabel("temperature T (0: greedy)")
-        ax.set_ylabel(ylabel)
-        temps = sorted(set(m["temperature"]))
-        ax.set_xticks(temps, [f"{t:g}" for t in temps])
-        ax.grid(True, alpha=0.3)
-    lows = [a.get_ylim()[0] for a in axes]
-    highs = [a.get_ylim()[1] for a in axes]
-    for ax in axes:  # one y scale, so the panels compare at a glance
-        ax.set_ylim(min(lows), max(highs))
-    legend_outside(fig, ncols=len(CORPORA))
-    return fig
-
-
-def _measured_figures(df: pd.DataFrame) -> dict[str, Figure]:
-    m = measured_cells(df)
-    if m.empty:
-        return {}
-    cards = str(m["cards"].iloc[0])
-    out = {}
-    fig = _measured_figure(
-        m, y="mean_alpha", lo="ci_low", hi="ci_high", ylabel="mean alpha (probability)"
-    )
-    out["shift_measured_alpha"] = describe(
-        fig,
-        title="Measured acceptance rate alpha of the tiny pairs trained on real text, by "
-        "draft, test corpus\nand temperature (held-out test text; bars: 95% intervals)",
-        alt="Four panels, one per draft (trained on every corpus, on English only, on code "
-        "only, distilled from the target), each with one line per test corpus (English, German, "
-        "Spanish, Italian, Python code, licences; distinct colours, markers and line styles) "
-        "of mean alpha against temperature from 0 to 1.3 with 95% batch-means intervals. "
-        "Alpha rises with temperature everywhere; the English-only draft falls on the other "
-        "languages and on code, the code-only draft is high only on code.",
-    )
-    fig = _measured_figure(
-        m, y="speedup", lo="speedup_low", hi="speedup_high", ylabel="speedup at the best gamma (x)"
-    )
-    for ax in fig.axes:
-        ax.axhline(1.0, color="0.3", linewidth=0.8, label="_plain decoding")
-    out["shift_measured_speedup"] = describe(
-        fig,
-        title=f"Walltime improvement (speedup) these alphas imply on {cards}\n"
-        f"(c = {float(m['c'].iloc[0]):.3f}; at the best gamma; Theorem 3.8 with the cost "
-        "model's v; bars: alpha's 95% interval)",
-        alt="Four panels, one per draft, with one line per test corpus of the walltime "
-        "improvement at the best gamma that the measured mean alpha implies on the real "
-        f"cards {cards}, against temperature; bars are the improvements at the ends of "
-        "alpha's 95% interval, and a grey line at 1 marks plain decoding.",
-    )
-    return out
-
-
 _LEVEL = {
     "temperature": "temperature T (0: greedy)",
     "domain shift": "alpha in the shifted domain (probability)",
@@ -281,7 +209,7 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
     walltime improvement it implies on the cards. What-if, per stress: mean alpha, best
     speedup (sim and formula), and the formula's error; every panel has the stress level on
     its x axis, ascending left to right."""
-    out = _measured_figures(df)
+    out = measured_figures(df)
     if "stress" not in df.columns:
         return out
     best = best_by_scenario(df)
@@ -343,84 +271,10 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
     return out
 
 
-def _measured_summary(df: pd.DataFrame) -> list[str]:
-    m = measured_cells(df)
-    if m.empty:
-        return []
-    r0 = m.iloc[0]
-    lines = [
-        "### Measured acceptance: tiny pairs trained on real text (held-out test text)",
-        "",
-        "Mean alpha = sum min(p, q) and its 95% batch-means interval, from "
-        "`models/measured/real/alpha-summary.csv` (`docs/real-acceptance.md`):",
-        "",
-        md_table(
-            by_temperature(
-                m, lambda r: f"{r['mean_alpha']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
-            )
-        ),
-        "",
-        f"Walltime improvement each alpha implies on {r0['cards']} (c = {r0['c']:.4f}; "
-        "best gamma by `specsim.theory.optimal_gamma` with the cost model's v(gamma), "
-        "improvement by `walltime_speedup`; in brackets: at the interval's ends): what a "
-        "68M draft would give *if* it agreed with its 7B target as these tiny pairs agree.",
-        "",
-        md_table(
-            by_temperature(
-                m,
-                lambda r: (
-                    f"{r['speedup']:.2f}x (gamma {int(r['gamma'])}) "
-                    f"[{r['speedup_low']:.2f}, {r['speedup_high']:.2f}]"
-                ),
-            )
-        ),
-        "",
-        "What each shift costs (held-out text; language and domain at T = 0 and 1, "
-        "temperature from T = 1 to greedy on each draft's home corpus), costliest first:",
-        "",
-    ]
-    costs = shift_costs(df)
-    lines += [md_table(costs), ""]
-    top = costs.iloc[0]
-    worst = {k: g.iloc[0] for k, g in costs.groupby("shift", sort=False)}
-    lines.append(
-        f"- Costliest shift: {top['shift']} ({top['draft']}, {top['from']} to {top['to']}): "
-        f"alpha {top['alpha from']:.3f} to {top['alpha to']:.3f}, improvement "
-        f"{top['speedup from']:.2f}x to {top['speedup to']:.2f}x "
-        f"({top['speedup lost (%)']:.0f}% of it lost)."
-    )
-    for kind, w in worst.items():
-        lines.append(
-            f"- Worst {kind} shift: {w['draft']}, {w['from']} to {w['to']}: "
-            f"{w['speedup lost (%)']:.0f}% of the improvement lost."
-        )
-    table3 = table3_comparison(df)
-    lines += ["", "### Against Leviathan et al. 2023, Table 3", ""]
-    if table3.empty:
-        lines.append(f"`{LEVIATHAN_TABLE3}` is absent: the comparison is left out.")
-    else:
-        table3 = table3.assign(
-            **{"size ratio": [f"{r:.2g}" for r in table3["size ratio"]]},
-            **{f"alpha T = {t}": [f"{a:.2f}" for a in table3[f"alpha T = {t}"]] for t in (0, 1)},
-        )
-        lines += [
-            f"From `{LEVIATHAN_TABLE3.name}`: their GPT-like 6M draft against a 97M target "
-            "on lm1b, beside the pairs here at a similar size ratio (about 10) on each "
-            "draft's home corpus.",
-            "",
-            md_table(table3),
-            "",
-            "The pairs here are far less trained (minutes on one CPU core, target loss "
-            "3.5-4.6 nats per token): their alphas are about half of Table 3's. They show "
-            "how acceptance moves under shift, not the level a well-trained pair reaches.",
-        ]
-    return lines + [""]
-
-
 def summary(df: pd.DataFrame) -> str:
     """Measured: alpha tables, implied speedups, shift costs and Table 3; what-if: the
     best-gamma table and the largest errors of the i.i.d. formula, from ``df``."""
-    lines = _measured_summary(df)
+    lines = measured_summary(df)
     if "stress" not in df.columns:
         return "\n".join(lines)
     best = best_by_scenario(df)

@@ -329,7 +329,7 @@ def run(args: argparse.Namespace) -> int:
     if args.residuals:
         fit.residuals.to_csv(args.residuals, index=False)
     if args.plot:
-        from specsim.plots.figures import plot_calibration  # start-up: matplotlib only for --plot
+        from specsim.plots.cost import plot_calibration  # start-up: matplotlib only for --plot
 
         plot_calibration(fit.residuals).savefig(args.plot, dpi=120)
     say(f"wrote {path}" + (" (untrusted fit, written with --force)" if problems else ""))

@@ -206,7 +206,7 @@ def run_profile(args: argparse.Namespace) -> int:
     if args.residuals:
         res.to_csv(args.residuals, index=False)
     if args.plot:
-        from specsim.plots.figures import plot_calibration  # start-up: matplotlib only for --plot
+        from specsim.plots.cost import plot_calibration  # start-up: matplotlib only for --plot
 
         # One colour per weight format (fitted or predicted): few enough for the styles.
         label = res["weights"] + np.where(res["in_fit"], "", " (predicted)")

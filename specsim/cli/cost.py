@@ -101,9 +101,7 @@ def run(args: argparse.Namespace) -> int:
     ridge = ridge_tokens(hw, cost.dtype, runtime=runtime)
     stack = runtime.slug if runtime is not None else (hw.runtime or f"{hw.slug}'s own numbers")
     if args.plot_v is not None:
-        from specsim.plots.figures import (
-            plot_verification_factor,  # start-up: matplotlib for --plot-v
-        )
+        from specsim.plots.cost import plot_verification_factor  # start-up: matplotlib
 
         df = verification_frame(
             model,

@@ -3,7 +3,7 @@
 :func:`plot_fidelity` draws :func:`specsim.validate.fidelity.fidelity_table`'s rows, one
 panel per quantity (per-token latency in seconds, speedup over plain decoding),
 log axes on both (latencies span two decades), the measured 95% interval as a
-horizontal bar, the line y = x and a band of +/- 10% (issue 14's goal), one
+horizontal bar, the line y = x and a band of +/- 10% (the accuracy goal), one
 colour and marker per anchor family.
 """
 

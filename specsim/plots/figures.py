@@ -20,14 +20,14 @@ The habits every figure keeps, here and in the studies (``studies/``):
   text saying what it shows (:func:`set_alt_text`, read back by
   :func:`alt_text`; the report puts it in the image's ``alt``).
 
-Sections: habits, cost model (verification factor, cost coefficient),
-calibration, validation.
+Sections: habits, validation. The cost model's and the calibration's figures are in
+:mod:`specsim.plots.cost`, the fidelity table's in :mod:`specsim.plots.fidelity`.
 """
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Collection, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -44,6 +44,7 @@ __all__ = [
     "STYLE_CYCLE",
     "LINESTYLES",
     "style_map",
+    "require_columns",
     "plot_lines",
     "grouped_bars",
     "legend_outside",
@@ -51,9 +52,6 @@ __all__ = [
     "set_alt_text",
     "alt_text",
     "ALT_TEXT_ATTR",
-    "plot_verification_factor",
-    "plot_cost_coefficient",
-    "plot_calibration",
     "plot_validation_z",
 ]
 
@@ -107,7 +105,9 @@ def style_map(levels: Iterable[Hashable]) -> dict[Hashable, Style]:
     return dict(zip(keys, STYLE_CYCLE, strict=False))
 
 
-def _require(df: pd.DataFrame, columns: Iterable[str], where: str) -> None:
+def require_columns(df: pd.DataFrame, columns: Iterable[str], where: str) -> None:
+    """TypeError unless ``df`` is a DataFrame; ValueError, starting with ``where``, when it
+    lacks one of ``columns`` or is empty."""
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"{where}: expected a pandas DataFrame, got {type(df).__name__}")
     missing = [c for c in columns if c not in df.columns]
@@ -138,14 +138,16 @@ def plot_lines(
     markersize: float = 5.0,
     markevery: int | None = None,
     drawstyle: str = "default",
+    hollow: Collection[Any] = (),
 ) -> None:
     """One line per level of ``hue`` (and of ``style``), sorted by ``x``.
 
     Colour and marker follow ``hue`` (:func:`style_map`); the line style follows
-    ``style`` when given (:data:`LINESTYLES`), else ``hue`` too. ``label(h, s)``
-    names each line (default ``"h"`` or ``"h, s"``).
+    ``style`` when given (:data:`LINESTYLES`), else ``hue`` too; the levels of ``style``
+    in ``hollow`` have hollow markers. ``label(h, s)`` names each line (default ``"h"`` or
+    ``"h, s"``).
     """
-    _require(df, [c for c in (x, y, hue, style) if c is not None], "plot_lines")
+    require_columns(df, [c for c in (x, y, hue, style) if c is not None], "plot_lines")
     hues = style_map(df[hue])
     styles = list(dict.fromkeys(df[style])) if style is not None else [None]
     for h, st in hues.items():
@@ -158,6 +160,8 @@ def plot_lines(
             kw = st.line()
             if s is not None:
                 kw["linestyle"] = LINESTYLES[j % len(LINESTYLES)]
+                if s in hollow:
+                    kw["markerfacecolor"] = "none"
             ax.plot(
                 d[x],
                 d[y],
@@ -186,7 +190,7 @@ def grouped_bars(
     names a column of error-bar half-widths. Categories keep their order of first
     appearance (the first at the top when ``horizontal``).
     """
-    _require(df, [c for c in (category, value, hue, err) if c is not None], "grouped_bars")
+    require_columns(df, [c for c in (category, value, hue, err) if c is not None], "grouped_bars")
     cats = list(dict.fromkeys(df[category]))
     hues = style_map(df[hue])
     width = 0.8 / len(hues)
@@ -240,6 +244,9 @@ def legend_outside(
         "outside right center" if where == "right" else "outside lower center"
     )
     entries: list[Any] = [h[0] if len(h) == 1 else tuple(h) for h in handles.values()]
+    # Side-by-side handles share one handle's length: lengthen it so that each keeps room
+    # for its dashes (a dashed line squeezed to a marker's width reads as solid).
+    parts = max(len(h) for h in handles.values())
     fig.legend(
         entries,
         list(handles),
@@ -249,6 +256,7 @@ def legend_outside(
         fontsize=8,
         title_fontsize=8,
         frameon=False,
+        handlelength=2.5 * parts,
         handler_map={tuple: HandlerTuple(ndivide=None, pad=0.6)},
     )
 
@@ -276,131 +284,6 @@ def describe(fig: Figure, *, title: str, alt: str) -> Figure:
     return set_alt_text(fig, alt)
 
 
-# Cost model ------------------------------------------------------------------------------
-def plot_verification_factor(df: pd.DataFrame) -> Figure:
-    """v(gamma) against the tokens of the verification pass, batch x (gamma + 1).
-
-    Expects the columns of :func:`specsim.cost.verification_frame`. One
-    line per gamma; dotted lines at the ceilings ``gamma + 1``, labelled; a
-    vertical line at the accelerator's ridge point (first value of ``ridge_tokens``).
-    """
-    _require(df, ("gamma", "tokens", "v", "ridge_tokens"), "plot_verification_factor")
-    fig, (ax,) = figure(width=7.0)
-    plot_lines(ax, df, x="tokens", y="v", hue="gamma", label=lambda g, _: f"gamma = {g}")
-    for gamma, st in style_map(df["gamma"]).items():
-        ceiling = float(gamma) + 1  # type: ignore[arg-type]
-        ax.axhline(ceiling, color=st.color, linestyle=":", linewidth=1)
-        ax.annotate(
-            f"ceiling gamma + 1 = {ceiling:g}",
-            xy=(0.0, ceiling),
-            xycoords=("axes fraction", "data"),
-            xytext=(3, 2),
-            textcoords="offset points",
-            fontsize=7,
-            color=st.color,
-        )
-    ridge = float(df["ridge_tokens"].iloc[0])
-    ax.axvline(
-        ridge, color="0.3", linestyle="--", linewidth=1, label=f"ridge point (~{ridge:.0f} tokens)"
-    )
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("verification pass size = batch x (gamma + 1) [tokens]")
-    ax.set_ylabel("v(gamma) = t(gamma + 1 tokens) / t(1 token) (ratio)")
-    where = ""
-    if {"model", "hardware", "context"} <= set(df.columns):
-        r = df.iloc[0]
-        where = f": {r['model']} on {r['hardware']}, context {r['context']}"
-    legend_outside(fig, where="right")
-    gammas = ", ".join(str(g) for g in style_map(df["gamma"]))
-    return describe(
-        fig,
-        title=f"Verification factor v(gamma) against pass size{where}",
-        alt=f"Line chart of the verification factor v(gamma) against the tokens of the "
-        f"verification pass on a log-2 axis, one line per gamma ({gammas}); v stays near 1 "
-        f"while the pass is memory-bound and climbs towards its dotted ceiling gamma + 1 "
-        f"past the accelerator's ridge point, marked by a dashed vertical line at about "
-        f"{ridge:.0f} tokens.",
-    )
-
-
-def plot_cost_coefficient(df: pd.DataFrame) -> Figure:
-    """c(draft, target) against batch: colour and marker per draft, line style per context.
-
-    Expects the columns of :func:`specsim.cost.cost_coefficient_frame`.
-    Dotted lines mark each draft's parameter ratio, the naive value
-    of c that ignores overheads and KV traffic.
-    """
-    _require(df, ("draft", "batch", "context", "c", "param_ratio"), "plot_cost_coefficient")
-    fig, (ax,) = figure(width=7.0)
-    plot_lines(
-        ax,
-        df,
-        x="batch",
-        y="c",
-        hue="draft",
-        style="context",
-        label=lambda d, ctx: f"{d}, context {ctx}",
-    )
-    styles = style_map(df["draft"])
-    for draft, ratio in df.groupby("draft", sort=False)["param_ratio"].first().items():
-        ax.axhline(ratio, color=styles[draft].color, linestyle=(0, (2, 4)), linewidth=0.8)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("batch (sequences)")
-    ax.set_ylabel("c = t(draft step) / t(target step) (ratio)")
-    title = "Cost coefficient c of each draft against batch (dotted: parameter ratio)"
-    if {"target", "hardware"} <= set(df.columns):
-        title += f"\ntarget {df['target'].iloc[0]} on {df['hardware'].iloc[0]}"
-    legend_outside(fig, where="right")
-    return describe(
-        fig,
-        title=title,
-        alt="Line chart, log-log, of the cost coefficient c (draft step time over target step "
-        f"time) against batch for the drafts {', '.join(map(str, styles))}, one line style per "
-        "context; dotted horizontal lines mark each draft's parameter ratio.",
-    )
-
-
-# Calibration -----------------------------------------------------------------------------
-def plot_calibration(df: pd.DataFrame) -> Figure:
-    """Measured against predicted pass time (log-log), colour and marker per model.
-
-    Expects the residual table of :func:`specsim.calibrate.cards.fit_card` (columns
-    ``time_s``, ``predicted_s``, ``model``); the diagonal is a perfect fit.
-    """
-    _require(df, ("time_s", "predicted_s", "model"), "plot_calibration")
-    fig, (ax,) = figure()
-    for model, st in style_map(df["model"]).items():
-        d = df[df["model"] == model]
-        ax.plot(
-            d["time_s"],
-            d["predicted_s"],
-            linestyle="none",
-            marker=st.marker,
-            color=st.color,
-            markersize=5,
-            alpha=0.8,
-            label=str(model),
-        )
-    lo = float(min(df["time_s"].min(), df["predicted_s"].min()))
-    hi = float(max(df["time_s"].max(), df["predicted_s"].max()))
-    ax.plot([lo, hi], [lo, hi], color="0.4", linestyle="--", linewidth=1, label="perfect fit")
-    ax.set(
-        xscale="log",
-        yscale="log",
-        xlabel="measured pass time (s)",
-        ylabel="predicted pass time (s)",
-    )
-    legend_outside(fig, where="right")
-    return describe(
-        fig,
-        title="Calibrated cost model: predicted against measured pass time",
-        alt=f"Scatter plot, log-log, of predicted against measured pass time for {len(df)} "
-        "measured passes, one colour and marker per model; the dashed diagonal is a perfect "
-        "fit.",
-    )
-
-
 # Validation ------------------------------------------------------------------------------
 def plot_validation_z(checks: pd.DataFrame, *, limit: float) -> Figure:
     """z of every check of :func:`specsim.validate.forms.check_grid`, grouped by quantity.
@@ -409,7 +292,7 @@ def plot_validation_z(checks: pd.DataFrame, *, limit: float) -> Figure:
     order, alpha, then gamma, then c), each quantity with its own colour and
     marker; the shaded band is ``+/- limit``, inside which a check passes.
     """
-    _require(checks, ("alpha", "gamma", "c", "quantity", "z"), "plot_validation_z")
+    require_columns(checks, ("alpha", "gamma", "c", "quantity", "z"), "plot_validation_z")
     fig, (ax,) = figure(width=9.0, height=4.0)
     ax.axhspan(-limit, limit, color="0.88", zorder=0, label=f"pass band, |z| <= {limit:g}")
     ax.axhline(0.0, color="0.4", linewidth=0.8)

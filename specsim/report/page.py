@@ -237,7 +237,8 @@ body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0
 h1{margin-bottom:0.2em} h2{border-bottom:1px solid #ccc;padding-bottom:0.2em;margin-top:2em}
 figure{margin:1em 0} figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{font-size:0.85em;color:#555}
-table.data{border-collapse:collapse;font-size:0.85em;margin:0.8em 0}
+table.data{border-collapse:collapse;font-size:0.85em;margin:0.8em 0;display:block;
+max-width:100%;overflow-x:auto}
 table.data th,table.data td{border:1px solid #ddd;padding:2px 6px;text-align:right}
 table.data th{background:#f4f4f4} pre{background:#f7f7f7;padding:0.8em;overflow-x:auto}
 .meta{color:#555;font-size:0.9em} nav li{display:inline;margin-right:1em}
@@ -330,7 +331,8 @@ def _fidelity_html(table: pd.DataFrame) -> str:
             f"<p>Every committed measurement and published anchor, predicted against measured "
             f"out of sample ({len(table)} rows, {misses} outside their measured interval; every "
             "row is in <a href='fidelity.csv'>fidelity.csv</a>, and docs/fidelity.md says why "
-            "the misses miss). Per family and quantity, against the goals of issue 14:</p>",
+            "the misses miss; the Table 2 rows are the predictions of the paper section, one "
+            "computation). Per family and quantity, against the accuracy goals:</p>",
             _table_html(fidelity_summary(table)),
             _figure_html(fig, _render_png(fig), "predicted against measured, every anchor"),
             "</section>",

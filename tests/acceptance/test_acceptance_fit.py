@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from specsim.acceptance import fit as af
+from specsim.acceptance import goodness as ag
 from specsim.acceptance.processes import MarkovAcceptance
 from specsim.theory import expected_tokens
 
@@ -45,10 +46,10 @@ def test_iid_data_is_recovered_and_not_rejected() -> None:
         assert abs(ak - 0.6) <= 4.5 * sk, k
     assert cf.iid.bic < cf.markov.bic and cf.iid.bic < cf.positional.bic
     key = ("d", 1.0, "c")
-    gof = af.gof_table({key: seqs}, {key: cf})
+    gof = ag.gof_table({key: seqs}, {key: cf})
     iid = gof[gof.process == "iid"]
     assert (iid.p_value > 1e-3).all(), iid
-    tok = af.tokens_table({key: seqs}, {key: cf})
+    tok = ag.tokens_table({key: seqs}, {key: cf})
     assert (tok.z_iid.abs() <= 4.5).all()
     np.testing.assert_allclose(tok.theorem, [expected_tokens(a, g) for g in range(1, 9)])
 
@@ -61,17 +62,17 @@ def test_markov_data_recovers_parameters_and_prefers_markov() -> None:
         assert abs(est - true) <= 4.5 * se, (cf.markov.params, cf.markov.se)
     assert cf.markov.aic < cf.iid.aic - 10 and cf.markov.bic < cf.iid.bic
     key = ("d", 1.0, "c")
-    gof = af.gof_table({key: seqs}, {key: cf}, gammas=(4, 8))
+    gof = ag.gof_table({key: seqs}, {key: cf}, gammas=(4, 8))
     assert (gof[gof.process == "iid"].p_value < 1e-3).all()
     mean = {key: float(np.mean(np.concatenate(seqs)))}  # the stationary acceptance rate
-    tok = af.tokens_table({key: seqs}, {key: cf}, alpha_mean=mean, gammas=(2, 4))
+    tok = ag.tokens_table({key: seqs}, {key: cf}, alpha_mean=mean, gammas=(2, 4))
     # Equation (1) at the mean acceptance overstates tokens per block on bursty data (blocks
     # start more often in the hard state: expected z about +5); the Markov process closes it.
     assert (tok.z_theorem > 3).all(), tok[["measured", "measured_se", "theorem"]]
     assert (tok.z_markov.abs() <= 4.5).all(), tok
     for g in (2, 4):
         assert cf.markov.tokens(g)[0] == pytest.approx(
-            af.block_law(cf.markov, g) @ np.arange(1, g + 2), rel=0.05
+            ag.block_law(cf.markov, g) @ np.arange(1, g + 2), rel=0.05
         )
 
 
@@ -91,7 +92,7 @@ def test_block_laws_sum_to_one() -> None:
     ]
     for fit in fits:
         for g in (1, 3, 8):
-            law = af.block_law(fit, g)
+            law = ag.block_law(fit, g)
             assert law.shape == (g + 1,)
             assert law.sum() == pytest.approx(1.0)
 
@@ -115,7 +116,7 @@ def test_committed_real_cell() -> None:
     obs = af.segment(by[key], af.FIT_GAMMA).observed
     share = np.mean(np.concatenate([s[o] for s, o in zip(by[key], obs, strict=True)]))
     assert cf.iid.params[0] == pytest.approx(share)
-    tok = af.tokens_table(sub, {key: cf}, gammas=(1, 4))
+    tok = ag.tokens_table(sub, {key: cf}, gammas=(1, 4))
     assert ((tok.measured >= 1) & (tok.measured <= tok.gamma + 1)).all()
-    gof = af.gof_table(sub, {key: cf}, gammas=(2,))
+    gof = ag.gof_table(sub, {key: cf}, gammas=(2,))
     assert ((gof.p_value >= 0) & (gof.p_value <= 1)).all()

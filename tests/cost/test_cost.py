@@ -31,7 +31,7 @@ from specsim.cost import (
     verification_factor,
     verification_frame,
 )
-from specsim.plots.figures import plot_cost_coefficient, plot_verification_factor
+from specsim.plots.cost import plot_cost_coefficient, plot_verification_factor
 
 
 @pytest.fixture(scope="module")

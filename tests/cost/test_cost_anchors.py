@@ -33,7 +33,7 @@ GPTFAST_CONTEXT = 105
 
 def test_the_copied_figures_match_the_shared_csv() -> None:
     if not CSV.is_file():
-        pytest.skip(f"{CSV} is not in this checkout")
+        pytest.skip("the published Table 2 data (leviathan2023_table2.csv) is not beside this copy")
     with CSV.open() as fh:
         rows = list(csv.DictReader(fh))
     for row in rows:

@@ -27,15 +27,13 @@ from matplotlib.patches import Patch
 
 from specsim.cards import load_hardware, load_model
 from specsim.cost import cost_coefficient_frame, verification_frame
+from specsim.plots.cost import plot_calibration, plot_cost_coefficient, plot_verification_factor
 from specsim.plots.figures import (
     STYLE_CYCLE,
     alt_text,
     describe,
     figure,
-    plot_calibration,
-    plot_cost_coefficient,
     plot_validation_z,
-    plot_verification_factor,
     set_alt_text,
     style_map,
 )
@@ -44,7 +42,7 @@ from specsim.report.studies import STUDY_NAMES, run_study
 # Shrunken fast forms: every figure and every series kind, in a few seconds each.
 TINY: dict[str, dict[str, object]] = {
     "paper": {"alphas": (0.6, 0.8), "speedup_max_gamma": 4, "table2": False, "fast_tokens": 2000},
-    "table2": {"heterogeneity": (0.0, 0.5), "persistence": (0.5,), "fast_tokens": 2000},
+    "table2": {"heterogeneity": (0.0, 0.5), "persistence": (0.5,), "tokens": 2000},
     "bill": {"alphas": (0.0, 0.5, 0.8), "gammas": (1, 5), "fast_tokens": 2000},
     "lookahead": {"fast_streams": 2, "search_max_gamma": 3, "tokens": 256},
     "energy": {"batches": (1, 16, 256), "serving_batches": (16,), "fast_serving_batches": (16,)},
@@ -330,3 +328,23 @@ def test_style_of_every_handle_kind() -> None:
     }
     assert kinds == {"e": "errorbar", "b": "patch", "band": "patch", "s": "collection"}
     assert isinstance(ax.patches[0], Artist)
+
+
+def test_capacity_legend_tells_plain_from_speculative(study_figures: dict[str, Figure]) -> None:
+    """The title says "filled: speculative, hollow: plain", and the lines say solid against
+    dashed: every plain handle, in the panels and in the legend, is hollow and dashed, every
+    speculative one filled and solid, and the legend's handles are long enough to show it."""
+    fig = study_figures["capacity/capacity"]
+    legend = fig.legends[0]
+    labels = [t.get_text() for t in legend.get_texts()]
+    entries = list(zip(labels, legend.legend_handles, strict=True))
+    entries += [(str(ln.get_label()), ln) for ax in fig.axes[:2] for ln in ax.get_lines()]
+    modes = [(lab.rsplit(", ", 1)[-1], h) for lab, h in entries]
+    modes = [(m, h) for m, h in modes if m in ("plain", "speculative")]
+    assert {m for m, _ in modes} == {"plain", "speculative"}
+    for mode, handle in modes:
+        assert isinstance(handle, Line2D)
+        plain = mode == "plain"
+        assert (handle.get_markerfacecolor() == "none") == plain, (mode, handle)
+        assert (handle.get_linestyle() != "-") == plain, (mode, handle)
+    assert legend.handlelength >= 5.0  # two handles side by side, each 2.5 font sizes

@@ -113,6 +113,32 @@ def test_report_shows_the_check_summary_and_a_z_plot_not_the_grid(
     assert "validate-closed-forms-against-the-simulator.csv" in section  # the full grid
 
 
+# What a reader of the report or the docs cannot use: an issue tracker's numbers, a folder
+# outside the checkout.
+_INTERNAL = re.compile(r"\bissues? \d+|shared/data|\.\./shared")
+
+
+@pytest.mark.slow
+def test_report_names_no_issue_and_no_path_outside_the_checkout(
+    report: tuple[Report, list[tuple[int, int, str]]],
+) -> None:
+    rep, _ = report
+    page = rep.html.read_text(encoding="utf-8")
+    text = re.sub(r'src="data:image/png;base64,[^"]+"', "", page)
+    assert not _INTERNAL.search(text), _INTERNAL.search(text)
+    outside = str(Path(__file__).resolve().parents[2])  # the folder holding the checkout
+    assert f"{outside}/shared" not in text
+
+
+def test_docs_name_no_issue_and_no_path_outside_the_checkout() -> None:
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    for page in sorted(docs.rglob("*.md")):
+        if page.name == "api.md":  # generated from the docstrings, checked by test_docs
+            continue
+        found = _INTERNAL.search(page.read_text(encoding="utf-8"))
+        assert not found, (page.name, found.group(0) if found else None)
+
+
 def test_markdown_subset() -> None:
     md = (
         "### T\n\ntext with `a<b` and **bold**\n\n| x | y |\n| --- | --- |\n| 1 | 2 |\n\n"
@@ -137,6 +163,8 @@ def test_every_figure_loads_in_a_real_browser(
         "const imgs = Array.from(document.images);"
         "const ok = imgs.filter(i => i.complete && i.naturalWidth > 0 && i.naturalHeight > 0);"
         "document.body.setAttribute('data-images', ok.length + '/' + imgs.length);"
+        "const root = document.documentElement;"
+        "document.body.setAttribute('data-overflow', root.scrollWidth - root.clientWidth);"
         "});</script>"
     )
     page = rep.html.read_text(encoding="utf-8").replace("</body>", probe + "</body>")
@@ -154,6 +182,7 @@ def test_every_figure_loads_in_a_real_browser(
             "--disable-sync",
             "--no-first-run",
             f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1400,900",
             "--virtual-time-budget=20000",
             "--dump-dom",
             probed.as_uri(),
@@ -168,6 +197,8 @@ def test_every_figure_loads_in_a_real_browser(
     assert m, done.stdout[:2000]
     assert int(m.group(2)) == n_figures
     assert int(m.group(1)) == n_figures, f"only {m.group(1)} of {n_figures} figures loaded"
+    wide = re.search(r'data-overflow="(-?\d+)"', done.stdout)
+    assert wide and int(wide.group(1)) <= 0, "the page is wider than the window (a table?)"
     shutil.rmtree(tmp_path / "profile", ignore_errors=True)
 
 

@@ -192,8 +192,8 @@ def test_bad_values_raise_naming_the_key() -> None:
         run_study("capacity", overrides={"policy": "greedy"}, fast=True)
     with pytest.raises(ValueError, match="no model card 'no-such-model' \\(known: "):
         run_study("bill", overrides={"draft": "no-such-model"}, fast=True)
-    with pytest.raises(ValueError, match=r"study 'table2'.fast_tokens: expected int, got 1.5"):
-        run_study("table2", overrides={"fast_tokens": 1.5}, fast=True)
+    with pytest.raises(ValueError, match=r"study 'table2'.tokens: expected int, got 1.5"):
+        run_study("table2", overrides={"tokens": 1.5}, fast=True)
     with pytest.raises(ValueError, match="study 'table2': heterogeneity"):
         run_study("table2", overrides={"heterogeneity": (0.0, 1.5)}, fast=True)
     # Checked when the config is built, before anything runs.
@@ -221,12 +221,66 @@ def test_capacity_and_energy_raise_when_nothing_fits_on_16_devices() -> None:
         )
 
 
-def test_energy_refuses_a_serving_batch_the_batch_model_does_not_price() -> None:
-    # Checked with the config: a simulated batch needs its batch-model twin in the summary.
-    with pytest.raises(ValueError, match=r"serving_batches: \[3\] not among batches"):
-        study_config("energy", {"serving_batches": (1, 3)})
-    with pytest.raises(ValueError, match=r"fast_serving_batches: \[5\] not among batches"):
-        study_config("energy", {"fast_serving_batches": (5,)})
+def test_energy_checks_only_the_chosen_mode_and_tp_depends_on_its_row_alone() -> None:
+    # --set batches=32 needs no serving key of either mode: the serving check runs at the
+    # chosen mode's serving batches among ``batches`` (here 32 of 1, 8, 32, 128).
+    cfg = study_config("energy", {"batches": (32,)})
+    assert cfg.serving_batches == (1, 8, 32, 128) and cfg.fast_serving_batches == (16,)
+    over = {"hardware": ("h100-sxm",), "serving_batches": (), "fast_serving_batches": ()}
+    whole = run_study("energy", overrides=over).data
+    assert not (whole["method"] == "serving sim").any()
+    alone = run_study("energy", overrides={**over, "batches": (32,)}).data
+    key = ["draft", "policy", "batch"]
+    w = whole[whole["batch"] == 32].set_index(key).sort_index()
+    a = alone.set_index(key).sort_index()
+    assert w["tensor_parallel"].equals(a["tensor_parallel"])
+    assert np.allclose(w["tokens_per_s"], a["tokens_per_s"], rtol=1e-12)
+    # The choice is per batch (more devices for the larger KV cache), not the grid's largest.
+    tps = whole.groupby("draft")["tensor_parallel"].agg(["min", "max"])
+    assert (tps["min"] < tps["max"]).all()
+    ran = run_study("energy", overrides={"hardware": ("h200",), "batches": (32,)}).data
+    assert set(ran.loc[ran["method"] == "serving sim", "batch"]) == {32}
+
+
+def test_keys_of_the_mode_not_chosen_are_not_checked() -> None:
+    # A full run's requests above the fast form's cap is fine until the fast form runs.
+    study_config("capacity", {"requests": 2000})  # fast_max_requests is 1600
+    with pytest.raises(
+        ValueError, match=r"study 'capacity': fast_max_requests must be at least requests \(2000\)"
+    ):
+        run_study("capacity", overrides={"requests": 2000}, fast=True)
+    study_config("engine", {"batches": 500})  # 2 x 500 batch means > fast_requests (800)
+    with pytest.raises(ValueError, match=r"study 'engine': fast_requests: need at least 2 x"):
+        run_study("engine", overrides={"batches": 500}, fast=True)
+
+
+def test_energy_serving_check_explains_its_gap_term_by_term(small: dict[str, object]) -> None:
+    """The serving rows carry the batch model on their own deployment; the summary states
+    the gap and the part of it that the prefill (left out of the batch model) explains."""
+    df, text = small["energy"].data, small["energy"].summary  # type: ignore[attr-defined]
+    sv = df[(df["method"] == "serving sim") & (df["policy"] != "plain")]
+    bm = df[(df["method"] == "batch model") & df["policy"].str.startswith("gamma")]
+    for r in sv.itertuples():
+        m = bm[(bm["draft"] == r.draft) & (bm["batch"] == r.batch)]
+        if int(m["tensor_parallel"].iloc[0]) == r.tensor_parallel:
+            assert m["tokens_per_s"].iloc[0] == pytest.approx(r.model_tokens_per_s, rel=1e-12)
+        assert 0 < r.prefill_time_share < 1
+        assert r.decode_tokens_per_s > r.tokens_per_s and r.decode_j_per_token < r.j_per_token
+    gap = 1 - sv["tokens_per_s"] / sv["model_tokens_per_s"]
+    share = sv["prefill_time_share"]
+    assert f"tokens/s is {gap.min():.0%}" in text and f"takes {share.min():.0%}" in text
+
+
+def test_every_key_of_every_study_has_a_description(capsys: pytest.CaptureFixture[str]) -> None:
+    from specsim.report.studies import key_doc
+
+    for name in STUDY_NAMES:
+        config = load_study(name).Config
+        for f in dataclasses.fields(config):
+            doc, _ = key_doc(config, f.name)
+            assert doc and not doc.startswith(f"{f.name.removeprefix('fast_')}, "), (name, f.name)
+        assert main(["study", name, "--list-keys"]) == 0
+        assert "(no description)" not in capsys.readouterr().out
 
 
 # Every study: output shape, files, figures ------------------------------------------------------

@@ -143,7 +143,7 @@ def test_figures_are_readable(df: pd.DataFrame) -> None:
         ({"routers": ("random",)}, r"routers: expected some of"),
         ({"token_budgets": ()}, r"token_budgets: expected at least one"),
         ({"code": "azure-chat"}, r"code: unknown workload 'azure-chat'"),
-        ({"fast_requests": 50}, r"requests, fast_requests: need at least 60"),
+        ({"fast_requests": 50}, r"fast_requests: need at least 60 for batch means"),
         ({"alpha": 1.5}, r"alpha must lie in \[0, 1\]"),
         ({"tight_kv_tokens": 0}, r"tight_kv_tokens must be integers >= 1"),
         ({"replicas": 1}, r"replicas must be integers >= 2"),

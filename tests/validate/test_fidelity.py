@@ -33,7 +33,7 @@ CPU_KINDS = ("specdec", "autoregressive", "positions", "passes")
 
 @pytest.fixture(scope="module")
 def table() -> pd.DataFrame:
-    return fid.fidelity_table(np.random.default_rng(3), table2_tokens=1000, seeds=1)
+    return fid.fidelity_table(np.random.default_rng(3), seeds=1)
 
 
 @pytest.fixture(scope="module")
@@ -294,3 +294,47 @@ def test_validate_prints_the_fidelity_summary(table: pd.DataFrame) -> None:
     assert "CPU interleaved runs" in text and "NO (median <= 10%)" in text
     every = format_fidelity(table, verbose=True)
     assert len(every.splitlines()) == len(text.splitlines()) + len(table)
+
+
+def test_table2_is_one_number_in_every_view(table: pd.DataFrame) -> None:
+    """Each Table 2 row's prediction is the same number in the fidelity table (whatever its
+    rng: ``python -m specsim.validate.fidelity``, ``validate --fidelity --seed N`` and the report
+    pass different ones), the table2 study and the paper study (whatever their seed), and
+    each view that shows a simulated prediction shows its Monte Carlo interval."""
+    from specsim.cli.validate import format_fidelity
+    from specsim.report.studies import run_study
+
+    def t2(t: pd.DataFrame) -> pd.Series:
+        return t[t["family"].str.startswith("Leviathan")].set_index("anchor")["predicted"]
+
+    other = fid.fidelity_table(np.random.default_rng(99), seeds=1)
+    assert len(t2(table)) == 12 and t2(other).equals(t2(table))
+    study = run_study("table2", seed=7, fast=True)
+    paper = run_study("paper", seed=11, fast=True, overrides={"alphas": (0.6,)})
+    for df in (study.data, paper.data[paper.data["part"] == "table2"]):
+        full = df[(df["predictor"] == "full model") & df["held_out"]]
+        anchors = (
+            full["task"]
+            + " "
+            + full["draft"]
+            + " T"
+            + full["temperature"].astype(int).astype(str)
+            + " gamma "
+            + full["gamma"].astype(int).astype(str)
+        )
+        assert (
+            pd.Series(full["predicted"].to_numpy(), index=anchors)
+            .sort_index()
+            .equals(t2(table).sort_index())
+        )
+    simulated = full[full["predicted_se"] > 0]
+    assert len(simulated) > 0
+    for r in simulated.itertuples():
+        assert (
+            f"{r.predicted:.3f} +/- {1.96 * r.predicted_se:.3f}"
+            in table.loc[table["predicted"] == r.predicted, "fitted_on"].iloc[0]
+        )
+        assert f"| {r.predicted:.3g} | {1.96 * r.predicted_se:.3g} |" in study.summary
+    every = format_fidelity(table, verbose=True)
+    for anchor, p in t2(table).items():
+        assert f"{anchor}" in every and f"predicted {p:.4g}" in every

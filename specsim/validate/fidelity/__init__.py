@@ -24,11 +24,12 @@ anchor and quantity, each prediction made without the row's own measurement
 
 The figures the hardware cards were tuned to are in sample, so they are not rows here:
 :func:`fitted_anchors` lists them, predicted by the cards as they are now.
-``../shared/data/leviathan2023_table3.csv`` holds acceptance rates, which the model takes
-as input and does not predict, so it has no row.
+Leviathan et al.'s Table 3 holds acceptance rates, which the model takes as input and does
+not predict, so it has no row.
 
 :func:`fidelity_summary` gives, per family and quantity, the median and worst |error|,
-the misses and the goal of issue 14. ``python -m specsim.validate.fidelity`` prints both.
+the misses and the accuracy goal (:data:`GOALS`). ``python -m specsim.validate.fidelity`` prints
+both.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from specsim.cards.files import packaged_root
 from specsim.traces.io import read_trace
 
 from .anchors import fitted_anchors, vllm_checks
-from .leviathan import table2_predictions, table2_rows
+from .leviathan import table2_reference, table2_rows
 from .profile import profile_rows
 from .rows import COLUMNS, LEVEL, cpu_pass_rows, cpu_rows, cpu_runs, real_rows
 
@@ -65,7 +66,7 @@ __all__ = [
     "fitted_anchors",
 ]
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 """The checkout (the committed measurements live under ``models/``)."""
 CPU_TRACES = "models/measured/cpu"
 CPU_CARD = "models/calibrated/cpu-epyc-2vcpu.toml"
@@ -78,7 +79,7 @@ GOALS: dict[str, tuple[float, float | None]] = {
     "per-token latency": (0.10, 0.25),
     "speedup over plain": (0.10, None),
 }
-"""Issue 14's goals per quantity: (median |error|, worst |error| or None), per family."""
+"""The accuracy goals per quantity: (median |error|, worst |error| or None), per family."""
 
 
 def measured_frames(folder: str | Path, kinds: tuple[str, ...]) -> dict[str, pd.DataFrame]:
@@ -93,17 +94,15 @@ def fidelity_table(
     rng: np.random.Generator | None = None,
     *,
     root: str | Path | None = None,
-    table2_tokens: int = 6000,
     seeds: int = 8,
 ) -> pd.DataFrame:
-    """The fidelity table (see the module docstring); ``rng`` drives the Table 2 simulations
-    and :func:`specsim.validate.forms.predict_runs`' streams (default: seed 0), ``table2_tokens``
-    the tokens per simulated Table 2 stream, ``seeds``
-    the simulated streams per CPU run (:func:`specsim.validate.forms.predict_runs`; the table uses
-    its ``replay``). Every family's data must be present."""
-    rng = np.random.default_rng(0) if rng is None else rng
-    # Independent streams: the Table 2 fit does not depend on how many CPU streams ran.
-    rng_cpu, rng_t2 = rng.spawn(2)
+    """The fidelity table (see the module docstring); ``rng`` drives
+    :func:`specsim.validate.forms.predict_runs`' streams (default: seed 0), ``seeds`` the simulated
+    streams per CPU run (the table uses its ``replay``). The Table 2 rows are
+    :func:`specsim.validate.fidelity.leviathan.table2_reference` (its own fixed seed), the
+    numbers the
+    ``table2`` study shows. Every family's data must be present."""
+    rng_cpu = np.random.default_rng(0) if rng is None else rng
     base = ROOT if root is None else Path(root)
 
     def at(rel: str) -> Path:
@@ -140,14 +139,14 @@ def fidelity_table(
         profile_source=ROWS_JOINT_PROFILE,
         label="runtime profile fitted on fp32, int8 and int4 passes",
     )
-    rows += table2_rows(table2_predictions(rng_t2, tokens=table2_tokens))
+    rows += table2_rows(table2_reference())
     rows += vllm_checks()
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
 def fidelity_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Per family and quantity of :func:`fidelity_table`: rows, median and worst |error|,
-    rows within the measured interval, and whether issue 14's goal (:data:`GOALS`) is met."""
+    rows within the measured interval, and whether the accuracy goal (:data:`GOALS`) is met."""
     missing = [c for c in COLUMNS if c not in table.columns]
     if missing:
         raise ValueError(f"fidelity_summary: the table lacks column(s) {missing}")

@@ -29,7 +29,7 @@ import pandas as pd
 from scipy import stats
 
 from specsim.cards import HardwareCard
-from specsim.validate.forms import predict_runs
+from specsim.validate.runs import predict_runs
 
 __all__ = [
     "COLUMNS",
