@@ -67,7 +67,11 @@ def _build_markov(params: Mapping[str, Any]) -> Worked:
         "with probability 1/2 each. This is "
         f"`MarkovAcceptance.two_state(mean={mean:g}, spread={spread:g}, persistence={rho:g})`;"
         f" its mean acceptance is $\\bar\\alpha = {mean:g}$. Every pass drafts "
-        f"$\\gamma = {g}$ tokens.",
+        f"$\\gamma = {g}$ tokens. Every emitted token takes one position and the state "
+        "moves one step per position: a block's drafts take the positions right after the "
+        "last emitted token, a rejected draft's position is taken by the target's "
+        "correction (which ends the block), and when every draft passes the bonus token "
+        "takes the next position.",
         r"- (a) What does the i.i.d. formula predict for the tokens per pass at "
         r"$\alpha = \bar\alpha$?",
         "- (b) What is the exact expected tokens per pass of a block whose first position's "
@@ -75,7 +79,9 @@ def _build_markov(params: Mapping[str, Any]) -> Worked:
         "- (c) In a long stream each block starts right after the previous one ends. What is "
         "the long-run tokens per pass?",
         "- (d) What is the ratio of (c) to (a)?",
-        r"- (e) Which $\alpha$ would an i.i.d. fit to the stream's mean report?",
+        r"- (e) Which $\alpha$ would an i.i.d. fit report from the long-run tokens per pass "
+        r"of (c), that is, which $\alpha$ makes $(1 - \alpha^{\gamma+1})/(1 - \alpha)$ "
+        "equal the answer to (c)?",
     )
     solution = (
         f"(a) $\\mathbb{{E}}[T] = (1 - \\bar\\alpha^{{\\gamma+1}})/(1 - \\bar\\alpha) = "
