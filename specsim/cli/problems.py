@@ -115,7 +115,8 @@ def _check(args: argparse.Namespace) -> int:
             f"--check {path}: seed = {answers['seed']} in the file but --seed {args.seed}; "
             "grade against the seed the answers were written for"
         )
-    print(render_grade(ps, grade(ps, answers)), end="")
+    answered = frozenset(n for n in answers if n != "seed")
+    print(render_grade(ps, grade(ps, answers), answered=answered), end="")
     return 0
 
 

@@ -19,8 +19,9 @@ array of them in the order the part asks)::
 
 Problems and parts left out score zero. Each number earns one point when it is
 within one unit of the printed rounding of the key (``10**-decimals``: 0.01 for
-an answer printed to 2 decimals), or within a relative :data:`RTOL` of it,
-whichever is wider; a whole-number answer (a batch, a lookahead) must be exact.
+an answer printed to 2 decimals), or within a relative :data:`RTOL` of it (so
+three significant figures are enough), whichever is wider; a whole-number answer
+(a batch, a lookahead) must be exact.
 The score is the points over the number of answers in the set.
 """
 
@@ -46,8 +47,8 @@ __all__ = [
     "render_grade",
 ]
 
-RTOL = 1e-3
-"""Relative tolerance of a numeric answer (0.1 %), for answers with many digits before the point."""
+RTOL = 5e-3
+"""Relative tolerance of a numeric answer (0.5 %): three significant figures count."""
 
 _SEVERAL: dict[str, tuple[str, ...]] = {
     "correction": ("a", "b", "b", "b", "c"),
@@ -174,8 +175,12 @@ def _given_text(x: float | None) -> str:
     return "nothing" if x is None else f"{x:g}"
 
 
-def render_grade(ps: ProblemSet, g: Grade) -> str:
-    """The grade as Markdown: the score, then each problem with a miss and its worked solution."""
+def render_grade(ps: ProblemSet, g: Grade, *, answered: frozenset[str] | None = None) -> str:
+    """The grade as Markdown: the score, then each problem with a miss and its worked solution.
+
+    Problems not in ``answered`` (the numbers the answers file has a table for; default
+    all) are listed once at the end instead of with their solutions.
+    """
     out = [
         f"# Grade, problem set seed {g.seed}",
         f"Score: {g.points} of {len(g.parts)} answers ({100 * g.score:.1f} %). An answer "
@@ -187,7 +192,10 @@ def render_grade(ps: ProblemSet, g: Grade) -> str:
     for part in g.parts:
         if not part.correct:
             missed.setdefault(part.number, []).append(part)
+    skipped = [n for n in missed if answered is not None and n not in answered]
     for number, parts in missed.items():
+        if number in skipped:
+            continue
         p = by_number[number]
         out.append(f"## Problem {number}. {p.title}: missed")
         out.append(
@@ -199,6 +207,8 @@ def render_grade(ps: ProblemSet, g: Grade) -> str:
         )
         out.append("Worked solution:")
         out += list(p.solution)
+    if skipped:
+        out.append(f"Not answered (no table in the file): {', '.join(skipped)}.")
     if not missed:
         out.append("Every answer is right.")
     return "\n\n".join(out) + "\n"

@@ -210,7 +210,7 @@ def _build_capacity(params: Mapping[str, Any]) -> Worked:
         ),
         Answer(
             symbol=r"X_{\mathrm{spec}}/X_{\mathrm{plain}}",
-            what="capacity gain",
+            what="capacity ratio, speculative over plain",
             value=xs / xp,
             decimals=3,
         ),
