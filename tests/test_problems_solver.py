@@ -340,7 +340,7 @@ SOLVERS: dict[str, Callable[[str], list[float]]] = {
     "Why the output is exact: one block, enumerated": s_block,
     "Bursty acceptance: the same mean, a different yield": s_markov,
     "Two kinds of prompts: Jensen's inequality": s_mixture,
-    "When verification is not free: the best gamma at a batch": s_gamma_v,
+    "When verification costs more than a step: the best gamma at a batch": s_gamma_v,
     "A small capacity question": s_capacity,
     "When a tree stops paying": s_pays,
 }
@@ -381,3 +381,28 @@ def test_the_solver_is_not_a_tautology() -> None:
     a = re.search(r"\\alpha = ([0-9.]+)", text).group(1)  # type: ignore[union-attr]
     moved = text.replace(f"\\alpha = {a}", f"\\alpha = {float(a) + 0.01:g}", 1)
     assert abs(SOLVERS[title](moved)[0] - p.answers[0].value) > 0.5e-4
+
+
+def test_capacity_prose_follows_the_sign_of_the_ratio() -> None:
+    """3.5 asks for a ratio (not a "raise") and its moral says what the numbers say."""
+    seen = set()
+    for seed in range(80):
+        p = next(q for q in generate(seed).problems if q.key == "capacity")
+        ratio = p.answers[-1].value
+        text = " ".join(p.solution)
+        assert "raise the capacity" not in " ".join(p.statement)
+        if ratio > 1:
+            assert "speculation raises the capacity" in text, seed
+        else:
+            assert "speculation does not raise the capacity" in text, seed
+            # the prose's reason: speculation keeps the promise at no larger a batch
+            assert p.answers[2].value <= p.answers[0].value, seed
+        seen.add(ratio > 1)
+    assert seen == {True, False}  # both cases occur, so both branches are checked
+
+
+def test_the_tree_problem_says_drafting_is_free() -> None:
+    """3.6's key (break-even at E_tree/(1 + 4k) = E_chain/(1 + 3k)) holds only without drafting."""
+    p = next(q for q in generate(5).problems if q.key == "tree_pays")
+    assert "Drafting is free" in " ".join(p.statement)
+    assert "costs the same" not in " ".join(p.statement)

@@ -351,7 +351,7 @@ def _build_v(params: Mapping[str, Any]) -> Worked:
         f"compute and memory time kernel by kernel) and returns $v = {v:.3f}$.",
         f"(d) $W = \\mathbb{{E}}[T]/(\\gamma c + v) = {fmt(e, 4)} / ({g} \\times {c:.4f} + "
         f"{v:.3f}) = {fmt(w, 3)}$. The paper's $v = 1$ is the batch-1, memory-bound case; "
-        "under load the verification pass stops being free.",
+        "under load the verification pass costs more than one plain step.",
     )
     answers = (
         Answer(symbol=r"n^*", what="ridge point", value=ridge, decimals=1, unit="tokens"),

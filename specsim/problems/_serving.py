@@ -22,7 +22,7 @@ __all__ = ["GAMMA_WITH_V", "CAPACITY"]
 _BATCHES = tuple(2**k for k in range(9))
 
 
-# The best gamma when verification is not free -------------------------------------------------
+# The best gamma when verification costs more than one step ------------------------------
 _MAX_GAMMA = 10
 
 
@@ -91,7 +91,7 @@ def _build_gv(params: Mapping[str, Any]) -> Worked:
 GAMMA_WITH_V = Template(
     key="gamma_with_v",
     level=3,
-    title="When verification is not free: the best gamma at a batch",
+    title="When verification costs more than a step: the best gamma at a batch",
     topic="optimal gamma with the verification factor from the cost model",
     draw=_draw_gv,
     build=_build_gv,
@@ -122,17 +122,22 @@ def _largest(batches: Sequence[int], rates: np.ndarray, slo: float, how: str) ->
     return max(ok)
 
 
-def _capacity_moral(ratio: float) -> str:
+def _capacity_moral(ratio: float, plain_batch: int, spec_batch: int) -> str:
     if ratio > 1.0:
         return (
             "Here speculation raises the capacity: it buys per-user speed with spare "
             "compute, and under a per-user promise that speed is spent on a larger batch."
         )
+    where = (
+        f"both keep the promise up to batch {spec_batch}, and there"
+        if spec_batch == plain_batch
+        else f"speculation keeps the promise only up to batch {spec_batch}, below plain "
+        f"decoding's {plain_batch}: at batch {plain_batch}"
+    )
     return (
-        "Here speculation does not raise the capacity: the largest batch that keeps the "
-        "promise with speculation serves no more tokens per second in total than plain "
-        "decoding does, because at that load the draft steps and the verification of "
-        r"$\gamma + 1$ positions per sequence cost as much time as the accepted tokens save."
+        f"Here speculation does not raise the capacity: {where} the draft steps and the "
+        r"verification of $\gamma + 1$ positions per sequence take longer than the accepted "
+        "tokens save, so speculation is slower per user than plain decoding."
     )
 
 
@@ -185,7 +190,7 @@ def _build_capacity(params: Mapping[str, Any]) -> Worked:
         f"{fmt(xp, 1)} tokens/s in total. (b) Speculation keeps it up to batch {bsp}, "
         f"{fmt(xs, 1)} tokens/s. (c) The ratio is {fmt(xs, 1)} / {fmt(xp, 1)} = "
         f"{fmt(xs / xp, 3)}.",
-        _capacity_moral(xs / xp)
+        _capacity_moral(xs / xp, bp, bsp)
         + " This steady-state estimate ignores arrivals, prefill and scheduling; "
         "`specsim.sim.simulate_serving` simulates them.",
     )
