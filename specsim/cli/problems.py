@@ -25,6 +25,7 @@ from specsim.problems import (
     generate,
     grade,
     parse_answers,
+    parts_of,
     render_grade,
     render_html,
     render_latex,
@@ -88,6 +89,7 @@ def problem_record(p: Problem, *, answers: bool) -> dict[str, Any]:
         out["solution"] = list(p.solution)
         out["answers"] = [
             {
+                "part": part,
                 "symbol": a.symbol,
                 "what": a.what,
                 "value": a.value,
@@ -95,7 +97,7 @@ def problem_record(p: Problem, *, answers: bool) -> dict[str, Any]:
                 "unit": a.unit,
                 "text": a.text,
             }
-            for a in p.answers
+            for part, a in zip(parts_of(p), p.answers, strict=True)
         ]
     return out
 

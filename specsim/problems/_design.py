@@ -198,7 +198,8 @@ def _build_bill(params: Mapping[str, Any]) -> Worked:
     statement = (
         iid_statement(a, g) + f" The draft does $\\hat c = {ch:g}$ of the target's arithmetic per "
         f"token; the target has {nb} billion parameters, about $2 \\times {nb}$ GFLOP per "
-        "token.",
+        r"token. A pass runs the target on $\gamma + 1$ positions, accepted or not, and the "
+        r"draft $\gamma$ times.",
         "- (a) By what factor does speculative decoding multiply the arithmetic per emitted token?",
         "- (b) By what factor does it cut the serial target calls per token?",
         "- (c) How many GFLOP does one emitted token cost?",

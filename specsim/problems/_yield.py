@@ -72,7 +72,8 @@ def _build_markov(params: Mapping[str, Any]) -> Worked:
         "last emitted token, a rejected draft's position is taken by the target's "
         "correction (which ends the block), and when every draft passes the bonus token "
         "takes the next position.",
-        r"- (a) What does the i.i.d. formula predict for the tokens per pass at "
+        r"- (a) What does the i.i.d. formula, $(1 - \alpha^{\gamma+1})/(1 - \alpha)$ "
+        r"(Leviathan et al. 2023, Equation 1), predict for the tokens per pass at "
         r"$\alpha = \bar\alpha$?",
         "- (b) What is the exact expected tokens per pass of a block whose first position's "
         "state is drawn from the stationary law (1/2, 1/2)?",
@@ -176,7 +177,8 @@ def _build_mixture(params: Mapping[str, Any]) -> Worked:
         f"pass drafts $\\gamma = {g}$ tokens and a draft step costs $c = {c:g}$ of a target "
         "step ($v = 1$).",
         r"- (a) What is the average acceptance probability $\bar\alpha$ over passes?",
-        r"- (b) What tokens per pass does the i.i.d. formula predict at $\bar\alpha$?",
+        r"- (b) What tokens per pass does the i.i.d. formula, $(1 - \alpha^{\gamma+1})/(1 - "
+        r"\alpha)$ (Leviathan et al. 2023, Equation 1), predict at $\bar\alpha$?",
         "- (c) What is the true mean tokens per pass?",
         "- (d) What is their ratio, (c) over (b)?",
         "- (e) What is the true walltime improvement?",
