@@ -183,3 +183,18 @@ def test_the_documented_example_grades_as_the_readme_says(
     assert "Score: 7 of 74 answers (9.5 %)." in (docs / "README.md").read_text(encoding="utf-8")
     assert "- (a) rejection probability: you gave 0.4, the key is **0.60**" in out
     assert "## Problem 1.1" not in out and "Not answered (no table in the file): 1.3, " in out
+
+
+def test_check_grades_against_the_chosen_levels(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ps = generate(SEED, levels=(1,))
+    total = sum(len(p.answers) for p in ps.problems)
+    path = tmp_path / "level1.toml"
+    path.write_text(answers_file(ps), encoding="utf-8")
+    argv = ["problems", "--seed", str(SEED), "--level", "1", "--check", str(path)]
+    assert main(argv) == 0
+    assert f"Score: {total} of {total} answers (100.0 %)" in capsys.readouterr().out
+    path.write_text(answers_file(generate(SEED, levels=(2,))), encoding="utf-8")
+    assert main(argv) == 2
+    assert "'2.1'" in capsys.readouterr().err

@@ -70,8 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--check",
         metavar="ANSWERS.toml",
-        help="grade a student's answers file against the set of --seed: a score with "
-        "partial credit and the worked solution of every missed part",
+        help="grade a student's answers file against the set of --seed (and --level): a "
+        "score with partial credit and the worked solution of every missed part",
     )
 
 
@@ -108,7 +108,7 @@ def _check(args: argparse.Namespace) -> int:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ValueError(f"--check: cannot read {str(path)!r}: {exc.strerror}") from exc
-    ps = generate(args.seed)
+    ps = generate(args.seed, levels=args.level)
     answers = parse_answers(
         text, source=f"--check {path}", problems={p.number: p for p in ps.problems}
     )

@@ -178,7 +178,7 @@ def _draw_c(rng: np.random.Generator) -> dict[str, Any]:
 
 
 def _printed_envelope(
-    weights_m: float, nbytes: float, layers: int, *, bw: float, eff: float, lay: float, pas: float
+    weights_m: float, *, nbytes: float, layers: int, bw: float, eff: float, lay: float, pas: float
 ) -> float:
     """Weights over effective bandwidth plus fixed overheads, in ms, from the printed inputs.
 
@@ -198,8 +198,8 @@ def _build_c(params: Mapping[str, Any]) -> Worked:
     pas = float(f"{hw.pass_overhead_s * 1e6:g}")
     naive = wd / wt
     env = {"bw": bw, "eff": eff, "lay": lay, "pas": pas}
-    tt = round(_printed_envelope(wt, bt, t.layers, **env), 4)
-    td = round(_printed_envelope(wd, bd, d.layers, **env), 4)
+    tt = round(_printed_envelope(wt, nbytes=bt, layers=t.layers, **env), 4)
+    td = round(_printed_envelope(wd, nbytes=bd, layers=d.layers, **env), 4)
     c_env = td / tt
     c_full = float(cost_coefficient(d, t, hw, context=ctx))
 

@@ -109,7 +109,7 @@ def _number(value: Any, where: str) -> float:
     return x
 
 
-def _part_values(value: Any, count: int, where: str) -> list[float]:
+def _part_values(value: Any, *, count: int, where: str) -> list[float]:
     if count == 1:
         return [_number(value, where)]
     if not isinstance(value, list) or len(value) != count:
@@ -135,7 +135,8 @@ def parse_answers(text: str, *, source: str, problems: Mapping[str, Problem]) ->
     for number, table in data.items():
         if number not in problems:
             raise ValueError(
-                f"{source}: [{number!r}]: no such problem in this set; known: {list(problems)}"
+                f"{source}: [{number!r}]: no such problem in this set (name each table by "
+                f'the problem number in quotes, ["1.1"]); known: {list(problems)}'
             )
         if not isinstance(table, dict):
             raise ValueError(f"{source}: {number!r} must be a table of parts, got {table!r}")
@@ -148,7 +149,7 @@ def parse_answers(text: str, *, source: str, problems: Mapping[str, Problem]) ->
                     f"{sorted(set(letters))}"
                 )
             given[part] = _part_values(
-                value, letters.count(part), f"{source}: problem {number} part ({part})"
+                value, count=letters.count(part), where=f"{source}: problem {number} part ({part})"
             )
         out[number] = given
     return out
