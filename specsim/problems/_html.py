@@ -1,10 +1,12 @@
 """Render a problem set as one self-contained HTML page to print: statements, then the key.
 
 The page needs nothing from the network (no scripts, no fonts, no math library):
-math is shown as its TeX source in a serif italic span, which reads well for the
-short formulas the problems use. Its print stylesheet starts the answer key on a
-new page, so printing the file gives the handout and, separately, the key; each
-problem is kept on one page where it fits.
+math is shown as its TeX source in a serif italic span, with Greek letters and
+common symbols (``\\alpha``, ``\\times``, ``\\le``, ...) written as the characters
+they stand for, which reads well for the short formulas the problems use. Its
+print stylesheet starts the answer key on a new page, so printing the file gives
+the handout and, separately, the key; each problem is kept on one page where it
+fits.
 """
 
 from __future__ import annotations
@@ -48,6 +50,36 @@ section.key { break-before: page; page-break-before: always; }
 
 _INLINE = re.compile(r"\*\*(.+?)\*\*|`([^`]+)`")
 
+_SYMBOLS = {
+    "alpha": "\u03b1",
+    "gamma": "\u03b3",
+    "kappa": "\u03ba",
+    "eta": "\u03b7",
+    "mu": "\u03bc",
+    "pi": "\u03c0",
+    "rho": "\u03c1",
+    "sigma": "\u03c3",
+    "times": "\u00d7",
+    "cdot": "\u00b7",
+    "le": "\u2264",
+    "ge": "\u2265",
+    "sim": "~",
+    "to": "\u2192",
+    "infty": "\u221e",
+    "sum": "\u03a3",
+    "dots": "\u2026",
+    "qquad": "\u2003",
+}
+_MACRO = re.compile(r"\\(" + "|".join(_SYMBOLS) + r")(?![A-Za-z])")
+_WRAPPER = re.compile(r"\\(?:mathrm|text|mathbf|mathbb)\{([^{}]*)\}")
+
+
+def _math(tex: str) -> str:
+    """TeX made readable as text: symbols as characters, font wrappers dropped (escaped)."""
+    text = _WRAPPER.sub(r"\1", tex)
+    text = _MACRO.sub(lambda m: _SYMBOLS[m.group(1)], text).replace("\\,", " ")
+    return html.escape(text)
+
 
 def _plain(text: str) -> str:
     out, pos = [], 0
@@ -67,7 +99,7 @@ def _inline(text: str) -> str:
     if len(pieces) % 2 == 0:
         raise ValueError(f"unbalanced $ in problem text: {text!r}")
     return "".join(
-        f'<span class="math">{html.escape(piece)}</span>' if i % 2 else _plain(piece)
+        f'<span class="math">{_math(piece)}</span>' if i % 2 else _plain(piece)
         for i, piece in enumerate(pieces)
     )
 
@@ -85,7 +117,7 @@ def _paragraphs(paragraphs: Sequence[str]) -> list[str]:
             )
             out.append(f"<table><tr>{head}</tr>{rows}</table>")
         elif items[0].startswith("$$") and items[0].endswith("$$"):
-            tex = html.escape(items[0][2:-2].strip())
+            tex = _math(items[0][2:-2].strip())
             out.append(f'<p><span class="math display">{tex}</span></p>')
         else:
             out.append(f"<p>{_inline(items[0])}</p>")
@@ -95,7 +127,7 @@ def _paragraphs(paragraphs: Sequence[str]) -> list[str]:
 def _answer(a: Answer) -> str:
     unit = f" {html.escape(a.unit)}" if a.unit else ""
     return (
-        f'<li>{html.escape(a.what)}, <span class="math">{html.escape(a.symbol)}</span> = '
+        f'<li>{html.escape(a.what)}, <span class="math">{_math(a.symbol)}</span> = '
         f"<strong>{a.text}</strong>{unit}</li>"
     )
 
