@@ -6,17 +6,31 @@ For teaching::
     specsim problems --seed 7 --answers             # with worked solutions and answers
     specsim problems --seed 7 --level 3 --answers   # one level
     specsim problems --seed 7 --answers --format latex > set7.tex
+    specsim problems --seed 7 --html set7.html      # printable: statements, then the key
+    specsim problems --seed 7 --check answers.toml  # grade a student's answers
 
-The same seed gives the same set; every answer is computed by specsim.
+The same seed gives the same set; every answer is computed by specsim. The
+answers file format is in :mod:`specsim.problems._grade` and docs/problems/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from specsim.cli.jsonout import dumps
-from specsim.problems import Problem, generate, render_latex, render_markdown
+from specsim.problems import (
+    Problem,
+    generate,
+    grade,
+    parse_answers,
+    parts_of,
+    render_grade,
+    render_html,
+    render_latex,
+    render_markdown,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +61,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="one JSON object: each problem's number, parameters, statement and (with "
         "--answers) solution and answers",
     )
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write the set and its answer key as one self-contained HTML page to print "
+        "(the key starts on a new page)",
+    )
+    parser.add_argument(
+        "--check",
+        metavar="ANSWERS.toml",
+        help="grade a student's answers file against the set of --seed (and --level): a "
+        "score with partial credit and the worked solution of every missed part",
+    )
 
 
 def problem_record(p: Problem, *, answers: bool) -> dict[str, Any]:
@@ -63,6 +89,7 @@ def problem_record(p: Problem, *, answers: bool) -> dict[str, Any]:
         out["solution"] = list(p.solution)
         out["answers"] = [
             {
+                "part": part,
                 "symbol": a.symbol,
                 "what": a.what,
                 "value": a.value,
@@ -70,13 +97,42 @@ def problem_record(p: Problem, *, answers: bool) -> dict[str, Any]:
                 "unit": a.unit,
                 "text": a.text,
             }
-            for a in p.answers
+            for part, a in zip(parts_of(p), p.answers, strict=True)
         ]
     return out
 
 
-def run(args: argparse.Namespace) -> int:
+def _check(args: argparse.Namespace) -> int:
+    path = Path(args.check)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"--check: cannot read {str(path)!r}: {exc.strerror}") from exc
     ps = generate(args.seed, levels=args.level)
+    answers = parse_answers(
+        text, source=f"--check {path}", problems={p.number: p for p in ps.problems}
+    )
+    if answers["seed"] != args.seed:
+        raise ValueError(
+            f"--check {path}: seed = {answers['seed']} in the file but --seed {args.seed}; "
+            "grade against the seed the answers were written for"
+        )
+    answered = frozenset(n for n in answers if n != "seed")
+    print(render_grade(ps, grade(ps, answers), answered=answered), end="")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.check is not None:
+        return _check(args)
+    ps = generate(args.seed, levels=args.level)
+    if args.html is not None:
+        command = " ".join(
+            ["specsim problems", f"--seed {ps.seed}", *[f"--level {lv}" for lv in args.level or []]]
+            + [f"--html {args.html}"]
+        )
+        Path(args.html).write_text(render_html(ps, command=command), encoding="utf-8")
+        return 0
     if args.json:
         record = {
             "seed": ps.seed,

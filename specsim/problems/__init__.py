@@ -6,8 +6,11 @@ seed and the template's key: the same seed gives the same set, and a problem
 does not change when other levels are left out. Each :class:`Problem` records
 the parameters it was drawn with; :func:`build` rebuilds it from them, which is
 how a committed set is checked. The renderers give Markdown
-(:func:`render_markdown`) and a LaTeX document (:func:`render_latex`); the
-``specsim problems`` command prints either.
+(:func:`render_markdown`), a LaTeX document (:func:`render_latex`) and a
+printable HTML page with the key on its own pages (:func:`render_html`); the
+``specsim problems`` command prints or writes them, and grades a student's
+answers file against the set (:func:`parse_answers`, :func:`grade`,
+:func:`render_grade`).
 
 Topics: acceptance as overlap and the correction distribution (Leviathan et al.
 2023, Section 2.3 and Corollary 3.6), tokens per pass and its variance
@@ -33,6 +36,17 @@ from typing import Any
 from specsim.problems._cards import COST_COEFFICIENT, ENERGY, VERIFICATION
 from specsim.problems._core import Answer, Problem, Template, Worked
 from specsim.problems._design import BEST_GAMMA, BURIED_BILL, INFER_ALPHA, ORACLE
+from specsim.problems._grade import (
+    RTOL,
+    Grade,
+    GradedPart,
+    grade,
+    parse_answers,
+    parts_of,
+    render_grade,
+    tolerance,
+)
+from specsim.problems._html import render_html
 from specsim.problems._render import (
     LEVEL_NAMES,
     MARKER,
@@ -61,6 +75,15 @@ __all__ = [
     "template",
     "render_markdown",
     "render_latex",
+    "render_html",
+    "RTOL",
+    "Grade",
+    "GradedPart",
+    "grade",
+    "parse_answers",
+    "parts_of",
+    "render_grade",
+    "tolerance",
 ]
 
 TEMPLATES: tuple[Template, ...] = (

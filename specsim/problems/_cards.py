@@ -17,7 +17,6 @@ from specsim import theory
 from specsim.cards import DTYPE_BYTES, HardwareCard, ModelCard, load_hardware, load_model
 from specsim.cost import (
     cost_coefficient,
-    ridge_tokens,
     step_cost,
     step_cost_grid,
     verification_factor,
@@ -117,8 +116,9 @@ def _build_energy(params: Mapping[str, Any]) -> Worked:
     w = t1 * e / (g * td + tv)
     statement = (
         who_runs(params, t, d, hw) + f" Acceptances are i.i.d. with $\\alpha = {a:g}$ and every "
-        f"pass drafts $\\gamma = {g}$ tokens. specsim's cost model (`specsim.cost.step_cost`, "
-        "batch 1) gives:",
+        f"pass drafts $\\gamma = {g}$ tokens: a speculative pass runs $\\gamma$ draft steps and "
+        "one verification pass. specsim's cost model (`specsim.cost.step_cost`, batch 1) "
+        "gives:",
         "| pass | time (ms) | energy (mJ) |\n"
         f"| plain target step | {t1:.3f} | {e1:.1f} |\n"
         f"| target pass verifying $\\gamma + 1 = {g + 1}$ tokens | {tv:.3f} | {ev:.1f} |\n"
@@ -177,26 +177,34 @@ def _draw_c(rng: np.random.Generator) -> dict[str, Any]:
     return draw_setup(rng, context=int(pick(rng, (128, 512, 1024))))
 
 
-def _envelope(m: ModelCard, hw: HardwareCard) -> float:
-    """Weights over effective bandwidth plus fixed overheads, in seconds."""
-    read = m.decode_params * DTYPE_BYTES[m.dtype] / (hw.mem_bandwidth * hw.memory_efficiency)
-    return read + m.layers * hw.layer_overhead_s + hw.pass_overhead_s
+def _printed_envelope(
+    weights_m: float, *, nbytes: float, layers: int, bw: float, eff: float, lay: float, pas: float
+) -> float:
+    """Weights over effective bandwidth plus fixed overheads, in ms, from the printed inputs.
+
+    ``weights_m`` in millions, ``bw`` in GB/s, ``lay`` and ``pas`` in microseconds: the
+    numbers exactly as the statement prints them, so the worked line is arithmetic.
+    """
+    return weights_m * 1e6 * nbytes / (eff * bw * 1e9) * 1e3 + (layers * lay + pas) * 1e-3
 
 
 def _build_c(params: Mapping[str, Any]) -> Worked:
     t, d, hw = pair_cards(params)
     ctx = int(params["context"])
-    naive = d.decode_params / t.decode_params
-    tt, td = _ms(_envelope(t, hw), 4), _ms(_envelope(d, hw), 4)
+    wt, wd = round(t.decode_params / 1e6, 1), round(d.decode_params / 1e6, 1)
+    bt, bd = DTYPE_BYTES[t.dtype], DTYPE_BYTES[d.dtype]
+    bw, eff = float(f"{hw.mem_bandwidth / 1e9:g}"), float(f"{hw.memory_efficiency:g}")
+    lay = float(f"{hw.layer_overhead_s * 1e6:g}")
+    pas = float(f"{hw.pass_overhead_s * 1e6:g}")
+    naive = wd / wt
+    env = {"bw": bw, "eff": eff, "lay": lay, "pas": pas}
+    tt = round(_printed_envelope(wt, nbytes=bt, layers=t.layers, **env), 4)
+    td = round(_printed_envelope(wd, nbytes=bd, layers=d.layers, **env), 4)
     c_env = td / tt
     c_full = float(cost_coefficient(d, t, hw, context=ctx))
-    bw, eff = hw.mem_bandwidth / 1e9, hw.memory_efficiency
-    lay, pas = hw.layer_overhead_s * 1e6, hw.pass_overhead_s * 1e6
 
-    def row(m: ModelCard) -> str:
-        return (
-            f"| `{m.slug}` | {m.decode_params / 1e6:.1f} | {DTYPE_BYTES[m.dtype]:g} | {m.layers} |"
-        )
+    def row(m: ModelCard, w: float) -> str:
+        return f"| `{m.slug}` | {w:.1f} | {DTYPE_BYTES[m.dtype]:g} | {m.layers} |"
 
     statement = (
         who_runs(params, t, d, hw) + f" The accelerator card gives a memory bandwidth of {bw:g} "
@@ -204,33 +212,37 @@ def _build_c(params: Mapping[str, Any]) -> Worked:
         f"{lay:g} microseconds per layer and {pas:g} microseconds per pass (kernel launches, "
         "the host loop). The model cards give:",
         "| model | weights read per pass (M) | bytes per weight | layers |\n"
-        + row(t)
+        + row(t, wt)
         + "\n"
-        + row(d),
+        + row(d, wd),
         r"- (a) What cost coefficient $c$ (draft step time over target step time) does the "
-        "ratio of weights suggest?",
+        "ratio of the weight counts (draft weights read per pass over the target's, in "
+        "millions as listed) suggest?",
         "- (b) Estimate each model's batch-1 step time as weights times bytes over "
         r"$\eta$ times bandwidth, plus the per-layer and per-pass overheads. What are the two "
         "times, in ms?",
         "- (c) What is $c$ from these estimates?",
-        "- (d) What does specsim's full cost model give (`specsim.cost.cost_coefficient`)?",
+        "- (d) This part needs specsim: what does its full cost model give? Run "
+        f"`specsim.cost.cost_coefficient(load_model('{d.slug}'), load_model('{t.slug}'), "
+        f"load_hardware('{hw.slug}'), context={ctx})` (from `specsim.cards` and "
+        "`specsim.cost`) and round to 4 decimals.",
     )
     solution = (
-        f"(a) ${d.decode_params / 1e6:.1f} / {t.decode_params / 1e6:.1f} = {fmt(naive, 4)}$.",
-        f"(b) Target: ${t.decode_params / 1e6:.1f}\\,\\mathrm{{M}} \\times "
-        f"{DTYPE_BYTES[t.dtype]:g} / ({eff:g} \\times {bw:g}\\,\\mathrm{{GB/s}}) + {t.layers} "
+        f"(a) ${wd:.1f} / {wt:.1f} = {fmt(naive, 4)}$.",
+        f"(b) Target: ${wt:.1f}\\,\\mathrm{{M}} \\times "
+        f"{bt:g} / ({eff:g} \\times {bw:g}\\,\\mathrm{{GB/s}}) + {t.layers} "
         f"\\times {lay:g}\\,\\mu s + {pas:g}\\,\\mu s = {tt:.4f}$ ms. Draft: "
-        f"${d.decode_params / 1e6:.1f}\\,\\mathrm{{M}} \\times {DTYPE_BYTES[d.dtype]:g} / "
+        f"${wd:.1f}\\,\\mathrm{{M}} \\times {bd:g} / "
         f"({eff:g} \\times {bw:g}\\,\\mathrm{{GB/s}}) + {d.layers} \\times {lay:g}\\,\\mu s + "
         f"{pas:g}\\,\\mu s = {td:.4f}$ ms.",
         f"(c) $c \\approx {td:.4f} / {tt:.4f} = {fmt(c_env, 4)}$: "
         f"{fmt(c_env / naive, 1)} times the weight ratio. A small draft is dominated by the "
         "fixed overheads, which do not shrink with the model; the weight ratio is a poor "
         "guide to $c$.",
-        f"(d) The full model gives $c = {fmt(c_full, 4)}$: it adds the key/value cache read "
-        f"at {ctx} tokens of context, activations, and the larger of compute and memory "
-        "time kernel by kernel (Leviathan et al. 2023, Definition 3.7, for $c$; the roofline "
-        "of Williams et al. 2009 for the times).",
+        f"(d) The call in the statement returns $c = {fmt(c_full, 4)}$: the full model adds "
+        f"the key/value cache read at {ctx} tokens of context, activations, and the larger "
+        "of compute and memory time kernel by kernel (Leviathan et al. 2023, Definition "
+        "3.7, for $c$; the roofline of Williams et al. 2009 for the times).",
     )
     answers = (
         Answer(symbol=r"c_{\mathrm{weights}}", what="weight ratio", value=naive, decimals=4),
@@ -292,24 +304,30 @@ def _build_v(params: Mapping[str, Any]) -> Worked:
         float(params["alpha"]),
         int(params["context"]),
     )
-    ridge = ridge_tokens(hw, t.dtype)
+    peak = float(f"{hw.peak(t.dtype) / 1e12:g}")
+    ce, bw = float(f"{hw.compute_efficiency:g}"), float(f"{hw.mem_bandwidth / 1e9:g}")
+    me, nbytes = float(f"{hw.memory_efficiency:g}"), DTYPE_BYTES[t.dtype]
+    # From the printed card numbers (not the card's own), so the worked line is arithmetic.
+    ridge = nbytes * peak * 1e12 * ce / (2.0 * bw * 1e9 * me)
     tokens = b * (g + 1)
     v = round(float(verification_factor(t, hw, g, batch=b, context=ctx)), 3)
     c = round(float(cost_coefficient(d, t, hw, batch=b, context=ctx)), 4)
     e = float(theory.expected_tokens(a, g))
     w = e / (g * c + v)
-    peak = hw.peak(t.dtype) / 1e12
     statement = (
         who_runs(params, t, d, hw) + f" A batch of {b} sequences decodes together; each pass "
         f"drafts $\\gamma = {g}$ tokens per sequence and acceptances are i.i.d. with "
         f"$\\alpha = {a:g}$. The accelerator card gives {peak:g} TFLOP/s peak in "
-        f"{t.dtype}, of which a pass attains {hw.compute_efficiency:g}, and "
-        f"{hw.mem_bandwidth / 1e9:g} GB/s, of which it attains {hw.memory_efficiency:g}.",
+        f"{t.dtype}, of which a pass attains {ce:g}, and {bw:g} GB/s, of which it attains "
+        f"{me:g}; a weight in {t.dtype} is {nbytes:g} bytes.",
         "- (a) How many tokens must a pass process before its weight multiplications turn "
         "compute-bound (the ridge point, in tokens)?",
         "- (b) How many tokens does the batch's verification pass process?",
-        r"- (c) What is the verification factor $v$ (verification pass time over plain step "
-        "time, same batch) from `specsim.cost.verification_factor`, to 3 decimals?",
+        r"- (c) This part needs specsim: what is the verification factor $v$ (verification "
+        "pass time over plain step time, same batch)? Run "
+        f"`specsim.cost.verification_factor(load_model('{t.slug}'), "
+        f"load_hardware('{hw.slug}'), {g}, batch={b}, context={ctx})` (from "
+        "`specsim.cards` and `specsim.cost`) and round to 3 decimals.",
         f"- (d) At this batch the cost coefficient is $c = {c:.4f}$. With (c), what is the "
         "walltime improvement?",
     )
@@ -317,7 +335,9 @@ def _build_v(params: Mapping[str, Any]) -> Worked:
         f"(a) Reading $N$ weights of {DTYPE_BYTES[t.dtype]:g} bytes takes as long as "
         r"$2Nn$ operations on $n$ tokens when $n^* = \frac{\mathrm{bytes} \times "
         r"\mathrm{peak} \times \eta_c}{2 \times \mathrm{bandwidth} \times \eta_m}$ "
-        f"$= {fmt(ridge, 1)}$ tokens (the roofline's ridge, Williams et al. 2009).",
+        f"$= {nbytes:g} \\times {peak:g} \\times 10^{{12}} \\times {ce:g} / (2 \\times {bw:g} "
+        f"\\times 10^9 \\times {me:g}) = {fmt(ridge, 1)}$ tokens (the roofline's ridge, "
+        "Williams et al. 2009).",
         f"(b) ${b} \\times (\\gamma + 1) = {tokens}$ tokens: "
         + (
             "below the ridge, so the pass stays memory-bound and the extra positions cost "
@@ -326,10 +346,12 @@ def _build_v(params: Mapping[str, Any]) -> Worked:
             else "above the ridge, so the weight multiplications are compute-bound and the "
             "pass's time grows with the tokens it verifies."
         )
-        + f" (c) The cost model gives $v = {v:.3f}$.",
+        + f" (c) The call in the statement times both passes with the full cost model "
+        f"(weights, key/value cache at {ctx} tokens, activations, overheads; the larger of "
+        f"compute and memory time kernel by kernel) and returns $v = {v:.3f}$.",
         f"(d) $W = \\mathbb{{E}}[T]/(\\gamma c + v) = {fmt(e, 4)} / ({g} \\times {c:.4f} + "
         f"{v:.3f}) = {fmt(w, 3)}$. The paper's $v = 1$ is the batch-1, memory-bound case; "
-        "under load the verification pass stops being free.",
+        "under load the verification pass costs more than one plain step.",
     )
     answers = (
         Answer(symbol=r"n^*", what="ridge point", value=ridge, decimals=1, unit="tokens"),

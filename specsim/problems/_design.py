@@ -43,7 +43,9 @@ def _build_best(params: Mapping[str, Any]) -> Worked:
         "of a target step; verification costs one target step ($v = 1$).",
         r"- (a) Which integer $\gamma$ maximizes the walltime improvement?",
         "- (b) What improvement does it give?",
-        r"- (c) What improvement does $\gamma = 1$ guarantee (Corollary 3.9)?",
+        r"- (c) What improvement does $\gamma = 1$ guarantee? (Leviathan, Kalman and Matias "
+        "2023, Fast Inference from Transformers via Speculative Decoding, ICML, Corollary "
+        r"3.9: for $\alpha > c$ the choice $\gamma = 1$ gives $W = (1 + \alpha)/(1 + c)$.)",
     )
     solution = (
         r"Tabulate $W(\gamma) = \frac{1 - \alpha^{\gamma+1}}{(1 - \alpha)(\gamma c + 1)}$: "
@@ -133,13 +135,16 @@ def _draw_infer(rng: np.random.Generator) -> dict[str, Any]:
 def _build_infer(params: Mapping[str, Any]) -> Worked:
     g, m = int(params["gamma"]), float(params["mean_tokens"])
     a = iid_alpha(m, g)
+    # (b) from alpha as (a) prints it, so the worked line is arithmetic.
+    a_printed = round(a, 3)
     lo, hi = math.floor(a * 100) / 100, math.ceil(a * 100) / 100
     statement = (
         f"A serving log shows that passes with $\\gamma = {g}$ drafted tokens emitted "
         f"{m:g} tokens on average.",
         r"- (a) Assuming i.i.d. acceptances, what acceptance probability $\alpha$ explains "
         "this?",
-        r"- (b) With that $\alpha$, what fraction of passes accept every draft?",
+        r"- (b) With that $\alpha$, rounded to 3 decimals as in (a), what fraction of "
+        "passes accept every draft?",
     )
     solution = (
         r"$\mathbb{E}[T] = \sum_{j=0}^{\gamma}\alpha^j$ rises from 1 at $\alpha = 0$ to "
@@ -147,15 +152,16 @@ def _build_infer(params: Mapping[str, Any]) -> Worked:
         f"Bracketing: $\\mathbb{{E}}[T]({lo:.2f}) = {fmt(iid_tokens(lo, g), 4)}$ and "
         f"$\\mathbb{{E}}[T]({hi:.2f}) = {fmt(iid_tokens(hi, g), 4)}$; bisection (or Brent's "
         f"method) narrows it to (a) $\\alpha = {fmt(a, 3)}$.",
-        f"(b) $\\alpha^{{\\gamma}} = {fmt(a**g, 3)}$. Caution: real acceptances are "
-        "correlated (see the level-3 problems), and then the i.i.d. inversion is biased.",
+        f"(b) $\\alpha^{{\\gamma}} = {fmt(a_printed, 3)}^{{{g}}} = {fmt(a_printed**g, 3)}$. "
+        "Caution: real acceptances are correlated (see the level-3 problems), and then the "
+        "i.i.d. inversion is biased.",
     )
     answers = (
         Answer(symbol=r"\alpha", what="acceptance that explains the mean", value=a, decimals=3),
         Answer(
             symbol=r"\alpha^{\gamma}",
             what="fraction of fully accepted passes",
-            value=a**g,
+            value=a_printed**g,
             decimals=3,
         ),
     )
@@ -192,7 +198,8 @@ def _build_bill(params: Mapping[str, Any]) -> Worked:
     statement = (
         iid_statement(a, g) + f" The draft does $\\hat c = {ch:g}$ of the target's arithmetic per "
         f"token; the target has {nb} billion parameters, about $2 \\times {nb}$ GFLOP per "
-        "token.",
+        r"token. A pass runs the target on $\gamma + 1$ positions, accepted or not, and the "
+        r"draft $\gamma$ times.",
         "- (a) By what factor does speculative decoding multiply the arithmetic per emitted token?",
         "- (b) By what factor does it cut the serial target calls per token?",
         "- (c) How many GFLOP does one emitted token cost?",

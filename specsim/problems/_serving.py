@@ -22,7 +22,7 @@ __all__ = ["GAMMA_WITH_V", "CAPACITY"]
 _BATCHES = tuple(2**k for k in range(9))
 
 
-# The best gamma when verification is not free -------------------------------------------------
+# The best gamma when verification costs more than one step ------------------------------
 _MAX_GAMMA = 10
 
 
@@ -49,9 +49,12 @@ def _build_gv(params: Mapping[str, Any]) -> Worked:
         f"are i.i.d. with $\\alpha = {a:g}$. At this batch the cost model gives $c = {c:.4f}$ "
         r"and the verification factors $v(\gamma)$ for $\gamma = 0, 1, \dots, "
         f"{_MAX_GAMMA}$: {listing}.",
-        r"- (a) Which $\gamma$ in $0..10$ is best if verification is assumed free ($v = 1$)?",
-        r"- (b) Which $\gamma$ is best with the real $v(\gamma)$?",
-        "- (c) What walltime improvement does the answer to (a) really give?",
+        r"- (a) The walltime improvement is $W(\gamma) = \mathbb{E}[T](\gamma) / (\gamma c + "
+        r"v(\gamma))$. Which $\gamma$ in $0..10$ maximizes it if, as in the paper, a "
+        r"verification pass is assumed to cost one plain step ($v = 1$ for every $\gamma$)?",
+        r"- (b) Which $\gamma$ maximizes it with the listed $v(\gamma)$?",
+        "- (c) What walltime improvement does the answer to (a) really give, with the listed "
+        r"$v(\gamma)$?",
         "- (d) And the answer to (b)?",
     )
     solution = (
@@ -89,7 +92,7 @@ def _build_gv(params: Mapping[str, Any]) -> Worked:
 GAMMA_WITH_V = Template(
     key="gamma_with_v",
     level=3,
-    title="When verification is not free: the best gamma at a batch",
+    title="When verification costs more than a step: the best gamma at a batch",
     topic="optimal gamma with the verification factor from the cost model",
     draw=_draw_gv,
     build=_build_gv,
@@ -120,6 +123,25 @@ def _largest(batches: Sequence[int], rates: np.ndarray, slo: float, how: str) ->
     return max(ok)
 
 
+def _capacity_moral(ratio: float, plain_batch: int, spec_batch: int) -> str:
+    if ratio > 1.0:
+        return (
+            "Here speculation raises the capacity: it buys per-user speed with spare "
+            "compute, and under a per-user promise that speed is spent on a larger batch."
+        )
+    where = (
+        f"both keep the promise up to batch {spec_batch}, and there"
+        if spec_batch == plain_batch
+        else f"speculation keeps the promise only up to batch {spec_batch}, below plain "
+        f"decoding's {plain_batch}: at batch {plain_batch}"
+    )
+    return (
+        f"Here speculation does not raise the capacity: {where} the draft steps and the "
+        r"verification of $\gamma + 1$ positions per sequence take longer than the accepted "
+        "tokens save, so speculation is slower per user than plain decoding."
+    )
+
+
 def _build_capacity(params: Mapping[str, Any]) -> Worked:
     t, d, hw = pair_cards(params)
     a, g, ctx, slo = (
@@ -145,15 +167,19 @@ def _build_capacity(params: Mapping[str, Any]) -> Worked:
     statement = (
         who_runs(params, t, d, hw) + f" The service promises every user at least {slo} tokens/s. "
         f"Speculation drafts $\\gamma = {g}$ tokens with i.i.d. acceptance $\\alpha = {a:g}$. "
-        "The cost model gives these pass times for the batches whose weights and key/value "
+        "A speculative pass runs $\\gamma$ draft steps and one verification and emits "
+        r"$\mathbb{E}[T] = (1 - \alpha^{\gamma+1})/(1 - \alpha)$ tokens per user on average; a "
+        "plain step emits one. The cost model gives these pass times for the batches whose "
+        "weights and key/value "
         "caches fit in memory (the draft's own small cache is ignored), in ms:",
         f"| batch | target step | draft step | verification of {g + 1} tokens |\n"
         + "\n".join(rows),
         "- (a) With plain decoding, what is the largest listed batch that keeps the promise, "
         "and the total throughput there (tokens/s)?",
         "- (b) The same with speculative decoding?",
-        "- (c) By what factor does speculation raise the capacity (total throughput) at this "
-        "promise?",
+        "- (c) What is the ratio of the speculative capacity to the plain one (total "
+        "throughput of (b) over that of (a)) at this promise? A ratio below 1 means "
+        "speculation lowers the capacity.",
     )
     solution = (
         r"Per user, plain decoding emits $1/t_{\mathrm{step}}$ tokens per second and "
@@ -163,10 +189,11 @@ def _build_capacity(params: Mapping[str, Any]) -> Worked:
         f"{', '.join(fmt(x, 1) for x in spec_rate)} tokens/s per user.",
         f"(a) Plain decoding keeps {slo} tokens/s up to batch {bp}, serving "
         f"{fmt(xp, 1)} tokens/s in total. (b) Speculation keeps it up to batch {bsp}, "
-        f"{fmt(xs, 1)} tokens/s. (c) The capacity gain is {fmt(xs / xp, 3)}.",
-        "Speculation buys per-user speed with spare compute; under a per-user promise that "
-        "speed can be spent on a larger batch. This steady-state estimate ignores arrivals, "
-        "prefill and scheduling; `specsim.sim.simulate_serving` simulates them.",
+        f"{fmt(xs, 1)} tokens/s. (c) The ratio is {fmt(xs, 1)} / {fmt(xp, 1)} = "
+        f"{fmt(xs / xp, 3)}.",
+        _capacity_moral(xs / xp, bp, bsp)
+        + " This steady-state estimate ignores arrivals, prefill and scheduling; "
+        "`specsim.sim.simulate_serving` simulates them.",
     )
     answers = (
         Answer(symbol=r"B_{\mathrm{plain}}", what="largest batch, plain", value=bp, decimals=0),
@@ -189,7 +216,7 @@ def _build_capacity(params: Mapping[str, Any]) -> Worked:
         ),
         Answer(
             symbol=r"X_{\mathrm{spec}}/X_{\mathrm{plain}}",
-            what="capacity gain",
+            what="capacity ratio, speculative over plain",
             value=xs / xp,
             decimals=3,
         ),

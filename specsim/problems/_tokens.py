@@ -116,10 +116,12 @@ def _build_variance(params: Mapping[str, Any]) -> Worked:
     var = float(theory.tokens_variance(a, g))
     pmf_text = ", ".join(f"P(T={k}) = {fmt(w, 4)}" for k, w in zip(ks, pmf, strict=True))
     statement = (
-        iid_statement(a, g),
-        r"- (a) What is the variance of the number of tokens $T$ one pass emits?",
+        iid_statement(a, g) + " Let $T$ be the number of tokens one pass emits: the "
+        "accepted drafts plus one token from the target (the correction after a rejection, "
+        "or a bonus token when all drafts pass), so $1 \\le T \\le \\gamma + 1$.",
+        r"- (a) What is the variance of $T$?",
         "- (b) What is its standard deviation?",
-        "- (c) What is its coefficient of variation (standard deviation over mean)?",
+        r"- (c) What is its coefficient of variation (standard deviation over $\mathbb{E}[T]$)?",
     )
     solution = (
         r"The law of $T$ is $P(T = k) = \alpha^{k-1}(1 - \alpha)$ for $k \le \gamma$ and "
@@ -228,7 +230,8 @@ def _build_walltime(params: Mapping[str, Any]) -> Worked:
     w1 = float(theory.walltime_speedup(a, g, c))
     wv = float(theory.walltime_speedup(a, g, c, v))
     statement = (
-        iid_statement(a, g) + f" One draft step takes $c = {c:g}$ of a target step.",
+        iid_statement(a, g) + f" One draft step takes $c = {c:g}$ of a target step; a "
+        r"speculative pass runs $\gamma$ draft steps and one verification pass.",
         "- (a) By what factor does speculative decoding improve walltime per token if "
         "verifying $\\gamma + 1$ tokens takes as long as one target step?",
         f"- (b) And if the verification pass takes $v = {v:g}$ target steps?",

@@ -162,8 +162,8 @@ def _build_pays(params: Mapping[str, Any]) -> Worked:
         _tree_setup(a, b, c),
         "A verification pass over $n$ positions (the last emitted token and the candidates) "
         r"takes $1 + \kappa n$ time units: $\kappa$ is small while verification is memory-"
-        "bound and grows with the batch as it becomes compute-bound. Drafting costs the same "
-        "for both shapes (one draft step per depth).",
+        "bound and grows with the batch as it becomes compute-bound. Drafting is free (a "
+        "pass costs only its verification), as for a negligible draft.",
         "- (a) How many tokens per pass does the chain A, C emit on average?",
         "- (b) How many does the tree A, B, C emit?",
         r"- (c) Above which $\kappa$ do tokens per unit time favour the chain?",

@@ -67,15 +67,22 @@ def _build_markov(params: Mapping[str, Any]) -> Worked:
         "with probability 1/2 each. This is "
         f"`MarkovAcceptance.two_state(mean={mean:g}, spread={spread:g}, persistence={rho:g})`;"
         f" its mean acceptance is $\\bar\\alpha = {mean:g}$. Every pass drafts "
-        f"$\\gamma = {g}$ tokens.",
-        r"- (a) What does the i.i.d. formula predict for the tokens per pass at "
+        f"$\\gamma = {g}$ tokens. Every emitted token takes one position and the state "
+        "moves one step per position: a block's drafts take the positions right after the "
+        "last emitted token, a rejected draft's position is taken by the target's "
+        "correction (which ends the block), and when every draft passes the bonus token "
+        "takes the next position.",
+        r"- (a) What does the i.i.d. formula, $(1 - \alpha^{\gamma+1})/(1 - \alpha)$ "
+        r"(Leviathan et al. 2023, Equation 1), predict for the tokens per pass at "
         r"$\alpha = \bar\alpha$?",
         "- (b) What is the exact expected tokens per pass of a block whose first position's "
         "state is drawn from the stationary law (1/2, 1/2)?",
         "- (c) In a long stream each block starts right after the previous one ends. What is "
         "the long-run tokens per pass?",
         "- (d) What is the ratio of (c) to (a)?",
-        r"- (e) Which $\alpha$ would an i.i.d. fit to the stream's mean report?",
+        r"- (e) Which $\alpha$ would an i.i.d. fit report from the long-run tokens per pass "
+        r"of (c), that is, which $\alpha$ makes $(1 - \alpha^{\gamma+1})/(1 - \alpha)$ "
+        "equal the answer to (c)?",
     )
     solution = (
         f"(a) $\\mathbb{{E}}[T] = (1 - \\bar\\alpha^{{\\gamma+1}})/(1 - \\bar\\alpha) = "
@@ -170,7 +177,8 @@ def _build_mixture(params: Mapping[str, Any]) -> Worked:
         f"pass drafts $\\gamma = {g}$ tokens and a draft step costs $c = {c:g}$ of a target "
         "step ($v = 1$).",
         r"- (a) What is the average acceptance probability $\bar\alpha$ over passes?",
-        r"- (b) What tokens per pass does the i.i.d. formula predict at $\bar\alpha$?",
+        r"- (b) What tokens per pass does the i.i.d. formula, $(1 - \alpha^{\gamma+1})/(1 - "
+        r"\alpha)$ (Leviathan et al. 2023, Equation 1), predict at $\bar\alpha$?",
         "- (c) What is the true mean tokens per pass?",
         "- (d) What is their ratio, (c) over (b)?",
         "- (e) What is the true walltime improvement?",

@@ -121,7 +121,7 @@ def independent(key: str, q: Mapping[str, Any]) -> list[float]:
     if key == "infer_alpha":
         g = q["gamma"]
         a = _bisect(lambda x: _E(x, g), q["mean_tokens"])
-        return [a, a**g]
+        return [a, _round(a, 3) ** g]  # (b) is asked of alpha as (a) prints it
     if key == "buried_bill":
         a, g, ch = q["alpha"], q["gamma"], q["c_hat"]
         factor = (g * ch + g + 1) / _E(a, g)
@@ -152,23 +152,31 @@ def _independent_cards(key: str, q: Mapping[str, Any]) -> list[float]:
         spec = (g * ed + ev) / _E(a, g)
         return [spec, e1 / spec, t1 * _E(a, g) / (g * td + tv)]
     if key == "cost_coefficient":
+        # From the card numbers as the statement prints them (weights in millions to one
+        # decimal, the rest to six significant digits), so the worked line is arithmetic.
+        def shown(x: float) -> float:
+            return float(f"{x:g}")
+
+        bw = shown(hw.mem_bandwidth / 1e9) * 1e9 * shown(hw.memory_efficiency)
+        lay, pas = shown(hw.layer_overhead_s * 1e6) * 1e-6, shown(hw.pass_overhead_s * 1e6) * 1e-6
 
         def est(m: Any) -> float:
-            bw = hw.mem_bandwidth * hw.memory_efficiency
-            s = m.decode_params * DTYPE_BYTES[m.dtype] / bw
-            return _round((s + m.layers * hw.layer_overhead_s + hw.pass_overhead_s) * 1e3, 4)
+            s = _round(m.decode_params / 1e6, 1) * 1e6 * DTYPE_BYTES[m.dtype] / bw
+            return _round((s + m.layers * lay + pas) * 1e3, 4)
 
         tt, td = est(t), est(d)
         full = float(cost_coefficient(d, t, hw, context=ctx))
-        return [d.decode_params / t.decode_params, tt, td, td / tt, full]
+        ratio = _round(d.decode_params / 1e6, 1) / _round(t.decode_params / 1e6, 1)
+        return [ratio, tt, td, td / tt, full]
     if key == "verification_factor":
         b, g, a = q["batch"], q["gamma"], q["alpha"]
         nbytes = DTYPE_BYTES[t.dtype]
         ridge = (
             nbytes
-            * hw.peak_flops[t.dtype]
-            * hw.compute_efficiency
-            / (2 * hw.mem_bandwidth * hw.memory_efficiency)
+            * float(f"{hw.peak_flops[t.dtype] / 1e12:g}")
+            * 1e12
+            * float(f"{hw.compute_efficiency:g}")
+            / (2 * float(f"{hw.mem_bandwidth / 1e9:g}") * 1e9 * float(f"{hw.memory_efficiency:g}"))
         )
         v = _round(float(verification_factor(t, hw, g, batch=b, context=ctx)), 3)
         c = _round(float(cost_coefficient(d, t, hw, batch=b, context=ctx)), 4)
