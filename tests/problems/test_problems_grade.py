@@ -176,7 +176,7 @@ def test_html_handout_is_self_contained_with_the_key_on_its_own_page(tmp_path: P
 def test_the_documented_example_grades_as_the_readme_says(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    docs = Path(__file__).resolve().parent.parent / "docs" / "problems"
+    docs = Path(__file__).resolve().parents[2] / "docs" / "problems"
     example = docs / "answers-seed-1-example.toml"
     assert main(["problems", "--seed", "1", "--check", str(example)]) == 0
     out = capsys.readouterr().out
