@@ -11,7 +11,7 @@ Two kinds of check live here, each with one function:
   point, a config's ``__post_init__``), before anything is allocated or run.
 
 Without a limit, a size typed one digit too long ends in a MemoryError
-traceback after a minute, or in a run that never ends (issue 25: ``cost
+traceback after a minute, or in a run that never ends (for example ``cost
 --batch 1000000000`` tried to allocate 7.45 GiB, ``tree --budget 100000``
 74.5 GiB, ``simulate --tokens 99999999999999999999`` ran until killed). Each
 limit is far above what a study needs and below what one machine can do in

@@ -1,4 +1,4 @@
-"""Acceptance measured on the tiny models trained on real text (issue 15), read without torch.
+"""Acceptance measured on the tiny models trained on real text, read without torch.
 
 ``specsim measure --preset real --stage alpha`` writes ``models/measured/real/``
 (``docs/real-acceptance.md``): for each draft, temperature, test corpus and kind

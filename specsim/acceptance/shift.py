@@ -1,6 +1,6 @@
 """Acceptance under shift: the library half of ``specsim study shift``.
 
-**Measured** (issue 15): the alphas of the tiny real-text pairs
+**Measured**: the alphas of the tiny real-text pairs
 (:func:`specsim.acceptance.realtext.read_alpha_summary`) turned into the walltime
 improvement each implies for a draft/target pair with cost coefficient ``c``
 and verification factors ``v(gamma)`` (:func:`measured_speedups`: the best
@@ -66,7 +66,7 @@ SHIFTS: tuple[tuple[str, str, str, str], ...] = (
     ("domain", "draft-code", "code", "en"),
     ("domain", "draft-en", "en", "code"),
 )
-"""(shift, draft, home corpus, shifted corpus): the shifts issue 15 asks about."""
+"""(shift, draft, home corpus, shifted corpus): the shifts a reader asks about: temperature, domain and language."""
 _TABLE3_RATIO = 97.0 / 6.0  # GPT-like 97M target against its 6M draft
 _HERE_RATIO = 2.56e6 / 259e3  # the tiny target (2.56M) against a tiny draft (259k)
 

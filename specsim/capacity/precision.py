@@ -1,4 +1,4 @@
-"""How precisely a capacity search answers: :class:`Search` (issue 17).
+"""How precisely a capacity search answers: :class:`Search`.
 
 Its own module so that :mod:`specsim.capacity.planner` (the searches) and
 :mod:`specsim.capacity.pool` (the runs they serve on a process pool) both read it

@@ -1,5 +1,5 @@
 """A speculative run and a plain run of the same target, timed in turn block by block
-(issue 14): after each speculative block that emits ``e`` tokens, the plain run decodes
+: after each speculative block that emits ``e`` tokens, the plain run decodes
 ``e`` tokens, so whatever else loads the machine moves both and their speedup can be
 paired block by block (:func:`specsim.calibrate.runs.ratio_interval`). The steps are
 :mod:`specsim.measure.decode`'s."""

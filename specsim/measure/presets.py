@@ -4,8 +4,8 @@ A preset is one flat frozen config: the ceilings to time, the grid of forward
 passes, the pairs and temperatures of the decoding runs. ``smoke`` takes
 seconds (tests use it); ``cpu`` is sized to finish in under 10 minutes on two
 cores; ``h200`` (alias ``gpu``) in under 8 minutes on one H200 without its weight formats
-and interleaved runs (issue 14), which add about twice the pass grid's time and at
-most 2.5 minutes (an estimate: not run on a GPU yet); ``cpu-rows`` (issue 14) times
+and interleaved runs, which add about twice the pass grid's time and at
+most 2.5 minutes (an estimate: not run on a GPU yet); ``cpu-rows`` times
 plain passes at 1 to 64 new positions in three weight formats and speculative runs
 interleaved with their plain twins, block by block, until each speedup's 95% interval is
 within ``speedup_halfwidth`` (or ``max_blocks`` or ``max_run_s`` is reached). ``shrink``

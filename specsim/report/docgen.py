@@ -48,14 +48,27 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def public_modules() -> list[str]:
-    """Names of the documented modules: ``specsim.<name>`` with a public ``__all__``."""
-    names = []
-    for info in pkgutil.iter_modules(specsim.__path__, "specsim."):
-        short = info.name.rsplit(".", 1)[1]
-        if short.startswith("_") or info.name in EXCLUDED:
-            continue
-        if hasattr(importlib.import_module(info.name), "__all__"):
-            names.append(info.name)
+    """Names of the documented modules: every public module with an ``__all__``, at any
+    depth, once: a submodule whose names its package's ``__init__`` re-exports in full is
+    documented there, not again on its own."""
+    names: list[str] = []
+
+    def walk(package: ModuleType) -> None:
+        for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+            short = info.name.rsplit(".", 1)[1]
+            if short.startswith("_") or any(
+                info.name == e or info.name.startswith(e + ".") for e in EXCLUDED
+            ):
+                continue
+            module = importlib.import_module(info.name)
+            public = getattr(module, "__all__", None)
+            shown = set(getattr(package, "__all__", ())) if package is not specsim else set()
+            if public is not None and not set(public) <= shown:
+                names.append(info.name)
+            if info.ispkg:
+                walk(module)
+
+    walk(specsim)
     return sorted(names)
 
 
