@@ -66,7 +66,7 @@ SHIFTS: tuple[tuple[str, str, str, str], ...] = (
     ("domain", "draft-code", "code", "en"),
     ("domain", "draft-en", "en", "code"),
 )
-"""(shift, draft, home corpus, shifted corpus): the shifts a reader asks about: temperature, domain and language."""
+"""(shift, draft, home corpus, shifted corpus): the shifts measured, in domain and language."""
 _TABLE3_RATIO = 97.0 / 6.0  # GPT-like 97M target against its 6M draft
 _HERE_RATIO = 2.56e6 / 259e3  # the tiny target (2.56M) against a tiny draft (259k)
 
