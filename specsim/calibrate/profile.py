@@ -17,8 +17,8 @@ Jacobian at the optimum (as in :func:`specsim.calibrate.cards.fit_card`); a para
 do not determine says so (:func:`profile_trust_problems`). Only plain passes enter the
 fit: speculative runs are what it is checked against (:func:`predict_profile_runs`).
 
-Measured runs and their intervals (:func:`ratio_interval`, :func:`paired_runs`) live in
-:mod:`specsim.calibrate.runs` and are importable from here too.
+Measured runs and their intervals (:func:`specsim.stats.ratio_interval`, :func:`paired_runs`)
+live in :mod:`specsim.calibrate.runs` and are importable from here too.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from scipy import optimize
 
 from specsim.calibrate import formats as cf
 from specsim.calibrate.cards import past_positions
-from specsim.calibrate.runs import enough_blocks, paired_runs, plain_twin, ratio_interval
+from specsim.calibrate.runs import enough_blocks, paired_runs, plain_twin
 from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, load_model
 from specsim.cards.toml_out import toml_table, toml_value
 from specsim.cost import step_cost_grid
@@ -44,7 +44,6 @@ from specsim.cost import step_cost_grid
 __all__ = [
     "ROW_KNOTS",
     "FIT_COLUMNS",
-    "ratio_interval",
     "enough_blocks",
     "profile_configs",
     "check_fit_device",

@@ -19,32 +19,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-__all__ = ["ratio_interval", "enough_blocks", "paired_runs", "plain_twin"]
+from specsim.stats import ratio_interval
 
-
-def ratio_interval(
-    num: Sequence[float] | np.ndarray, den: Sequence[float] | np.ndarray, *, level: float = 0.95
-) -> tuple[float, float, float]:
-    """``(R, low, high)``: the ratio of sums ``R = sum(num) / sum(den)`` over paired blocks
-    and its ``level`` interval ``R -/+ z se``, ``se = sqrt(sum((num - R den)^2) / (n (n -
-    1))) / mean(den)`` (the delta method for a ratio estimator, Cochran 1977, eq. 6.9).
-    Needs at least two blocks and a positive ``sum(den)``."""
-    x, y = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
-    if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
-        raise ValueError(
-            f"num, den: need two equal-length 1-d arrays of >= 2 blocks, got "
-            f"shapes {x.shape} and {y.shape}"
-        )
-    if not (np.isfinite(x).all() and np.isfinite(y).all()) or y.sum() <= 0:
-        raise ValueError("num, den: values must be finite and sum(den) > 0")
-    if not 0 < level < 1:
-        raise ValueError(f"level: expected a probability in (0, 1), got {level!r}")
-    n, r = len(x), float(x.sum() / y.sum())
-    se = math.sqrt(float(((x - r * y) ** 2).sum()) / (n * (n - 1))) / float(y.mean())
-    z = float(stats.norm.ppf(0.5 + level / 2))
-    return r, r - z * se, r + z * se
+__all__ = ["enough_blocks", "paired_runs", "plain_twin"]
 
 
 def enough_blocks(
@@ -58,8 +36,8 @@ def enough_blocks(
     sum(den)`` (:func:`ratio_interval`) within ``+-halfwidth`` times the estimate."""
     if len(num) < max(min_blocks, 2):
         return False
-    r, low, high = ratio_interval(num, den)
-    return (high - low) / 2 <= halfwidth * r
+    ri = ratio_interval(num, den)
+    return ri.half <= halfwidth * ri.estimate
 
 
 def paired_runs(specdec: pd.DataFrame, autoregressive: pd.DataFrame) -> pd.DataFrame:
@@ -81,7 +59,7 @@ def paired_runs(specdec: pd.DataFrame, autoregressive: pd.DataFrame) -> pd.DataF
         emitted = b["emitted"].to_numpy(dtype=float)
         twin = twin.sort_values(["run_id", "step"])
         step_s = (twin["forward_s"] + twin["sample_s"]).to_numpy()
-        lat = ratio_interval(spec, emitted)
+        lat = ratio_interval(spec, emitted).bounds()
         if paired:
             if len(step_s) != int(emitted.sum()):
                 raise ValueError(
@@ -89,10 +67,10 @@ def paired_runs(specdec: pd.DataFrame, autoregressive: pd.DataFrame) -> pd.DataF
                     f"{int(emitted.sum())} emitted tokens; not an interleaved pair"
                 )
             plain_block = np.add.reduceat(step_s, np.r_[0, np.cumsum(emitted)[:-1]].astype(int))
-            plain = ratio_interval(plain_block, emitted)
-            speed = ratio_interval(plain_block, spec)
+            plain = ratio_interval(plain_block, emitted).bounds()
+            speed = ratio_interval(plain_block, spec).bounds()
         else:
-            plain = ratio_interval(step_s, np.ones(len(step_s)))
+            plain = ratio_interval(step_s, np.ones(len(step_s))).bounds()
             s = plain[0] / lat[0]
             rel = math.hypot((plain[2] - plain[0]) / plain[0], (lat[2] - lat[0]) / lat[0])
             speed = (s, s * (1 - rel), s * (1 + rel))

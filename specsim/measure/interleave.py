@@ -1,7 +1,7 @@
 """A speculative run and a plain run of the same target, timed in turn block by block
 : after each speculative block that emits ``e`` tokens, the plain run decodes
 ``e`` tokens, so whatever else loads the machine moves both and their speedup can be
-paired block by block (:func:`specsim.calibrate.runs.ratio_interval`). The steps are
+paired block by block (:func:`specsim.stats.ratio_interval`). The steps are
 :mod:`specsim.measure.decode`'s."""
 
 from __future__ import annotations

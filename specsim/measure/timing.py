@@ -37,10 +37,11 @@ import pandas as pd
 import torch
 from torch.cuda import comm
 
-from specsim.calibrate.profile import enough_blocks, ratio_interval
+from specsim.calibrate.profile import enough_blocks
 from specsim.measure.decode import DecodeState
 from specsim.measure.interleave import Interleaved, interleaved_decode
 from specsim.measure.models import synchronize, torch_dtype
+from specsim.stats import ratio_interval
 
 __all__ = [
     "time_calls",
@@ -310,7 +311,7 @@ def interleaved_until(
     blocks so far, is within ``+-halfwidth`` (:func:`specsim.calibrate.profile.enough_blocks`)
     with at least ``min_blocks`` blocks; or until ``max_blocks`` blocks or ``max_s`` seconds
     (0: no limit). Returns the run, why it stopped (``interval``, ``blocks``, ``time``) and
-    the speedup with its 95% interval (:func:`specsim.calibrate.profile.ratio_interval`)."""
+    the speedup with its 95% interval (:func:`specsim.stats.ratio_interval`)."""
     parts: list[Interleaved] = []
     spec: list[float] = []
     plain: list[float] = []
@@ -346,7 +347,7 @@ def interleaved_until(
             for f in ("blocks", "positions", "steps")
         )
     )
-    return run, why, ratio_interval(plain, spec)
+    return run, why, ratio_interval(plain, spec).bounds()
 
 
 def measure_allreduce(sizes: Sequence[int], *, dtype: str, repeats: int) -> pd.DataFrame:

@@ -21,7 +21,6 @@ from specsim.calibrate.profile import (
     predict_profile_runs,
     profile_configs,
     profile_trust_problems,
-    ratio_interval,
 )
 from specsim.cards import RuntimeProfile, load_hardware, load_model, load_runtime
 from specsim.cli import main
@@ -73,35 +72,6 @@ def synthetic_passes(noise: float, seed: int = 0) -> pd.DataFrame:
 
 
 # Intervals and the stop rule ---------------------------------------------------------------
-
-
-def test_ratio_interval_known_answers_and_bad_input() -> None:
-    r, lo, hi = ratio_interval([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])
-    assert (r, lo, hi) == (2.0, 2.0, 2.0)  # proportional blocks: no spread
-    r, lo, hi = ratio_interval([1.0, 3.0], [1.0, 1.0])
-    # se = sqrt(((1-2)^2 + (3-2)^2) / (2 * 1)) / 1 = 1; z(0.975) = 1.95996
-    assert r == 2.0 and hi - r == pytest.approx(1.959964, rel=1e-6) and r - lo == hi - r
-    for num, den in (([1.0], [1.0]), ([1.0, 2.0], [1.0]), ([1.0, 2.0], [0.0, 0.0])):
-        with pytest.raises(ValueError, match="num, den"):
-            ratio_interval(num, den)
-    with pytest.raises(ValueError, match="level"):
-        ratio_interval([1.0, 2.0], [1.0, 1.0], level=1.0)
-
-
-def test_ratio_interval_covers_the_true_ratio_95_percent_of_the_time() -> None:
-    """Blocks like a speculative run's: spec time about constant, plain time proportional to
-    a random token count. 2000 runs of 200 blocks; coverage within 4.5 standard errors."""
-    rng = np.random.default_rng(7)
-    runs, n, hits = 2000, 200, 0
-    emitted = rng.integers(1, 5, size=(runs, n)).astype(float)  # mean 2.5 tokens
-    spec = 0.12 + 0.01 * rng.standard_normal((runs, n))
-    plain = emitted * (0.05 + 0.005 * rng.standard_normal((runs, n)))
-    truth = 2.5 * 0.05 / 0.12
-    for i in range(runs):
-        _, lo, hi = ratio_interval(plain[i], spec[i])
-        hits += lo <= truth <= hi
-    se = np.sqrt(0.95 * 0.05 / runs)
-    assert abs(hits / runs - 0.95) <= 4.5 * se
 
 
 def test_stop_rule() -> None:

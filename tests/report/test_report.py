@@ -126,12 +126,12 @@ def test_report_names_no_issue_and_no_path_outside_the_checkout(
     page = rep.html.read_text(encoding="utf-8")
     text = re.sub(r'src="data:image/png;base64,[^"]+"', "", page)
     assert not _INTERNAL.search(text), _INTERNAL.search(text)
-    outside = str(Path(__file__).resolve().parents[2])  # the folder holding the checkout
+    outside = str(Path(__file__).resolve().parents[3])  # the folder holding the checkout
     assert f"{outside}/shared" not in text
 
 
 def test_docs_name_no_issue_and_no_path_outside_the_checkout() -> None:
-    docs = Path(__file__).resolve().parents[1] / "docs"
+    docs = Path(__file__).resolve().parents[2] / "docs"
     for page in sorted(docs.rglob("*.md")):
         if page.name == "api.md":  # generated from the docstrings, checked by test_docs
             continue

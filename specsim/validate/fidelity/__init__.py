@@ -66,7 +66,7 @@ __all__ = [
     "fitted_anchors",
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 """The checkout (the committed measurements live under ``models/``)."""
 CPU_TRACES = "models/measured/cpu"
 CPU_CARD = "models/calibrated/cpu-epyc-2vcpu.toml"

@@ -3,7 +3,7 @@
 One row is one anchor (a measured figure) and one quantity. Every prediction is
 out of sample: ``fitted_on`` says what the prediction used, and never names the
 row's own measurement. The measured interval is a 95% interval from the data
-(:func:`ratio_interval`, :func:`speedup_interval`) or, for a published figure,
+(:func:`specsim.stats.ratio_interval`, :func:`speedup_interval`) or, for a published figure,
 the rounding interval of its printed digits (:func:`rounding_interval`).
 
 The families here are the committed speculative runs on this CPU:
@@ -26,9 +26,9 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from specsim.cards import HardwareCard
+from specsim.stats import ratio_interval, t_quantile
 from specsim.validate.runs import predict_runs
 
 __all__ = [
@@ -36,7 +36,6 @@ __all__ = [
     "LEVEL",
     "fidelity_row",
     "run_rows",
-    "ratio_interval",
     "speedup_interval",
     "rounding_interval",
     "cpu_runs",
@@ -139,19 +138,7 @@ def run_rows(
 
 
 def _t(dof: float) -> float:
-    return float(stats.t.ppf(0.5 + LEVEL / 2, max(dof, 1.0)))
-
-
-def ratio_interval(num: np.ndarray, den: np.ndarray) -> tuple[float, float, float]:
-    """``R = sum(num) / sum(den)`` over independent units (blocks), its standard error by the
-    delta method (the ratio estimator: ``se = sd(num - R den) / (sqrt(k) mean(den))``) and the
-    half-width of its 95% t interval with ``k - 1`` degrees of freedom: (R, se, half)."""
-    x, y = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
-    if x.size < 2 or x.size != y.size:
-        raise ValueError(f"ratio_interval: need >= 2 paired units, got {x.size} and {y.size}")
-    r = float(x.sum() / y.sum())
-    se = float(np.std(x - r * y, ddof=1) / (math.sqrt(x.size) * y.mean()))
-    return r, se, _t(x.size - 1) * se
+    return t_quantile(dof, level=LEVEL)
 
 
 def speedup_interval(
@@ -160,8 +147,8 @@ def speedup_interval(
     """Speedup of speculative over plain decoding with its 95% interval.
 
     ``S = P / L``: ``P`` the mean time of a plain step (one token each), ``L`` the
-    speculative time per token (:func:`ratio_interval` over blocks). The two are independent
-    samples, so the relative standard errors add in quadrature; the interval is
+    speculative time per token (:func:`specsim.stats.ratio_interval` over blocks). The two are
+    independent samples, so the relative standard errors add in quadrature; the interval is
     ``S exp(+/- t se_rel)`` (symmetric on the log scale) with the smaller sample's degrees of
     freedom. Returns (S, low, high, L, L's half-width). Assumes independent blocks and steps:
     a slow drift of the machine's load shared by neighbours makes the interval too narrow.
@@ -169,7 +156,7 @@ def speedup_interval(
     p = np.asarray(plain_steps, dtype=float)
     if p.size < 2:
         raise ValueError(f"speedup_interval: need >= 2 plain steps, got {p.size}")
-    lat, lat_se, lat_half = ratio_interval(block_wall, block_tokens)
+    lat, lat_se, lat_half = ratio_interval(block_wall, block_tokens, level=LEVEL)
     pm, p_se = float(p.mean()), float(p.std(ddof=1) / math.sqrt(p.size))
     rel = math.hypot(p_se / pm, lat_se / lat)
     s = pm / lat
