@@ -79,8 +79,12 @@ def experts_touched(n: ArrayLike, *, experts: int, top_k: int) -> FloatArray | f
     x = as_real(n, "n", where)
     if np.any(x < 0) or not np.all(np.isfinite(x)):
         raise ValueError(f"{where}: n must be finite and >= 0, got {np.asarray(n).tolist()!r}")
-    # expm1/log1p: exact to a few ulps where (1 - k/E)^n is close to 1 (E >> k n).
-    miss = -np.expm1(x * np.log1p(-k / E)) if k < E else np.where(x > 0, 1.0, 0.0)
+    p = k / E
+    # 1 - (1 - p)^n directly where n p >= 0.01 (it cancels at most ~100 ulps there, and is
+    # exact at n = 1 for dyadic p); expm1/log1p where (1 - p)^n is close to 1 (E >> k n).
+    with np.errstate(divide="ignore"):
+        small = -np.expm1(x * np.log1p(-p)) if k < E else np.where(x > 0, 1.0, 0.0)
+    miss = np.where(x * p >= 0.01, 1.0 - np.power(1.0 - p, x), small)
     return scalar_or_array(np.asarray(E * miss, dtype=np.float64))
 
 

@@ -171,4 +171,4 @@ def _verification(touched: sp.Expr) -> SymbolicResult:
 def derive_moe() -> tuple[SymbolicResult, SymbolicResult]:
     """Both MoE results, each claim proven by sympy."""
     touched = _touched()
-    return touched, _verification(touched.expr)  # type: ignore[arg-type]
+    return touched, _verification(touched.expr)
