@@ -39,6 +39,7 @@ from specsim.cost.model import (
     evaluate_terms,
     memory_error,
 )
+from specsim.cost.moe import check_expert_parallel
 from specsim.cost.results import RESULT_FIELDS, StepCostGrid
 from specsim.cost.shape import chain_sums
 
@@ -68,13 +69,22 @@ def _terms(
     tp: NDArray[Any],
     sums: tuple[Any, Any, Any],
     runtime: RuntimeProfile | None,
+    expert_parallel: int = 1,
 ) -> dict[str, NDArray[np.float64]]:
     """Every result field as an array of the grid's shape, one evaluation per device count."""
     T, S, R = sums
     groups = np.unique(tp)
     if groups.size == 1:  # the usual case: one device count for the whole grid
         terms = evaluate_terms(
-            model, hardware, formats=formats, tp=float(groups[0]), T=T, S=S, R=R, runtime=runtime
+            model,
+            hardware,
+            formats=formats,
+            tp=float(groups[0]),
+            T=T,
+            S=S,
+            R=R,
+            runtime=runtime,
+            expert_parallel=expert_parallel,
         )
         return {
             k: np.asarray(np.broadcast_to(getattr(terms, k), T.shape), dtype=np.float64)
@@ -92,6 +102,7 @@ def _terms(
             S=S[sel],
             R=R[sel],
             runtime=runtime,
+            expert_parallel=expert_parallel,
         )
         for k in RESULT_FIELDS:
             arrays[k][sel] = getattr(terms, k)
@@ -114,6 +125,7 @@ def step_cost_grid(
     kv: str | None = None,
     group_size: int | None = None,
     runtime: RuntimeLike = None,
+    expert_parallel: int = 1,
 ) -> StepCostGrid:
     """Costs of many homogeneous passes at once (vectorised).
 
@@ -136,7 +148,17 @@ def step_cost_grid(
         _check_positions(model, context=ctx, new_tokens=new)
     formats = resolve_formats(model, dtype, weights=weights, kv=kv, group_size=group_size)
     sums = chain_sums(B, B * ctx, new, encoder_tokens(model, encoder_length))
-    arrays = _terms(model, hardware, formats=formats, tp=tp, sums=sums, runtime=rt)
+    for t in np.unique(tp).astype(int).tolist():
+        check_expert_parallel(model, expert_parallel, t, name="expert_parallel")
+    arrays = _terms(
+        model,
+        hardware,
+        formats=formats,
+        tp=tp,
+        sums=sums,
+        runtime=rt,
+        expert_parallel=expert_parallel,
+    )
     fits = arrays["resident_bytes"] <= hardware.mem_capacity
     if check_memory and not fits.all():
         i = tuple(int(j) for j in np.argwhere(~fits)[0]) if fits.ndim else ()

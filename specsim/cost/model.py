@@ -74,9 +74,10 @@ from specsim.cost.checks import (
 from specsim.cost.checks import check_positions as _check_positions
 from specsim.cost.formats import Formats, resolve_formats
 from specsim.cost.memory import footprint
+from specsim.cost.moe import check_expert_parallel
 from specsim.cost.quant import dequant_rows
 from specsim.cost.results import RESULT_FIELDS, PassTerms, StepCost
-from specsim.cost.roofline import roofline, time_energy
+from specsim.cost.roofline import expert_reads, roofline, time_energy
 from specsim.cost.shape import PassShape
 
 __all__ = [
@@ -131,6 +132,7 @@ def evaluate_terms(
     S: Any,
     R: Any,
     runtime: RuntimeProfile | None = None,
+    expert_parallel: int = 1,
 ) -> PassTerms:
     """All terms of passes on ``tp`` devices from their aggregates (numbers or arrays).
 
@@ -141,7 +143,7 @@ def evaluate_terms(
     makes few temporaries (a performance choice: fresh large temporaries cost
     page faults).
     """
-    co = roofline(model, hw, formats, tp, runtime)
+    co = roofline(model, hw, formats, tp, runtime, expert_parallel=expert_parallel)
     L = co.layers
     time, energy, roof, flops, nbytes = time_energy(co, T, S, R)
     act = L * (co.activation_bytes + co.attention_io_bytes) + co.head_io_bytes  # per token
@@ -150,7 +152,7 @@ def evaluate_terms(
         flops=flops * tp,
         bytes=nbytes * tp,
         energy_j=energy,
-        weight_bytes=co.weight_bytes * tp + 0.0 * T,
+        weight_bytes=(co.weight_bytes + co.expert_bytes * expert_reads(co, T)) * tp,
         kv_bytes=(R + 2 * T) * (L * co.kv_bytes) * tp,
         activation_bytes=T * act * tp,
         compute_time_s=flops / co.peak,
@@ -187,6 +189,7 @@ def pass_cost(
     kv: str | None = None,
     group_size: int | None = None,
     runtime: RuntimeLike = None,
+    expert_parallel: int = 1,
 ) -> StepCost:
     """Cost of one pass of any :class:`~specsim.cost.shape.PassShape`: chains or a token tree.
 
@@ -207,8 +210,11 @@ def pass_cost(
     depth = shape.new if shape.parents is None else max(shape.depths or (0,))
     _check_positions(model, context=shape.context, new_tokens=depth)
     fm = resolve_formats(model, dtype, weights=weights, kv=kv, group_size=group_size)
+    ep = check_expert_parallel(model, expert_parallel, int(tp), name="expert_parallel")
     T, S, R = shape.sums(encoder_tokens(model, encoder_length))
-    terms = evaluate_terms(model, hardware, formats=fm, tp=float(tp), T=T, S=S, R=R, runtime=rt)
+    terms = evaluate_terms(
+        model, hardware, formats=fm, tp=float(tp), T=T, S=S, R=R, runtime=rt, expert_parallel=ep
+    )
     values = {k: float(getattr(terms, k)) for k in RESULT_FIELDS}
     if values["resident_bytes"] > hardware.mem_capacity:
         raise memory_error(
@@ -246,6 +252,7 @@ def step_cost(
     kv: str | None = None,
     group_size: int | None = None,
     runtime: RuntimeLike = None,
+    expert_parallel: int = 1,
 ) -> StepCost:
     """Cost of one pass over ``batch`` sequences (see the module docstring for the model).
 
@@ -288,6 +295,7 @@ def step_cost(
         kv=kv,
         group_size=group_size,
         runtime=runtime,
+        expert_parallel=expert_parallel,
     )
 
 
@@ -312,6 +320,7 @@ def pass_aggregates_cost(
     kv: str | None = None,
     group_size: int | None = None,
     runtime: RuntimeLike = None,
+    expert_parallel: int = 1,
 ) -> PassTerms:
     """The cost terms of passes given as sums over their sequences (no memory check).
 
@@ -332,4 +341,15 @@ def pass_aggregates_cost(
     S = _number(pairs) + T * e
     R = _number(context_tokens) + B * e
     rt = check_runtime(runtime, hardware)
-    return evaluate_terms(model, hardware, formats=formats, tp=float(tp), T=T, S=S, R=R, runtime=rt)
+    ep = check_expert_parallel(model, expert_parallel, int(tp), name="expert_parallel")
+    return evaluate_terms(
+        model,
+        hardware,
+        formats=formats,
+        tp=float(tp),
+        T=T,
+        S=S,
+        R=R,
+        runtime=rt,
+        expert_parallel=ep,
+    )
