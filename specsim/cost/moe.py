@@ -24,7 +24,7 @@ activations. Load imbalance between the groups is not modelled (uniform routing)
 
 >>> from specsim.cards import load_model
 >>> round(moe_routed_fraction(load_model("mixtral-8x7b")), 3)
-0.967
+0.884
 """
 
 from __future__ import annotations

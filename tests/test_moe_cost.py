@@ -1,0 +1,148 @@
+"""MoE targets in the cost model: touched experts, top-k flops, v(gamma), expert parallelism."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from specsim.cards import load_hardware, load_model
+from specsim.cost import step_cost, verification_factor
+from specsim.cost.collectives import ALGORITHMS, allreduce_time, alltoall_time
+from specsim.cost.deployment import Deployment
+from specsim.cost.moe import moe_routed_fraction
+from specsim.cost.shape import PassShape
+from specsim.theory import experts_touched, moe_verification_factor
+
+MIXTRAL, H200 = load_model("mixtral-8x7b"), load_hardware("h200")
+
+
+def _weights(model_slug: str, *, batch: int, new: int, tp: int = 1, ep: int = 1) -> float:
+    dep = Deployment(
+        target=load_model(model_slug), hardware=H200, tensor_parallel=tp, expert_parallel=ep
+    )
+    return dep.pass_cost(PassShape.chain(context=64, new=new, batch=batch)).weight_bytes
+
+
+def test_a_pass_reads_the_fixed_weights_once_and_the_touched_experts() -> None:
+    m = MIXTRAL
+    wb = 2.0  # bfloat16
+    fixed = m.fixed_layer_params + m._norm_params + m.vocab * m.d_model
+    expert = m.moe_layers * m.routed_expert_params
+    for batch, new in [(1, 1), (1, 4), (2, 5), (16, 8)]:
+        n = batch * new  # the pass's tokens: batch x positions
+        want = (fixed + expert * experts_touched(n, experts=8, top_k=2)) * wb
+        assert _weights("mixtral-8x7b", batch=batch, new=new) == pytest.approx(want, rel=1e-12)
+    # One token reads the activated parameters; a large pass every expert (all but the
+    # input embedding table, which a pass gathers from).
+    assert _weights("mixtral-8x7b", batch=1, new=1) == pytest.approx(m.decode_params * wb)
+    everything = (m.shape_params - m.vocab * m.d_model) * wb
+    assert _weights("mixtral-8x7b", batch=64, new=4) == pytest.approx(everything, rel=1e-12)
+
+
+def test_flops_count_only_the_top_k_experts() -> None:
+    c1 = step_cost(MIXTRAL, H200, batch=1, context=0, new_tokens=1)
+    c8 = step_cost(MIXTRAL, H200, batch=8, context=0, new_tokens=1)
+    attn = MIXTRAL.layers * 4 * MIXTRAL.head_dim * MIXTRAL.heads  # one (query, key) pair
+    assert c1.flops == pytest.approx(2 * MIXTRAL.decode_params + attn, rel=1e-12)
+    assert c8.flops == pytest.approx(8 * c1.flops, rel=1e-12)  # linear in tokens, not experts
+
+
+@pytest.mark.parametrize("slug", ["mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3", "gpt-oss-20b"])
+def test_the_cost_models_weight_traffic_is_the_theory_v_gamma(slug: str) -> None:
+    model = load_model(slug)
+    moe = model.moe_spec
+    assert moe is not None
+    tp = 8 if slug == "deepseek-v3" else 1
+    one = _weights(slug, batch=1, new=1, tp=tp)
+    f = moe_routed_fraction(model)
+    for gamma in range(8):
+        ratio = _weights(slug, batch=1, new=gamma + 1, tp=tp) / one
+        want = moe_verification_factor(
+            gamma, experts=moe.experts, top_k=moe.top_k, routed_fraction=f
+        )
+        assert ratio == pytest.approx(want, rel=1e-12)
+
+
+def test_verification_is_not_free_on_an_moe_target_at_batch_1() -> None:
+    # EAGLE (arXiv:2401.15077, Table 1): 1.5x on Mixtral against ~3x on dense 7B targets,
+    # because verifying gamma + 1 positions reads more experts.
+    v_moe = verification_factor(MIXTRAL, H200, 4)
+    v_dense = verification_factor(load_model("llama-2-7b"), H200, 4)
+    assert v_dense < 1.2 < 2.0 < v_moe
+
+
+def test_a_dense_target_is_unchanged_by_the_moe_terms() -> None:
+    dense = load_model("llama-2-7b")
+    a = step_cost(dense, H200, batch=4, context=300, new_tokens=5)
+    b = Deployment(target=dense, hardware=H200, expert_parallel=1).pass_cost(
+        PassShape.chain(context=300, new=5, batch=4)
+    )
+    assert a == b and moe_routed_fraction(dense) == 0.0
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize(("tp", "ep"), [(8, 8), (8, 4), (8, 2), (16, 16), (16, 8)])
+def test_expert_parallel_collectives_are_the_collectives_model(
+    algorithm: str, tp: int, ep: int
+) -> None:
+    hw = dataclasses.replace(H200, collective_algorithm=algorithm, collective_overhead_s=2e-6)
+    model = load_model("deepseek-v3")
+    moe = model.moe_spec
+    assert moe is not None
+    dep = Deployment(target=model, hardware=hw, tensor_parallel=tp, expert_parallel=ep)
+    link = {"bandwidth": hw.interconnect_bandwidth, "latency_s": hw.interconnect_latency_s}
+    for T in (1, 8, 64):
+        cost = dep.pass_cost(PassShape.chain(context=128, new=T))
+        d = T * model.d_model * 1.0  # float8 activations, bytes of the pass's hidden states
+        ar = allreduce_time(d, tp, algorithm=algorithm, **link)
+        group = allreduce_time(d, tp // ep, algorithm=algorithm, **link)
+        a2a = alltoall_time(moe.top_k * d / ep, ep, algorithm=algorithm, **link)
+        want = (
+            (model.layers + moe.dense_layers) * ar
+            + model.moe_layers * (group + 2 * a2a)
+            + hw.collective_overhead_s * (tp - 1)
+        )
+        assert cost.allreduce_time_s == pytest.approx(want, rel=1e-12), (T, cost)
+
+
+def test_expert_parallelism_keeps_the_weights_per_device() -> None:
+    model = load_model("deepseek-v3")
+    shape = PassShape.chain(context=128, new=4)
+    costs = [
+        Deployment(target=model, hardware=H200, tensor_parallel=8, expert_parallel=ep).pass_cost(
+            shape
+        )
+        for ep in (1, 2, 8)
+    ]
+    assert len({c.resident_bytes for c in costs}) == 1
+    assert len({c.weight_bytes for c in costs}) == 1
+    # All weights over 8 devices, and the whole MLA latent on each (float8, 132 tokens).
+    kv = (128 + 4) * model.layers * 576 * 1.0
+    assert costs[0].resident_bytes == pytest.approx(model.shape_params / 8 + kv, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("slug", "tp", "ep", "message"),
+    [
+        ("deepseek-v3", 8, 3, "3 does not divide the 256 routed experts of deepseek-v3"),
+        ("mixtral-8x7b", 8, 16, "16 does not divide the 8 routed experts of mixtral-8x7b"),
+        ("deepseek-v3", 4, 8, "8 does not divide tensor_parallel = 4"),
+        ("llama-2-7b", 2, 2, "2 needs an MoE target; llama-2-7b has no experts"),
+        ("deepseek-v3", 8, 0, "expected an integer >= 1, got 0"),
+    ],
+)
+def test_bad_expert_parallelism_names_the_value(slug: str, tp: int, ep: int, message: str) -> None:
+    with pytest.raises(ValueError, match=f"deployment expert_parallel: {message}"):
+        Deployment(target=slug, hardware=H200, tensor_parallel=tp, expert_parallel=ep)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=f"expert_parallel: {message}"):
+        step_cost(
+            slug, H200, batch=1, context=8, new_tokens=1, tensor_parallel=tp, expert_parallel=ep
+        )
+
+
+def test_a_full_moe_model_that_does_not_fit_says_so() -> None:
+    with pytest.raises(ValueError, match="does not fit"):
+        step_cost("deepseek-v3", H200, batch=1, context=8, new_tokens=1)
+    assert np.isfinite(step_cost("qwen3-30b-a3b", H200, batch=1, context=8, new_tokens=1).time_s)
