@@ -25,7 +25,7 @@ all-reduce ``busbw = algbw * 2 (p - 1) / p`` with ``algbw = n / t``
 
 An **all-to-all** (expert parallelism's dispatch and combine, :mod:`specsim.cost.moe`) in
 which each of ``p`` devices holds ``n`` bytes, a ``1/p`` share for every device, runs as
-(Thakur et al. 2005, Section 3.5):
+(Thakur et al. 2005, the all-to-all algorithms of MPICH):
 
 * ``ring`` (and ``per-allreduce``'s bandwidth term): pairwise exchange, ``p - 1`` steps of
   ``n / p`` bytes, ``t = (p - 1) alpha + (p - 1) / p * n / beta`` (``per-allreduce``: one
