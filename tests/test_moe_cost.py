@@ -146,3 +146,17 @@ def test_a_full_moe_model_that_does_not_fit_says_so() -> None:
     with pytest.raises(ValueError, match="does not fit"):
         step_cost("deepseek-v3", H200, batch=1, context=8, new_tokens=1)
     assert np.isfinite(step_cost("qwen3-30b-a3b", H200, batch=1, context=8, new_tokens=1).time_s)
+
+
+def test_fp4_weight_formats_and_gpt_oss_120b_on_one_80gb_gpu() -> None:
+    # OCP MX v1.0: 32 E2M1 values + one E8M0 scale; NVFP4: 16 E2M1 values + one E4M3 scale.
+    from specsim.cost.quant import WEIGHT_FORMATS
+
+    assert WEIGHT_FORMATS["mxfp4"].bytes_per_weight(d_model=2880, group_size=None) == 17 / 32
+    assert WEIGHT_FORMATS["nvfp4"].bytes_per_weight(d_model=2880, group_size=None) == 9 / 16
+    # gpt-oss README: gpt-oss-120b in MXFP4 "fits into a single 80GB GPU" (H100); in bf16 not.
+    h100 = load_hardware("h100-sxm")
+    cost = step_cost("gpt-oss-120b", h100, batch=1, context=512, new_tokens=1, weights="mxfp4")
+    assert cost.resident_bytes < h100.mem_capacity
+    with pytest.raises(ValueError, match="does not fit"):
+        step_cost("gpt-oss-120b", h100, batch=1, context=512, new_tokens=1)
