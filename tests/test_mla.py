@@ -46,3 +46,11 @@ def test_absorbed_attention_costs_per_cached_token() -> None:
 def test_a_dense_card_keeps_its_kv_bytes() -> None:
     m = load_model("llama-2-7b")
     assert m.mla_spec is None and m.kv_bytes_per_token(2.0) == 32 * 2 * 4096 * 2
+
+
+def test_hardware_free_flops_use_the_absorbed_attention() -> None:
+    from specsim.cost import pass_flops
+
+    per_pair = V3.layers * V3.heads * 2 * (512 + 64 + 512)
+    got = pass_flops(V3, batch=1, context=1000, new_tokens=1)
+    assert got == pytest.approx(2 * V3.decode_params + 1001 * per_pair, rel=1e-12)

@@ -26,7 +26,7 @@ from specsim.cost.memory import footprint
 from specsim.cost.moe import moe_collectives, touched_experts
 from specsim.cost.quant import DEQUANT_TILE_ROWS, dequant_rows, vector_peak
 
-__all__ = ["Roofline", "expert_reads", "roofline", "time_energy"]
+__all__ = ["Roofline", "attention_terms", "expert_reads", "roofline", "time_energy"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,7 +189,7 @@ def _layer_params(model: ModelCard) -> tuple[float, float, float, float]:
     return model.fixed_layer_params / L, (model.fixed_layer_params + routed) / L, ffn / L, head
 
 
-def _attention(model: ModelCard, tp: float) -> tuple[float, float]:
+def attention_terms(model: ModelCard, tp: float) -> tuple[float, float]:
     """Per pair and layer, attention's flops; per token and layer, the elements of its
     query read and output written. MLA with absorbed up-projections (DeepSeek-V2,
     arXiv:2405.04434, Section 2.1.2): each head scores the latent and the rotary key
@@ -207,7 +207,7 @@ def _per_layer(model: ModelCard, formats: Formats, tp: float) -> _PerLayer:
     q = model.q_dim / tp
     read, active, ffn, head = _layer_params(model)
     act = 4 * d + 2 * q + ((3 if model.gated_mlp else 2) * ffn) / tp
-    attn_flops, q_io = _attention(model, tp)
+    attn_flops, q_io = attention_terms(model, tp)
     head_params = head / tp  # LM head, final norm
     return _PerLayer(
         act_bytes=(act + (2 * d + 2 * q if encdec else 0)) * ab,
