@@ -160,3 +160,23 @@ def test_fp4_weight_formats_and_gpt_oss_120b_on_one_80gb_gpu() -> None:
     assert cost.resident_bytes < h100.mem_capacity
     with pytest.raises(ValueError, match="does not fit"):
         step_cost("gpt-oss-120b", h100, batch=1, context=512, new_tokens=1)
+
+
+@pytest.mark.parametrize("ep", [1, 8])
+def test_pass_sums_and_one_pass_agree_on_an_moe_deployment(ep: int) -> None:
+    dep = Deployment(target="deepseek-v3", hardware=H200, tensor_parallel=8, expert_parallel=ep)  # type: ignore[arg-type]
+    shape = PassShape.chain(context=np.array([100, 700, 30]), new=np.array([3, 5, 1]))
+    one = dep.pass_cost(shape)
+    sums = dep.aggregates_cost(
+        batch=3, tokens=shape.tokens, context_tokens=830, pairs=float(shape.pairs().sum())
+    )
+    assert float(sums.time_s) == pytest.approx(one.time_s, rel=1e-12)
+    assert float(sums.weight_bytes) == pytest.approx(one.weight_bytes, rel=1e-12)
+    # Plain floats (the simulator's fast path) give the same as arrays.
+    arr = dep.aggregates_cost(
+        batch=np.array([3.0]),
+        tokens=np.array([9.0]),
+        context_tokens=np.array([830.0]),
+        pairs=np.array([float(shape.pairs().sum())]),
+    )
+    assert float(arr.time_s[0]) == pytest.approx(one.time_s, rel=1e-12)
