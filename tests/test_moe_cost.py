@@ -180,3 +180,24 @@ def test_pass_sums_and_one_pass_agree_on_an_moe_deployment(ep: int) -> None:
         pairs=np.array([float(shape.pairs().sum())]),
     )
     assert float(arr.time_s[0]) == pytest.approx(one.time_s, rel=1e-12)
+
+
+def test_routed_experts_in_a_format_of_their_own() -> None:
+    # gpt-oss ships its experts in MXFP4 and the rest in bf16 (gpt-oss README).
+    m = load_model("gpt-oss-120b")
+    h100 = load_hardware("h100-sxm")
+    dep = Deployment(target=m, hardware=h100, expert_weights="mxfp4")
+    routed = m.moe_layers * m.routed_expert_params
+    rest = m.fixed_layer_params + m._norm_params + m.vocab * m.d_model
+    for new in (1, 4):
+        cost = dep.pass_cost(PassShape.chain(context=64, new=new))
+        touched = experts_touched(new, experts=128, top_k=4)
+        assert cost.weight_bytes == pytest.approx(rest * 2 + routed * touched * 17 / 32, rel=1e-12)
+    fp = dep.pass_cost(PassShape.chain(context=0, new=1)).resident_bytes
+    resident = (m.shape_params - 128 * routed) * 2 + 128 * routed * 17 / 32
+    assert fp == pytest.approx(resident + m.kv_bytes_per_token(2.0), rel=1e-12)
+    assert dep.describe()["expert_weights"] == "mxfp4"
+    with pytest.raises(ValueError, match="'mxfp4' needs an MoE target; llama-2-7b has no experts"):
+        Deployment(target="llama-2-7b", hardware=h100, expert_weights="mxfp4")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="expert_weights: unknown format 'fp3'"):
+        Deployment(target=m, hardware=h100, expert_weights="fp3")

@@ -76,7 +76,8 @@ class Deployment:
     None means the hardware card's own numbers (:func:`specsim.cards.profile_of_card`); a
     slug or path is loaded, and a profile fitted on another device is an error. ``dtype``
     None means the target card's compute dtype; ``weights``/``kv`` None keep ``dtype``
-    (:func:`specsim.cost.resolve_formats`); ``group_size`` is for int4 weights only.
+    (:func:`specsim.cost.resolve_formats`); ``group_size`` is for int4 weights only;
+    ``expert_weights`` stores an MoE target's routed experts in a format of their own.
     ``tensor_parallel`` must split the target's heads
     (:func:`specsim.cost.checks.check_tensor_parallel`); ``expert_parallel`` (an MoE
     target's expert groups over those devices) must divide its routed experts and
@@ -95,6 +96,7 @@ class Deployment:
     tensor_parallel: int = 1
     draft_placement: Placement = "shared"
     expert_parallel: int = 1
+    expert_weights: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target", check_model(self.target))
@@ -117,7 +119,12 @@ class Deployment:
     def formats(self) -> Formats:
         """The compute dtype and the byte widths of this deployment's passes."""
         return resolve_formats(
-            self.target, self.dtype, weights=self.weights, kv=self.kv, group_size=self.group_size
+            self.target,
+            self.dtype,
+            weights=self.weights,
+            kv=self.kv,
+            group_size=self.group_size,
+            expert_weights=self.expert_weights,
         )
 
     def on_model(self, model: ModelCard, *, tensor_parallel: int | None = None) -> Deployment:
@@ -133,6 +140,7 @@ class Deployment:
             group_size=self.group_size if same else None,
             tensor_parallel=self.tensor_parallel if tensor_parallel is None else tensor_parallel,
             expert_parallel=self.expert_parallel if same else 1,
+            expert_weights=self.expert_weights if same else None,
         )
 
     def keywords(self) -> dict[str, Any]:
@@ -147,6 +155,7 @@ class Deployment:
             "group_size": self.group_size,
             "runtime": self.runtime,
             "expert_parallel": self.expert_parallel,
+            "expert_weights": self.expert_weights,
         }
 
     def describe(self) -> dict[str, Any]:
@@ -162,6 +171,7 @@ class Deployment:
             "group_size": self.group_size,
             "tensor_parallel": self.tensor_parallel,
             "expert_parallel": self.expert_parallel,
+            "expert_weights": fm.expert_format or None,
             "draft_placement": self.draft_placement,
         }
 
@@ -178,6 +188,7 @@ class Deployment:
             group_size=self.group_size,
             runtime=self.runtime,
             expert_parallel=self.expert_parallel,
+            expert_weights=self.expert_weights,
         )
 
     def aggregates_cost(
@@ -198,6 +209,7 @@ class Deployment:
             group_size=self.group_size,
             runtime=self.runtime,
             expert_parallel=self.expert_parallel,
+            expert_weights=self.expert_weights,
         )
 
 
@@ -205,6 +217,7 @@ def deployment_from_table(table: Mapping[str, Any], *, where: str) -> Deployment
     """A :class:`Deployment` from a table (a ``[deployment]`` table of a TOML file, a dict):
     its keys are the dataclass's fields (``target``, ``hardware``, ``runtime``, ``dtype``,
     ``weights``, ``kv``, ``group_size``, ``tensor_parallel``, ``expert_parallel``,
+    ``expert_weights``,
     ``draft_placement``), cards
     by slug or path. Unknown or missing keys, wrong types and bad values are ValueErrors
     that begin with ``where`` (the file and table) and name the key.

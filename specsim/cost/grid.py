@@ -126,6 +126,7 @@ def step_cost_grid(
     group_size: int | None = None,
     runtime: RuntimeLike = None,
     expert_parallel: int = 1,
+    expert_weights: str | None = None,
 ) -> StepCostGrid:
     """Costs of many homogeneous passes at once (vectorised).
 
@@ -146,7 +147,9 @@ def step_cost_grid(
     B, ctx, new, tp = _broadcast(batch, context, new_tokens, tp0)
     if check_positions:
         _check_positions(model, context=ctx, new_tokens=new)
-    formats = resolve_formats(model, dtype, weights=weights, kv=kv, group_size=group_size)
+    formats = resolve_formats(
+        model, dtype, weights=weights, kv=kv, group_size=group_size, expert_weights=expert_weights
+    )
     sums = chain_sums(B, B * ctx, new, encoder_tokens(model, encoder_length))
     for t in np.unique(tp).astype(int).tolist():
         check_expert_parallel(model, expert_parallel, t, name="expert_parallel")

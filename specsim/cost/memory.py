@@ -60,8 +60,13 @@ def footprint(model: ModelCard, *, tensor_parallel: float, formats: Formats) -> 
         per_layer = float(mla.kv_width) * formats.kv
     else:
         per_layer = 2.0 * model.head_dim * kv_heads_per_device(model, tensor_parallel) * formats.kv
+    weights = model.shape_params / tensor_parallel * formats.weights
+    moe = model.moe_spec
+    if formats.expert_weights is not None and moe is not None:  # experts in their own format
+        routed = model.moe_layers * moe.experts * model.routed_expert_params / tensor_parallel
+        weights += routed * (formats.expert_weights - formats.weights)
     return Footprint(
-        weights_bytes=model.shape_params / tensor_parallel * formats.weights,
+        weights_bytes=weights,
         kv_bytes_per_token_layer=per_layer,
         kv_bytes_per_token=model.layers * per_layer,
     )

@@ -190,6 +190,7 @@ def pass_cost(
     group_size: int | None = None,
     runtime: RuntimeLike = None,
     expert_parallel: int = 1,
+    expert_weights: str | None = None,
 ) -> StepCost:
     """Cost of one pass of any :class:`~specsim.cost.shape.PassShape`: chains or a token tree.
 
@@ -209,7 +210,9 @@ def pass_cost(
         raise TypeError(f"shape: expected a PassShape, got {type(shape).__name__}")
     depth = shape.new if shape.parents is None else max(shape.depths or (0,))
     _check_positions(model, context=shape.context, new_tokens=depth)
-    fm = resolve_formats(model, dtype, weights=weights, kv=kv, group_size=group_size)
+    fm = resolve_formats(
+        model, dtype, weights=weights, kv=kv, group_size=group_size, expert_weights=expert_weights
+    )
     ep = check_expert_parallel(model, expert_parallel, int(tp), name="expert_parallel")
     T, S, R = shape.sums(encoder_tokens(model, encoder_length))
     terms = evaluate_terms(
@@ -253,6 +256,7 @@ def step_cost(
     group_size: int | None = None,
     runtime: RuntimeLike = None,
     expert_parallel: int = 1,
+    expert_weights: str | None = None,
 ) -> StepCost:
     """Cost of one pass over ``batch`` sequences (see the module docstring for the model).
 
@@ -296,6 +300,7 @@ def step_cost(
         group_size=group_size,
         runtime=runtime,
         expert_parallel=expert_parallel,
+        expert_weights=expert_weights,
     )
 
 
@@ -321,6 +326,7 @@ def pass_aggregates_cost(
     group_size: int | None = None,
     runtime: RuntimeLike = None,
     expert_parallel: int = 1,
+    expert_weights: str | None = None,
 ) -> PassTerms:
     """The cost terms of passes given as sums over their sequences (no memory check).
 
@@ -335,7 +341,9 @@ def pass_aggregates_cost(
     tp = check_tensor_parallel(model, tensor_parallel)
     if tp.ndim:
         raise ValueError(f"tensor_parallel: expected a scalar, got {tp.tolist()!r}")
-    formats = resolve_formats(model, dtype, weights=weights, kv=kv, group_size=group_size)
+    formats = resolve_formats(
+        model, dtype, weights=weights, kv=kv, group_size=group_size, expert_weights=expert_weights
+    )
     e = encoder_tokens(model, encoder_length)
     B, T = _number(batch), _number(tokens)
     S = _number(pairs) + T * e

@@ -159,6 +159,14 @@ def _dequant_s(hw: HardwareCard, formats: Formats, rt: RuntimeProfile, weights: 
     return float(ops * weights / vector_peak(hw.peak_flops, formats.compute))
 
 
+def _expert_dequant_s(hw: HardwareCard, formats: Formats, rt: RuntimeProfile, n: float) -> float:
+    """:func:`_dequant_s` of ``n`` routed-expert weights stored in ``formats.expert_format``."""
+    if not formats.expert_dequant_ops:
+        return 0.0
+    ops = rt.dequant_ops(formats.expert_format, formats.expert_dequant_ops)
+    return float(ops * n / vector_peak(hw.peak_flops, formats.compute))
+
+
 @dataclass(frozen=True, slots=True)
 class _PerLayer:
     """The per-token and per-layer quantities :func:`_compute` assembles (one device)."""
@@ -173,6 +181,7 @@ class _PerLayer:
     head_flops: float  # per token
     weights: float  # weights of one pass (for dequantization)
     expert_bytes: float  # one routed expert over the MoE layers (0 for a dense model)
+    active_routed: float  # routed-expert weights one token multiplies
 
 
 def _layer_params(model: ModelCard) -> tuple[float, float, float, float]:
@@ -206,6 +215,9 @@ def _per_layer(model: ModelCard, formats: Formats, tp: float) -> _PerLayer:
     encdec = model.architecture == "encoder-decoder"
     q = model.q_dim / tp
     read, active, ffn, head = _layer_params(model)
+    ewb = wb if formats.expert_weights is None else formats.expert_weights
+    routed = model.moe_layers * model.routed_expert_params
+    top_k = 0 if model.moe_spec is None else model.moe_spec.top_k
     act = 4 * d + 2 * q + ((3 if model.gated_mlp else 2) * ffn) / tp
     attn_flops, q_io = attention_terms(model, tp)
     head_params = head / tp  # LM head, final norm
@@ -218,8 +230,9 @@ def _per_layer(model: ModelCard, formats: Formats, tp: float) -> _PerLayer:
         dense_flops=2.0 * active / tp,
         attn_flops=attn_flops,
         head_flops=2.0 * head_params,
-        weights=L * active / tp + head_params,
-        expert_bytes=model.moe_layers * model.routed_expert_params / tp * wb,
+        weights=L * active / tp + head_params - (top_k * routed / tp if ewb != wb else 0.0),
+        expert_bytes=routed / tp * ewb,
+        active_routed=top_k * routed / tp if ewb != wb else 0.0,
     )
 
 
@@ -290,7 +303,8 @@ def _compute(
         overhead_s=overhead,
         allreduce_per_token_s=ring,
         allreduce_latency_s=latency,
-        dequant_s=_dequant_s(hw, formats, rt, x.weights),
+        dequant_s=_dequant_s(hw, formats, rt, x.weights)
+        + _expert_dequant_s(hw, formats, rt, x.active_routed),
         dequant_tile=DEQUANT_TILE_ROWS,
         sampling_s=rt.sampling_s_per_token,
         rows_log2=rows_log2,
