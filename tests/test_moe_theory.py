@@ -7,6 +7,8 @@ import itertools
 import numpy as np
 import pytest
 import sympy as sp
+from hypothesis import given
+from hypothesis import strategies as st
 
 from specsim.theory import experts_touched, experts_touched_load, moe_verification_factor
 from specsim.theory.results import get_result
@@ -103,3 +105,20 @@ def test_bad_expert_counts_are_named(kwargs: dict[str, object], message: str) ->
         experts_touched(-1, experts=8, top_k=2)
     with pytest.raises(ValueError, match="routed_fraction must be in"):
         moe_verification_factor(1, experts=8, top_k=2, routed_fraction=1.5)
+
+
+@given(
+    experts=st.integers(1, 512),
+    frac=st.floats(0.0, 1.0),
+    n=st.integers(0, 10_000),
+)
+def test_touched_experts_are_bounded_and_grow_with_the_tokens(
+    experts: int, frac: float, n: int
+) -> None:
+    top_k = max(1, round(frac * experts))
+    t0 = experts_touched(n, experts=experts, top_k=top_k)
+    t1 = experts_touched(n + 1, experts=experts, top_k=top_k)
+    slack = 1e-9 * experts
+    assert -slack <= t0 <= min(experts, n * top_k) + slack
+    assert t0 <= t1 + slack  # one more token never touches fewer experts
+    assert t1 - t0 <= top_k + slack  # and at most its own k new ones
