@@ -201,3 +201,17 @@ def test_routed_experts_in_a_format_of_their_own() -> None:
         Deployment(target="llama-2-7b", hardware=h100, expert_weights="mxfp4")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="expert_weights: unknown format 'fp3'"):
         Deployment(target=m, hardware=h100, expert_weights="fp3")
+
+
+def test_expert_format_dequantization_covers_the_experts_a_token_multiplies() -> None:
+    m = load_model("gpt-oss-120b")
+    h100 = load_hardware("h100-sxm")
+    shape = PassShape.chain(context=64, new=1)
+    experts = Deployment(target=m, hardware=h100, expert_weights="mxfp4").pass_cost(shape)
+    whole = Deployment(target=m, hardware=h100, weights="mxfp4").pass_cost(shape)
+    plain = Deployment(target="gpt-oss-20b", hardware=h100).pass_cost(shape)  # type: ignore[arg-type]
+    assert plain.dequant_time_s == 0.0 < experts.dequant_time_s < whole.dequant_time_s
+    # Both dequantize per weight a token multiplies: all of decode_params, or its routed part.
+    active_routed = m.moe_layers * 4 * m.routed_expert_params
+    ratio = whole.dequant_time_s / experts.dequant_time_s
+    assert ratio == pytest.approx(m.decode_params / active_routed, rel=1e-9)

@@ -215,6 +215,7 @@ def _per_layer(model: ModelCard, formats: Formats, tp: float) -> _PerLayer:
     encdec = model.architecture == "encoder-decoder"
     q = model.q_dim / tp
     read, active, ffn, head = _layer_params(model)
+    separate = formats.expert_weights is not None  # routed experts in their own format
     ewb = wb if formats.expert_weights is None else formats.expert_weights
     routed = model.moe_layers * model.routed_expert_params
     top_k = 0 if model.moe_spec is None else model.moe_spec.top_k
@@ -230,9 +231,9 @@ def _per_layer(model: ModelCard, formats: Formats, tp: float) -> _PerLayer:
         dense_flops=2.0 * active / tp,
         attn_flops=attn_flops,
         head_flops=2.0 * head_params,
-        weights=L * active / tp + head_params - (top_k * routed / tp if ewb != wb else 0.0),
+        weights=L * active / tp + head_params - (top_k * routed / tp if separate else 0.0),
         expert_bytes=routed / tp * ewb,
-        active_routed=top_k * routed / tp if ewb != wb else 0.0,
+        active_routed=top_k * routed / tp if separate else 0.0,
     )
 
 
