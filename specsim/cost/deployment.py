@@ -107,7 +107,7 @@ class Deployment:
             raise ValueError(f"deployment tensor_parallel: expected an integer >= 1, got {tp!r}")
         check_tensor_parallel(self.target, tp, name="deployment tensor_parallel")
         check_expert_parallel(
-            self.target, self.expert_parallel, tp, name="deployment expert_parallel"
+            self.target, self.expert_parallel, tensor_parallel=tp, name="deployment expert_parallel"
         )
         if self.draft_placement not in PLACEMENTS:
             raise ValueError(

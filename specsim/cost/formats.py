@@ -99,7 +99,7 @@ def _check_group(model: ModelCard, fmt: str, g: int, what: str) -> None:
             )
 
 
-def _expert_format(model: ModelCard, dt: str, name: str) -> dict[str, float | str | None]:
+def _expert_format(model: ModelCard, *, dt: str, name: str) -> dict[str, float | str | None]:
     """The ``expert_*`` fields of :class:`Formats` for routed experts stored in ``name``."""
     moe = model.moe_spec
     if moe is None:
@@ -148,7 +148,7 @@ def resolve_formats(
     dt = resolve_dtype(model, dtype)
     if weights is None and kv is None and group_size is None and expert_weights is None:
         return Formats.of(dt)
-    experts = {} if expert_weights is None else _expert_format(model, dt, expert_weights)
+    experts = {} if expert_weights is None else _expert_format(model, dt=dt, name=expert_weights)
     w = canonical_format(dt if weights is None else weights, field="weights", known=WEIGHT_FORMATS)
     k = canonical_format(dt if kv is None else kv, field="kv", known=KV_FORMATS)
     spec = WEIGHT_FORMATS[w]

@@ -152,7 +152,7 @@ def step_cost_grid(
     )
     sums = chain_sums(B, B * ctx, new, encoder_tokens(model, encoder_length))
     for t in np.unique(tp).astype(int).tolist():
-        check_expert_parallel(model, expert_parallel, t, name="expert_parallel")
+        check_expert_parallel(model, expert_parallel, tensor_parallel=t, name="expert_parallel")
     arrays = _terms(
         model,
         hardware,

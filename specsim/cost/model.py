@@ -213,7 +213,9 @@ def pass_cost(
     fm = resolve_formats(
         model, dtype, weights=weights, kv=kv, group_size=group_size, expert_weights=expert_weights
     )
-    ep = check_expert_parallel(model, expert_parallel, int(tp), name="expert_parallel")
+    ep = check_expert_parallel(
+        model, expert_parallel, tensor_parallel=int(tp), name="expert_parallel"
+    )
     T, S, R = shape.sums(encoder_tokens(model, encoder_length))
     terms = evaluate_terms(
         model, hardware, formats=fm, tp=float(tp), T=T, S=S, R=R, runtime=rt, expert_parallel=ep
@@ -349,7 +351,9 @@ def pass_aggregates_cost(
     S = _number(pairs) + T * e
     R = _number(context_tokens) + B * e
     rt = check_runtime(runtime, hardware)
-    ep = check_expert_parallel(model, expert_parallel, int(tp), name="expert_parallel")
+    ep = check_expert_parallel(
+        model, expert_parallel, tensor_parallel=int(tp), name="expert_parallel"
+    )
     return evaluate_terms(
         model,
         hardware,

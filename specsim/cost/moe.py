@@ -51,7 +51,7 @@ __all__ = [
 
 
 def check_expert_parallel(
-    model: ModelCard, expert_parallel: object, tensor_parallel: int, *, name: str
+    model: ModelCard, expert_parallel: object, *, tensor_parallel: int, name: str
 ) -> int:
     """``expert_parallel`` as an int when it splits ``model``'s experts within the
     ``tensor_parallel`` devices; else a ValueError naming the value, the experts and the
@@ -103,7 +103,7 @@ class Collectives:
     fixed_s: float
 
 
-def _allreduce(hw: HardwareCard, p: float, n: float, nbytes: float) -> Collectives:
+def _allreduce(hw: HardwareCard, p: float, *, n: float, nbytes: float) -> Collectives:
     if p <= 1 or n == 0:
         return Collectives(0.0, 0.0)
     alg = hw.collective_algorithm
@@ -111,7 +111,7 @@ def _allreduce(hw: HardwareCard, p: float, n: float, nbytes: float) -> Collectiv
     return Collectives(ring, n * allreduce_steps(p, alg) * hw.interconnect_latency_s)
 
 
-def _alltoall(hw: HardwareCard, p: float, n: float, nbytes: float) -> Collectives:
+def _alltoall(hw: HardwareCard, p: float, *, n: float, nbytes: float) -> Collectives:
     if p <= 1 or n == 0:
         return Collectives(0.0, 0.0)
     alg = hw.collective_algorithm
@@ -136,11 +136,11 @@ def moe_collectives(
     overhead = hw.collective_overhead_s * (tp - 1.0) if tp > 1 else 0.0
     moe = model.moe_spec
     if ep == 1 or moe is None:
-        base = _allreduce(hw, tp, 2.0 * L, d)
+        base = _allreduce(hw, tp, n=2.0 * L, nbytes=d)
         return Collectives(base.per_token_s, base.fixed_s + overhead)
     parts = (
-        _allreduce(hw, tp, float(L + moe.dense_layers), d),
-        _allreduce(hw, tp / ep, float(model.moe_layers), d),
-        _alltoall(hw, float(ep), 2.0 * model.moe_layers, moe.top_k * d / ep),
+        _allreduce(hw, tp, n=float(L + moe.dense_layers), nbytes=d),
+        _allreduce(hw, tp / ep, n=float(model.moe_layers), nbytes=d),
+        _alltoall(hw, float(ep), n=2.0 * model.moe_layers, nbytes=moe.top_k * d / ep),
     )
     return Collectives(sum(c.per_token_s for c in parts), sum(c.fixed_s for c in parts) + overhead)

@@ -159,7 +159,7 @@ def _dequant_s(hw: HardwareCard, formats: Formats, rt: RuntimeProfile, weights: 
     return float(ops * weights / vector_peak(hw.peak_flops, formats.compute))
 
 
-def _expert_dequant_s(hw: HardwareCard, formats: Formats, rt: RuntimeProfile, n: float) -> float:
+def _expert_dequant_s(hw: HardwareCard, formats: Formats, rt: RuntimeProfile, *, n: float) -> float:
     """:func:`_dequant_s` of ``n`` routed-expert weights stored in ``formats.expert_format``."""
     if not formats.expert_dequant_ops:
         return 0.0
@@ -305,7 +305,7 @@ def _compute(
         allreduce_per_token_s=ring,
         allreduce_latency_s=latency,
         dequant_s=_dequant_s(hw, formats, rt, x.weights)
-        + _expert_dequant_s(hw, formats, rt, x.active_routed),
+        + _expert_dequant_s(hw, formats, rt, n=x.active_routed),
         dequant_tile=DEQUANT_TILE_ROWS,
         sampling_s=rt.sampling_s_per_token,
         rows_log2=rows_log2,
