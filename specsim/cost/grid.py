@@ -69,11 +69,14 @@ def _terms(
     tp: NDArray[Any],
     sums: tuple[Any, Any, Any],
     runtime: RuntimeProfile | None,
-    expert_parallel: int = 1,
+    ep: int = 1,
 ) -> dict[str, NDArray[np.float64]]:
-    """Every result field as an array of the grid's shape, one evaluation per device count."""
+    """Every result field as an array of the grid's shape, one evaluation per device count
+    (each of which ``ep`` expert groups must split, :func:`check_expert_parallel`)."""
     T, S, R = sums
     groups = np.unique(tp)
+    for t in groups.astype(int).tolist():
+        check_expert_parallel(model, ep, tensor_parallel=t, name="expert_parallel")
     if groups.size == 1:  # the usual case: one device count for the whole grid
         terms = evaluate_terms(
             model,
@@ -84,7 +87,7 @@ def _terms(
             S=S,
             R=R,
             runtime=runtime,
-            expert_parallel=expert_parallel,
+            expert_parallel=ep,
         )
         return {
             k: np.asarray(np.broadcast_to(getattr(terms, k), T.shape), dtype=np.float64)
@@ -102,7 +105,7 @@ def _terms(
             S=S[sel],
             R=R[sel],
             runtime=runtime,
-            expert_parallel=expert_parallel,
+            expert_parallel=ep,
         )
         for k in RESULT_FIELDS:
             arrays[k][sel] = getattr(terms, k)
@@ -151,16 +154,8 @@ def step_cost_grid(
         model, dtype, weights=weights, kv=kv, group_size=group_size, expert_weights=expert_weights
     )
     sums = chain_sums(B, B * ctx, new, encoder_tokens(model, encoder_length))
-    for t in np.unique(tp).astype(int).tolist():
-        check_expert_parallel(model, expert_parallel, tensor_parallel=t, name="expert_parallel")
     arrays = _terms(
-        model,
-        hardware,
-        formats=formats,
-        tp=tp,
-        sums=sums,
-        runtime=rt,
-        expert_parallel=expert_parallel,
+        model, hardware, formats=formats, tp=tp, sums=sums, runtime=rt, ep=expert_parallel
     )
     fits = arrays["resident_bytes"] <= hardware.mem_capacity
     if check_memory and not fits.all():

@@ -149,6 +149,19 @@ def _collectives(hw: HardwareCard, tp: float, *, n: float, nbytes: float) -> tup
     return ring, latency + hw.collective_overhead_s * (tp - 1.0)
 
 
+def _pass_collectives(
+    model: ModelCard, hw: HardwareCard, *, formats: Formats, tp: float, ep: int
+) -> tuple[float, float]:
+    """``(seconds per token, fixed seconds)`` of a pass's collectives: ``2`` (``3`` with
+    cross-attention) all-reduces per layer, or an MoE model's (:func:`moe_collectives`)."""
+    ab = formats.activations
+    if model.moe_spec is None:
+        n_allreduce = float(model.layers * (3 if model.architecture == "encoder-decoder" else 2))
+        return _collectives(hw, tp, n=n_allreduce, nbytes=model.d_model * ab)
+    coll = moe_collectives(model, hw, tp=tp, ep=ep, act_bytes=ab)
+    return coll.per_token_s, coll.fixed_s
+
+
 def _dequant_s(hw: HardwareCard, formats: Formats, rt: RuntimeProfile, weights: float) -> float:
     """Seconds of dequantization per weight row of a pass over ``weights`` weights: vector
     work per weight (:mod:`specsim.cost.quant`), unless the stack's profile says what this
@@ -279,13 +292,7 @@ def _compute(
     W = hw.mem_bandwidth * rt.memory_efficiency
     fp = footprint(model, tensor_parallel=tp, formats=formats)
     kv = fp.kv_bytes_per_token_layer
-    if model.moe_spec is None:
-        n_allreduce = float(L * (3 if model.architecture == "encoder-decoder" else 2))
-        ab = formats.activations
-        ring, latency = _collectives(hw, tp, n=n_allreduce, nbytes=model.d_model * ab)
-    else:
-        coll = moe_collectives(model, hw, tp=tp, ep=ep, act_bytes=formats.activations)
-        ring, latency = coll.per_token_s, coll.fixed_s
+    ring, latency = _pass_collectives(model, hw, formats=formats, tp=tp, ep=ep)
     overhead = L * rt.layer_overhead_s + rt.pass_overhead_s
     rows_log2, compute_scale, memory_scale = rt.efficiencies(formats.weight_format)
     per_op = hw.energy_per_flop_j is not None and hw.energy_per_byte_j is not None
