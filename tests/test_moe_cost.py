@@ -215,3 +215,47 @@ def test_expert_format_dequantization_covers_the_experts_a_token_multiplies() ->
     active_routed = m.moe_layers * 4 * m.routed_expert_params
     ratio = whole.dequant_time_s / experts.dequant_time_s
     assert ratio == pytest.approx(m.decode_params / active_routed, rel=1e-9)
+
+
+def test_the_grid_and_v_gamma_agree_with_single_passes_under_ep() -> None:
+    from specsim.cost import step_cost_grid
+
+    model = load_model("deepseek-v3")
+    grid = step_cost_grid(
+        model,
+        H200,
+        batch=2,
+        context=256,
+        new_tokens=np.array([1, 4]),
+        tensor_parallel=np.array([[8], [16]]),
+        expert_parallel=8,
+    )
+    for i, tp in enumerate((8, 16)):
+        for j, new in enumerate((1, 4)):
+            one = step_cost(
+                model,
+                H200,
+                batch=2,
+                context=256,
+                new_tokens=new,
+                tensor_parallel=tp,
+                expert_parallel=8,
+            )
+            assert grid.time_s[i, j] == pytest.approx(one.time_s, rel=1e-12)
+    v = verification_factor(model, H200, 3, tensor_parallel=8, expert_parallel=8)
+    kw = {"batch": 1, "context": 512, "tensor_parallel": 8, "expert_parallel": 8}
+    want = (
+        step_cost(model, H200, new_tokens=4, **kw).time_s
+        / step_cost(model, H200, new_tokens=1, **kw).time_s
+    )
+    assert v == pytest.approx(want, rel=1e-12)
+    with pytest.raises(ValueError, match="8 does not divide tensor_parallel = 4"):
+        step_cost_grid(
+            model,
+            H200,
+            batch=1,
+            context=8,
+            new_tokens=1,
+            tensor_parallel=np.array([4, 8]),
+            expert_parallel=8,
+        )
