@@ -66,7 +66,7 @@ def test_the_cost_models_weight_traffic_is_the_theory_v_gamma(slug: str) -> None
 
 
 def test_verification_is_not_free_on_an_moe_target_at_batch_1() -> None:
-    # EAGLE (arXiv:2401.15077, Table 1): 1.5x on Mixtral against ~3x on dense 7B targets,
+    # EAGLE (arXiv:2401.15077, Section 4): 1.5x on Mixtral against ~3x on dense 7B targets,
     # because verifying gamma + 1 positions reads more experts.
     v_moe = verification_factor(MIXTRAL, H200, 4)
     v_dense = verification_factor(load_model("llama-2-7b"), H200, 4)
