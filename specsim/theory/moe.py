@@ -20,7 +20,7 @@ share of a one-token decode's weight bytes
 (:func:`moe_verification_factor`). A dense model (``f = 0``) verifies for free in this
 regime (``v = 1``); an MoE one pays up to ``1 - f + f (gamma + 1)`` (every token its own
 experts, ``E -> infinity``). This is why EAGLE (Li et al., ICML 2024, arXiv:2401.15077,
-Section 4, its Mixtral 8x7B results) reports 1.5x on Mixtral 8x7B where 7B dense targets get about 3x.
+Section 4) reports 1.5x on Mixtral 8x7B where 7B dense targets get about 3x.
 
 With a non-uniform routing distribution (``p_e`` the share of routed token-slots expert
 ``e`` receives, ``sum p_e = 1``), :func:`experts_touched_load` uses the approximation that
