@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from specsim.cards.checks import (
     DTYPE_BYTES,
@@ -13,6 +15,7 @@ from specsim.cards.checks import (
     check_sources,
     check_str,
 )
+from specsim.cards.experts import MLA, MoE
 
 __all__ = ["ModelCard"]
 
@@ -31,6 +34,12 @@ class ModelCard:
     positions, T5's relative-position buckets) and layer biases other than the
     q/k/v biases of ``qkv_bias`` models are not counted: they are below 0.5% of
     every card here.
+
+    ``moe`` (a ``[moe]`` table, :class:`~specsim.cards.experts.MoE`) makes the
+    feed-forward layers after the first ``moe.dense_layers`` routed experts;
+    ``mla`` (an ``[mla]`` table, :class:`~specsim.cards.experts.MLA`) makes the
+    attention DeepSeek's multi-head latent attention. Both are None for dense cards,
+    whose counts they leave unchanged.
     """
 
     slug: str
@@ -57,6 +66,8 @@ class ModelCard:
     hf_repo: str | None = None
     activation: str | None = None
     notes: str = ""
+    moe: Mapping[str, Any] | None = field(default=None, hash=False)
+    mla: Mapping[str, Any] | None = field(default=None, hash=False)
     source_path: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -84,6 +95,7 @@ class ModelCard:
             raise ValueError(
                 f"{where}: field 'kv_heads' must divide heads ({self.heads}), got {self.kv_heads}"
             )
+        self._check_experts(where)
         shape = self.shape_params
         if abs(shape - self.params) > self.params_tolerance * self.params:
             raise ValueError(
@@ -92,6 +104,57 @@ class ModelCard:
                 f"{self.params_tolerance:.0%}); check layers, widths, vocab, gated_mlp and "
                 "tied_embeddings"
             )
+
+    def _check_experts(self, where: str) -> None:
+        moe = None if self.moe is None else MoE.from_table(self.moe, where=where)
+        mla = None if self.mla is None else MLA.from_table(self.mla, where=where)
+        # Parsed once: the cost model reads them on every roofline it builds.
+        object.__setattr__(self, "_moe", moe)
+        object.__setattr__(self, "_mla", mla)
+        if moe is not None and moe.dense_layers >= self.layers:
+            raise ValueError(
+                f"{where}: field 'moe.dense_layers' = {moe.dense_layers} leaves no MoE layer "
+                f"among the {self.layers} layers"
+            )
+        if (moe is not None or mla is not None) and self.architecture != "decoder":
+            raise ValueError(f"{where}: [moe] and [mla] are for decoder-only cards")
+
+    # Experts and latent attention ---------------------------------------------------------
+    @property
+    def moe_spec(self) -> MoE | None:
+        """The card's routed experts (:class:`~specsim.cards.experts.MoE`), None if dense."""
+        spec: MoE | None = self.__dict__.get("_moe")
+        return spec
+
+    @property
+    def mla_spec(self) -> MLA | None:
+        """The card's latent attention (:class:`~specsim.cards.experts.MLA`), None if none."""
+        spec: MLA | None = self.__dict__.get("_mla")
+        return spec
+
+    @property
+    def moe_layers(self) -> int:
+        """Decoder layers whose feed-forward is routed experts (0 for a dense card)."""
+        moe = self.moe_spec
+        return 0 if moe is None else self.layers - moe.dense_layers
+
+    @property
+    def routed_expert_params(self) -> int:
+        """Weights of one routed expert of one MoE layer (0 for a dense card)."""
+        moe = self.moe_spec
+        return 0 if moe is None else moe.routed_expert_params(self.d_model, gated=self.gated_mlp)
+
+    @property
+    def fixed_layer_params(self) -> int:
+        """Weights of all decoder layers that every token uses: attention, norms, dense MLPs,
+        and in MoE layers the router and the shared experts (not the routed experts)."""
+        moe = self.moe_spec
+        if moe is None:
+            return self.layers * self.decode_layer_params
+        attn = self._self_attention_params + 2 * self._norm_params
+        shared = moe.shared_experts * self.routed_expert_params
+        dense = moe.dense_layers * (attn + self._mlp_params)
+        return dense + self.moe_layers * (attn + moe.router_params(self.d_model) + shared)
 
     # Shapes -----------------------------------------------------------------------------
     @property
@@ -110,6 +173,8 @@ class ModelCard:
 
     @property
     def _self_attention_params(self) -> int:
+        if self.mla_spec is not None:
+            return self.mla_spec.attention_params(self.d_model, self.heads)
         bias = self.q_dim + 2 * self.kv_dim if self.qkv_bias else 0
         return 2 * self.d_model * self.q_dim + 2 * self.d_model * self.kv_dim + bias
 
@@ -136,6 +201,10 @@ class ModelCard:
     def shape_params(self) -> int:
         """Total parameter count computed from the shape (all weights resident in memory)."""
         embed = self.vocab * self.d_model * (1 if self.tied_embeddings else 2)
+        moe = self.moe_spec
+        if moe is not None:
+            routed = self.moe_layers * moe.experts * self.routed_expert_params
+            return embed + self.fixed_layer_params + routed + self._norm_params
         dec = self.layers * self.decode_layer_params + self._norm_params
         if self.architecture == "encoder-decoder":
             # Cross-attention key/value projections, skipped by decode_layer_params.
@@ -151,12 +220,20 @@ class ModelCard:
         For T5 this is the decoder's weights (with the cross-attention query and
         output projections) plus the untied LM head; the encoder runs once at
         prefill. The input embedding table is not counted when untied: a pass
-        gathers only one row per token.
+        gathers only one row per token. For an MoE card, one token's: ``top_k`` routed
+        experts per MoE layer (the model's "activated" parameters, LM head included).
         """
+        moe = self.moe_spec
+        if moe is not None:
+            routed = self.moe_layers * moe.top_k * self.routed_expert_params
+            return self.fixed_layer_params + routed + self._norm_params + self.vocab * self.d_model
         return (
             self.layers * self.decode_layer_params + self._norm_params + self.vocab * self.d_model
         )
 
     def kv_bytes_per_token(self, bytes_per_element: float) -> float:
-        """Bytes of self-attention key/value cache per token over all decoder layers."""
+        """Bytes of self-attention key/value cache per token over all decoder layers; for
+        latent attention the latent and the rotary key (:attr:`MLA.kv_width`)."""
+        if self.mla_spec is not None:
+            return self.layers * self.mla_spec.kv_width * bytes_per_element
         return self.layers * 2 * self.kv_dim * bytes_per_element

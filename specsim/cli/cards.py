@@ -139,12 +139,12 @@ def run(args: argparse.Namespace) -> int:
     hs = max([len(h.slug) for h in hardware] + [9]) + 2
     print("language models")
     head = f"  {'slug':<{ms}}{'arch':<9}{'layers':>7}{'d_model':>8}{'heads':>7}{'kv':>4}"
-    print(head + f"{'d_ff':>7}{'vocab':>8}{'params':>9}{'decode':>9}  dtype")
+    print(head + f"{'d_ff':>7}{'vocab':>8}{'params':>10}{'decode':>9}  dtype")
     for m in models:
         arch = "enc-dec" if m.architecture == "encoder-decoder" else "decoder"
         print(
             f"  {m.slug:<{ms}}{arch:<9}{m.layers:>7}{m.d_model:>8}{m.heads:>7}{m.kv_heads:>4}"
-            f"{m.d_ff:>7}{m.vocab:>8}{m.params / 1e9:>8.3f}B{m.decode_params / 1e9:>8.3f}B"
+            f"{m.d_ff:>7}{m.vocab:>8}{m.params / 1e9:>9.3f}B{m.decode_params / 1e9:>8.3f}B"
             f"  {m.dtype}"
         )
     print("\naccelerators (peak at the dtype shown; ridge in tokens per pass)")

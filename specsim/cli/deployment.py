@@ -3,9 +3,10 @@
 ``add_arguments(parser)`` adds one argument group, "deployment", with the same flag names
 on every subcommand that prices a pass (``cost``, ``tree``): ``--model``, ``--hardware``,
 ``--runtime``, ``--dtype``, ``--weights``, ``--group-size``, ``--kv``,
-``--tensor-parallel``, ``--draft-placement`` (and ``--cards``, the extra card folders the
-cards are looked up in). ``--deployment FILE`` reads a TOML file's ``[deployment]`` table
-(:func:`specsim.cost.deployment.load_deployment`) and the flags given override its keys.
+``--tensor-parallel``, ``--expert-parallel``, ``--expert-weights``, ``--draft-placement``
+(and ``--cards``, the extra card folders the cards are looked up in). ``--deployment FILE``
+reads a TOML file's ``[deployment]`` table (:func:`specsim.cost.deployment.load_deployment`)
+and the flags given override its keys.
 ``from_args(args)`` returns the :class:`~specsim.cost.deployment.Deployment`; an error
 names the flag (or the file) the bad value came from.
 """
@@ -29,6 +30,8 @@ FLAGS = {
     "kv": "--kv",
     "group_size": "--group-size",
     "tensor_parallel": "--tensor-parallel",
+    "expert_parallel": "--expert-parallel",
+    "expert_weights": "--expert-weights",
     "draft_placement": "--draft-placement",
 }
 """Deployment field -> the flag that sets it (besides the cards: --model, --hardware,
@@ -66,6 +69,18 @@ def add_arguments(parser: argparse.ArgumentParser, *, cards: bool = True) -> Non
         help=f"KV-cache format, one of {', '.join(KV_FORMATS)} (default: --dtype)",
     )
     g.add_argument("--tensor-parallel", type=int, default=None, help="devices (default 1)")
+    g.add_argument(
+        "--expert-parallel",
+        type=int,
+        default=None,
+        help="MoE targets: expert groups over the --tensor-parallel devices (default 1)",
+    )
+    g.add_argument(
+        "--expert-weights",
+        default=None,
+        metavar="FORMAT",
+        help="MoE targets: the routed experts' weight format (default: --weights)",
+    )
     g.add_argument(
         "--draft-placement",
         default=None,

@@ -13,6 +13,9 @@ One noun per module, lowest first:
   byte widths of weights, KV cache and activations of a pass;
 - :mod:`specsim.cost.memory`: the memory :func:`footprint` per device (weights,
   KV bytes per token), read by the roofline and by serving admission alike;
+- :mod:`specsim.cost.moe`: mixture-of-experts targets (the experts a pass touches,
+  :func:`moe_routed_fraction`) and expert parallelism (:func:`check_expert_parallel`,
+  the all-to-all dispatch and combine of :mod:`specsim.cost.collectives`);
 - :mod:`specsim.cost.roofline`: the per-card constants (:class:`Roofline`) and
   the one formula for time and energy (:func:`time_energy`);
 - :mod:`specsim.cost.model`: the public model, :func:`step_cost`,
@@ -46,6 +49,7 @@ from specsim.cost.model import (
     pass_cost,
     step_cost,
 )
+from specsim.cost.moe import check_expert_parallel, moe_routed_fraction
 from specsim.cost.quant import KV_FORMATS, WEIGHT_FORMATS
 from specsim.cost.results import PassTerms, StepCost, StepCostGrid
 from specsim.cost.roofline import Roofline, roofline, time_energy
@@ -58,6 +62,8 @@ from specsim.cost.shape import (
 )
 
 __all__ = [
+    "check_expert_parallel",
+    "moe_routed_fraction",
     "Deployment",
     "PLACEMENTS",
     "deployment_from_table",

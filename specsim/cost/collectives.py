@@ -23,6 +23,16 @@ all-reduce ``busbw = algbw * 2 (p - 1) / p`` with ``algbw = n / t``
 (NVIDIA nccl-tests, doc/PERFORMANCE.md), so a large-message ring all-reduce takes
 ``2 (p - 1) / p * n / busbw``, the bandwidth term above with ``beta = busbw``.
 
+An **all-to-all** (expert parallelism's dispatch and combine, :mod:`specsim.cost.moe`) in
+which each of ``p`` devices holds ``n`` bytes, a ``1/p`` share for every device, runs as
+(Thakur et al. 2005, the all-to-all algorithms of MPICH):
+
+* ``ring`` (and ``per-allreduce``'s bandwidth term): pairwise exchange, ``p - 1`` steps of
+  ``n / p`` bytes, ``t = (p - 1) alpha + (p - 1) / p * n / beta`` (``per-allreduce``: one
+  latency, the fitted whole-collective cost, as for its all-reduces);
+* ``tree``: Bruck's algorithm for short messages, ``ceil(log2 p)`` steps of ``n / 2``
+  bytes, ``t = ceil(log2 p) (alpha + n / (2 beta))``.
+
 A card may also set a fixed overhead per pass and per device beyond the first
 (synchronisation skew, launch of the collective kernels): ``overhead_s * (p - 1)``.
 
@@ -44,6 +54,9 @@ __all__ = [
     "allreduce_steps",
     "allreduce_bandwidth_factor",
     "allreduce_time",
+    "alltoall_steps",
+    "alltoall_bandwidth_factor",
+    "alltoall_time",
     "check_algorithm",
 ]
 
@@ -110,4 +123,55 @@ def allreduce_time(
         allreduce_steps(devices, algorithm) * latency_s
         + allreduce_bandwidth_factor(devices, algorithm) * nbytes / bandwidth
         + overhead_s * (devices - 1.0)
+    )
+
+
+def alltoall_steps(devices: float, algorithm: str) -> float:
+    """Latency-paying steps of one all-to-all over ``devices`` (0 on one device)."""
+    p = float(devices)
+    if p <= 1:
+        return 0.0
+    if algorithm == "ring":
+        return p - 1.0
+    if algorithm == "tree":
+        return float(math.ceil(math.log2(p)))
+    check_algorithm(algorithm, "algorithm")
+    return 1.0
+
+
+def alltoall_bandwidth_factor(devices: float, algorithm: str) -> float:
+    """Bytes each device sends over its link per byte it holds (0 on one device)."""
+    p = float(devices)
+    if p <= 1:
+        return 0.0
+    if algorithm == "tree":
+        return math.ceil(math.log2(p)) / 2.0
+    check_algorithm(algorithm, "algorithm")
+    return (p - 1.0) / p
+
+
+def alltoall_time(
+    nbytes: float,
+    devices: float,
+    *,
+    bandwidth: float,
+    latency_s: float,
+    algorithm: str = "ring",
+) -> float:
+    """Seconds of one all-to-all in which each of ``devices`` holds ``nbytes`` (a share for
+    every device, its own included): steps x latency plus the bytes sent over ``bandwidth``.
+
+    >>> round(alltoall_time(1e9, 8, bandwidth=1e11, latency_s=1e-5) * 1e3, 3)
+    8.82
+    """
+    if bandwidth <= 0 or latency_s < 0 or nbytes < 0:
+        raise ValueError(
+            f"alltoall_time: need bandwidth > 0 and non-negative bytes and latency, got "
+            f"bandwidth={bandwidth!r}, nbytes={nbytes!r}, latency_s={latency_s!r}"
+        )
+    if devices <= 1:
+        return 0.0
+    return (
+        alltoall_steps(devices, algorithm) * latency_s
+        + alltoall_bandwidth_factor(devices, algorithm) * nbytes / bandwidth
     )

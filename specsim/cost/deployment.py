@@ -2,7 +2,8 @@
 
 A :class:`Deployment` names the target model card, the hardware card, the software
 stack's runtime profile, the weight and KV-cache formats (with the weight group size),
-the tensor-parallel degree and where a draft runs (:data:`PLACEMENTS`). Every entry
+the tensor-parallel degree, the expert-parallel degree of an MoE target
+(:mod:`specsim.cost.moe`) and where a draft runs (:data:`PLACEMENTS`). Every entry
 point (``cost``, ``tree``, ``simulate``, capacity, studies, sweeps, calibration's
 predictions) takes one instead of restating these fields as keywords.
 
@@ -47,6 +48,7 @@ from specsim.cost.checks import (
 )
 from specsim.cost.formats import Formats, resolve_formats
 from specsim.cost.model import pass_aggregates_cost, pass_cost
+from specsim.cost.moe import check_expert_parallel
 from specsim.cost.results import PassTerms, StepCost
 from specsim.cost.shape import PassShape
 
@@ -74,10 +76,14 @@ class Deployment:
     None means the hardware card's own numbers (:func:`specsim.cards.profile_of_card`); a
     slug or path is loaded, and a profile fitted on another device is an error. ``dtype``
     None means the target card's compute dtype; ``weights``/``kv`` None keep ``dtype``
-    (:func:`specsim.cost.resolve_formats`); ``group_size`` is for int4 weights only.
+    (:func:`specsim.cost.resolve_formats`); ``group_size`` is for int4 weights only;
+    ``expert_weights`` stores an MoE target's routed experts in a format of their own.
     ``tensor_parallel`` must split the target's heads
-    (:func:`specsim.cost.checks.check_tensor_parallel`). ``draft_placement``: one of
-    :data:`PLACEMENTS`. Every bad value is a ValueError naming the field.
+    (:func:`specsim.cost.checks.check_tensor_parallel`); ``expert_parallel`` (an MoE
+    target's expert groups over those devices) must divide its routed experts and
+    ``tensor_parallel`` (:func:`specsim.cost.moe.check_expert_parallel`).
+    ``draft_placement``: one of :data:`PLACEMENTS`. Every bad value is a ValueError naming
+    the field.
     """
 
     target: ModelCard
@@ -89,6 +95,8 @@ class Deployment:
     group_size: int | None = None
     tensor_parallel: int = 1
     draft_placement: Placement = "shared"
+    expert_parallel: int = 1
+    expert_weights: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target", check_model(self.target))
@@ -98,6 +106,9 @@ class Deployment:
         if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
             raise ValueError(f"deployment tensor_parallel: expected an integer >= 1, got {tp!r}")
         check_tensor_parallel(self.target, tp, name="deployment tensor_parallel")
+        check_expert_parallel(
+            self.target, self.expert_parallel, tensor_parallel=tp, name="deployment expert_parallel"
+        )
         if self.draft_placement not in PLACEMENTS:
             raise ValueError(
                 f"deployment draft_placement: expected one of {', '.join(PLACEMENTS)}, "
@@ -108,7 +119,12 @@ class Deployment:
     def formats(self) -> Formats:
         """The compute dtype and the byte widths of this deployment's passes."""
         return resolve_formats(
-            self.target, self.dtype, weights=self.weights, kv=self.kv, group_size=self.group_size
+            self.target,
+            self.dtype,
+            weights=self.weights,
+            kv=self.kv,
+            group_size=self.group_size,
+            expert_weights=self.expert_weights,
         )
 
     def on_model(self, model: ModelCard, *, tensor_parallel: int | None = None) -> Deployment:
@@ -123,6 +139,8 @@ class Deployment:
             weights=self.weights if same else None,
             group_size=self.group_size if same else None,
             tensor_parallel=self.tensor_parallel if tensor_parallel is None else tensor_parallel,
+            expert_parallel=self.expert_parallel if same else 1,
+            expert_weights=self.expert_weights if same else None,
         )
 
     def keywords(self) -> dict[str, Any]:
@@ -136,6 +154,8 @@ class Deployment:
             "kv": self.kv,
             "group_size": self.group_size,
             "runtime": self.runtime,
+            "expert_parallel": self.expert_parallel,
+            "expert_weights": self.expert_weights,
         }
 
     def describe(self) -> dict[str, Any]:
@@ -150,6 +170,8 @@ class Deployment:
             "kv": fm.kv_format,
             "group_size": self.group_size,
             "tensor_parallel": self.tensor_parallel,
+            "expert_parallel": self.expert_parallel,
+            "expert_weights": fm.expert_format or None,
             "draft_placement": self.draft_placement,
         }
 
@@ -165,6 +187,8 @@ class Deployment:
             kv=self.kv,
             group_size=self.group_size,
             runtime=self.runtime,
+            expert_parallel=self.expert_parallel,
+            expert_weights=self.expert_weights,
         )
 
     def aggregates_cost(
@@ -184,13 +208,17 @@ class Deployment:
             kv=self.kv,
             group_size=self.group_size,
             runtime=self.runtime,
+            expert_parallel=self.expert_parallel,
+            expert_weights=self.expert_weights,
         )
 
 
 def deployment_from_table(table: Mapping[str, Any], *, where: str) -> Deployment:
     """A :class:`Deployment` from a table (a ``[deployment]`` table of a TOML file, a dict):
     its keys are the dataclass's fields (``target``, ``hardware``, ``runtime``, ``dtype``,
-    ``weights``, ``kv``, ``group_size``, ``tensor_parallel``, ``draft_placement``), cards
+    ``weights``, ``kv``, ``group_size``, ``tensor_parallel``, ``expert_parallel``,
+    ``expert_weights``,
+    ``draft_placement``), cards
     by slug or path. Unknown or missing keys, wrong types and bad values are ValueErrors
     that begin with ``where`` (the file and table) and name the key.
 

@@ -101,6 +101,8 @@ def verification_factor(
     kv: str | None = None,
     group_size: int | None = None,
     runtime: RuntimeLike = None,
+    expert_parallel: int = 1,
+    expert_weights: str | None = None,
 ) -> FloatArray | float:
     """v(gamma) = time(gamma + 1 new tokens) / time(1 new token), same batch and context.
 
@@ -123,6 +125,8 @@ def verification_factor(
         kv=kv,
         group_size=group_size,
         runtime=runtime,
+        expert_parallel=expert_parallel,
+        expert_weights=expert_weights,
     )
     t_v = step_cost_grid(model, hardware, new_tokens=verification_positions(g), **kw).time_s
     t_1 = step_cost_grid(model, hardware, new_tokens=1, **kw).time_s

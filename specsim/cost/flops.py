@@ -19,6 +19,7 @@ from specsim.cost.checks import check_model, check_runtime, int_array
 from specsim.cost.formats import Formats
 from specsim.cost.model import DEFAULT_CONTEXT, ModelLike, RuntimeLike, encoder_tokens
 from specsim.cost.results import FloatArray
+from specsim.cost.roofline import attention_terms
 from specsim.cost.shape import chain_sums
 
 __all__ = ["pass_flops", "ridge_tokens"]
@@ -38,9 +39,11 @@ def pass_flops(
     ctx = int_array("context", context, 0)
     new = int_array("new_tokens", new_tokens, 1)
     T, S, _ = chain_sums(B, B * ctx, new, encoder_tokens(model, encoder_length))
-    # 2 flops per weight read per token (decode_params: layers, final norm, LM head), plus
-    # 4 * head_dim per head and (query, key) pair, as in specsim.cost.roofline with tp = 1.
-    out = T * (2.0 * model.decode_params) + S * (4.0 * model.layers * model.head_dim * model.heads)
+    # 2 flops per weight read per token (decode_params: layers, final norm, LM head; for an
+    # MoE model the top-k routed experts), plus attention's flops per (query, key) pair and
+    # layer (4 * head_dim per head; MLA's absorbed form), as in specsim.cost.roofline.
+    per_pair = attention_terms(model, 1.0)[0]
+    out = T * (2.0 * model.decode_params) + S * (model.layers * per_pair)
     return float(out) if np.ndim(out) == 0 else np.asarray(out)
 
 

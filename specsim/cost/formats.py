@@ -46,7 +46,10 @@ class Formats:
     quantized weight format included); ``weight_format`` and ``kv_format``: their names;
     ``group_size``: the quantization group of a grouped format; ``dequant_ops``: vector
     operations per weight and per row to turn a weight-only format back into ``compute``
-    (0 when the matrix units consume the weights as stored)."""
+    (0 when the matrix units consume the weights as stored). ``expert_weights``,
+    ``expert_format`` and ``expert_dequant_ops``: the same for the routed experts of an MoE
+    model stored in a format of their own (gpt-oss's MXFP4 experts beside bf16
+    attention); None and "" when they share ``weights``."""
 
     compute: str
     weights: float
@@ -56,6 +59,9 @@ class Formats:
     kv_format: str = ""
     group_size: int | None = None
     dequant_ops: float = 0.0
+    expert_weights: float | None = None
+    expert_format: str = ""
+    expert_dequant_ops: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.weight_format:
@@ -93,6 +99,32 @@ def _check_group(model: ModelCard, fmt: str, g: int, what: str) -> None:
             )
 
 
+def _expert_format(model: ModelCard, *, dt: str, name: str) -> dict[str, float | str | None]:
+    """The ``expert_*`` fields of :class:`Formats` for routed experts stored in ``name``."""
+    moe = model.moe_spec
+    if moe is None:
+        raise ValueError(
+            f"expert_weights: {name!r} needs an MoE target; {model.slug} has no experts"
+        )
+    e = canonical_format(name, field="expert_weights", known=WEIGHT_FORMATS)
+    spec = WEIGHT_FORMATS[e]
+    group = spec.block if spec.block is not None else None
+    if spec.grouped:
+        group = DEFAULT_INT4_GROUP_SIZE
+    if group is not None:
+        for what, width in (("d_model", model.d_model), ("moe.expert_ffn", moe.expert_ffn)):
+            if width % group:
+                raise ValueError(
+                    f"expert_weights: blocks of {group} of {e!r} do not divide {what}={width} "
+                    f"of model {model.slug!r}"
+                )
+    return {
+        "expert_weights": spec.bytes_per_weight(d_model=model.d_model, group_size=group),
+        "expert_format": e,
+        "expert_dequant_ops": spec.dequant_ops if spec.dequantizes(dt) else 0.0,
+    }
+
+
 def resolve_formats(
     model: ModelCard,
     dtype: str | None,
@@ -100,6 +132,7 @@ def resolve_formats(
     weights: str | None = None,
     kv: str | None = None,
     group_size: int | None = None,
+    expert_weights: str | None = None,
 ) -> Formats:
     """The formats of a pass of ``model``: compute and activations in ``dtype`` (the model
     card's when None), weights in ``weights`` and the KV cache in ``kv`` (both ``dtype``
@@ -109,11 +142,13 @@ def resolve_formats(
     :data:`~specsim.cost.quant.DEFAULT_INT4_GROUP_SIZE`) and must divide the model's
     ``d_model`` and ``d_ff``; a ggml block format's block length must too. An unknown
     format, a group size on a format without groups, or one that does not divide: a
-    ValueError naming it.
+    ValueError naming it. ``expert_weights`` stores an MoE model's routed experts in a
+    format of their own (default group or block size), the rest in ``weights``.
     """
     dt = resolve_dtype(model, dtype)
-    if weights is None and kv is None and group_size is None:
+    if weights is None and kv is None and group_size is None and expert_weights is None:
         return Formats.of(dt)
+    experts = {} if expert_weights is None else _expert_format(model, dt=dt, name=expert_weights)
     w = canonical_format(dt if weights is None else weights, field="weights", known=WEIGHT_FORMATS)
     k = canonical_format(dt if kv is None else kv, field="kv", known=KV_FORMATS)
     spec = WEIGHT_FORMATS[w]
@@ -141,4 +176,5 @@ def resolve_formats(
         kv_format=k,
         group_size=group_size,
         dequant_ops=spec.dequant_ops if spec.dequantizes(dt) else 0.0,
+        **experts,  # type: ignore[arg-type]
     )

@@ -52,6 +52,8 @@ def verification_frame(
     kv: str | None = None,
     group_size: int | None = None,
     runtime: RuntimeLike = None,
+    expert_parallel: int = 1,
+    expert_weights: str | None = None,
 ) -> pd.DataFrame:
     """v(gamma) = time(gamma + 1 new tokens) / time(1 new token) over gamma x batch.
 
@@ -67,6 +69,7 @@ def verification_frame(
     kw: dict[str, Any] = {"weights": weights, "kv": kv, "group_size": group_size}
     kw |= {"batch": b, "context": context, "dtype": dtype, "runtime": runtime}
     kw |= {"tensor_parallel": tensor_parallel, "encoder_length": encoder_length}
+    kw |= {"expert_parallel": expert_parallel, "expert_weights": expert_weights}
     if g.size == 0 or b.size == 0:
         raise ValueError(f"gammas and batches must be non-empty, got {gammas!r}, {batches!r}")
     kw["check_memory"] = False  # elements that do not fit are dropped (attrs say how many)

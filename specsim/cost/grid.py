@@ -39,6 +39,7 @@ from specsim.cost.model import (
     evaluate_terms,
     memory_error,
 )
+from specsim.cost.moe import check_expert_parallel
 from specsim.cost.results import RESULT_FIELDS, StepCostGrid
 from specsim.cost.shape import chain_sums
 
@@ -68,13 +69,25 @@ def _terms(
     tp: NDArray[Any],
     sums: tuple[Any, Any, Any],
     runtime: RuntimeProfile | None,
+    ep: int = 1,
 ) -> dict[str, NDArray[np.float64]]:
-    """Every result field as an array of the grid's shape, one evaluation per device count."""
+    """Every result field as an array of the grid's shape, one evaluation per device count
+    (each of which ``ep`` expert groups must split, :func:`check_expert_parallel`)."""
     T, S, R = sums
     groups = np.unique(tp)
+    for t in groups.astype(int).tolist():
+        check_expert_parallel(model, ep, tensor_parallel=t, name="expert_parallel")
     if groups.size == 1:  # the usual case: one device count for the whole grid
         terms = evaluate_terms(
-            model, hardware, formats=formats, tp=float(groups[0]), T=T, S=S, R=R, runtime=runtime
+            model,
+            hardware,
+            formats=formats,
+            tp=float(groups[0]),
+            T=T,
+            S=S,
+            R=R,
+            runtime=runtime,
+            expert_parallel=ep,
         )
         return {
             k: np.asarray(np.broadcast_to(getattr(terms, k), T.shape), dtype=np.float64)
@@ -92,6 +105,7 @@ def _terms(
             S=S[sel],
             R=R[sel],
             runtime=runtime,
+            expert_parallel=ep,
         )
         for k in RESULT_FIELDS:
             arrays[k][sel] = getattr(terms, k)
@@ -114,6 +128,8 @@ def step_cost_grid(
     kv: str | None = None,
     group_size: int | None = None,
     runtime: RuntimeLike = None,
+    expert_parallel: int = 1,
+    expert_weights: str | None = None,
 ) -> StepCostGrid:
     """Costs of many homogeneous passes at once (vectorised).
 
@@ -134,9 +150,13 @@ def step_cost_grid(
     B, ctx, new, tp = _broadcast(batch, context, new_tokens, tp0)
     if check_positions:
         _check_positions(model, context=ctx, new_tokens=new)
-    formats = resolve_formats(model, dtype, weights=weights, kv=kv, group_size=group_size)
+    formats = resolve_formats(
+        model, dtype, weights=weights, kv=kv, group_size=group_size, expert_weights=expert_weights
+    )
     sums = chain_sums(B, B * ctx, new, encoder_tokens(model, encoder_length))
-    arrays = _terms(model, hardware, formats=formats, tp=tp, sums=sums, runtime=rt)
+    arrays = _terms(
+        model, hardware, formats=formats, tp=tp, sums=sums, runtime=rt, ep=expert_parallel
+    )
     fits = arrays["resident_bytes"] <= hardware.mem_capacity
     if check_memory and not fits.all():
         i = tuple(int(j) for j in np.argwhere(~fits)[0]) if fits.ndim else ()

@@ -10,6 +10,13 @@ never below one per device: with more devices than KV heads (grouped-query
 attention, Ainslie et al., EMNLP 2023), each device holds a replica of the
 head its query heads read, as real tensor-parallel runtimes do.
 
+Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434, Section 2.1.2; a model card's
+``[mla]`` table) caches one latent of ``kv_lora_rank`` plus one rotary key of
+``qk_rope_head_dim`` per token and layer, shared by all heads: every tensor-parallel
+device needs all of it, so it is held whole on each (no split by heads). Routed experts
+count with the other weights (``shape_params``): expert parallelism splits them over the
+same devices (:mod:`specsim.cost.moe`), so a device holds ``shape_params / tp`` either way.
+
 >>> from specsim.cards import load_model
 >>> fp = footprint(load_model("llama-2-70b"), tensor_parallel=16, formats=Formats.of("float16"))
 >>> fp.kv_bytes_per_token  # 8 KV heads over 16 devices: one replica each
@@ -48,9 +55,18 @@ class Footprint:
 
 def footprint(model: ModelCard, *, tensor_parallel: float, formats: Formats) -> Footprint:
     """Weights and KV cache per device of ``model`` on ``tensor_parallel`` devices."""
-    per_layer = 2.0 * model.head_dim * kv_heads_per_device(model, tensor_parallel) * formats.kv
+    mla = model.mla_spec
+    if mla is not None:
+        per_layer = float(mla.kv_width) * formats.kv
+    else:
+        per_layer = 2.0 * model.head_dim * kv_heads_per_device(model, tensor_parallel) * formats.kv
+    weights = model.shape_params / tensor_parallel * formats.weights
+    moe = model.moe_spec
+    if formats.expert_weights is not None and moe is not None:  # experts in their own format
+        routed = model.moe_layers * moe.experts * model.routed_expert_params / tensor_parallel
+        weights += routed * (formats.expert_weights - formats.weights)
     return Footprint(
-        weights_bytes=model.shape_params / tensor_parallel * formats.weights,
+        weights_bytes=weights,
         kv_bytes_per_token_layer=per_layer,
         kv_bytes_per_token=model.layers * per_layer,
     )

@@ -75,9 +75,10 @@ from specsim.cost.checks import (
 from specsim.cost.checks import check_positions as _check_positions
 from specsim.cost.formats import Formats, resolve_formats
 from specsim.cost.memory import footprint
+from specsim.cost.moe import check_expert_parallel
 from specsim.cost.quant import dequant_rows
 from specsim.cost.results import RESULT_FIELDS, PassTerms, StepCost
-from specsim.cost.roofline import roofline, time_energy
+from specsim.cost.roofline import expert_reads, roofline, time_energy
 from specsim.cost.shape import PassShape
 
 __all__ = [
@@ -132,6 +133,7 @@ def evaluate_terms(
     S: Any,
     R: Any,
     runtime: RuntimeProfile | None = None,
+    expert_parallel: int = 1,
 ) -> PassTerms:
     """All terms of passes on ``tp`` devices from their aggregates (numbers or arrays).
 
@@ -142,7 +144,7 @@ def evaluate_terms(
     makes few temporaries (a performance choice: fresh large temporaries cost
     page faults).
     """
-    co = roofline(model, hw, formats, tp, runtime)
+    co = roofline(model, hw, formats, tp, runtime, expert_parallel=expert_parallel)
     L = co.layers
     time, energy, roof, flops, nbytes = time_energy(co, T, S, R)
     act = L * (co.activation_bytes + co.attention_io_bytes) + co.head_io_bytes  # per token
@@ -151,7 +153,7 @@ def evaluate_terms(
         flops=flops * tp,
         bytes=nbytes * tp,
         energy_j=energy,
-        weight_bytes=co.weight_bytes * tp + 0.0 * T,
+        weight_bytes=(co.weight_bytes + co.expert_bytes * expert_reads(co, T)) * tp,
         kv_bytes=(R + 2 * T) * (L * co.kv_bytes) * tp,
         activation_bytes=T * act * tp,
         compute_time_s=flops / co.peak,
@@ -188,6 +190,8 @@ def pass_cost(
     kv: str | None = None,
     group_size: int | None = None,
     runtime: RuntimeLike = None,
+    expert_parallel: int = 1,
+    expert_weights: str | None = None,
 ) -> StepCost:
     """Cost of one pass of any :class:`~specsim.cost.shape.PassShape`: chains or a token tree.
 
@@ -207,9 +211,16 @@ def pass_cost(
         raise TypeError(f"shape: expected a PassShape, got {type(shape).__name__}")
     depth = shape.new if shape.parents is None else max(shape.depths or (0,))
     _check_positions(model, context=shape.context, new_tokens=depth)
-    fm = resolve_formats(model, dtype, weights=weights, kv=kv, group_size=group_size)
+    fm = resolve_formats(
+        model, dtype, weights=weights, kv=kv, group_size=group_size, expert_weights=expert_weights
+    )
+    ep = check_expert_parallel(
+        model, expert_parallel, tensor_parallel=int(tp), name="expert_parallel"
+    )
     T, S, R = shape.sums(encoder_tokens(model, encoder_length))
-    terms = evaluate_terms(model, hardware, formats=fm, tp=float(tp), T=T, S=S, R=R, runtime=rt)
+    terms = evaluate_terms(
+        model, hardware, formats=fm, tp=float(tp), T=T, S=S, R=R, runtime=rt, expert_parallel=ep
+    )
     values = {k: float(getattr(terms, k)) for k in RESULT_FIELDS}
     if values["resident_bytes"] > hardware.mem_capacity:
         raise memory_error(
@@ -247,6 +258,8 @@ def step_cost(
     kv: str | None = None,
     group_size: int | None = None,
     runtime: RuntimeLike = None,
+    expert_parallel: int = 1,
+    expert_weights: str | None = None,
 ) -> StepCost:
     """Cost of one pass over ``batch`` sequences (see the module docstring for the model).
 
@@ -289,6 +302,8 @@ def step_cost(
         kv=kv,
         group_size=group_size,
         runtime=runtime,
+        expert_parallel=expert_parallel,
+        expert_weights=expert_weights,
     )
 
 
@@ -313,6 +328,8 @@ def pass_aggregates_cost(
     kv: str | None = None,
     group_size: int | None = None,
     runtime: RuntimeLike = None,
+    expert_parallel: int = 1,
+    expert_weights: str | None = None,
 ) -> PassTerms:
     """The cost terms of passes given as sums over their sequences (no memory check).
 
@@ -327,10 +344,25 @@ def pass_aggregates_cost(
     tp = check_tensor_parallel(model, tensor_parallel)
     if tp.ndim:
         raise ValueError(f"tensor_parallel: expected a scalar, got {tp.tolist()!r}")
-    formats = resolve_formats(model, dtype, weights=weights, kv=kv, group_size=group_size)
+    formats = resolve_formats(
+        model, dtype, weights=weights, kv=kv, group_size=group_size, expert_weights=expert_weights
+    )
     e = encoder_tokens(model, encoder_length)
     B, T = _number(batch), _number(tokens)
     S = _number(pairs) + T * e
     R = _number(context_tokens) + B * e
     rt = check_runtime(runtime, hardware)
-    return evaluate_terms(model, hardware, formats=formats, tp=float(tp), T=T, S=S, R=R, runtime=rt)
+    ep = check_expert_parallel(
+        model, expert_parallel, tensor_parallel=int(tp), name="expert_parallel"
+    )
+    return evaluate_terms(
+        model,
+        hardware,
+        formats=formats,
+        tp=float(tp),
+        T=T,
+        S=S,
+        R=R,
+        runtime=rt,
+        expert_parallel=ep,
+    )

@@ -22,6 +22,11 @@ format       layout                                               bytes per weig
 ``q4_K``     ggml ``block_q4_K``: fp16 ``d``, ``dmin``, 12 B of   ``144 / 256 = 0.5625``
              6-bit scales and mins, 128 B of nibbles = 144 B
              per super-block of 256
+``mxfp4``    OCP MX: 32 FP4 (E2M1) values + one E8M0 scale        ``17 / 32 = 0.53125``
+             = 17 B per block of 32
+``nvfp4``    NVIDIA NVFP4: 16 FP4 (E2M1) values + one E4M3        ``9 / 16 = 0.5625``
+             scale = 9 B per block of 16 (plus one FP32 scale
+             per tensor, not counted)
 ===========  ===================================================  ==================
 
 The ggml blocks are those of ``ggml/src/ggml-common.h`` in llama.cpp
@@ -196,6 +201,28 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         dequant_ops=_INT4_OPS,
         source=f"block_q4_K (ggml_half d, dmin; uint8_t scales[12]; uint8_t qs[128]) in "
         f"{_GGML}; {_AS_INT4}",
+    ),
+    "mxfp4": WeightFormat(
+        name="mxfp4",
+        value_bytes=0.5,
+        block=32,
+        block_bytes=17.0,
+        dequant_ops=_INT4_OPS,
+        source="OCP Microscaling Formats (MX) Specification v1.0, 2023: MXFP4 = 32 E2M1 "
+        "elements sharing one E8M0 scale; gpt-oss ships its experts so (gpt-oss README). "
+        "No card has an FP4 peak, so it is weight-only here, with int4's dequant work "
+        "(assumption)",
+    ),
+    "nvfp4": WeightFormat(
+        name="nvfp4",
+        value_bytes=0.5,
+        block=16,
+        block_bytes=9.0,
+        dequant_ops=_INT4_OPS,
+        source="NVIDIA, 'Introducing NVFP4 for Efficient and Accurate Low-Precision "
+        "Inference' (technical blog, 2025): 16 E2M1 elements sharing one FP8 E4M3 scale, "
+        "plus a per-tensor FP32 scale; weight-only here with int4's dequant work "
+        "(assumption), as mxfp4",
     ),
 }
 """The weight formats a pass may name (canonical names; see :data:`FORMAT_ALIASES`)."""

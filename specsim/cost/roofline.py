@@ -23,9 +23,10 @@ from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, profile_of_ca
 from specsim.cost.collectives import allreduce_bandwidth_factor, allreduce_steps
 from specsim.cost.formats import Formats
 from specsim.cost.memory import footprint
+from specsim.cost.moe import moe_collectives, touched_experts
 from specsim.cost.quant import DEQUANT_TILE_ROWS, dequant_rows, vector_peak
 
-__all__ = ["Roofline", "roofline", "time_energy"]
+__all__ = ["Roofline", "attention_terms", "expert_reads", "roofline", "time_energy"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,7 +39,10 @@ class Roofline:
     outputs; ``attention_io_bytes``: attention's query read and output written;
     ``kv_bytes``: one token's keys and values); per token for the LM head
     (``head_io_bytes``, ``head_flops``); per pass (``weight_bytes``, all
-    weights read; ``resident_bytes``, all weights held; ``overhead_s``).
+    weights read; ``resident_bytes``, all weights held; ``overhead_s``). For an MoE
+    model ``weight_bytes`` is what every token reads (no routed expert), and a pass adds
+    ``expert_bytes`` (one routed expert over the MoE layers) per expert it touches
+    (:func:`specsim.cost.moe.touched_experts`): ``experts`` > 0 marks such a model.
 
     The second group are the coefficients of time, flops, bytes and energy as
     linear forms in ``T``, ``S`` and ``R`` with the layers folded in, in the
@@ -93,9 +97,14 @@ class Roofline:
     per_operation_energy: bool
     energy_per_flop_j: float
     energy_per_byte_j: float
+    # ... and the routed experts of an MoE model (0 for a dense one).
+    experts: int = 0
+    expert_bytes: float = 0.0
+    expert_weights_s: float = 0.0
+    model: ModelCard | None = None
 
 
-_Key = tuple[int, int, Formats, float, int]
+_Key = tuple[int, int, Formats, float, int, int]
 _CACHE: dict[_Key, tuple[ModelCard, HardwareCard, RuntimeProfile | None, Roofline]] = {}
 
 
@@ -105,22 +114,26 @@ def roofline(
     formats: Formats,
     tp: float,
     runtime: RuntimeProfile | None = None,
+    *,
+    expert_parallel: int = 1,
 ) -> Roofline:
     """The :class:`Roofline` of ``model`` on ``tp`` devices ``hw`` under the software stack
     ``runtime`` (None: the card's own numbers, :func:`specsim.cards.profile_of_card`),
-    memoized on the cards' identity.
+    memoized on the cards' identity. ``expert_parallel``: expert groups of an MoE model
+    over the ``tp`` devices (:mod:`specsim.cost.moe`).
 
     A speed trick for the simulator, which evaluates passes of the same cards
     thousands of times: hashing a frozen card (all its fields) costs more than
     the pass. The cached entry holds the cards, so their ids cannot be reused.
     """
-    key = (id(model), id(hw), formats, tp, id(runtime))
+    key = (id(model), id(hw), formats, tp, id(runtime), expert_parallel)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is model and hit[1] is hw and hit[2] is runtime:
         return hit[3]
     if len(_CACHE) >= 256:
         _CACHE.clear()
-    co = _compute(model, hw, formats, tp, profile_of_card(hw) if runtime is None else runtime)
+    rt = profile_of_card(hw) if runtime is None else runtime
+    co = _compute(model, hw, formats, tp, rt, ep=expert_parallel)
     _CACHE[key] = (model, hw, runtime, co)
     return co
 
@@ -136,6 +149,19 @@ def _collectives(hw: HardwareCard, tp: float, *, n: float, nbytes: float) -> tup
     return ring, latency + hw.collective_overhead_s * (tp - 1.0)
 
 
+def _pass_collectives(
+    model: ModelCard, hw: HardwareCard, *, formats: Formats, tp: float, ep: int
+) -> tuple[float, float]:
+    """``(seconds per token, fixed seconds)`` of a pass's collectives: ``2`` (``3`` with
+    cross-attention) all-reduces per layer, or an MoE model's (:func:`moe_collectives`)."""
+    ab = formats.activations
+    if model.moe_spec is None:
+        n_allreduce = float(model.layers * (3 if model.architecture == "encoder-decoder" else 2))
+        return _collectives(hw, tp, n=n_allreduce, nbytes=model.d_model * ab)
+    coll = moe_collectives(model, hw, tp=tp, ep=ep, act_bytes=ab)
+    return coll.per_token_s, coll.fixed_s
+
+
 def _dequant_s(hw: HardwareCard, formats: Formats, rt: RuntimeProfile, weights: float) -> float:
     """Seconds of dequantization per weight row of a pass over ``weights`` weights: vector
     work per weight (:mod:`specsim.cost.quant`), unless the stack's profile says what this
@@ -144,6 +170,14 @@ def _dequant_s(hw: HardwareCard, formats: Formats, rt: RuntimeProfile, weights: 
     if not ops:
         return 0.0
     return float(ops * weights / vector_peak(hw.peak_flops, formats.compute))
+
+
+def _expert_dequant_s(hw: HardwareCard, formats: Formats, rt: RuntimeProfile, *, n: float) -> float:
+    """:func:`_dequant_s` of ``n`` routed-expert weights stored in ``formats.expert_format``."""
+    if not formats.expert_dequant_ops:
+        return 0.0
+    ops = rt.dequant_ops(formats.expert_format, formats.expert_dequant_ops)
+    return float(ops * n / vector_peak(hw.peak_flops, formats.compute))
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,25 +193,60 @@ class _PerLayer:
     attn_flops: float  # per (query, key) pair and layer
     head_flops: float  # per token
     weights: float  # weights of one pass (for dequantization)
+    expert_bytes: float  # one routed expert over the MoE layers (0 for a dense model)
+    active_routed: float  # routed-expert weights one token multiplies
+
+
+def _layer_params(model: ModelCard) -> tuple[float, float, float, float]:
+    """Per layer on average: weights every token reads, weights one token multiplies,
+    the MLP's inner width per token; and the LM head's and final norm's weights."""
+    L, moe = model.layers, model.moe_spec
+    if moe is None:
+        head = model.decode_params - L * model.decode_layer_params
+        return model.decode_layer_params, model.decode_layer_params, model.d_ff, head
+    routed = model.moe_layers * moe.top_k * model.routed_expert_params
+    head = model.decode_params - model.fixed_layer_params - routed
+    ffn = moe.dense_layers * model.d_ff
+    ffn += model.moe_layers * (moe.top_k + moe.shared_experts) * moe.expert_ffn
+    return model.fixed_layer_params / L, (model.fixed_layer_params + routed) / L, ffn / L, head
+
+
+def attention_terms(model: ModelCard, tp: float) -> tuple[float, float]:
+    """Per pair and layer, attention's flops; per token and layer, the elements of its
+    query read and output written. MLA with absorbed up-projections (DeepSeek-V2,
+    arXiv:2405.04434, Section 2.1.2): each head scores the latent and the rotary key
+    (``kv_lora_rank + qk_rope_head_dim``) and sums the latent (``kv_lora_rank``)."""
+    mla = model.mla_spec
+    if mla is None:
+        return 4.0 * model.head_dim * model.heads / tp, 2.0 * model.q_dim / tp
+    per_head = mla.kv_width + mla.kv_lora_rank
+    return 2.0 * per_head * model.heads / tp, per_head * model.heads / tp
 
 
 def _per_layer(model: ModelCard, formats: Formats, tp: float) -> _PerLayer:
     wb, ab, d, L = formats.weights, formats.activations, model.d_model, model.layers
     encdec = model.architecture == "encoder-decoder"
     q = model.q_dim / tp
-    act = 4 * d + 2 * q + ((3 if model.gated_mlp else 2) * model.d_ff) / tp
-    layer_params = model.decode_layer_params / tp
-    head_params = (model.decode_params - L * model.decode_layer_params) / tp  # LM head, norm
+    read, active, ffn, head = _layer_params(model)
+    separate = formats.expert_weights is not None  # routed experts in their own format
+    ewb = wb if formats.expert_weights is None else formats.expert_weights
+    routed = model.moe_layers * model.routed_expert_params
+    top_k = 0 if model.moe_spec is None else model.moe_spec.top_k
+    act = 4 * d + 2 * q + ((3 if model.gated_mlp else 2) * ffn) / tp
+    attn_flops, q_io = attention_terms(model, tp)
+    head_params = head / tp  # LM head, final norm
     return _PerLayer(
         act_bytes=(act + (2 * d + 2 * q if encdec else 0)) * ab,
-        q_io=2.0 * q * ab * (2 if encdec else 1),
+        q_io=q_io * ab * (2 if encdec else 1),
         head_io=(2.0 * d + model.vocab / tp) * ab,
-        w_layer=layer_params * wb,
+        w_layer=read / tp * wb,
         w_head=head_params * wb,
-        dense_flops=2.0 * layer_params,
-        attn_flops=4.0 * model.head_dim * model.heads / tp,
+        dense_flops=2.0 * active / tp,
+        attn_flops=attn_flops,
         head_flops=2.0 * head_params,
-        weights=L * layer_params + head_params,
+        weights=L * active / tp + head_params - (top_k * routed / tp if separate else 0.0),
+        expert_bytes=routed / tp * ewb,
+        active_routed=top_k * routed / tp if separate else 0.0,
     )
 
 
@@ -205,7 +274,13 @@ def _rates(
 
 
 def _compute(
-    model: ModelCard, hw: HardwareCard, formats: Formats, tp: float, rt: RuntimeProfile
+    model: ModelCard,
+    hw: HardwareCard,
+    formats: Formats,
+    tp: float,
+    rt: RuntimeProfile,
+    *,
+    ep: int = 1,
 ) -> Roofline:
     """Weights and heads are split over ``tp`` devices, KV heads as
     :func:`specsim.cost.memory.footprint` says. Activation traffic per token and
@@ -217,8 +292,7 @@ def _compute(
     W = hw.mem_bandwidth * rt.memory_efficiency
     fp = footprint(model, tensor_parallel=tp, formats=formats)
     kv = fp.kv_bytes_per_token_layer
-    n_allreduce = float(L * (3 if model.architecture == "encoder-decoder" else 2))
-    ring, latency = _collectives(hw, tp, n=n_allreduce, nbytes=model.d_model * formats.activations)
+    ring, latency = _pass_collectives(model, hw, formats=formats, tp=tp, ep=ep)
     overhead = L * rt.layer_overhead_s + rt.pass_overhead_s
     rows_log2, compute_scale, memory_scale = rt.efficiencies(formats.weight_format)
     per_op = hw.energy_per_flop_j is not None and hw.energy_per_byte_j is not None
@@ -237,7 +311,8 @@ def _compute(
         overhead_s=overhead,
         allreduce_per_token_s=ring,
         allreduce_latency_s=latency,
-        dequant_s=_dequant_s(hw, formats, rt, x.weights),
+        dequant_s=_dequant_s(hw, formats, rt, x.weights)
+        + _expert_dequant_s(hw, formats, rt, n=x.active_routed),
         dequant_tile=DEQUANT_TILE_ROWS,
         sampling_s=rt.sampling_s_per_token,
         rows_log2=rows_log2,
@@ -252,7 +327,19 @@ def _compute(
         per_operation_energy=per_op,
         energy_per_flop_j=hw.energy_per_flop_j if per_op else 0.0,  # type: ignore[arg-type]
         energy_per_byte_j=hw.energy_per_byte_j if per_op else 0.0,  # type: ignore[arg-type]
+        experts=0 if model.moe_spec is None else model.moe_spec.experts,
+        expert_bytes=x.expert_bytes,
+        expert_weights_s=x.expert_bytes / W,
+        model=model if model.moe_spec is not None else None,
     )
+
+
+def expert_reads(co: Roofline, T: Any) -> Any:
+    """Routed experts (per MoE layer) a pass of ``T`` tokens reads on ``co``'s model: the
+    numeric twin :func:`specsim.theory.moe.experts_touched`; 0 for a dense model."""
+    if not co.experts or co.model is None:
+        return 0.0 * T
+    return touched_experts(co.model, T)
 
 
 def time_energy(co: Roofline, T: Any, S: Any, R: Any) -> tuple[Any, Any, Any, Any, Any]:
@@ -269,14 +356,18 @@ def time_energy(co: Roofline, T: Any, S: Any, R: Any) -> tuple[Any, Any, Any, An
     # Builtin max and min on plain floats: a speed trick for single passes.
     scalar = type(T) is float and type(S) is float and type(R) is float
     mx: Any = max if scalar else np.maximum
+    weights_s = co.dense_weights_s
+    if co.experts:  # an MoE model: the routed experts this pass touches
+        touched = expert_reads(co, T)
+        weights_s = weights_s + co.expert_weights_s * touched
     if co.rows_log2:  # a profile whose efficiencies depend on the rows (or weight format)
         lr = np.log2(np.maximum(T, 1.0))
         sc = np.interp(lr, co.rows_log2, co.compute_scale)
         sm = np.interp(lr, co.rows_log2, co.memory_scale)
-        dense = mx(T * co.dense_compute_s * sc, (T * co.dense_memory_s + co.dense_weights_s) * sm)
+        dense = mx(T * co.dense_compute_s * sc, (T * co.dense_memory_s + weights_s) * sm)
         head = mx(T * co.head_compute_s * sc, (T * co.head_memory_s + co.head_weights_s) * sm)
     else:
-        dense = mx(T * co.dense_compute_s, T * co.dense_memory_s + co.dense_weights_s)
+        dense = mx(T * co.dense_compute_s, T * co.dense_memory_s + weights_s)
         head = mx(T * co.head_compute_s, T * co.head_memory_s + co.head_weights_s)
     attention = mx(S * co.attention_compute_s, R * co.attention_cached_s + T * co.attention_new_s)
     roof = dense + attention + head
@@ -287,6 +378,8 @@ def time_energy(co: Roofline, T: Any, S: Any, R: Any) -> tuple[Any, Any, Any, An
         time = time + T * co.sampling_s
     flops = T * co.flops_per_token + S * co.flops_per_pair
     nbytes = co.weight_bytes + R * co.bytes_per_cached + T * co.bytes_per_token
+    if co.experts:
+        nbytes = nbytes + co.expert_bytes * touched
     if co.per_operation_energy:
         energy = co.idle_w * time + co.energy_per_flop_j * flops + co.energy_per_byte_j * nbytes
     else:

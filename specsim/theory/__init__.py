@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, overload
 
 from specsim.theory.forms import CLOSED_FORMS, ClosedForm
 from specsim.theory.markov import block_start_law, markov_tokens_per_pass
+from specsim.theory.moe import experts_touched, experts_touched_load, moe_verification_factor
 from specsim.theory.multidraft import (
     kseq_acceptance,
     kseq_rho_star,
@@ -102,6 +103,9 @@ __all__ = [
     "gamma1_lower_bound",
     "best_gamma",
     "GammaOptimum",
+    "experts_touched",
+    "experts_touched_load",
+    "moe_verification_factor",
     "markov_tokens_per_pass",
     "block_start_law",
     "expected_tokens_tree",

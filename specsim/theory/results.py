@@ -1,7 +1,7 @@
 """Every derived closed form: :func:`derive_all` runs the derivations once per process.
 
 The derivations live in :mod:`specsim.theory.tokens`, :mod:`specsim.theory.speedup`
-and :mod:`specsim.theory.overlap`, which build on the vocabulary of
+and :mod:`specsim.theory.overlap` (and :mod:`specsim.theory.moe`), which build on the vocabulary of
 :mod:`specsim.theory.symbolic`; this module sits above all of them, so that the
 vocabulary does not import its users (no import cycle). Running them takes a few
 seconds of sympy, so nothing runs at import.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 
-from specsim.theory import overlap, speedup, tokens
+from specsim.theory import moe, overlap, speedup, tokens
 from specsim.theory import token_trees as trees
 from specsim.theory.symbolic import SymbolicResult
 
@@ -27,6 +27,7 @@ def derive_all() -> tuple[SymbolicResult, ...]:
         *trees.derive(),
         overlap.overlap_identity(2),
         overlap.overlap_identity(3),
+        *moe.derive(),
     )
 
 

@@ -44,6 +44,14 @@ MODELS = (
     "qwen2.5-72b",
     "vicuna-7b-v1.3",
     "mimo-7b",
+    # issue 24, section 1 (tests/cards/test_moe_cards.py)
+    "mixtral-8x7b",
+    "deepseek-v3",
+    "kimi-k2",
+    "qwen3-30b-a3b",
+    "qwen3-235b-a22b",
+    "gpt-oss-20b",
+    "gpt-oss-120b",
 )
 HARDWARE = (
     "a100-40gb",
@@ -55,7 +63,7 @@ HARDWARE = (
     "rtx-4090",
     "tpu-v4",
     "mi300x",
-    # issue 23, section 3 (tests/test_hardware_cards_new.py)
+    # the accelerator cards with datasheet sources (tests/cards/test_hardware_cards.py)
     "a40",
     "l40s",
     "b200",

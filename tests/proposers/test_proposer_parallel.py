@@ -166,10 +166,10 @@ def write(tmp_path: Path, **changes: object) -> Path:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"k": 0}, r"field 'k' must be >= 1, got 0"),
+        ({"k": 0}, r"field 'k': expected an integer >= 1, got 0"),
         ({"k": 4}, r"'accept' has 12 depths, deeper than the proposer drafts \(4\)"),
         ({"pass_positions": '"all"'}, r"field 'pass_positions' must be one of"),
-        ({"extra_params": -1}, r"field 'extra_params' must be >= 0"),
+        ({"extra_params": -1}, r"field 'extra_params': expected an integer >= 0"),
         ({"accept": "[[1.5]]", "assumed_depths": "[]"}, r"depth 1, rank 0: expected a probability"),
         ({"assumed_depths": "[13]"}, r"'assumed_depths' names depth 13"),
         ({"kind": '"heads"'}, r"field 'kind' must be one of"),

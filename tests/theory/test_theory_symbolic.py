@@ -55,8 +55,10 @@ def test_every_result_is_proven_and_documented() -> None:
         assert r.proved and not failing, (r.name, failing)
         assert r.statement and r.assumptions and r.steps and r.latex
         assert all(step.latex for step in r.steps)
-        # Leviathan et al., Chen et al. (chains) and Sequoia (trees, Chen et al. 2024)
-        assert all(ref.arxiv in {"2211.17192", "2302.01318", "2402.12374"} for ref in r.references)
+        # Leviathan et al., Chen et al. (chains), Sequoia (trees, Chen et al. 2024), and for
+        # MoE targets Mixtral (Jiang et al. 2024) and EAGLE (Li et al. 2024)
+        known = {"2211.17192", "2302.01318", "2402.12374", "2401.04088", "2401.15077"}
+        assert all(ref.arxiv in known for ref in r.references)
         if r.twin is not None:
             module, _, func = r.twin.rpartition(".")
             assert callable(getattr(importlib.import_module(module), func)), r.twin

@@ -20,7 +20,7 @@ from specsim.cards import load_hardware, load_model, load_runtime
 from specsim.cost import step_cost
 from specsim.cost.model import DEFAULT_CONTEXT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HARDWARE_DIR = ROOT / "models" / "hardware"
 
 # slug: (dense bf16 TFLOPS, memory GB/s, ridge FLOP/byte = TFLOPS * 1e12 / (GB/s * 1e9)),

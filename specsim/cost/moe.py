@@ -1,0 +1,146 @@
+"""Mixture-of-experts targets in the cost model: touched experts, expert parallelism.
+
+A pass over ``T`` tokens (batch x positions) through an MoE layer reads the weights every
+token uses once (attention, norms, router, shared experts) and the routed experts its
+tokens touch, ``E_touched(T) = E (1 - (1 - k/E)^T)`` under uniform routing
+(:func:`specsim.theory.moe.experts_touched`, the numeric twin of the sympy result); its
+flops count ``k`` routed experts per token. Dense layers (DeepSeek's first three) are read
+like a dense model's.
+
+**Expert parallelism** (``expert_parallel`` = EP, beside tensor parallelism TP over the
+same ``tp`` devices, as vLLM's ``--enable-expert-parallel`` and SGLang's ``--ep-size``):
+attention and dense layers stay tensor-parallel over ``tp``; each MoE layer's experts are
+split into ``ep`` groups of ``E / ep`` experts, each group tensor-parallel over ``tp / ep``
+devices (MoE TPxEP; ``ep = tp`` is pure EP, DeepSeek-V3's deployment, technical report
+Section 3.4). Each device then holds, and expects to read, the same bytes of experts as
+under pure TP (``E / ep`` experts at ``ep / tp`` of each), so EP changes the collectives,
+not the weight traffic in expectation: an MoE layer replaces its MLP all-reduce over
+``tp`` by an all-to-all **dispatch** of each token to its ``k`` experts and an all-to-all
+**combine** back over the ``ep`` groups (:func:`specsim.cost.collectives.alltoall_time`),
+plus an all-reduce over the ``tp / ep`` devices of a group when there are several. Each
+device dispatches ``T / ep`` of the pass's tokens (the tokens are replicated over the
+attention TP group, and the dispatch splits them), ``k`` copies each of ``d_model``
+activations. Load imbalance between the groups is not modelled (uniform routing).
+
+>>> from specsim.cards import load_model
+>>> round(moe_routed_fraction(load_model("mixtral-8x7b")), 3)
+0.884
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from specsim.cards import HardwareCard, ModelCard
+from specsim.cost.collectives import (
+    allreduce_bandwidth_factor,
+    allreduce_steps,
+    alltoall_bandwidth_factor,
+    alltoall_steps,
+)
+from specsim.theory.moe import experts_touched
+
+__all__ = [
+    "Collectives",
+    "check_expert_parallel",
+    "moe_collectives",
+    "moe_routed_fraction",
+    "touched_experts",
+]
+
+
+def check_expert_parallel(
+    model: ModelCard, expert_parallel: object, *, tensor_parallel: int, name: str
+) -> int:
+    """``expert_parallel`` as an int when it splits ``model``'s experts within the
+    ``tensor_parallel`` devices; else a ValueError naming the value, the experts and the
+    devices. ``1`` (no expert parallelism) is valid for every model."""
+    ep = expert_parallel
+    if isinstance(ep, bool) or not isinstance(ep, int) or ep < 1:
+        raise ValueError(f"{name}: expected an integer >= 1, got {ep!r}")
+    if ep == 1:
+        return 1
+    moe = model.moe_spec
+    if moe is None:
+        raise ValueError(f"{name}: {ep} needs an MoE target; {model.slug} has no experts")
+    if moe.experts % ep:
+        raise ValueError(
+            f"{name}: {ep} does not divide the {moe.experts} routed experts of {model.slug}"
+        )
+    if tensor_parallel % ep:
+        raise ValueError(
+            f"{name}: {ep} does not divide tensor_parallel = {tensor_parallel} (the expert "
+            "groups split the same devices)"
+        )
+    return ep
+
+
+def touched_experts(model: ModelCard, T: Any) -> Any:
+    """Expected distinct routed experts per MoE layer that a pass of ``T`` tokens reads
+    (numbers or arrays; 0 for a dense model)."""
+    moe = model.moe_spec
+    if moe is None:
+        return 0.0 * T
+    return experts_touched(T, experts=moe.experts, top_k=moe.top_k)
+
+
+def moe_routed_fraction(model: ModelCard) -> float:
+    """The routed experts' share ``f`` of the weights a one-token decode reads (LM head
+    included): the ``f`` of :func:`specsim.theory.moe.moe_verification_factor`."""
+    moe = model.moe_spec
+    if moe is None:
+        return 0.0
+    routed = model.moe_layers * moe.top_k * model.routed_expert_params
+    return routed / model.decode_params
+
+
+@dataclass(frozen=True, slots=True)
+class Collectives:
+    """Seconds per token and fixed seconds of a pass's collectives on one device."""
+
+    per_token_s: float
+    fixed_s: float
+
+
+def _allreduce(hw: HardwareCard, p: float, *, n: float, nbytes: float) -> Collectives:
+    if p <= 1 or n == 0:
+        return Collectives(0.0, 0.0)
+    alg = hw.collective_algorithm
+    ring = n * allreduce_bandwidth_factor(p, alg) * nbytes / hw.interconnect_bandwidth
+    return Collectives(ring, n * allreduce_steps(p, alg) * hw.interconnect_latency_s)
+
+
+def _alltoall(hw: HardwareCard, p: float, *, n: float, nbytes: float) -> Collectives:
+    if p <= 1 or n == 0:
+        return Collectives(0.0, 0.0)
+    alg = hw.collective_algorithm
+    per_token = n * alltoall_bandwidth_factor(p, alg) * nbytes / hw.interconnect_bandwidth
+    return Collectives(per_token, n * alltoall_steps(p, alg) * hw.interconnect_latency_s)
+
+
+def moe_collectives(
+    model: ModelCard, hw: HardwareCard, *, tp: float, ep: int, act_bytes: float
+) -> Collectives:
+    """The collectives of one pass of ``model`` on ``tp`` devices with ``ep`` expert groups.
+
+    Without EP: ``2`` all-reduces of ``d_model`` activations per layer (attention and MLP,
+    Megatron-LM), over ``tp``. With EP (module docstring): ``L`` attention all-reduces and
+    one per dense layer over ``tp``; per MoE layer a dispatch and a combine all-to-all over
+    ``ep`` in which a device holds ``k * d_model / ep`` activations per token of the pass,
+    and an all-reduce over ``tp / ep`` when that is above 1. The card's per-device
+    overhead ``collective_overhead_s * (tp - 1)`` is paid once either way.
+    """
+    d = model.d_model * act_bytes
+    L = model.layers
+    overhead = hw.collective_overhead_s * (tp - 1.0) if tp > 1 else 0.0
+    moe = model.moe_spec
+    if ep == 1 or moe is None:
+        base = _allreduce(hw, tp, n=2.0 * L, nbytes=d)
+        return Collectives(base.per_token_s, base.fixed_s + overhead)
+    parts = (
+        _allreduce(hw, tp, n=float(L + moe.dense_layers), nbytes=d),
+        _allreduce(hw, tp / ep, n=float(model.moe_layers), nbytes=d),
+        _alltoall(hw, float(ep), n=2.0 * model.moe_layers, nbytes=moe.top_k * d / ep),
+    )
+    return Collectives(sum(c.per_token_s for c in parts), sum(c.fixed_s for c in parts) + overhead)
