@@ -45,6 +45,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "specsim"
 MAX_LINES = 400
+MAX_FUNCTION_LINES = 60  # a function fits on a screen, its docstring aside
+SHORT_FUNCTIONS = ("specsim.sim", "specsim.cost", "specsim.proposers")
 
 DESIGN = ROOT / "docs" / "design.md"
 
@@ -448,6 +450,35 @@ def long_modules() -> list[str]:
 def test_no_module_over_the_size_limit() -> None:
     bad = long_modules()
     assert not bad, f"modules over {MAX_LINES} lines:\n" + "\n".join(bad)
+
+
+def long_functions(source: str, where: str) -> list[str]:
+    """Functions of ``source`` longer than :data:`MAX_FUNCTION_LINES`, their docstring aside."""
+    bad = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                if isinstance(first.value.value, str):
+                    lines -= (first.end_lineno or first.lineno) - first.lineno + 1
+            if lines > MAX_FUNCTION_LINES:
+                bad.append(f"{where}:{node.lineno}: {node.name} has {lines} lines")
+    return bad
+
+
+def test_no_long_function_in_the_engine_the_cost_model_and_the_proposers() -> None:
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if _module_name(path).startswith(SHORT_FUNCTIONS):
+            bad += long_functions(path.read_text(), str(path.relative_to(ROOT)))
+    assert not bad, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(bad)
+
+
+def test_the_function_length_check_can_fail() -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES - 1))  # + def: 60
+    assert long_functions(f'def f():\n    """doc"""\n{body}\n', "m") == []
+    assert long_functions(f"def f():\n{body}\n    return 0\n", "m") == ["m:1: f has 61 lines"]
 
 
 # The checker checks itself on tiny sources --------------------------------------------------
