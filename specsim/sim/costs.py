@@ -293,7 +293,7 @@ class CardCost(Remembers, CardDeployment):
         """Time and energy prefill chunks add to serving iterations (chunked prefill), in
         closed form: the target's verification pass with the chunks less the pass without
         them (the pass alone where no sequence decodes), plus the draft's prefill of the
-        chunks when drafting, as :func:`specsim.sim.engine.chunk_cost` composes them from
+        chunks when drafting, as :func:`specsim.sim.chunk_drain.chunk_cost` composes them from
         :meth:`verify` and :meth:`prefill`. ``decode``: the pass's positions, causal pairs,
         context sum and sequences; ``chunks``: the chunks' tokens, pairs at their offsets,
         offset sum, count and pairs at offset 0. Whole numbers as floats (exact below 2^53),

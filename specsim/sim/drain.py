@@ -21,7 +21,7 @@ A paged run (:mod:`specsim.sim.paged`) drains too, once memory can no longer
 bind (:func:`never_binds`): then it admits and runs as the reservation model
 does, and the blocks each pass holds are summed over the same pairs. At gamma
 0 the sums come in closed form from what joins and leaves. Chunked prefill's
-drain, built on these pieces: :mod:`specsim.sim.engine`.
+drain, built on these pieces: :mod:`specsim.sim.chunk_drain`.
 """
 
 from __future__ import annotations

@@ -32,8 +32,8 @@ import simpy
 from numpy.typing import NDArray
 
 from specsim.sim.batch import Admission, Batch, Requests
+from specsim.sim.chunk_drain import ChunkDrain
 from specsim.sim.drain import Drain
-from specsim.sim.engine import ChunkDrain
 from specsim.sim.paged import EXTRA_COLUMNS, Paging
 from specsim.sim.prefill import Prefills
 from specsim.sim.records import ServingResult, iteration_table

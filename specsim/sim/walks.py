@@ -2,7 +2,7 @@
 (:func:`trajectories`), the sums over every (sequence, iteration) pair that give each
 drained iteration's batch, contexts, tokens, blocks and attention pairs
 (:func:`iteration_sums`), and their costs in bulk (:func:`decode_costs`); used by
-:mod:`specsim.sim.drain` and :mod:`specsim.sim.engine`.
+:mod:`specsim.sim.drain` and :mod:`specsim.sim.chunk_drain`.
 """
 
 from __future__ import annotations

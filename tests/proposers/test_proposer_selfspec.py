@@ -142,7 +142,11 @@ def card_text(tmp_path: Path, old: str, new: str) -> Path:
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
-        ("exit_layer = 8", "exit_layer = 0", r"field 'exit_layer': expected an integer >= 1, got 0"),
+        (
+            "exit_layer = 8",
+            "exit_layer = 0",
+            r"field 'exit_layer': expected an integer >= 1, got 0",
+        ),
         ("exit_layer = 8", "", r"give exactly one of 'exit_layer' and 'skip_layers'"),
         ("exit_layer = 8", "exit_layer = 8\nskip_layers = [3]", r"give exactly one of"),
         ("exit_layer = 8", "skip_layers = [3, 3]", r"'skip_layers' lists a layer twice"),

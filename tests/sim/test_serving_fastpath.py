@@ -1,4 +1,4 @@
-"""The bulk paths of paged and chunked serving (specsim.sim.drain, specsim.sim.engine) give the
+"""The bulk paths of paged and chunked serving (specsim.sim.drain, specsim.sim.chunk_drain) give the
 tables of the engine stepped iteration by iteration, bit for bit."""
 
 import dataclasses
@@ -13,7 +13,7 @@ from specsim.cards import load_hardware, load_model
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost, PlainCost, PoissonWorkload, ServingConfig, simulate_serving
 from specsim.sim.batch import Batch, Requests, draw_requests
-from specsim.sim.engine import chunk_cost
+from specsim.sim.chunk_drain import chunk_cost
 from specsim.sim.walks import iteration_sums, trajectories
 
 

@@ -31,7 +31,7 @@ run is its own twin) or ``plain_twin = False``. The draft shares the target's
 accelerator (serialized). Once every request has arrived (and, paged or under
 a budget, memory can no longer bind), a fixed-gamma run on the vectorized path
 finishes without simpy, costed in bulk (:mod:`specsim.sim.drain`,
-:mod:`specsim.sim.engine`; the same rows, bit for bit). Requests, admission
+:mod:`specsim.sim.chunk_drain`; the same rows, bit for bit). Requests, admission
 and the batch: :mod:`specsim.sim.batch`; the result: :mod:`specsim.sim.records`,
 with the engines' acceptance counters (:mod:`specsim.sim.tally`).
 

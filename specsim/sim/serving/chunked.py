@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import simpy
 
 from specsim.sim import prefill
-from specsim.sim.engine import chunk_cost
+from specsim.sim.chunk_drain import chunk_cost
 from specsim.sim.router import Replica
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ gammas, or a :class:`~specsim.sim.serving.plans.TreePlan`'s pass size) and
 :meth:`Engine.decode` to draft, verify and emit (a tree plan: :meth:`Engine.decode_trees`).
 Admission is first come, first served, in one place (:class:`specsim.sim.batch.Admission`).
 Once every request has arrived, a fixed-gamma run on the vectorized path is drained in
-bulk (:mod:`specsim.sim.drain`, :mod:`specsim.sim.engine`).
+bulk (:mod:`specsim.sim.drain`, :mod:`specsim.sim.chunk_drain`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from specsim.cost import verification_positions
 from specsim.policies.lookahead import LookaheadPolicy, batch_wide, fixed_gamma
 from specsim.sim import paged, prefill
 from specsim.sim.batch import Admission, Batch, Requests, TimesOf, composed_times, sequence_gammas
+from specsim.sim.chunk_drain import drain_chunked, draining
 from specsim.sim.drain import Drain, drain
-from specsim.sim.engine import drain_chunked, draining
 from specsim.sim.router import Replica, route, tables
 from specsim.sim.serving.chunked import chunked_iteration
 from specsim.sim.serving.plans import EngineConfig, TreePlan, TreeStep
