@@ -22,6 +22,7 @@ report: $(STAMP)
 
 test: $(STAMP) browser
 	$(BIN)/ruff check specsim tests benchmarks studies
+	$(BIN)/ruff format --check specsim tests benchmarks studies conftest.py
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
