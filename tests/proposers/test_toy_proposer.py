@@ -95,3 +95,33 @@ def test_the_single_stream_tree_simulator_prices_the_toy(deployment: Deployment)
     mean = 1 + res.accepted.mean()
     se = res.accepted.std(ddof=1) / np.sqrt(res.accepted.size)
     assert abs(mean - expected) < 5 * se
+
+
+def test_the_serving_engine_prices_and_accepts_with_the_toy() -> None:
+    """Serving prices the toy's drafts and accepts by its table. Long outputs, so the few
+    passes cut at a request's end (a bias below 0.01 tokens here) hide in the noise."""
+    from specsim.sim.arrivals import PoissonWorkload
+    from specsim.sim.tree_serving import TreeServingConfig, simulate_tree_serving
+    from specsim.stats import ratio_interval
+
+    tree = (-1, 0, 1)
+    cfg = TreeServingConfig(
+        workload=PoissonWorkload(
+            rate_per_s=5.0, requests=30, prompt_tokens=(64, 128), output_tokens=(300, 400)
+        ),
+        proposer=Toy(),
+        target=load_model("llama-2-7b"),
+        hardware=load_hardware("a100-80gb"),
+        parents=tree,
+    )
+    res = simulate_tree_serving(cfg, np.random.default_rng(3))
+    it = res.iterations
+    # every pass drafts the toy's tree for each sequence in it: NODE_S per drafted node
+    assert np.allclose(it["draft_s"], NODE_S * it["draft_tokens"], rtol=0, atol=1e-15)
+    assert (it["draft_tokens"] <= len(tree) * it["batch"]).all() and it["draft_s"].sum() > 0
+    # the engine's mean accepted length follows the toy's acceptance (a chain of three)
+    expected = 1 + ACCEPT[0] + ACCEPT[0] * ACCEPT[1] + ACCEPT[0] * ACCEPT[1] * ACCEPT[2]
+    req = res.requests
+    ri = ratio_interval(req["accepted_tokens"], req["verify_steps"])
+    assert res.metrics()["mean_acceptance_length"] == pytest.approx(1 + ri.estimate)
+    assert abs(1 + ri.estimate - expected) < 5 * ri.se + 0.01
