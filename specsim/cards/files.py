@@ -33,6 +33,7 @@ __all__ = [
     "list_hardware",
     "list_runtimes",
     "read_toml",
+    "build_card",
     "write_card",
     "write_hardware_card",
 ]
@@ -43,13 +44,21 @@ ENV_VAR = "SPECSIM_CARDS"
 SearchPath = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None
 
 _Card = TypeVar("_Card", ModelCard, HardwareCard, RuntimeProfile)
+_AnyCard = TypeVar("_AnyCard")
 _SUBDIRS = {
     "lm": ("lm",),
     "hardware": ("hardware", "calibrated"),
     "runtime": ("runtime",),
     "heads": ("heads",),
+    "proposers": ("proposers",),
 }
-_WHAT = {"lm": "model", "hardware": "hardware", "runtime": "runtime", "heads": "head"}
+_WHAT = {
+    "lm": "model",
+    "hardware": "hardware",
+    "runtime": "runtime",
+    "heads": "head",
+    "proposers": "proposer",
+}
 
 
 def packaged_root() -> Path | None:
@@ -65,7 +74,8 @@ def packaged_root() -> Path | None:
 
 
 def card_dirs(kind: str, search_path: SearchPath = None) -> list[Path]:
-    """Folders searched for cards of ``kind`` ("lm", "hardware", "runtime" or "heads"), in
+    """Folders searched for cards of ``kind`` ("lm", "hardware", "runtime", "heads" or
+    "proposers"), in
     order: each of ``search_path`` and :data:`ENV_VAR`'s folders with its subfolder for the
     kind, then the packaged cards'."""
     if kind not in _SUBDIRS:
@@ -142,15 +152,18 @@ def _read(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not valid TOML: {exc}") from exc
 
 
-def _build(cls: type[_Card], data: dict[str, Any], path: Path) -> _Card:
-    """A card of ``cls`` from one file's table, naming unknown and missing fields."""
-    keys = {f.name for f in fields(cls)} - {"source_path"}
+def build_card(
+    cls: type[_AnyCard], data: dict[str, Any], path: Path, *, label: str = ""
+) -> _AnyCard:
+    """A card of dataclass ``cls`` from one file's table, naming unknown and missing fields;
+    with ``label`` (``"head"``, ``"proposer"``) the file must be named after the card's slug."""
+    keys = {f.name for f in fields(cls)} - {"source_path"}  # type: ignore[arg-type]
     unknown = sorted(set(data) - keys)
     if unknown:
         raise ValueError(f"{path}: unknown field(s) {unknown}; known fields: {sorted(keys)}")
     missing = sorted(
         f.name
-        for f in fields(cls)
+        for f in fields(cls)  # type: ignore[arg-type]
         if f.name in keys
         and f.name not in data
         and f.default is MISSING
@@ -158,7 +171,11 @@ def _build(cls: type[_Card], data: dict[str, Any], path: Path) -> _Card:
     )
     if missing:
         raise ValueError(f"{path}: missing field(s) {missing}")
-    return cls(**data, source_path=str(path))
+    card = cls(**data, source_path=str(path))  # type: ignore[call-arg]
+    slug = getattr(card, "slug", path.stem)
+    if label and slug != path.stem:
+        raise ValueError(f"{path}: holds the {label} card {slug!r}; name the file {slug}.toml")
+    return card
 
 
 STACK_FIELDS = ("compute_efficiency", "memory_efficiency", "layer_overhead_s", "pass_overhead_s")
@@ -180,7 +197,7 @@ def _hardware(path: Path, search_path: SearchPath) -> HardwareCard:
     data = _read(path)
     name = data.get("runtime")
     if name is None:
-        return _build(HardwareCard, data, path)
+        return build_card(HardwareCard, data, path)
     if not isinstance(name, str) or not name:
         raise TypeError(f"{path}: field 'runtime' must be a profile slug, got {name!r}")
     try:
@@ -189,7 +206,7 @@ def _hardware(path: Path, search_path: SearchPath) -> HardwareCard:
         raise ValueError(f"{path}: runtime: {exc}") from exc
     # Numbers the card sets itself (a calibrated card: the deprecated path) win over the
     # profile's; the profile fills the rest.
-    card = _build(HardwareCard, {**{k: getattr(prof, k) for k in STACK_FIELDS}, **data}, path)
+    card = build_card(HardwareCard, {**{k: getattr(prof, k) for k in STACK_FIELDS}, **data}, path)
     try:
         check_runtime_device(prof, card)
     except ValueError as exc:
@@ -279,7 +296,7 @@ def load_model(
 ) -> ModelCard:
     """Load a language-model card by slug (``"llama-2-7b"``) or from a ``.toml`` path."""
     path = _find("lm", slug_or_path, search_path)
-    return _build(ModelCard, _read(path), path)
+    return build_card(ModelCard, _read(path), path)
 
 
 def load_hardware(
@@ -295,7 +312,7 @@ def load_runtime(
     """Load a runtime profile by slug (``"gpt-fast-a100"``) or from a ``.toml`` path
     (``models/runtime/``; :mod:`specsim.cards.runtime`)."""
     path = _find("runtime", slug_or_path, search_path)
-    return _build(RuntimeProfile, _read(path), path)
+    return build_card(RuntimeProfile, _read(path), path)
 
 
 def _list(kind: str, search_path: SearchPath) -> list[Path]:
@@ -309,7 +326,7 @@ def _list(kind: str, search_path: SearchPath) -> list[Path]:
 
 def list_models(*, search_path: SearchPath = None) -> list[ModelCard]:
     """Every language-model card found, sorted by slug (the first of each slug wins)."""
-    return [_build(ModelCard, _read(p), p) for p in _list("lm", search_path)]
+    return [build_card(ModelCard, _read(p), p) for p in _list("lm", search_path)]
 
 
 def list_hardware(*, search_path: SearchPath = None) -> list[HardwareCard]:
@@ -319,7 +336,7 @@ def list_hardware(*, search_path: SearchPath = None) -> list[HardwareCard]:
 
 def list_runtimes(*, search_path: SearchPath = None) -> list[RuntimeProfile]:
     """Every runtime profile found, sorted by slug."""
-    return [_build(RuntimeProfile, _read(p), p) for p in _list("runtime", search_path)]
+    return [build_card(RuntimeProfile, _read(p), p) for p in _list("runtime", search_path)]
 
 
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:

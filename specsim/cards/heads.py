@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from specsim.cards.checks import card_label, check_float, check_int, check_sources, check_str
-from specsim.cards.files import SearchPath, card_dirs, read_toml
+from specsim.cards.files import SearchPath, build_card, card_dirs, read_toml
 
 __all__ = ["HEAD_KINDS", "HeadCard", "load_head", "list_heads"]
 
@@ -114,26 +114,7 @@ class HeadCard:
 
 
 def _build(data: dict[str, Any], path: Path) -> HeadCard:
-    keys = {f.name for f in fields(HeadCard)} - {"source_path"}
-    unknown = sorted(set(data) - keys)
-    if unknown:
-        raise ValueError(f"{path}: unknown field(s) {unknown}; known fields: {sorted(keys)}")
-    missing = sorted(
-        f.name
-        for f in fields(HeadCard)
-        if f.name in keys
-        and f.name not in data
-        and f.default is MISSING
-        and f.default_factory is MISSING
-    )
-    if missing:
-        raise ValueError(f"{path}: missing field(s) {missing}")
-    card = HeadCard(**data, source_path=str(path))
-    if card.slug != path.stem:
-        raise ValueError(
-            f"{path}: holds the head card {card.slug!r}; name the file {card.slug}.toml"
-        )
-    return card
+    return build_card(HeadCard, data, path, label="head")
 
 
 def load_head(slug_or_path: str | os.PathLike[str], *, search_path: SearchPath = None) -> HeadCard:

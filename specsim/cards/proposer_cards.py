@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from specsim.cards.checks import card_label, check_int, check_sources, check_str
-from specsim.cards.files import ENV_VAR, SearchPath, packaged_root, read_toml
+from specsim.cards.files import SearchPath, build_card, card_dirs, read_toml
 
 __all__ = [
     "PASS_POSITIONS",
@@ -232,48 +232,14 @@ def _build(data: dict[str, Any], path: Path) -> ProposerCard:
         )
     cls: type[ParallelDraftCard] | type[SelfSpecCard]
     cls = ParallelDraftCard if kind == "parallel" else SelfSpecCard
-    keys = {f.name for f in fields(cls)} - {"source_path"}
-    unknown = sorted(set(data) - keys)
-    if unknown:
-        raise ValueError(f"{path}: unknown field(s) {unknown}; known fields: {sorted(keys)}")
-    missing = sorted(
-        f.name
-        for f in fields(cls)
-        if f.name in keys
-        and f.name not in data
-        and f.default is MISSING
-        and f.default_factory is MISSING
-    )
-    if missing:
-        raise ValueError(f"{path}: missing field(s) {missing}")
-    card = cls(**data, source_path=str(path))
-    if card.slug != path.stem:
-        raise ValueError(
-            f"{path}: holds the proposer card {card.slug!r}; name the file {card.slug}.toml"
-        )
-    return card
+    return build_card(cls, data, path, label="proposer")
 
 
 def proposer_card_dirs(search_path: SearchPath = None) -> list[Path]:
     """Folders searched for proposer cards, in order: each folder of ``search_path`` and of
     :data:`~specsim.cards.ENV_VAR`, with its ``proposers/`` subfolder, then the shipped
-    ``models/proposers/``."""
-    if search_path is None:
-        user: list[Path] = []
-    elif isinstance(search_path, str | os.PathLike):
-        user = [Path(search_path)]
-    else:
-        user = [Path(p) for p in search_path]
-    user += [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
-    out: list[Path] = []
-    for root in user:
-        if not root.is_dir():
-            raise ValueError(f"search_path: {str(root)!r} is not a folder")
-        out += [root] + ([root / SUBDIR] if (root / SUBDIR).is_dir() else [])
-    packaged = packaged_root()
-    if packaged is not None and (packaged / SUBDIR).is_dir():
-        out.append(packaged / SUBDIR)
-    return out
+    ``models/proposers/`` (:func:`specsim.cards.files.card_dirs`)."""
+    return card_dirs("proposers", search_path)
 
 
 def _is_proposer(path: Path) -> bool:

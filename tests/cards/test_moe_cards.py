@@ -71,7 +71,7 @@ def _write(tmp_path: Path, slug: str, **tables: dict[str, object]) -> Path:
             {"experts": 8, "top_k": 9, "expert_ffn": 14336},
             r"'moe.top_k' = 9 exceeds moe.experts = 8",
         ),
-        ({"experts": 8, "top_k": 0, "expert_ffn": 14336}, r"'moe.top_k' must be >= 1"),
+        ({"experts": 8, "top_k": 0, "expert_ffn": 14336}, r"'moe.top_k': expected an integer >= 1"),
         ({"experts": 8, "expert_ffn": 14336}, r"missing key 'moe.top_k'"),
         (
             {"experts": 8, "top_k": 2, "expert_ffn": 14336, "topk": 2},
@@ -98,5 +98,5 @@ def test_a_bad_mla_table_names_the_key() -> None:
         dataclasses.replace(
             card, mla={"kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128}
         )
-    with pytest.raises(TypeError, match="'mla.kv_lora_rank' must be an integer"):
+    with pytest.raises(TypeError, match="'mla.kv_lora_rank': expected an integer"):
         dataclasses.replace(card, mla={**(card.mla or {}), "kv_lora_rank": 512.5})

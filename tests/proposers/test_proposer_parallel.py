@@ -247,5 +247,5 @@ def test_user_cards_are_found_on_the_search_path_first(tmp_path: Path) -> None:
         SLUG,
     ]
     assert ParallelDraft.from_card(SLUG, search_path=tmp_path).k == 16
-    with pytest.raises(ValueError, match="is not a folder"):
+    with pytest.raises(ValueError, match="no such folder"):
         load_proposer_card(SLUG, search_path=tmp_path / "missing")
