@@ -43,6 +43,13 @@ from specsim import policies as pol
 from specsim.cards import read_toml
 from specsim.config import Kinds, build, coerce, field_types, replace_path
 from specsim.sim.arrivals import Arrivals, GammaArrivals, OnOffArrivals, PoissonArrivals
+from specsim.sim.config_compose import (
+    Slo,
+    TreeConfig,
+    deployment_cost,
+    set_path,
+    tree_config_from_dict,
+)
 from specsim.sim.costs import CardCost, PlainCost
 from specsim.sim.serving import ServingConfig
 from specsim.sim.source import CostSource, block_costs
@@ -148,12 +155,17 @@ _CLASSES: dict[str, type] = {"stream": StreamConfig, "serving": ServingConfig}
 @dataclass(frozen=True)
 class RunSpec:
     """A parsed config: what to run, its seed, its engine, and which policy fields follow
-    the run (:data:`FROM_RUN`)."""
+    the run (:data:`FROM_RUN`); a serving run's latency targets ``slo`` (goodput); for a
+    config with ``[deployment]`` or ``[proposer]``, the ``source`` table it was built from
+    and the folder ``base`` its files are read from (:func:`with_value` builds it again)."""
 
-    config: StreamConfig | ServingConfig
+    config: StreamConfig | ServingConfig | TreeConfig
     seed: int
     engine: Literal["fast", "events"] = "fast"
     derived: frozenset[str] = frozenset()
+    slo: Slo | None = None
+    source: Mapping[str, Any] | None = None
+    base: str = "."
 
     def __post_init__(self) -> None:
         _seed(self.seed, "seed")
@@ -249,6 +261,23 @@ def config_from_dict(
     mode = data.get("mode", "stream")
     if mode not in _CLASSES:
         raise ValueError(f"{where}.mode: expected 'stream' or 'serving', got {mode!r}")
+    composed = "deployment" in data or "proposer" in data
+    source = {"source": dict(data), "base": os.fspath(base)} if composed else {}
+    slo = None
+    if "slo" in data:
+        if mode != "serving":
+            raise ValueError(f"{where} [slo]: latency targets are for mode = 'serving'")
+        slo = build(Slo, data["slo"], where=f"{where} [slo]")
+        data = {k: v for k, v in data.items() if k != "slo"}
+    if "proposer" in data:
+        if mode != "serving":
+            raise ValueError(f"{where} [proposer]: token trees are served with mode = 'serving'")
+        seed = _seed(data.get("seed", 0), f"{where}.seed")
+        tree = tree_config_from_dict(data, where=where, base=base, kinds=KINDS)
+        return RunSpec(config=tree, seed=seed, slo=slo, **source)
+    if "deployment" in data:
+        cost = deployment_cost(data, where=where)
+        data = {**{k: v for k, v in data.items() if k != "deployment"}, "cost": cost}
     cls = _CLASSES[mode]
     hints = field_types(cls)
     allowed = set(hints) | set(_EXTRA[mode])
@@ -270,7 +299,7 @@ def config_from_dict(
     trial = build(cls, {**parts, "policy": pol.FixedGamma(gamma=0)}, where=where)
     policy, derived = _policy(data["policy"], trial, trial.max_gamma, f"{where}.policy")
     config = dataclasses.replace(trial, policy=policy)
-    return RunSpec(config=config, seed=seed, engine=engine, derived=derived)
+    return RunSpec(config=config, seed=seed, engine=engine, derived=derived, slo=slo, **source)
 
 
 def with_value(
@@ -278,7 +307,11 @@ def with_value(
 ) -> RunSpec:
     """``spec`` with the dotted ``path`` (``"acceptance.alpha"``, ``"policy"``, ``"seed"``)
     set to ``value``, by :func:`dataclasses.replace`; policy fields that follow the run
-    are worked out again."""
+    are worked out again. A composed run (``spec.source``) has ``path`` set in its table and
+    is built again (:func:`specsim.sim.config_compose.set_path`)."""
+    if spec.source is not None:
+        data = set_path(spec.source, path, value, where=where)
+        return config_from_dict(data, where=where, base=spec.base)
     if path in ("seed", "engine"):
         return RunSpec(
             config=spec.config,
@@ -287,6 +320,7 @@ def with_value(
             if path == "engine"
             else spec.engine,
             derived=spec.derived,
+            slo=spec.slo,
         )
     config, derived = spec.config, spec.derived
     if path == "policy":
@@ -305,7 +339,9 @@ def with_value(
             config = dataclasses.replace(config, policy=dataclasses.replace(current, **filled))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{where}: policy: {exc}") from None
-    return RunSpec(config=config, seed=spec.seed, engine=spec.engine, derived=derived)
+    return RunSpec(
+        config=config, seed=spec.seed, engine=spec.engine, derived=derived, slo=spec.slo
+    )
 
 
 def load_config(path: str | os.PathLike[str]) -> RunSpec:
