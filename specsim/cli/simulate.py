@@ -256,14 +256,9 @@ def run(args: argparse.Namespace) -> int:
 def _serve(spec: RunSpec) -> tuple[Any, dict[str, Any]]:
     """A serving run (chains, or token trees for a ``[proposer]`` config) and its metrics,
     with goodput when the config has an ``[slo]``."""
-    from specsim.sim.config_compose import simulate_tree_config, slo_metrics
-    from specsim.sim.serving import ServingConfig, simulate_serving  # start-up: as in _value
+    from specsim.sim.config_compose import simulate_run, slo_metrics  # start-up: as in _value
 
-    rng = np.random.default_rng(spec.seed)
-    if isinstance(spec.config, ServingConfig):
-        result: Any = simulate_serving(spec.config, rng)
-    else:
-        result = simulate_tree_config(spec.config, rng)
+    result = simulate_run(spec.config, np.random.default_rng(spec.seed))
     metrics = result.metrics()
     if spec.slo is not None:
         metrics.update(slo_metrics(result, spec.slo))

@@ -262,7 +262,7 @@ def config_from_dict(
     if mode not in _CLASSES:
         raise ValueError(f"{where}.mode: expected 'stream' or 'serving', got {mode!r}")
     composed = "deployment" in data or "proposer" in data
-    source = {"source": dict(data), "base": os.fspath(base)} if composed else {}
+    source = dict(data) if composed else None
     slo = None
     if "slo" in data:
         if mode != "serving":
@@ -274,7 +274,7 @@ def config_from_dict(
             raise ValueError(f"{where} [proposer]: token trees are served with mode = 'serving'")
         seed = _seed(data.get("seed", 0), f"{where}.seed")
         tree = tree_config_from_dict(data, where=where, base=base, kinds=KINDS)
-        return RunSpec(config=tree, seed=seed, slo=slo, **source)
+        return RunSpec(config=tree, seed=seed, slo=slo, source=source, base=os.fspath(base))
     if "deployment" in data:
         cost = deployment_cost(data, where=where)
         data = {**{k: v for k, v in data.items() if k != "deployment"}, "cost": cost}
@@ -299,7 +299,15 @@ def config_from_dict(
     trial = build(cls, {**parts, "policy": pol.FixedGamma(gamma=0)}, where=where)
     policy, derived = _policy(data["policy"], trial, trial.max_gamma, f"{where}.policy")
     config = dataclasses.replace(trial, policy=policy)
-    return RunSpec(config=config, seed=seed, engine=engine, derived=derived, slo=slo, **source)
+    return RunSpec(
+        config=config,
+        seed=seed,
+        engine=engine,
+        derived=derived,
+        slo=slo,
+        source=source,
+        base=os.fspath(base),
+    )
 
 
 def with_value(
@@ -322,7 +330,8 @@ def with_value(
             derived=spec.derived,
             slo=spec.slo,
         )
-    config, derived = spec.config, spec.derived
+    config: Any = spec.config  # a chain run (a composed one returned above)
+    derived = spec.derived
     if path == "policy":
         policy, derived = _policy(value, config, config.max_gamma, f"{where}: policy")
         config = dataclasses.replace(config, policy=policy)
@@ -339,9 +348,7 @@ def with_value(
             config = dataclasses.replace(config, policy=dataclasses.replace(current, **filled))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{where}: policy: {exc}") from None
-    return RunSpec(
-        config=config, seed=spec.seed, engine=spec.engine, derived=derived, slo=spec.slo
-    )
+    return RunSpec(config=config, seed=spec.seed, engine=spec.engine, derived=derived, slo=spec.slo)
 
 
 def load_config(path: str | os.PathLike[str]) -> RunSpec:

@@ -59,6 +59,7 @@ from specsim.proposers import (
     load_acceptance,
 )
 from specsim.sim.records import goodput
+from specsim.sim.serving import ServingConfig, simulate_serving
 from specsim.sim.tree_policies import ConfidenceTree, NodeConfidence
 from specsim.sim.tree_serving import TreeServingConfig, simulate_tree_serving
 from specsim.sim.tree_serving_dynamic import (
@@ -75,7 +76,7 @@ __all__ = [
     "get_path",
     "proposer_from_table",
     "set_path",
-    "simulate_tree_config",
+    "simulate_run",
     "slo_metrics",
     "tree_config_from_dict",
     "tree_parents",
@@ -123,7 +124,7 @@ def _kind_table(
     if not isinstance(table, Mapping):
         raise ValueError(f"{where}: expected a table, got {table!r}")
     kind = table.get("kind")
-    if kind not in keys:
+    if not isinstance(kind, str) or kind not in keys:
         raise ValueError(f"{where}.kind: expected one of {list(keys)}, got {kind!r}")
     rest = {k: v for k, v in table.items() if k != "kind"}
     unknown = sorted(set(rest) - set(keys[kind]))
@@ -163,7 +164,7 @@ def proposer_from_table(table: Any, *, base: str | os.PathLike[str], where: str)
             return Heads(card=load_head(card), dtype=rest.get("dtype"))
         if kind == "ngram":
             acc = _acceptance(rest.pop("acceptance"), Path(base), f"{where}.acceptance")
-            return build(NGram, {**rest, "acceptance": acc}, where=where)  # type: ignore[no-any-return]
+            return build(NGram, {**rest, "acceptance": acc}, where=where)
         if kind == "parallel":
             return ParallelDraft.from_card(card)
         return SelfSpeculation.from_card(card)
@@ -182,7 +183,9 @@ def tree_parents(rest: Mapping[str, Any], where: str) -> tuple[int, ...]:
         return tuple(coerce(rest["parents"], tuple[int, ...], f"{where}.parents"))
     shape = rest.get("shape")
     if shape not in ("chain", "k-ary"):
-        raise ValueError(f"{where}.shape: expected 'chain' or 'k-ary' (or give parents), got {shape!r}")
+        raise ValueError(
+            f"{where}.shape: expected 'chain' or 'k-ary' (or give parents), got {shape!r}"
+        )
     if "depth" not in rest:
         raise ValueError(f"{where}: shape {shape!r} needs 'depth'")
     depth = coerce(rest["depth"], int, f"{where}.depth")
@@ -243,11 +246,15 @@ def tree_config_from_dict(
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
     hints = field_types(cls)
-    fields = {k: coerce(v, hints[k], f"{where}.{k}", kinds=kinds) for k, v in data.items() if k in own}
+    fields = {
+        k: coerce(v, hints[k], f"{where}.{k}", kinds=kinds) for k, v in data.items() if k in own
+    }
     fields |= _deployed(data["deployment"], f"{where} [deployment]")
-    fields["proposer"] = proposer_from_table(data["proposer"], base=base, where=f"{where} [proposer]")
+    fields["proposer"] = proposer_from_table(
+        data["proposer"], base=base, where=f"{where} [proposer]"
+    )
     try:
-        return cls(**fields, **plan)  # type: ignore[no-any-return]
+        return cls(**fields, **plan)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{where}: {exc}") from None
 
@@ -267,14 +274,23 @@ def deployment_cost(data: Mapping[str, Any], *, where: str) -> dict[str, Any]:
     both = sorted(set(given) & set(cost))
     if both:
         raise ValueError(f"{where}: {both} given in both [deployment] and [cost]; keep one")
-    return {**cost, "kind": "cards", **{k: v for k, v in dep.items() if k in given or k in ("target", "hardware")}}
+    return {
+        **cost,
+        "kind": "cards",
+        **{k: v for k, v in dep.items() if k in given or k in ("target", "hardware")},
+    }
 
 
-def simulate_tree_config(config: TreeConfig, rng: np.random.Generator) -> Any:
-    """Serve a tree config on the engine with its plan (static or dynamic)."""
+def simulate_run(config: object, rng: np.random.Generator) -> Any:
+    """Serve a serving config on the one engine: chains, a static tree or trees chosen per
+    pass; the result has ``metrics()``."""
+    if isinstance(config, ServingConfig):
+        return simulate_serving(config, rng)
     if isinstance(config, TreeServingConfig):
         return simulate_tree_serving(config, rng)
-    return simulate_dynamic_tree_serving(config, rng)
+    if isinstance(config, DynamicTreeServingConfig):
+        return simulate_dynamic_tree_serving(config, rng)
+    raise TypeError(f"config: expected a serving config, got {type(config).__name__}")
 
 
 def slo_metrics(result: Any, slo: Slo) -> dict[str, float]:
