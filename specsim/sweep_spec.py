@@ -24,6 +24,7 @@ from specsim.cards import read_toml
 from specsim.checks import check_int, check_size
 from specsim.config import has_path
 from specsim.sim.config import RunSpec, config_from_dict
+from specsim.sim.config_compose import get_path
 
 __all__ = [
     "MODES",
@@ -165,6 +166,11 @@ def check_axis(config: RunSpec, path: str) -> None:
     """Raise ValueError unless the dotted ``path`` names a field of the run (or its seed)."""
     if path in ("seed", "engine", "policy"):
         return
+    if config.source is not None:  # a composed run: a path into the table it was built from
+        *parents, _ = path.split(".")
+        if parents and not get_path(config.source, ".".join(parents))[0]:
+            raise ValueError(f"sweep axis {path!r}: the config has no table {'.'.join(parents)!r}")
+        return  # the key itself is checked when the points are built, before any run
     why = has_path(config.config, path)
     if why is not None:
         raise ValueError(f"sweep axis {path!r}: {why}")

@@ -255,13 +255,18 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(spec: RunSpec) -> tuple[Any, dict[str, Any]]:
     """A serving run (chains, or token trees for a ``[proposer]`` config) and its metrics,
-    with goodput when the config has an ``[slo]``."""
-    from specsim.sim.config_compose import simulate_run, slo_metrics  # start-up: as in _value
+    with goodput when the config has an ``[slo]``; the result as a
+    :class:`~specsim.sim.records.ServingResult` (its trace and event table)."""
+    # start-up: as in _value
+    from specsim.sim.config_compose import simulate_run, slo_metrics
+    from specsim.sim.records import ServingResult
 
     result = simulate_run(spec.config, np.random.default_rng(spec.seed))
     metrics = result.metrics()
     if spec.slo is not None:
         metrics.update(slo_metrics(result, spec.slo))
+    if not isinstance(result, ServingResult):  # trees: the same tables, for --trace, --events
+        result = ServingResult(requests_spec=result.requests, iterations_spec=result.iterations)
     return result, metrics
 
 

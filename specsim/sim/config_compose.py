@@ -23,9 +23,10 @@ the one serving engine (:mod:`specsim.sim.tree_serving` for a fixed tree,
 and the engine's top-level keys (``max_batch``, ``position_budget``, ``kv_capacity_tokens``,
 ``kv_block_tokens``, ``preemption``, ``token_budget``, ``replicas``, ``router``,
 ``plain_twin``). ``[slo]`` (``ttft_s``, ``tpot_s``: the user's latency targets) adds
-``goodput_per_s`` (and ``plain_goodput_per_s``, :func:`specsim.sim.records.goodput`) to any
-serving run's metrics. A ``[deployment]`` in a chain config (no ``[proposer]``) becomes
-the target's fields of its ``[cost] kind = "cards"`` table (:func:`deployment_cost`).
+``goodput_requests_per_s``, ``slo_attainment`` and ``plain_goodput_requests_per_s``
+(:func:`slo_metrics`) to any serving run's metrics. A ``[deployment]`` in a chain config
+(no ``[proposer]``) becomes the target's fields of its ``[cost] kind = "cards"`` table
+(:func:`deployment_cost`).
 
 These runs keep the table they were built from (:attr:`specsim.sim.config.RunSpec.source`):
 a dotted path (``deployment.weights``, ``proposer.kind``, ``tree.budget``) is set in the
@@ -46,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from specsim.cards import load_head, load_model
+from specsim.checks import check_size
 from specsim.config import Kinds, build, coerce, field_types
 from specsim.cost.deployment import Deployment, deployment_from_table
 from specsim.proposers import (
@@ -66,7 +68,6 @@ from specsim.sim.tree_serving_dynamic import (
     DynamicTreeServingConfig,
     simulate_dynamic_tree_serving,
 )
-from specsim.trees import chain_tree, kary_tree
 
 __all__ = [
     "PROPOSER_KEYS",
@@ -188,19 +189,23 @@ def tree_parents(rest: Mapping[str, Any], where: str) -> tuple[int, ...]:
         )
     if "depth" not in rest:
         raise ValueError(f"{where}: shape {shape!r} needs 'depth'")
-    depth = coerce(rest["depth"], int, f"{where}.depth")
-    if depth < 1:
-        raise ValueError(f"{where}.depth: expected an integer >= 1, got {depth}")
-    if shape == "chain":
+    # Depth and k first: each is at most the tree's nodes, so the sum below stays small.
+    depth = check_size(
+        coerce(rest["depth"], int, f"{where}.depth"), name=f"{where}.depth", limit="tree_nodes"
+    )
+    k = 1
+    if shape == "k-ary":
+        if "k" not in rest:
+            raise ValueError(f"{where}: shape 'k-ary' needs 'k'")
+        k = check_size(coerce(rest["k"], int, f"{where}.k"), name=f"{where}.k", limit="tree_nodes")
+    nodes = depth if shape == "chain" else sum(k**d for d in range(1, depth + 1))
+    check_size(nodes, name=f"{where}: a {shape} tree of depth {depth}", limit="tree_nodes")
+    if shape == "chain":  # as specsim.trees.chain_tree (a layer above this one)
         if "k" in rest:
             raise ValueError(f"{where}.k: a chain has one child per node; remove k")
-        return chain_tree(depth)
-    if "k" not in rest:
-        raise ValueError(f"{where}: shape 'k-ary' needs 'k'")
-    k = coerce(rest["k"], int, f"{where}.k")
-    if k < 1:
-        raise ValueError(f"{where}.k: expected an integer >= 1, got {k}")
-    return kary_tree(k, sum(k**d for d in range(1, depth + 1)))
+        return tuple(range(-1, depth - 1))
+    # Breadth first, node i's parent is i // k - 1, as specsim.trees.kary_tree.
+    return tuple(i // k - 1 for i in range(nodes))
 
 
 def _plan(table: Any, where: str) -> dict[str, Any]:
@@ -293,15 +298,24 @@ def simulate_run(config: object, rng: np.random.Generator) -> Any:
     raise TypeError(f"config: expected a serving config, got {type(config).__name__}")
 
 
-def slo_metrics(result: Any, slo: Slo) -> dict[str, float]:
-    """Goodput against ``slo`` of a serving result (and of its plain twin, when it has one)."""
+def slo_metrics(result: Any, slo: Slo) -> dict[str, float | None]:
+    """Goodput against ``slo`` of a serving result, named as
+    :meth:`specsim.sim.records.ServingResult.metrics` names it (``goodput_requests_per_s``,
+    ``slo_attainment``: goodput over the completion rate), and the plain twin's
+    ``plain_goodput_requests_per_s`` (None without a twin)."""
     req = getattr(result, "requests_spec", None)
-    if req is None:
+    if req is None:  # a tree-serving result
         req = result.requests
-    out = {"goodput_per_s": goodput(req, ttft_s=slo.ttft_s, tpot_s=slo.tpot_s)}
+    good = goodput(req, ttft_s=slo.ttft_s, tpot_s=slo.tpot_s)
+    span = float(req["finish_s"].max() - req["arrival_s"].min())
+    out: dict[str, float | None] = {
+        "goodput_requests_per_s": good,
+        "slo_attainment": good * span / len(req),
+        "plain_goodput_requests_per_s": None,
+    }
     plain = getattr(result, "requests_plain", None)
     if plain is not None:
-        out["plain_goodput_per_s"] = goodput(plain, ttft_s=slo.ttft_s, tpot_s=slo.tpot_s)
+        out["plain_goodput_requests_per_s"] = goodput(plain, ttft_s=slo.ttft_s, tpot_s=slo.tpot_s)
     return out
 
 

@@ -1,0 +1,224 @@
+"""Composed simulate configs: ``[deployment]``, ``[proposer]``, ``[tree]`` and ``[slo]``
+reach the one serving engine (specsim.sim.config_compose)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from specsim.cards import read_toml
+from specsim.cli import main
+from specsim.proposers import DraftModel, Heads, NGram, ParallelDraft, SelfSpeculation
+from specsim.sim.config import config_from_dict, load_config, with_value
+from specsim.sim.config_compose import simulate_run
+from specsim.sim.tree_serving import TreeServingConfig
+from specsim.sim.tree_serving_dynamic import DynamicTreeServingConfig
+from specsim.sweep import run_sweep
+from specsim.sweep_spec import spec_from_dict
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSED = ROOT / "studies" / "configs" / "serving-composed.toml"
+SAMPLE = ROOT / "models" / "measured" / "ngram" / "accept-sample.toml"
+SHRINK = ["--set", "workload.requests=30"]
+PRINTED = (
+    "mean_acceptance_length",
+    "ttft_p50_s",
+    "ttft_p90_s",
+    "ttft_p99_s",
+    "tpot_p50_s",
+    "tpot_p90_s",
+    "tpot_p99_s",
+    "plain_ttft_p99_s",
+    "plain_tpot_p50_s",
+    "plain_tpot_p99_s",
+    "goodput_requests_per_s",
+    "slo_attainment",
+    "plain_goodput_requests_per_s",
+    "energy_j_per_token",
+    "plain_energy_j_per_token",
+    "speedup",
+)
+
+
+def _json(capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, Any]:
+    assert main(["simulate", str(COMPOSED), *SHRINK, *extra, "--json"]) == 0
+    out: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return out
+
+
+def test_the_composed_example_prints_every_quantity_finite(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    m = _json(capsys)
+    for key in PRINTED:
+        assert isinstance(m[key], int | float) and math.isfinite(m[key]), key
+    per = m["acceptance_rate_per_position"]
+    assert len(per) == 5 and all(0.0 <= p <= 1.0 for p in per)  # the head's 5 depths
+    assert 1.0 < m["mean_acceptance_length"] <= 6.0  # the root and at most 5 nodes
+    assert main(["simulate", str(COMPOSED), *SHRINK]) == 0
+    text = capsys.readouterr().out
+    for key in (*PRINTED, "acceptance_rate_per_position"):
+        assert f"\n{key} " in text, key
+
+
+def test_each_table_reaches_the_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    spec = load_config(COMPOSED)
+    cfg = spec.config
+    assert isinstance(cfg, DynamicTreeServingConfig) and isinstance(cfg.proposer, Heads)
+    assert (cfg.weights, cfg.kv, cfg.replicas, cfg.kv_block_tokens) == ("int4", "fp8", 2, 16)
+    base = _json(capsys)
+    for change in ("deployment.runtime=gpt-fast", "deployment.weights=fp16", "replicas=1"):
+        other = _json(capsys, "--set", change)
+        assert other["tpot_p50_s"] != base["tpot_p50_s"], change
+        assert other["energy_j_per_token"] != base["energy_j_per_token"], change
+
+
+def _run(tmp_path: Path, data: dict[str, Any]) -> Any:
+    path = tmp_path / "run.toml"
+    path.write_text("", encoding="utf-8")
+    return config_from_dict(data, where=str(path), base=ROOT)
+
+
+def _tree_run(proposer: dict[str, Any], target: str, tree: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "mode": "serving",
+        "seed": 1,
+        "max_batch": 8,
+        "plain_twin": False,
+        "deployment": {"target": target, "hardware": "h100-sxm"},
+        "proposer": proposer,
+        "tree": tree,
+        "workload": {
+            "kind": "poisson",
+            "rate_per_s": 10.0,
+            "requests": 6,
+            "prompt_tokens": 64,
+            "output_tokens": 32,
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("proposer", "target", "kind"),
+    [
+        ({"kind": "draft", "card": "llama-68m", "acceptance": 0.7}, "llama-2-7b", DraftModel),
+        (
+            {"kind": "draft", "card": "llama-68m", "acceptance": str(SAMPLE)},
+            "llama-2-7b",
+            DraftModel,
+        ),
+        ({"kind": "heads", "card": "eagle-vicuna-7b-v1.3"}, "vicuna-7b-v1.3", Heads),
+        ({"kind": "ngram", "acceptance": str(SAMPLE), "n": 3}, "llama-2-7b", NGram),
+        (
+            {"kind": "parallel", "card": "pard-llama-3.2-1b-llama-3.1-8b"},
+            "llama-3.1-8b",
+            ParallelDraft,
+        ),
+        ({"kind": "selfspec", "card": "layerskip-llama-2-7b-e8"}, "llama-2-7b", SelfSpeculation),
+    ],
+    ids=["draft-alpha", "draft-file", "heads", "ngram", "parallel", "selfspec"],
+)
+def test_every_proposer_kind_serves_a_static_tree(
+    tmp_path: Path, proposer: dict[str, Any], target: str, kind: type
+) -> None:
+    spec = _run(
+        tmp_path, _tree_run(proposer, target, {"kind": "static", "shape": "chain", "depth": 3})
+    )
+    assert isinstance(spec.config, TreeServingConfig) and isinstance(spec.config.proposer, kind)
+    assert spec.config.parents == (-1, 0, 1)
+    m = simulate_run(spec.config, np.random.default_rng(0)).metrics()
+    assert m["requests"] == 6 and 1.0 <= m["mean_acceptance_length"] <= 4.0
+
+
+def test_a_chain_alpha_of_zero_and_one_give_the_known_lengths(tmp_path: Path) -> None:
+    for alpha, length in ((0.0, 1.0), (1.0, 4.0)):
+        draft = {"kind": "draft", "card": "llama-68m", "acceptance": alpha}
+        data = _tree_run(draft, "llama-2-7b", {"kind": "static", "shape": "chain", "depth": 3})
+        spec = _run(tmp_path, data)
+        m = simulate_run(spec.config, np.random.default_rng(0)).metrics()
+        assert m["tokens_per_pass"] == length
+
+
+def test_tree_shapes_and_parents(tmp_path: Path) -> None:
+    draft = {"kind": "draft", "card": "llama-68m", "acceptance": str(SAMPLE)}
+    for tree, parents in (
+        ({"kind": "static", "shape": "k-ary", "k": 2, "depth": 2}, (-1, -1, 0, 0, 1, 1)),
+        ({"kind": "static", "parents": [-1, 0, 0]}, (-1, 0, 0)),
+    ):
+        spec = _run(tmp_path, _tree_run(draft, "llama-2-7b", tree))
+        assert spec.config.parents == parents
+
+
+@pytest.mark.parametrize(
+    ("patch", "fragment"),
+    [
+        (
+            {"proposer": {"kind": "heads", "card": "eagle-vicuna-7b-v1.3", "alpha": 1}},
+            "[proposer]: unknown key(s) ['alpha']",
+        ),
+        ({"proposer": {"kind": "medusa"}}, "[proposer].kind: expected one of"),
+        (
+            {"tree": {"kind": "dynamic", "budget": 8, "depth": 3}},
+            "[tree]: unknown key(s) ['depth']",
+        ),
+        ({"tree": {"kind": "static", "shape": "star", "depth": 2}}, "[tree].shape"),
+        (
+            {"deployment": {"target": "vicuna-7b-v1.3", "hardware": "h100-sxm", "wieghts": "int4"}},
+            "[deployment]: unknown key(s) ['wieghts']",
+        ),
+        ({"deployment": {"target": "llama-2-7b", "hardware": "h100-sxm"}}, "vicuna-7b-v1.3"),
+        ({"max_gamma": 4}, "unknown key(s) ['max_gamma']"),
+        ({"slo": {"ttft_s": 0.0, "tpot_s": 0.1}}, "slo.ttft_s"),
+    ],
+)
+def test_bad_tables_name_the_key_the_table_and_the_file(
+    tmp_path: Path, patch: dict[str, Any], fragment: str
+) -> None:
+    data = copy.deepcopy(read_toml(COMPOSED)) | patch
+    path = tmp_path / "bad.toml"
+    with pytest.raises(ValueError) as err:
+        config_from_dict(data, where=str(path), base=ROOT)
+    assert fragment in str(err.value) and str(path) in str(err.value)
+
+
+def test_a_chain_config_takes_a_deployment_table(tmp_path: Path) -> None:
+    chain = read_toml(ROOT / "studies" / "configs" / "serving.toml")
+    cost = chain["cost"]
+    moved = {k: v for k, v in chain.items() if k != "cost"}
+    moved["deployment"] = {"target": cost["target"], "hardware": cost["hardware"]}
+    moved["cost"] = {"kind": "cards", "draft": cost["draft"]}
+    same = _run(tmp_path, moved)
+    assert same.config == _run(tmp_path, chain).config
+    fp8 = with_value(same, "deployment.kv", "fp8", where="test")
+    assert fp8.config.cost.kv == "fp8" and same.config.cost.kv is None  # type: ignore[union-attr]
+
+
+def test_a_sweep_over_the_deployment_weights(tmp_path: Path) -> None:
+    data = _tree_run(
+        {"kind": "heads", "card": "eagle-vicuna-7b-v1.3"},
+        "vicuna-7b-v1.3",
+        {"kind": "dynamic", "budget": 8, "max_depth": 5},
+    )
+    spec = spec_from_dict(
+        {
+            "config": data,
+            "grid": {"deployment.weights": ["fp16", "int4"]},
+            "sweep": {"metrics": ["tpot_p50_s", "mean_acceptance_length"]},
+        },
+        base_dir=str(ROOT),
+    )
+    res = run_sweep(spec, tmp_path / "w.csv")
+    df = pd.read_csv(tmp_path / "w.csv")
+    assert res.rows == 2 and list(df["deployment.weights"]) == ["fp16", "int4"]
+    fp16, int4 = df["tpot_p50_s"]
+    assert int4 < fp16  # a quarter of the weight bytes to read per decoding pass
+    with pytest.raises(ValueError, match="deployment.wieghts"):
+        bad = spec_from_dict({"config": data, "grid": {"deployment.wieghts": ["int4"]}})
+        run_sweep(bad, tmp_path / "bad.csv")
