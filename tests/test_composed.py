@@ -74,10 +74,22 @@ def test_each_table_reaches_the_engine(capsys: pytest.CaptureFixture[str]) -> No
     assert isinstance(cfg, DynamicTreeServingConfig) and isinstance(cfg.proposer, Heads)
     assert (cfg.weights, cfg.kv, cfg.replicas, cfg.kv_block_tokens) == ("int4", "fp8", 2, 16)
     base = _json(capsys)
-    for change in ("deployment.runtime=gpt-fast", "deployment.weights=fp16", "replicas=1"):
+    changes = (
+        "deployment.runtime=gpt-fast",
+        "deployment.weights=fp16",
+        "deployment.tensor_parallel=2",
+        "replicas=1",
+    )
+    for change in changes:
         other = _json(capsys, "--set", change)
         assert other["tpot_p50_s"] != base["tpot_p50_s"], change
         assert other["energy_j_per_token"] != base["energy_j_per_token"], change
+
+
+def test_a_bad_set_names_the_flag_the_file_and_the_key(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", str(COMPOSED), "--set", "replicas=many"]) == 2
+    err = capsys.readouterr().err
+    assert "--set replicas" in err and f"{COMPOSED}.replicas" in err and "'many'" in err
 
 
 def _run(tmp_path: Path, data: dict[str, Any]) -> Any:

@@ -257,9 +257,8 @@ def _serve(spec: RunSpec) -> tuple[Any, dict[str, Any]]:
     """A serving run (chains, or token trees for a ``[proposer]`` config) and its metrics,
     with goodput when the config has an ``[slo]``; the result as a
     :class:`~specsim.sim.records.ServingResult` (its trace and event table)."""
-    # start-up: as in _value
-    from specsim.sim.config_compose import simulate_run, slo_metrics
-    from specsim.sim.records import ServingResult
+    from specsim.sim.config_compose import simulate_run, slo_metrics  # start-up: as in _value
+    from specsim.sim.records import ServingResult  # start-up: as in _value
 
     result = simulate_run(spec.config, np.random.default_rng(spec.seed))
     metrics = result.metrics()

@@ -23,6 +23,12 @@ unless its table states them: ``alpha`` is the acceptance process's mean,
 the run's typical context, ``max_gamma`` the run's. A sweep that changes the
 acceptance or the cost changes them too (:func:`with_value`).
 
+A serving config with a ``[proposer]`` table serves token trees instead (its
+``[deployment]``, ``[proposer]`` and ``[tree]`` tables, :mod:`specsim.sim.config_compose`);
+a ``[deployment]`` in a chain config gives ``[cost]``'s target fields; ``[slo]`` adds
+goodput to any serving run. Those runs keep their table (:attr:`RunSpec.source`), and a
+path set on them builds them again.
+
 A bad config raises ValueError naming the field (``acceptance.alpha``) and
 the problem; unknown keys are errors, not ignored.
 """
@@ -157,7 +163,8 @@ class RunSpec:
     """A parsed config: what to run, its seed, its engine, and which policy fields follow
     the run (:data:`FROM_RUN`); a serving run's latency targets ``slo`` (goodput); for a
     config with ``[deployment]`` or ``[proposer]``, the ``source`` table it was built from
-    and the folder ``base`` its files are read from (:func:`with_value` builds it again)."""
+    and the folder ``base`` its files are read from, and the file's name ``origin`` (for
+    messages): :func:`with_value` builds it again."""
 
     config: StreamConfig | ServingConfig | TreeConfig
     seed: int
@@ -166,6 +173,7 @@ class RunSpec:
     slo: Slo | None = None
     source: Mapping[str, Any] | None = None
     base: str = "."
+    origin: str = "config"
 
     def __post_init__(self) -> None:
         _seed(self.seed, "seed")
@@ -252,6 +260,16 @@ def _policy(
     return coerce(filled, pol.LookaheadPolicy, where, kinds=KINDS), derived
 
 
+def _slo(data: Mapping[str, Any], mode: str, where: str) -> tuple[Slo | None, Mapping[str, Any]]:
+    """A serving run's ``[slo]`` (None without one) and the table without it."""
+    if "slo" not in data:
+        return None, data
+    if mode != "serving":
+        raise ValueError(f"{where} [slo]: latency targets are for mode = 'serving'")
+    rest = {k: v for k, v in data.items() if k != "slo"}
+    return build(Slo, data["slo"], where=f"{where} [slo]"), rest
+
+
 def config_from_dict(
     data: Mapping[str, Any], *, where: str = "config", base: str | os.PathLike[str] = "."
 ) -> RunSpec:
@@ -263,19 +281,16 @@ def config_from_dict(
         raise ValueError(f"{where}.mode: expected 'stream' or 'serving', got {mode!r}")
     composed = "deployment" in data or "proposer" in data
     source = dict(data) if composed else None
-    slo = None
-    if "slo" in data:
-        if mode != "serving":
-            raise ValueError(f"{where} [slo]: latency targets are for mode = 'serving'")
-        slo = build(Slo, data["slo"], where=f"{where} [slo]")
-        data = {k: v for k, v in data.items() if k != "slo"}
+    slo, data = _slo(data, mode, where)
     if "proposer" in data:
         if mode != "serving":
             raise ValueError(f"{where} [proposer]: token trees are served with mode = 'serving'")
         seed = _seed(data.get("seed", 0), f"{where}.seed")
         tree = tree_config_from_dict(data, where=where, base=base, kinds=KINDS)
-        return RunSpec(config=tree, seed=seed, slo=slo, source=source, base=os.fspath(base))
-    if "deployment" in data:
+        return RunSpec(
+            config=tree, seed=seed, slo=slo, source=source, base=os.fspath(base), origin=where
+        )
+    if "deployment" in data:  # a chain run: the deployment prices on cards
         cost = deployment_cost(data, where=where)
         data = {**{k: v for k, v in data.items() if k != "deployment"}, "cost": cost}
     cls = _CLASSES[mode]
@@ -307,6 +322,7 @@ def config_from_dict(
         slo=slo,
         source=source,
         base=os.fspath(base),
+        origin=where,
     )
 
 
@@ -319,7 +335,10 @@ def with_value(
     is built again (:func:`specsim.sim.config_compose.set_path`)."""
     if spec.source is not None:
         data = set_path(spec.source, path, value, where=where)
-        return config_from_dict(data, where=where, base=spec.base)
+        try:
+            return config_from_dict(data, where=spec.origin, base=spec.base)
+        except ValueError as exc:  # the flag (or sweep point) and the file's key
+            raise ValueError(f"{where}: {exc}") from None
     if path in ("seed", "engine"):
         return RunSpec(
             config=spec.config,
