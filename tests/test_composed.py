@@ -200,8 +200,9 @@ def test_bad_tables_name_the_key_the_table_and_the_file(
     assert fragment in str(err.value) and str(path) in str(err.value)
 
 
-def test_a_chain_config_takes_a_deployment_table(tmp_path: Path) -> None:
-    chain = read_toml(ROOT / "studies" / "configs" / "serving.toml")
+@pytest.mark.parametrize("name", ["serving.toml", "stream-cards.toml"])
+def test_a_chain_config_takes_a_deployment_table(tmp_path: Path, name: str) -> None:
+    chain = read_toml(ROOT / "studies" / "configs" / name)
     cost = chain["cost"]
     moved = {k: v for k, v in chain.items() if k != "cost"}
     moved["deployment"] = {"target": cost["target"], "hardware": cost["hardware"]}
@@ -210,6 +211,30 @@ def test_a_chain_config_takes_a_deployment_table(tmp_path: Path) -> None:
     assert same.config == _run(tmp_path, chain).config
     fp8 = with_value(same, "deployment.kv", "fp8", where="test")
     assert fp8.config.cost.kv == "fp8" and same.config.cost.kv is None  # type: ignore[union-attr]
+    both = copy.deepcopy(moved)
+    both["cost"]["hardware"] = "h100-sxm"
+    with pytest.raises(
+        ValueError, match=r"\['hardware'\] given in both \[deployment\] and \[cost\]"
+    ):
+        _run(tmp_path, both)
+
+
+def test_a_sweep_over_whole_proposer_tables(tmp_path: Path) -> None:
+    heads = [
+        {"kind": "heads", "card": c} for c in ("eagle-vicuna-7b-v1.3", "medusa-vicuna-7b-v1.3")
+    ]
+    data = _tree_run(heads[0], "vicuna-7b-v1.3", {"kind": "static", "shape": "chain", "depth": 3})
+    spec = spec_from_dict(
+        {"config": data, "grid": {"proposer": heads}, "sweep": {"metrics": ["num_drafts"]}}
+    )
+    run_sweep(spec, tmp_path / "p.csv")
+    df = pd.read_csv(tmp_path / "p.csv")
+    assert [json.loads(p)["card"] for p in df["proposer"]] == [h["card"] for h in heads]
+    with pytest.raises(
+        ValueError, match=r"point 0 .*\[proposer\]: unknown key\(s\) \['card'\] for kind 'ngram'"
+    ):
+        bad = spec_from_dict({"config": data, "grid": {"proposer.kind": ["ngram"]}})
+        run_sweep(bad, tmp_path / "bad.csv")
 
 
 def test_a_sweep_over_the_deployment_weights(tmp_path: Path) -> None:
