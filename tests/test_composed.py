@@ -4,6 +4,7 @@ reach the one serving engine (specsim.sim.config_compose)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -13,6 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from specsim.capacity import SLO, Search, search_capacity
+from specsim.capacity_walk import TWIN, serve_judged
 from specsim.cards import read_toml
 from specsim.cli import main
 from specsim.proposers import DraftModel, Heads, NGram, ParallelDraft, SelfSpeculation
@@ -259,3 +262,59 @@ def test_a_sweep_over_the_deployment_weights(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="deployment.wieghts"):
         bad = spec_from_dict({"config": data, "grid": {"deployment.wieghts": ["int4"]}})
         run_sweep(bad, tmp_path / "bad.csv")
+
+
+CAPACITY_SLO = SLO(tpot_p99_s=0.02, ttft_p99_s=0.15)
+CAPACITY_SEARCH = Search(
+    rate_min=2.0,
+    rate_max=128.0,
+    precision=0.2,
+    requests=300,
+    max_requests=600,
+    confidence=0.8,
+    batches=None,
+    crossover_precision=0.3,
+)
+
+
+def _capacity_tree(tmp_path: Path) -> Any:
+    draft = {"kind": "draft", "card": "llama-68m", "acceptance": 0.8}
+    data = _tree_run(draft, "llama-2-7b", {"kind": "static", "shape": "chain", "depth": 3})
+    data["deployment"]["hardware"] = "a100-80gb"
+    data["workload"] |= {"prompt_tokens": [16, 64], "output_tokens": [2, 12]}
+    return _run(tmp_path, data).config
+
+
+def test_plain_decoding_of_a_tree_config_is_its_plain_twin(tmp_path: Path) -> None:
+    cfg = _capacity_tree(tmp_path)
+    kw: dict[str, Any] = {"slo": CAPACITY_SLO, "search": CAPACITY_SEARCH, "seed": 5}
+    both = serve_judged(cfg, TWIN, 40.0, 300, 1, **kw)
+    alone = serve_judged(cfg, "plain", 40.0, 300, 1, **kw)
+    key = ("plain", 40.0, 300, 1)
+    assert pd.Series(both[key][0]).equals(pd.Series(alone[key][0])) and alone[key][1] == 0.0
+    assert both[("speculative", 40.0, 300, 1)][1] == 3.0  # a chain of 3 nodes every pass
+
+
+def test_the_capacity_search_takes_a_tree_config(tmp_path: Path) -> None:
+    rows = pd.DataFrame(
+        search_capacity(
+            _capacity_tree(tmp_path),
+            slo=CAPACITY_SLO,
+            search=CAPACITY_SEARCH,
+            rate_per_s=50.0,
+            seed=5,
+            workers=1,
+        )
+    )
+    probes = rows[rows["kind"] == "probe"]
+    gamma = probes.groupby("mode")["mean_gamma"].agg(["min", "max"])
+    assert gamma.loc["plain"].tolist() == [0.0, 0.0]
+    assert gamma.loc["speculative", "min"] > 0
+    answers = rows[rows["kind"] == "answer"].set_index("mode")
+    assert (answers["max_rate_per_replica"] > 0).all()
+    assert set(rows["kind"]) == {"probe", "answer", "crossover"}
+    empty = dataclasses.replace(_capacity_tree(tmp_path), parents=())
+    with pytest.raises(ValueError, match="a tree with nodes"):
+        search_capacity(
+            empty, slo=CAPACITY_SLO, search=CAPACITY_SEARCH, rate_per_s=50.0, seed=5, workers=1
+        )

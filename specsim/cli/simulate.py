@@ -258,14 +258,11 @@ def _serve(spec: RunSpec) -> tuple[Any, dict[str, Any]]:
     with goodput when the config has an ``[slo]``; the result as a
     :class:`~specsim.sim.records.ServingResult` (its trace and event table)."""
     from specsim.sim.config_compose import simulate_run, slo_metrics  # start-up: as in _value
-    from specsim.sim.records import ServingResult  # start-up: as in _value
 
     result = simulate_run(spec.config, np.random.default_rng(spec.seed))
     metrics = result.metrics()
     if spec.slo is not None:
         metrics.update(slo_metrics(result, spec.slo))
-    if not isinstance(result, ServingResult):  # trees: the same tables, for --trace, --events
-        result = ServingResult(requests_spec=result.requests, iterations_spec=result.iterations)
     return result, metrics
 
 

@@ -37,6 +37,7 @@ reach every table. Errors name the key, the table and the file.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
 from collections.abc import Mapping
@@ -50,6 +51,7 @@ from specsim.cards import load_head, load_model
 from specsim.checks import check_size
 from specsim.config import Kinds, build, coerce, field_types
 from specsim.cost.deployment import Deployment, deployment_from_table
+from specsim.policies import FixedGamma, fixed_gamma
 from specsim.proposers import (
     DraftModel,
     Heads,
@@ -60,8 +62,9 @@ from specsim.proposers import (
     SelfSpeculation,
     load_acceptance,
 )
-from specsim.sim.records import goodput
+from specsim.sim.records import ServingResult, goodput
 from specsim.sim.serving import ServingConfig, simulate_serving
+from specsim.sim.tree_batch import plain_twin
 from specsim.sim.tree_policies import ConfidenceTree, NodeConfidence
 from specsim.sim.tree_serving import TreeServingConfig, simulate_tree_serving
 from specsim.sim.tree_serving_dynamic import (
@@ -72,6 +75,7 @@ from specsim.sim.tree_serving_dynamic import (
 __all__ = [
     "PROPOSER_KEYS",
     "TREE_KEYS",
+    "Served",
     "Slo",
     "deployment_cost",
     "get_path",
@@ -79,6 +83,7 @@ __all__ = [
     "set_path",
     "simulate_run",
     "slo_metrics",
+    "speculates",
     "tree_config_from_dict",
     "tree_parents",
 ]
@@ -101,6 +106,8 @@ TREE_KEYS: dict[str, tuple[str, ...]] = {
 _DEPLOYED = ("target", "hardware", "runtime", "dtype", "weights", "kv", "group_size")
 _TABLES = ("workload", "deployment", "proposer", "tree", "slo")
 TreeConfig = TreeServingConfig | DynamicTreeServingConfig
+Served = ServingConfig | TreeServingConfig | DynamicTreeServingConfig
+"""A serving config of any plan: chains, a static tree, trees chosen per pass."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -286,26 +293,65 @@ def deployment_cost(data: Mapping[str, Any], *, where: str) -> dict[str, Any]:
     }
 
 
-def simulate_run(config: object, rng: np.random.Generator) -> Any:
-    """Serve a serving config on the one engine: chains, a static tree or trees chosen per
-    pass; the result has ``metrics()``."""
+def simulate_run(config: object, rng: np.random.Generator, *, plain: bool = False) -> ServingResult:
+    """Serve a serving config on the one engine (chains, a static tree or trees chosen per
+    pass), as a :class:`~specsim.sim.records.ServingResult` (a tree run's tables and its
+    metrics, :meth:`specsim.sim.tree_batch.TreeServingResult.metrics`, kept). ``plain``:
+    the same requests without speculation instead (a chain config at gamma 0; a tree
+    config's plain twin alone, :func:`specsim.sim.tree_batch.plain_twin`: roots only,
+    nothing drafted, the target's prefill alone)."""
     if isinstance(config, ServingConfig):
-        return simulate_serving(config, rng)
-    if isinstance(config, TreeServingConfig):
-        return simulate_tree_serving(config, rng)
-    if isinstance(config, DynamicTreeServingConfig):
-        return simulate_dynamic_tree_serving(config, rng)
-    raise TypeError(f"config: expected a serving config, got {type(config).__name__}")
+        run = dataclasses.replace(config, policy=FixedGamma(gamma=0)) if plain else config
+        return simulate_serving(run, rng)
+    if not isinstance(config, TreeServingConfig | DynamicTreeServingConfig):
+        raise TypeError(f"config: expected a serving config, got {type(config).__name__}")
+    if plain:
+        table = config.workload.sample(rng).reset_index(drop=True)
+        req, it = plain_twin(config, table, rng)
+        return ServingResult(requests_spec=req, iterations_spec=it)
+    tree: Any = (
+        simulate_tree_serving(config, rng)
+        if isinstance(config, TreeServingConfig)
+        else simulate_dynamic_tree_serving(config, rng)
+    )
+    return _TreeResult(
+        requests_spec=tree.requests,
+        iterations_spec=tree.iterations,
+        requests_plain=tree.requests_plain,
+        iterations_plain=tree.iterations_plain,
+        tree=tree,
+    )
 
 
-def slo_metrics(result: Any, slo: Slo) -> dict[str, float | None]:
+@dataclass(frozen=True)
+class _TreeResult(ServingResult):
+    """A tree run as a :class:`~specsim.sim.records.ServingResult` (its trace, events and
+    requests), whose metrics are the tree run's own (``tokens_per_pass``, ...)."""
+
+    tree: Any = None
+
+    def metrics(
+        self, *, ttft_target_s: float | None = None, tpot_target_s: float | None = None
+    ) -> dict[str, Any]:
+        if (ttft_target_s, tpot_target_s) != (None, None):
+            raise ValueError("a tree run's latency targets: give an [slo] (slo_metrics)")
+        out: dict[str, Any] = self.tree.metrics()
+        return out
+
+
+def speculates(config: Served) -> bool:
+    """Whether a serving config drafts at all (a chain policy of gamma 0, an empty tree: no)."""
+    if isinstance(config, ServingConfig):
+        return fixed_gamma(config.policy) != 0
+    return not isinstance(config, TreeServingConfig) or bool(config.parents)
+
+
+def slo_metrics(result: ServingResult, slo: Slo) -> dict[str, float | None]:
     """Goodput against ``slo`` of a serving result, named as
     :meth:`specsim.sim.records.ServingResult.metrics` names it (``goodput_requests_per_s``,
     ``slo_attainment``: goodput over the completion rate), and the plain twin's
     ``plain_goodput_requests_per_s`` (None without a twin)."""
-    req = getattr(result, "requests_spec", None)
-    if req is None:  # a tree-serving result
-        req = result.requests
+    req = result.requests_spec
     good = goodput(req, ttft_s=slo.ttft_s, tpot_s=slo.tpot_s)
     span = float(req["finish_s"].max() - req["arrival_s"].min())
     out: dict[str, float | None] = {
@@ -313,7 +359,7 @@ def slo_metrics(result: Any, slo: Slo) -> dict[str, float | None]:
         "slo_attainment": good * span / len(req),
         "plain_goodput_requests_per_s": None,
     }
-    plain = getattr(result, "requests_plain", None)
+    plain = result.requests_plain
     if plain is not None:
         out["plain_goodput_requests_per_s"] = goodput(plain, ttft_s=slo.ttft_s, tpot_s=slo.tpot_s)
     return out
