@@ -147,9 +147,14 @@ class SweepSpec:
 
 def _canonical(value: Any) -> Any:
     """``value`` as plain JSON data, the same in every process: dataclasses as tables of
-    their fields (with the class name), sets sorted."""
+    their fields (with the class name; not those left out of comparisons, such as where a
+    config was read from), sets sorted."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        fields = {
+            f.name: _canonical(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if f.compare
+        }
         return {"class": type(value).__name__, **fields}
     if isinstance(value, set | frozenset):
         return sorted(_canonical(v) for v in value)

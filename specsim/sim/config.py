@@ -172,8 +172,8 @@ class RunSpec:
     derived: frozenset[str] = frozenset()
     slo: Slo | None = None
     source: Mapping[str, Any] | None = None
-    base: str = "."
-    origin: str = "config"
+    base: str = field(default=".", compare=False)  # where it was read, not what it runs
+    origin: str = field(default="config", compare=False)
 
     def __post_init__(self) -> None:
         _seed(self.seed, "seed")
