@@ -260,7 +260,7 @@ def _policy(
     return coerce(filled, pol.LookaheadPolicy, where, kinds=KINDS), derived
 
 
-def _slo(data: Mapping[str, Any], mode: str, where: str) -> tuple[Slo | None, Mapping[str, Any]]:
+def _slo(data: Mapping[str, Any], *, mode: str, where: str) -> tuple[Slo | None, Mapping[str, Any]]:
     """A serving run's ``[slo]`` (None without one) and the table without it."""
     if "slo" not in data:
         return None, data
@@ -281,7 +281,7 @@ def config_from_dict(
         raise ValueError(f"{where}.mode: expected 'stream' or 'serving', got {mode!r}")
     composed = "deployment" in data or "proposer" in data
     source = dict(data) if composed else None
-    slo, data = _slo(data, mode, where)
+    slo, data = _slo(data, mode=mode, where=where)
     if "proposer" in data:
         if mode != "serving":
             raise ValueError(f"{where} [proposer]: token trees are served with mode = 'serving'")

@@ -126,7 +126,7 @@ class Slo:
 
 
 def _kind_table(
-    table: Any, keys: Mapping[str, tuple[str, ...]], where: str
+    table: Any, keys: Mapping[str, tuple[str, ...]], *, where: str
 ) -> tuple[str, dict[str, Any]]:
     """A ``{kind = ..., ...}`` table's kind and other keys, each checked against ``keys``."""
     if not isinstance(table, Mapping):
@@ -143,7 +143,7 @@ def _kind_table(
     return kind, rest
 
 
-def _acceptance(value: Any, base: Path, where: str) -> RankAcceptance:
+def _acceptance(value: Any, *, base: Path, where: str) -> RankAcceptance:
     """An alpha (every depth's first child accepted with that probability: a chain's i.i.d.
     acceptance) or a file of acceptance by depth and rank, relative to ``base``."""
     if isinstance(value, str):
@@ -158,7 +158,7 @@ def _acceptance(value: Any, base: Path, where: str) -> RankAcceptance:
 def proposer_from_table(table: Any, *, base: str | os.PathLike[str], where: str) -> Proposer:
     """The proposer a ``[proposer]`` table names (module docstring); file paths relative to
     ``base``; every bad key or value a ValueError beginning with ``where``."""
-    kind, rest = _kind_table(table, PROPOSER_KEYS, where)
+    kind, rest = _kind_table(table, PROPOSER_KEYS, where=where)
     if kind in ("draft", "heads", "parallel", "selfspec") and "card" not in rest:
         raise ValueError(f"{where}: kind {kind!r} needs 'card'")
     if kind in ("draft", "ngram") and "acceptance" not in rest:
@@ -166,12 +166,12 @@ def proposer_from_table(table: Any, *, base: str | os.PathLike[str], where: str)
     try:
         card = str(rest.get("card", ""))
         if kind == "draft":
-            acc = _acceptance(rest["acceptance"], Path(base), f"{where}.acceptance")
+            acc = _acceptance(rest["acceptance"], base=Path(base), where=f"{where}.acceptance")
             return DraftModel(card=load_model(card), acceptance=acc, dtype=rest.get("dtype"))
         if kind == "heads":
             return Heads(card=load_head(card), dtype=rest.get("dtype"))
         if kind == "ngram":
-            acc = _acceptance(rest.pop("acceptance"), Path(base), f"{where}.acceptance")
+            acc = _acceptance(rest.pop("acceptance"), base=Path(base), where=f"{where}.acceptance")
             return build(NGram, {**rest, "acceptance": acc}, where=where)
         if kind == "parallel":
             return ParallelDraft.from_card(card)
@@ -217,7 +217,7 @@ def tree_parents(rest: Mapping[str, Any], where: str) -> tuple[int, ...]:
 
 def _plan(table: Any, where: str) -> dict[str, Any]:
     """The tree config's plan fields: ``parents``, or ``policy`` and ``world``."""
-    kind, rest = _kind_table(table, TREE_KEYS, where)
+    kind, rest = _kind_table(table, TREE_KEYS, where=where)
     if kind == "static":
         return {"parents": tree_parents(rest, where)}
     grow = {k: v for k, v in rest.items() if k in field_types(ConfidenceTree)}
