@@ -39,8 +39,8 @@ from specsim.capacity.judge import SLO, judge
 from specsim.capacity.pool import check_workers, default_workers, run_searches
 from specsim.capacity.precision import Search
 from specsim.capacity.walk import MODES, Progress, serve_replicas
-from specsim.policies.lookahead import fixed_gamma
 from specsim.sim import ServingConfig
+from specsim.sim.config_compose import Served, speculates
 
 __all__ = [
     "TP_SIZES",
@@ -97,7 +97,7 @@ def reporting(progress: Progress | None) -> Iterator[None]:
 
 
 def search_capacity(
-    config: ServingConfig,
+    config: Served,
     *,
     slo: SLO,
     search: Search,
@@ -137,9 +137,10 @@ def search_capacity(
         raise ValueError(f"rate_per_s: expected a finite rate > 0, got {rate_per_s!r}")
     if not modes or any(m not in MODES for m in modes):
         raise ValueError(f"modes: expected some of {list(MODES)}, got {modes!r}")
-    if crossover and fixed_gamma(config.policy) == 0:
+    if crossover and not speculates(config):
         raise ValueError(
-            "policy: a crossover needs a speculative policy (gamma > 0); pass crossover=False"
+            "policy: a crossover needs a speculative policy (gamma > 0) or a tree with nodes; "
+            "pass crossover=False"
         )
     report = progress if progress is not None else _PROGRESS.get()
     head = {"hardware": "", "tensor_parallel": 1, **(base or {})}

@@ -35,7 +35,7 @@ from specsim.capacity.walk import (
     Source,
     serve_judged,
 )
-from specsim.sim import ServingConfig
+from specsim.sim.config_compose import Served
 from specsim.sweep.executors import end_with_parent
 
 __all__ = [
@@ -90,7 +90,7 @@ class PoolSource:
     """
 
     def __init__(
-        self, config: ServingConfig, *, slo: SLO, search: Search, seed: int, workers: int
+        self, config: Served, *, slo: SLO, search: Search, seed: int, workers: int
     ) -> None:
         method = "fork" if "fork" in get_all_start_methods() else "spawn"
         setup: dict[str, Any] = {"config": config, "slo": slo, "search": search, "seed": seed}
@@ -147,7 +147,7 @@ class PoolSource:
 
 
 def run_searches(
-    config: ServingConfig,
+    config: Served,
     *,
     slo: SLO,
     search: Search,

@@ -34,8 +34,8 @@ from specsim.capacity.statistics import (
     bisect_rate,
     smallest_count,
 )
-from specsim.policies.lookahead import FixedGamma
-from specsim.sim import ServingConfig, ServingResult, simulate_serving
+from specsim.sim import ServingResult
+from specsim.sim.config_compose import Served, simulate_run
 
 __all__ = [
     "MODES",
@@ -69,7 +69,13 @@ Source = Callable[[str, float, int, int], dict[RunKey, Judged]]
 
 
 def serve_replicas(
-    config: ServingConfig, *, rate_per_s: float, requests: int, replicas: int, seed: int
+    config: Served,
+    *,
+    rate_per_s: float,
+    requests: int,
+    replicas: int,
+    seed: int,
+    plain: bool = False,
 ) -> ServingResult:
     """Serve ``rate_per_s`` requests/s and ``requests`` requests in total on ``replicas``
     replicas of ``config`` behind its router (``config.router``); the verdict pools
@@ -81,6 +87,9 @@ def serve_replicas(
     replica's run at that share; a router that balances load (round-robin,
     join-shortest-queue) only does better, which the search uses: a count whose
     share one replica is shown to sustain is not served again.
+
+    ``plain``: the same requests without speculation (a chain config at gamma 0, a tree
+    config's plain twin alone: :func:`specsim.sim.config_compose.simulate_run`).
     """
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
         raise ValueError(f"replicas: expected an integer >= 1, got {replicas!r}")
@@ -92,8 +101,10 @@ def serve_replicas(
             f"{type(workload).__name__} has no with_rate or requests"
         )
     stream = dataclasses.replace(with_rate(rate_per_s), requests=requests)
-    return simulate_serving(
-        dataclasses.replace(config, workload=stream, replicas=replicas), np.random.default_rng(seed)
+    return simulate_run(  # chains or token trees (specsim.sim.config_compose)
+        dataclasses.replace(config, workload=stream, replicas=replicas),
+        np.random.default_rng(seed),
+        plain=plain,
     )
 
 
@@ -103,7 +114,7 @@ def _mean_gamma(res: ServingResult) -> float:
 
 
 def serve_judged(
-    config: ServingConfig,
+    config: Served,
     kind: str,
     rate: float,
     n: int,
@@ -118,9 +129,9 @@ def serve_judged(
     judge it; keyed by :data:`RunKey`."""
     twin = kind == TWIN
     mode = "speculative" if twin else kind
-    policy = config.policy if mode == "speculative" else FixedGamma(gamma=0)
     res = serve_replicas(
-        dataclasses.replace(config, policy=policy, plain_twin=twin),
+        dataclasses.replace(config, plain_twin=twin),
+        plain=mode != "speculative",
         rate_per_s=rate,
         requests=n,
         replicas=replicas,

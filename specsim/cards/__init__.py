@@ -45,8 +45,6 @@ from specsim.cards.files import (
     load_runtime,
     read_toml,
     searched_first,
-    write_card,
-    write_hardware_card,
 )
 from specsim.cards.hardware import (
     DEFAULT_COMPUTE_EFFICIENCY,
@@ -66,6 +64,7 @@ from specsim.cards.proposer_cards import (
     load_proposer_card,
 )
 from specsim.cards.runtime import RuntimeProfile, check_runtime_device, profile_of_card
+from specsim.cards.writing import write_card, write_hardware_card
 
 __all__ = [
     "PROPOSER_KINDS",

@@ -134,6 +134,11 @@ def _value(spec: RunSpec, path: str, text: str) -> Any:
 
     if path == "seed":
         return parse_text(text, int, path)
+    if spec.source is not None:  # a composed config: the value as TOML would write it
+        try:
+            return tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            return text.strip()  # a bare word: a string (a slug, a format)
     hint = path_hint(spec.config, path) if path != "policy" else None
     if hint is None or hint in KINDS:
         try:
@@ -202,10 +207,7 @@ def run(args: argparse.Namespace) -> int:
         elif isinstance(spec.config, StreamConfig):
             stream, seed, engine = spec.config, spec.seed, spec.engine
         else:
-            from specsim.sim.serving import simulate_serving  # start-up: as in _value
-
-            result: Any = simulate_serving(spec.config, np.random.default_rng(spec.seed))
-            metrics = result.metrics()
+            result, metrics = _serve(spec)
             stream = None
         if stream is not None:
             tables = [f"--{o}" for o in ("trace", "events") if getattr(args, o)]
@@ -239,8 +241,7 @@ def run(args: argparse.Namespace) -> int:
             )
         width = max(len(k) for k in metrics)
         for key, value in metrics.items():
-            shown = f"{value:.6g}" if isinstance(value, float) else str(value)
-            print(f"{key:<{width}}  {shown}")
+            print(f"{key:<{width}}  {_shown(value)}")
         # Define the ratios where they are printed (not only in the docs).
         if "tpot_speedup" in metrics:  # serving: None without a plain twin, nothing to define
             for key, line in DEFINITIONS.items():
@@ -250,6 +251,27 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(STREAM_SPEEDUP)
     return 0
+
+
+def _serve(spec: RunSpec) -> tuple[Any, dict[str, Any]]:
+    """A serving run (chains, or token trees for a ``[proposer]`` config) and its metrics,
+    with goodput when the config has an ``[slo]``; the result as a
+    :class:`~specsim.sim.records.ServingResult` (its trace and event table)."""
+    from specsim.sim.config_compose import simulate_run, slo_metrics  # start-up: as in _value
+
+    result = simulate_run(spec.config, np.random.default_rng(spec.seed))
+    metrics = result.metrics()
+    if spec.slo is not None:
+        metrics.update(slo_metrics(result, spec.slo))
+    return result, metrics
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, list | tuple) and all(isinstance(v, float) for v in value):
+        return "[" + ", ".join(f"{v:.4g}" for v in value) + "]"
+    return str(value)
 
 
 def _stability_line(metrics: dict[str, Any]) -> str:

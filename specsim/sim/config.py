@@ -23,6 +23,12 @@ unless its table states them: ``alpha`` is the acceptance process's mean,
 the run's typical context, ``max_gamma`` the run's. A sweep that changes the
 acceptance or the cost changes them too (:func:`with_value`).
 
+A serving config with a ``[proposer]`` table serves token trees instead (its
+``[deployment]``, ``[proposer]`` and ``[tree]`` tables, :mod:`specsim.sim.config_compose`);
+a ``[deployment]`` in a chain config gives ``[cost]``'s target fields; ``[slo]`` adds
+goodput to any serving run. Those runs keep their table (:attr:`RunSpec.source`), and a
+path set on them builds them again.
+
 A bad config raises ValueError naming the field (``acceptance.alpha``) and
 the problem; unknown keys are errors, not ignored.
 """
@@ -43,6 +49,13 @@ from specsim.cards import read_toml
 from specsim.config import Kinds, build, coerce, field_types, replace_path
 from specsim.policies import lookahead as pol
 from specsim.sim.arrivals import Arrivals, GammaArrivals, OnOffArrivals, PoissonArrivals
+from specsim.sim.config_compose import (
+    Slo,
+    TreeConfig,
+    deployment_cost,
+    set_path,
+    tree_config_from_dict,
+)
 from specsim.sim.costs import CardCost, PlainCost
 from specsim.sim.serving import ServingConfig
 from specsim.sim.source import CostSource, block_costs
@@ -148,12 +161,19 @@ _CLASSES: dict[str, type] = {"stream": StreamConfig, "serving": ServingConfig}
 @dataclass(frozen=True)
 class RunSpec:
     """A parsed config: what to run, its seed, its engine, and which policy fields follow
-    the run (:data:`FROM_RUN`)."""
+    the run (:data:`FROM_RUN`); a serving run's latency targets ``slo`` (goodput); for a
+    config with ``[deployment]`` or ``[proposer]``, the ``source`` table it was built from
+    and the folder ``base`` its files are read from, and the file's name ``origin`` (for
+    messages): :func:`with_value` builds it again."""
 
-    config: StreamConfig | ServingConfig
+    config: StreamConfig | ServingConfig | TreeConfig
     seed: int
     engine: Literal["fast", "events"] = "fast"
     derived: frozenset[str] = frozenset()
+    slo: Slo | None = None
+    source: Mapping[str, Any] | None = None
+    base: str = field(default=".", compare=False)  # where it was read, not what it runs
+    origin: str = field(default="config", compare=False)
 
     def __post_init__(self) -> None:
         _seed(self.seed, "seed")
@@ -240,6 +260,16 @@ def _policy(
     return coerce(filled, pol.LookaheadPolicy, where, kinds=KINDS), derived
 
 
+def _slo(data: Mapping[str, Any], *, mode: str, where: str) -> tuple[Slo | None, Mapping[str, Any]]:
+    """A serving run's ``[slo]`` (None without one) and the table without it."""
+    if "slo" not in data:
+        return None, data
+    if mode != "serving":
+        raise ValueError(f"{where} [slo]: latency targets are for mode = 'serving'")
+    rest = {k: v for k, v in data.items() if k != "slo"}
+    return build(Slo, data["slo"], where=f"{where} [slo]"), rest
+
+
 def config_from_dict(
     data: Mapping[str, Any], *, where: str = "config", base: str | os.PathLike[str] = "."
 ) -> RunSpec:
@@ -249,6 +279,20 @@ def config_from_dict(
     mode = data.get("mode", "stream")
     if mode not in _CLASSES:
         raise ValueError(f"{where}.mode: expected 'stream' or 'serving', got {mode!r}")
+    composed = "deployment" in data or "proposer" in data
+    source = dict(data) if composed else None
+    slo, data = _slo(data, mode=mode, where=where)
+    if "proposer" in data:
+        if mode != "serving":
+            raise ValueError(f"{where} [proposer]: token trees are served with mode = 'serving'")
+        seed = _seed(data.get("seed", 0), f"{where}.seed")
+        tree = tree_config_from_dict(data, where=where, base=base, kinds=KINDS)
+        return RunSpec(
+            config=tree, seed=seed, slo=slo, source=source, base=os.fspath(base), origin=where
+        )
+    if "deployment" in data:  # a chain run: the deployment prices on cards
+        cost = deployment_cost(data, where=where)
+        data = {**{k: v for k, v in data.items() if k != "deployment"}, "cost": cost}
     cls = _CLASSES[mode]
     hints = field_types(cls)
     allowed = set(hints) | set(_EXTRA[mode])
@@ -270,7 +314,16 @@ def config_from_dict(
     trial = build(cls, {**parts, "policy": pol.FixedGamma(gamma=0)}, where=where)
     policy, derived = _policy(data["policy"], trial, trial.max_gamma, f"{where}.policy")
     config = dataclasses.replace(trial, policy=policy)
-    return RunSpec(config=config, seed=seed, engine=engine, derived=derived)
+    return RunSpec(
+        config=config,
+        seed=seed,
+        engine=engine,
+        derived=derived,
+        slo=slo,
+        source=source,
+        base=os.fspath(base),
+        origin=where,
+    )
 
 
 def with_value(
@@ -278,7 +331,14 @@ def with_value(
 ) -> RunSpec:
     """``spec`` with the dotted ``path`` (``"acceptance.alpha"``, ``"policy"``, ``"seed"``)
     set to ``value``, by :func:`dataclasses.replace`; policy fields that follow the run
-    are worked out again."""
+    are worked out again. A composed run (``spec.source``) has ``path`` set in its table and
+    is built again (:func:`specsim.sim.config_compose.set_path`)."""
+    if spec.source is not None:
+        data = set_path(spec.source, path, value, where=where)
+        try:
+            return config_from_dict(data, where=spec.origin, base=spec.base)
+        except ValueError as exc:  # the flag (or sweep point) and the file's key
+            raise ValueError(f"{where}: {exc}") from None
     if path in ("seed", "engine"):
         return RunSpec(
             config=spec.config,
@@ -287,8 +347,10 @@ def with_value(
             if path == "engine"
             else spec.engine,
             derived=spec.derived,
+            slo=spec.slo,
         )
-    config, derived = spec.config, spec.derived
+    config: Any = spec.config  # a chain run (a composed one returned above)
+    derived = spec.derived
     if path == "policy":
         policy, derived = _policy(value, config, config.max_gamma, f"{where}: policy")
         config = dataclasses.replace(config, policy=policy)
@@ -305,7 +367,7 @@ def with_value(
             config = dataclasses.replace(config, policy=dataclasses.replace(current, **filled))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{where}: policy: {exc}") from None
-    return RunSpec(config=config, seed=spec.seed, engine=spec.engine, derived=derived)
+    return RunSpec(config=config, seed=spec.seed, engine=spec.engine, derived=derived, slo=spec.slo)
 
 
 def load_config(path: str | os.PathLike[str]) -> RunSpec:

@@ -60,8 +60,9 @@ from typing import Any
 
 import numpy as np
 
-from specsim.sim import StreamConfig, simulate_serving, simulate_stream
+from specsim.sim import StreamConfig, simulate_stream
 from specsim.sim.config import RunSpec, with_value
+from specsim.sim.config_compose import simulate_run, slo_metrics
 from specsim.sim.workload import PoissonWorkload, PresetWorkload, SyntheticWorkload, TraceWorkload
 from specsim.sweep.executors import (
     DEFAULT_CONNECT_TIMEOUT_S,
@@ -139,7 +140,7 @@ def run_point(
         if isinstance(run.config, StreamConfig):
             m = simulate_stream(run.config, rng, engine=run.engine).metrics()
         else:
-            m = simulate_serving(run.config, rng).metrics()
+            m = _serving_metrics(run, rng)
         if metrics:
             missing = [k for k in metrics if k not in m]
             if missing:
@@ -193,8 +194,17 @@ def metric_names(run: RunSpec) -> tuple[str, ...]:
     if isinstance(probe.config, StreamConfig):
         m = simulate_stream(probe.config, rng, engine=probe.engine).metrics()
     else:
-        m = simulate_serving(probe.config, rng).metrics()
+        m = _serving_metrics(probe, rng)
     return tuple(m)
+
+
+def _serving_metrics(run: RunSpec, rng: np.random.Generator) -> dict[str, Any]:
+    """A serving run's metrics (chains or trees), with goodput when it has an ``[slo]``."""
+    result = simulate_run(run.config, rng)
+    m: dict[str, Any] = result.metrics()
+    if run.slo is not None:
+        m.update(slo_metrics(result, run.slo))
+    return m
 
 
 def check_metrics(spec: SweepSpec) -> None:

@@ -24,6 +24,7 @@ from specsim.cards import read_toml
 from specsim.checks import check_int, check_size
 from specsim.config import has_path
 from specsim.sim.config import RunSpec, config_from_dict
+from specsim.sim.config_compose import get_path
 
 __all__ = [
     "MODES",
@@ -146,9 +147,14 @@ class SweepSpec:
 
 def _canonical(value: Any) -> Any:
     """``value`` as plain JSON data, the same in every process: dataclasses as tables of
-    their fields (with the class name), sets sorted."""
+    their fields (with the class name; not those left out of comparisons, such as where a
+    config was read from), sets sorted."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        fields = {
+            f.name: _canonical(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if f.compare
+        }
         return {"class": type(value).__name__, **fields}
     if isinstance(value, set | frozenset):
         return sorted(_canonical(v) for v in value)
@@ -165,6 +171,11 @@ def check_axis(config: RunSpec, path: str) -> None:
     """Raise ValueError unless the dotted ``path`` names a field of the run (or its seed)."""
     if path in ("seed", "engine", "policy"):
         return
+    if config.source is not None:  # a composed run: a path into the table it was built from
+        *parents, _ = path.split(".")
+        if parents and not get_path(config.source, ".".join(parents))[0]:
+            raise ValueError(f"sweep axis {path!r}: the config has no table {'.'.join(parents)!r}")
+        return  # the key itself is checked when the points are built, before any run
     why = has_path(config.config, path)
     if why is not None:
         raise ValueError(f"sweep axis {path!r}: {why}")

@@ -9,6 +9,8 @@ from specsim.acceptance.processes import IIDAcceptance
 from specsim.policies.lookahead import LoadAdaptive, OptimalStatic
 from specsim.sim import ServingConfig, StreamConfig, simulate_serving
 from specsim.sim.config import TwoStateMarkov, config_from_dict, load_config, with_value
+from specsim.sim.tree_serving import TreeServingConfig
+from specsim.sim.tree_serving_dynamic import DynamicTreeServingConfig
 
 CONFIGS = Path(__file__).resolve().parents[2] / "studies" / "configs"
 BASE = {
@@ -22,7 +24,8 @@ BASE = {
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.toml")), ids=lambda p: p.stem)
 def test_example_configs_load(path: Path) -> None:
     spec = load_config(path)
-    assert isinstance(spec.config, StreamConfig | ServingConfig)
+    trees = TreeServingConfig | DynamicTreeServingConfig
+    assert isinstance(spec.config, StreamConfig | ServingConfig | trees)
 
 
 @pytest.mark.parametrize(
