@@ -91,7 +91,13 @@ def _signature(obj: Any) -> str:
     def clean(ann: Any) -> Any:
         return _Annotation(ann) if isinstance(ann, str) else ann
 
-    params = [p.replace(annotation=clean(p.annotation)) for p in sig.parameters.values()]
+    def default(value: Any) -> Any:  # where the checkout lies differs per machine
+        return _Annotation("<a path in the checkout>") if isinstance(value, PurePath) else value
+
+    params = [
+        p.replace(annotation=clean(p.annotation), default=default(p.default))
+        for p in sig.parameters.values()
+    ]
     sig = sig.replace(parameters=params, return_annotation=clean(sig.return_annotation))
     return _ADDRESS.sub("", str(sig))
 

@@ -631,7 +631,7 @@ def test_cli_study_refuses_an_earlier_run_unless_forced(
     assert "--out: " in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == ["old.csv"]  # nothing ran, nothing written
     assert main(["study", "bill", "--out", str(out), "--cards", str(tmp_path / "no")]) == 2
-    assert "--cards: " in capsys.readouterr().err
+    assert "--cards " in capsys.readouterr().err  # the flag and what the user typed
     assert main(["study", "bill", "--out", str(out), "--force", "--json", *small]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["study"] == "bill" and summary["rows"] > 0
