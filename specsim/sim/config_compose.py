@@ -228,18 +228,16 @@ def _plan(table: Any, where: str) -> dict[str, Any]:
     }
 
 
-def _deployed(table: Any, where: str) -> dict[str, Any]:
-    """A ``[deployment]`` table checked (:func:`deployment_from_table`) as the target's fields
-    of a serving config; a draft placement other than ``shared`` is refused (drafting here
-    shares the target's devices)."""
+def _deployed(table: Any, where: str) -> Deployment:
+    """A ``[deployment]`` table checked (:func:`deployment_from_table`); a draft placement
+    other than ``shared`` is refused (drafting here shares the target's devices)."""
     dep: Deployment = deployment_from_table(table, where=where)
     if dep.draft_placement != "shared":
         raise ValueError(
             f"{where}.draft_placement: simulate serves drafts on the target's devices "
             f"('shared'), got {dep.draft_placement!r}"
         )
-    out = {k: getattr(dep, k) for k in _DEPLOYED}
-    return {**out, "tensor_parallel": dep.tensor_parallel}
+    return dep
 
 
 def tree_config_from_dict(
@@ -251,7 +249,7 @@ def tree_config_from_dict(
             raise ValueError(f"{where}: a [proposer] run needs a [{name}] table")
     plan = _plan(data["tree"], f"{where} [tree]")
     cls: type = TreeServingConfig if "parents" in plan else DynamicTreeServingConfig
-    own = set(field_types(cls)) - set(_DEPLOYED) - {"tensor_parallel", "proposer"}
+    own = set(field_types(cls)) - {"deployment", "proposer"}
     own -= {"parents", "policy", "world"}
     allowed = own | {"mode", "seed", *_TABLES}
     unknown = sorted(set(data) - allowed)
@@ -261,7 +259,7 @@ def tree_config_from_dict(
     fields = {
         k: coerce(v, hints[k], f"{where}.{k}", kinds=kinds) for k, v in data.items() if k in own
     }
-    fields |= _deployed(data["deployment"], f"{where} [deployment]")
+    fields["deployment"] = _deployed(data["deployment"], f"{where} [deployment]")
     fields["proposer"] = proposer_from_table(
         data["proposer"], base=base, where=f"{where} [proposer]"
     )
@@ -275,7 +273,10 @@ def deployment_cost(data: Mapping[str, Any], *, where: str) -> dict[str, Any]:
     """A chain config's ``[cost]`` table with its ``[deployment]``'s fields: ``kind =
     "cards"`` (no ``[cost]`` means no draft model: give one, ``draft``, in ``[cost]``); a
     key in both tables is an error naming it."""
-    dep = _deployed(data["deployment"], f"{where} [deployment]")
+    deployed = _deployed(data["deployment"], f"{where} [deployment]")
+    dep = {k: getattr(deployed, k) for k in _DEPLOYED} | {
+        "tensor_parallel": deployed.tensor_parallel
+    }
     given = {k: v for k, v in data["deployment"].items() if k != "draft_placement"}
     cost = dict(data.get("cost", {"kind": "cards"}))
     if cost.get("kind", "cards") != "cards":

@@ -48,9 +48,10 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from specsim.cards import HardwareCard, ModelCard, RuntimeProfile
+from specsim.cards import HardwareCard, ModelCard
 from specsim.checks import check_size
 from specsim.cost.checks import check_positions
+from specsim.cost.deployment import Deployment
 from specsim.proposers import DraftModel, Proposer, check_proposer, verify_shape
 from specsim.sim import paged
 from specsim.sim.batch import Requests
@@ -79,17 +80,15 @@ class TreeServingFields:
     """The fields every tree-serving config shares (documented on
     :class:`specsim.sim.tree_serving.TreeServingConfig`), checked by
     :func:`check_serving_fields`. The engine's: ``kv_block_tokens`` and ``preemption``
-    (paged KV), ``token_budget`` (chunked prefill), ``replicas`` behind ``router``; the
-    target's deployment: ``tensor_parallel``, ``runtime``, ``weights``, ``kv``,
-    ``group_size`` (:class:`specsim.sim.CardCost`)."""
+    (paged KV), ``token_budget`` (chunked prefill), ``replicas`` behind ``router``; where
+    the target runs: one :class:`~specsim.cost.deployment.Deployment` (cards, stack,
+    formats, tensor parallelism)."""
 
     workload: Workload
     proposer: Proposer
-    target: ModelCard
-    hardware: HardwareCard
+    deployment: Deployment
     max_batch: int = 64
     position_budget: int | None = None
-    dtype: str | None = None
     kv_capacity_tokens: int | None = None
     plain_twin: bool = True
     kv_block_tokens: int | None = None
@@ -97,25 +96,29 @@ class TreeServingFields:
     token_budget: int | None = None
     replicas: int = 1
     router: Router = "round-robin"
-    tensor_parallel: int = 1
-    runtime: RuntimeProfile | str | None = None
-    weights: str | None = None
-    kv: str | None = None
-    group_size: int | None = None
+
+    @property
+    def target(self) -> ModelCard:
+        return self.deployment.target
+
+    @property
+    def hardware(self) -> HardwareCard:
+        return self.deployment.hardware
 
     def card_cost(self) -> CardCost:
         """The target (and a draft model's prefill) priced on the deployment's cards."""
         draft = self.proposer.card if isinstance(self.proposer, DraftModel) else None
+        d = self.deployment
         return CardCost(
-            target=self.target,
+            target=d.target,
             draft=draft,
-            hardware=self.hardware,
-            dtype=self.dtype,
-            tensor_parallel=self.tensor_parallel,
-            runtime=self.runtime,
-            weights=self.weights,
-            kv=self.kv,
-            group_size=self.group_size,
+            hardware=d.hardware,
+            dtype=d.dtype,
+            tensor_parallel=d.tensor_parallel,
+            runtime=d.runtime,
+            weights=d.weights,
+            kv=d.kv,
+            group_size=d.group_size,
         )
 
 
@@ -160,6 +163,13 @@ def check_serving_fields(cfg: Any) -> None:
     (:meth:`specsim.sim.costs.CardCost.kv_capacity_tokens`; heads' weights, a fraction of a
     layer, are not counted)."""
     check_proposer(cfg.proposer)
+    if not isinstance(cfg.deployment, Deployment):
+        raise TypeError(f"deployment: expected a Deployment, got {type(cfg.deployment).__name__}")
+    if cfg.deployment.draft_placement != "shared":
+        raise ValueError(
+            "deployment draft_placement: tree serving drafts on the target's devices "
+            f"('shared'), got {cfg.deployment.draft_placement!r}"
+        )
     check_whole(cfg.max_batch, "max_batch", minimum=1)
     check_size(cfg.max_batch, name="max_batch", limit="batch")
     if cfg.position_budget is not None:

@@ -110,9 +110,8 @@ def test_the_serving_engine_prices_and_accepts_with_the_toy() -> None:
             rate_per_s=5.0, requests=30, prompt_tokens=(64, 128), output_tokens=(300, 400)
         ),
         proposer=Toy(),
-        target=load_model("llama-2-7b"),
-        hardware=load_hardware("a100-80gb"),
         parents=tree,
+        deployment=Deployment(target=load_model("llama-2-7b"), hardware=load_hardware("a100-80gb")),
     )
     res = simulate_tree_serving(cfg, np.random.default_rng(3))
     it = res.iterations

@@ -75,7 +75,8 @@ def test_each_table_reaches_the_engine(capsys: pytest.CaptureFixture[str]) -> No
     spec = load_config(COMPOSED)
     cfg = spec.config
     assert isinstance(cfg, DynamicTreeServingConfig) and isinstance(cfg.proposer, Heads)
-    assert (cfg.weights, cfg.kv, cfg.replicas, cfg.kv_block_tokens) == ("int4", "fp8", 2, 16)
+    dep = cfg.deployment
+    assert (dep.weights, dep.kv, cfg.replicas, cfg.kv_block_tokens) == ("int4", "fp8", 2, 16)
     base = _json(capsys)
     changes = (
         "deployment.runtime=gpt-fast",

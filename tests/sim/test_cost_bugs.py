@@ -38,7 +38,10 @@ SMALL = kary_tree(2, 6)
 
 def _static(workload: TraceWorkload, **kw: object) -> TreeServingConfig:
     base: dict[str, object] = dict(
-        workload=workload, parents=SMALL, proposer=DRAFT, target=TARGET, hardware=HW
+        workload=workload,
+        parents=SMALL,
+        proposer=DRAFT,
+        deployment=Deployment(target=TARGET, hardware=HW),
     )
     base.update(plain_twin=False, **kw)
     return TreeServingConfig(**base)  # type: ignore[arg-type]
@@ -50,8 +53,7 @@ def _dynamic(workload: TraceWorkload, **kw: object) -> DynamicTreeServingConfig:
         policy=ConfidenceTree(budget=6, max_depth=4),
         world=NodeConfidence(concentration=2.0),
         proposer=DRAFT,
-        target=TARGET,
-        hardware=HW,
+        deployment=Deployment(target=TARGET, hardware=HW),
     )
     base.update(plain_twin=False, **kw)
     return DynamicTreeServingConfig(**base)  # type: ignore[arg-type]

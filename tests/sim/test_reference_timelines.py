@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from specsim.acceptance.processes import IIDAcceptance
-from specsim.cost import PassShape, pass_aggregates_cost, pass_cost
+from specsim.cost import Deployment, PassShape, pass_aggregates_cost, pass_cost
 from specsim.policies.lookahead import FixedGamma, HeuristicPlusTwoMinusOne
 from specsim.policies.tree_optimizer import kary_tree
 from specsim.sim import CardCost, StreamConfig, simulate_stream
@@ -116,11 +116,10 @@ def test_static_tree_serving(workload: TraceWorkload, kv: int | None) -> None:
         workload=workload,
         parents=TREE,
         proposer=DRAFT,
-        target=TARGET,
-        hardware=HW,
         max_batch=3,
         kv_capacity_tokens=kv,
         plain_twin=False,
+        deployment=Deployment(target=TARGET, hardware=HW),
     )
     res = simulate_tree_serving(cfg, np.random.default_rng(2))
     look = None if kv is None else (kv, len(TREE) + 1)
@@ -144,9 +143,8 @@ def test_dynamic_tree_serving_at_batch_one() -> None:
         policy=ConfidenceTree(budget=4, max_depth=1),
         world=NodeConfidence(concentration=2.0),
         proposer=DRAFT,
-        target=TARGET,
-        hardware=HW,
         plain_twin=False,
+        deployment=Deployment(target=TARGET, hardware=HW),
     )
     res = simulate_dynamic_tree_serving(cfg, np.random.default_rng(4))
 

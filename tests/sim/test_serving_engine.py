@@ -38,7 +38,10 @@ def _static(**kw: Any) -> TreeServingConfig:
         rate_per_s=40.0, requests=50, prompt_tokens=(16, 256), output_tokens=(1, 80)
     )
     base: dict[str, Any] = dict(
-        workload=w, parents=kary_tree(2, 7), proposer=DRAFT, target=TARGET, hardware=HW
+        workload=w,
+        parents=kary_tree(2, 7),
+        proposer=DRAFT,
+        deployment=Deployment(target=TARGET, hardware=HW),
     )
     base.update(kw)
     return TreeServingConfig(**base)
@@ -136,7 +139,11 @@ def test_trees_get_the_engines_paging_preemption_and_replicas() -> None:
 def test_tree_serving_on_tensor_parallel_devices_is_faster() -> None:
     one = simulate_tree_serving(_static(plain_twin=False), np.random.default_rng(3)).metrics()
     two = simulate_tree_serving(
-        _static(plain_twin=False, tensor_parallel=2), np.random.default_rng(3)
+        _static(
+            plain_twin=False,
+            deployment=Deployment(target=TARGET, hardware=HW, tensor_parallel=2),
+        ),
+        np.random.default_rng(3),
     ).metrics()
     assert two["tpot_p50_s"] < one["tpot_p50_s"]
 
@@ -168,7 +175,12 @@ def test_a_protocol_proposer_is_priced_by_its_draft_costs() -> None:
     behind the protocol's deployment signature."""
     heads = Heads(card=load_head("eagle-vicuna-7b-v1.3"))
     vicuna = load_model("vicuna-7b-v1.3")
-    cfg = _static(proposer=heads, target=vicuna, parents=kary_tree(2, 4), plain_twin=False)
+    cfg = _static(
+        proposer=heads,
+        deployment=Deployment(target=vicuna, hardware=HW),
+        parents=kary_tree(2, 4),
+        plain_twin=False,
+    )
     a = simulate_tree_serving(cfg, np.random.default_rng(6)).iterations
     b = simulate_tree_serving(replace(cfg, proposer=Wrapped(heads)), np.random.default_rng(6))
     assert a["draft_s"].sum() > 0
@@ -185,8 +197,7 @@ def test_an_unknown_proposer_is_a_type_error_naming_what_it_lacks() -> None:
             policy=ConfidenceTree(budget=6, max_depth=4),
             world=world,
             proposer=object(),  # type: ignore[arg-type]
-            target=TARGET,
-            hardware=HW,
+            deployment=Deployment(target=TARGET, hardware=HW),
         )
     with pytest.raises(TypeError, match="none of these"):
         batch_draft_cost(
@@ -204,8 +215,7 @@ def test_dynamic_trees_with_a_protocol_proposer_run_on_a_paged_cache() -> None:
         policy=ConfidenceTree(budget=8, max_depth=4),
         world=NodeConfidence(concentration=2.0),
         proposer=Wrapped(heads),  # type: ignore[arg-type]
-        target=load_model("vicuna-7b-v1.3"),
-        hardware=HW,
+        deployment=Deployment(target=load_model("vicuna-7b-v1.3"), hardware=HW),
         kv_block_tokens=16,
         plain_twin=False,
     )
@@ -275,10 +285,9 @@ def test_trees_under_a_token_budget_prefill_in_chunks(dynamic: bool) -> None:
             policy=ConfidenceTree(budget=10, max_depth=6),
             world=NodeConfidence(concentration=2.0),
             proposer=DRAFT,
-            target=TARGET,
-            hardware=HW,
             max_batch=16,
             token_budget=budget,
+            deployment=Deployment(target=TARGET, hardware=HW),
         )
         res = simulate_dynamic_tree_serving(cfg, np.random.default_rng(11))
     else:

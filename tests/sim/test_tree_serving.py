@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from tree_cases import ACC, DRAFT, HW, TARGET, Z
 
+from specsim.cost import Deployment
 from specsim.policies.tree_optimizer import chain_tree, kary_tree, tree_tokens
 from specsim.proposers import NGram, RankAcceptance, check_tree
 from specsim.sim.arrivals import PoissonWorkload
@@ -28,7 +29,11 @@ def _config(rate: float, requests: int, **kw: object) -> TreeServingConfig:
         rate_per_s=rate, requests=requests, prompt_tokens=(16, 256), output_tokens=(1, 80)
     )
     base: dict[str, object] = dict(
-        workload=w, parents=TREE, proposer=DRAFT, target=TARGET, hardware=HW, plain_twin=False
+        workload=w,
+        parents=TREE,
+        proposer=DRAFT,
+        deployment=Deployment(target=TARGET, hardware=HW),
+        plain_twin=False,
     )
     base.update(kw)
     return TreeServingConfig(**base)  # type: ignore[arg-type]

@@ -36,8 +36,7 @@ def _config(rate: float, requests: int, **kw: object) -> DynamicTreeServingConfi
         policy=POLICY,
         world=VARIED,
         proposer=DRAFT,
-        target=TARGET,
-        hardware=HW,
+        deployment=Deployment(target=TARGET, hardware=HW),
         plain_twin=False,
     )
     base.update(kw)
@@ -248,7 +247,7 @@ def test_bad_input_is_named() -> None:
             1.0,
             5,
             proposer=Heads(card=load_head("medusa-vicuna-7b-v1.3")),
-            target=load_model("vicuna-7b-v1.3"),
+            deployment=Deployment(target=load_model("vicuna-7b-v1.3"), hardware=HW),
             policy=ConfidenceTree(budget=4, max_depth=9),
         )
     with pytest.raises(TypeError, match="rng"):

@@ -8,6 +8,7 @@ import pytest
 from tree_cases import DRAFT, HW, TARGET
 
 from specsim.acceptance.processes import IIDAcceptance
+from specsim.cost import Deployment
 from specsim.policies.lookahead import FixedGamma
 from specsim.policies.tree_optimizer import kary_tree
 from specsim.sim import CardCost, ServingConfig, simulate_serving
@@ -25,7 +26,11 @@ TREE = kary_tree(2, 7)
 
 def _static(w: PoissonWorkload, **kw: object) -> TreeServingConfig:
     return TreeServingConfig(
-        workload=w, parents=TREE, proposer=DRAFT, target=TARGET, hardware=HW, **kw
+        workload=w,
+        parents=TREE,
+        proposer=DRAFT,
+        **kw,
+        deployment=Deployment(target=TARGET, hardware=HW),
     )  # type: ignore[arg-type]
 
 
@@ -35,9 +40,8 @@ def _dynamic(w: PoissonWorkload, **kw: object) -> DynamicTreeServingConfig:
         policy=ConfidenceTree(budget=8, max_depth=6),
         world=NodeConfidence(concentration=2.0),
         proposer=DRAFT,
-        target=TARGET,
-        hardware=HW,
         **kw,
+        deployment=Deployment(target=TARGET, hardware=HW),
     )  # type: ignore[arg-type]
 
 
