@@ -364,7 +364,13 @@ def test_time_passes_grid_rows(arch: str, rng: np.random.Generator) -> None:
 def test_energy_per_pass_from_a_counter(
     rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The NVML path's arithmetic with a fake 50 W counter (the CPU has none)."""
+    """The NVML path's arithmetic with a fake 50 W counter (the CPU has none).
+
+    The window's passes each include their rollback and a synchronization, which the
+    timed passes leave out, so energy per pass over 50 W times the median pass is at
+    least about 1 and grows with host overhead (3.4 seen on a loaded machine). The bound
+    20 leaves room for that while a window not divided by its passes (a ratio of about
+    their count, hundreds in 0.2 s) fails."""
     import time
 
     import specsim.measure.timing as timing
@@ -379,10 +385,10 @@ def test_energy_per_pass_from_a_counter(
         repeats=3,
         warmup=1,
         rng=rng,
-        energy_window_s=0.05,
+        energy_window_s=0.2,
     )
     ratio = rows.energy_j / (50.0 * rows.time_s.median())
-    assert ratio.between(0.3, 3.0).all(), ratio.tolist()
+    assert ratio.between(0.3, 20.0).all(), ratio.tolist()
 
 
 def test_time_calls_and_ceilings(rng: np.random.Generator) -> None:
