@@ -245,6 +245,15 @@ SIM: tuple[Mutation, ...] = (
         timeout_s=90.0,
     ),
     Mutation(
+        "drain-kv-release",
+        "specsim/sim/drain.py",
+        "            admission.release(a[one])\n",
+        "            pass\n",
+        "chain serving's drain: a one-token request frees its KV reservation at its prefill",
+        ("tests/sim/test_cost_bugs.py", "tests/sim/test_sim_serving.py"),
+        timeout_s=60.0,
+    ),
+    Mutation(
         "paged-recompute",
         ROUTER,
         "tokens = np.concatenate([req.prompt[adm], rebuild])",
@@ -324,6 +333,14 @@ SIM: tuple[Mutation, ...] = (
         "c = np.asarray(contexts, dtype=np.float64)[:, None] + 0.0 * np.arange(depth)",
         "dynamic tree serving: draft step d after the d - 1 drafted tokens",
         ("tests/sim/test_tree_serving_dynamic.py",),
+    ),
+    Mutation(
+        "dynamic-tree-draft-prefill",
+        "specsim/sim/tree_serving_dynamic.py",
+        "        return isinstance(self.config.proposer, DraftModel)\n",
+        "        return False\n",
+        "dynamic tree serving: the draft model's prefill",
+        ("tests/sim/test_cost_bugs.py",),
     ),
     Mutation(
         "dynamic-tree-batched-draft",
