@@ -7,18 +7,19 @@ Run it from the repository root (``make mutations``)::
     python tests/mutations.py --only tree-kv-release --only stream-overlap-bonus
     python tests/mutations.py --markdown results.md   # also write the table as markdown
 
-Each entry of ``MUTATIONS`` (``tests/mutation_list.py``, by layer) names a file of the
-package, the exact snippet to change (it must occur exactly once: an entry whose snippet
-a refactor moved or changed is refused as stale, never skipped), its one-line
-replacement, the cost term it removes or breaks, and the test files that should catch
-it. The script copies ``specsim/``, ``tests/``, ``pyproject.toml`` and ``conftest.py``
-to a temporary folder (the cards, studies, benchmarks and docs are linked, read-only),
-checks that the named tests pass there unmutated (the baseline), then applies each
-mutation in turn to the copy, runs only its named test files with ``pytest -x -q``,
-records caught or missed, the first failing test and the time, and restores the file.
-The working tree is never edited. A run that exceeds ``--timeout`` counts as caught (a
-hang fails the suite too) and is marked so. The exit status is 1 when any mutation was
-missed, 2 when an entry is stale or the baseline fails.
+Each entry of ``MUTATIONS`` (``tests/mutation_list.py`` and ``mutation_list_sim.py``, by
+layer) names a file of the package, the exact snippet to change (it must occur exactly
+once: an entry whose snippet a refactor moved or changed is refused as stale, never
+skipped), its one-line replacement, the cost term it removes or breaks, and the test
+files that should catch it. The script copies ``specsim/``, ``tests/``,
+``pyproject.toml`` and ``conftest.py`` to a temporary folder (the cards, studies,
+benchmarks and docs are linked, read-only), checks that the named tests pass there
+unmutated (the baseline), then applies each mutation in turn to the copy, runs only its
+named test files with ``pytest -x -q``, records caught or missed, the first failing test
+and the time, and restores the file. The working tree is never edited. A run that
+exceeds ``--timeout`` counts as caught (a hang fails the suite too) and is marked so.
+The exit status is 1 when any mutation was missed, 2 when an entry is stale or the
+baseline fails.
 
 Not collected by pytest (the name does not start with ``test_``); importing it runs
 nothing.
@@ -35,11 +36,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from mutation_list import MUTATIONS, Mutation  # beside this script: its folder is on the path
+from mutation_list import COST, PROPOSERS, Mutation  # beside this script: on the path
+from mutation_list_sim import SIM
 
 ROOT = Path(__file__).resolve().parents[1]
 COPIED = ("specsim", "tests", "pyproject.toml", "conftest.py")
 LINKED = ("models", "studies", "benchmarks", "docs")
+MUTATIONS: tuple[Mutation, ...] = COST + PROPOSERS + SIM
 
 
 def check_entries(mutations: tuple[Mutation, ...], root: Path) -> None:
