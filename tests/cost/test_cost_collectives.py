@@ -14,6 +14,7 @@ from specsim.cost.collectives import (
     allreduce_bandwidth_factor,
     allreduce_steps,
     allreduce_time,
+    alltoall_time,
 )
 
 H100 = load_hardware("h100-sxm")
@@ -95,3 +96,18 @@ def test_cli_shows_the_collectives_share(capsys: pytest.CaptureFixture[str]) -> 
     c = step_cost(SMALL, H100, batch=1, context=512, new_tokens=1, tensor_parallel=16)
     assert math.isclose(share, round(100 * c.allreduce_time_s / c.time_s, 1), abs_tol=0.051)
     assert share > 10
+
+
+@pytest.mark.parametrize("p", [2, 4, 8])
+def test_alltoall_known_answers(p: int) -> None:
+    # Each of p devices holds n bytes, a 1/p share for every device, its own included
+    # (Thakur et al. 2005): the ring's pairwise exchange sends the p - 1 other shares in
+    # p - 1 steps; Bruck's algorithm sends half the message in each of ceil(log2 p) steps;
+    # per-allreduce pays one latency and the ring's bytes.
+    n, beta, alpha = 64e6, 2e11, 5e-6
+    ring = (p - 1) * (alpha + (n / p) / beta)
+    tree = math.ceil(math.log2(p)) * (alpha + (n / 2) / beta)
+    one = alpha + (p - 1) * (n / p) / beta
+    for algorithm, want in (("ring", ring), ("tree", tree), ("per-allreduce", one)):
+        got = alltoall_time(n, p, bandwidth=beta, latency_s=alpha, algorithm=algorithm)
+        assert got == pytest.approx(want, rel=1e-12), algorithm

@@ -169,6 +169,25 @@ def test_a_draft_model_steps_over_the_frontier_and_checks_its_target() -> None:
     assert verify_shape((-1, 0), context=7, batch=3).tokens == 9
 
 
+@pytest.mark.parametrize(
+    ("batch", "threads", "rounds"), [(4, 1, 4), (4, 2, 2), (5, 2, 3), (3, 8, 1)]
+)
+def test_a_batchs_lookups_run_in_rounds_over_the_host_threads(
+    batch: int, threads: int, rounds: int
+) -> None:
+    # vLLM's batch_propose spreads the batch's sequences over its numba threads: a pass
+    # waits for ceil(batch / threads) lookups in a row, each one sequence's search.
+    acc = RankAcceptance(accept=((0.6, 0.2),))
+    dep = Deployment(target=LLAMA, hardware=HW)
+    tree, context = (-1, 0, 1), 300
+    look = NGram(acceptance=acc, threads=threads).draft_cost(
+        tree, deployment=dep, batch=batch, context=context
+    )
+    c = LOOKUP_COST
+    one = c.per_sequence_s + c.per_context_token_s * context + c.per_draft_token_s * len(tree)
+    assert look.time_s == pytest.approx(rounds * one, rel=1e-12)
+
+
 def test_acceptance_files(tmp_path: Path) -> None:
     toml = tmp_path / "a.toml"
     toml.write_text('source = "s"\nmarginal = [[0.5, 0.25], [0.4]]\n', encoding="utf-8")

@@ -301,3 +301,34 @@ def test_chain_serving_frees_a_finished_requests_kv_reservation() -> None:
     assert it.loc[0, "admitted"] == 2
     assert req.loc[2, "first_token_s"] < req.loc[1, "finish_s"]
     assert req.loc[2, "first_token_s"] > req.loc[0, "finish_s"]
+
+
+def test_chain_serving_frees_one_token_reservations_while_it_drains() -> None:
+    """Once every request has arrived and memory can no longer bind, chain serving drains
+    without a clock (:mod:`specsim.sim.drain`); its one-token requests finish at their
+    prefill there too and must free their reservations. One sequence at a time and a cache
+    that holds the largest reservation alone: the two one-token requests and C run one
+    after the other, each prefilled as the one before it ends."""
+    prompts, outputs, look = (64, 64, 64), (1, 1, 20), 3 + 1
+    reserve = [p + o + look for p, o in zip(prompts, outputs, strict=True)]
+    capacity = max(reserve)
+    assert reserve[0] + reserve[1] > capacity
+    cost = CardCost(target=TARGET, draft=DRAFT.card, hardware=HW)
+    cfg = ServingConfig(
+        workload=TraceWorkload(
+            arrival_s=(0.0, 0.0, 0.0), prompt_tokens=prompts, output_tokens=outputs
+        ),
+        cost=cost,
+        acceptance=IIDAcceptance(alpha=0.7),
+        policy=FixedGamma(gamma=3),
+        max_gamma=3,
+        max_batch=1,
+        kv_capacity_tokens=capacity,
+        plain_twin=False,
+    )
+    req = simulate_serving(cfg, np.random.default_rng(5)).requests_spec
+    assert np.isfinite(req["finish_s"]).all()
+    one = cost.prefill(np.array([64]), draft=True).time_s  # target and draft, one prompt
+    assert req["first_token_s"].tolist()[:2] == pytest.approx([one, 2 * one], rel=1e-12)
+    assert req.loc[0, "finish_s"] == req.loc[0, "first_token_s"]
+    assert req.loc[2, "first_token_s"] == pytest.approx(3 * one, rel=1e-12)

@@ -177,3 +177,31 @@ def test_a_cache_that_can_never_admit_or_hold_a_request_says_so(card) -> None:
     )
     with pytest.raises(ValueError, match=r"grows to 399 tokens.*preemption cannot make room"):
         simulate_serving(long, np.random.default_rng(1))
+
+
+def test_a_swapped_request_pays_the_link_out_and_back_in(card) -> None:
+    # Under swap preemption nothing is recomputed, so with every prompt P tokens long an
+    # iteration's prefill time is its fresh prompts' prefill pass (target and draft) plus
+    # the host-link copies: each preempted request's cache goes out (the swap_s column)
+    # and, before it runs again, the same tokens come back in, so over a run where every
+    # request finishes the copies take twice the swap-out time.
+    P = 128
+    linked = HostLinkCost(target=card.target, draft=card.draft, hardware=card.hardware)
+    cfg = config(
+        linked,
+        prompt_tokens=(P, P),
+        kv_block_tokens=16,
+        kv_capacity_tokens=800,
+        preemption="swap",
+    )
+    r = simulate_serving(cfg, np.random.default_rng(1))
+    it, req = r.iterations_spec, r.requests_spec
+    assert req["finish_s"].notna().all() and it["preempted"].sum() > 0
+    assert set(it["prefill_tokens"].unique()) <= {P * k for k in range(cfg.max_batch + 1)}
+    fresh = 0.0
+    for tokens in it["prefill_tokens"].tolist():
+        if tokens:
+            prompts = np.full(tokens // P, P, dtype=np.int64)
+            fresh += linked.prefill(prompts, draft=True).time_s
+    want = fresh + 2.0 * float(it["swap_s"].sum())
+    assert float(it["prefill_s"].sum()) == pytest.approx(want, rel=1e-9)

@@ -1,0 +1,215 @@
+"""The mutation check's list (run by ``tests/mutations.py``): one-line cost bugs in the cost
+model and the proposers (the simulator's: ``tests/mutation_list_sim.py``).
+
+Each :class:`Mutation` names a file of the package, the exact snippet to change (it must
+occur exactly once there), its replacement, the cost term it removes or breaks, and the
+test files that must catch it. Not collected by pytest; importing it runs nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """A one-line bug: in ``path``, ``original`` (exactly once) becomes ``replacement``."""
+
+    name: str
+    path: str
+    original: str
+    replacement: str
+    breaks: str
+    tests: tuple[str, ...]
+    timeout_s: float | None = None  # where the expected failure is a hang: stop sooner
+
+
+ROOF = "specsim/cost/roofline.py"
+COST_TESTS = ("tests/cost/test_cost.py",)
+MOE_TESTS = ("tests/cost/test_moe_cost.py",)
+KINDS = "specsim/proposers/kinds.py"
+
+COST: tuple[Mutation, ...] = (
+    # The roofline's terms.
+    Mutation(
+        "roofline-weights",
+        ROOF,
+        '"dense_weights_s": L * x.w_layer / W,',
+        '"dense_weights_s": 0.0,',
+        "roofline: the layers' weight bytes read once per pass",
+        COST_TESTS,
+    ),
+    Mutation(
+        "roofline-kv-bytes",
+        ROOF,
+        '"attention_cached_s": L * kv / W,',
+        '"attention_cached_s": 0.0,',
+        "roofline: reading the cached KV entries",
+        COST_TESTS,
+    ),
+    Mutation(
+        "roofline-attention-flops",
+        ROOF,
+        "return 4.0 * model.head_dim * model.heads / tp, 2.0 * model.q_dim / tp",
+        "return 2.0 * model.head_dim * model.heads / tp, 2.0 * model.q_dim / tp",
+        "roofline: attention flops per (query, key) pair halved",
+        COST_TESTS,
+    ),
+    Mutation(
+        "roofline-layer-overhead",
+        ROOF,
+        "overhead = L * rt.layer_overhead_s + rt.pass_overhead_s",
+        "overhead = rt.pass_overhead_s",
+        "roofline: the stack's per-layer launch overhead",
+        COST_TESTS + ("tests/cost/test_runtime.py",),
+    ),
+    Mutation(
+        "roofline-allreduce",
+        ROOF,
+        "ring = n * allreduce_bandwidth_factor(tp, alg) * nbytes / hw.interconnect_bandwidth",
+        "ring = 0.0",
+        "tensor parallelism: the all-reduces' bandwidth term",
+        ("tests/cost/test_cost_collectives.py",),
+    ),
+    Mutation(
+        "energy-dynamic-power",
+        ROOF,
+        "energy = (co.idle_w + co.dynamic_w * util) * time",
+        "energy = co.idle_w * time",
+        "energy: the utilisation-driven power above idle",
+        COST_TESTS + ("tests/cost/test_cost_sources.py", "tests/sim/test_cost_bugs.py"),
+    ),
+    # Mixture of experts and multi-head latent attention.
+    Mutation(
+        "moe-distinct-experts",
+        "specsim/cost/moe.py",
+        "return experts_touched(T, experts=moe.experts, top_k=moe.top_k)",
+        "return 0.0 * T + moe.top_k",
+        "MoE: a pass reads the distinct experts its tokens touch (not one token's top k)",
+        MOE_TESTS,
+    ),
+    Mutation(
+        "moe-expert-bytes",
+        ROOF,
+        "weights_s = weights_s + co.expert_weights_s * touched",
+        "weights_s = weights_s + co.expert_weights_s",
+        "MoE: the routed experts' weight bytes scale with the experts touched",
+        MOE_TESTS,
+    ),
+    Mutation(
+        "moe-alltoall-combine",
+        "specsim/cost/moe.py",
+        "_alltoall(hw, float(ep), n=2.0 * model.moe_layers, nbytes=moe.top_k * d / ep),",
+        "_alltoall(hw, float(ep), n=1.0 * model.moe_layers, nbytes=moe.top_k * d / ep),",
+        "expert parallelism: a dispatch and a combine all-to-all per MoE layer (combine dropped)",
+        MOE_TESTS,
+    ),
+    Mutation(
+        "alltoall-bandwidth",
+        "specsim/cost/collectives.py",
+        "    return (p - 1.0) / p\n",
+        "    return 1.0\n",
+        "all-to-all: each device sends (p - 1) / p of what it holds (its own share stays)",
+        ("tests/cost/test_cost_collectives.py",) + MOE_TESTS,
+    ),
+    Mutation(
+        "mla-kv-bytes",
+        "specsim/cost/memory.py",
+        "per_layer = float(mla.kv_width) * formats.kv",
+        "per_layer = float(mla.kv_lora_rank) * formats.kv",
+        "MLA: the cache holds the latent and the rotary key (rotary key dropped)",
+        ("tests/cost/test_mla.py",),
+    ),
+    Mutation(
+        "mla-attention-flops",
+        ROOF,
+        "per_head = mla.kv_width + mla.kv_lora_rank",
+        "per_head = mla.kv_width",
+        "MLA: each head scores latent plus rotary key and sums the latent (sum dropped)",
+        ("tests/cost/test_mla.py",),
+    ),
+    # The pass shape.
+    Mutation(
+        "shape-gamma-plus-one",
+        "specsim/cost/shape.py",
+        "    return gamma + 1\n",
+        "    return gamma\n",
+        "pass shape: a chain verifies gamma + 1 positions (the bonus/correction position)",
+        ("tests/cost/test_pass_shape.py",),
+    ),
+    Mutation(
+        "shape-tree-pairs",
+        "specsim/cost/shape.py",
+        "own = float(sum(_depths(self.parents)))",
+        "own = 0.0",
+        "pass shape: a tree's attention pairs among its own nodes",
+        ("tests/cost/test_pass_shape.py",),
+    ),
+)
+
+PROPOSERS: tuple[Mutation, ...] = (
+    Mutation(
+        "draft-model-depth-context",
+        KINDS,
+        "        c = ctx + (d - 1)\n",
+        "        c = ctx\n",
+        "draft model: step d runs after the d - 1 tokens drafted before it",
+        ("tests/proposers/test_proposers.py", "tests/sim/test_cost_bugs.py"),
+    ),
+    Mutation(
+        "heads-layer-fraction",
+        KINDS,
+        "scale=self.card.layer_fraction / target.layers,",
+        "scale=1.0 / target.layers,",
+        "heads: a head costs its card's fraction of a target layer",
+        ("tests/proposers/test_heads.py", "tests/proposers/test_proposers.py"),
+    ),
+    Mutation(
+        "ngram-free",
+        "specsim/proposers/lookup.py",
+        "return DraftCost(time, idle * time, np.zeros(ctx.shape))",
+        "return DraftCost(time, idle * time, np.ones(ctx.shape))",
+        "n-gram: prompt lookup has no model, so no accelerator work (no flops)",
+        ("tests/proposers/test_proposers.py",),
+    ),
+    Mutation(
+        "ngram-lookup-cost",
+        "specsim/proposers/lookup.py",
+        "time = rounds * self.cost.seconds(context=ctx, nodes=len(tree)) if tree else 0.0 * ctx",
+        "time = 0.0 * ctx",
+        "n-gram: no model, but the host's lookup over the context every pass",
+        ("tests/proposers/test_proposers.py",),
+    ),
+    Mutation(
+        "ngram-lookup-threads",
+        "specsim/proposers/lookup.py",
+        "rounds = math.ceil(check_batch(batch) / self.threads)",
+        "rounds = 1",
+        "n-gram: a batch's lookups run ceil(batch / threads) rounds on the host",
+        ("tests/proposers/test_proposers.py",),
+    ),
+    Mutation(
+        "parallel-one-pass-k",
+        "specsim/proposers/parallel.py",
+        'return depth if self.pass_positions == "tree-depth" else self.k',
+        "return depth",
+        "parallel draft: a block drafter's one pass runs all k positions",
+        ("tests/proposers/test_proposer_parallel.py",),
+    ),
+    Mutation(
+        "parallel-pass-positions",
+        "specsim/proposers/parallel.py",
+        "tokens, pairs, cached = chain_sums(b, b * ctx.astype(np.float64), n)",
+        "tokens, pairs, cached = chain_sums(b, b * ctx.astype(np.float64), 1)",
+        "parallel draft: the one pass covers n new positions (not one step)",
+        ("tests/proposers/test_proposer_parallel.py",),
+    ),
+    Mutation(
+        "selfspec-draft-layers",
+        "specsim/proposers/selfspec.py",
+        "return early_exit_card(target, self.card.draft_layers(target.layers))",
+        "return early_exit_card(target, target.layers)",
+        "self-speculation: a draft step runs E of the target's L layers",
+        ("tests/proposers/test_proposer_selfspec.py",),
+    ),
+)
