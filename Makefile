@@ -24,6 +24,7 @@ test: $(STAMP) browser
 	$(BIN)/ruff check specsim tests benchmarks studies
 	$(BIN)/ruff format --check specsim tests benchmarks studies conftest.py
 	$(BIN)/mypy
+	$(BIN)/python tests/mutations.py
 	$(BIN)/python -m pytest
 
 # The report's browser test needs Debian's headless Chromium. Installed here when
