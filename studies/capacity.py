@@ -322,4 +322,23 @@ def summary(df: pd.DataFrame) -> str:
         if hw in cross.index:
             text += "; " + _crossover(cross.loc[hw])
         lines.append(text + ".")
+    lines += overloaded_probes(df)
     return "\n".join(lines) + "\n"
+
+
+def overloaded_probes(df: pd.DataFrame) -> list[str]:
+    """A line per card on the probe runs whose queue grew without bound (``stable`` False):
+    they never count as holding the SLO, whatever their latency percentiles."""
+    if "stable" not in df.columns:
+        return []
+    probes = df[df["kind"] == "probe"]
+    out = []
+    for hw, g in probes.groupby("hardware", sort=False):
+        bad = g[g["stable"] == False]  # noqa: E712 - a column of True, False and None
+        if len(bad):
+            low = float(bad["rate_per_s"].min())
+            out.append(
+                f"- {hw}: {len(bad)} of {len(g)} probe runs were overloaded (the queue grew "
+                f"without bound; from {low:.3g} requests/s): none counts as holding the SLO."
+            )
+    return [""] + out if out else []

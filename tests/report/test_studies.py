@@ -637,3 +637,21 @@ def test_cli_study_refuses_an_earlier_run_unless_forced(
     assert summary["study"] == "bill" and summary["rows"] > 0
     assert summary["output_folder"] == str(out.resolve())
     assert Path(summary["files"]["csv"]).is_file() and "buried bill" in summary["summary"]
+
+
+def test_the_capacity_summary_names_the_overloaded_probes() -> None:
+    mod = load_study("capacity")
+    probes = pd.DataFrame(
+        {
+            "kind": ["probe"] * 3,
+            "hardware": ["h200"] * 3,
+            "rate_per_s": [1.0, 4.0, 8.0],
+            "stable": [True, False, False],
+        }
+    )
+    assert mod.overloaded_probes(probes) == [
+        "",
+        "- h200: 2 of 3 probe runs were overloaded (the queue grew without bound; from 4 "
+        "requests/s): none counts as holding the SLO.",
+    ]
+    assert mod.overloaded_probes(probes.assign(stable=True)) == []
