@@ -35,10 +35,10 @@ validator, :func:`specsim.cost.shape.check_tree`).
 0.12
 """
 
-from specsim.proposers.kinds import DraftCost, DraftModel, Heads
+from specsim.proposers.kinds import DraftModel, Heads
 from specsim.proposers.lookup import LOOKUP_COST, LookupCost, NGram, fit_lookup_cost
 from specsim.proposers.parallel import ParallelDraft
-from specsim.proposers.protocol import Proposer, ProposerProtocol, check_proposer
+from specsim.proposers.protocol import DraftCost, Proposer, ProposerProtocol, check_proposer
 from specsim.proposers.selfspec import SelfSpeculation, early_exit_card
 from specsim.proposers.tables import (
     RankAcceptance,

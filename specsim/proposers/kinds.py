@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -21,7 +20,7 @@ from specsim.cards import HeadCard, ModelCard
 from specsim.cost.checks import check_draft_pair
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
-from specsim.proposers.protocol import Proposer
+from specsim.proposers.protocol import DraftCost, Proposer
 from specsim.proposers.tables import RankAcceptance, frontier_widths, tree_depths
 
 __all__ = [
@@ -33,20 +32,6 @@ __all__ = [
     "check_batch",
     "check_serialized",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class DraftCost:
-    """What drafting one tree costs per pass, over all ``batch`` sequences: seconds, joules,
-    flops; floats, or arrays with one element per pass (:meth:`DraftModel.draft_costs`)."""
-
-    time_s: Any
-    energy_j: Any
-    flops: Any
-
-    def at(self, i: int) -> DraftCost:
-        """Element ``i`` of an array-valued cost, as floats."""
-        return DraftCost(float(self.time_s[i]), float(self.energy_j[i]), float(self.flops[i]))
 
 
 def _frontier_passes(

@@ -45,7 +45,8 @@ from numpy.typing import ArrayLike
 
 from specsim.cards import ModelCard
 from specsim.cost.deployment import Deployment
-from specsim.proposers.kinds import DraftCost, check_batch, contexts
+from specsim.proposers.kinds import check_batch, contexts
+from specsim.proposers.protocol import DraftCost
 from specsim.proposers.tables import RankAcceptance, check_tree
 
 __all__ = ["LookupCost", "LOOKUP_COST", "fit_lookup_cost", "NGram"]

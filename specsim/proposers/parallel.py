@@ -49,7 +49,7 @@ from specsim.cost.checks import check_draft_pair
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
 from specsim.cost.shape import chain_sums
-from specsim.proposers.kinds import DraftCost
+from specsim.proposers.protocol import DraftCost
 from specsim.proposers.tables import RankAcceptance, tree_depths
 
 __all__ = ["ParallelDraft", "card_acceptance", "check_batch", "contexts"]

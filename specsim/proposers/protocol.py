@@ -31,7 +31,8 @@ what is missing, instead of an AttributeError deep in a simulator.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from numpy.typing import ArrayLike
 
@@ -40,9 +41,24 @@ from specsim.proposers.tables import RankAcceptance
 
 if TYPE_CHECKING:
     from specsim.cost.deployment import Deployment
-    from specsim.proposers.kinds import DraftCost
 
-__all__ = ["ProposerProtocol", "Proposer", "check_proposer", "MEMBERS"]
+__all__ = ["DraftCost", "ProposerProtocol", "Proposer", "check_proposer", "MEMBERS"]
+
+
+@dataclass(frozen=True, slots=True)
+class DraftCost:
+    """What drafting one tree costs per pass, over all ``batch`` sequences: seconds, joules,
+    flops; floats, or arrays with one element per pass
+    (:meth:`specsim.proposers.DraftModel.draft_costs`)."""
+
+    time_s: Any
+    energy_j: Any
+    flops: Any
+
+    def at(self, i: int) -> DraftCost:
+        """Element ``i`` of an array-valued cost, as floats."""
+        return DraftCost(float(self.time_s[i]), float(self.energy_j[i]), float(self.flops[i]))
+
 
 MEMBERS = (
     "name",

@@ -47,8 +47,8 @@ from specsim.cards.files import SearchPath
 from specsim.cards.proposer_cards import SelfSpecCard, load_proposer_card
 from specsim.cost.deployment import Deployment
 from specsim.cost.shape import PassShape
-from specsim.proposers.kinds import DraftCost
 from specsim.proposers.parallel import card_acceptance, check_batch, contexts
+from specsim.proposers.protocol import DraftCost
 from specsim.proposers.tables import RankAcceptance, frontier_widths
 
 __all__ = ["SelfSpeculation", "early_exit_card"]

@@ -35,7 +35,7 @@ Chunked prefill, the other engine option: :mod:`specsim.sim.prefill`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -45,7 +45,6 @@ from specsim.sim.source import CostSource, check_whole
 
 if TYPE_CHECKING:
     from specsim.sim.batch import Admission, Batch, Requests
-    from specsim.sim.prefill import Prefills
 
 __all__ = [
     "EXTRA_COLUMNS",
@@ -55,6 +54,17 @@ __all__ = [
     "check_engine",
     "host_link",
 ]
+
+
+class PrefillHolds(Protocol):
+    """What paging asks of the prompts being prefilled (:class:`specsim.sim.prefill.Prefills`):
+    their requests, the blocks each holds, and to drop the preempted ones."""
+
+    rid: list[int]
+    holds: list[int]
+
+    def drop(self, rows: list[int]) -> list[tuple[int, int]]: ...
+
 
 Ints = NDArray[np.int64]
 Preemption = Literal["recompute", "swap"]
@@ -176,7 +186,7 @@ class Paging:
         return (batch.contexts() + gamma + (self.block - 1)) // self.block
 
     def victims(
-        self, batch: Batch, gamma: Ints, prefills: Prefills | None
+        self, batch: Batch, gamma: Ints, prefills: PrefillHolds | None
     ) -> tuple[Ints, list[int], int]:
         """Whom to preempt, latest arrival first, so that a pass drafting ``gamma`` fits beside
         the prompts being prefilled: batch rows, prefill entries, and the blocks then held."""
@@ -206,7 +216,7 @@ class Paging:
         gam: int,
         chosen: Ints | None,
         g: Ints | None,
-        prefills: Prefills | None,
+        prefills: PrefillHolds | None,
         admission: Admission,
     ) -> tuple[Ints | None, Ints | None, tuple[int, int, float, int]]:
         """Make room for the pass (:meth:`victims`), preempting; returns the kept sequences'
