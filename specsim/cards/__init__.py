@@ -64,6 +64,8 @@ from specsim.cards.proposer_cards import (
     load_proposer_card,
 )
 from specsim.cards.runtime import RuntimeProfile, check_runtime_device, profile_of_card
+from specsim.cards.stack import DevicePart, StackProfile
+from specsim.cards.stack_files import compose, is_stack, list_stacks, load_stack
 from specsim.cards.writing import write_card, write_hardware_card
 
 __all__ = [
@@ -96,6 +98,12 @@ __all__ = [
     "list_runtimes",
     "profile_of_card",
     "check_runtime_device",
+    "StackProfile",
+    "DevicePart",
+    "compose",
+    "is_stack",
+    "list_stacks",
+    "load_stack",
     "HeadCard",
     "load_head",
     "list_heads",

@@ -18,6 +18,11 @@ for a format that is never dequantized, or a slow kernel's much larger cost);
 :meth:`RuntimeProfile.efficiencies` and :meth:`RuntimeProfile.dequant_ops` evaluate them.
 All three are optional: a profile without them prices every format as before.
 
+A profile made from a stack profile and a device part
+(:func:`specsim.cards.stack_files.compose`) carries the stack in ``stack_profile``: its
+speculative path's costs (:mod:`specsim.cost.stack_terms`) and
+:meth:`RuntimeProfile.drafting`, the profile its draft steps run under.
+
 A profile fitted on one device names it in ``fitted_on`` (a hardware card's slug);
 :func:`check_runtime_device` refuses to use it on another. A hardware card without a
 profile keeps its own four legacy numbers (``compute_efficiency``,
@@ -29,10 +34,11 @@ calibration engine working.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from specsim.cards.checks import card_label, check_float, check_sources, check_str
 from specsim.cards.hardware import KINDS, HardwareCard
+from specsim.cards.stack import StackProfile
 
 __all__ = ["RuntimeProfile", "profile_of_card", "check_runtime_device"]
 
@@ -58,10 +64,16 @@ class RuntimeProfile:
     fitted_on: str | None = None
     kinds: list[str] | None = field(default=None, hash=False)
     notes: str = ""
+    stack_profile: StackProfile | None = None
     source_path: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         where = card_label(self.source_path, "runtime", self.slug)
+        if self.stack_profile is not None and not isinstance(self.stack_profile, StackProfile):
+            raise TypeError(
+                f"{where}: field 'stack_profile' is built by specsim.cards.stack_files.compose "
+                f"(name a stack by its slug as the runtime), got {self.stack_profile!r}"
+            )
         for name in ("slug", "name", "stack"):
             check_str(where, name, getattr(self, name))
         for name in ("layer_overhead_s", "pass_overhead_s", "sampling_s_per_token"):
@@ -134,11 +146,44 @@ class RuntimeProfile:
             scale(tables[1], self.memory_efficiency, factor, 1.0),
         )
 
+    def drafting(self) -> RuntimeProfile:
+        """The profile a draft model's steps run under on this stack: the stack's host cost
+        per draft step (``draft_step_overhead_s``) instead of its cost per pass, no sampling
+        cost per token (a draft's proposals are inside the step), and the graph path the stack
+        drafts on (``draft_graphs``: replayed graphs, or every layer launched eagerly). A
+        profile without a stack is its own drafting profile (the costs as before)."""
+        st = self.stack_profile
+        if st is None:
+            return self
+        hit = _DRAFTING.get(self)
+        if hit is not None:
+            return hit
+        layer = st.layer_overhead_s + (0.0 if st.draft_graphs else st.eager_layer_overhead_s)
+        draft_stack = replace(
+            st, graph_sizes=None, sequence_overhead_s=0.0, eager_layer_overhead_s=0.0
+        )
+        prof = replace(
+            self,
+            slug=f"{self.slug}-draft",
+            name=f"draft steps of {self.name}",
+            pass_overhead_s=st.draft_step_overhead_s,
+            layer_overhead_s=layer,
+            sampling_s_per_token=0.0,
+            stack_profile=draft_stack,
+        )
+        if len(_DRAFTING) > 64:
+            _DRAFTING.clear()
+        _DRAFTING[self] = prof
+        return prof
+
     def dequant_ops(self, weight_format: str, default: float) -> float:
         """Dequantization operations per weight and row for ``weight_format`` in this stack:
         ``format_dequant_ops[weight_format]`` where the profile gives it, else ``default``
         (the format's own, :attr:`specsim.cost.quant.WeightFormat.dequant_ops`)."""
         return float((self.format_dequant_ops or {}).get(weight_format, default))
+
+
+_DRAFTING: dict[RuntimeProfile, RuntimeProfile] = {}
 
 
 def _interp(v: float, xs: list[float], ys: list[float]) -> float:

@@ -17,7 +17,8 @@ import argparse
 import dataclasses
 from typing import Any
 
-from specsim.cards import load_hardware, load_model, load_runtime
+from specsim.cards import is_stack, load_hardware, load_model, load_runtime
+from specsim.cards.stack_files import stacks_dir
 from specsim.cli.output import card_option
 from specsim.cost.deployment import PLACEMENTS, Deployment, load_deployment
 from specsim.cost.quant import KV_FORMATS, WEIGHT_FORMATS
@@ -48,8 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser, *, cards: bool = True) -> Non
         "--runtime",
         default=None,
         metavar="NAME",
-        help="runtime profile slug or .toml path (default: the one the hardware card names; "
-        "`specsim cards` lists them)",
+        help="a software stack, on any card of its kind ("
+        + ", ".join(sorted(p.stem for p in stacks_dir().glob("*.toml")))
+        + "; docs/stacks.md), or a runtime profile slug or .toml path (default: the one "
+        "the hardware card names; `specsim cards` lists them)",
     )
     g.add_argument("--dtype", default=None, help="compute dtype (default: the model card's)")
     g.add_argument(
@@ -120,7 +123,11 @@ def from_args(args: argparse.Namespace) -> Deployment:
                 raise ValueError(f"{flag}: required (or --deployment FILE)")
     if args.runtime is not None:
         cards = getattr(args, "cards", None)
-        given["runtime"] = card_option(load_runtime, args.runtime, option="--runtime", cards=cards)
+        given["runtime"] = (
+            args.runtime  # a stack: the Deployment composes it with the hardware's device part
+            if is_stack(args.runtime)
+            else card_option(load_runtime, args.runtime, option="--runtime", cards=cards)
+        )
     elif base is not None and "hardware" in given and base.runtime is not None:
         given["runtime"] = None  # --hardware replaces the file's: its profile may not fit
     try:

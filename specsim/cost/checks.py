@@ -34,6 +34,8 @@ from specsim.cards import (
     load_model,
     load_runtime,
 )
+from specsim.cards.stack import StackProfile
+from specsim.cards.stack_files import compose, is_stack, load_stack
 
 CardT = TypeVar("CardT", ModelCard, HardwareCard, RuntimeProfile)
 
@@ -139,13 +141,21 @@ def card_of(name: str, value: object) -> Any:
 
 
 def check_runtime(
-    value: RuntimeProfile | str | os.PathLike[str] | None, hardware: HardwareCard
+    value: RuntimeProfile | StackProfile | str | os.PathLike[str] | None, hardware: HardwareCard
 ) -> RuntimeProfile | None:
     """``value`` as a :class:`~specsim.cards.RuntimeProfile` for ``hardware`` (a profile, or a
     slug or path :func:`specsim.cards.load_runtime` reads), or None (the card's own numbers);
-    a ValueError naming an unknown profile or one fitted on another device."""
+    a ValueError naming an unknown profile or one fitted on another device.
+
+    A stack profile, or its slug or path (``"sglang"``, ``models/stacks/``), is composed
+    with ``hardware``'s device part (:func:`specsim.cards.stack_files.compose`): any stack on
+    any card of its kind, refused only where a part is device-specific."""
     if value is None:
         return None
+    if isinstance(value, StackProfile):
+        return compose(value, hardware)
+    if is_stack(value):
+        return compose(load_stack(value), hardware)  # type: ignore[arg-type]
     prof = _card(
         value, name="runtime", card=RuntimeProfile, load=load_runtime, example="gpt-fast-a100"
     )

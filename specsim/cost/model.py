@@ -80,6 +80,7 @@ from specsim.cost.quant import dequant_rows
 from specsim.cost.results import RESULT_FIELDS, PassTerms, StepCost
 from specsim.cost.roofline import expert_reads, roofline, time_energy
 from specsim.cost.shape import PassShape
+from specsim.cost.stack_terms import check_stack_tree, stack_terms
 
 __all__ = [
     "DEFAULT_CONTEXT",
@@ -96,17 +97,14 @@ DEFAULT_CONTEXT = 512
 """Context (tokens already cached per sequence) used when a derived quantity is not given one."""
 
 DEFAULT_ENCODER_LENGTH = 512
-"""Encoder output length a T5 decoder cross-attends to, unless given: T5's pre-training input
-length (Raffel et al., JMLR 2020)."""
-
+"""Encoder length a T5 decoder cross-attends to, unless given (Raffel et al., JMLR 2020)."""
 
 ModelLike = ModelCard | str | os.PathLike[str]
 """A model card, or its slug or ``.toml`` path (:func:`specsim.cards.load_model`)."""
 HardwareLike = HardwareCard | str | os.PathLike[str]
 """An accelerator card, or its slug or ``.toml`` path (:func:`specsim.cards.load_hardware`)."""
 RuntimeLike = RuntimeProfile | str | os.PathLike[str] | None
-"""A runtime profile, its slug or path (:func:`specsim.cards.load_runtime`), or None: the
-hardware card's own efficiencies and overheads."""
+"""A runtime profile, a stack's or profile's slug or path, or None (the card's own numbers)."""
 
 
 def encoder_tokens(model: ModelCard, encoder_length: int | None) -> float:
@@ -134,20 +132,28 @@ def evaluate_terms(
     R: Any,
     runtime: RuntimeProfile | None = None,
     expert_parallel: int = 1,
+    batch: Any = None,
+    verify: bool = False,
 ) -> PassTerms:
     """All terms of passes on ``tp`` devices from their aggregates (numbers or arrays).
 
     T, S, R as in :class:`specsim.cost.shape.PassSums`. The pass also writes the
     keys and values of its T new tokens and reads them back. Time and energy come
-    from :func:`specsim.cost.roofline.time_energy`; the rest is their breakdown.
+    from :func:`specsim.cost.roofline.time_energy`; the rest is their breakdown. ``batch`` and
+    ``verify`` bring in a stack's terms (:mod:`specsim.cost.stack_terms`), shown as
+    ``stack_time_s`` (part of ``overhead_time_s``) and ``padded_tokens``.
     Arrays are combined with scalar coefficients only, so a grid of 10^5 passes
     makes few temporaries (a performance choice: fresh large temporaries cost
     page faults).
     """
-    co = roofline(model, hw, formats, tp, runtime, expert_parallel=expert_parallel)
+    co, R0 = roofline(model, hw, formats, tp, runtime, expert_parallel=expert_parallel), R
     L = co.layers
-    time, energy, roof, flops, nbytes = time_energy(co, T, S, R)
+    time, energy, roof, flops, nbytes = time_energy(co, T, S, R, batch=batch, verify=verify)
     act = L * (co.activation_bytes + co.attention_io_bytes) + co.head_io_bytes  # per token
+    host, rows = 0.0 * T, T + 0.0 * T
+    if co.stack is not None:  # the stack's terms, as time_energy priced them
+        st = stack_terms(co.stack, T=T, R=R, batch=batch, verify=verify)
+        host, rows, R = st.host_s + 0.0 * T, st.rows + 0.0 * T, st.R
     return PassTerms(
         time_s=time,
         flops=flops * tp,
@@ -159,10 +165,14 @@ def evaluate_terms(
         compute_time_s=flops / co.peak,
         memory_time_s=nbytes / co.bandwidth,
         roofline_time_s=roof,
-        overhead_time_s=co.overhead_s + T * co.sampling_s,
+        overhead_time_s=co.overhead_s + T * co.sampling_s + host,
         allreduce_time_s=T * co.allreduce_per_token_s + co.allreduce_latency_s,
-        dequant_time_s=co.dequant_s * dequant_rows(T, co.dequant_tile) if co.dequant_s else 0.0 * T,
-        resident_bytes=co.resident_bytes + (R + T) * (L * co.kv_bytes),
+        dequant_time_s=co.dequant_s * dequant_rows(rows, co.dequant_tile)
+        if co.dequant_s
+        else 0.0 * T,
+        resident_bytes=co.resident_bytes + (R0 + T) * (L * co.kv_bytes),
+        stack_time_s=host,
+        padded_tokens=rows,
     )
 
 
@@ -192,8 +202,13 @@ def pass_cost(
     runtime: RuntimeLike = None,
     expert_parallel: int = 1,
     expert_weights: str | None = None,
+    verify: bool | None = None,
 ) -> StepCost:
     """Cost of one pass of any :class:`~specsim.cost.shape.PassShape`: chains or a token tree.
+
+    ``verify``: the pass verifies drafted tokens (None: when ``shape`` is a tree), so a stack
+    profile's speculative terms apply (:mod:`specsim.cost.stack_terms`); a tree on a stack
+    that cannot verify one is a ValueError naming the stack.
 
     >>> from specsim.cards import load_hardware, load_model
     >>> m, hw = load_model("llama-2-7b"), load_hardware("a100-80gb")
@@ -209,6 +224,7 @@ def pass_cost(
         raise ValueError(f"tensor_parallel: expected a scalar, got {tp.tolist()!r}")
     if not isinstance(shape, PassShape):
         raise TypeError(f"shape: expected a PassShape, got {type(shape).__name__}")
+    check_stack_tree(rt, tree=shape.parents is not None)
     depth = shape.new if shape.parents is None else max(shape.depths or (0,))
     _check_positions(model, context=shape.context, new_tokens=depth)
     fm = resolve_formats(
@@ -219,7 +235,17 @@ def pass_cost(
     )
     T, S, R = shape.sums(encoder_tokens(model, encoder_length))
     terms = evaluate_terms(
-        model, hardware, formats=fm, tp=float(tp), T=T, S=S, R=R, runtime=rt, expert_parallel=ep
+        model,
+        hardware,
+        formats=fm,
+        tp=float(tp),
+        T=T,
+        S=S,
+        R=R,
+        runtime=rt,
+        expert_parallel=ep,
+        batch=float(shape.batch),
+        verify=shape.parents is not None if verify is None else bool(verify),
     )
     values = {k: float(getattr(terms, k)) for k in RESULT_FIELDS}
     if values["resident_bytes"] > hardware.mem_capacity:
@@ -260,6 +286,7 @@ def step_cost(
     runtime: RuntimeLike = None,
     expert_parallel: int = 1,
     expert_weights: str | None = None,
+    verify: bool = False,
 ) -> StepCost:
     """Cost of one pass over ``batch`` sequences (see the module docstring for the model).
 
@@ -304,6 +331,7 @@ def step_cost(
         runtime=runtime,
         expert_parallel=expert_parallel,
         expert_weights=expert_weights,
+        verify=verify,
     )
 
 
@@ -330,6 +358,7 @@ def pass_aggregates_cost(
     runtime: RuntimeLike = None,
     expert_parallel: int = 1,
     expert_weights: str | None = None,
+    verify: bool = False,
 ) -> PassTerms:
     """The cost terms of passes given as sums over their sequences (no memory check).
 
@@ -337,8 +366,8 @@ def pass_aggregates_cost(
     ``tokens``, the ``context_tokens`` cached before it (summed over
     sequences) and the causal self-attention ``pairs``
     (:meth:`specsim.cost.shape.PassShape.pairs`, summed). The arguments
-    broadcast, and :func:`step_cost` gives the same numbers. The positions of the
-    sequences are not known here, so ``max_position`` is not checked.
+    broadcast, and :func:`step_cost` gives the same numbers (``verify`` as there). The
+    positions of the sequences are not known here, so ``max_position`` is not checked.
     """
     model, hardware = check_model(model), check_hardware(hardware)
     tp = check_tensor_parallel(model, tensor_parallel)
@@ -365,4 +394,6 @@ def pass_aggregates_cost(
         R=R,
         runtime=rt,
         expert_parallel=ep,
+        batch=B,
+        verify=verify,
     )

@@ -42,6 +42,8 @@ class PassTerms:
     allreduce_time_s: Any
     resident_bytes: Any
     dequant_time_s: Any
+    stack_time_s: Any
+    padded_tokens: Any
 
     def __getitem__(self, name: str) -> Any:
         return getattr(self, name)
@@ -62,7 +64,11 @@ class StepCost:
     two. ``resident_bytes`` is one device's weights plus KV cache. ``dequant_time_s`` is the
     part of ``roofline_time_s`` spent dequantizing weight-only formats
     (:mod:`specsim.cost.quant`); ``dtype`` is the compute dtype, ``weight_format`` and
-    ``kv_format`` the formats of the weights and the KV cache.
+    ``kv_format`` the formats of the weights and the KV cache. On a stack profile's runtime,
+    ``stack_time_s`` is the part of ``overhead_time_s`` the stack's speculative path and
+    scheduling add (per-sequence host work, eager launches off the graph path, rejection
+    sampling, configured speculation: :mod:`specsim.cost.stack_terms`) and ``padded_tokens``
+    the rows its weight GEMMs ran (the new tokens padded up to a captured graph size).
     """
 
     time_s: float
@@ -80,6 +86,8 @@ class StepCost:
     allreduce_time_s: float
     resident_bytes: float
     dequant_time_s: float
+    stack_time_s: float
+    padded_tokens: float
     batch: int
     tokens: int
     tensor_parallel: int
@@ -115,6 +123,8 @@ class StepCostGrid:
     allreduce_time_s: FloatArray
     resident_bytes: FloatArray
     dequant_time_s: FloatArray
+    stack_time_s: FloatArray
+    padded_tokens: FloatArray
     fits: NDArray[np.bool_]
     dtype: str
     weight_format: str = ""

@@ -25,6 +25,7 @@ from specsim.cost.formats import Formats
 from specsim.cost.memory import footprint
 from specsim.cost.moe import moe_collectives, touched_experts
 from specsim.cost.quant import DEQUANT_TILE_ROWS, dequant_rows, vector_peak
+from specsim.cost.stack_terms import StackCosts, stack_costs, stack_terms
 
 __all__ = ["Roofline", "attention_terms", "expert_reads", "roofline", "time_energy"]
 
@@ -102,6 +103,8 @@ class Roofline:
     expert_bytes: float = 0.0
     expert_weights_s: float = 0.0
     model: ModelCard | None = None
+    # ... and a stack profile's speculative-path constants (None: no stack).
+    stack: StackCosts | None = None
 
 
 _Key = tuple[int, int, Formats, float, int, int]
@@ -331,6 +334,7 @@ def _compute(
         expert_bytes=x.expert_bytes,
         expert_weights_s=x.expert_bytes / W,
         model=model if model.moe_spec is not None else None,
+        stack=stack_costs(rt, L),
     )
 
 
@@ -342,7 +346,9 @@ def expert_reads(co: Roofline, T: Any) -> Any:
     return touched_experts(co.model, T)
 
 
-def time_energy(co: Roofline, T: Any, S: Any, R: Any) -> tuple[Any, Any, Any, Any, Any]:
+def time_energy(
+    co: Roofline, T: Any, S: Any, R: Any, *, batch: Any = None, verify: bool = False
+) -> tuple[Any, Any, Any, Any, Any]:
     """``(time, energy, roofline time, flops, bytes)`` of passes with aggregates T, S, R.
 
     Time and roofline time are one device's (all devices run in lockstep);
@@ -350,9 +356,14 @@ def time_energy(co: Roofline, T: Any, S: Any, R: Any) -> tuple[Any, Any, Any, An
     Numbers or arrays (broadcasting). Energy uses the utilisation power model
     ``(idle + (max - idle) * u) * time`` with ``u`` the busier unit's fraction
     of raw peak, or ``idle * time + e_flop * flops + e_byte * bytes`` when the
-    card gives per-flop and per-byte energies. (A bare tuple, not a named one:
-    the simulator's fast paths call this several times per iteration.)
+    card gives per-flop and per-byte energies. ``batch`` (sequences; None: one new token
+    each) and ``verify`` (verification passes) bring in a stack's terms
+    (:mod:`specsim.cost.stack_terms`). A bare tuple: the simulator calls this often.
     """
+    host, rows = 0.0, T
+    if co.stack is not None:
+        st = stack_terms(co.stack, T=T, R=R, batch=batch, verify=verify)
+        rows, R, host = st.rows, st.R, st.host_s
     # Builtin max and min on plain floats: a speed trick for single passes.
     scalar = type(T) is float and type(S) is float and type(R) is float
     mx: Any = max if scalar else np.maximum
@@ -361,23 +372,23 @@ def time_energy(co: Roofline, T: Any, S: Any, R: Any) -> tuple[Any, Any, Any, An
         touched = expert_reads(co, T)
         weights_s = weights_s + co.expert_weights_s * touched
     if co.rows_log2:  # a profile whose efficiencies depend on the rows (or weight format)
-        lr = np.log2(np.maximum(T, 1.0))
+        lr = np.log2(np.maximum(rows, 1.0))
         sc = np.interp(lr, co.rows_log2, co.compute_scale)
         sm = np.interp(lr, co.rows_log2, co.memory_scale)
-        dense = mx(T * co.dense_compute_s * sc, (T * co.dense_memory_s + weights_s) * sm)
-        head = mx(T * co.head_compute_s * sc, (T * co.head_memory_s + co.head_weights_s) * sm)
+        dense = mx(rows * co.dense_compute_s * sc, (rows * co.dense_memory_s + weights_s) * sm)
+        head = mx(rows * co.head_compute_s * sc, (rows * co.head_memory_s + co.head_weights_s) * sm)
     else:
-        dense = mx(T * co.dense_compute_s, T * co.dense_memory_s + weights_s)
-        head = mx(T * co.head_compute_s, T * co.head_memory_s + co.head_weights_s)
+        dense = mx(rows * co.dense_compute_s, rows * co.dense_memory_s + weights_s)
+        head = mx(rows * co.head_compute_s, rows * co.head_memory_s + co.head_weights_s)
     attention = mx(S * co.attention_compute_s, R * co.attention_cached_s + T * co.attention_new_s)
     roof = dense + attention + head
     if co.dequant_s:  # weight-only quantized formats only: unquantized passes skip it
-        roof = roof + co.dequant_s * dequant_rows(T, co.dequant_tile)
-    time = roof + (T * co.allreduce_per_token_s + co.fixed_s)
+        roof = roof + co.dequant_s * dequant_rows(rows, co.dequant_tile)
+    time = roof + (T * co.allreduce_per_token_s + co.fixed_s) + host
     if co.sampling_s:  # a runtime profile's sampling cost per new token
         time = time + T * co.sampling_s
-    flops = T * co.flops_per_token + S * co.flops_per_pair
-    nbytes = co.weight_bytes + R * co.bytes_per_cached + T * co.bytes_per_token
+    flops = rows * co.flops_per_token + S * co.flops_per_pair
+    nbytes = co.weight_bytes + R * co.bytes_per_cached + rows * co.bytes_per_token
     if co.experts:
         nbytes = nbytes + co.expert_bytes * touched
     if co.per_operation_energy:

@@ -1,0 +1,160 @@
+"""Stack profiles and device parts: what a software stack costs, apart from the device.
+
+A :class:`StackProfile` (TOML files in ``models/stacks/``) holds what a serving or
+generation stack does and costs whatever accelerator it runs on: host work per pass, per
+scheduled sequence and per draft step; sampling and rejection sampling per token; how it
+verifies drafted tokens (``multi-query``: one pass over every sequence's new positions,
+with a causal or tree mask; ``batch-expansion``: each sequence scored as ``k + 1``
+sequences of one new token, each reading the whole cached context again); how it drafts
+(on the target's worker or a separate one, replaying CUDA graphs or eagerly); the CUDA
+graph sizes it captures (a pass is padded up to the next one, so the verify cost is a
+staircase, and runs eagerly, paying a launch cost per layer, above the largest); the fixed
+cost of having speculation configured; whether it verifies token trees.
+
+A :class:`DevicePart` (``models/stacks/devices/``) holds what the kernels achieve on a
+device: the fractions of peak compute and bandwidth, by rows and weight format, measured
+on named cards or a documented default for a class of devices. Its numbers are those of
+:class:`~specsim.cards.RuntimeProfile`, which :func:`specsim.cards.stack_files.compose`
+builds from one of each for a hardware card: the roofline consumes only that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from specsim.cards.checks import card_label, check_bool, check_float, check_sources, check_str
+from specsim.cards.hardware import KINDS
+
+__all__ = ["VERIFY_MODES", "GRAPH_UNITS", "DRAFT_WORKERS", "StackProfile", "DevicePart"]
+
+VERIFY_MODES = ("multi-query", "batch-expansion")
+"""How a stack scores drafted tokens (see the module docstring)."""
+GRAPH_UNITS = ("batch", "tokens")
+"""What a stack's captured graph sizes count: sequences in the pass, or new tokens."""
+DRAFT_WORKERS = ("same", "separate")
+"""Where a stack runs its proposer: in the target's worker and step, or a worker of its own."""
+VENDORS = ("nvidia", "amd", "intel")
+"""Accelerator vendors a device part may name and a stack may be limited to."""
+
+_HOST = (
+    "pass_overhead_s",
+    "layer_overhead_s",
+    "eager_layer_overhead_s",
+    "sequence_overhead_s",
+    "draft_step_overhead_s",
+    "sampling_s_per_token",
+    "rejection_s_per_token",
+    "speculation_overhead_s",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StackProfile:
+    """A software stack's speculative path and host costs (seconds), device-independent."""
+
+    slug: str
+    name: str
+    verify: str
+    trees: bool
+    draft_worker: str
+    draft_graphs: bool
+    pass_overhead_s: float
+    sources: dict[str, str] | list[str] = field(hash=False)
+    layer_overhead_s: float = 0.0
+    eager_layer_overhead_s: float = 0.0
+    sequence_overhead_s: float = 0.0
+    draft_step_overhead_s: float = 0.0
+    sampling_s_per_token: float = 0.0
+    rejection_s_per_token: float = 0.0
+    speculation_overhead_s: float = 0.0
+    graph_sizes: list[int] | None = field(default=None, hash=False)
+    graph_unit: str = "batch"
+    graph_padding: bool = True
+    kinds: list[str] = field(default_factory=lambda: ["gpu"], hash=False)
+    vendors: list[str] | None = field(default=None, hash=False)
+    assumptions: list[str] = field(default_factory=list, hash=False)
+    notes: str = ""
+    source_path: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        where = card_label(self.source_path, "stack", self.slug)
+        for name in ("slug", "name"):
+            check_str(where, name, getattr(self, name))
+        check_str(where, "verify", self.verify, VERIFY_MODES)
+        check_str(where, "draft_worker", self.draft_worker, DRAFT_WORKERS)
+        check_str(where, "graph_unit", self.graph_unit, GRAPH_UNITS)
+        for name in ("trees", "draft_graphs", "graph_padding"):
+            check_bool(where, name, getattr(self, name))
+        for name in _HOST:
+            check_float(where, name, getattr(self, name))
+            object.__setattr__(self, name, float(getattr(self, name)))
+        if self.trees and self.verify == "batch-expansion":
+            raise ValueError(
+                f"{where}: field 'trees' is true, but a batch-expansion stack cannot verify a "
+                "token tree (each expanded sequence is one branch of a chain)"
+            )
+        _graph_sizes(where, self.graph_sizes)
+        _names(where, "kinds", self.kinds, KINDS, empty=False)
+        if self.vendors is not None:
+            _names(where, "vendors", self.vendors, VENDORS, empty=False)
+        _names(where, "assumptions", self.assumptions, _HOST + ("graph_sizes",), empty=True)
+        check_sources(where, self.sources)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DevicePart:
+    """What kernels achieve on a device: fractions of peak, by rows and weight format.
+
+    ``cards``: the hardware cards (slugs) it was measured on or stands for; empty for the
+    default of a kind of accelerator (``kind``), used where no part names a card.
+    """
+
+    slug: str
+    name: str
+    kind: str
+    compute_efficiency: float
+    memory_efficiency: float
+    sources: dict[str, str] | list[str] = field(hash=False)
+    cards: list[str] = field(default_factory=list, hash=False)
+    vendor: str | None = None
+    compute_efficiency_rows: dict[str, float] | None = field(default=None, hash=False)
+    memory_efficiency_rows: dict[str, float] | None = field(default=None, hash=False)
+    format_memory_factor: dict[str, float] | None = field(default=None, hash=False)
+    format_compute_factor: dict[str, float] | None = field(default=None, hash=False)
+    format_dequant_ops: dict[str, float] | None = field(default=None, hash=False)
+    notes: str = ""
+    source_path: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        where = card_label(self.source_path, "device part", self.slug)
+        for name in ("slug", "name"):
+            check_str(where, name, getattr(self, name))
+        check_str(where, "kind", self.kind, KINDS)
+        if self.vendor is not None:
+            check_str(where, "vendor", self.vendor, VENDORS)
+        _names(where, "cards", self.cards, (), empty=True)
+        # The fractions and tables are checked where they are used, by RuntimeProfile.
+        check_sources(where, self.sources)
+
+
+def _graph_sizes(where: str, sizes: object) -> None:
+    """``None`` (never captured) or a strictly increasing list of sizes >= 1."""
+    if sizes is None:
+        return
+    if not isinstance(sizes, list) or not sizes:
+        raise TypeError(f"{where}: field 'graph_sizes' must be a non-empty list, got {sizes!r}")
+    for i, s in enumerate(sizes):
+        if isinstance(s, bool) or not isinstance(s, int) or s < 1:
+            raise ValueError(f"{where}: graph_sizes[{i}] must be an integer >= 1, got {s!r}")
+        if i and s <= sizes[i - 1]:
+            raise ValueError(
+                f"{where}: field 'graph_sizes' must be strictly increasing, got {sizes[i - 1]} "
+                f"then {s} at index {i}"
+            )
+
+
+def _names(where: str, name: str, value: object, choices: tuple[str, ...], *, empty: bool) -> None:
+    if not isinstance(value, list) or (not empty and not value):
+        raise TypeError(f"{where}: field {name!r} must be a non-empty list, got {value!r}")
+    for v in value:
+        check_str(where, name, v, choices)

@@ -1,0 +1,148 @@
+"""Stack profiles and device parts from ``models/stacks/``, and their product for a card.
+
+:func:`compose` is the one place a stack (:class:`~specsim.cards.stack.StackProfile`) and
+a device part (:class:`~specsim.cards.stack.DevicePart`) become the
+:class:`~specsim.cards.RuntimeProfile` the roofline consumes, for one hardware card. It
+refuses only what is device-specific, naming the part: a stack for another kind of
+accelerator (a GPU stack on a TPU or CPU card: the stack's ``kinds``), or a stack limited
+to other vendors' devices (TensorRT-LLM on an AMD card: the stack's ``vendors`` against
+the device part's ``vendor``).
+
+>>> from specsim.cards import load_hardware
+>>> rt = compose(load_stack("sglang"), load_hardware("a40"))
+>>> rt.slug, rt.stack_profile.verify
+('sglang', 'multi-query')
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from specsim.cards.files import build_card, packaged_root, read_toml
+from specsim.cards.hardware import HardwareCard
+from specsim.cards.runtime import RuntimeProfile
+from specsim.cards.stack import DevicePart, StackProfile
+
+__all__ = [
+    "compose",
+    "device_part_for",
+    "is_stack",
+    "list_device_parts",
+    "list_stacks",
+    "load_stack",
+    "stacks_dir",
+]
+
+
+def stacks_dir() -> Path:
+    """The folder of the shipped stack profiles (``models/stacks``; device parts in
+    ``devices/`` under it)."""
+    root = packaged_root()
+    if root is None:  # pragma: no cover - an installation without its cards
+        raise ValueError("stack: the packaged cards (models/) are not found")
+    return root / "stacks"
+
+
+def is_stack(value: object) -> bool:
+    """True when ``value`` is the slug of a shipped stack profile or a path to one (a TOML
+    file that has a ``verify`` key, which runtime profiles do not have)."""
+    if not isinstance(value, str | os.PathLike):
+        return False
+    text = os.fspath(value)
+    if not isinstance(text, str) or not text:
+        return False
+    if text.endswith(".toml"):
+        return Path(text).is_file() and "verify" in read_toml(text)
+    return (stacks_dir() / f"{text}.toml").is_file()
+
+
+def load_stack(slug_or_path: str | os.PathLike[str]) -> StackProfile:
+    """A stack profile by slug (``"vllm-v1"``) or from a ``.toml`` path; a ValueError naming
+    the known stacks for an unknown slug."""
+    text = os.fspath(slug_or_path)
+    path = Path(text) if str(text).endswith(".toml") else stacks_dir() / f"{text}.toml"
+    if not path.is_file():
+        known = ", ".join(s.slug for s in list_stacks())
+        raise ValueError(f"stack: no stack profile {text!r} (known: {known})")
+    return build_card(StackProfile, read_toml(path), path)
+
+
+def list_stacks() -> list[StackProfile]:
+    """Every shipped stack profile, sorted by slug."""
+    return [build_card(StackProfile, read_toml(p), p) for p in sorted(stacks_dir().glob("*.toml"))]
+
+
+def list_device_parts() -> list[DevicePart]:
+    """Every shipped device part, sorted by slug."""
+    folder = stacks_dir() / "devices"
+    return [build_card(DevicePart, read_toml(p), p) for p in sorted(folder.glob("*.toml"))]
+
+
+def device_part_for(hw: HardwareCard) -> DevicePart:
+    """The device part of ``hw``: the one that names its slug, else the default of its kind
+    (a part that names no card); a ValueError when neither exists."""
+    parts = list_device_parts()
+    named = [p for p in parts if hw.slug in p.cards]
+    if len(named) > 1:
+        raise ValueError(
+            f"stack: hardware {hw.slug!r} is named by two device parts, {named[0].source_path} "
+            f"and {named[1].source_path}"
+        )
+    if named:
+        return named[0]
+    default = [p for p in parts if not p.cards and p.kind == hw.kind]
+    if not default:
+        raise ValueError(
+            f"stack: no device part for hardware {hw.slug!r} ({hw.kind}): the achieved "
+            f"fractions of a {hw.kind} are not known (add a part to {stacks_dir() / 'devices'})"
+        )
+    return default[0]
+
+
+_COMPOSED: dict[tuple[StackProfile, HardwareCard], RuntimeProfile] = {}
+
+
+def compose(stack: StackProfile, hw: HardwareCard) -> RuntimeProfile:
+    """The runtime profile of ``stack`` on ``hw``: host costs and the speculative path from
+    the stack, achieved fractions from :func:`device_part_for` (memoized, so one stack on
+    one card is one profile and the roofline's cache finds it)."""
+    hit = _COMPOSED.get((stack, hw))
+    if hit is not None:
+        return hit
+    if hw.kind not in stack.kinds:
+        raise ValueError(
+            f"runtime: stack {stack.slug!r} runs on {'/'.join(stack.kinds)} accelerators, "
+            f"not hardware {hw.slug!r} ({hw.kind}) (the stack part, {stack.source_path})"
+        )
+    part = device_part_for(hw)
+    if stack.vendors is not None and part.vendor is not None and part.vendor not in stack.vendors:
+        raise ValueError(
+            f"runtime: stack {stack.slug!r} runs on {'/'.join(stack.vendors)} devices only, and "
+            f"hardware {hw.slug!r} is {part.vendor} (device part {part.slug!r})"
+        )
+    prof = RuntimeProfile(
+        slug=stack.slug,
+        name=f"{stack.name} on {hw.name} (device part {part.slug})",
+        stack=stack.slug,
+        compute_efficiency=part.compute_efficiency,
+        memory_efficiency=part.memory_efficiency,
+        layer_overhead_s=stack.layer_overhead_s,
+        pass_overhead_s=stack.pass_overhead_s,
+        sampling_s_per_token=stack.sampling_s_per_token,
+        compute_efficiency_rows=part.compute_efficiency_rows,
+        memory_efficiency_rows=part.memory_efficiency_rows,
+        format_memory_factor=part.format_memory_factor,
+        format_compute_factor=part.format_compute_factor,
+        format_dequant_ops=part.format_dequant_ops,
+        kinds=[hw.kind],
+        sources={
+            "stack": stack.source_path or stack.slug,
+            "device": part.source_path or part.slug,
+        },
+        stack_profile=stack,
+    )
+    if len(_COMPOSED) > 256:
+        _COMPOSED.clear()
+    _COMPOSED[(stack, hw)] = prof
+    return prof
