@@ -8,7 +8,8 @@ with a causal or tree mask; ``batch-expansion``: each sequence scored as ``k + 1
 sequences of one new token, each reading the whole cached context again); how it drafts
 (on the target's worker or a separate one, replaying CUDA graphs or eagerly); the CUDA
 graph sizes it captures (a pass is padded up to the next one, so the verify cost is a
-staircase, and runs eagerly, paying a launch cost per layer, above the largest); the fixed
+staircase, and runs eagerly, paying a launch cost per layer, above the largest; without
+``graph_sizes`` nothing is padded and ``layer_overhead_s`` is the whole launch cost); the fixed
 cost of having speculation configured; whether it verifies token trees.
 
 A :class:`DevicePart` (``models/stacks/devices/``) holds what the kernels achieve on a

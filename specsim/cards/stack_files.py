@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from specsim.cards.files import build_card, packaged_root, read_toml
+from specsim.cards.files import build_card, card_dirs, packaged_root, read_toml
 from specsim.cards.hardware import HardwareCard
 from specsim.cards.runtime import RuntimeProfile
 from specsim.cards.stack import DevicePart, StackProfile
@@ -45,8 +45,11 @@ def stacks_dir() -> Path:
 
 
 def is_stack(value: object) -> bool:
-    """True when ``value`` is the slug of a shipped stack profile or a path to one (a TOML
-    file that has a ``verify`` key, which runtime profiles do not have)."""
+    """True when ``value`` names a stack profile: a path to one (a TOML file with a ``verify``
+    key, which runtime profiles do not have), or the slug of a shipped one that no runtime
+    profile has. A runtime profile's slug keeps naming that profile (``gpt-fast``, every
+    GPU card's default, is both: the profile, so results do not move; the stack is then named
+    by its path, ``models/stacks/gpt-fast.toml``)."""
     if not isinstance(value, str | os.PathLike):
         return False
     text = os.fspath(value)
@@ -54,6 +57,8 @@ def is_stack(value: object) -> bool:
         return False
     if text.endswith(".toml"):
         return Path(text).is_file() and "verify" in read_toml(text)
+    if any((d / f"{text}.toml").is_file() for d in card_dirs("runtime")):
+        return False
     return (stacks_dir() / f"{text}.toml").is_file()
 
 

@@ -70,6 +70,7 @@ def _terms(
     sums: tuple[Any, Any, Any],
     runtime: RuntimeProfile | None,
     ep: int = 1,
+    batch: NDArray[Any] | None = None,
 ) -> dict[str, NDArray[np.float64]]:
     """Every result field as an array of the grid's shape, one evaluation per device count
     (each of which ``ep`` expert groups must split, :func:`check_expert_parallel`)."""
@@ -88,6 +89,7 @@ def _terms(
             R=R,
             runtime=runtime,
             expert_parallel=ep,
+            batch=batch,
         )
         return {
             k: np.asarray(np.broadcast_to(getattr(terms, k), T.shape), dtype=np.float64)
@@ -106,6 +108,7 @@ def _terms(
             R=R[sel],
             runtime=runtime,
             expert_parallel=ep,
+            batch=None if batch is None else batch[sel],
         )
         for k in RESULT_FIELDS:
             arrays[k][sel] = getattr(terms, k)
@@ -155,7 +158,7 @@ def step_cost_grid(
     )
     sums = chain_sums(B, B * ctx, new, encoder_tokens(model, encoder_length))
     arrays = _terms(
-        model, hardware, formats=formats, tp=tp, sums=sums, runtime=rt, ep=expert_parallel
+        model, hardware, formats=formats, tp=tp, sums=sums, runtime=rt, ep=expert_parallel, batch=B
     )
     fits = arrays["resident_bytes"] <= hardware.mem_capacity
     if check_memory and not fits.all():

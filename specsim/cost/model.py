@@ -188,6 +188,17 @@ def memory_error(
     )
 
 
+def _check_shape(model: ModelCard, rt: RuntimeProfile | None, shape: PassShape) -> bool:
+    """A pass shape the model and the stack can run (a TypeError, a ValueError); is it a tree?"""
+    if not isinstance(shape, PassShape):
+        raise TypeError(f"shape: expected a PassShape, got {type(shape).__name__}")
+    tree = shape.parents is not None
+    check_stack_tree(rt, tree=tree)
+    depth = shape.new if not tree else max(shape.depths or (0,))
+    _check_positions(model, context=shape.context, new_tokens=depth)
+    return tree
+
+
 def pass_cost(
     model: ModelLike,
     hardware: HardwareLike,
@@ -206,15 +217,13 @@ def pass_cost(
 ) -> StepCost:
     """Cost of one pass of any :class:`~specsim.cost.shape.PassShape`: chains or a token tree.
 
-    ``verify``: the pass verifies drafted tokens (None: when ``shape`` is a tree), so a stack
-    profile's speculative terms apply (:mod:`specsim.cost.stack_terms`); a tree on a stack
-    that cannot verify one is a ValueError naming the stack.
+    ``verify`` (None: ``shape`` is a tree): it verifies drafts, so a stack's speculative terms
+    apply (:mod:`specsim.cost.stack_terms`); a tree on a stack that cannot verify one fails.
 
     >>> from specsim.cards import load_hardware, load_model
     >>> m, hw = load_model("llama-2-7b"), load_hardware("a100-80gb")
     >>> tree = PassShape.tree(context=512, parents=[-1, 0, 0, 1, 1, 2, 2, 3, 4, 5])
-    >>> cost = pass_cost(m, hw, tree)
-    >>> cost.tokens, cost.bound
+    >>> pass_cost(m, hw, tree).tokens, pass_cost(m, hw, tree).bound
     (10, 'memory')
     """
     model, hardware = check_model(model), check_hardware(hardware)
@@ -222,11 +231,7 @@ def pass_cost(
     tp = check_tensor_parallel(model, tensor_parallel)
     if tp.ndim:
         raise ValueError(f"tensor_parallel: expected a scalar, got {tp.tolist()!r}")
-    if not isinstance(shape, PassShape):
-        raise TypeError(f"shape: expected a PassShape, got {type(shape).__name__}")
-    check_stack_tree(rt, tree=shape.parents is not None)
-    depth = shape.new if shape.parents is None else max(shape.depths or (0,))
-    _check_positions(model, context=shape.context, new_tokens=depth)
+    tree = _check_shape(model, rt, shape)
     fm = resolve_formats(
         model, dtype, weights=weights, kv=kv, group_size=group_size, expert_weights=expert_weights
     )
@@ -245,17 +250,13 @@ def pass_cost(
         runtime=rt,
         expert_parallel=ep,
         batch=float(shape.batch),
-        verify=shape.parents is not None if verify is None else bool(verify),
+        verify=tree if verify is None else bool(verify),
     )
     values = {k: float(getattr(terms, k)) for k in RESULT_FIELDS}
-    if values["resident_bytes"] > hardware.mem_capacity:
+    resident = values["resident_bytes"]
+    if resident > hardware.mem_capacity:
         raise memory_error(
-            model,
-            hardware,
-            formats=fm,
-            tp=float(tp),
-            B=shape.batch,
-            resident=values["resident_bytes"],
+            model, hardware, formats=fm, tp=float(tp), B=shape.batch, resident=resident
         )
     bound = "compute" if values["compute_time_s"] > values["memory_time_s"] else "memory"
     return StepCost(

@@ -9,9 +9,10 @@ beyond the roofline of :mod:`specsim.cost.roofline`:
   of the new tokens, ``graph_unit``) runs a pass at the next captured size, its weight
   GEMMs and LM head over the padded rows (``rows = T * size / x``), so the verify cost is a
   staircase in the batch; with ``graph_padding`` false only the captured sizes themselves
-  replay. A pass off the graph path (above the largest size, a size not captured without
-  padding, or a stack that captures none) runs eagerly and pays
-  ``layers * eager_layer_overhead_s``;
+  replay. A pass off the graph path (above the largest size, or a size not captured without
+  padding) runs eagerly and pays ``layers * eager_layer_overhead_s`` more. A stack without
+  ``graph_sizes`` pads nothing and has no graph path to fall off: an eager stack's launch
+  cost is its ``layer_overhead_s``, as is that of one that captures every shape it runs;
 * **batch expansion** (``verify = "batch-expansion"``, vLLM V0's ``BatchExpansionTop1Scorer``):
   a verification pass scores each sequence as ``n = T / batch`` sequences of one new token,
   each reading the whole cached context: the cached-token reads ``R`` become ``n * R``
@@ -83,8 +84,8 @@ def stack_costs(rt: RuntimeProfile, layers: int) -> StackCosts | None:
 
 def _graph(sc: StackCosts, x: Any) -> tuple[Any, Any]:
     """``(padded size, off the graph path)`` of passes of graph key ``x`` (numbers or arrays)."""
-    if not sc.graph_sizes:
-        return x, np.ones(np.shape(x), dtype=bool) if np.ndim(x) else True
+    if not sc.graph_sizes:  # no list of sizes: every pass runs as it is (no padding)
+        return x, np.zeros(np.shape(x), dtype=bool) if np.ndim(x) else False
     sizes = np.asarray(sc.graph_sizes)
     i = np.searchsorted(sizes, x, side="left")  # the first size >= x
     inside = i < sizes.size
