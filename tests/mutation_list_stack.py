@@ -1,0 +1,103 @@
+"""The mutation check's entries for a stack profile's speculative-path terms
+(:mod:`specsim.cost.stack_terms`, the roofline's use of them, the drafting profile); run by
+``tests/mutations.py`` with the others. Not collected by pytest; importing it runs nothing.
+"""
+
+from __future__ import annotations
+
+from mutation_list import Mutation  # beside this script: on the path
+
+TERMS = "specsim/cost/stack_terms.py"
+ROOF = "specsim/cost/roofline.py"
+TESTS = ("tests/cost/test_stack_terms.py",)
+
+STACK: tuple[Mutation, ...] = (
+    Mutation(
+        "stack-sequence",
+        TERMS,
+        "host = seqs * sc.sequence_s + eager_s",
+        "host = eager_s",
+        "stack: host work per scheduled sequence",
+        TESTS,
+    ),
+    Mutation(
+        "stack-graph-padding",
+        TERMS,
+        "rows = T * padded / x",
+        "rows = T",
+        "stack: rows padded up to the next captured graph size",
+        TESTS,
+    ),
+    Mutation(
+        "stack-graph-exact",
+        TERMS,
+        "inside = inside & (padded == x)",
+        "inside = inside",
+        "stack: without padding only the captured sizes replay a graph",
+        TESTS,
+    ),
+    Mutation(
+        "stack-eager",
+        TERMS,
+        "eager_s = sc.eager_s * eager",
+        "eager_s = 0.0 * eager",
+        "stack: eager launches off the graph path",
+        TESTS,
+    ),
+    Mutation(
+        "stack-batch-expansion",
+        TERMS,
+        "seqs, R_read = T, R * n",
+        "seqs, R_read = T, R",
+        "stack: batch expansion reads the cached context once per expanded sequence",
+        TESTS,
+    ),
+    Mutation(
+        "stack-rejection",
+        TERMS,
+        "host = host + T * sc.rejection_s + sc.speculation_s",
+        "host = host + sc.speculation_s",
+        "stack: the rejection sampler per new token of a verification",
+        TESTS,
+    ),
+    Mutation(
+        "stack-speculation",
+        TERMS,
+        "host = host + T * sc.rejection_s + sc.speculation_s",
+        "host = host + T * sc.rejection_s",
+        "stack: the fixed cost of having speculation configured",
+        TESTS,
+    ),
+    Mutation(
+        "stack-tree-refusal",
+        TERMS,
+        'if st.verify == "batch-expansion":',
+        "if False:",
+        "stack: a batch-expansion stack refuses a token tree",
+        TESTS,
+    ),
+    Mutation(
+        "roofline-stack-host",
+        ROOF,
+        "time = roof + (T * co.allreduce_per_token_s + co.fixed_s) + host",
+        "time = roof + (T * co.allreduce_per_token_s + co.fixed_s)",
+        "roofline: the stack's host seconds in the pass time",
+        TESTS,
+    ),
+    Mutation(
+        "roofline-stack-rows",
+        ROOF,
+        "dense = mx(rows * co.dense_compute_s, rows * co.dense_memory_s + weights_s)",
+        "dense = mx(T * co.dense_compute_s, T * co.dense_memory_s + weights_s)",
+        "roofline: the weight GEMMs run the padded rows",
+        TESTS,
+    ),
+    Mutation(
+        "drafting-step-cost",
+        "specsim/cards/runtime.py",
+        "pass_overhead_s=st.draft_step_overhead_s,",
+        "pass_overhead_s=self.pass_overhead_s,",
+        "stack: a draft step's host cost replaces the pass's",
+        TESTS,
+    ),
+)
