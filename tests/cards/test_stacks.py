@@ -57,7 +57,7 @@ def test_every_gpu_card_accepts_every_gpu_stack_unless_its_vendor_is_excluded() 
             excluded = stack.vendors is not None and part.vendor not in (None, *stack.vendors)
             if not excluded:
                 prof = compose(stack, hw)
-                assert prof.stack_profile is stack and prof.kinds == ["gpu"]
+                assert prof.stack_profile == stack and prof.kinds == ["gpu"]
                 assert prof.memory_efficiency == part.memory_efficiency
                 continue
             with pytest.raises(ValueError, match=rf"device part '{part.slug}'"):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from specsim.cards import StackProfile, compose, load_hardware, load_model, load_stack
+from specsim.cards.stack_files import stacks_dir
 from specsim.cost import pass_aggregates_cost, step_cost, step_cost_grid
 from specsim.cost.deployment import Deployment
 from specsim.cost.formats import resolve_formats
@@ -126,7 +127,7 @@ def test_a_tree_is_refused_by_a_batch_expansion_stack_and_one_without_tree_masks
     tree = PassShape.tree(context=128, parents=[-1, 0, 0, 1])
     with pytest.raises(ValueError, match=r"stack 'vllm-v0' verifies by batch expansion"):
         Deployment(target=M, hardware=HW, runtime="vllm-v0").pass_cost(tree)
-    fast = compose(load_stack("models/stacks/gpt-fast.toml"), HW)
+    fast = compose(load_stack(stacks_dir() / "gpt-fast.toml"), HW)
     with pytest.raises(ValueError, match=r"stack 'gpt-fast' has no tree attention mask"):
         Deployment(target=M, hardware=HW, runtime=fast).pass_cost(tree)
     cost = Deployment(target=M, hardware=HW, runtime="sglang").pass_cost(tree)
