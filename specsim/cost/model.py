@@ -193,7 +193,7 @@ def _check_shape(model: ModelCard, rt: RuntimeProfile | None, shape: PassShape) 
     if not isinstance(shape, PassShape):
         raise TypeError(f"shape: expected a PassShape, got {type(shape).__name__}")
     tree = shape.parents is not None
-    check_stack_tree(rt, tree=tree)
+    check_stack_tree(rt, parents=shape.parents)
     depth = shape.new if not tree else max(shape.depths or (0,))
     _check_positions(model, context=shape.context, new_tokens=depth)
     return tree

@@ -117,11 +117,12 @@ def stack_terms(sc: StackCosts, *, T: Any, R: Any, batch: Any, verify: bool) -> 
     return StackTerms(rows, R_read, host, eager_s)
 
 
-def check_stack_tree(rt: RuntimeProfile | None, *, tree: bool) -> None:
-    """A ValueError when a token tree is verified on a stack that cannot verify one: a
-    batch-expansion stack (each expanded sequence is one chain), or one without tree masks."""
+def check_stack_tree(rt: RuntimeProfile | None, *, parents: tuple[int, ...] | None) -> None:
+    """A ValueError when a token tree (``parents``; None or a chain written as a tree pass)
+    is verified on a stack that cannot verify one: a batch-expansion stack (each expanded
+    sequence is one chain), or one without tree masks."""
     st = None if rt is None else rt.stack_profile
-    if st is None or not tree:
+    if st is None or parents is None or parents == tuple(range(-1, len(parents) - 1)):
         return
     if st.verify == "batch-expansion":
         raise ValueError(

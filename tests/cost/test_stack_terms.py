@@ -132,6 +132,11 @@ def test_a_tree_is_refused_by_a_batch_expansion_stack_and_one_without_tree_masks
         Deployment(target=M, hardware=HW, runtime=fast).pass_cost(tree)
     cost = Deployment(target=M, hardware=HW, runtime="sglang").pass_cost(tree)
     assert cost.tokens == 4 and cost.stack_time_s > 0  # a tree is a verification
+    # A chain written as a tree pass is a chain: batch expansion verifies it.
+    chain = PassShape.tree(context=128, parents=[-1, 0, 1, 2])
+    v0 = Deployment(target=M, hardware=HW, runtime="vllm-v0")
+    as_chain = v0.aggregates_cost(batch=1, tokens=4, context_tokens=128, pairs=4 * 128 + 10)
+    assert v0.pass_cost(chain).kv_bytes > as_chain.kv_bytes  # expanded: a verification
 
 
 def test_draft_steps_pay_the_draft_step_host_cost_and_eager_launches() -> None:
