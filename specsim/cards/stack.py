@@ -134,7 +134,12 @@ class DevicePart:
         if self.vendor is not None:
             check_str(where, "vendor", self.vendor, VENDORS)
         _names(where, "cards", self.cards, (), empty=True)
-        # The fractions and tables are checked where they are used, by RuntimeProfile.
+        for name in ("compute_efficiency", "memory_efficiency"):
+            value = getattr(self, name)
+            check_float(where, name, value, strict=True)
+            if value > 1:
+                raise ValueError(f"{where}: field {name!r} must be in (0, 1], got {value}")
+        # The row and format tables are checked by the RuntimeProfile compose() builds.
         check_sources(where, self.sources)
 
 

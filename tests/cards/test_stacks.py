@@ -172,3 +172,34 @@ def test_the_cli_names_a_stack_on_any_card(capsys: pytest.CaptureFixture[str]) -
     assert out["runtime"] == "vllm-v0" and out["stack_time_s"] > 0
     assert main(["cost", "--model", "llama-68m", "--hardware", "tpu-v4", "--runtime", "sglang"])
     assert "--runtime: " in capsys.readouterr().err
+
+
+def test_a_bad_stack_file_is_named_with_the_bad_field(tmp_path: Path) -> None:
+    text = (stacks_dir() / "sglang.toml").read_text(encoding="utf-8")
+    bad = tmp_path / "my-stack.toml"
+    bad.write_text(text.replace("graph_sizes = [1, 2, 3,", "graph_sizes = [1, 3, 2,"))
+    with pytest.raises(ValueError, match=rf"{bad}: field 'graph_sizes' must be strictly"):
+        Deployment(target="llama-68m", hardware="a40", runtime=str(bad))
+    tree = tmp_path / "tree-stack.toml"
+    tree.write_text(text.replace('verify = "multi-query"', 'verify = "batch-expansion"'))
+    with pytest.raises(ValueError, match=rf"{tree}: field 'trees' is true, but a batch-expansion"):
+        load_stack(tree)
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"vendor": "acme"}, r"'vendor' must be one of"),
+        ({"kind": "fpga"}, r"'kind' must be one of"),
+        ({"cards": "a40"}, r"'cards' must be a non-empty list"),
+    ],
+)
+def test_bad_device_parts_are_named(changes: dict[str, object], match: str) -> None:
+    part = device_part_for(load_hardware("a40"))
+    with pytest.raises((ValueError, TypeError), match=match):
+        dataclasses.replace(part, **changes)
+
+
+def test_a_device_part_with_a_fraction_above_one_is_named() -> None:
+    with pytest.raises(ValueError, match=r"'memory_efficiency' must be in \(0, 1\], got 1.5"):
+        dataclasses.replace(device_part_for(load_hardware("a40")), memory_efficiency=1.5)
