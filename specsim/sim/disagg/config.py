@@ -96,7 +96,7 @@ class DisaggConfig:
         the first decode step, the prompt's KV having arrived)."""
         return ServingConfig(
             workload=self.workload,
-            cost=AfterTransfer(self.decode_cost),  # type: ignore[arg-type]
+            cost=AfterTransfer(self.decode_cost),
             acceptance=self.acceptance,
             policy=self.policy,
             max_batch=self.max_batch,
