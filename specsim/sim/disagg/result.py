@@ -8,7 +8,8 @@ decode pool) and, for the keys about passes (``iterations``, ``mean_batch``,
 is both pools' together. Then each pool's own verdict and load:
 ``prefill_stable``/``decode_stable`` with their reasons (:func:`specsim.sim.stability.stability`
 on the pool's own arrivals and completions), ``prefill_utilization``, ``decode_utilization``,
-``prefill_offered_load``, ``decode_offered_load``, the pools' energies; and the hand-over:
+``prefill_offered_load``, ``decode_offered_load``, the pools' energies (``energy_j_per_token`` and
+``plain_energy_j_per_token`` count both pools); and the hand-over:
 ``transfer_p50_s``, ``transfer_p99_s``, ``transfer_mean_s`` (a transfer's own time),
 ``handover_p99_s`` (prefill end to the cache's arrival: the link's queue included) and
 ``kv_bytes_per_token``. ``stable`` is False when the whole run or either pool is shown
@@ -77,6 +78,10 @@ class DisaggResult:
         out["energy_j"] = None if pre is None or dec is None else pre + dec
         tokens = out["tokens"]
         out["energy_j_per_token"] = None if out["energy_j"] is None else out["energy_j"] / tokens
+        plain = self.decode.iterations_plain
+        if out["plain_energy_j_per_token"] is not None and plain is not None and pre is not None:
+            both = pre + float(np.nansum(plain["energy_j"].to_numpy()))
+            out["plain_energy_j_per_token"] = both / tokens  # the prefill pool's too
         out.update(_handover(self.requests_spec), kv_bytes_per_token=self.kv_bytes_per_token)
         return out
 
