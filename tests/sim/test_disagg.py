@@ -4,7 +4,9 @@ the metrics record, the TOML table and bad input."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -225,3 +227,29 @@ def test_plain_policy_is_its_own_twin() -> None:
 def test_replace_keeps_checks() -> None:
     with pytest.raises(ValueError, match="disaggregation.decode_replicas"):
         dataclasses.replace(config(), decode_replicas=0)
+
+
+def test_energy_counts_both_pools_with_and_without_speculation() -> None:
+    res = simulate_disaggregated(config(), np.random.default_rng(7))
+    m = res.metrics()
+    pre = float(res.prefill.iterations_spec["energy_j"].sum())
+    plain = res.decode.iterations_plain
+    assert plain is not None
+    want = (pre + float(plain["energy_j"].sum())) / m["tokens"]
+    assert m["plain_energy_j_per_token"] == pytest.approx(want, rel=1e-12)
+    assert m["energy_j_per_token"] == pytest.approx(m["energy_j"] / m["tokens"], rel=1e-12)
+
+
+EXAMPLE = Path(__file__).parents[2] / "studies" / "configs" / "serving-disaggregated.toml"
+
+
+def test_the_example_config_runs_from_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    from specsim.cli import main
+
+    assert main(["simulate", str(EXAMPLE), "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)
+    assert m["prefill_replicas"] == 1 and m["decode_replicas"] == 2
+    assert m["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2  # Llama-3.1-8B, 16-bit KV
+    assert m["transfer_p99_s"] <= m["handover_p99_s"]
+    assert main(["simulate", str(EXAMPLE), "--set", "seed=1"]) == 2
+    assert "not available for a [disaggregation] config" in capsys.readouterr().err
