@@ -7,9 +7,11 @@ prefill replicas and the most decode replicas; a pair that holds the SLO is reco
 and D drops by one, a pair that does not adds a prefill replica. Under the premise that
 adding a replica to either pool never breaks an SLO that held (monotone in P and in D),
 the walk visits at most ``max_prefill + max_decode`` pairs and passes through every
-pair on the frontier (the fewest decode replicas for each prefill count); the answer is
-the frontier pair with the fewest GPUs (replicas times each pool's tensor-parallel
-size; ties: fewer prefill replicas).
+pair on the frontier (the fewest decode replicas for each prefill count); a pair
+left ``undecided`` is served again with twice the requests, up to ``max_requests``
+(default four times ``requests``), and counts as not holding if still undecided. The
+answer is the frontier pair with the fewest GPUs (replicas times each pool's
+tensor-parallel size; ties: fewer prefill replicas).
 
 Each pair is one disaggregated run (:func:`specsim.sim.disagg.simulate_disaggregated`)
 of ``requests`` requests at ``rate_per_s`` from ``default_rng(seed)`` (common random
@@ -94,6 +96,7 @@ def disagg_capacity(
     rate_per_s: float,
     slo: SLO,
     requests: int = 800,
+    max_requests: int | None = None,
     seed: int = 0,
     max_prefill: int = 8,
     max_decode: int = 8,
@@ -103,6 +106,8 @@ def disagg_capacity(
     (``outcome``, the p99s and their intervals, ``stable``) and each pool's stability;
     :func:`smallest_pools` reads the answer from it."""
     check_whole(requests, "requests", minimum=2)
+    most = 4 * requests if max_requests is None else max_requests
+    check_whole(most, "max_requests", minimum=requests)
     check_whole(max_prefill, "max_prefill", minimum=1)
     check_whole(max_decode, "max_decode", minimum=1)
     tp_p = int(getattr(config.prefill_cost, "tensor_parallel", 1))
@@ -116,22 +121,42 @@ def disagg_capacity(
         )
         p, d = 1, max_decode
         while p <= max_prefill and d >= 1:
-            res = serve_pools(
-                run, rate_per_s=rate_per_s, requests=requests, prefill=p, decode=d, seed=seed
+            row = _decided(
+                run,
+                rate_per_s=rate_per_s,
+                slo=slo,
+                requests=(requests, most),
+                pools=(p, d),
+                seed=seed,
             )
-            row = {
-                "mode": mode,
-                "prefill_replicas": p,
-                "decode_replicas": d,
-                "gpus": p * tp_p + d * tp_d,
-            }
-            row.update(judge_pair(res, slo))
-            rows.append(row)
+            rows.append({"mode": mode, "gpus": p * tp_p + d * tp_d, **row})
             if row["outcome"] == HOLDS:
                 d -= 1
             else:
                 p += 1
     return pd.DataFrame(rows)
+
+
+def _decided(
+    config: DisaggConfig,
+    *,
+    rate_per_s: float,
+    slo: SLO,
+    requests: tuple[int, int],
+    pools: tuple[int, int],
+    seed: int,
+) -> dict[str, Any]:
+    """One pair's verdict, served again with twice the requests while undecided, up to
+    ``requests[1]`` (the planner's rule, :mod:`specsim.capacity.planner`)."""
+    n, most = requests
+    while True:
+        res = serve_pools(
+            config, rate_per_s=rate_per_s, requests=n, prefill=pools[0], decode=pools[1], seed=seed
+        )
+        row = {"prefill_replicas": pools[0], "decode_replicas": pools[1], **judge_pair(res, slo)}
+        if row["outcome"] != UNDECIDED or 2 * n > most:
+            return row
+        n *= 2
 
 
 def smallest_pools(frame: pd.DataFrame) -> pd.DataFrame:
