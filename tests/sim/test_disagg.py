@@ -253,3 +253,12 @@ def test_the_example_config_runs_from_the_cli(capsys: pytest.CaptureFixture[str]
     assert m["transfer_p99_s"] <= m["handover_p99_s"]
     assert main(["simulate", str(EXAMPLE), "--set", "seed=1"]) == 2
     assert "not available for a [disaggregation] config" in capsys.readouterr().err
+
+
+def test_toml_prefill_tensor_parallel() -> None:
+    data = {**TOML, "disaggregation": {**TOML["disaggregation"], "prefill_tensor_parallel": 2}}  # type: ignore[dict-item]
+    cfg = disagg_from_dict(data).config
+    assert cfg.prefill_cost.tensor_parallel == 2 and cfg.decode_cost.tensor_parallel == 1  # type: ignore[attr-defined]
+    bad = {**TOML, "disaggregation": {**TOML["disaggregation"], "prefill_tensor_parallel": 3}}  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match=r"disaggregation\.prefill_tensor_parallel"):
+        disagg_from_dict(bad)

@@ -12,6 +12,7 @@ without the draft. The table::
     prefill_max_batch = 16        # optional; default: max_batch
     prefill_kv_capacity_tokens = 400000  # optional; default: the card's memory
     prefill_router = "least-outstanding" # optional; default: router
+    prefill_tensor_parallel = 1   # optional; default: the decode pool's tensor_parallel
 
 The top-level ``max_batch``, ``kv_capacity_tokens`` and ``router`` are the decode pool's.
 Chunked prefill and paged KV (``token_budget``, ``kv_block_tokens``) are not modelled for
@@ -34,6 +35,7 @@ from specsim.sim.costs import CardCost
 from specsim.sim.disagg.config import DisaggConfig
 from specsim.sim.disagg.link import card_link
 from specsim.sim.serving.config import ServingConfig
+from specsim.sim.source import check_whole
 
 __all__ = ["TABLE_KEYS", "DisaggSpec", "disagg_from_dict", "load_disaggregated"]
 
@@ -46,6 +48,7 @@ TABLE_KEYS: tuple[str, ...] = (
     "prefill_max_batch",
     "prefill_kv_capacity_tokens",
     "prefill_router",
+    "prefill_tensor_parallel",
 )
 _POOLS_LACK = ("replicas", "token_budget", "kv_block_tokens", "preemption")
 
@@ -59,10 +62,14 @@ class DisaggSpec:
     slo: Slo | None = None
 
 
-def prefill_cost(decode: CardCost) -> CardCost:
-    """The prefill pool's replica: the decode pool's deployment without the draft (the one
-    place a CardCost is built here)."""
-    return dataclasses.replace(decode, draft=None, draft_hardware=None, draft_runtime=None)
+def prefill_cost(decode: CardCost, *, tensor_parallel: int | None = None) -> CardCost:
+    """The prefill pool's replica: the decode pool's deployment without the draft, on
+    ``tensor_parallel`` devices (None: the decode pool's); the one place a CardCost is
+    built here."""
+    tp = decode.tensor_parallel if tensor_parallel is None else tensor_parallel
+    return dataclasses.replace(
+        decode, draft=None, draft_hardware=None, draft_runtime=None, tensor_parallel=tp
+    )
 
 
 def disagg_from_dict(
@@ -104,7 +111,7 @@ def disagg_from_dict(
     )
     config = DisaggConfig(
         workload=serving.workload,
-        prefill_cost=prefill_cost(serving.cost),
+        prefill_cost=_prefill_pool(serving.cost, table.get("prefill_tensor_parallel"), key),
         decode_cost=serving.cost,
         acceptance=serving.acceptance,
         policy=serving.policy,
@@ -121,6 +128,16 @@ def disagg_from_dict(
         prefill_router=table.get("prefill_router"),
     )
     return DisaggSpec(config=config, seed=spec.seed, slo=spec.slo)
+
+
+def _prefill_pool(decode: CardCost, tp: object, key: str) -> CardCost:
+    """:func:`prefill_cost`, its errors naming ``disaggregation.prefill_tensor_parallel``."""
+    where = f"{key}.prefill_tensor_parallel"
+    devices = None if tp is None else check_whole(tp, where, minimum=1)
+    try:
+        return prefill_cost(decode, tensor_parallel=devices)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
 
 
 def load_disaggregated(path: str | os.PathLike[str]) -> DisaggSpec:
