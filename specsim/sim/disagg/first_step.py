@@ -10,9 +10,9 @@ before the request decodes with the rest of its batch, in the engine's prefill s
   the decode worker (Dynamo: "streams the response from decode"; vLLM's proxy sends the
   prefill instance ``max_tokens=1`` and streams the decode instance's reply), so the
   client's time to first token ends with a decode-side step, not at the prefill;
-  SGLang's decode server runs a bootstrap step after a transfer for the same reason
-  (sgl-project/sglang PR 31139's discussion: after prefill "the first decode step mainly
-  serves as a bootstrap step");
+  SGLang's decode server runs a bootstrap step after a transfer (sgl-project/sglang
+  PR 31139's discussion: with a dummy bootstrap tree, the first decode step "mainly serves
+  as a bootstrap step");
 - the **draft's prefill** over the prompt, when the decode pool drafts with a model that
   keeps its own KV cache: the prefill pool runs no speculation (SGLang serves a prefill
   server without speculative flags feeding a decode server with them, PR 17212), so the
