@@ -4,12 +4,17 @@ prefill and decode pools (:mod:`specsim.sim.disagg`), the metrics record printed
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import tomllib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from specsim.cards import read_toml
 from specsim.cli import jsonout
+
+if TYPE_CHECKING:
+    from specsim.sim.disagg.from_toml import DisaggSpec
 
 __all__ = ["is_disaggregated", "run"]
 
@@ -21,23 +26,41 @@ def is_disaggregated(path: str) -> bool:
     return "disaggregation" in read_toml(path)
 
 
+def _with_sets(path: str, sets: list[str]) -> DisaggSpec:
+    """The config at ``path`` with each ``--set PATH=VALUE`` applied to its tables (a TOML
+    value, or a bare word as a string), then built; errors name the flag and the file."""
+    from specsim.sim.config_compose import set_path
+    from specsim.sim.disagg.from_toml import disagg_from_dict
+
+    data: dict[str, Any] = dict(read_toml(path))
+    for item in sets:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set: expected PATH=VALUE, got {item!r}")
+        try:
+            value = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text.strip()  # a bare word: a string (a slug, a link)
+        data = set_path(data, key.strip(), value, where=f"--set {key.strip()}")
+    try:
+        return disagg_from_dict(data, where=path, base=Path(path).parent)
+    except ValueError as exc:
+        text, flags = str(exc), " ".join(f"--set {s.partition('=')[0]}" for s in sets)
+        text = text if text.startswith(path) else f"{path}: {text}"
+        raise ValueError(f"{flags}: {text}" if sets else text) from None
+
+
 def run(args: argparse.Namespace) -> int:
     """Serve the config on its two pools; print the record (``--json``: as JSON)."""
     from specsim.sim.disagg import simulate_disaggregated  # start-up: only when asked
-    from specsim.sim.disagg.from_toml import load_disaggregated
 
     given = [f"--{o}" for o in _NOT_HERE if getattr(args, o, None)]
-    if given or getattr(args, "sets", None):
-        flags = given + (["--set"] if getattr(args, "sets", None) else [])
+    if given:
         raise ValueError(
-            f"{', '.join(flags)}: not available for a [disaggregation] config yet; edit the "
-            f"file ({args.config}) instead"
+            f"{', '.join(given)}: not available for a [disaggregation] config yet (the "
+            f"record covers both pools; {args.config})"
         )
-    try:
-        spec = load_disaggregated(args.config)
-    except ValueError as exc:
-        text, where = str(exc), str(args.config)
-        raise ValueError(text if text.startswith(where) else f"{where}: {text}") from None
+    spec = _with_sets(str(args.config), list(getattr(args, "sets", None) or []))
     seed = spec.seed if args.seed is None else args.seed
     result = simulate_disaggregated(spec.config, np.random.default_rng(seed))
     slo: dict[str, Any] = (

@@ -246,13 +246,21 @@ EXAMPLE = Path(__file__).parents[2] / "studies" / "configs" / "serving-disaggreg
 def test_the_example_config_runs_from_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
     from specsim.cli import main
 
-    assert main(["simulate", str(EXAMPLE), "--json"]) == 0
+    small = ["--set", "workload.requests=80"]
+    assert main(["simulate", str(EXAMPLE), *small, "--json"]) == 0
     m = json.loads(capsys.readouterr().out)
-    assert m["prefill_replicas"] == 1 and m["decode_replicas"] == 2
+    assert m["prefill_replicas"] == 1 and m["decode_replicas"] == 2 and m["requests"] == 80
     assert m["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2  # Llama-3.1-8B, 16-bit KV
     assert m["transfer_p99_s"] <= m["handover_p99_s"]
-    assert main(["simulate", str(EXAMPLE), "--set", "seed=1"]) == 2
-    assert "not available for a [disaggregation] config" in capsys.readouterr().err
+    more = ["--set", "disaggregation.decode_replicas=3", "--json"]
+    assert main(["simulate", str(EXAMPLE), *small, *more]) == 0
+    assert json.loads(capsys.readouterr().out)["decode_replicas"] == 3
+    bad = ["--set", "disaggregation.decode_replicas=0"]
+    assert main(["simulate", str(EXAMPLE), *bad]) == 2
+    err = capsys.readouterr().err
+    assert "--set disaggregation.decode_replicas" in err and "decode_replicas: expected" in err
+    assert main(["simulate", str(EXAMPLE), "--events", "x.csv"]) == 2
+    assert "--events: not available for a [disaggregation] config" in capsys.readouterr().err
 
 
 def test_toml_prefill_tensor_parallel() -> None:
