@@ -24,6 +24,7 @@ from specsim.sim.disagg import (
     card_link,
     hand_over,
     simulate_disaggregated,
+    target_kv_bytes_per_token,
 )
 from specsim.sim.disagg.from_toml import disagg_from_dict
 
@@ -270,3 +271,15 @@ def test_toml_prefill_tensor_parallel() -> None:
     bad = {**TOML, "disaggregation": {**TOML["disaggregation"], "prefill_tensor_parallel": 3}}  # type: ignore[dict-item]
     with pytest.raises(ValueError, match=r"disaggregation\.prefill_tensor_parallel"):
         disagg_from_dict(bad)
+
+
+def test_toml_with_a_deployment_table() -> None:
+    """A [deployment] gives the decode replica's target, hardware and formats (the draft in
+    [cost]); the prefill replica keeps them without the draft."""
+    data = {k: v for k, v in TOML.items() if k != "cost"}
+    data["deployment"] = {"target": "llama-2-7b", "hardware": "h100-sxm", "kv": "float8"}
+    data["cost"] = {"draft": "llama-68m"}
+    cfg = disagg_from_dict(data).config
+    # 8-bit KV: half the bytes of the 16-bit cache cross the link.
+    assert target_kv_bytes_per_token(cfg.prefill_cost) == TARGET.layers * 2 * 4096
+    assert cfg.prefill_cost.draft is None  # type: ignore[attr-defined]
