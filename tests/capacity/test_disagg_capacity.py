@@ -88,3 +88,36 @@ def test_bad_input_names_the_argument() -> None:
             seed=0,
         )
     assert np.isfinite(SLO_.tpot_p99_s)
+
+
+def test_the_capacity_study_sizes_the_pools_when_disaggregated() -> None:
+    from specsim.plots.figures import alt_text
+    from specsim.report.studies import run_study
+
+    out = run_study(
+        "capacity",
+        overrides={
+            "disaggregated": True,
+            "hardware": ("h100-sxm",),
+            "target": "llama-3.1-8b",
+            "rate_per_s": 12.0,
+            "prompt_tokens": (256, 1024),
+            "output_tokens": (64, 256),
+            "requests": 400,
+            "fast_max_requests": 400,
+            "max_prefill": 2,
+            "max_decode": 3,
+            "slo_tpot_p99_s": 0.012,
+            "slo_ttft_p99_s": 1.0,
+        },
+        fast=True,
+    )
+    data = out.data
+    assert {"prefill_replicas", "decode_replicas", "gpus", "outcome", "chosen"} <= set(data)
+    assert set(data["mode"]) == {"speculative", "plain"}
+    chosen = data[data["chosen"]]
+    assert (chosen["outcome"] == "holds").all() and len(chosen) <= 2
+    assert "Disaggregated capacity for 12 requests/s" in out.summary
+    fig = out.figures["capacity_pools"]
+    assert fig.axes[0].get_xlabel() == "prefill replicas P (count)"
+    assert len(alt_text(fig) or "") > 40
