@@ -153,3 +153,52 @@ def test_the_transfer_and_the_first_step_are_both_in_the_timeline() -> None:
     for kw in ({"hop": False}, {"step": False}):
         other = np.array(reference(**kw)["first_token_s"])
         assert np.all(got > other * (1 + 1e-6)), kw
+
+
+MANY = TraceWorkload(
+    arrival_s=(0.0, 0.002, 0.003, 0.004, 0.02, 0.021, 0.3),
+    prompt_tokens=(300, 120, 200, 64, 410, 90, 150),
+    output_tokens=(9, 5, 12, 7, 3, 10, 6),
+)
+
+
+def two_by_two() -> dict[str, list[float]]:
+    """Round-robin on both pools, two replicas each: request i prefills on replica i mod 2
+    (arrival order), queues on that replica's link, and decodes on replica j mod 2, j its
+    place in the order the caches arrive."""
+    arrival, prompts = list(MANY.arrival_s), list(MANY.prompt_tokens)
+    outs, n = list(MANY.output_tokens), len(MANY.arrival_s)
+    ready, arrive = [0.0] * n, [0.0] * n
+    for k in range(2):
+        mine = [i for i in range(n) if i % 2 == k]
+        ends = prefill_pool([arrival[i] for i in mine], [prompts[i] for i in mine], most=3)
+        got = link_queue(ends, [prompts[i] for i in mine], hop=True)
+        for i, e, a in zip(mine, ends, got, strict=True):
+            ready[i], arrive[i] = e, a
+    order = sorted(range(n), key=lambda i: arrive[i])
+    first, finish = [0.0] * n, [0.0] * n
+    for k in range(2):
+        mine = [i for j, i in enumerate(order) if j % 2 == k]
+        f, e = decode_pool(
+            [arrive[i] for i in mine],
+            [prompts[i] for i in mine],
+            [outs[i] for i in mine],
+            step=True,
+        )
+        for i, a, b in zip(mine, f, e, strict=True):
+            first[i], finish[i] = a, b
+    return {
+        "prefill_end_s": ready,
+        "kv_ready_s": arrive,
+        "first_token_s": first,
+        "finish_s": finish,
+    }
+
+
+@pytest.mark.slow
+def test_two_replicas_a_pool_behind_round_robin_equal_the_hand_recomputation() -> None:
+    cfg = config(workload=MANY, prefill_replicas=2, decode_replicas=2)
+    req = simulate_disaggregated(cfg, np.random.default_rng(5)).requests()
+    for name, values in two_by_two().items():
+        np.testing.assert_allclose(req[name].to_numpy(), values, rtol=REL, err_msg=name)
+    assert set(req["prefill_replica"]) == {0, 1} and set(req["decode_replica"]) == {0, 1}
