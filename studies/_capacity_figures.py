@@ -18,6 +18,8 @@ from specsim.plots.figures import (
     style_map,
 )
 
+from ._capacity_pools import pool_figures
+
 __all__ = ["figures"]
 
 
@@ -33,6 +35,8 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
     The load is the replica's request rate over its tensor-parallel degree, so that
     cards with replicas of different sizes compare per accelerator.
     """
+    if "prefill_replicas" in df.columns:  # the disaggregated form
+        return pool_figures(df)
     tp = df.groupby("hardware", sort=False)["tensor_parallel"].first().astype(int)
     pr = df[(df["kind"] == "probe") & (df["search"] == "capacity")].copy()
     # The run that decided each rate: the one with the most requests.

@@ -47,6 +47,7 @@ from specsim.policies.lookahead import FixedGamma, LoadAdaptive, LookaheadPolicy
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig
 
 from ._capacity_figures import figures
+from ._capacity_pools import pool_rows, pool_summary
 from ._common import check_positive, check_positive_int, check_probability, md_table
 
 __all__ = ["Config", "run", "figures", "summary", "MODES"]
@@ -116,6 +117,21 @@ class Config:
             "unit": "fraction",
         },
     )
+    disaggregated: bool = field(
+        default=False,
+        metadata={
+            "doc": "size separate prefill and decode pools instead (the (P, D) walk of "
+            "specsim.capacity.disagg, the KV cache over the card's interconnect)"
+        },
+    )
+    max_prefill: int = field(
+        default=6,
+        metadata={"doc": "disaggregated: most prefill replicas walked", "unit": "count"},
+    )
+    max_decode: int = field(
+        default=8,
+        metadata={"doc": "disaggregated: most decode replicas walked", "unit": "count"},
+    )
     workers: int = field(
         default=0,
         metadata={
@@ -134,6 +150,8 @@ class Config:
             "requests",
             "max_requests",
             "fast_max_requests",
+            "max_prefill",
+            "max_decode",
         ):
             check_positive_int(getattr(self, key), key)
         check_positive_int(self.tensor_parallel, "tensor_parallel", minimum=0)
@@ -218,6 +236,17 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
             hardware=hardware.slug,
         )
         serving = replica(tp)
+        if cfg.disaggregated:  # two pools: studies/_capacity_pools.py
+            rows += pool_rows(
+                serving,
+                hardware=hardware,
+                slo=slo,
+                rate_per_s=cfg.rate_per_s,
+                requests=(cfg.requests, int(getattr(cfg, most))),
+                pools=(cfg.max_prefill, cfg.max_decode),
+                seed=int(rng.integers(2**63 - 1)),
+            )
+            continue
         rows += search_capacity(
             serving,
             slo=slo,
@@ -270,6 +299,8 @@ def _crossover(c: Any) -> str:
 def summary(df: pd.DataFrame) -> str:
     """The accelerators needed and the rate one accelerator sustains, per card and mode,
     and where speculation stops paying."""
+    if "prefill_replicas" in df.columns:  # the disaggregated form
+        return pool_summary(df)
     ans = df[df["kind"] == "answer"]
     r0 = df.iloc[0]
     lines = [

@@ -10,6 +10,8 @@ from mutation_list import Mutation  # beside this file: the script's folder is o
 UNIFORM = "specsim/sim/card_deployment.py"
 ROUTER = "specsim/sim/router.py"
 PAGED_TESTS = ("tests/sim/test_serving_paged.py",)
+DISAGG = "specsim/sim/disagg/"
+DISAGG_TESTS = ("tests/sim/test_disagg_reference.py", "tests/sim/test_disagg.py")
 
 SIM: tuple[Mutation, ...] = (
     # Chain serving.
@@ -169,6 +171,47 @@ SIM: tuple[Mutation, ...] = (
         "ds = prev_v",
         "stream, overlapped: after a full block, drafting continued during the pass",
         ("tests/sim/test_sim_stream.py",),
+    ),
+    # Disaggregated prefill and decode.
+    Mutation(
+        "disagg-transfer-bandwidth",
+        DISAGG + "link.py",
+        "float(bytes_per_token) / self.bandwidth + self.latency_s",
+        "0.0 / self.bandwidth + self.latency_s",
+        "disaggregation: the KV hand-over's bytes over the link's bandwidth",
+        DISAGG_TESTS,
+    ),
+    Mutation(
+        "disagg-transfer-latency",
+        DISAGG + "link.py",
+        "float(bytes_per_token) / self.bandwidth + self.latency_s",
+        "float(bytes_per_token) / self.bandwidth",
+        "disaggregation: the KV hand-over's latency per transfer",
+        DISAGG_TESTS,
+    ),
+    Mutation(
+        "disagg-link-queue",
+        DISAGG + "link.py",
+        "free = max(free, float(ready_s[i])) + float(transfer_s[i])",
+        "free = float(ready_s[i]) + float(transfer_s[i])",
+        "disaggregation: transfers from one prefill replica share its link (one at a time)",
+        DISAGG_TESTS,
+    ),
+    Mutation(
+        "disagg-first-step",
+        DISAGG + "first_step.py",
+        "    return _plus(step, drafted)",
+        "    return drafted",
+        "disaggregation: the decode pool's first decode step after a transfer",
+        DISAGG_TESTS,
+    ),
+    Mutation(
+        "disagg-draft-prefill",
+        DISAGG + "first_step.py",
+        "    if not draft:\n        return step",
+        "    if True:\n        return step",
+        "disaggregation: the draft's prefill of the prompt on the decode pool",
+        DISAGG_TESTS,
     ),
     # What the engines report.
     Mutation(

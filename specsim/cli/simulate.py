@@ -15,6 +15,8 @@ from specsim.acceptance.processes import IIDAcceptance
 from specsim.cards import searched_first
 from specsim.checks import LIMITS
 from specsim.cli import jsonout
+from specsim.cli.disaggregated import is_disaggregated
+from specsim.cli.disaggregated import run as run_pools
 from specsim.cli.output import check_file, writable
 from specsim.config import parse_text, path_hint
 from specsim.policies.lookahead import FixedGamma
@@ -200,6 +202,8 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, option):
             check_file(getattr(args, option), option=f"--{option}", force=args.force)
     with searched_first(args.cards):
+        if args.config and is_disaggregated(args.config):  # two pools: specsim.sim.disagg
+            return run_pools(args)
         spec = _spec(args)
         engine: Engine = "fast"
         if isinstance(spec, StreamConfig):

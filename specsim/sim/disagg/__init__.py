@@ -1,0 +1,35 @@
+"""Prefill/decode disaggregation: separate prefill and decode pools, the KV hand-over
+between them, speculation on the decode pool.
+
+Engines that do this: vLLM (disaggregated prefilling with KV connectors such as
+NixlConnector), SGLang (``--disaggregation-mode prefill|decode``, Mooncake or NIXL
+transfer), TensorRT-LLM (disaggregated serving: context and generation servers) and NVIDIA
+Dynamo (prefill and decode workers, NIXL). The model and its sources:
+``docs/disaggregation.md``.
+
+- :mod:`~specsim.sim.disagg.link`: the link and the time of one hand-over;
+- :mod:`~specsim.sim.disagg.first_step`: the decode pool's admission pass (the first
+  decode step after a transfer, and the draft's prefill);
+- :mod:`~specsim.sim.disagg.config`: :class:`DisaggConfig`;
+- :mod:`~specsim.sim.disagg.simulate`: :func:`simulate_disaggregated`;
+- :mod:`~specsim.sim.disagg.result`: :class:`DisaggResult`.
+"""
+
+from specsim.sim.disagg.config import DisaggConfig
+from specsim.sim.disagg.first_step import AfterTransfer, first_step_cost
+from specsim.sim.disagg.link import LINKS, KVLink, card_link, hand_over, target_kv_bytes_per_token
+from specsim.sim.disagg.result import DisaggResult
+from specsim.sim.disagg.simulate import simulate_disaggregated
+
+__all__ = [
+    "LINKS",
+    "AfterTransfer",
+    "DisaggConfig",
+    "DisaggResult",
+    "KVLink",
+    "card_link",
+    "first_step_cost",
+    "hand_over",
+    "simulate_disaggregated",
+    "target_kv_bytes_per_token",
+]
