@@ -66,7 +66,9 @@ class ExplorerStart:
                 )
         if len(self.widths) != len(_WIDTH_RANGES):
             raise ValueError(f"ExplorerStart.widths: expected 4 widths, got {self.widths!r}")
-        for depth, (w, (low, high)) in enumerate(zip(self.widths, _WIDTH_RANGES), start=1):
+        for depth, (w, (low, high)) in enumerate(
+            zip(self.widths, _WIDTH_RANGES, strict=True), start=1
+        ):
             if isinstance(w, bool) or not isinstance(w, int) or not low <= w <= high:
                 raise ValueError(
                     f"ExplorerStart.widths: depth {depth} expects an integer in "
