@@ -16,8 +16,8 @@ import re
 import shutil
 import subprocess
 import tempfile
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 from specsim.problems._core import Answer
 from specsim.problems._render import (
