@@ -107,5 +107,7 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> None:
     )
     page = (work / "rep" / "index.html").read_text(encoding="utf-8")
     assert "<img" in page and "paper" in page
+    _run([specsim, "explore", "--out", "ex"], cwd=work, env=env)  # its template is package data
+    assert "specsimExplore" in (work / "ex" / "explore.html").read_text(encoding="utf-8")
     if "    plan " in listed or "\n    plan\n" in listed:  # the plan command, once it exists
         assert "usage: specsim plan" in _run([specsim, "plan", "--help"], cwd=work, env=env)

@@ -4,9 +4,9 @@ The page needs nothing from the network (no scripts, no fonts, no math library):
 math is shown as its TeX source in a serif italic span, with Greek letters and
 common symbols (``\\alpha``, ``\\times``, ``\\le``, ...) written as the characters
 they stand for, which reads well for the short formulas the problems use. Its
-print stylesheet starts the answer key on a new page, so printing the file gives
-the handout and, separately, the key; each problem is kept on one page where it
-fits.
+print stylesheet starts each problem on a new page and the answer key on pages of
+its own, so printing the file gives the handout and, separately, the key;
+:func:`print_pdf` prints it to PDF with a headless Chromium.
 """
 
 from __future__ import annotations
