@@ -140,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "`python -m specsim.report.notebook`; edit the page, not this notebook. Run the "
         "cells in order (Kernel > Restart & Run All)."
     )
+    if not TUTORIAL.is_file():
+        raise SystemExit(f"{TUTORIAL} not found: the notebook is made in a checkout of specsim")
     cells = [("markdown", header), *tutorial_cells(TUTORIAL.read_text("utf-8")), *_FIGURE]
     text = notebook_json(cells)
     if args.check:
