@@ -35,6 +35,19 @@ FIGURES = {
     "lab-capacity": "lab-capacity.png",
 }
 _PROBE = "import sys\nprint(sys.executable)"
+# Run after the notebook: the saved figure `fig`, described for the checks every figure meets.
+_FIGURE_PROBE = """
+import json as _json
+def _style(h):
+    get = lambda name: str(getattr(h, name)()) if hasattr(h, name) else ""
+    return [get("get_marker"), get("get_linestyle"), get("get_hatch")]
+_suptitle = fig._suptitle.get_text() if fig._suptitle is not None else ""
+print(_json.dumps([
+    {"title": ax.get_title() or _suptitle, "x": ax.get_xlabel(), "y": ax.get_ylabel(),
+     "legend": [_style(h) for h in (ax.get_legend().legend_handles if ax.get_legend() else [])]}
+    for ax in fig.axes
+]))
+"""
 
 
 @pytest.fixture(scope="module")
@@ -58,9 +71,21 @@ def _execute(name: str, out: Path, kernel_path: Path, monkeypatch: pytest.Monkey
     client = nbclient.NotebookClient(
         nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(out)}}
     )
+    nb.cells.append(nbformat.v4.new_code_cell(_FIGURE_PROBE))
     client.execute()
     assert _stdout(nb.cells[0]).strip() == sys.executable
+    _check_figure(json.loads(_stdout(nb.cells.pop())))
     return nb
+
+
+def _check_figure(axes: list[dict[str, Any]]) -> None:
+    """What tests/report/test_figures.py asks of every figure: a title and both axis labels on
+    each axes, and legend entries that differ in style, not in colour alone (grey-scale print)."""
+    assert axes
+    for ax in axes:
+        assert ax["title"] and ax["x"] and ax["y"], ax
+        styles = [tuple(entry) for entry in ax["legend"]]
+        assert len(set(styles)) == len(styles), f"legend entries alike but for colour: {ax}"
 
 
 def _stdout(cell: Any) -> str:

@@ -116,9 +116,9 @@ _FIGURE = (
         "figures.mkdir(parents=True, exist_ok=True)\n"
         "fig, ax = plt.subplots(figsize=(6, 3.6))\n"
         'ax.plot(batches, plain, "o-", label="plain decoding")\n'
-        'ax.plot(batches, spec, "s-", label="speculative, alpha 0.7, gamma 4")\n'
+        'ax.plot(batches, spec, "s--", label="speculative, alpha 0.7, gamma 4")\n'
         'ax.axhline(50, color="gray", ls="--")\n'
-        'ax.set(xscale="log", xlabel="batch (users)", ylabel="tokens/s per user",\n'
+        'ax.set(xscale="log", xlabel="batch [users]", ylabel="per-user speed [tokens/s]",\n'
         '       title="Llama 2 7B on an A100 80GB, context 1,024")\n'
         "ax.legend()\n"
         'fig.savefig(figures / "tutorial-capacity.png", dpi=120, bbox_inches="tight")',
