@@ -4,7 +4,8 @@ and studies the wheel ships (``specsim/_models``, ``specsim/_studies``).
 
 The fresh environment sees the test environment's third-party packages through one ``.pth``
 line (numpy, scipy, pandas, ... are not downloaded again; pip finds them installed and still
-checks the wheel's declared dependencies against them), but not the checkout: the test runs
+checks the wheel's declared dependencies against them), but not specsim itself nor the
+checkout: the test runs
 from an empty folder, without ``PYTHONPATH``, and checks that ``specsim`` is imported from the
 fresh environment. Building needs PyPI (pip fetches ``build`` and ``hatchling``).
 """
@@ -24,6 +25,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DIST_NAME = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["name"]
+
+
+_NOT_SHARED = ("specsim", "_specsim", "__editable__", "pip", "setuptools", "_distutils_hack")
 
 
 def _run(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: int = 300) -> str:
@@ -53,10 +57,18 @@ def _fresh_venv(path: Path) -> Path:
         text=True,
         check=True,
     ).stdout.strip()
-    # The test environment's own site-packages, appended after the fresh one's: plain path
-    # lines, so that its .pth files (an editable install of the checkout) are not processed.
-    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    (Path(site) / "_test_env.pth").write_text("\n".join(sorted(ours)) + "\n", encoding="utf-8")
+    # The test environment's third-party packages, seen through a folder of links appended
+    # after the fresh site-packages: never its specsim (an editable install of the checkout,
+    # which pip would take for this wheel already installed), its pip or its .pth files.
+    shadow = path / "test-env-packages"
+    shadow.mkdir()
+    for folder in sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}):
+        for entry in sorted(Path(folder).iterdir()):
+            name = entry.name.lower().replace("-", "_")
+            skip = name.startswith(_NOT_SHARED) or entry.suffix == ".pth"
+            if not skip and not (shadow / entry.name).exists():
+                (shadow / entry.name).symlink_to(entry)
+    (Path(site) / "_test_env.pth").write_text(f"{shadow}\n", encoding="utf-8")
     return python
 
 
