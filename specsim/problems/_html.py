@@ -193,6 +193,8 @@ def print_pdf(page: str, path: Path | str, *, browser: str | None = None) -> Pat
             "install chromium, or write --html FILE and print it from any browser"
         )
     out = Path(path).resolve()
+    if not out.parent.is_dir():
+        raise ValueError(f"--pdf: cannot write {path}: the folder {out.parent} does not exist")
     with tempfile.TemporaryDirectory(prefix="specsim-pdf-") as tmp:
         source = Path(tmp) / "handout.html"
         source.write_text(page, encoding="utf-8")

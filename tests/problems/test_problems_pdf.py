@@ -30,6 +30,8 @@ def test_pdf_without_a_browser_says_what_to_install(
 ) -> None:
     with pytest.raises(ValueError, match="--pdf: cannot run the browser .*not-a-browser"):
         print_pdf("<p>x</p>", tmp_path / "x.pdf", browser=str(tmp_path / "not-a-browser"))
+    with pytest.raises(ValueError, match="--pdf: cannot write .* does not exist"):
+        print_pdf("<p>x</p>", tmp_path / "no" / "x.pdf", browser="chromium")
     monkeypatch.setattr("specsim.problems._html.shutil.which", lambda name: None)
     assert main(["problems", "--seed", "3", "--pdf", str(tmp_path / "y.pdf")]) == 2
     assert "--pdf: no headless Chromium found on PATH" in capsys.readouterr().err
