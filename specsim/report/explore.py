@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 
 from specsim import __version__
+from specsim.theory.numeric import TIE_RTOL
 
 __all__ = ["ExplorerStart", "explorer_html", "write_explorer", "FILE_NAME"]
 
@@ -83,6 +84,7 @@ def explorer_html(start: ExplorerStart | None = None, *, command: str = "specsim
     fields = {
         "COMMAND": html.escape(command),
         "VERSION": html.escape(__version__),
+        "TIE_RTOL": repr(float(TIE_RTOL)),
         "ALPHA": f"{s.alpha:g}",
         "GAMMA": f"{int(s.gamma)}",
         "C": f"{s.c:g}",

@@ -15,7 +15,7 @@ import pytest
 
 from specsim.cli import main
 from specsim.report.explore import ExplorerStart, explorer_html, write_explorer
-from specsim.theory import expected_tokens, ops_factor, walltime_speedup
+from specsim.theory import expected_tokens, ops_factor, optimal_gamma, walltime_speedup
 from specsim.theory.token_trees import expected_tokens_tree
 
 CHROMIUM = next(
@@ -87,7 +87,8 @@ def _tree_parents(widths: tuple[int, ...]) -> list[int]:
 _PROBE = """<script>
 const S = window.specsimExplore, out = {chain: [], tree: []};
 for (const [a, g, c, v] of GRID) {
-  out.chain.push([S.expectedTokens(a, g), S.speedup(a, g, c, v), S.opsFactor(a, g, c)]);
+  out.chain.push([S.expectedTokens(a, g), S.speedup(a, g, c, v), S.opsFactor(a, g, c),
+                  S.bestGamma(a, c, v, 64)]);
 }
 for (const [w, a, b] of TREES) {
   out.tree.push([S.treeParents(w), S.treeExpected(S.treeParents(w), S.toyAccept(a, b, 4, 4))]);
@@ -133,7 +134,10 @@ def test_javascript_formulas_equal_the_numeric_twins(tmp_path: Path) -> None:
     got = json.loads(html.unescape(m.group(1)))
     a, g, c, v = (np.array(x, dtype=float) for x in zip(*grid, strict=True))
     want = np.stack([expected_tokens(a, g), walltime_speedup(a, g, c, v), ops_factor(a, g, c)])
-    np.testing.assert_allclose(np.array(got["chain"]).T, want, rtol=1e-12, atol=0)
+    chain = np.array(got["chain"]).T
+    np.testing.assert_allclose(chain[:3], want, rtol=1e-12, atol=0)
+    best = [optimal_gamma(x, y, 64, v=[1.0] + [z] * 64) for x, y, z in zip(a, c, v, strict=True)]
+    assert chain[3].astype(int).tolist() == best
     for (w, alpha, beta), (parents, e_js) in zip(trees, got["tree"], strict=True):
         assert parents == _tree_parents(w)
         accept = [[alpha] + [beta] * 3] * 4
