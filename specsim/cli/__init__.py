@@ -54,6 +54,10 @@ COMMANDS: dict[str, str] = {
     ),
     "validate": "Check the simulator against the closed forms (exit 1 on a failed check).",
     "problems": "print a randomized problem set on speculative decoding (same seed, same set)",
+    "explore": (
+        "write the explorer: one self-contained HTML page with sliders for alpha, gamma, c and v "
+        "(yield, speedup, operations per token, a token tree)"
+    ),
     "measure": "time real transformer passes and speculative decoding into traces (needs torch)",
     "calibrate": (
         "Fit a hardware card's efficiencies and overheads to measured traces (docs/traces.md)."

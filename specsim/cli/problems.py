@@ -7,6 +7,7 @@ For teaching::
     specsim problems --seed 7 --level 3 --answers   # one level
     specsim problems --seed 7 --answers --format latex > set7.tex
     specsim problems --seed 7 --html set7.html      # printable: statements, then the key
+    specsim problems --seed 7 --pdf set7.pdf        # the same, printed by headless Chromium
     specsim problems --seed 7 --check answers.toml  # grade a student's answers
 
 The same seed gives the same set; every answer is computed by specsim. The
@@ -26,6 +27,7 @@ from specsim.problems import (
     grade,
     parse_answers,
     parts_of,
+    print_pdf,
     render_grade,
     render_html,
     render_latex,
@@ -66,6 +68,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="write the set and its answer key as one self-contained HTML page to print "
         "(the key starts on a new page)",
+    )
+    parser.add_argument(
+        "--pdf",
+        metavar="FILE",
+        help="print the same page to a PDF handout (needs headless Chromium): a problem a "
+        "page, then the answer key on pages of its own",
     )
     parser.add_argument(
         "--check",
@@ -126,12 +134,18 @@ def run(args: argparse.Namespace) -> int:
     if args.check is not None:
         return _check(args)
     ps = generate(args.seed, levels=args.level)
-    if args.html is not None:
+    if args.html is not None or args.pdf is not None:
+        written = [f"--html {args.html}"] if args.html is not None else []
+        written += [f"--pdf {args.pdf}"] if args.pdf is not None else []
         command = " ".join(
             ["specsim problems", f"--seed {ps.seed}", *[f"--level {lv}" for lv in args.level or []]]
-            + [f"--html {args.html}"]
+            + written
         )
-        Path(args.html).write_text(render_html(ps, command=command), encoding="utf-8")
+        page = render_html(ps, command=command)
+        if args.html is not None:
+            Path(args.html).write_text(page, encoding="utf-8")
+        if args.pdf is not None:
+            print_pdf(page, args.pdf)
         return 0
     if args.json:
         record = {

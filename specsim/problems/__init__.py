@@ -46,7 +46,7 @@ from specsim.problems._grade import (
     render_grade,
     tolerance,
 )
-from specsim.problems._html import render_html
+from specsim.problems._html import print_pdf, render_html
 from specsim.problems._render import (
     LEVEL_NAMES,
     MARKER,
@@ -76,6 +76,7 @@ __all__ = [
     "render_markdown",
     "render_latex",
     "render_html",
+    "print_pdf",
     "RTOL",
     "Grade",
     "GradedPart",

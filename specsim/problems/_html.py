@@ -4,16 +4,20 @@ The page needs nothing from the network (no scripts, no fonts, no math library):
 math is shown as its TeX source in a serif italic span, with Greek letters and
 common symbols (``\\alpha``, ``\\times``, ``\\le``, ...) written as the characters
 they stand for, which reads well for the short formulas the problems use. Its
-print stylesheet starts the answer key on a new page, so printing the file gives
-the handout and, separately, the key; each problem is kept on one page where it
-fits.
+print stylesheet starts each problem on a new page and the answer key on pages of
+its own, so printing the file gives the handout and, separately, the key;
+:func:`print_pdf` prints it to PDF with a headless Chromium.
 """
 
 from __future__ import annotations
 
 import html
 import re
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 from specsim.problems._core import Answer
 from specsim.problems._render import (
@@ -26,7 +30,7 @@ from specsim.problems._render import (
     cells,
 )
 
-__all__ = ["CSS", "render_html"]
+__all__ = ["CSS", "BROWSERS", "render_html", "find_browser", "print_pdf"]
 
 CSS = """
 body { font-family: Georgia, 'Times New Roman', serif; max-width: 44em; margin: 2em auto;
@@ -40,13 +44,17 @@ th, td { border: 1px solid #999; padding: 0.15em 0.5em; text-align: left; }
 code { font-family: 'DejaVu Sans Mono', monospace; font-size: 0.88em; }
 section.problem { break-inside: avoid; page-break-inside: avoid; }
 section.key { break-before: page; page-break-before: always; }
+h2 { break-after: avoid; page-break-after: avoid; }
 @media print {
   body { margin: 0; max-width: none; font-size: 11pt; }
   a { color: inherit; text-decoration: none; }
+  section.statement + section.statement { break-before: page; page-break-before: always; }
+  h2.level ~ h2.level { break-before: page; page-break-before: always; }
 }
 @page { margin: 2cm; }
 """
-"""The page's stylesheet; ``section.key`` starts the answer key on a new printed page."""
+"""The page's stylesheet. Printed, every problem starts a new page (the handout, one problem a
+sheet), and ``section.key`` starts the answer key on a page of its own."""
 
 _INLINE = re.compile(r"\*\*(.+?)\*\*|`([^`]+)`")
 
@@ -144,9 +152,9 @@ def render_html(ps: ProblemSet, *, command: str) -> str:
         f"<p>{_plain(REFERENCES)}</p>",
     ]
     for level, probs in by_level(ps.problems).items():
-        out.append(f"<h2>Level {level}: {html.escape(LEVEL_NAMES[level])}</h2>")
+        out.append(f'<h2 class="level">Level {level}: {html.escape(LEVEL_NAMES[level])}</h2>')
         for p in probs:
-            out.append(f'<section class="problem" id="problem-{p.number}">')
+            out.append(f'<section class="problem statement" id="problem-{p.number}">')
             out.append(f"<h3>Problem {p.number}. {html.escape(p.title)}</h3>")
             out += _paragraphs(p.statement)
             out.append("</section>")
@@ -160,3 +168,55 @@ def render_html(ps: ProblemSet, *, command: str) -> str:
         out.append("</section>")
     out.append("</section></body></html>")
     return "\n".join(out) + "\n"
+
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+"""Headless browsers that can print a page to PDF, looked up on ``PATH`` in this order."""
+
+
+def find_browser() -> str | None:
+    """The first of :data:`BROWSERS` on ``PATH`` (its full path), or None."""
+    return next((found for name in BROWSERS if (found := shutil.which(name))), None)
+
+
+def print_pdf(page: str, path: Path | str, *, browser: str | None = None) -> Path:
+    """Print the HTML ``page`` to the PDF file ``path`` with a headless Chromium.
+
+    The print stylesheet (:data:`CSS`) does the layout: a problem a page, the key on pages of its
+    own. ``browser`` is the executable (default: :func:`find_browser`); without one this raises
+    ValueError saying what to install, rather than writing nothing silently.
+    """
+    exe = browser or find_browser()
+    if exe is None:
+        raise ValueError(
+            "--pdf: no headless Chromium found on PATH (looked for " + ", ".join(BROWSERS) + "); "
+            "install chromium, or write --html FILE and print it from any browser"
+        )
+    out = Path(path).resolve()
+    if not out.parent.is_dir():
+        raise ValueError(f"--pdf: cannot write {path}: the folder {out.parent} does not exist")
+    with tempfile.TemporaryDirectory(prefix="specsim-pdf-") as tmp:
+        source = Path(tmp) / "handout.html"
+        source.write_text(page, encoding="utf-8")
+        cmd = [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            f"--user-data-dir={Path(tmp) / 'profile'}",
+            "--no-pdf-header-footer",
+            f"--print-to-pdf={out}",
+            source.as_uri(),
+        ]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
+        except OSError as exc:
+            raise ValueError(f"--pdf: cannot run the browser {exe!r}: {exc.strerror}") from exc
+    if done.returncode != 0 or not out.is_file() or out.stat().st_size == 0:
+        raise ValueError(
+            f"--pdf: {exe} could not print {out} (exit {done.returncode}): "
+            + " ".join(done.stderr.split()[-40:])
+        )
+    return out
