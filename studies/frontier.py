@@ -68,7 +68,11 @@ class Config:
     """The study's settings (``specsim study frontier --list-keys``); checked on construction."""
 
     hardware: str = setting("h200", "accelerator of every part")
-    batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    batches: tuple[int, ...] = setting(
+        (1, 2, 4, 8, 16, 32, 64, 128, 256),
+        "batch sizes compared (fast: every other one)",
+        "sequences",
+    )
     moe_target: str = setting("qwen3-30b-a3b", "MoE target compared with its dense twin")
     gamma: int = setting(4, "drafted chain length of the MoE-against-dense part", "tokens")
     ngram_acceptance: str = setting(
@@ -76,14 +80,16 @@ class Config:
         "acceptance by depth and rank of n-gram lookup (a file under models/)",
     )
     context: int = setting(2048, "tokens cached per sequence (MoE and MTP parts)", "tokens")
-    mtp_target: str = "deepseek-v3"
+    mtp_target: str = setting("deepseek-v3", "target model card of the MTP part (slug)")
     mtp_card: str = setting("mtp-deepseek-v3", "MTP head card (models/heads/)")
     mtp_hardware: str = setting("h200", "accelerator of the MTP part")
     mtp_devices: int = setting(8, "GPUs of the MTP part (tensor = expert parallel)", "GPUs")
-    mtp_depths: tuple[int, ...] = (1, 2, 3, 4, 5)
-    long_target: str = "llama-3.1-8b"
+    mtp_depths: tuple[int, ...] = setting((1, 2, 3, 4, 5), "MTP draft depths compared", "tokens")
+    long_target: str = setting("llama-3.1-8b", "target model card of the long-context part (slug)")
     long_devices: int = setting(8, "GPUs of the long-context part (tensor parallel)", "GPUs")
-    long_contexts: tuple[int, ...] = (4096, 32768, 128000)
+    long_contexts: tuple[int, ...] = setting(
+        (4096, 32768, 128000), "contexts of the long-context part", "tokens"
+    )
     kv_budget: int = setting(512, "KV budget of the streaming self-speculation draft", "tokens")
     long_alpha: float = setting(
         0.8, "assumed acceptance per depth of the streaming draft (a what-if)", "probability"
