@@ -131,3 +131,23 @@ def test_arrays_of_contexts_match_the_scalar_path() -> None:
     for i, c in enumerate(ctx):
         one = MTP.draft_cost([-1, 0], deployment=dep, batch=4, context=int(c))
         assert arr.time_s[i] == pytest.approx(one.time_s, rel=1e-12)
+
+
+def test_the_documented_serving_run_accepts_as_the_card_says(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """studies/configs/deepseek-v3-mtp.toml (docs/moe.md), shrunk: the served chains of 3
+    accept 1 + a1 (1 + a + a^2) tokens per pass, within four standard errors."""
+    import json
+    from pathlib import Path
+
+    from specsim.cli import main
+
+    config = Path(__file__).resolve().parents[2] / "studies" / "configs" / "deepseek-v3-mtp.toml"
+    args = ["simulate", str(config), "--set", "workload.requests=60", "--json"]
+    assert main(args) == 0
+    record = json.loads(capsys.readouterr().out)
+    a1, a = MTP.card.accept[0][0], MTP.card.accept[1][0]
+    want = 1 + a1 * (1 + a + a * a)
+    assert abs(record["tokens_per_pass"] - want) < 4 * record["tokens_per_pass_se"]
+    assert record["tpot_speedup"] > 1.0
