@@ -212,4 +212,28 @@ PROPOSERS: tuple[Mutation, ...] = (
         "self-speculation: a draft step runs E of the target's L layers",
         ("tests/proposers/test_proposer_selfspec.py",),
     ),
+    Mutation(
+        "mtp-projection",
+        "specsim/proposers/mtp.py",
+        "vocab=target.vocab + 2 * target.d_model,",
+        "vocab=target.vocab,",
+        "MTP: each step also runs the 2d -> d projection (priced as 2d LM-head rows)",
+        ("tests/proposers/test_mtp.py",),
+    ),
+    Mutation(
+        "mtp-depth-context",
+        "specsim/proposers/mtp.py",
+        "c = ctx + (d - 1)",
+        "c = ctx + 0 * (d - 1)",
+        "MTP: step d attends to the context and the d - 1 tokens drafted before it",
+        ("tests/proposers/test_mtp.py",),
+    ),
+    Mutation(
+        "kv-budget-min",
+        "specsim/proposers/budget.py",
+        "return np.minimum(ctx, budget)",
+        "return ctx",
+        "KV budget: a budgeted draft step reads min(context, budget) cached tokens",
+        ("tests/proposers/test_kv_budget.py",),
+    ),
 )

@@ -6,7 +6,10 @@ is an error, :class:`specsim.proposers.Heads`), how they draft (``kind``:
 ``"parallel"``, all heads evaluated once per pass on the last position, as
 Medusa's heads, Cai et al. 2024, Section 2.1.1; ``"autoregressive"``, one step
 per tree depth on the target's features, as EAGLE's head, Li et al. 2024,
-Section 4), what one evaluation costs as a fraction of one target decoder layer
+Section 4; ``"mtp"``, a multi-token-prediction module: one block of the target's own
+kind plus a projection, sharing its embedding and LM head, reused once per depth and
+priced from the target's shape, :mod:`specsim.proposers.mtp`, DeepSeek-AI 2024,
+arXiv:2412.19437, Section 2.2), what one evaluation costs as a fraction of one target decoder layer
 (``layer_fraction``), how deep the heads reach (``max_depth``) and their
 acceptance by depth and rank (``accept[d - 1][r]``: the rank-``r`` candidate's
 acceptance at depth ``d`` given the earlier candidates were rejected, Sequoia's
@@ -36,7 +39,7 @@ from specsim.cards.files import SearchPath, build_card, card_dirs, read_toml
 
 __all__ = ["HEAD_KINDS", "HeadCard", "load_head", "list_heads"]
 
-HEAD_KINDS = ("parallel", "autoregressive")
+HEAD_KINDS = ("parallel", "autoregressive", "mtp")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +66,11 @@ class HeadCard:
         check_str(where, "kind", self.kind, HEAD_KINDS)
         check_float(where, "layer_fraction", self.layer_fraction, strict=True)
         check_int(where, "max_depth", self.max_depth, minimum=1)
+        if self.kind == "mtp" and self.layer_fraction != 1.0:
+            raise ValueError(
+                f"{where}: field 'layer_fraction' is {self.layer_fraction}, but kind 'mtp' "
+                "runs one whole target layer (priced from the target's shape): give 1"
+            )
         check_sources(where, self.sources)
         if not isinstance(self.accept, list | tuple) or not self.accept:
             raise TypeError(f"{where}: field 'accept' must be a list of rows, got {self.accept!r}")

@@ -64,7 +64,7 @@ COMMANDS: dict[str, str] = {
     ),
     "study": (
         "Run one what-if study (paper, table2, bill, lookahead, energy, shift, capacity, "
-        "engine, proposers); "
+        "engine, proposers, frontier); "
         "--list-keys shows its settings."
     ),
     "sweep": (

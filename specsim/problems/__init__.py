@@ -1,6 +1,6 @@
 """Randomized problem sets on speculative decoding, with worked solutions specsim computes.
 
-:func:`generate` draws one problem from each template (:data:`TEMPLATES`, 21 of
+:func:`generate` draws one problem from each template (:data:`TEMPLATES`, 23 of
 them in three levels) with a :class:`numpy.random.Generator` seeded by the set's
 seed and the template's key: the same seed gives the same set, and a problem
 does not change when other levels are left out. Each :class:`Problem` records
@@ -17,7 +17,8 @@ Topics: acceptance as overlap and the correction distribution (Leviathan et al.
 (Equation 1), walltime and the best lookahead (Theorem 3.8, Corollary 3.9),
 the operations bill (Theorem 3.11), energy per token, the cost coefficient and
 the verification factor from cards (:mod:`specsim.cost`), non-i.i.d.
-acceptance, and capacity under a per-user speed promise.
+acceptance, capacity under a per-user speed promise, the distinct experts an MoE
+verification pass touches and the depth at which an MTP draft stops paying.
 
 >>> ps = generate(1, levels=(1,))
 >>> [p.number for p in ps.problems]
@@ -36,6 +37,7 @@ from typing import Any
 from specsim.problems._cards import COST_COEFFICIENT, ENERGY, VERIFICATION
 from specsim.problems._core import Answer, Problem, Template, Worked
 from specsim.problems._design import BEST_GAMMA, BURIED_BILL, INFER_ALPHA, ORACLE
+from specsim.problems._frontier import DISTINCT_EXPERTS, MTP_DEPTH
 from specsim.problems._grade import (
     RTOL,
     Grade,
@@ -109,6 +111,8 @@ TEMPLATES: tuple[Template, ...] = (
     GAMMA_WITH_V,
     CAPACITY,
     TREE_PAYS,
+    DISTINCT_EXPERTS,
+    MTP_DEPTH,
 )
 """Every problem template, in reading order (level 1, then 2, then 3)."""
 

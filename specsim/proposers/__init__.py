@@ -12,6 +12,10 @@ drafts and what it costs on a :class:`~specsim.cost.deployment.Deployment`
   (``kind = "parallel"``; Cai et al., ICML 2024, Section 2.1.1) or an
   EAGLE-like one-layer head or MTP module stepped once per depth on the target's
   features (``kind = "autoregressive"``; Li et al., ICML 2024, Section 4);
+- :class:`KVBudget` and :class:`StreamingSelfSpec`: any draft, or the target itself,
+  attending to a fixed KV budget per draft step for long context
+  (:mod:`specsim.proposers.budget`; MagicDec, TriForce); an MTP module is a head card of
+  ``kind = "mtp"`` (:mod:`specsim.proposers.mtp`);
 - :class:`NGram`: prompt lookup with no model at all: no accelerator work, a measured
   host-CPU search per pass (:mod:`specsim.proposers.lookup`); its acceptance is measured
   from text (:mod:`specsim.proposers.ngram`).
@@ -35,6 +39,7 @@ validator, :func:`specsim.cost.shape.check_tree`).
 0.12
 """
 
+from specsim.proposers.budget import KVBudget, StreamingSelfSpec
 from specsim.proposers.kinds import DraftModel, Heads
 from specsim.proposers.lookup import LOOKUP_COST, LookupCost, NGram, fit_lookup_cost
 from specsim.proposers.parallel import ParallelDraft
@@ -57,6 +62,8 @@ __all__ = [
     "NGram",
     "ParallelDraft",
     "SelfSpeculation",
+    "KVBudget",
+    "StreamingSelfSpec",
     "early_exit_card",
     "LookupCost",
     "LOOKUP_COST",

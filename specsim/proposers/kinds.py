@@ -20,6 +20,7 @@ from specsim.cards import HeadCard, ModelCard
 from specsim.cost.checks import check_draft_pair
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
+from specsim.proposers.mtp import mtp_draft_costs, mtp_memory_bytes
 from specsim.proposers.protocol import DraftCost, Proposer
 from specsim.proposers.tables import RankAcceptance, frontier_widths, tree_depths
 
@@ -214,6 +215,8 @@ class Heads:
         target's weight format (an upper bound where a card counts a shared LM head)."""
         self.check_target(deployment.target)
         dep = self.deployment(deployment)
+        if self.card.kind == "mtp":
+            return mtp_memory_bytes(dep)
         weights = self.card.layer_fraction * deployment.target.decode_layer_params
         return weights * dep.formats().weights / dep.tensor_parallel
 
@@ -230,6 +233,11 @@ class Heads:
                 f"reach depth {self.card.max_depth}"
             )
         widths = (1,) if self.card.kind == "parallel" else frontier_widths(parents)
+        if self.card.kind == "mtp":
+            ctx = contexts(context)
+            return mtp_draft_costs(
+                self.deployment(deployment), widths, batch=check_batch(batch), context=ctx
+            )
         return _frontier_passes(
             self.deployment(deployment),
             widths,

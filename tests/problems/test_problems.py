@@ -137,7 +137,33 @@ def independent(key: str, q: Mapping[str, Any]) -> list[float]:
         mean = s * ae + (1 - s) * ah
         mix = s * _E(ae, g) + (1 - s) * _E(ah, g)
         return [mean, _E(mean, g), mix, mix / _E(mean, g), mix / (g * q["c"] + 1)]
+    if key in ("distinct_experts", "mtp_depth"):
+        return _independent_frontier(key, q)
     return _independent_cards(key, q)
+
+
+def _independent_frontier(key: str, q: Mapping[str, Any]) -> list[float]:
+    """Experts: the chance one token misses an expert is C(E - 1, k) / C(E, k) (counted, not
+    1 - k/E), summed over the experts; the covering batch by a scan. MTP: a scan of the
+    tokens per step by explicit products of the acceptances."""
+    if key == "distinct_experts":
+        moe = load_model(q["model"]).moe_spec
+        assert moe is not None
+        E, k, b, g = moe.experts, moe.top_k, q["batch"], q["gamma"]
+        miss = math.comb(E - 1, k) / math.comb(E, k)
+        verify = sum(1 - miss ** (b * (g + 1)) for _ in range(E))
+        plain = sum(1 - miss**b for _ in range(E))
+        need = next(n for n in range(1, 10**6) if E * (1 - miss**n) >= q["coverage"] * E)
+        return [verify, plain, verify / plain, need]
+    a1, a, c, s = q["a1"], q["a"], q["c"], q["s"]
+
+    def tokens(d: int) -> float:
+        return 1 + sum(a1 * math.prod([a] * j) for j in range(d))
+
+    speed = [tokens(d) / (1 + d * (c + s)) for d in range(11)]
+    best = max(range(11), key=lambda d: speed[d])
+    # Depth 1 breaks even where (1 + a1) = 1 + c + s.
+    return [tokens(3), best, speed[best], _bisect(lambda x: -(1 + a1) / (1 + x + s), -1.0)]
 
 
 def _independent_cards(key: str, q: Mapping[str, Any]) -> list[float]:

@@ -180,8 +180,8 @@ def test_the_documented_example_grades_as_the_readme_says(
     example = docs / "answers-seed-1-example.toml"
     assert main(["problems", "--seed", "1", "--check", str(example)]) == 0
     out = capsys.readouterr().out
-    assert "Score: 7 of 74 answers (9.5 %)." in out
-    assert "Score: 7 of 74 answers (9.5 %)." in (docs / "README.md").read_text(encoding="utf-8")
+    assert "Score: 7 of 82 answers (8.5 %)." in out
+    assert "Score: 7 of 82 answers (8.5 %)." in (docs / "README.md").read_text(encoding="utf-8")
     assert "- (a) rejection probability: you gave 0.4, the key is **0.60**" in out
     assert "## Problem 1.1" not in out and "Not answered (no table in the file): 1.3, " in out
 

@@ -321,6 +321,27 @@ def s_pays(t: str) -> list[float]:
     return [chain, tree, (lo + hi) / 2]
 
 
+def s_experts(t: str) -> list[float]:
+    E, k = int(num(r"\$E = #\$", t)), int(num(r"\$k = #\$", t))
+    b, n = int(num(r"\$b = #\$", t)), int(num(r"\\gamma \+ 1 = #", t))
+    cov = num(r"at least \$# E\$", t)
+
+    def seen(tokens: int) -> float:  # expected distinct experts, one expert at a time
+        return E * (1 - (1 - k / E) ** tokens)
+
+    need = next(x for x in itertools.count(1) if seen(x) >= cov * E)
+    return [seen(b * n), seen(b), seen(b * n) / seen(b), need]
+
+
+def s_mtp(t: str) -> list[float]:
+    a1, a = num(r"\$a_1 = #\$", t), num(r"\$a = #\$", t)
+    c, s = num(r"\$c = #\$", t), num(r"\$s = #\$", t)
+    e = [1 + a1 * sum(a**j for j in range(d)) for d in range(11)]
+    speed = [e[d] / (d * c + 1 + s * d) for d in range(11)]
+    best = int(np.argmax(speed))
+    return [e[3], best, speed[best], a1 - s]
+
+
 SOLVERS: dict[str, Callable[[str], list[float]]] = {
     "Acceptance is overlap": s_overlap,
     "The correction distribution by hand": s_correction,
@@ -343,6 +364,8 @@ SOLVERS: dict[str, Callable[[str], list[float]]] = {
     "When verification costs more than a step: the best gamma at a batch": s_gamma_v,
     "A small capacity question": s_capacity,
     "When a tree stops paying": s_pays,
+    "Distinct experts touched by a verification pass": s_experts,
+    "When MTP depth stops paying": s_mtp,
 }
 
 

@@ -62,6 +62,7 @@ TINY: dict[str, dict[str, object]] = {
         "routers": ("round-robin", "join-shortest-queue"),
     },
     "proposers": {"hardware": ("a100-80gb",), "batches": (1, 8, 64), "fast_budget": 8},
+    "frontier": {"batches": (1, 16, 256), "mtp_depths": (1, 3), "long_contexts": (4096, 128000)},
     "capacity": {
         "requests": 400,
         "fast_max_requests": 400,
@@ -193,6 +194,8 @@ def test_every_study_figure_is_readable(study_figures: dict[str, Figure]) -> Non
         "proposers/proposers_tree_size",
         "engine/engine_latency",
         "engine/engine_goodput",
+        "frontier/frontier_speedup",
+        "frontier/frontier_verify_factor",
     }
     assert expected <= set(study_figures)
     problems = [p for name, fig in study_figures.items() for p in figure_problems(fig, name)]

@@ -59,6 +59,7 @@ SMALL = {
         "routers": ("round-robin", "join-shortest-queue"),
     },
     "proposers": {"hardware": ("a100-80gb",), "batches": (1, 8, 64), "fast_budget": 8},
+    "frontier": {"batches": (1, 16, 256), "mtp_depths": (1, 3), "long_contexts": (4096, 128000)},
     "capacity": {
         "hardware": ("h200",),
         "requests": 400,
