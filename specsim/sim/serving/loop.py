@@ -31,7 +31,7 @@ from specsim.sim.chunk_drain import drain_chunked, draining
 from specsim.sim.drain import Drain, drain
 from specsim.sim.router import Replica, route, tables
 from specsim.sim.serving.chunked import chunked_iteration
-from specsim.sim.serving.plans import EngineConfig, TreePlan, TreeStep
+from specsim.sim.serving.plans import Decoded, EngineConfig, Plan, TreePlan, TreeStep
 from specsim.sim.source import (
     BatchedCostSource,
     BatchWide,
@@ -43,8 +43,6 @@ from specsim.sim.tally import Tally
 __all__ = ["Engine", "serve"]
 
 Ints = NDArray[np.int64]
-Plan = tuple[int, Ints | None, Ints | None]  # (gamma for all or -1, chosen, drafted)
-Decoded = tuple[float, float, float, int, int]  # time, energy, draft time, emitted, drafted
 
 
 def serve(
