@@ -21,7 +21,7 @@ from specsim.policies.lookahead import FixedGamma
 from specsim.sim.plain import PlainCost
 from specsim.sim.stream import (
     CHUNK_TOKENS,
-    Engine,
+    Method,
     StreamConfig,
     simulate_stream,
     simulate_stream_metrics,
@@ -201,11 +201,11 @@ def run(args: argparse.Namespace) -> int:
             check_file(getattr(args, option), option=f"--{option}", force=args.force)
     with searched_first(args.cards):
         spec = _spec(args)
-        engine: Engine = "fast"
+        method: Method = "fast"
         if isinstance(spec, StreamConfig):
             stream, seed = spec, (0 if args.seed is None else args.seed)
         elif isinstance(spec.config, StreamConfig):
-            stream, seed, engine = spec.config, spec.seed, spec.engine
+            stream, seed, method = spec.config, spec.seed, spec.method
         else:
             result, metrics = _serve(spec)
             stream = None
@@ -220,11 +220,11 @@ def run(args: argparse.Namespace) -> int:
                 )
             rng = np.random.default_rng(seed)
             if tables:
-                result = simulate_stream(stream, rng, engine=engine)
+                result = simulate_stream(stream, rng, method=method)
                 metrics = result.metrics()
             else:
                 metrics = simulate_stream_metrics(
-                    stream, rng, engine=engine, progress=_progress(stream.tokens)
+                    stream, rng, method=method, progress=_progress(stream.tokens)
                 )
     if args.trace:
         with open(writable(args.trace), "w", encoding="utf-8") as fh:

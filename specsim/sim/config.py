@@ -4,7 +4,7 @@ The schema (commented examples in ``studies/configs/``, reference in
 ``docs/simulate-config.md``): the top-level keys are the fields of
 :class:`specsim.sim.StreamConfig` (``mode = "stream"``, the default) or
 :class:`specsim.sim.ServingConfig` (``mode = "serving"``), plus ``mode``,
-``seed`` and, for streams, ``engine``. Each extension point is a table with a
+``seed`` and, for streams, ``method``. Each extension point is a table with a
 ``kind``, whose other keys are the fields of that kind's class (:data:`KINDS`)::
 
     [acceptance]  kind = "iid" | "positional" | "markov" | "trace"
@@ -154,13 +154,13 @@ KINDS: Kinds = {
 FROM_RUN: tuple[str, ...] = ("alpha", "c", "max_gamma")
 """Policy fields that, left out of the policy table, come from the run."""
 
-_EXTRA = {"stream": ("mode", "seed", "engine"), "serving": ("mode", "seed")}
+_EXTRA = {"stream": ("mode", "seed", "method"), "serving": ("mode", "seed")}
 _CLASSES: dict[str, type] = {"stream": StreamConfig, "serving": ServingConfig}
 
 
 @dataclass(frozen=True)
 class RunSpec:
-    """A parsed config: what to run, its seed, its engine, and which policy fields follow
+    """A parsed config: what to run, its seed, its stream method, and which policy fields follow
     the run (:data:`FROM_RUN`); a serving run's latency targets ``slo`` (goodput); for a
     config with ``[deployment]`` or ``[proposer]``, the ``source`` table it was built from
     and the folder ``base`` its files are read from, and the file's name ``origin`` (for
@@ -168,7 +168,7 @@ class RunSpec:
 
     config: StreamConfig | ServingConfig | TreeConfig
     seed: int
-    engine: Literal["fast", "events"] = "fast"
+    method: Literal["fast", "events"] = "fast"
     derived: frozenset[str] = frozenset()
     slo: Slo | None = None
     source: Mapping[str, Any] | None = None
@@ -304,7 +304,7 @@ def config_from_dict(
     if missing:
         raise ValueError(f"{where}: missing key(s) {missing}")
     seed = _seed(data.get("seed", 0), f"{where}.seed")
-    engine = coerce(data.get("engine", "fast"), Literal["fast", "events"], f"{where}.engine")
+    method = coerce(data.get("method", "fast"), Literal["fast", "events"], f"{where}.method")
     table = {k: v for k, v in data.items() if k in hints and k != "policy"}
     table["acceptance"] = _trace_table(table["acceptance"], Path(base), f"{where}.acceptance")
     if "workload" in table:
@@ -317,7 +317,7 @@ def config_from_dict(
     return RunSpec(
         config=config,
         seed=seed,
-        engine=engine,
+        method=method,
         derived=derived,
         slo=slo,
         source=source,
@@ -339,13 +339,13 @@ def with_value(
             return config_from_dict(data, where=spec.origin, base=spec.base)
         except ValueError as exc:  # the flag (or sweep point) and the file's key
             raise ValueError(f"{where}: {exc}") from None
-    if path in ("seed", "engine"):
+    if path in ("seed", "method"):
         return RunSpec(
             config=spec.config,
             seed=_seed(value, f"{where}: seed") if path == "seed" else spec.seed,
-            engine=coerce(value, Literal["fast", "events"], f"{where}: engine")
-            if path == "engine"
-            else spec.engine,
+            method=coerce(value, Literal["fast", "events"], f"{where}: method")
+            if path == "method"
+            else spec.method,
             derived=spec.derived,
             slo=spec.slo,
         )
@@ -367,7 +367,7 @@ def with_value(
             config = dataclasses.replace(config, policy=dataclasses.replace(current, **filled))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{where}: policy: {exc}") from None
-    return RunSpec(config=config, seed=spec.seed, engine=spec.engine, derived=derived, slo=spec.slo)
+    return RunSpec(config=config, seed=spec.seed, method=spec.method, derived=derived, slo=spec.slo)
 
 
 def load_config(path: str | os.PathLike[str]) -> RunSpec:

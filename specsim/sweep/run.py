@@ -138,7 +138,7 @@ def run_point(
     for r in range(seeds):
         rng = np.random.default_rng(point_seed(seed, key, r))
         if isinstance(run.config, StreamConfig):
-            m = simulate_stream(run.config, rng, engine=run.engine).metrics()
+            m = simulate_stream(run.config, rng, method=run.method).metrics()
         else:
             m = _serving_metrics(run, rng)
         if metrics:
@@ -192,7 +192,7 @@ def metric_names(run: RunSpec) -> tuple[str, ...]:
     probe = _probe(run)
     rng = np.random.default_rng(0)
     if isinstance(probe.config, StreamConfig):
-        m = simulate_stream(probe.config, rng, engine=probe.engine).metrics()
+        m = simulate_stream(probe.config, rng, method=probe.method).metrics()
     else:
         m = _serving_metrics(probe, rng)
     return tuple(m)

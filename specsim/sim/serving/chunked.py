@@ -31,6 +31,7 @@ def _budget_plan(engine: Iterating, rep: Replica) -> tuple[Plan, int, tuple[int,
         admission.used = paging.held(batch) + sum(prefills.holds)
     room = budget - (batch.size + (gam * batch.size if g is None else int(g.sum())))
     started = prefill.start_prefills(prefills, admission, batch, paging, engine.req, room)
+    admission.check_progress(batch.size + len(prefills))
     if paging is not None and batch.size:
         chosen, g, pre = paging.fit(batch, gam, chosen, g, prefills, admission)
     return (gam, chosen, g), started, pre

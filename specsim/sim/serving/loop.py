@@ -139,6 +139,7 @@ class Engine:
             max_batch=config.max_batch,
             max_gamma=self.max_gamma,
             reserve=None if paging is None else paging.need,
+            unit="tokens" if paging is None else "blocks",
         )
         rep = Replica(
             admission=admission,
@@ -309,7 +310,7 @@ class Engine:
 
     def _drain(self, rep: Replica, start: float) -> bool:
         """Every request has arrived: the clock no longer steers anything, so the rest runs
-        without simpy and is costed in bulk (specsim.sim.drain, .engine), when it may."""
+        without simpy and is costed in bulk (specsim.sim.drain, .chunk_drain), when it may."""
         assert rep.draining is not None
         if not rep.draining.ready(rep.done):
             return False
@@ -335,6 +336,8 @@ class Engine:
             if paging is not None:  # the blocks held now, for the admission test
                 admission.used = paging.held(batch)
             admitted = admission.admit(batch.size)
+        if not admitted:
+            admission.check_progress(batch.size)
         prefill_s, energy, before, one_token = 0.0, 0.0, rep.prefilled, 0
         if admitted:
             adm = np.asarray(admitted, dtype=np.int64)
