@@ -36,7 +36,7 @@ import simpy
 from numpy.typing import NDArray
 
 from specsim.acceptance.processes import AcceptanceDraw, AcceptanceProcess, accepted_in_block
-from specsim.checks import check_size
+from specsim.checks import check_int, check_size
 from specsim.cost import verification_positions
 from specsim.policies.lookahead import (
     MAX_GAMMA,
@@ -353,8 +353,7 @@ def simulate_stream_metrics(
     ``tokens_requested`` by at most the last block's gamma. ``progress(done, total)``, if
     given, is called after each chunk with the tokens emitted so far.
     """
-    if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or chunk_tokens < 1:
-        raise ValueError(f"chunk_tokens: expected a positive integer, got {chunk_tokens!r}")
+    check_int(chunk_tokens, name="chunk_tokens", minimum=1)
     if config.tokens <= chunk_tokens:
         metrics = simulate_stream(config, rng, method=method).metrics()
         if progress is not None:

@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 
+from specsim.checks import check_int
 from specsim.sim import StreamConfig, simulate_stream
 from specsim.sim.config import RunSpec, with_value
 from specsim.sim.config_compose import simulate_run, slo_metrics
@@ -252,8 +253,7 @@ def run_sweep(
     config, the metric names and the connection to the cluster. A run that fails before
     its first point is written leaves no output behind.
     """
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
+    check_int(workers, name="workers", minimum=1)
     check_connect_timeout(connect_timeout)
     out = Path(out)
     points = sweep_points(spec)

@@ -157,24 +157,29 @@ def test_event_table_and_chrome_trace_are_consistent(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [({"tokens": 0}, "tokens"), ({"prompt": -1}, "prompt"), ({"max_gamma": 2.5}, "max_gamma")],
+    ("kwargs", "message", "error"),
+    [
+        ({"tokens": 0}, "tokens", ValueError),
+        ({"prompt": -1}, "prompt", ValueError),
+        ({"max_gamma": 2.5}, r"max_gamma: expected an integer >= 0, got 2\.5", TypeError),
+    ],
 )
-def test_bad_config_raises(kwargs, message) -> None:
+def test_bad_config_raises(kwargs, message, error) -> None:
     base = {
         "tokens": 10,
         "acceptance": IIDAcceptance(alpha=0.5),
         "policy": FixedGamma(gamma=2),
         "cost": PlainCost(c=0.1),
     }
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         StreamConfig(**{**base, **kwargs})
 
 
 def test_policy_beyond_max_gamma_is_an_error() -> None:
-    with pytest.raises(ValueError, match="outside 0..max_gamma"):
+    message = r"chose gamma: expected an integer in 0\.\.\d+, got \d+ \(at most max_gamma\)"
+    with pytest.raises(ValueError, match=message):
         run(tokens=100, policy=HeuristicPlusTwoMinusOne(initial=20, max_gamma=64), max_gamma=8)
-    with pytest.raises(ValueError, match="outside 0..max_gamma"):  # the fixed-gamma fast path
+    with pytest.raises(ValueError, match=message):  # the fixed-gamma fast path
         run(tokens=100, gamma=10, max_gamma=4)
 
 
