@@ -134,6 +134,8 @@ def _value(spec: RunSpec, path: str, text: str) -> Any:
 
     if path == "seed":
         return parse_text(text, int, path)
+    if path == "method":  # a stream's method, not a field of its config: a bare word
+        return text.strip().strip('"')
     if spec.source is not None:  # a composed config: the value as TOML would write it
         try:
             return tomllib.loads(f"v = {text}")["v"]
