@@ -16,7 +16,7 @@ from specsim.cost import verification_positions
 from specsim.cost.deployment import Deployment
 from specsim.policies.tree_optimizer import chain_tree
 from specsim.proposers import DraftCost, Proposer, check_proposer
-from specsim.sim.source import CostSource, IterationCost
+from specsim.sim.source import MEMO, CostSource, IterationCost
 
 __all__ = ["ProposerDrafts", "proposer_draft_costs", "target_deployment"]
 
@@ -80,6 +80,8 @@ class ProposerDrafts:
         key = (gamma, batch, context)
         got = self.memo.get(key)
         if got is None:
+            if len(self.memo) >= MEMO:  # bounded, as a Remembers source is
+                self.memo.clear()
             d = proposer_draft_costs(
                 self.proposer,
                 chain_tree(gamma),
