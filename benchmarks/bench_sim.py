@@ -58,8 +58,8 @@ def bare_simpy(n: int = 300_000) -> int:
     return n
 
 
-def stream(engine: str) -> int:
-    tokens = 1_000_000 if engine == "fast" else 100_000
+def stream(method: str) -> int:
+    tokens = 1_000_000 if method == "fast" else 100_000
     cfg = StreamConfig(
         tokens=tokens,
         acceptance=IIDAcceptance(alpha=0.7),
@@ -67,7 +67,7 @@ def stream(engine: str) -> int:
         cost=PlainCost(c=0.05),
         max_gamma=4,
     )
-    r = simulate_stream(cfg, np.random.default_rng(0), engine=engine)  # type: ignore[arg-type]
+    r = simulate_stream(cfg, np.random.default_rng(0), method=method)  # type: ignore[arg-type]
     r.metrics()
     return int(r.blocks.gamma.shape[0])
 
@@ -142,11 +142,11 @@ def main() -> None:
             [
                 ("bare simpy: timeouts per CPU-second", f"{bare:,.0f}"),
                 (
-                    "single stream, fast engine: target passes per CPU-second (goal 300,000)",
+                    "single stream, fast method: target passes per CPU-second (goal 300,000)",
                     f"{fast:,.0f} ({fast / bare:.2f}x bare simpy)",
                 ),
                 (
-                    "single stream, events engine (simpy processes): passes per CPU-second",
+                    "single stream, events method (simpy processes): passes per CPU-second",
                     f"{events:,.0f} ({events / bare:.2f}x bare simpy)",
                 ),
                 (

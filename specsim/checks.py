@@ -84,10 +84,19 @@ LIMITS: dict[str, Limit] = {
 """The size limits, by name (the table of the module docstring)."""
 
 
-def check_int(value: object, *, name: str, minimum: int | None = None) -> int:
+def check_int(
+    value: object,
+    *,
+    name: str,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    why: str | None = None,
+) -> int:
     """``value`` as an ``int`` when it is an integer (a Python or numpy integer, not a bool) of
-    at least ``minimum``; else a TypeError (not an integer) or ValueError (too small) whose
-    message starts with ``name`` (the flag, field or key the user typed).
+    at least ``minimum`` and at most ``maximum``; else a TypeError (not an integer) or
+    ValueError (out of range) whose message starts with ``name`` (the flag, field or key the
+    user typed), gives the range, and ends with ``why`` in parentheses (what the number
+    counts, or why the bound), when given.
 
     >>> check_int(3, name="--batch", minimum=1)
     3
@@ -95,11 +104,20 @@ def check_int(value: object, *, name: str, minimum: int | None = None) -> int:
     Traceback (most recent call last):
     ...
     TypeError: --batch: expected an integer, got True
+    >>> check_int(1, name="position_budget", minimum=2, why="a root and one node")
+    Traceback (most recent call last):
+    ...
+    ValueError: position_budget: expected an integer >= 2, got 1 (a root and one node)
     """
+    note = "" if why is None else f" ({why})"
+    if maximum is None:
+        bound = "" if minimum is None else f" >= {minimum}"
+    else:
+        bound = f" <= {maximum}" if minimum is None else f" in {minimum}..{maximum}"
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name}: expected an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name}: expected an integer >= {minimum}, got {int(value)}")
+        raise TypeError(f"{name}: expected an integer{bound}, got {value!r}{note}")
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise ValueError(f"{name}: expected an integer{bound}, got {int(value)}{note}")
     return int(value)
 
 

@@ -11,14 +11,15 @@ import zlib
 
 import numpy as np
 
+from specsim.checks import check_int
+
 __all__ = ["check_seed", "keyed_rng"]
 
 
 def check_seed(seed: int) -> int:
-    """``seed`` as a Python int; a bool, a non-integer or a negative number raises ValueError."""
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
-    return int(seed)
+    """``seed`` as a Python int; a bool or a non-integer raises TypeError, a negative number
+    ValueError (:func:`specsim.checks.check_int`)."""
+    return check_int(seed, name="seed", minimum=0)
 
 
 def keyed_rng(seed: int, key: str) -> np.random.Generator:

@@ -74,3 +74,13 @@ def test_a_huge_tree_budget_is_refused_by_the_optimizer() -> None:
             batch=1,
             budget=100_000,
         )
+
+
+def test_check_int_says_the_range_and_why() -> None:
+    assert check_int(5, name="k", minimum=1, maximum=5) == 5
+    with pytest.raises(ValueError, match=r"^k: expected an integer in 1\.\.5, got 6$"):
+        check_int(6, name="k", minimum=1, maximum=5)
+    with pytest.raises(ValueError, match=r"^k: expected an integer <= 5, got 6 \(heads\)$"):
+        check_int(6, name="k", maximum=5, why="heads")
+    with pytest.raises(TypeError, match=r"^k: expected an integer <= 5, got 1\.5 \(heads\)$"):
+        check_int(1.5, name="k", maximum=5, why="heads")

@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 from scipy import optimize
 
 from specsim.acceptance.processes import IIDAcceptance, MarkovAcceptance, PositionalAcceptance
+from specsim.checks import check_int
 from specsim.theory import expected_tokens, markov_tokens_per_pass
 
 __all__ = [
@@ -82,9 +83,7 @@ def _as_flags(seqs: Sequence[ArrayLikeBool]) -> list[BoolArray]:
 
 
 def check_gamma(gamma: int) -> int:
-    if isinstance(gamma, bool) or not isinstance(gamma, int | np.integer) or gamma < 1:
-        raise ValueError(f"gamma: expected an integer >= 1, got {gamma!r}")
-    return int(gamma)
+    return check_int(gamma, name="gamma", minimum=1)
 
 
 def segment(seqs: Sequence[ArrayLikeBool], gamma: int) -> Segmented:

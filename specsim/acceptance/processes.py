@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from specsim import sampling
+from specsim.checks import check_int
 from specsim.theory import expected_tokens, markov_tokens_per_pass
 
 __all__ = [
@@ -103,11 +104,7 @@ def _check_prob(value: float, name: str) -> float:
 
 
 def _check_n(n: int) -> int:
-    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
-        raise ValueError(
-            f"n: expected a non-negative integer number of positions, got {_plain(n)!r}"
-        )
-    return int(n)
+    return check_int(n, name="n", minimum=0, why="a number of positions")
 
 
 def _confidence(rng: np.random.Generator, prob: FloatArray, noise: float) -> FloatArray:
@@ -171,8 +168,7 @@ class PositionalAcceptance:
         _check_noise(self.confidence_noise)
 
     def mean_tokens(self, gamma: int) -> float:
-        if isinstance(gamma, bool) or not isinstance(gamma, int | np.integer) or gamma < 0:
-            raise ValueError(f"gamma: expected a non-negative integer, got {_plain(gamma)!r}")
+        check_int(gamma, name="gamma", minimum=0)
         k = np.minimum(np.arange(gamma), len(self.alphas) - 1)
         return float(1.0 + np.cumprod(np.asarray(self.alphas, dtype=float)[k]).sum())
 

@@ -21,8 +21,6 @@ from functools import partial
 from multiprocessing import get_all_start_methods, get_context
 from typing import Any
 
-import numpy as np
-
 from specsim.capacity.judge import SLO
 from specsim.capacity.precision import Search
 from specsim.capacity.walk import (
@@ -35,6 +33,7 @@ from specsim.capacity.walk import (
     Source,
     serve_judged,
 )
+from specsim.checks import check_int
 from specsim.sim.config_compose import Served
 from specsim.sweep.executors import end_with_parent
 
@@ -49,9 +48,7 @@ __all__ = [
 
 def check_workers(workers: int) -> int:
     """``workers`` if an integer >= 1; else ValueError naming it."""
-    if isinstance(workers, bool) or not isinstance(workers, int | np.integer) or workers < 1:
-        raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
-    return int(workers)
+    return check_int(workers, name="workers", minimum=1)
 
 
 def default_workers() -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from specsim.checks import check_int
+
 __all__ = ["Search"]
 
 
@@ -45,8 +47,7 @@ class Search:
             raise ValueError(f"rate_min: {self.rate_min} must be below rate_max {self.rate_max}")
         for name in ("requests", "max_requests"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
+            check_int(v, name=name, minimum=1)
         if self.max_requests < self.requests:
             raise ValueError(f"max_requests: {self.max_requests} is below {self.requests}")
         if not (isinstance(self.confidence, float) and 0 < self.confidence < 1):
@@ -55,12 +56,9 @@ class Search:
         if isinstance(w, bool) or not isinstance(w, float | int) or not 0 <= w <= 0.5:
             raise ValueError(f"warmup: expected a share of the requests in [0, 0.5], got {w!r}")
         b = self.batches
-        if b is not None and (
-            isinstance(b, bool) or not isinstance(b, int) or not 2 <= b <= self.requests
-        ):
-            raise ValueError(
-                f"batches: expected None or an integer from 2 to requests "
-                f"({self.requests}), got {b!r}"
+        if b is not None:
+            check_int(
+                b, name="batches", minimum=2, maximum=self.requests, why="None or up to requests"
             )
 
     @property

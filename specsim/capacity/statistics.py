@@ -35,6 +35,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
+from specsim.checks import check_int
+
 __all__ = [
     "Outcome",
     "HOLDS",
@@ -125,8 +127,7 @@ def quantile_interval(
     tail = (1.0 - confidence) / 2
     lr, hr = _binomial_ranks(n, q, tail)
     if batches is not None:
-        if isinstance(batches, bool) or not isinstance(batches, int) or batches < 2:
-            raise ValueError(f"batches: expected an integer >= 2, got {batches!r}")
+        check_int(batches, name="batches", minimum=2)
         m = n // batches
         if m < 1:
             raise ValueError(
@@ -290,8 +291,7 @@ def smallest_count(holds: Callable[[int], Outcome], *, start: int, limit: int) -
     when nothing up to ``limit`` holds.
     """
     for name, v in (("start", start), ("limit", limit)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
+        check_int(v, name=name, minimum=1)
     if start > limit:
         raise ValueError(f"start: {start} exceeds limit {limit}")
     seen: dict[int, Outcome] = {}

@@ -34,6 +34,7 @@ from specsim.capacity.statistics import (
     bisect_rate,
     smallest_count,
 )
+from specsim.checks import check_int
 from specsim.sim import ServingResult
 from specsim.sim.config_compose import Served, simulate_run
 
@@ -91,8 +92,7 @@ def serve_replicas(
     ``plain``: the same requests without speculation (a chain config at gamma 0, a tree
     config's plain twin alone: :func:`specsim.sim.config_compose.simulate_run`).
     """
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-        raise ValueError(f"replicas: expected an integer >= 1, got {replicas!r}")
+    check_int(replicas, name="replicas", minimum=1)
     workload = config.workload
     with_rate = getattr(workload, "with_rate", None)
     if with_rate is None or not hasattr(workload, "requests"):

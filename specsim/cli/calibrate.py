@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,26 +20,26 @@ from specsim.calibrate.cards import (
     card_from_ceilings,
     fit_card,
     holdout_errors,
-    one_device,
     summarize_passes,
     trust_problems,
 )
 from specsim.cards import HardwareCard, ModelCard, load_hardware, write_hardware_card
 from specsim.cli.calibrate_runtime import run_profile
 from specsim.cli.calibrate_traces import (
-    collect,
+    Say,
     command_line,
+    fit_record,
     of_kind,
-    past_note,
+    read_passes,
+    refuse_untrusted,
+    report_fit,
+    report_runs,
     spread,
-    trace_models,
 )
 from specsim.cli.jsonout import dumps
 from specsim.cli.output import card_option, check_file
 from specsim.traces.io import Trace
 from specsim.validate.forms import predict_runs
-
-Say = Callable[..., None]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -262,17 +261,15 @@ def _end_to_end(
         for k in ("specdec", "autoregressive", "positions")
     )
     runs = predict_runs(sd, ar, pos, card, np.random.default_rng(args.seed))
-    say("\nEnd to end: measured speculative runs against the calibrated model")
-    say(runs[_RUN_COLUMNS].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    record: dict[str, Any] = {}
-    for kind in ("replay", "simulated"):
-        for q in ("latency", "speedup"):
-            e = runs[f"{kind}_{q}_error"].abs()
-            say(spread(f"{kind} {q} error", e))
-            record[f"{kind}_{q}_error"] = {"median": float(e.median()), "worst": float(e.max())}
-    if args.runs:
-        runs.to_csv(args.runs, index=False)
-    return record
+    errors = [
+        (f"{kind}_{q}_error", f"{kind} {q} error", runs[f"{kind}_{q}_error"])
+        for kind in ("replay", "simulated")
+        for q in ("latency", "speedup")
+    ]
+    title = "\nEnd to end: measured speculative runs against the calibrated model"
+    return report_runs(
+        runs, title=title, columns=_RUN_COLUMNS, errors=errors, say=say, out=args.runs
+    )
 
 
 def _write_card(
@@ -300,31 +297,15 @@ def run(args: argparse.Namespace) -> int:
     if args.profile:
         return run_profile(args)
     _check_outputs(args)
-    traces = collect(args.traces)
-    passes = [(w, t) for w, t in traces if t.kind == "passes"]
-    if not passes:
-        raise ValueError("no 'passes' trace among the inputs: nothing to fit")
-    device = one_device([(w, t.meta, t.data) for w, t in traces])
-    models = trace_models(passes)
+    traces, passes, models, device = read_passes(args.traces)
     cfg = summarize_passes(pd.concat([t.data for _, t in passes], ignore_index=True))
     base = _base(args, traces, args.slug or Path(args.out).stem, args.name or device)
     fit = fit_card(cfg, base, models=models)
     say: Say = (lambda *a: None) if args.json else print
-    say(
-        f"Fitted {len(cfg)} configurations ({int(cfg['repeats'].sum())} timed passes"
-        f"{past_note(cfg, models)})"
-    )
-    say(fit.table().to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    err = fit.residuals["rel_error"].abs()
-    say(spread("in-sample |relative error|", err))
+    err = report_fit(fit, cfg, models, say=say, configurations=len(cfg))
     ho, note = _holdout(args, cfg, base, models=models, say=say)
     problems = trust_problems(fit, ho)
-    if problems and not args.force:
-        raise ValueError(
-            "the fit cannot be trusted, so no card was written: "
-            + "; ".join(problems)
-            + ". Pass --force to write it anyway (marked as untrusted in the card)"
-        )
+    refuse_untrusted(problems, force=args.force, what="card")
     path, card = _write_card(args, fit, device=device, note=note, problems=problems)
     if args.residuals:
         fit.residuals.to_csv(args.residuals, index=False)
@@ -337,10 +318,7 @@ def run(args: argparse.Namespace) -> int:
         "card": str(path),
         "configurations": int(len(cfg)),
         "timed_passes": int(cfg["repeats"].sum()),
-        "parameters": fit.params,
-        "stderr": fit.stderr,
-        "in_sample_abs_rel_error": {"median": float(err.median()), "worst": float(err.max())},
-        "untrusted": problems,
+        **fit_record(fit, err, problems),
     }
     if ho is not None:
         e = ho["rel_error"].abs()

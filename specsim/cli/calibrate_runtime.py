@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +13,17 @@ import numpy as np
 import pandas as pd
 
 from specsim.calibrate import profile as cp
-from specsim.calibrate.cards import one_device
 from specsim.calibrate.formats import errors_by_format, kernel_note
 from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, load_hardware, load_runtime
 from specsim.cli.calibrate_traces import (
-    collect,
+    Say,
     command_line,
+    fit_record,
     of_kind,
-    past_note,
-    spread,
-    trace_models,
+    read_passes,
+    refuse_untrusted,
+    report_fit,
+    report_runs,
 )
 from specsim.cli.jsonout import dumps
 from specsim.cli.output import card_option, check_file
@@ -31,7 +31,6 @@ from specsim.traces.io import Trace
 
 __all__ = ["run_profile"]
 
-Say = Callable[..., None]
 _RUN_COLUMNS = [
     "target",
     "temperature",
@@ -139,17 +138,15 @@ def _end_to_end(
     runs = cp.predict_profile_runs(
         pd.concat(sd, ignore_index=True), pd.concat(ar, ignore_index=True), card, profile
     )
-    say("\nEnd to end: measured speculative runs (95% intervals) against the profile")
-    say(runs[_RUN_COLUMNS].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    record: dict[str, Any] = {}
-    for target, grp in runs.groupby("target"):
-        for q in ("latency", "speedup"):
-            e = grp[f"{q}_error"].abs()
-            say(spread(f"{target}: {q} error", e))
-            record[f"{target}_{q}_error"] = {"median": float(e.median()), "worst": float(e.max())}
-    if args.runs:
-        runs.to_csv(args.runs, index=False)
-    return record
+    errors = [
+        (f"{target}_{q}_error", f"{target}: {q} error", grp[f"{q}_error"])
+        for target, grp in runs.groupby("target")
+        for q in ("latency", "speedup")
+    ]
+    title = "\nEnd to end: measured speculative runs (95% intervals) against the profile"
+    return report_runs(
+        runs, title=title, columns=_RUN_COLUMNS, errors=errors, say=say, out=args.runs
+    )
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -170,12 +167,7 @@ def run_profile(args: argparse.Namespace) -> int:
     predict the speculative runs of the traces (none of which enters the fit)."""
     _check(args)
     card = card_option(load_hardware, args.base, option="--base")
-    traces = collect(args.traces)
-    passes = [(w, t) for w, t in traces if t.kind == "passes"]
-    if not passes:
-        raise ValueError("no 'passes' trace among the inputs: nothing to fit")
-    models = trace_models(passes)
-    one_device([(w, t.meta, t.data) for w, t in traces])
+    traces, passes, models, _ = read_passes(args.traces)
     for _, t in traces:
         cp.check_fit_device(t.meta, card)
     all_cfg = cp.profile_configs(pd.concat([t.data for _, t in passes], ignore_index=True))
@@ -183,23 +175,13 @@ def run_profile(args: argparse.Namespace) -> int:
     base, sampled = _base(args, traces, card)
     fit = cp.fit_profile(cfg, card, base=base, models=models)
     say: Say = (lambda *a: None) if args.json else print
-    say(
-        f"Fitted {len(fit.residuals)} configurations ({int(cfg['repeats'].sum())} timed "
-        f"passes{past_note(cfg, models)}) on {card.slug}"
-    )
-    say(fit.table().to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    err = fit.residuals["rel_error"].abs()
-    say(spread("in-sample |relative error|", err))
+    n = len(fit.residuals)
+    err = report_fit(fit, cfg, models, say=say, configurations=n, on=f" on {card.slug}")
     res = _residuals(fit, held, card, models)
     say("|relative error| by weight format (in_fit False: predicted, not fitted)")
     say(errors_by_format(res).to_string(index=False, float_format=lambda v: f"{v:.1%}"))
     problems = cp.profile_trust_problems(fit)
-    if problems and not args.force:
-        raise ValueError(
-            "the fit cannot be trusted, so no profile was written: "
-            + "; ".join(problems)
-            + ". Pass --force to write it anyway (marked as untrusted in the profile)"
-        )
+    refuse_untrusted(problems, force=args.force, what="profile")
     _write(args, fit, problems=problems, sampled=sampled)
     profile = load_runtime(args.out)
     say(f"wrote {args.out}" + (" (untrusted numbers marked)" if problems else ""))
@@ -213,10 +195,7 @@ def run_profile(args: argparse.Namespace) -> int:
         plot_calibration(res.assign(model=label)).savefig(args.plot, dpi=120)
     record: dict[str, Any] = {
         "profile": str(args.out),
-        "parameters": fit.params,
-        "stderr": fit.stderr,
-        "in_sample_abs_rel_error": {"median": float(err.median()), "worst": float(err.max())},
-        "untrusted": problems,
+        **fit_record(fit, err, problems),
     }
     end = _end_to_end(args, traces, card=card, profile=profile, say=say)
     if end:

@@ -23,7 +23,7 @@ from specsim.policies.lookahead import FixedGamma
 from specsim.sim.plain import PlainCost
 from specsim.sim.stream import (
     CHUNK_TOKENS,
-    Engine,
+    Method,
     StreamConfig,
     simulate_stream,
     simulate_stream_metrics,
@@ -136,6 +136,8 @@ def _value(spec: RunSpec, path: str, text: str) -> Any:
 
     if path == "seed":
         return parse_text(text, int, path)
+    if path == "method":  # a stream's method, not a field of its config: a bare word
+        return text.strip().strip('"')
     if spec.source is not None:  # a composed config: the value as TOML would write it
         try:
             return tomllib.loads(f"v = {text}")["v"]
@@ -205,11 +207,11 @@ def run(args: argparse.Namespace) -> int:
         if args.config and is_disaggregated(args.config):  # two pools: specsim.sim.disagg
             return run_pools(args)
         spec = _spec(args)
-        engine: Engine = "fast"
+        method: Method = "fast"
         if isinstance(spec, StreamConfig):
             stream, seed = spec, (0 if args.seed is None else args.seed)
         elif isinstance(spec.config, StreamConfig):
-            stream, seed, engine = spec.config, spec.seed, spec.engine
+            stream, seed, method = spec.config, spec.seed, spec.method
         else:
             result, metrics = _serve(spec)
             stream = None
@@ -224,11 +226,11 @@ def run(args: argparse.Namespace) -> int:
                 )
             rng = np.random.default_rng(seed)
             if tables:
-                result = simulate_stream(stream, rng, engine=engine)
+                result = simulate_stream(stream, rng, method=method)
                 metrics = result.metrics()
             else:
                 metrics = simulate_stream_metrics(
-                    stream, rng, engine=engine, progress=_progress(stream.tokens)
+                    stream, rng, method=method, progress=_progress(stream.tokens)
                 )
     if args.trace:
         with open(writable(args.trace), "w", encoding="utf-8") as fh:

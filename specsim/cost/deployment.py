@@ -39,6 +39,7 @@ from typing import Any, Literal
 from numpy.typing import ArrayLike
 
 from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, read_toml
+from specsim.checks import check_int
 from specsim.config import build
 from specsim.cost.checks import (
     check_hardware,
@@ -103,8 +104,7 @@ class Deployment:
         object.__setattr__(self, "hardware", check_hardware(self.hardware))
         object.__setattr__(self, "runtime", check_runtime(self.runtime, self.hardware))
         tp = self.tensor_parallel
-        if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
-            raise ValueError(f"deployment tensor_parallel: expected an integer >= 1, got {tp!r}")
+        check_int(tp, name="deployment tensor_parallel", minimum=1)
         check_tensor_parallel(self.target, tp, name="deployment tensor_parallel")
         check_expert_parallel(
             self.target, self.expert_parallel, tensor_parallel=tp, name="deployment expert_parallel"

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specsim.cards import DTYPE_BYTES, ModelCard
+from specsim.checks import check_int
 from specsim.cost.quant import (
     DEFAULT_INT4_GROUP_SIZE,
     KV_FORMATS,
@@ -153,8 +154,7 @@ def resolve_formats(
     k = canonical_format(dt if kv is None else kv, field="kv", known=KV_FORMATS)
     spec = WEIGHT_FORMATS[w]
     if group_size is not None:
-        if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
-            raise ValueError(f"group_size: expected an integer >= 1, got {group_size!r}")
+        check_int(group_size, name="group_size", minimum=1)
         if not spec.grouped and spec.block != group_size:
             raise ValueError(
                 f"group_size: weight format {w!r} has no group size to set "

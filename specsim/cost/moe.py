@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specsim.cards import HardwareCard, ModelCard
+from specsim.checks import check_int
 from specsim.cost.collectives import (
     allreduce_bandwidth_factor,
     allreduce_steps,
@@ -56,9 +57,7 @@ def check_expert_parallel(
     """``expert_parallel`` as an int when it splits ``model``'s experts within the
     ``tensor_parallel`` devices; else a ValueError naming the value, the experts and the
     devices. ``1`` (no expert parallelism) is valid for every model."""
-    ep = expert_parallel
-    if isinstance(ep, bool) or not isinstance(ep, int) or ep < 1:
-        raise ValueError(f"{name}: expected an integer >= 1, got {ep!r}")
+    ep = check_int(expert_parallel, name=name, minimum=1)
     if ep == 1:
         return 1
     moe = model.moe_spec

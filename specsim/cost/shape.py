@@ -36,6 +36,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from specsim.checks import check_int
+
 __all__ = [
     "check_tree",
     "tree_depths",
@@ -123,9 +125,7 @@ def check_tree(parents: Sequence[int], *, name: str = "parents") -> tuple[int, .
         raise ValueError(f"{name}: expected a sequence of parent indices, got {parents!r}")
     out: list[int] = []
     for i, p in enumerate(parents):
-        if isinstance(p, bool) or not isinstance(p, int | np.integer):
-            raise ValueError(f"{name}: entry {i} must be an integer parent index, got {p!r}")
-        out.append(int(p))
+        out.append(check_int(p, name=f"{name}: entry {i}", why="a parent index"))
     n = len(out)
     for i, p in enumerate(out):
         if p < -1 or p >= n:

@@ -47,6 +47,7 @@ import pandas as pd
 import torch
 from numpy.typing import NDArray
 
+from specsim.checks import check_int
 from specsim.measure.models import cache_keyword, synchronize
 from specsim.sampling import acceptance_rate, verify_batch
 
@@ -166,10 +167,9 @@ def check_prompt(prompt: IntArray, new_tokens: int, gamma: int | None = None) ->
     p = np.asarray(prompt)
     if p.ndim != 2 or p.shape[1] < 1 or not np.issubdtype(p.dtype, np.integer):
         raise ValueError(f"prompt: expected integer tokens of shape (batch, >=1), got {p.shape}")
-    if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 1:
-        raise ValueError(f"new_tokens: expected an integer >= 1, got {new_tokens!r}")
-    if gamma is not None and (isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1):
-        raise ValueError(f"gamma: expected an integer >= 1, got {gamma!r}")
+    check_int(new_tokens, name="new_tokens", minimum=1)
+    if gamma is not None:
+        check_int(gamma, name="gamma", minimum=1)
     return p.astype(np.int64)
 
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specsim.checks import check_int
 from specsim.traces import io as traces
 
 QUANT_FORMATS = ("fp32", "bf16", "int8", "int4")
@@ -56,8 +57,7 @@ def _ints(name: str, values: tuple[int, ...], low: int) -> None:
     if not isinstance(values, tuple):
         raise TypeError(f"Preset.{name}: expected a tuple, got {type(values).__name__}")
     for v in values:
-        if isinstance(v, bool) or not isinstance(v, int) or v < low:
-            raise ValueError(f"Preset.{name}: expected integers >= {low}, got {v!r}")
+        check_int(v, name=f"Preset.{name}", minimum=low)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

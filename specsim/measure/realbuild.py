@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from specsim.checks import check_int
 from specsim.measure.corpus import atomic_write_text, build_corpora, read_split
 from specsim.measure.tinylm import load_tokenizer, tokenizer_sha256, train_tokenizer
 from specsim.measure.train import PLAN, TRAIN_CORPORA, TrainConfig, encode_corpora, train_model
@@ -108,8 +109,7 @@ def build_real(
     for s in stages:
         if s not in STAGES:
             raise ValueError(f"stages: {s!r} is not one of {STAGES}")
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads: expected an integer >= 1, got {threads!r}")
+    check_int(threads, name="threads", minimum=1)
     names = [c.name for c in plan]
     for n in only or ():
         if n not in names:

@@ -31,6 +31,7 @@ import transformers
 
 import specsim
 from specsim.cards import ModelCard, load_model
+from specsim.checks import check_int
 from specsim.measure import run_decoding
 from specsim.measure.models import quantize_weights, resolve_device
 from specsim.measure.presets import Preset, check_resume
@@ -79,8 +80,7 @@ def run_preset(
     for s in chosen:
         if s not in SECTIONS:
             raise ValueError(f"sections: unknown section {s!r}; expected some of {SECTIONS}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
+    check_int(seed, name="seed", minimum=0)
     dev = resolve_device(device)
     say = log if log is not None else (lambda line: None)
     folder = Path(out)

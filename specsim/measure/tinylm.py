@@ -31,6 +31,7 @@ import torch
 import transformers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from specsim.checks import check_int
 from specsim.measure.corpus import atomic_write_text
 
 __all__ = [
@@ -69,8 +70,7 @@ class TinySpec:
             raise ValueError(f"TinySpec.family: expected one of {FAMILIES}, got {self.family!r}")
         for field in ("layers", "d_model", "heads", "d_ff", "context"):
             v = getattr(self, field)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"TinySpec.{field}: expected an integer >= 1, got {v!r}")
+            check_int(v, name=f"TinySpec.{field}", minimum=1)
         if self.d_model % self.heads:
             raise ValueError(f"TinySpec.heads: {self.heads} does not divide d_model {self.d_model}")
 
@@ -120,8 +120,7 @@ def train_tokenizer(texts: Iterable[str], *, vocab_size: int, path: str | os.Pat
     same texts in the same order (the trainer breaks frequency ties by the
     pair itself).
     """
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 300:
-        raise ValueError(f"vocab_size: expected an integer >= 300, got {vocab_size!r}")
+    check_int(vocab_size, name="vocab_size", minimum=300)
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from numpy.typing import NDArray
 from tokenizers import Tokenizer
 
+from specsim.checks import check_int
 from specsim.measure.corpus import SPLITS, atomic_write_bytes, read_split
 from specsim.measure.tinylm import (
     EOS,
@@ -90,8 +91,7 @@ class TrainConfig:
             )
         for f in ("steps", "batch", "eval_every", "eval_windows", "checkpoint_every"):
             v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"TrainConfig.{f}: expected an integer >= 1, got {v!r}")
+            check_int(v, name=f"TrainConfig.{f}", minimum=1)
         if not self.mixture or any(not (w > 0) for w in self.mixture.values()):
             raise ValueError(
                 f"TrainConfig.mixture: expected positive weights, got {self.mixture!r}"

@@ -35,6 +35,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from specsim.acceptance.processes import AcceptanceDraw, leading_run
+from specsim.checks import check_int
 from specsim.theory import expected_tokens, optimal_gamma
 
 __all__ = [
@@ -90,9 +91,7 @@ class LookaheadPolicy(Protocol):
 
 
 def _check_gamma(value: int, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-        raise ValueError(f"{name}: expected a non-negative integer, got {value!r}")
-    return int(value)
+    return check_int(value, name=name, minimum=0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -273,11 +272,9 @@ def fixed_gamma(policy: LookaheadPolicy) -> int | None:
     value = getattr(policy, "fixed_gamma", None)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-        raise ValueError(
-            f"policy {policy!r}: fixed_gamma must be None or a non-negative integer, got {value!r}"
-        )
-    return int(value)
+    return check_int(
+        value, name=f"policy {policy!r}: fixed_gamma", minimum=0, why="None or a gamma"
+    )
 
 
 def batch_wide(policy: LookaheadPolicy) -> bool:
@@ -295,12 +292,7 @@ def batch_wide(policy: LookaheadPolicy) -> bool:
 def check_choice(policy: LookaheadPolicy, value: object, *, max_gamma: int | None = None) -> int:
     """``value``, the lookahead ``policy`` chose, as an int: a ValueError naming the policy
     unless it is a non-negative integer (at most ``max_gamma`` when that is given)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | np.integer)
-        or value < 0
-        or (max_gamma is not None and value > max_gamma)
-    ):
-        bound = "a non-negative integer" if max_gamma is None else f"0..max_gamma={max_gamma}"
-        raise ValueError(f"policy {policy!r} chose gamma {value!r}, outside {bound}")
-    return int(value)
+    why = None if max_gamma is None else "at most max_gamma"
+    return check_int(
+        value, name=f"policy {policy!r} chose gamma", minimum=0, maximum=max_gamma, why=why
+    )

@@ -56,6 +56,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from specsim.acceptance.processes import AcceptanceDraw, leading_run
+from specsim.checks import check_int
 from specsim.policies.lookahead import MAX_GAMMA, PolicyContext
 
 __all__ = [
@@ -189,12 +190,7 @@ class SignalThreshold:
     def __post_init__(self) -> None:
         if not (np.isfinite(self.threshold) and self.threshold >= 0):
             raise ValueError(f"threshold: expected a finite value >= 0, got {self.threshold!r}")
-        if (
-            isinstance(self.max_gamma, bool)
-            or not isinstance(self.max_gamma, int)
-            or (self.max_gamma < 1)
-        ):
-            raise ValueError(f"max_gamma: expected an integer >= 1, got {self.max_gamma!r}")
+        check_int(self.max_gamma, name="max_gamma", minimum=1)
 
     def choose(self, ctx: PolicyContext) -> int:
         if ctx.draw is None:

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from specsim.checks import check_size
+from specsim.checks import check_int, check_size
 from specsim.cost.deployment import Deployment
 from specsim.proposers import (
     DraftCost,
@@ -89,8 +89,7 @@ def check_budget(parents: Sequence[int], budget: int) -> tuple[int, ...]:
     """``parents`` checked (:func:`specsim.proposers.check_tree`) and within ``budget`` nodes,
     else a ValueError naming the budget and the tree's size."""
     tree = check_tree(parents)
-    if isinstance(budget, bool) or not isinstance(budget, int | np.integer) or budget < 0:
-        raise ValueError(f"budget: expected an integer >= 0, got {budget!r}")
+    check_int(budget, name="budget", minimum=0)
     if len(tree) > budget:
         raise ValueError(
             f"budget: {budget} verified nodes per sequence is smaller than the tree's "
@@ -313,12 +312,9 @@ def optimize_tree(
     tokens per second at ``batch`` on ``deployment`` (see the module docstring).
     ``candidates``: the best trees from :func:`best_trees`, when already computed for this
     acceptance and budget (they do not depend on the machine or the batch)."""
-    if isinstance(batch, bool) or not isinstance(batch, int | np.integer) or batch < 1:
-        raise ValueError(f"batch: expected an integer >= 1, got {batch!r}")
     check_size(batch, name="batch", limit="batch")
     check_size(budget, name="budget", limit="tree_nodes")
-    if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1:
-        raise ValueError(f"max_depth: expected an integer >= 1, got {max_depth!r}")
+    check_int(max_depth, name="max_depth", minimum=1)
     check_budget((), budget)
     acc = check_proposer(proposer).acceptance
     depth = max_depth if acc.max_depth is None else min(max_depth, acc.max_depth)

@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from specsim.checks import check_int
+
 __all__ = [
     "Answer",
     "Worked",
@@ -59,15 +61,9 @@ class Answer:
         value = float(self.value)
         if not math.isfinite(value):
             raise ValueError(f"Answer {self.what!r}: value must be finite, got {self.value!r}")
-        if (
-            isinstance(self.decimals, bool)
-            or not isinstance(self.decimals, int)
-            or not 0 <= self.decimals <= _MAX_DECIMALS
-        ):
-            raise ValueError(
-                f"Answer {self.what!r}: decimals must be an int in 0..{_MAX_DECIMALS}, "
-                f"got {self.decimals!r}"
-            )
+        check_int(
+            self.decimals, name=f"Answer {self.what!r}: decimals", minimum=0, maximum=_MAX_DECIMALS
+        )
         object.__setattr__(self, "value", value)
 
     @property

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from specsim.checks import check_int
 from specsim.problems._core import Answer, Problem
 from specsim.problems._render import ProblemSet
 
@@ -129,8 +130,7 @@ def parse_answers(text: str, *, source: str, problems: Mapping[str, Problem]) ->
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{source}: not valid TOML ({exc})") from exc
     seed = data.pop("seed", None)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"{source}: expected an integer 'seed' at the top, got {seed!r}")
+    check_int(seed, name=f"{source}: seed", why="an integer 'seed' at the top")
     out: dict[str, Any] = {"seed": seed}
     for number, table in data.items():
         if number not in problems:

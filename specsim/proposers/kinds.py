@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from specsim.cards import HeadCard, ModelCard
+from specsim.checks import check_int
 from specsim.cost.checks import check_draft_pair
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
@@ -88,9 +89,7 @@ def check_serialized(deployment: Deployment, *, where: str) -> None:
 
 def check_batch(batch: int) -> int:
     """``batch`` as an int >= 1, else a ValueError naming it."""
-    if isinstance(batch, bool) or not isinstance(batch, int | np.integer) or batch < 1:
-        raise ValueError(f"batch: expected an integer >= 1, got {batch!r}")
-    return int(batch)
+    return check_int(batch, name="batch", minimum=1)
 
 
 @dataclass(frozen=True, kw_only=True)

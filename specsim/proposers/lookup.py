@@ -44,6 +44,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from specsim.cards import ModelCard
+from specsim.checks import check_int
 from specsim.cost.deployment import Deployment
 from specsim.proposers.kinds import check_batch, contexts
 from specsim.proposers.protocol import DraftCost
@@ -142,8 +143,7 @@ class NGram:
 
     def __post_init__(self) -> None:
         t = self.threads
-        if isinstance(t, bool) or not isinstance(t, int) or t < 1:
-            raise ValueError(f"n-gram threads: expected an integer >= 1, got {t!r}")
+        check_int(t, name="n-gram threads", minimum=1)
 
     @property
     def name(self) -> str:

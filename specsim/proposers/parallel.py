@@ -45,6 +45,7 @@ from specsim.cards.proposer_cards import (
     ProposerCard,
     load_proposer_card,
 )
+from specsim.checks import check_int
 from specsim.cost.checks import check_draft_pair
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
@@ -67,9 +68,7 @@ def contexts(context: ArrayLike) -> NDArray[np.int64]:
 
 def check_batch(batch: object) -> int:
     """``batch`` as an int >= 1; a ValueError names a bad value."""
-    if isinstance(batch, bool) or not isinstance(batch, int | np.integer) or batch < 1:
-        raise ValueError(f"batch: expected an integer >= 1, got {batch!r}")
-    return int(batch)
+    return check_int(batch, name="batch", minimum=1)
 
 
 def card_acceptance(card: ProposerCard) -> RankAcceptance:
@@ -105,16 +104,14 @@ class ParallelDraft:
     label: str = ""
 
     def __post_init__(self) -> None:
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise ValueError(f"parallel draft k: expected an integer >= 1, got {self.k!r}")
+        check_int(self.k, name="parallel draft k", minimum=1)
         if self.pass_positions not in PASS_POSITIONS:
             raise ValueError(
                 f"parallel draft pass_positions: expected one of {list(PASS_POSITIONS)}, got "
                 f"{self.pass_positions!r}"
             )
         bad = self.extra_params
-        if isinstance(bad, bool) or not isinstance(bad, int) or bad < 0:
-            raise ValueError(f"parallel draft extra_params: expected an integer >= 0, got {bad!r}")
+        check_int(bad, name="parallel draft extra_params", minimum=0)
         if not isinstance(self.acceptance, RankAcceptance):
             raise TypeError(
                 f"parallel draft acceptance: expected a RankAcceptance, got "

@@ -45,6 +45,7 @@ from numpy.typing import ArrayLike
 from specsim.cards import ModelCard
 from specsim.cards.files import SearchPath
 from specsim.cards.proposer_cards import SelfSpecCard, load_proposer_card
+from specsim.checks import check_int
 from specsim.cost.deployment import Deployment
 from specsim.cost.shape import PassShape
 from specsim.proposers.parallel import card_acceptance, check_batch, contexts
@@ -57,11 +58,9 @@ __all__ = ["SelfSpeculation", "early_exit_card"]
 def early_exit_card(target: ModelCard, layers: int) -> ModelCard:
     """``target`` with ``layers`` decoder layers (1 <= layers <= target.layers): the draft's
     shape, every other field the target's; ``params`` is the shape's count."""
-    if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= target.layers:
-        raise ValueError(
-            f"layers: expected an integer in 1..{target.layers} (target {target.slug!r}), "
-            f"got {layers!r}"
-        )
+    check_int(
+        layers, name="layers", minimum=1, maximum=target.layers, why=f"target {target.slug!r}"
+    )
     if layers == target.layers:
         return target
     # The stated-params check compares params with the shape: give the shape's own count.

@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from specsim.cards import read_toml
+from specsim.checks import check_int
 from specsim.cost import PassShape
 from specsim.cost.shape import check_tree, tree_depths
 
@@ -94,14 +95,8 @@ class RankAcceptance:
                         f"{self.name}: depth {d}, rank {r}: expected a probability in [0, 1], "
                         f"got {a!r}"
                     )
-        if self.max_depth is not None and (
-            isinstance(self.max_depth, bool)
-            or not isinstance(self.max_depth, int)
-            or self.max_depth < 1
-        ):
-            raise ValueError(
-                f"{self.name}: max_depth: expected an integer >= 1 or None, got {self.max_depth!r}"
-            )
+        if self.max_depth is not None:
+            check_int(self.max_depth, name=f"{self.name}: max_depth", minimum=1, why="or None")
         object.__setattr__(self, "accept", rows)
 
     @classmethod

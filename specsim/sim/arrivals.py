@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from specsim.checks import check_size
+from specsim.checks import check_int, check_size
 
 __all__ = [
     "TRACE_COLUMNS",
@@ -66,9 +66,7 @@ def check_rate(value: float, name: str) -> float:
 
 
 def _count(n: int) -> int:
-    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
-        raise ValueError(f"n: expected an integer >= 1, got {n!r}")
-    return int(n)
+    return check_int(n, name="n", minimum=1)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -208,8 +206,8 @@ def _draw_lengths(rng: np.random.Generator, spec: IntRange, n: int) -> Ints:
 
 def _check_range(spec: IntRange, name: str, minimum: int) -> None:
     lo, hi = spec if isinstance(spec, tuple) else (spec, spec)
-    if not all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in (lo, hi)):
-        raise ValueError(f"{name}: expected an integer or a (low, high) pair, got {spec!r}")
+    for x in (lo, hi):
+        check_int(x, name=name, why=f"an integer or a (low, high) pair, got {spec!r}")
     if lo < minimum or hi < lo:
         raise ValueError(f"{name}: expected {minimum} <= low <= high, got {spec!r}")
 
@@ -226,8 +224,7 @@ class PoissonWorkload:
     def __post_init__(self) -> None:
         if not (np.isfinite(self.rate_per_s) and self.rate_per_s > 0):
             raise ValueError(f"rate_per_s: expected a finite rate > 0, got {self.rate_per_s!r}")
-        if isinstance(self.requests, bool) or self.requests < 1:
-            raise ValueError(f"requests: expected an integer >= 1, got {self.requests!r}")
+        check_int(self.requests, name="requests", minimum=1)
         check_size(self.requests, name="requests", limit="requests")
         _check_range(self.prompt_tokens, "prompt_tokens", 1)
         _check_range(self.output_tokens, "output_tokens", 1)

@@ -142,9 +142,10 @@ class Admission:
         max_batch: int,
         max_gamma: int,
         reserve: Ints | None = None,
+        unit: str = "tokens",
     ) -> None:
-        """``reserve``: what each request needs at admission, in the capacity's units (default:
-        its whole KV footprint in tokens; a paged cache passes blocks)."""
+        """``reserve``: what each request needs at admission, in the capacity's ``unit``
+        (default: its whole KV footprint in tokens; a paged cache passes blocks)."""
         reserve = requests.reserve if reserve is None else reserve
         if capacity is not None and reserve.max() > capacity:
             i = int(np.argmax(reserve))
@@ -155,6 +156,7 @@ class Admission:
             )
         self.reserve = reserve
         self.capacity = capacity
+        self.unit = unit
         self.max_batch = max_batch
         self.waiting: deque[int] = deque()
         self.arrived = 0  # requests that have arrived so far
@@ -180,6 +182,27 @@ class Admission:
 
     def release(self, finished: Ints) -> None:
         self.used -= int(self.reserve[finished].sum())
+
+    def check_progress(self, running: int) -> None:
+        """A ValueError when nothing runs (``running`` sequences, in the batch or in prefill)
+        and the first waiting request does not fit: nothing will ever free room, so nothing
+        will ever be admitted, and the run would otherwise spin forever."""
+        if running or not self.waiting or self.capacity is None:
+            return
+        i = self.waiting[0]
+        need, free = int(self.reserve[i]), self.capacity - self.used
+        if need <= free:
+            return
+        leak = (
+            f"; {self.used:,} are still reserved with no request running (a finished "
+            "request's reservation was never released)"
+            if self.used
+            else ""
+        )
+        raise ValueError(
+            f"serving: request {i} needs {need:,} KV {self.unit} and only {free:,} of the "
+            f"capacity of {self.capacity:,} are free{leak}: nothing will ever be admitted"
+        )
 
     def requeue(self, preempted: list[int]) -> None:
         """Preempted requests go back to the front of the queue, earliest arrival first."""

@@ -4,7 +4,7 @@ The schema (commented examples in ``studies/configs/``, reference in
 ``docs/simulate-config.md``): the top-level keys are the fields of
 :class:`specsim.sim.StreamConfig` (``mode = "stream"``, the default) or
 :class:`specsim.sim.ServingConfig` (``mode = "serving"``), plus ``mode``,
-``seed`` and, for streams, ``engine``. Each extension point is a table with a
+``seed`` and, for streams, ``method``. Each extension point is a table with a
 ``kind``, whose other keys are the fields of that kind's class (:data:`KINDS`)::
 
     [acceptance]  kind = "iid" | "positional" | "markov" | "trace"
@@ -23,8 +23,10 @@ unless its table states them: ``alpha`` is the acceptance process's mean,
 the run's typical context, ``max_gamma`` the run's. A sweep that changes the
 acceptance or the cost changes them too (:func:`with_value`).
 
-A serving config with a ``[proposer]`` table serves token trees instead (its
-``[deployment]``, ``[proposer]`` and ``[tree]`` tables, :mod:`specsim.sim.config_compose`);
+A serving config with ``[proposer]`` and ``[tree]`` tables serves token trees instead (with
+its ``[deployment]``, :mod:`specsim.sim.config_compose`); a ``[proposer]`` without a
+``[tree]`` drafts a chain serving run's blocks (``ServingConfig.proposer``, the policy
+choosing each gamma);
 a ``[deployment]`` in a chain config gives ``[cost]``'s target fields; ``[slo]`` adds
 goodput to any serving run. Those runs keep their table (:attr:`RunSpec.source`), and a
 path set on them builds them again.
@@ -53,11 +55,13 @@ from specsim.sim.config_compose import (
     Slo,
     TreeConfig,
     deployment_cost,
+    proposer_from_table,
     set_path,
     tree_config_from_dict,
 )
 from specsim.sim.costs import CardCost, PlainCost
 from specsim.sim.serving import ServingConfig
+from specsim.sim.serving.drafting import ProposerDrafts, target_deployment
 from specsim.sim.source import CostSource, block_costs
 from specsim.sim.stream import StreamConfig
 from specsim.sim.workload import (
@@ -154,13 +158,13 @@ KINDS: Kinds = {
 FROM_RUN: tuple[str, ...] = ("alpha", "c", "max_gamma")
 """Policy fields that, left out of the policy table, come from the run."""
 
-_EXTRA = {"stream": ("mode", "seed", "engine"), "serving": ("mode", "seed")}
+_EXTRA = {"stream": ("mode", "seed", "method"), "serving": ("mode", "seed")}
 _CLASSES: dict[str, type] = {"stream": StreamConfig, "serving": ServingConfig}
 
 
 @dataclass(frozen=True)
 class RunSpec:
-    """A parsed config: what to run, its seed, its engine, and which policy fields follow
+    """A parsed config: what to run, its seed, its stream method, and which policy fields follow
     the run (:data:`FROM_RUN`); a serving run's latency targets ``slo`` (goodput); for a
     config with ``[deployment]`` or ``[proposer]``, the ``source`` table it was built from
     and the folder ``base`` its files are read from, and the file's name ``origin`` (for
@@ -168,7 +172,7 @@ class RunSpec:
 
     config: StreamConfig | ServingConfig | TreeConfig
     seed: int
-    engine: Literal["fast", "events"] = "fast"
+    method: Literal["fast", "events"] = "fast"
     derived: frozenset[str] = frozenset()
     slo: Slo | None = None
     source: Mapping[str, Any] | None = None
@@ -243,6 +247,11 @@ def _from_run(name: str, config: StreamConfig | ServingConfig, max_gamma: int, w
     if isinstance(cost, PlainCost):
         return float(cost.c)
     ctx = np.array([_typical_context(config)], dtype=np.int64)
+    proposer = getattr(config, "proposer", None)
+    if proposer is not None:  # the proposer drafts: its one-token pass, not the source's step
+        drafts = ProposerDrafts(cost, proposer, target_deployment(cost, where=f"{where}.c"))
+        one = np.ones(1, dtype=np.int64)
+        return drafts.draft(1, batch=1, context=int(ctx[0]))[0] / cost.verify(one, ctx).time_s
     blocks = block_costs(cost, np.zeros(1, dtype=np.int64), ctx)
     return float(blocks.draft_time[0] / blocks.verify_time[0])
 
@@ -282,9 +291,13 @@ def config_from_dict(
     composed = "deployment" in data or "proposer" in data
     source = dict(data) if composed else None
     slo, data = _slo(data, mode=mode, where=where)
+    proposer = None
+    if "proposer" in data and mode == "serving" and "tree" not in data:  # a chain's drafts
+        proposer = proposer_from_table(data["proposer"], base=base, where=f"{where} [proposer]")
+        data = {k: v for k, v in data.items() if k != "proposer"}
     if "proposer" in data:
         if mode != "serving":
-            raise ValueError(f"{where} [proposer]: token trees are served with mode = 'serving'")
+            raise ValueError(f"{where} [proposer]: proposers draft with mode = 'serving'")
         seed = _seed(data.get("seed", 0), f"{where}.seed")
         tree = tree_config_from_dict(data, where=where, base=base, kinds=KINDS)
         return RunSpec(
@@ -304,12 +317,14 @@ def config_from_dict(
     if missing:
         raise ValueError(f"{where}: missing key(s) {missing}")
     seed = _seed(data.get("seed", 0), f"{where}.seed")
-    engine = coerce(data.get("engine", "fast"), Literal["fast", "events"], f"{where}.engine")
+    method = coerce(data.get("method", "fast"), Literal["fast", "events"], f"{where}.method")
     table = {k: v for k, v in data.items() if k in hints and k != "policy"}
     table["acceptance"] = _trace_table(table["acceptance"], Path(base), f"{where}.acceptance")
     if "workload" in table:
         table["workload"] = _workload_files(table["workload"], Path(base))
     parts = {k: coerce(v, hints[k], f"{where}.{k}", kinds=KINDS) for k, v in table.items()}
+    if proposer is not None:
+        parts["proposer"] = proposer
     # A stand-in policy, so that the run's own values (alpha, c) can be read from it.
     trial = build(cls, {**parts, "policy": pol.FixedGamma(gamma=0)}, where=where)
     policy, derived = _policy(data["policy"], trial, trial.max_gamma, f"{where}.policy")
@@ -317,7 +332,7 @@ def config_from_dict(
     return RunSpec(
         config=config,
         seed=seed,
-        engine=engine,
+        method=method,
         derived=derived,
         slo=slo,
         source=source,
@@ -339,13 +354,13 @@ def with_value(
             return config_from_dict(data, where=spec.origin, base=spec.base)
         except ValueError as exc:  # the flag (or sweep point) and the file's key
             raise ValueError(f"{where}: {exc}") from None
-    if path in ("seed", "engine"):
+    if path in ("seed", "method"):
         return RunSpec(
             config=spec.config,
             seed=_seed(value, f"{where}: seed") if path == "seed" else spec.seed,
-            engine=coerce(value, Literal["fast", "events"], f"{where}: engine")
-            if path == "engine"
-            else spec.engine,
+            method=coerce(value, Literal["fast", "events"], f"{where}: method")
+            if path == "method"
+            else spec.method,
             derived=spec.derived,
             slo=spec.slo,
         )
@@ -367,7 +382,7 @@ def with_value(
             config = dataclasses.replace(config, policy=dataclasses.replace(current, **filled))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{where}: policy: {exc}") from None
-    return RunSpec(config=config, seed=spec.seed, engine=spec.engine, derived=derived, slo=spec.slo)
+    return RunSpec(config=config, seed=spec.seed, method=spec.method, derived=derived, slo=spec.slo)
 
 
 def load_config(path: str | os.PathLike[str]) -> RunSpec:

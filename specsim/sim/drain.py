@@ -135,6 +135,7 @@ class _Schedule:
         if admission.waiting and self.running < d.max_batch:
             adm = admission.admit(self.running)
         if not adm:
+            admission.check_progress(self.running)
             return
         a = np.asarray(adm, dtype=np.int64)
         pc = d.cost.prefill(req.prompt[a], draft=d.gamma != 0)

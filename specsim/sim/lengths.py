@@ -14,6 +14,7 @@ import pandas as pd
 from numpy.typing import NDArray
 from scipy.special import ndtr
 
+from specsim.checks import check_int
 from specsim.sim.arrivals import check_rate
 
 __all__ = ["Empirical", "Fixed", "Geometric", "Lengths", "LogNormal", "Uniform", "Zipf"]
@@ -22,11 +23,7 @@ Ints = NDArray[np.int64]
 
 
 def _whole(value: object, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ValueError(f"{name}: expected a whole number of tokens, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name}: expected a length >= {minimum} token(s), got {value!r}")
-    return int(value)
+    return check_int(value, name=name, minimum=minimum, why="a length in tokens")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -31,6 +31,7 @@ import pandas as pd
 import simpy
 from numpy.typing import NDArray
 
+from specsim.checks import check_int
 from specsim.sim.batch import Admission, Batch, Requests
 from specsim.sim.chunk_drain import ChunkDrain
 from specsim.sim.drain import Drain
@@ -169,11 +170,7 @@ def tables(
 
 def check_router(router: object, replicas: object) -> None:
     """ValueErrors naming ``router`` or ``replicas``: a known rule over at least one replica."""
-    if isinstance(replicas, bool) or not isinstance(replicas, int | np.integer) or replicas < 1:
-        raise ValueError(
-            f"replicas: a router needs at least one replica to route to; expected an integer "
-            f">= 1, got {replicas!r}"
-        )
+    check_int(replicas, name="replicas", minimum=1, why="a router needs a replica to route to")
     if router not in ROUTERS:
         raise ValueError(f"router: expected one of {list(ROUTERS)}, got {router!r}")
 

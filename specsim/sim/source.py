@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from specsim.cards import ModelCard
+from specsim.checks import check_int
 from specsim.cost import verification_positions
 from specsim.cost.checks import check_positions
 from specsim.policies.lookahead import LookaheadPolicy, PolicyContext, check_choice
@@ -318,8 +319,7 @@ def check_positions_fit(
 
 
 def check_whole(value: object, name: str, *, minimum: int) -> int:
-    """``value`` when it is an integer (not a bool) of at least ``minimum``; else a ValueError
-    naming the field: a run's counts (tokens, batch, gamma, KV tokens) are whole numbers."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
-    return int(value)
+    """``value`` when it is an integer (not a bool) of at least ``minimum``; else the error of
+    :func:`specsim.checks.check_int` naming the field: a run's counts (tokens, batch, gamma,
+    KV tokens) are whole numbers."""
+    return check_int(value, name=name, minimum=minimum)

@@ -18,10 +18,11 @@ Draft placement:
   otherwise the pre-drafted work is discarded and drafting restarts after
   the verification.
 
-Two engines give the same timeline: ``"events"`` runs simpy processes on
-accelerator resources, one event per draft phase and per pass (the reference);
-``"fast"`` computes the same timeline with numpy (a speed path for the long
-runs that validate the closed forms; a test checks the two agree).
+Two methods give the same timeline (the ``method`` keyword; "engine" is the serving
+engine's name only): ``"events"`` runs simpy processes on accelerator resources, one
+event per draft phase and per pass (the reference); ``"fast"`` computes the same
+timeline with numpy (a speed path for the long runs that validate the closed forms; a
+test checks the two agree).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import simpy
 from numpy.typing import NDArray
 
 from specsim.acceptance.processes import AcceptanceDraw, AcceptanceProcess, accepted_in_block
-from specsim.checks import check_size
+from specsim.checks import check_int, check_size
 from specsim.cost import verification_positions
 from specsim.policies.lookahead import (
     MAX_GAMMA,
@@ -60,7 +61,8 @@ CHUNK_TOKENS = 1 << 20
 """Tokens per chunk of :func:`simulate_stream_metrics`: its memory is bounded by this, not by
 the stream's length."""
 
-Engine = Literal["fast", "events"]
+Method = Literal["fast", "events"]
+"""How :func:`simulate_stream` computes the timeline: numpy (``"fast"``) or simpy (``"events"``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -262,7 +264,7 @@ def _timeline_events(
 
 
 def simulate_stream(
-    config: StreamConfig, rng: np.random.Generator, *, engine: Engine = "fast"
+    config: StreamConfig, rng: np.random.Generator, *, method: Method = "fast"
 ) -> StreamResult:
     """Simulate one request and, in the same run, plain decoding of the same tokens.
 
@@ -271,8 +273,8 @@ def simulate_stream(
     """
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng: expected numpy.random.Generator, got {type(rng).__name__}")
-    if engine not in ("fast", "events"):
-        raise ValueError(f"engine: expected 'fast' or 'events', got {engine!r}")
+    if method not in ("fast", "events"):
+        raise ValueError(f"method: expected 'fast' or 'events', got {method!r}")
     overlapped = bool(config.cost.overlapped)
     draw = config.acceptance.sample(rng, config.tokens + verification_positions(config.max_gamma))
     start, gamma, acc, emit = plan_blocks(
@@ -285,7 +287,7 @@ def simulate_stream(
     context = config.prompt + start
     costs = block_costs(config.cost, gamma, context)
     full = (gamma > 0) & (acc == gamma)
-    timeline = _timeline_fast if engine == "fast" else _timeline_events
+    timeline = _timeline_fast if method == "fast" else _timeline_events
     d_start, d_end, v_end, wasted = timeline(
         gamma, full, costs.draft_time, costs.verify_time, overlapped
     )
@@ -335,14 +337,14 @@ def simulate_stream_metrics(
     config: StreamConfig,
     rng: np.random.Generator,
     *,
-    engine: Engine = "fast",
+    method: Method = "fast",
     chunk_tokens: int = CHUNK_TOKENS,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """The metrics record of :func:`simulate_stream`, in memory bounded by ``chunk_tokens``.
 
     A stream that fits in one chunk (``config.tokens <= chunk_tokens``) is exactly
-    ``simulate_stream(config, rng, engine=engine).metrics()``. A longer one runs chunk by
+    ``simulate_stream(config, rng, method=method).metrics()``. A longer one runs chunk by
     chunk, each continuing at the context the previous one reached, and adds up the totals;
     its standard errors come from batch means over consecutive stretches of blocks, as in
     one run. Each chunk draws its own acceptances and starts the acceptance process, the
@@ -351,10 +353,9 @@ def simulate_stream_metrics(
     ``tokens_requested`` by at most the last block's gamma. ``progress(done, total)``, if
     given, is called after each chunk with the tokens emitted so far.
     """
-    if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or chunk_tokens < 1:
-        raise ValueError(f"chunk_tokens: expected a positive integer, got {chunk_tokens!r}")
+    check_int(chunk_tokens, name="chunk_tokens", minimum=1)
     if config.tokens <= chunk_tokens:
-        metrics = simulate_stream(config, rng, engine=engine).metrics()
+        metrics = simulate_stream(config, rng, method=method).metrics()
         if progress is not None:
             progress(metrics["tokens"], config.tokens)
         return metrics
@@ -365,7 +366,7 @@ def simulate_stream_metrics(
         part = replace(
             config, tokens=min(chunk_tokens, config.tokens - done), prompt=config.prompt + done
         )
-        result = simulate_stream(part, rng, engine=engine)
+        result = simulate_stream(part, rng, method=method)
         sums = result.sums()
         emitted, block_time, ops = result.batch_series()
         for idx in np.array_split(np.arange(emitted.shape[0]), _SUB_BATCHES):

@@ -49,7 +49,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from specsim.cards import HardwareCard, ModelCard
-from specsim.checks import check_size
+from specsim.checks import check_int, check_size
 from specsim.cost.checks import check_positions
 from specsim.cost.deployment import Deployment
 from specsim.proposers import DraftModel, Proposer, check_proposer, verify_shape
@@ -173,12 +173,12 @@ def check_serving_fields(cfg: Any) -> None:
     check_whole(cfg.max_batch, "max_batch", minimum=1)
     check_size(cfg.max_batch, name="max_batch", limit="batch")
     if cfg.position_budget is not None:
-        b = cfg.position_budget
-        if isinstance(b, bool) or not isinstance(b, int | np.integer) or b < 2:
-            raise ValueError(
-                f"position_budget: expected an integer >= 2 verified positions per "
-                f"iteration (one sequence's root and one node), got {b!r}"
-            )
+        check_int(
+            cfg.position_budget,
+            name="position_budget",
+            minimum=2,
+            why="verified positions per iteration: one sequence's root and one node",
+        )
     check_router(cfg.router, cfg.replicas)
     if cfg.kv_capacity_tokens is not None:
         check_whole(cfg.kv_capacity_tokens, "kv_capacity_tokens", minimum=1)

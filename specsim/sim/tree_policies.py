@@ -45,15 +45,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specsim.checks import check_int
 from specsim.proposers import RankAcceptance
 
 __all__ = ["NodeConfidence", "ConfidenceTree", "DynamicPass", "TreeGrowth"]
 
 
 def _whole(value: object, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
-    return int(value)
+    return check_int(value, name=name, minimum=minimum)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -56,8 +56,6 @@ Ints = NDArray[np.int64]
 
 
 def _requests(value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"requests: expected an integer >= 1, got {value!r}")
     check_size(value, name="requests", limit="requests")
 
 

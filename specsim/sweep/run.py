@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 
+from specsim.checks import check_int
 from specsim.sim import StreamConfig, simulate_stream
 from specsim.sim.config import RunSpec, with_value
 from specsim.sim.config_compose import simulate_run, slo_metrics
@@ -138,7 +139,7 @@ def run_point(
     for r in range(seeds):
         rng = np.random.default_rng(point_seed(seed, key, r))
         if isinstance(run.config, StreamConfig):
-            m = simulate_stream(run.config, rng, engine=run.engine).metrics()
+            m = simulate_stream(run.config, rng, method=run.method).metrics()
         else:
             m = _serving_metrics(run, rng)
         if metrics:
@@ -192,7 +193,7 @@ def metric_names(run: RunSpec) -> tuple[str, ...]:
     probe = _probe(run)
     rng = np.random.default_rng(0)
     if isinstance(probe.config, StreamConfig):
-        m = simulate_stream(probe.config, rng, engine=probe.engine).metrics()
+        m = simulate_stream(probe.config, rng, method=probe.method).metrics()
     else:
         m = _serving_metrics(probe, rng)
     return tuple(m)
@@ -252,8 +253,7 @@ def run_sweep(
     config, the metric names and the connection to the cluster. A run that fails before
     its first point is written leaves no output behind.
     """
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
+    check_int(workers, name="workers", minimum=1)
     check_connect_timeout(connect_timeout)
     out = Path(out)
     points = sweep_points(spec)

@@ -169,7 +169,7 @@ def _canonical(value: Any) -> Any:
 
 def check_axis(config: RunSpec, path: str) -> None:
     """Raise ValueError unless the dotted ``path`` names a field of the run (or its seed)."""
-    if path in ("seed", "engine", "policy"):
+    if path in ("seed", "method", "policy"):
         return
     if config.source is not None:  # a composed run: a path into the table it was built from
         *parents, _ = path.split(".")

@@ -14,6 +14,7 @@ import pandas as pd
 
 from specsim.acceptance.processes import TraceAcceptance
 from specsim.cards import HardwareCard, load_model
+from specsim.checks import check_int
 from specsim.cost import step_cost_grid
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost
@@ -90,8 +91,7 @@ def predict_runs(
     cache rollback) is not in the cost model; ``host_share`` reports how much of
     the measured time it was.
     """
-    if isinstance(seeds, bool) or not isinstance(seeds, int | np.integer) or seeds < 1:
-        raise ValueError(f"seeds: expected an integer >= 1, got {seeds!r}")
+    check_int(seeds, name="seeds", minimum=1)
     runs = _run_frames(specdec, autoregressive)
     rows = []
     for r in runs.itertuples(index=False):

@@ -133,7 +133,8 @@ def test_an_error_in_a_worker_is_the_error_of_one_process() -> None:
 
 @pytest.mark.parametrize("workers", [0, -1, 1.5, True, "2"])
 def test_bad_worker_counts_are_named(workers: Any) -> None:
-    with pytest.raises(ValueError, match="workers"):
+    error = ValueError if isinstance(workers, int) and not isinstance(workers, bool) else TypeError
+    with pytest.raises(error, match="workers: expected an integer"):
         search_capacity(
             small_config(),
             slo=SLO_SMALL,
@@ -142,7 +143,7 @@ def test_bad_worker_counts_are_named(workers: Any) -> None:
             seed=5,
             workers=workers,
         )
-    with pytest.raises(ValueError, match="workers"):
+    with pytest.raises(error, match="workers: expected an integer >= 1, got "):
         check_workers(workers)
 
 

@@ -91,10 +91,17 @@ def test_simulate_set_overrides_the_config(tmp_path, capsys) -> None:
         ("set", ["--set", "acceptance.alpha=0.1", "--set", "policy.gamma=9"]),
         ("same", ["--set", "acceptance.alpha=0.7"]),
         ("table", ["--set", 'policy={kind = "oracle"}']),
+        ("events", ["--set", "method=events"]),  # simpy processes: the same timeline
     ):
         assert main(["simulate", str(config), "--json", *extra]) == 0
         runs[name] = json.loads(capsys.readouterr().out)
     assert runs["same"] == runs["base"]
+    assert runs["events"]["tokens"] == runs["base"]["tokens"]
+    assert abs(runs["events"]["time_s"] - runs["base"]["time_s"]) <= 1e-9 * runs["base"]["time_s"]
+    assert main(["simulate", str(config), "--set", "method=slow"]) == 2
+    assert "--set method: method: expected one of ['fast', 'events'], got 'slow'" in (
+        capsys.readouterr().err
+    )
     assert runs["set"]["mean_gamma"] == 9 and runs["set"]["speedup"] < runs["base"]["speedup"]
     assert runs["table"]["speedup"] > runs["base"]["speedup"]
     assert main(["simulate", str(config), "--set", "acceptance.alpha=high"]) == 2

@@ -38,8 +38,8 @@ TREE = kary_tree(2, 6)
 
 @pytest.mark.parametrize("overlap", [False, True], ids=["serialized", "overlapped"])
 @pytest.mark.parametrize("policy", [FixedGamma(gamma=3), HeuristicPlusTwoMinusOne(initial=2)])
-@pytest.mark.parametrize("engine", ["fast", "events"])
-def test_stream(overlap: bool, policy: object, engine: str) -> None:
+@pytest.mark.parametrize("method", ["fast", "events"])
+def test_stream(overlap: bool, policy: object, method: str) -> None:
     """Block k starts at the tokens emitted so far; its gamma draft steps are priced at the
     block's starting context (the stream's model), its pass verifies gamma + 1 positions.
     Serialized, drafting starts when the previous pass ends; overlapped, right after the
@@ -56,7 +56,7 @@ def test_stream(overlap: bool, policy: object, engine: str) -> None:
         prompt=prompt,
         max_gamma=8,
     )
-    b = simulate_stream(cfg, np.random.default_rng(5), engine=engine).blocks  # type: ignore[arg-type]
+    b = simulate_stream(cfg, np.random.default_rng(5), method=method).blocks  # type: ignore[arg-type]
     pos, prev_de, prev_ve, prev_full = 0, 0.0, 0.0, False
     for k in range(len(b.start)):
         assert b.start[k] == pos

@@ -156,12 +156,12 @@ def test_swap_needs_a_host_link_and_then_recomputes_nothing(card) -> None:
     ("kw", "message"),
     [
         (dict(kv_block_tokens=0), r"kv_block_tokens: expected an integer >= 1, got 0"),
-        (dict(kv_block_tokens=True), r"kv_block_tokens: expected an integer"),
+        (dict(kv_block_tokens=True), r"kv_block_tokens: expected an integer >= 1, got True"),
         (dict(kv_block_tokens=16, preemption="drop"), r"preemption: expected one of"),
     ],
 )
 def test_bad_paging_configs_name_the_field(card, kw, message) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(TypeError if kw["kv_block_tokens"] is True else ValueError, match=message):
         config(card, **kw)
 
 

@@ -270,5 +270,5 @@ def test_bad_declarations_and_choices_are_errors() -> None:
 
     with pytest.raises(ValueError, match="batch_wide"):
         simulate_serving(ServingConfig(policy=Vague(), **kw), np.random.default_rng(0))
-    with pytest.raises(ValueError, match="chose gamma -1"):
+    with pytest.raises(ValueError, match="chose gamma: expected an integer >= 0, got -1"):
         simulate_serving(ServingConfig(policy=Negative(), **kw), np.random.default_rng(0))

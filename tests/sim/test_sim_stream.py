@@ -78,7 +78,7 @@ def test_markov_acceptance_breaks_the_iid_formula() -> None:
     assert (e - m["tokens_per_target_pass"]) > Z * m["tokens_per_target_pass_se"]
 
 
-def test_same_seed_same_result_and_engines_agree() -> None:
+def test_same_seed_same_result_and_methods_agree() -> None:
     a, b = run(seed=5).metrics(), run(seed=5).metrics()
     assert a == b
     assert run(seed=6).metrics() != a
@@ -93,7 +93,7 @@ def test_same_seed_same_result_and_engines_agree() -> None:
                 max_gamma=16,
             ),
             np.random.default_rng(0),
-            engine="events",
+            method="events",
         )
         np.testing.assert_allclose(events.blocks.verify_end, fast.blocks.verify_end, rtol=1e-12)
         np.testing.assert_allclose(
@@ -101,7 +101,7 @@ def test_same_seed_same_result_and_engines_agree() -> None:
         )
 
 
-def test_card_cost_engines_agree_and_report_energy() -> None:
+def test_card_cost_methods_agree_and_report_energy() -> None:
     cost = CardCost(
         target=load_model("llama-2-7b"),
         draft=load_model("llama-68m"),
@@ -116,7 +116,7 @@ def test_card_cost_engines_agree_and_report_energy() -> None:
         cost=cost,
         max_gamma=16,
     )
-    ev = simulate_stream(cfg, np.random.default_rng(0), engine="events")
+    ev = simulate_stream(cfg, np.random.default_rng(0), method="events")
     np.testing.assert_allclose(ev.blocks.verify_end, fast.blocks.verify_end, rtol=1e-12)
     m = fast.metrics()
     assert m["energy_j"] > m["energy_j_wasted"] > 0
@@ -157,24 +157,29 @@ def test_event_table_and_chrome_trace_are_consistent(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [({"tokens": 0}, "tokens"), ({"prompt": -1}, "prompt"), ({"max_gamma": 2.5}, "max_gamma")],
+    ("kwargs", "message", "error"),
+    [
+        ({"tokens": 0}, "tokens", ValueError),
+        ({"prompt": -1}, "prompt", ValueError),
+        ({"max_gamma": 2.5}, r"max_gamma: expected an integer >= 0, got 2\.5", TypeError),
+    ],
 )
-def test_bad_config_raises(kwargs, message) -> None:
+def test_bad_config_raises(kwargs, message, error) -> None:
     base = {
         "tokens": 10,
         "acceptance": IIDAcceptance(alpha=0.5),
         "policy": FixedGamma(gamma=2),
         "cost": PlainCost(c=0.1),
     }
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         StreamConfig(**{**base, **kwargs})
 
 
 def test_policy_beyond_max_gamma_is_an_error() -> None:
-    with pytest.raises(ValueError, match="outside 0..max_gamma"):
+    message = r"chose gamma: expected an integer in 0\.\.\d+, got \d+ \(at most max_gamma\)"
+    with pytest.raises(ValueError, match=message):
         run(tokens=100, policy=HeuristicPlusTwoMinusOne(initial=20, max_gamma=64), max_gamma=8)
-    with pytest.raises(ValueError, match="outside 0..max_gamma"):  # the fixed-gamma fast path
+    with pytest.raises(ValueError, match=message):  # the fixed-gamma fast path
         run(tokens=100, gamma=10, max_gamma=4)
 
 
@@ -255,7 +260,7 @@ def test_chunk_size_is_checked() -> None:
         simulate_stream_metrics(_config(100), np.random.default_rng(0), chunk_tokens=0)
 
 
-@pytest.mark.parametrize("engine", ["fast", "events"])
+@pytest.mark.parametrize("method", ["fast", "events"])
 @pytest.mark.parametrize(
     "cost",
     [
@@ -264,9 +269,9 @@ def test_chunk_size_is_checked() -> None:
         PlainCost(c=0.3, overlap=True),
     ],
 )
-def test_event_table_and_trace_start_at_exactly_zero(engine, cost) -> None:
+def test_event_table_and_trace_start_at_exactly_zero(method, cost) -> None:
     """Issue 13: the first pass started at -5.55e-17 (end minus duration)."""
-    r = simulate_stream(_config(500, cost=cost), np.random.default_rng(7), engine=engine)
+    r = simulate_stream(_config(500, cost=cost), np.random.default_rng(7), method=method)
     ev = r.events()
     assert ev["start_s"].min() == 0.0 and (ev["start_s"] >= 0).all()
     assert min(e["ts"] for e in r.chrome_trace()["traceEvents"] if "ts" in e) == 0.0

@@ -165,7 +165,8 @@ def test_predict_runs_checks_seeds() -> None:
     spec, ar, pos = _two_batch_traces()
     card = load_hardware(CPU_CARD)
     for bad in (0, -1, True, 1.5):
-        with pytest.raises(ValueError, match="seeds"):
+        error = ValueError if isinstance(bad, int) and not isinstance(bad, bool) else TypeError
+        with pytest.raises(error, match="seeds: expected an integer >= 1, got"):
             predict_runs(spec, ar, pos, card, np.random.default_rng(0), seeds=bad)  # type: ignore[arg-type]
 
 

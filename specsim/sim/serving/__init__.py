@@ -20,10 +20,16 @@ prefill are options (:mod:`specsim.sim.paged`); without them, an iteration:
    reservation covers that much lookahead) and cut so that no block drafts
    past its request's last token; the history keeps the policy's gamma before
    that cut, as a single stream, which has no end, would see it;
-3. runs the draft steps, step ``j`` batching every sequence with ``gamma_i > j``;
+3. runs the draft steps, step ``j`` batching every sequence with ``gamma_i > j`` (or, with
+   a ``proposer``, the proposer's pass drafting each gamma:
+   :class:`~specsim.sim.serving.drafting.ProposerDrafts`);
 4. runs one verification pass over every sequence's ``gamma_i + 1`` positions
    (its cost from the cost model at that batch and those contexts);
 5. emits each sequence's accepted tokens plus one and retires finished ones.
+
+A run in which nothing runs and the head of the queue can never fit (a reservation that
+was never released) raises a ValueError naming the request and the capacity
+(:meth:`specsim.sim.batch.Admission.check_progress`) instead of spinning forever.
 
 The same workload is then served without speculation (``gamma = 0``), for the
 speedup: the *plain twin*, skipped when the policy declares ``gamma = 0`` (the

@@ -1,25 +1,22 @@
 """One iteration under a token budget: chunked prefill (Sarathi-Serve), the scheduler that
 packs the running batch's verification positions and chunks of waiting prompts into
-``token_budget`` tokens (:mod:`specsim.sim.paged`), for :class:`~specsim.sim.serving.loop.Engine`.
+``token_budget`` tokens (:mod:`specsim.sim.paged`), for the serving engine (what it reads
+of the engine: :class:`~specsim.sim.serving.plans.Iterating`).
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import simpy
 
 from specsim.sim import prefill
 from specsim.sim.chunk_drain import chunk_cost
 from specsim.sim.router import Replica
-
-if TYPE_CHECKING:
-    from specsim.sim.serving.loop import Decoded, Engine, Plan
+from specsim.sim.serving.plans import Decoded, Iterating, Plan
 
 __all__ = ["chunked_iteration"]
 
 
-def _budget_plan(engine: Engine, rep: Replica) -> tuple[Plan, int, tuple[int, int, float, int]]:
+def _budget_plan(engine: Iterating, rep: Replica) -> tuple[Plan, int, tuple[int, int, float, int]]:
     """A chunked iteration's plan: the lookahead shrunk to the token budget, the prompts
     started in the room left, the batch fitted to the blocks (paged); the plan, the
     requests started and the preemption tuple (:meth:`specsim.sim.paged.Paging.fit`)."""
@@ -34,12 +31,15 @@ def _budget_plan(engine: Engine, rep: Replica) -> tuple[Plan, int, tuple[int, in
         admission.used = paging.held(batch) + sum(prefills.holds)
     room = budget - (batch.size + (gam * batch.size if g is None else int(g.sum())))
     started = prefill.start_prefills(prefills, admission, batch, paging, engine.req, room)
+    admission.check_progress(batch.size + len(prefills))
     if paging is not None and batch.size:
         chosen, g, pre = paging.fit(batch, gam, chosen, g, prefills, admission)
     return (gam, chosen, g), started, pre
 
 
-def chunked_iteration(engine: Engine, rep: Replica, start: float) -> simpy.events.ProcessGenerator:
+def chunked_iteration(
+    engine: Iterating, rep: Replica, start: float
+) -> simpy.events.ProcessGenerator:
     """One iteration under a token budget (chunked prefill, :mod:`specsim.sim.paged`)."""
     budget, batch, paging, prefills = engine.budget, rep.batch, rep.paging, rep.prefills
     assert budget is not None and prefills is not None

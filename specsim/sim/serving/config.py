@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from specsim.acceptance.processes import AcceptanceProcess
 from specsim.checks import check_size
 from specsim.policies.lookahead import MAX_GAMMA, LookaheadPolicy, fixed_gamma
+from specsim.proposers import Proposer, check_proposer
 from specsim.sim import paged
 from specsim.sim.router import Router, check_router
+from specsim.sim.serving.drafting import ProposerDrafts, target_deployment
 from specsim.sim.source import CostSource, check_whole
 from specsim.sim.workload import Workload
 
@@ -37,6 +39,12 @@ class ServingConfig:
     an integer caps the tokens of an iteration (chunked prefill, Sarathi-Serve).
     ``replicas`` identical replicas (each with this cost source and KV budget)
     behind ``router`` (:mod:`specsim.sim.router`).
+    ``proposer``: None drafts with the cost source's draft model (its ``draft_step``); a
+    proposer (:class:`specsim.proposers.ProposerProtocol`: heads, n-gram lookup, a draft
+    model, ...) drafts every block instead, priced by its ``draft_costs`` on the target's
+    deployment (:class:`specsim.sim.serving.drafting.ProposerDrafts`; the cost source must
+    be on cards). The lookahead policy still picks each gamma and ``acceptance`` still
+    draws what is accepted; the cost source's draft model, if it has one, still prefills.
     """
 
     workload: Workload
@@ -52,6 +60,7 @@ class ServingConfig:
     token_budget: int | None = None
     replicas: int = 1
     router: Router = "round-robin"
+    proposer: Proposer | None = None
 
     def __post_init__(self) -> None:
         check_whole(self.max_batch, "max_batch", minimum=1)
@@ -77,6 +86,22 @@ class ServingConfig:
         fixed = fixed_gamma(self.policy)
         if fixed is not None and fixed > self.max_gamma:
             raise ValueError(f"policy: gamma {fixed} exceeds max_gamma {self.max_gamma}")
+        if self.proposer is not None:
+            self._check_proposer()
+
+    def _check_proposer(self) -> None:
+        """The proposer drafts for this target, and can draft a chain of ``max_gamma``
+        (heads reach a fixed depth): asked once here, not midway through a run."""
+        deployment = target_deployment(self.cost)
+        proposer = check_proposer(self.proposer)
+        proposer.check_target(deployment.target)
+        if self.max_gamma > 0:
+            try:
+                ProposerDrafts(self.cost, proposer, deployment).draft(
+                    self.max_gamma, batch=1, context=1
+                )
+            except ValueError as exc:
+                raise ValueError(f"max_gamma: {self.max_gamma}: {exc}") from None
 
     def _memory_budget(self) -> int | None:
         """KV tokens the accelerator holds after the weights, where the cost source knows."""

@@ -31,7 +31,8 @@ from specsim.sim.chunk_drain import drain_chunked, draining
 from specsim.sim.drain import Drain, drain
 from specsim.sim.router import Replica, route, tables
 from specsim.sim.serving.chunked import chunked_iteration
-from specsim.sim.serving.plans import EngineConfig, TreePlan, TreeStep
+from specsim.sim.serving.drafting import ProposerDrafts
+from specsim.sim.serving.plans import Decoded, EngineConfig, Plan, TreePlan, TreeStep
 from specsim.sim.source import (
     BatchedCostSource,
     BatchWide,
@@ -43,8 +44,6 @@ from specsim.sim.tally import Tally
 __all__ = ["Engine", "serve"]
 
 Ints = NDArray[np.int64]
-Plan = tuple[int, Ints | None, Ints | None]  # (gamma for all or -1, chosen, drafted)
-Decoded = tuple[float, float, float, int, int]  # time, energy, draft time, emitted, drafted
 
 
 def serve(
@@ -54,12 +53,14 @@ def serve(
     *,
     tree: TreePlan | None = None,
     rng: np.random.Generator | None = None,
+    drafts: ProposerDrafts | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Serve ``req`` under ``policy`` (chains) or ``tree`` (token trees, drawing from
     ``rng``) on ``config``'s replicas: the requests table and the iteration table
     (:func:`specsim.sim.router.tables`; a tree plan adds ``accepted``, ``budget_bound`` and
-    its ``columns``)."""
-    return Engine(config, req, policy, tree=tree, rng=rng).run()
+    its ``columns``). ``drafts``: a proposer's chain iterations, which replace the cost
+    source's draft steps (:class:`specsim.sim.serving.drafting.ProposerDrafts`)."""
+    return Engine(config, req, policy, tree=tree, rng=rng, drafts=drafts).run()
 
 
 class Engine:
@@ -73,10 +74,11 @@ class Engine:
         *,
         tree: TreePlan | None = None,
         rng: np.random.Generator | None = None,
+        drafts: ProposerDrafts | None = None,
     ) -> None:
         self.env = simpy.Environment()
         self.config, self.req, self.policy = config, req, policy
-        self.tree, self.rng = tree, rng
+        self.tree, self.rng, self.drafts = tree, rng, drafts
         if (policy is None) == (tree is None) or (tree is not None and rng is None):
             raise TypeError("Engine: expected a lookahead policy, or a tree plan and an rng")
         self.cost, self.max_gamma = config.cost, config.max_gamma
@@ -107,12 +109,15 @@ class Engine:
         self.tally = Tally(n, self.max_gamma)  # the engines' acceptance counters
 
     def _speed_paths(self) -> None:
-        """The source's speed paths, looked up once (a Protocol isinstance check is slow)."""
+        """The source's speed paths, looked up once (a Protocol isinstance check is slow). A
+        proposer's drafts price every iteration sequence by sequence (no uniform path)."""
         cost, policy = self.cost, self.policy
         self.uniform: Callable[..., IterationCost] | None = None
         self.mixed: Callable[[Ints, Ints], IterationCost]
         times_of: TimesOf
-        if isinstance(cost, BatchedCostSource):
+        if self.drafts is not None:
+            self.mixed, times_of = self.drafts, self.drafts.times
+        elif isinstance(cost, BatchedCostSource):
             self.uniform, self.mixed = cost.uniform_iteration, cost.iteration
             times_of = cost.uniform_iteration_times
         else:
@@ -141,6 +146,7 @@ class Engine:
             max_batch=config.max_batch,
             max_gamma=self.max_gamma,
             reserve=None if paging is None else paging.need,
+            unit="tokens" if paging is None else "blocks",
         )
         rep = Replica(
             admission=admission,
@@ -311,7 +317,7 @@ class Engine:
 
     def _drain(self, rep: Replica, start: float) -> bool:
         """Every request has arrived: the clock no longer steers anything, so the rest runs
-        without simpy and is costed in bulk (specsim.sim.drain, .engine), when it may."""
+        without simpy and is costed in bulk (specsim.sim.drain, .chunk_drain), when it may."""
         assert rep.draining is not None
         if not rep.draining.ready(rep.done):
             return False
@@ -337,6 +343,8 @@ class Engine:
             if paging is not None:  # the blocks held now, for the admission test
                 admission.used = paging.held(batch)
             admitted = admission.admit(batch.size)
+        if not admitted:
+            admission.check_progress(batch.size)
         prefill_s, energy, before, one_token = 0.0, 0.0, rep.prefilled, 0
         if admitted:
             adm = np.asarray(admitted, dtype=np.int64)

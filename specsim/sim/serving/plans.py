@@ -1,7 +1,10 @@
 """The serving engine's seams: what it reads of a run's configuration
-(:class:`EngineConfig`), and a plan that verifies a token tree per sequence
+(:class:`EngineConfig`), a plan that verifies a token tree per sequence
 (:class:`TreePlan`, returning a :class:`TreeStep` each pass) beside the lookahead
-policies' chains (:mod:`specsim.policies.lookahead`). The memory (reserved or paged KV), the
+policies' chains (:mod:`specsim.policies.lookahead`), and what an iteration's scheduler
+asks of the engine (:class:`Iterating`: the chunked-prefill iteration of
+:mod:`specsim.sim.serving.chunked` reads the engine only through it, so that the loop
+imports the scheduler and not the other way round). The memory (reserved or paged KV), the
 scheduler (whole prompts or chunked prefill) and the replicas with their router are the
 configuration's fields (:class:`specsim.sim.ServingConfig`).
 """
@@ -9,18 +12,24 @@ configuration's fields (:class:`specsim.sim.ServingConfig`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
+import simpy
 from numpy.typing import NDArray
 
+from specsim.sim.batch import Batch, Requests
 from specsim.sim.paged import Preemption
-from specsim.sim.router import Router
+from specsim.sim.router import Replica, Router
 from specsim.sim.source import CostSource
 
-__all__ = ["EngineConfig", "TreePlan", "TreeStep"]
+__all__ = ["Decoded", "EngineConfig", "Iterating", "Plan", "TreePlan", "TreeStep"]
 
 Ints = NDArray[np.int64]
+Plan = tuple[int, Ints | None, Ints | None]
+"""An iteration's lookahead: (one gamma for all, or -1; the gammas chosen; drafted)."""
+Decoded = tuple[float, float, float, int, int]
+"""A decoding pass: (time, energy, draft time, tokens emitted, tokens drafted)."""
 
 
 class EngineConfig(Protocol):
@@ -93,3 +102,38 @@ class TreePlan(Protocol):
     def step(
         self, contexts: Ints, rng: np.random.Generator, positions: int | None = None
     ) -> TreeStep: ...
+
+
+class Iterating(Protocol):
+    """What an iteration's scheduler reads and calls of the serving engine
+    (:class:`specsim.sim.serving.loop.Engine` has these): the clock, the requests, the cost
+    source, the token budget, the tree plan if any, whether the draft prefills, the
+    first-token and finish times, and the plan, decode and row steps."""
+
+    env: simpy.Environment
+    req: Requests
+    cost: CostSource
+    budget: int | None
+    tree: TreePlan | None
+    draft_prefill: bool
+    first_tok: NDArray[np.float64]
+    finish: NDArray[np.float64]
+
+    def choose(self, batch: Batch) -> Plan: ...
+
+    def decode(self, rep: Replica, gam: int, chosen: Any, g: Any) -> Decoded: ...
+
+    def tree_step(self, rep: Replica, positions: int | None = None) -> TreeStep: ...
+
+    def decode_trees(self, rep: Replica, s: TreeStep | None = None) -> Decoded: ...
+
+    def row(
+        self,
+        start: float,
+        *,
+        prefill_s: float,
+        decoded: Decoded,
+        b: int,
+        admitted: int,
+        energy: float,
+    ) -> tuple[float, ...]: ...

@@ -8,6 +8,7 @@ from specsim.policies.lookahead import FixedGamma, fixed_gamma
 from specsim.sim.batch import Requests, draw_requests
 from specsim.sim.records import ServingResult
 from specsim.sim.serving.config import ServingConfig
+from specsim.sim.serving.drafting import ProposerDrafts, target_deployment
 from specsim.sim.serving.loop import serve
 from specsim.sim.source import check_positions_fit
 from specsim.sim.stability import plain_work_s
@@ -31,7 +32,10 @@ def simulate_serving(config: ServingConfig, rng: np.random.Generator) -> Serving
         config.acceptance, table["output_tokens"].to_numpy(), max_gamma=config.max_gamma, rng=rng
     )
     req = Requests.build(table, draws, max_gamma=config.max_gamma)
-    spec = serve(config, req, config.policy)
+    drafts = None
+    if config.proposer is not None:
+        drafts = ProposerDrafts(config.cost, config.proposer, target_deployment(config.cost))
+    spec = serve(config, req, config.policy, drafts=drafts)
     if not config.plain_twin:
         plain = None
     elif fixed_gamma(config.policy) == 0:  # the run is plain decoding: it is its own twin
