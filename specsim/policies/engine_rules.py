@@ -52,7 +52,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from specsim.policies.lookahead import MAX_GAMMA, LoadAdaptive, PolicyContext, _check_gamma
+from specsim.policies.lookahead import MAX_GAMMA, LoadAdaptive, PolicyContext
 from specsim.theory import expected_tokens
 
 __all__ = [
@@ -64,10 +64,14 @@ __all__ = [
 ]
 
 
-def _check_positive(value: int, name: str) -> int:
-    if _check_gamma(value, name) < 1:
-        raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+def _check_gamma(value: int, name: str, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def _check_positive(value: int, name: str) -> int:
+    return _check_gamma(value, name, minimum=1)
 
 
 @dataclass(frozen=True, kw_only=True)
