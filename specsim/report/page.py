@@ -65,6 +65,7 @@ REPORT_STUDIES: tuple[str, ...] = (
     "capacity",
     "engine",
     "proposers",
+    "crossover",
 )
 """The studies the report runs (``paper`` includes ``table2``)."""
 

@@ -70,6 +70,7 @@ STUDY_NAMES: tuple[str, ...] = (
     "capacity",
     "engine",
     "proposers",
+    "crossover",
 )
 """Every study, in the order the report shows them (``paper`` includes ``table2``)."""
 
