@@ -68,7 +68,7 @@ class Config:
         ("h100-sxm", "a100-80gb"),
         "cards, each optionally CARD@STACK (a runtime profile or stack slug, passed through)",
     )
-    targets: tuple[str, ...] = ("vicuna-7b-v1.3", "llama-3.1-70b")
+    targets: tuple[str, ...] = setting(("vicuna-7b-v1.3", "llama-3.1-70b"), "target model cards")
     drafts: tuple[str, ...] = setting(("llama-68m", "llama-3.2-1b"), "one draft model per target")
     draft_alphas: tuple[float, ...] = setting(
         (0.6, 0.75), "assumed acceptance of each draft model (a what-if)", "probability"
@@ -77,7 +77,10 @@ class Config:
     heads: str = setting(
         "medusa-vicuna-7b-v1.3", "Medusa head card, used with the target it was trained for"
     )
-    ngram_acceptance: str = "measured/ngram/corpora-test/accept-corpora-test.toml"
+    ngram_acceptance: str = setting(
+        "measured/ngram/corpora-test/accept-corpora-test.toml",
+        "acceptance by depth and rank of n-gram lookup (a file under models/)",
+    )
     gammas: tuple[int, ...] = setting((1, 2, 3, 5), "chain lookaheads tried", "tokens")
     fast_gammas: tuple[int, ...] = (1, 3)
     tree_budget: int = setting(16, "nodes of the heads' best tree (at batch 1)", "nodes")

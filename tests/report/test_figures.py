@@ -62,6 +62,16 @@ TINY: dict[str, dict[str, object]] = {
         "routers": ("round-robin", "join-shortest-queue"),
     },
     "proposers": {"hardware": ("a100-80gb",), "batches": (1, 8, 64), "fast_budget": 8},
+    "crossover": {
+        "deployments": ("h100-sxm",),
+        "targets": ("vicuna-7b-v1.3",),
+        "drafts": ("llama-68m",),
+        "draft_alphas": (0.6,),
+        "tensor_parallel": (1,),
+        "fast_gammas": (2,),
+        "output": 64,
+        "fast_rate_requests": 24,
+    },
     "capacity": {
         "requests": 400,
         "fast_max_requests": 400,
@@ -193,6 +203,7 @@ def test_every_study_figure_is_readable(study_figures: dict[str, Figure]) -> Non
         "proposers/proposers_tree_size",
         "engine/engine_latency",
         "engine/engine_goodput",
+        "crossover/crossover_h100-sxm",
     }
     assert expected <= set(study_figures)
     problems = [p for name, fig in study_figures.items() for p in figure_problems(fig, name)]

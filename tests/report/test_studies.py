@@ -59,6 +59,16 @@ SMALL = {
         "routers": ("round-robin", "join-shortest-queue"),
     },
     "proposers": {"hardware": ("a100-80gb",), "batches": (1, 8, 64), "fast_budget": 8},
+    "crossover": {
+        "deployments": ("h100-sxm",),
+        "targets": ("vicuna-7b-v1.3",),
+        "drafts": ("llama-68m",),
+        "draft_alphas": (0.6,),
+        "tensor_parallel": (1,),
+        "fast_gammas": (2,),
+        "output": 64,
+        "fast_rate_requests": 24,
+    },
     "capacity": {
         "hardware": ("h200",),
         "requests": 400,
