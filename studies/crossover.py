@@ -81,7 +81,7 @@ class Config:
         "measured/ngram/corpora-test/accept-corpora-test.toml",
         "acceptance by depth and rank of n-gram lookup (a file under models/)",
     )
-    gammas: tuple[int, ...] = setting((1, 2, 3, 5), "chain lookaheads tried", "tokens")
+    gammas: tuple[int, ...] = setting((1, 2, 4), "chain lookaheads tried", "tokens")
     fast_gammas: tuple[int, ...] = (1, 3)
     tree_budget: int = setting(16, "nodes of the heads' best tree (at batch 1)", "nodes")
     batches: tuple[int, ...] = setting((1, 4, 16, 64, 256), "closed batch sizes", "sequences")
@@ -91,11 +91,11 @@ class Config:
     replicates: int = setting(3, "independent runs per point (standard errors)")
     fast_replicates: int = 2
     rate_fractions: tuple[float, ...] = setting(
-        (0.1, 0.3, 0.6, 0.9), "arrival rates, as fractions of plain decoding's capacity"
+        (0.25, 0.5, 0.9), "arrival rates, as fractions of plain decoding's capacity"
     )
-    fast_rate_fractions: tuple[float, ...] = (0.3, 0.9)
-    rate_requests: int = setting(96, "requests per rate-sweep run", "requests")
-    fast_rate_requests: int = 48
+    fast_rate_fractions: tuple[float, ...] = (0.5, 0.9)
+    rate_requests: int = setting(48, "requests per rate-sweep run", "requests")
+    fast_rate_requests: int = 24
     rate_max_batch: int = setting(
         16, "max_batch of the rate sweep (one of batches and fast_batches)", "sequences"
     )

@@ -70,7 +70,7 @@ TINY: dict[str, dict[str, object]] = {
         "tensor_parallel": (1,),
         "fast_gammas": (2,),
         "output": 64,
-        "fast_rate_requests": 24,
+        "fast_rate_requests": 16,
     },
     "capacity": {
         "requests": 400,

@@ -67,7 +67,7 @@ SMALL = {
         "tensor_parallel": (1,),
         "fast_gammas": (2,),
         "output": 64,
-        "fast_rate_requests": 24,
+        "fast_rate_requests": 16,
     },
     "capacity": {
         "hardware": ("h200",),

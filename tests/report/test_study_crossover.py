@@ -86,7 +86,7 @@ TINY = {
     "fast_gammas": (2,),
     "fast_batches": (1, 16, 256),
     "output": 64,
-    "fast_rate_requests": 24,
+    "fast_rate_requests": 16,
 }
 
 
