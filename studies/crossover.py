@@ -91,10 +91,10 @@ class Config:
     replicates: int = setting(3, "independent runs per point (standard errors)")
     fast_replicates: int = 2
     rate_fractions: tuple[float, ...] = setting(
-        (0.25, 0.5, 0.9), "arrival rates, as fractions of plain decoding's capacity"
+        (0.3, 0.6, 0.9), "arrival rates, as fractions of plain decoding's capacity"
     )
     fast_rate_fractions: tuple[float, ...] = (0.5, 0.9)
-    rate_requests: int = setting(48, "requests per rate-sweep run", "requests")
+    rate_requests: int = setting(32, "requests per rate-sweep run", "requests")
     fast_rate_requests: int = 24
     rate_max_batch: int = setting(
         16, "max_batch of the rate sweep (one of batches and fast_batches)", "sequences"
@@ -301,27 +301,30 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
     }
 
 
+def _where(r: pd.Series, unit: str) -> str:
+    if r["kind"] == "crosses":
+        return f"crosses 1 at {r['at']:.3g} {unit} (95% interval {r['low']:.3g} to {r['high']:.3g})"
+    return "stays above 1" if r["kind"] == "never" else "is below 1 from the first point"
+
+
 def summary(df: pd.DataFrame) -> str:
-    """The crossing per proposer and metric, on each axis, with its interval and the best
+    """The crossings per proposer and metric, on each axis, with their intervals and the best
     candidate on each side."""
     cross = crossings(df)
     lines = ["### Where speculation stops paying", ""]
-    show = cross[
-        ["deployment", "target", "proposer", "axis", "metric", "kind", "at", "low", "high"]
-    ]
-    lines += [md_table(show.assign(best=cross["best_below"] + " | " + cross["best_above"])), ""]
-    for (dep, target), g in cross.groupby(["deployment", "target"], sort=False):
-        b = g[(g["axis"] == "batch") & (g["metric"] == "speedup")]
-        for _, r in b.iterrows():
-            where = (
-                f"crosses 1 at batch {r['at']:.0f} (95% interval {r['low']:.0f} to {r['high']:.3g})"
-                if r["kind"] == "crosses"
-                else "stays above 1 over the batches tried"
-                if r["kind"] == "never"
-                else "is below 1 from the smallest batch"
-            )
-            lines.append(
-                f"- {dep}, {target}, {r['proposer']}: throughput speedup {where}; best "
-                f"{r['best_below']} below, {r['best_above']} above."
-            )
+    cols = ["deployment", "target", "proposer", "axis", "metric", "kind", "at", "low", "high"]
+    best = cross["best_below"] + " | " + cross["best_above"]
+    lines += [md_table(cross[cols].assign(best_below_above=best)), ""]
+    for (dep, target, proposer), g in cross.groupby(
+        ["deployment", "target", "proposer"], sort=False
+    ):
+        at = g.set_index(["axis", "metric"])
+        tput, tpot = at.loc[("batch", "speedup")], at.loc[("batch", "tpot_speedup")]
+        rate = at.loc[("rate", "tpot_speedup")]
+        lines.append(
+            f"- {dep}, {target}, {proposer}: against the batch the throughput speedup "
+            f"{_where(tput, 'sequences')} and the TPOT speedup {_where(tpot, 'sequences')}; "
+            f"against the arrival rate the TPOT speedup {_where(rate, 'requests/s')}; best "
+            f"{tput['best_below']} below the throughput crossing, {tput['best_above']} above."
+        )
     return "\n".join(lines) + "\n"
