@@ -31,7 +31,11 @@ Each point is ``replicates`` independent runs (common seeds along the axis); per
 proposer's curve is its best candidate there (the envelope), and the crossing of 1, with its
 interval from the standard errors, is :func:`specsim.capacity.crossover.crossing` (log-linear
 between the bracketing points). The summary names the best candidate on each side. Assumed:
-the draft alphas; everything else is cards and measured tables.
+the draft alphas; everything else is cards and measured tables. The intervals are the sampling
+error only; the interpolation between grid points is not in them (a finer ``batches`` grid
+narrows it). With the rate sweep capped at ``rate_max_batch`` below every batch crossing, no
+TPOT crossing against the rate can exist: the service never runs a batch where speculation
+loses. ``studies/README.md`` states what the default run shows.
 """
 
 from __future__ import annotations
@@ -84,7 +88,7 @@ class Config:
     gammas: tuple[int, ...] = setting((1, 2, 4), "chain lookaheads tried", "tokens")
     fast_gammas: tuple[int, ...] = (1, 3)
     tree_budget: int = setting(16, "nodes of the heads' best tree (at batch 1)", "nodes")
-    batches: tuple[int, ...] = setting((1, 4, 16, 64, 256), "closed batch sizes", "sequences")
+    batches: tuple[int, ...] = setting((1, 16, 64, 256), "closed batch sizes", "sequences")
     fast_batches: tuple[int, ...] = (1, 16, 256)
     prompt: int = setting(512, "prompt length of every request", "tokens")
     output: int = setting(128, "output length of every request", "tokens")
