@@ -120,7 +120,7 @@ def test_study_tables_follow_its_rows() -> None:
         ({"drafts": ("llama-68m",)}, "one value per target"),
         ({"deployments": ("h100-sxm@",)}, "CARD@STACK"),
         ({"deployments": ("no-such-card",)}, "no-such-card"),
-        ({"rate_max_batch": 8}, "rate_max_batch"),
+        ({"rate_max_batch": 0}, "rate_max_batch"),
         ({"batches": (4, 1)}, "increasing"),
         ({"replicates": 1}, "replicates"),
     ],
