@@ -49,7 +49,7 @@ def card_figure(env: pd.DataFrame, cross: pd.DataFrame) -> Figure:
     """Columns: one per (target, stack); rows: the batch axis, then the rate axis. Colour and
     marker per proposer, solid throughput and dashed TPOT (hollow markers), a dotted 1x line."""
     groups = list(dict.fromkeys(zip(env["target"], env["stack"], strict=True)))
-    fig = Figure(figsize=(5.4 * len(groups), 8.4), layout="constrained")
+    fig = Figure(figsize=(max(5.4 * len(groups), 8.0), 8.4), layout="constrained")
     FigureCanvasAgg(fig)  # Agg canvas: savefig works without pyplot
     axes = fig.subplots(2, len(groups), squeeze=False)
     for j, (target, stack) in enumerate(groups):
