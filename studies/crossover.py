@@ -28,7 +28,8 @@ each at every lookahead of ``gammas`` (chains: width-1 trees) is served by the o
    throughput is the arrival rate for both, so its speedup sits at 1 there by conservation;
    the TPOT speedup is the one that crosses.
 
-Each point is ``replicates`` independent runs (common seeds along the axis); per batch the
+Each point is ``replicates`` independent runs (common seeds along the axis and across the
+candidates and rules, so their differences are paired); per batch the
 proposer's curve is its best candidate there (the envelope), and the crossing of 1, with its
 interval from the standard errors, is :func:`specsim.capacity.crossover.crossing` (log-linear
 between the bracketing points). The summary names the best candidate on each side. Assumed:
@@ -58,6 +59,7 @@ from specsim.sim.tree_serving import TreeServingConfig, simulate_tree_serving
 
 from ._common import check_positive, check_positive_int, check_probability, md_table, setting
 from ._crossover_figures import card_figure
+from ._crossover_policies import card_cost, policy_figure, policy_rows
 from .proposers import _acceptance_file
 
 __all__ = ["Config", "run", "figures", "summary", "crossings"]
@@ -101,6 +103,17 @@ class Config:
     fast_rate_fractions: tuple[float, ...] = (0.5, 0.9)
     rate_requests: int = setting(32, "requests per rate-sweep run", "requests")
     fast_rate_requests: int = 24
+    policy_pair: tuple[str, str] = setting(
+        ("llama-3.1-8b", "llama-3.2-1b"),
+        "target and draft of the engine-rule comparison (on the first deployment)",
+    )
+    policy_alpha: float = setting(
+        0.7, "assumed acceptance of the rule comparison's draft (a what-if)", "probability"
+    )
+    policy_gamma: int = setting(3, "lookahead of the rules that have one", "tokens")
+    policy_off_batch: int = setting(
+        32, "batch from which the vLLM rules turn speculation off", "sequences"
+    )
     rate_max_batch: int = setting(
         16,
         "max_batch of the rate sweep (its capacity: the closed batch nearest below)",
@@ -128,6 +141,9 @@ class Config:
             if sorted(set(v)) != v:
                 raise ValueError(f"{key}: expected increasing values, got {v}")
         check_positive_int(self.rate_max_batch, "rate_max_batch")
+        check_probability(self.policy_alpha, "policy_alpha")
+        check_positive_int(self.policy_gamma, "policy_gamma")
+        check_positive_int(self.policy_off_batch, "policy_off_batch", minimum=4)
         for d in self.deployments:
             _deployment(d, target=self.targets[0], tensor_parallel=1)  # a bad card fails here
 
@@ -204,13 +220,14 @@ def _one_proposer(
     reps = int(cfg.fast_replicates if fast else cfg.replicates)
     frames = []
     cands = _candidates(cfg, proposer, dep, fast)
+    seed = int(rng.integers(2**63 - 1))  # the same draws for every candidate: paired
     for name, parents in cands.items():
 
         def at_batch(b: float, r: np.random.Generator, parents: tuple = parents) -> dict:
             wl = closed_batch(int(b), prompt=cfg.prompt, output=cfg.output)
             return _metrics(_serve(proposer, dep, parents, wl, int(b)), r)
 
-        d = replicate(at_batch, list(batches), replicates=reps, rng=rng)
+        d = replicate(at_batch, list(batches), replicates=reps, rng=np.random.default_rng(seed))
         frames.append(d.assign(axis="batch", candidate=name))
     closed = pd.concat(frames, ignore_index=True)
     # Plain capacity at the largest closed batch within the rate sweep's cap.
@@ -253,7 +270,35 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
                         proposer=name,
                     )
                 )
+    frames.append(_policies(cfg, rng, fast))
     return pd.concat(frames, ignore_index=True)
+
+
+def _policies(cfg: Config, rng: np.random.Generator, fast: bool) -> pd.DataFrame:
+    """The engine rules on the first deployment: rows tagged ``axis = "policy"``."""
+    spec = cfg.deployments[0]
+    card, _, stack = spec.partition("@")
+    target, draft = cfg.policy_pair
+    d = policy_rows(
+        cost=card_cost(target=target, draft=draft, hardware=card, runtime=stack or None),
+        alpha=float(cfg.policy_alpha),
+        gamma=int(cfg.policy_gamma),
+        off_batch=int(cfg.policy_off_batch),
+        batches=tuple(cfg.fast_batches if fast else cfg.batches),
+        prompt=cfg.prompt,
+        output=cfg.output,
+        replicates=int(cfg.fast_replicates if fast else cfg.replicates),
+        rng=rng,
+    )
+    return d.assign(
+        axis="policy",
+        deployment=spec,
+        card=card,
+        stack=stack or "card default",
+        target=target,
+        proposer="draft model",
+        candidate=d["rule"],
+    )
 
 
 KEYS = ["deployment", "card", "stack", "target", "proposer", "axis"]
@@ -262,7 +307,7 @@ KEYS = ["deployment", "card", "stack", "target", "proposer", "axis"]
 def envelope(df: pd.DataFrame) -> pd.DataFrame:
     """Per (deployment, target, proposer, axis, x) and metric: the candidate with the highest
     mean there, its mean and standard error (columns ``metric``, ``mean``, ``se``, ``best``)."""
-    agg = summarize(df, by=[*KEYS, "candidate", "x"], metrics=METRICS)
+    agg = summarize(df[df["axis"] != "policy"], by=[*KEYS, "candidate", "x"], metrics=METRICS)
     rows = []
     for m in METRICS:
         i = agg.groupby([*KEYS, "x"], sort=False)[m].idxmax()
@@ -298,10 +343,17 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
     """One figure per card: per (target, stack) the envelope speedups against batch (top) and
     arrival rate (bottom), a 1x line and each crossing's interval on it."""
     env, cross = envelope(df), crossings(df)
-    return {
+    out = {
         f"crossover_{card}": card_figure(env[env["card"] == card], cross[cross["card"] == card])
-        for card in dict.fromkeys(df["card"])
+        for card in dict.fromkeys(env["card"])
     }
+    pol = df[df["axis"] == "policy"]
+    r0 = pol.iloc[0]
+    out["crossover_policies"] = policy_figure(
+        pol,
+        title=f"Engine lookahead rules against the batch: {r0['target']} on {r0['deployment']}",
+    )
+    return out
 
 
 def _where(r: pd.Series, unit: str) -> str:
@@ -315,6 +367,9 @@ def summary(df: pd.DataFrame) -> str:
     candidate on each side."""
     cross = crossings(df)
     lines = ["### Where speculation stops paying", ""]
+    pol = df[df["axis"] == "policy"]
+    rules = pol.pivot_table(index="rule", columns="x", values="speedup", aggfunc="mean", sort=False)
+    rules.columns = [f"batch {int(c)}" for c in rules.columns]
     cols = ["deployment", "target", "proposer", "axis", "metric", "kind", "at", "low", "high"]
     best = cross["best_below"] + " | " + cross["best_above"]
     lines += [md_table(cross[cols].assign(best_below_above=best)), ""]
@@ -330,4 +385,11 @@ def summary(df: pd.DataFrame) -> str:
             f"against the arrival rate the TPOT speedup {_where(rate, 'requests/s')}; best "
             f"{tput['best_below']} below the throughput crossing, {tput['best_above']} above."
         )
+    r0 = pol.iloc[0]
+    lines += [
+        "",
+        f"Engine rules, throughput speedup by batch ({r0['target']} on {r0['deployment']}):",
+        "",
+        md_table(rules.reset_index()),
+    ]
     return "\n".join(lines) + "\n"
