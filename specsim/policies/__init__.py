@@ -2,6 +2,12 @@
 adaptive, from the draft's signals), replays on measured sequences and the tree optimizer.
 """
 
+from specsim.policies.engine_rules import (
+    BatchSizeSchedule,
+    DisableByBatchSize,
+    GoodputAdaptive,
+    SglangAdaptiveSteps,
+)
 from specsim.policies.lookahead import (
     MAX_GAMMA,
     ConfidenceThreshold,
@@ -27,6 +33,10 @@ __all__ = [
     "HeuristicPlusTwoMinusOne",
     "LoadAdaptive",
     "Oracle",
+    "GoodputAdaptive",
+    "DisableByBatchSize",
+    "BatchSizeSchedule",
+    "SglangAdaptiveSteps",
     "batch_wide",
     "check_choice",
     "fixed_gamma",

@@ -66,6 +66,7 @@ REPORT_STUDIES: tuple[str, ...] = (
     "engine",
     "proposers",
     "frontier",
+    "crossover",
 )
 """The studies the report runs (``paper`` includes ``table2``)."""
 

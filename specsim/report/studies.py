@@ -71,6 +71,7 @@ STUDY_NAMES: tuple[str, ...] = (
     "engine",
     "proposers",
     "frontier",
+    "crossover",
 )
 """Every study, in the order the report shows them (``paper`` includes ``table2``)."""
 

@@ -9,7 +9,8 @@ The schema (commented examples in ``studies/configs/``, reference in
 
     [acceptance]  kind = "iid" | "positional" | "markov" | "trace"
     [policy]      kind = "fixed" | "optimal" | "confidence" | "heuristic" |
-                  "load-adaptive" | "oracle"
+                  "load-adaptive" | "oracle" | "goodput" | "vllm-disable-by-batch" |
+                  "vllm-batch-schedule" | "sglang-adaptive"
     [cost]        kind = "plain" | "cards"
     [workload]    kind = "poisson" | "trace"   (serving only)
 
@@ -49,6 +50,7 @@ import numpy as np
 from specsim.acceptance import processes as acc
 from specsim.cards import read_toml
 from specsim.config import Kinds, build, coerce, field_types, replace_path
+from specsim.policies import engine_rules as rules
 from specsim.policies import lookahead as pol
 from specsim.sim.arrivals import Arrivals, GammaArrivals, OnOffArrivals, PoissonArrivals
 from specsim.sim.config_compose import (
@@ -135,6 +137,10 @@ KINDS: Kinds = {
         "heuristic": pol.HeuristicPlusTwoMinusOne,
         "load-adaptive": pol.LoadAdaptive,
         "oracle": pol.Oracle,
+        "goodput": rules.GoodputAdaptive,
+        "vllm-disable-by-batch": rules.DisableByBatchSize,
+        "vllm-batch-schedule": rules.BatchSizeSchedule,
+        "sglang-adaptive": rules.SglangAdaptiveSteps,
     },
     CostSource: {"plain": PlainCost, "cards": CardCost},
     Workload: {

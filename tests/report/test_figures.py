@@ -63,6 +63,16 @@ TINY: dict[str, dict[str, object]] = {
     },
     "proposers": {"hardware": ("a100-80gb",), "batches": (1, 8, 64), "fast_budget": 8},
     "frontier": {"batches": (1, 16, 256), "mtp_depths": (1, 3), "long_contexts": (4096, 128000)},
+    "crossover": {
+        "deployments": ("h100-sxm",),
+        "targets": ("vicuna-7b-v1.3",),
+        "drafts": ("llama-68m",),
+        "draft_alphas": (0.6,),
+        "tensor_parallel": (1,),
+        "fast_gammas": (2,),
+        "output": 64,
+        "fast_rate_requests": 16,
+    },
     "capacity": {
         "requests": 400,
         "fast_max_requests": 400,
@@ -196,6 +206,8 @@ def test_every_study_figure_is_readable(study_figures: dict[str, Figure]) -> Non
         "engine/engine_goodput",
         "frontier/frontier_speedup",
         "frontier/frontier_verify_factor",
+        "crossover/crossover_h100-sxm",
+        "crossover/crossover_policies",
     }
     assert expected <= set(study_figures)
     problems = [p for name, fig in study_figures.items() for p in figure_problems(fig, name)]

@@ -60,6 +60,16 @@ SMALL = {
     },
     "proposers": {"hardware": ("a100-80gb",), "batches": (1, 8, 64), "fast_budget": 8},
     "frontier": {"batches": (1, 16, 256), "mtp_depths": (1, 3), "long_contexts": (4096, 128000)},
+    "crossover": {
+        "deployments": ("h100-sxm",),
+        "targets": ("vicuna-7b-v1.3",),
+        "drafts": ("llama-68m",),
+        "draft_alphas": (0.6,),
+        "tensor_parallel": (1,),
+        "fast_gammas": (2,),
+        "output": 64,
+        "fast_rate_requests": 16,
+    },
     "capacity": {
         "hardware": ("h200",),
         "requests": 400,
