@@ -75,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _options(args: argparse.Namespace) -> list[Any]:
-    from specsim.plan import OptionSpec
+    from specsim.plan import OptionSpec  # start-up: the plan loads the serving engine
 
     acc = {"alpha": args.alpha, "acceptance": args.acceptance}
     out = [OptionSpec(kind="draft", card=c, **acc) for c in args.draft]
@@ -89,7 +89,7 @@ def _options(args: argparse.Namespace) -> list[Any]:
 
 
 def _load(args: argparse.Namespace, base: Any) -> Any:
-    from specsim.plan import Load
+    from specsim.plan import Load  # start-up: as above
 
     given = {f: getattr(args, flag[2:]) for f, flag in _LOAD.items()}
     given = {f: v for f, v in given.items() if v is not None}
@@ -108,7 +108,7 @@ def _load(args: argparse.Namespace, base: Any) -> Any:
 
 def request(args: argparse.Namespace) -> Any:
     """The :class:`~specsim.plan.PlanRequest` the flags (over ``--config``) describe."""
-    from specsim.plan import PlanRequest, request_from_toml
+    from specsim.plan import PlanRequest, request_from_toml  # start-up: as above
 
     base = None
     if args.config:
@@ -138,7 +138,7 @@ def request(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specsim.plan import plan, render_html, render_text
+    from specsim.plan import plan, render_html, render_text  # start-up: as above
 
     if args.html:
         check_file(args.html, option="--html", force=args.force)

@@ -18,6 +18,7 @@ from specsim.plan.evaluation import Row, best_plan, closed_row, serve, served_ro
 from specsim.plan.limits import Limit, serveable_rate, speedup_at, stops_paying, what_changes
 from specsim.plan.options import Option, PlanRequest, build_option
 from specsim.plan.verdict import Verdict, choose, meets_slo, sentence, weak_assumptions
+from specsim.sim.workload import preset_workload
 
 __all__ = ["PlanAnswer", "plan"]
 
@@ -65,8 +66,6 @@ def _context(request: PlanRequest) -> int:
     load = request.load
     if load.workload is None:
         return round(load.prompt_tokens + load.output_tokens / 2)
-    from specsim.sim.workload import preset_workload  # the preset's histograms
-
     w = preset_workload(load.workload, requests=2)
     return round(w.prompt.mean + w.output.mean / 2)
 
