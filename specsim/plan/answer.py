@@ -134,6 +134,7 @@ def plan(request: PlanRequest) -> PlanAnswer:
         w["option"] = pick.label
     assumed = {
         "deployment": dep.describe(),
+        "card_stack": dep.runtime is None,
         "load": request.load.describe(),
         "requests": request.requests if request.load.rate_per_s is not None else None,
         "acceptance": {o.label: o.acceptance_source for o in options},

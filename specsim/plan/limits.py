@@ -5,8 +5,10 @@ All of these are closed forms on the cards, evaluated by the tree optimizer
 (:func:`specsim.policies.tree_optimizer.optimize_tree`, each call pricing every candidate
 tree at one batch), so they cost milliseconds:
 
-- **stops paying (batch)**: over batches 1, 2, 4, ..., :data:`BATCHES`, the first batch at
-  which no tree beats no speculation (the optimizer's best tree is the empty one);
+- **stops paying (batch)**: over batches 1, 2, 4, ..., :data:`BATCHES`, the batches at
+  which some tree beats no speculation, and the first batch above the last of them (the
+  pay-off need not be monotone: an MoE target's verification reads more experts per
+  drafted token at a small batch);
 - **stops paying (rate)**: the arrival rate whose mean running batch is that batch, by
   Little's law at plain decoding: ``rate = B / (t(B) * L_out)`` with ``t(B)`` the plain
   step at batch ``B`` and ``L_out`` the mean output length (prefill ignored, so an upper
@@ -97,14 +99,16 @@ class Shifted:
 
 @dataclass(frozen=True)
 class Limit:
-    """Where an option stops paying: the first batch at which it no longer beats no
-    speculation (None: it still pays at ``largest``, the largest batch tried, of
-    :data:`BATCHES` and those whose KV cache fits; 1: it never pays) and the rate, by
-    Little's law, whose mean batch that is."""
+    """Where an option pays, over the batches tried (:data:`BATCHES` whose KV cache fits, up
+    to ``largest``): ``pays`` lists those at which its best tree beats no speculation;
+    ``batch`` is the first batch tried above the last of them (None: it still pays at
+    ``largest``, or never pays) and ``rate_per_s`` the rate, by Little's law, whose mean
+    batch that is."""
 
     batch: int | None
     rate_per_s: float | None
     largest: int
+    pays: tuple[int, ...]
 
 
 def largest_batch(deployment: Deployment, proposer: Proposer, *, context: int) -> int:
@@ -176,12 +180,18 @@ def stops_paying(
     pool = candidates(option.proposer.acceptance)  # shared by every batch
     most = largest_batch(deployment, option.proposer, context=context)
     tried = [b for b in BATCHES if b <= most] or [1]
+    pays, steps = [], {}
     for b in tried:
         best, none = _best(option.proposer, deployment, pool, batch=b, context=context)
-        if not best.parents:
-            step = none.time_s  # one plain pass over b sequences emits b tokens
-            return Limit(batch=b, rate_per_s=b / (step * mean_output), largest=tried[-1])
-    return Limit(batch=None, rate_per_s=None, largest=tried[-1])
+        steps[b] = none.time_s  # one plain pass over b sequences emits b tokens
+        if best.parents:
+            pays.append(b)
+    after = [b for b in tried if pays and b > pays[-1]]
+    if not after:
+        return Limit(batch=None, rate_per_s=None, largest=tried[-1], pays=tuple(pays))
+    b = after[0]
+    rate = b / (steps[b] * mean_output)
+    return Limit(batch=b, rate_per_s=rate, largest=tried[-1], pays=tuple(pays))
 
 
 def serveable_rate(request: PlanRequest, proposer: Proposer) -> float:
@@ -223,7 +233,8 @@ def _next_card(
 
 def _stacks(deployment: Deployment) -> list[Deployment]:
     """The deployment under every other stack profile it accepts."""
-    current = None if deployment.runtime is None else deployment.runtime.slug
+    rt = deployment.runtime
+    current = deployment.hardware.runtime if rt is None else rt.slug  # the card's default
     out = []
     for rt in list_runtimes():
         if rt.slug == current:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from specsim.plan.answer import PlanAnswer
 from specsim.plan.evaluation import Estimate, Row
+from specsim.plan.limits import Limit
 
 __all__ = ["COLUMNS", "html_section", "options_table", "render_html", "render_text"]
 
@@ -60,19 +61,21 @@ def options_table(answer: PlanAnswer) -> pd.DataFrame:
     return df.loc[:, [c for c in df.columns if not (df[c] == "-").all()]]
 
 
+def limit_text(lim: Limit) -> str:
+    """Where an option pays and stops paying, in words."""
+    if not lim.pays:
+        return f"does not pay at any batch tried (1 to {lim.largest})"
+    span = f"pays at batch {lim.pays[0]}" + (f" to {lim.pays[-1]}" if len(lim.pays) > 1 else "")
+    if lim.batch is None:
+        return f"{span}, the largest tried that fits"
+    return (
+        f"{span}, stops paying at batch {lim.batch}: above about {_num(lim.rate_per_s or 0)} "
+        "req/s (Little's law at plain decoding, prefill ignored: an upper estimate)"
+    )
+
+
 def _limits(answer: PlanAnswer) -> list[str]:
-    out = []
-    for label, lim in answer.limits.items():
-        if lim.batch is None:
-            out.append(f"{label}: still pays at batch {lim.largest} (the largest tried that fits)")
-        elif lim.batch == 1:
-            out.append(f"{label}: does not pay even at batch 1")
-        else:
-            out.append(
-                f"{label}: stops paying at batch {lim.batch}, about {_num(lim.rate_per_s or 0)} "
-                "req/s (Little's law at plain decoding, prefill ignored: an upper estimate)"
-            )
-    return out
+    return [f"{label}: {limit_text(lim)}" for label, lim in answer.limits.items()]
 
 
 def _whatifs(answer: PlanAnswer) -> list[str]:
@@ -86,7 +89,9 @@ def _whatifs(answer: PlanAnswer) -> list[str]:
 def _assumed(answer: PlanAnswer) -> list[str]:
     a = answer.assumed
     d = a["deployment"]
-    stack = d["runtime"] or f"{d['hardware']} card numbers"
+    stack = d["runtime"] or "none"
+    if answer.assumed.get("card_stack"):
+        stack = f"{stack} (the hardware card's default profile)"
     out = [
         f"deployment: {d['model']} on {d['hardware']} x{d['tensor_parallel']} (weights "
         f"{d['weights']}, KV {d['kv']}), stack {stack}",

@@ -80,10 +80,10 @@ def _ratios(row: Row, plain: Row) -> str:
 
 
 def _limit_text(limit: Limit | None) -> str:
-    if limit is None or limit.batch is None:
-        return f"it still pays at batch {limit.largest if limit else 512}, the largest tried"
-    if limit.batch == 1 or limit.rate_per_s is None:
-        return "it does not pay at any batch"
+    if limit is None or not limit.pays:
+        return "it pays at no batch tried"
+    if limit.batch is None:
+        return f"it still pays at batch {limit.largest}, the largest tried that fits"
     return (
         f"speculation stops paying above about {limit.rate_per_s:.3g} req/s (batch {limit.batch})"
     )
@@ -133,6 +133,13 @@ def sentence(
                 choice=plain.label, speculate=False, sentence=f"Keep speculation off at {load}."
             )
         top = max(spec, key=lambda r: plain.tpot_p50_s.value / r.tpot_p50_s.value)
+        if not top.tree:
+            return Verdict(
+                choice=plain.label,
+                speculate=False,
+                sentence=f"Keep speculation off at {load}: no option's best tree drafts "
+                f"anything at this batch ({'; '.join(_why(limits))}).",
+            )
         return Verdict(
             choice=plain.label,
             speculate=False,
@@ -146,6 +153,14 @@ def sentence(
         sentence=f"Turn on {best.label} with {best.plan}: {_ratios(best, plain)}, at {load}; "
         f"{_limit_text(limits.get(best.label))}.",
     )
+
+
+def _why(limits: dict[str, Limit]) -> list[str]:
+    out = []
+    for label, lim in limits.items():
+        where = f"pays at batch {', '.join(map(str, lim.pays))}" if lim.pays else "never pays"
+        out.append(f"{label} {where}")
+    return out
 
 
 def _targets(request: PlanRequest) -> str:
@@ -164,8 +179,8 @@ def weak_assumptions(rows: Sequence[Row], request: PlanRequest) -> list[str]:
     rt = dep.runtime
     if rt is None:
         out.append(
-            f"stack: no stack profile given, so {dep.hardware.slug}'s card numbers "
-            f"(its nominal efficiencies and overheads, not a fit to a measured stack)"
+            f"stack: no --runtime, so {dep.hardware.slug}'s own numbers (its default profile "
+            f"{dep.hardware.runtime!r}), not a profile fitted on {dep.hardware.slug}"
         )
     elif rt.fitted_on is not None and rt.fitted_on != dep.hardware.slug:
         out.append(
