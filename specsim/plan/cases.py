@@ -16,8 +16,11 @@ with the same flags and ``--precise`` tightens them.
 
 from __future__ import annotations
 
+import html
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,13 +29,14 @@ from specsim.cards import load_hardware, load_model, load_runtime
 from specsim.cost.deployment import Deployment
 from specsim.plan.answer import PlanAnswer, plan
 from specsim.plan.evaluation import Estimate, Row
-from specsim.plan.options import Load, OptionSpec, PlanRequest
+from specsim.plan.options import Load, OptionSpec, PlanRequest, request_from_toml
+from specsim.plan.render import html_section
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["Case", "plan_figure", "report_answers", "report_cases"]
+__all__ = ["Case", "opening_html", "plan_figure", "report_answers", "report_cases", "user_case"]
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,13 @@ def report_cases() -> tuple[Case, ...]:
     )
 
 
+def user_case(path: str | os.PathLike[str]) -> Case:
+    """A user's ``specsim plan --config`` TOML as the report's first case."""
+    request = request_from_toml(path)
+    title = f"Your deployment ({Path(path).name})"
+    return Case(title, "", request, f"specsim plan --config {os.fspath(path)}")
+
+
 def report_answers(cases: tuple[Case, ...] | None = None) -> list[tuple[Case, PlanAnswer]]:
     """Each case (default: :func:`report_cases`) answered, in order."""
     return [(c, plan(c.request)) for c in (report_cases() if cases is None else cases)]
@@ -144,3 +155,26 @@ def plan_figure(answer: PlanAnswer, *, title: str) -> Figure:
     fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def opening_html(answers: list[tuple[Case, PlanAnswer]], *, png: Callable[[Figure], str]) -> str:
+    """The report's opening: each answer's verdict as a short paragraph, its figure (``png``:
+    a figure as base64 PNG) and the command that asks it, then the answer in full, folded."""
+    esc = html.escape
+    parts = ["<section id='answers'><h2>Would speculation pay off here?</h2>"]
+    for case, answer in answers:
+        fig = plan_figure(answer, title=case.title)
+        alt = f"{case.title}: median TPOT and tokens per second of each option"
+        parts += [
+            f"<h3>{esc(case.title)}</h3>",
+            f"<p class='verdict'>{esc(case.lead)} <strong>{esc(answer.verdict.sentence)}"
+            "</strong></p>",
+            f"<figure><img alt='{esc(alt)}' src='data:image/png;base64,{png(fig)}'>",
+            f"<figcaption>{esc(alt)} (the chosen one in orange; 95% intervals). Made by: "
+            f"<code>{esc(case.command)}</code></figcaption></figure>",
+            "<details><summary>the whole answer</summary>",
+            html_section(answer, title=case.title),
+            "</details>",
+        ]
+    parts.append("</section>")
+    return "".join(parts)
