@@ -93,17 +93,16 @@ def _load(args: argparse.Namespace, base: Any) -> Any:
 
     given = {f: getattr(args, flag[2:]) for f, flag in _LOAD.items()}
     given = {f: v for f, v in given.items() if v is not None}
-    if base is not None and ("batch" in given or "rate_per_s" in given):
-        base = dataclasses.replace(base, batch=None, rate_per_s=None)
+    fields = {} if base is None else dataclasses.asdict(base)
+    if "batch" in given or "rate_per_s" in given:  # a load flag replaces the file's load
+        fields.update(batch=None, rate_per_s=None)
     try:
-        return dataclasses.replace(base, **given) if base is not None else Load(**given)
-    except ValueError as exc:
+        return Load(**(fields | given))
+    except ValueError as exc:  # name the flag the value came from
         text = str(exc)
-        for field, flag in _LOAD.items():
-            text = text.replace(f"{field}:", f"{flag}:") if text.startswith(field) else text
-        if text.startswith("load:") or text.startswith("rate:"):
-            text = text.replace("rate:", "--rate:")
-        raise ValueError(text) from None
+        name, sep, rest = text.partition(":")
+        flag = _LOAD.get("rate_per_s" if name == "rate" else name)
+        raise ValueError(f"{flag}:{rest}" if sep and flag else text) from None
 
 
 def request(args: argparse.Namespace) -> Any:

@@ -121,8 +121,8 @@ def plan(request: PlanRequest) -> PlanAnswer:
     rows, batch = _rows(request, options, context)
     mean_out = request.load.mean_output_tokens
     limits = {o.label: stops_paying(o, dep, context=context, mean_output=mean_out) for o in options}
-    serveable = None
-    if rows[0].stable is False and options[0].proposer is not None:
+    serveable, rate = None, request.load.rate_per_s
+    if rate is not None and options[0].proposer is not None:
         serveable = serveable_rate(request, options[0].proposer)
     verdict = sentence(rows, request, limits=limits, serveable_rate=serveable)
     best = choose(rows, request)
@@ -146,12 +146,24 @@ def plan(request: PlanRequest) -> PlanAnswer:
         limits=limits,
         whatifs=whatifs,
         assumed=assumed,
-        weak=weak_assumptions(rows, request),
+        weak=weak_assumptions(rows, request) + _overload(rows, rate, serveable),
         batch=batch,
         context=context,
         serveable_rate_per_s=serveable,
         seconds=time.perf_counter() - start,
     )
+
+
+def _overload(rows: list[Row], rate: float | None, serveable: float | None) -> list[str]:
+    """A flag when the rate exceeds what the deployment serves plainly at full batch but the
+    run was too short for the engine to see the queue grow."""
+    if rate is None or serveable is None or rate <= serveable or rows[0].stable is False:
+        return []
+    return [
+        f"{rate:g} req/s is {rate / serveable:.2f}x the {serveable:.3g} req/s the deployment "
+        "serves plainly at full batch, but this run was too short for the engine to see its "
+        "queue grow; --precise serves more requests"
+    ]
 
 
 def _speedup(option: Option, request: PlanRequest, batch: int, context: int) -> float:
