@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from specsim.cli import main
+from specsim.plan.cases import report_cases
 from specsim.plots.figures import alt_text
 from specsim.report.page import (
     REPORT_STUDIES,
@@ -157,7 +158,8 @@ def test_every_figure_loads_in_a_real_browser(
     report: tuple[Report, list[tuple[int, int, str]]], tmp_path: Path
 ) -> None:
     rep, _ = report
-    n_figures = sum(len(s.figures) for s in rep.studies) + 2  # + the z plot and fidelity
+    # + the z plot and fidelity, and the opening's plan verdicts (one figure each)
+    n_figures = sum(len(s.figures) for s in rep.studies) + 2 + len(report_cases())
     probe = (
         "<script>window.addEventListener('load', () => {"
         "const imgs = Array.from(document.images);"
