@@ -48,12 +48,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--alpha",
         type=float,
-        help="an assumed i.i.d. acceptance for --draft and --ngram (flagged as assumed)",
+        help="an assumed i.i.d. acceptance for --draft (for --ngram when no --draft is given); "
+        "flagged as assumed",
     )
     g.add_argument(
         "--acceptance",
         metavar="FILE",
-        help="a measured acceptance by depth and rank for --draft and --ngram (.toml/.csv; "
+        help="a measured acceptance by depth and rank for --draft, as --alpha (.toml/.csv; "
         "default for --ngram: the packaged sample corpus's, flagged)",
     )
     load = parser.add_argument_group("load")
@@ -78,13 +79,14 @@ def _options(args: argparse.Namespace) -> list[Any]:
     from specsim.plan import OptionSpec  # start-up: the plan loads the serving engine
 
     acc = {"alpha": args.alpha, "acceptance": args.acceptance}
+    if (args.alpha is not None or args.acceptance) and not (args.draft or args.ngram):
+        raise ValueError("--alpha, --acceptance: they apply to --draft (or, alone, --ngram)")
     out = [OptionSpec(kind="draft", card=c, **acc) for c in args.draft]
     out += [OptionSpec(kind="heads", card=c) for c in args.heads]
-    out += [OptionSpec(kind="ngram", **acc)] if args.ngram else []
+    if args.ngram:  # the draft's acceptance is not the lookup's: it takes them only alone
+        out.append(OptionSpec(kind="ngram", **({} if args.draft else acc)))
     out += [OptionSpec(kind="parallel", card=c) for c in args.parallel]
     out += [OptionSpec(kind="selfspec", card=c) for c in args.selfspec]
-    if (args.alpha is not None or args.acceptance) and not (args.draft or args.ngram):
-        raise ValueError("--alpha, --acceptance: they apply to --draft and --ngram options only")
     return out
 
 
