@@ -33,3 +33,13 @@ def test_each_example_prints_what_the_page_shows(
     assert main(shlex.split(command)[1:]) == 0
     lines = [ln for ln in capsys.readouterr().out.splitlines() if not _TIMING.match(ln)]
     assert "\n".join(lines).strip() == shown.strip(), f"docs/plan.md is stale for: {command}"
+
+
+def test_the_readme_quotes_the_verdict_the_page_shows() -> None:
+    readme = (PAGE.parents[1] / "README.md").read_text(encoding="utf-8")
+    first = re.search(r"## The answer, in one command\n\n```sh\n\.venv/bin/(.*?)\n```", readme)
+    quoted = re.search(r"opens with the verdict[^\n]*\n\n```text\n(.*?)\n```", readme)
+    assert first and quoted
+    shown = dict(examples())
+    assert first.group(1) in shown, "the README's plan command is not one of docs/plan.md's"
+    assert quoted.group(1) == shown[first.group(1)].splitlines()[0]
