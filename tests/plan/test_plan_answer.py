@@ -74,3 +74,27 @@ def test_an_slo_no_option_meets_is_said() -> None:
     a = _served(2.0, slo_tpot_p99_s=1e-4)
     assert a.verdict.choice is None
     assert a.verdict.sentence.startswith("No option meets the SLO (p99 TPOT <= 0.1 ms)")
+
+
+@pytest.mark.parametrize(
+    ("target", "spec"),
+    [
+        ("llama-2-7b", OptionSpec(kind="draft", card="llama-68m", alpha=0.6)),
+        ("vicuna-7b-v1.3", OptionSpec(kind="heads", card="medusa-vicuna-7b-v1.3")),
+        ("mimo-7b", OptionSpec(kind="heads", card="mtp-mimo-7b")),
+        ("llama-2-7b", OptionSpec(kind="ngram")),
+        ("llama-3.1-8b", OptionSpec(kind="parallel", card="pard-llama-3.2-1b-llama-3.1-8b")),
+        ("llama-2-7b", OptionSpec(kind="selfspec", card="layerskip-llama-2-7b-e8")),
+    ],
+    ids=lambda x: x if isinstance(x, str) else x.kind,
+)
+def test_every_proposer_kind_is_answered(target: str, spec: OptionSpec) -> None:
+    dep = Deployment(target=load_model(target), hardware=load_hardware("a100-80gb"))
+    a = plan(PlanRequest(deployment=dep, options=(spec,), load=Load(batch=4)))
+    row = a.rows[1]
+    # a closed batch: the accepted length is the tree's expected tokens per pass (>= 1), and
+    # TPOT is the pass over them
+    assert row.accepted_length.value >= 1.0
+    assert (a.verdict.choice == row.label) == (
+        row.throughput_tokens_per_s.value > a.rows[0].throughput_tokens_per_s.value
+    )
