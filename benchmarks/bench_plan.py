@@ -18,19 +18,14 @@ inflate). The ratio uses the CPU times.
 from __future__ import annotations
 
 import argparse
-import os
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import machine, table  # noqa: E402
+from bench_cli import SPECSIM, run_once  # noqa: E402  (the same fresh-process timing)
 
-ROOT = Path(__file__).resolve().parents[1]
-SPECSIM = Path(sys.executable).parent / "specsim"
 GOAL_S = 10.0
 GOAL_RATIO = 3.0
 
@@ -62,24 +57,6 @@ PLAN = [
     *("plan", "--model", "vicuna-7b-v1.3", "--hardware", "h100-sxm", "--runtime", "vllm-h100"),
     *("--heads", "eagle-vicuna-7b-v1.3", "--rate", "4"),
 ]
-
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def run_once(command: list[str]) -> tuple[float, float]:
-    """Wall and CPU seconds of one run of ``command`` (which must succeed)."""
-    cpu0, wall0 = _children_cpu(), time.perf_counter()
-    subprocess.run(
-        command,
-        check=True,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-    )
-    return time.perf_counter() - wall0, _children_cpu() - cpu0
 
 
 def main(argv: list[str] | None = None) -> int:

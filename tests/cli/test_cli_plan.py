@@ -45,7 +45,7 @@ def test_json_and_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
         (["--draft", "llama-68m"], "--alpha A (assumed) or --acceptance FILE"),
         ([], "name at least one proposer"),
         (["--ngram", "--rate", "2"], "give a batch (--batch N) or a rate (--rate R)"),
-        (["--heads", "eagle-vicuna-7b-v1.3", "--alpha", "0.5"], "--alpha, --acceptance: they apply"),
+        (["--heads", "eagle-vicuna-7b-v1.3", "--alpha", "0.5"], "--alpha, --acceptance: they"),
     ],
 )
 def test_bad_input_is_one_line(

@@ -4,12 +4,11 @@ and (in headless Chromium, when installed) the first screen of the page shows a 
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from browser import CHROMIUM, dump_dom
 
 from specsim.plan.answer import PlanAnswer
 from specsim.plan.cases import (
@@ -23,9 +22,6 @@ from specsim.plan.cases import (
 from specsim.report.demo import two_token_demo
 from specsim.report.page import _render_png, render_html
 
-CHROMIUM = next(
-    (p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if Path(p).is_file()), None
-)
 VERDICT = re.compile(r"^(Turn on |Keep speculation off|NOT STABLE|No option meets)")
 
 
@@ -90,33 +86,10 @@ def test_the_first_screen_shows_a_verdict(
     )
     probed = tmp_path / "page.html"
     probed.write_text(page.replace("</body>", probe + "</body>"), encoding="utf-8")
-    assert CHROMIUM is not None
-    done = subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--window-size=1400,900",
-            "--virtual-time-budget=20000",
-            "--dump-dom",
-            probed.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    bottom = re.search(r'data-bottom="(\d+)"', done.stdout)
-    height = re.search(r'data-height="(\d+)"', done.stdout)
-    verdict = re.search(r'data-verdict="([^"]*)"', done.stdout)
-    assert bottom and height and verdict, done.stdout[:2000]
+    out = dump_dom(probed, tmp_path)
+    bottom = re.search(r'data-bottom="(\d+)"', out)
+    height = re.search(r'data-height="(\d+)"', out)
+    verdict = re.search(r'data-verdict="([^"]*)"', out)
+    assert bottom and height and verdict, out[:2000]
     assert int(bottom.group(1)) <= int(height.group(1)), "the verdict is below the first screen"
     assert VERDICT.match(verdict.group(1)), verdict.group(1)
-    shutil.rmtree(tmp_path / "profile", ignore_errors=True)
