@@ -17,7 +17,7 @@ from typing import Any
 from specsim.plan.evaluation import Row, best_plan, closed_row, serve, served_row
 from specsim.plan.limits import Limit, serveable_rate, speedup_at, stops_paying, what_changes
 from specsim.plan.options import Option, PlanRequest, build_option
-from specsim.plan.verdict import Verdict, choose, meets_slo, sentence, weak_assumptions
+from specsim.plan.verdict import Verdict, choose, sentence, weak_assumptions
 from specsim.sim.workload import preset_workload
 
 __all__ = ["PlanAnswer", "plan"]
@@ -80,11 +80,8 @@ def _rows(request: PlanRequest, options: list[Option], context: int) -> tuple[li
     if request.load.batch is not None:
         b = request.load.batch
         plans = [best_plan(o, request, batch=b, context=context) for o in options]
-        rows = [closed_row(plain_opt, plans[0].none, request, slo_ok=None)]
-        rows[0] = dataclasses.replace(rows[0], goodput_requests_per_s=_good(rows[0], request))
-        for o, p in zip(options, plans, strict=True):
-            r = closed_row(o, p.best, request, slo_ok=None)
-            rows.append(dataclasses.replace(r, goodput_requests_per_s=_good(r, request)))
+        rows = [closed_row(plain_opt, plans[0].none, request)]
+        rows += [closed_row(o, p.best, request) for o, p in zip(options, plans, strict=True)]
         return rows, b
     plain = served_row(plain_opt, serve(request, first, (), plain=True), request, tree=())
     b = max(1, round(plain.extra["mean_batch"]))
@@ -98,15 +95,6 @@ def _rows(request: PlanRequest, options: list[Option], context: int) -> tuple[li
             raise ValueError(f"{o.label}: no proposer")
         rows.append(served_row(o, serve(request, o.proposer, tree), request, tree=tree))
     return rows, b
-
-
-def _good(row: Row, request: PlanRequest) -> float | None:
-    """A closed batch's goodput: its requests per second when the TPOT target holds."""
-    ok = meets_slo(row, request)
-    if ok is None:
-        return None
-    rate = row.throughput_tokens_per_s.value / request.load.output_tokens
-    return rate if ok else 0.0
 
 
 def plan(request: PlanRequest) -> PlanAnswer:
@@ -130,8 +118,9 @@ def plan(request: PlanRequest) -> PlanAnswer:
     if pick is None:  # speculation off: the what-ifs of the option closest to paying
         pick = max(options, key=lambda o: _speedup(o, request, batch, context))
     whatifs = what_changes(pick, dep, batch=batch, context=context)
-    for w in whatifs:
+    for w in whatifs:  # does the what-if turn the best tree on or off (against as planned)?
         w["option"] = pick.label
+        w["changes_answer"] = bool(w["tree"]) != bool(whatifs[0]["tree"])
     assumed = {
         "deployment": dep.describe(),
         "card_stack": dep.runtime is None,

@@ -145,11 +145,15 @@ def _cost(request: PlanRequest, throughput: Estimate) -> Estimate | None:
     return Estimate(*inv)
 
 
-def closed_row(option: Option, plan: TreePlan, request: PlanRequest, *, slo_ok: bool | None) -> Row:
-    """A closed batch's row from the plan's closed form (no queue: no TTFT)."""
+def closed_row(option: Option, plan: TreePlan, request: PlanRequest) -> Row:
+    """A closed batch's row from the plan's closed form (no queue: no TTFT; a TTFT target is
+    not checked, and the weak assumptions say so)."""
     tpot = Estimate.exact(plan.time_s / plan.tokens_per_pass)
     thr = Estimate.exact(plan.tokens_per_s)
-    good = None if slo_ok is None else (plan.batch / (request.load.output_tokens * tpot.value))
+    good = None  # requests per second finishing within the TPOT target: all, or none
+    if request.slo_tpot_p99_s is not None or request.slo_ttft_p99_s is not None:
+        ok = request.slo_tpot_p99_s is None or tpot.value <= request.slo_tpot_p99_s
+        good = thr.value / request.load.output_tokens if ok else 0.0
     return Row(
         label=option.label,
         kind=option.kind,
@@ -162,7 +166,7 @@ def closed_row(option: Option, plan: TreePlan, request: PlanRequest, *, slo_ok: 
         throughput_tokens_per_s=thr,
         energy_per_token_j=Estimate.exact(plan.energy_per_token_j),
         accepted_length=Estimate.exact(plan.tokens_per_pass),
-        goodput_requests_per_s=None if good is None else (good if slo_ok else 0.0),
+        goodput_requests_per_s=good,
         cost_per_mtok=_cost(request, thr),
         stable=None,
         stability_reason="a closed batch: no arrivals, no queue",

@@ -82,7 +82,10 @@ def _whatifs(answer: PlanAnswer) -> list[str]:
     out = []
     for w in answer.whatifs:
         tree = "no speculation" if not w["tree"] else f"{len(w['tree'])}-node tree"
-        out.append(f"{w['what']}: {w['speedup']:.2f}x tokens/s over no speculation ({tree})")
+        line = f"{w['what']}: {w['speedup']:.2f}x tokens/s over no speculation ({tree})"
+        if w.get("changes_answer"):
+            line += " <- changes the answer"
+        out.append(line)
     return out
 
 
