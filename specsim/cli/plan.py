@@ -25,8 +25,6 @@ from specsim.cli import deployment, jsonout
 from specsim.cli.output import check_file, writable
 from specsim.sim.workload import PRESETS
 
-HELP = "would speculation pay off here: the verdict, every option's numbers, what would change it"
-
 _LOAD = {"batch": "--batch", "rate_per_s": "--rate", "workload": "--workload"}
 _LOAD |= {"prompt_tokens": "--prompt", "output_tokens": "--output", "requests": "--requests"}
 
