@@ -82,3 +82,10 @@ def test_request_from_toml(tmp_path: Path) -> None:
     path.write_text(text + "speed = 1\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"plan.toml \[slo\]: unknown key\(s\) \['speed'\]"):
         request_from_toml(path)
+
+
+def test_precise_serves_five_times_the_requests() -> None:
+    load = Load(rate_per_s=1.0, requests=40)
+    opts = (OptionSpec(kind="ngram"),)
+    assert PlanRequest(deployment=_dep(), options=opts, load=load).requests == 40
+    assert PlanRequest(deployment=_dep(), options=opts, load=load, precise=True).requests == 200
