@@ -127,32 +127,33 @@ def sentence(
             f"{close.label} ({close.plan}) with p99 TPOT {p99:.3g} ms.",
         )
     if best is plain:
-        spec = [r for r in rows[1:] if r.stable is not False]
-        if not spec:
-            return Verdict(
-                choice=plain.label, speculate=False, sentence=f"Keep speculation off at {load}."
-            )
-        top = max(spec, key=lambda r: plain.tpot_p50_s.value / r.tpot_p50_s.value)
-        if not top.tree:
-            return Verdict(
-                choice=plain.label,
-                speculate=False,
-                sentence=f"Keep speculation off at {load}: no option's best tree drafts "
-                f"anything at this batch ({'; '.join(_why(limits))}).",
-            )
-        return Verdict(
-            choice=plain.label,
-            speculate=False,
-            sentence=f"Keep speculation off at {load}: the best option, {top.label} "
-            f"({top.plan}), gives {_ratios(top, plain)}, not a gain its interval supports "
-            f"({_limit_text(limits.get(top.label))}).",
-        )
+        return _off(rows, request, limits=limits)
     return Verdict(
         choice=best.label,
         speculate=True,
         sentence=f"Turn on {best.label} with {best.plan}: {_ratios(best, plain)}, at {load}; "
         f"{_limit_text(limits.get(best.label))}.",
     )
+
+
+def _off(rows: Sequence[Row], request: PlanRequest, *, limits: dict[str, Limit]) -> Verdict:
+    """Speculation off: why, from the option closest to paying."""
+    load, plain = request.load.describe(), rows[0]
+    spec = [r for r in rows[1:] if r.stable is not False]
+    text = f"Keep speculation off at {load}"
+    if not spec:
+        return Verdict(choice=plain.label, speculate=False, sentence=f"{text}.")
+    top = max(spec, key=lambda r: plain.tpot_p50_s.value / r.tpot_p50_s.value)
+    if not top.tree:
+        text += f": no option's best tree drafts anything at this batch ({'; '.join(_why(limits))})"
+    else:
+        served = request.load.rate_per_s is not None
+        why = "not a gain its interval supports" if served else "no more tokens per second"
+        text += (
+            f": the best option, {top.label} ({top.plan}), gives {_ratios(top, plain)}, {why} "
+            f"({_limit_text(limits.get(top.label))})"
+        )
+    return Verdict(choice=plain.label, speculate=False, sentence=f"{text}.")
 
 
 def _why(limits: dict[str, Limit]) -> list[str]:
