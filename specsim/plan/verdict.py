@@ -189,7 +189,9 @@ def weak_assumptions(rows: Sequence[Row], request: PlanRequest) -> list[str]:
         )
     for r in rows[1:]:
         if not r.measured:
-            out.append(f"{r.label}: acceptance assumed ({r.acceptance_source}); see +-0.1 below")
+            out.append(
+                f"{r.label}: {r.acceptance_source}; the +-0.1 what-ifs show how much it matters"
+            )
         elif r.kind == "ngram" and "sample" in r.acceptance_source.lower():
             out.append(
                 f"{r.label}: acceptance measured on the packaged sample corpus, not your traffic"
