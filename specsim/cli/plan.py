@@ -129,11 +129,32 @@ def request(args: argparse.Namespace) -> Any:
     if args.precise:
         fields["precise"] = True
     load = _load(args, None if base is None else base.load)
-    if base is not None:
-        return dataclasses.replace(
-            base, deployment=dep, options=tuple(options), load=load, **fields
-        )
-    return PlanRequest(deployment=dep, options=tuple(options), load=load, **fields)
+    try:
+        if base is not None:
+            return dataclasses.replace(
+                base, deployment=dep, options=tuple(options), load=load, **fields
+            )
+        return PlanRequest(deployment=dep, options=tuple(options), load=load, **fields)
+    except ValueError as exc:
+        raise ValueError(_flagged(str(exc))) from None
+
+
+_FIELDS = {
+    "slo_tpot_p99_s": "--slo-tpot-p99",
+    "slo_ttft_p99_s": "--slo-ttft-p99",
+    "price_per_gpu_hour": "--price-per-gpu-hour",
+}
+
+
+def _flagged(text: str) -> str:
+    """A request error with the flag its value came from in front of it."""
+    _, placement, rest = text.partition("deployment draft_placement ")
+    if placement:  # the tree optimizer's check, named after the function that made it
+        return f"--draft-placement: {rest}"
+    for name, flag in _FIELDS.items():
+        if text.startswith(name):
+            return f"{flag}:{text[len(name) :].removeprefix(':')}"
+    return text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -141,7 +162,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.html:
         check_file(args.html, option="--html", force=args.force)
-    answer = plan(request(args))
+    try:
+        answer = plan(request(args))
+    except ValueError as exc:
+        raise ValueError(_flagged(str(exc))) from None
     if args.html:
         with open(writable(args.html), "w", encoding="utf-8") as fh:
             fh.write(render_html(answer))

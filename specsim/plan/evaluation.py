@@ -191,7 +191,11 @@ def serving_config(
     try:
         kv = base.card_cost().kv_capacity_tokens()
     except ValueError as exc:
-        raise ValueError(f"deployment: {exc}; add --tensor-parallel or smaller --weights") from None
+        dep = request.deployment
+        raise ValueError(
+            f"{dep.target.slug} on {dep.hardware.slug}: {exc}; add --tensor-parallel or "
+            "smaller --weights"
+        ) from None
     return dataclasses.replace(base, kv_capacity_tokens=kv)
 
 

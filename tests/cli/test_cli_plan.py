@@ -46,6 +46,9 @@ def test_json_and_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
         ([], "name at least one proposer"),
         (["--ngram", "--rate", "2"], "give a batch (--batch N) or a rate (--rate R)"),
         (["--heads", "eagle-vicuna-7b-v1.3", "--alpha", "0.5"], "--alpha, --acceptance: they"),
+        (["--ngram", "--slo-tpot-p99", "-1"], "--slo-tpot-p99: expected a finite number > 0"),
+        (["--ngram", "--draft-placement", "overlapped"], "--draft-placement: 'overlapped'"),
+        (["--ngram", "--model", "llama-2-70b"], "model 'llama-2-70b' does not fit on 'h100-sxm'"),
     ],
 )
 def test_bad_input_is_one_line(
