@@ -89,7 +89,8 @@ def _rows(request: PlanRequest, options: list[Option], context: int) -> tuple[li
     for o in options:
         tree = best_plan(o, request, batch=b, context=context).best.parents
         if not tree:  # no tree pays at this batch: the option is no speculation here
-            rows.append(dataclasses.replace(plain, label=o.label, kind=o.kind))
+            same = dataclasses.replace(plain, label=o.label, kind=o.kind, measured=o.measured)
+            rows.append(dataclasses.replace(same, acceptance_source=o.acceptance_source))
             continue
         if o.proposer is None:  # pragma: no cover - build_option always gives one
             raise ValueError(f"{o.label}: no proposer")

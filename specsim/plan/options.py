@@ -188,6 +188,9 @@ class PlanRequest:
                 "options: name at least one proposer to weigh against no speculation "
                 "(--draft SLUG, --heads SLUG, --ngram, --parallel SLUG, --selfspec SLUG)"
             )
+        twice = sorted({_label(o) for o in self.options if self.options.count(o) > 1})
+        if twice:
+            raise ValueError(f"options: {', '.join(twice)} given twice")
         for name in ("slo_ttft_p99_s", "slo_tpot_p99_s", "price_per_gpu_hour"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not math.isfinite(v) or v <= 0):

@@ -58,6 +58,9 @@ def test_a_draft_needs_an_acceptance_and_an_alpha_is_flagged_assumed() -> None:
 def test_a_request_needs_an_option() -> None:
     with pytest.raises(ValueError, match="name at least one proposer"):
         PlanRequest(deployment=_dep(), options=(), load=Load(batch=1))
+    twice = (OptionSpec(kind="ngram"), OptionSpec(kind="ngram"))
+    with pytest.raises(ValueError, match="options: ngram given twice"):
+        PlanRequest(deployment=_dep(), options=twice, load=Load(batch=1))
 
 
 def test_request_from_toml(tmp_path: Path) -> None:
