@@ -38,6 +38,10 @@ PIPE_CLOSED = 141
 # Subcommand -> its one-line help, in the order ``specsim --help`` lists them. The
 # module of subcommand ``name`` is ``specsim.cli.<name>``.
 COMMANDS: dict[str, str] = {
+    "plan": (
+        "would speculation pay off here: the verdict, every option's numbers (with intervals), "
+        "where each stops paying and what would change the answer"
+    ),
     "report": (
         "Run the main job: every study (fast forms by default), the validation tables and the "
         "sampling demo, written as one self-contained HTML page and CSVs."

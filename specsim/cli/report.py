@@ -49,6 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run only this study (repeatable; default: all of " + ", ".join(REPORT_STUDIES) + ")",
     )
     parser.add_argument(
+        "--plan",
+        metavar="CONFIG.toml",
+        help="a specsim plan config (docs/plan.md): the page opens with its verdict",
+    )
+    parser.add_argument(
         "--blocks",
         type=int,
         default=200_000,
@@ -80,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         studies=tuple(dict.fromkeys(args.studies or REPORT_STUDIES)),
         demo_blocks=args.blocks,
         progress=ProgressBar(),
+        plan=args.plan,
     )
     if args.json:
         summary = {

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from specsim import __version__
+from specsim.plan.cases import opening_html, report_answers, report_cases, user_case
 from specsim.plots.fidelity import plot_fidelity
 from specsim.plots.figures import alt_text, plot_validation_z
 from specsim.report.demo import SamplingDemo, two_token_demo
@@ -267,9 +268,11 @@ def render_html(
     fast: bool,
     seconds: float,
     fidelity: pd.DataFrame | None = None,
+    opening: str = "",
 ) -> str:
     """The report page (self-contained HTML) from results in memory; ``fidelity``: the
-    table of :func:`specsim.validate.fidelity.fidelity_table`, shown summarized with its figure."""
+    table of :func:`specsim.validate.fidelity.fidelity_table`, shown summarized with its figure;
+    ``opening``: the plan verdicts (:func:`specsim.plan.cases.opening_html`), first."""
     esc = html.escape
     nav = "".join(f'<li><a href="#{esc(s.name)}">{esc(s.name)}</a></li>' for s in studies)
     nav += '<li><a href="#validate">validate</a></li>'
@@ -286,7 +289,8 @@ def render_html(
         f"{'fast' if fast else 'full'} forms of the studies, {seconds:.0f} s, {when}. Each "
         "study's tidy CSV, PNG and SVG figures and summary are in the folder of its name beside "
         "this page.</p>",
-        f"<nav><ul>{nav}</ul></nav>",
+        opening,
+        f"<h2>Appendices: the studies</h2><nav><ul>{nav}</ul></nav>",
     ]
     for s in studies:
         parts.append(f'<section id="{esc(s.name)}"><h2>{esc(s.name)}</h2>')
@@ -350,18 +354,22 @@ def build_report(
     studies: Sequence[str] = REPORT_STUDIES,
     demo_blocks: int = 200_000,
     progress: Progress | None = None,
+    plan: str | Path | None = None,
 ) -> Report:
-    """Run everything and write ``index.html`` and one subfolder per study into ``out_dir``."""
+    """Run everything and write ``index.html`` and one subfolder per study into ``out_dir``;
+    the page opens with plan verdicts (:mod:`specsim.plan.cases`; ``plan``: a user's first)."""
     start = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    steps = ["sampling demo", *studies, "validate", "write"]
+    cases = report_cases() if plan is None else (user_case(plan), *report_cases())
+    steps = ["plan verdicts, sampling demo", *studies, "validate", "write"]
 
     def tick(i: int, label: str) -> None:
         if progress is not None:
             progress(i, len(steps), label)
 
     tick(0, steps[0])
+    opening = opening_html(report_answers(cases), png=_render_png)
     demo = two_token_demo(study_rng(seed, "demo"), blocks=demo_blocks)
     outputs = []
     for i, name in enumerate(studies, start=1):
@@ -386,16 +394,9 @@ def build_report(
         fast=fast,
         seconds=seconds,
         fidelity=fidelity,
+        opening=opening,
     )
     index = out / "index.html"
     index.write_text(page, encoding="utf-8")
     tick(len(steps), "done")
-    return Report(
-        out_dir=out,
-        html=index,
-        studies=tuple(outputs),
-        demo=demo,
-        validate=tables,
-        validate_note=note,
-        seconds=seconds,
-    )
+    return Report(out, index, tuple(outputs), demo, tables, note, seconds)

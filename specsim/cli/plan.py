@@ -1,0 +1,176 @@
+"""``specsim plan``: would speculative decoding pay off here, with what, by how much?
+
+Examples::
+
+    specsim plan --model vicuna-7b-v1.3 --hardware h100-sxm --runtime vllm-h100 \\
+        --heads eagle-vicuna-7b-v1.3 --heads medusa-vicuna-7b-v1.3 --ngram --rate 4
+    specsim plan --model llama-2-70b --hardware a100-80gb --tensor-parallel 4 \\
+        --draft llama-2-7b --alpha 0.7 --batch 8 --price-per-gpu-hour 2
+    specsim plan --config studies/configs/plan-70b.toml --json
+
+The deployment flags are those of ``specsim cost`` and ``specsim tree``
+(:mod:`specsim.cli.deployment`); ``--config FILE`` reads a plan TOML
+(:func:`specsim.plan.options.request_from_toml`), whose values the flags given here replace.
+The logic is :func:`specsim.plan.plan`; the page is ``docs/plan.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from typing import Any
+
+from specsim.cli import deployment, jsonout
+from specsim.cli.output import check_file, writable
+from specsim.sim.workload import PRESETS
+
+_LOAD = {"batch": "--batch", "rate_per_s": "--rate", "workload": "--workload"}
+_LOAD |= {"prompt_tokens": "--prompt", "output_tokens": "--output", "requests": "--requests"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    deployment.add_arguments(parser)
+    parser.add_argument("--config", metavar="FILE", help="a plan TOML (docs/plan.md)")
+    g = parser.add_argument_group("options", "the proposers weighed against no speculation")
+    for flag, what in (
+        ("--draft", "a draft model card"),
+        ("--heads", "a head card (models/heads/)"),
+        ("--parallel", "a parallel-drafting proposer card (models/proposers/)"),
+        ("--selfspec", "a self-speculation proposer card (models/proposers/)"),
+    ):
+        g.add_argument(
+            flag, action="append", default=[], metavar="SLUG", help=f"{what} (repeatable)"
+        )
+    g.add_argument("--ngram", action="store_true", help="n-gram prompt lookup")
+    g.add_argument(
+        "--alpha",
+        type=float,
+        help="an assumed i.i.d. acceptance for --draft (for --ngram when no --draft is given); "
+        "flagged as assumed",
+    )
+    g.add_argument(
+        "--acceptance",
+        metavar="FILE",
+        help="a measured acceptance by depth and rank for --draft, as --alpha (.toml/.csv; "
+        "default for --ngram: the packaged sample corpus's, flagged)",
+    )
+    load = parser.add_argument_group("load")
+    load.add_argument("--batch", type=int, help="a closed batch of N sequences")
+    load.add_argument("--rate", type=float, metavar="R", help="requests per second")
+    load.add_argument("--workload", choices=sorted(PRESETS), help="a workload preset's lengths")
+    load.add_argument("--prompt", type=int, metavar="N", help="prompt tokens (default 512)")
+    load.add_argument("--output", type=int, metavar="N", help="output tokens (default 256)")
+    load.add_argument("--requests", type=int, help="requests per serving run (default 200)")
+    load.add_argument("--max-batch", type=int, help="sequences per pass at most (default 64)")
+    parser.add_argument("--slo-ttft-p99", type=float, metavar="S", help="p99 TTFT target, seconds")
+    parser.add_argument("--slo-tpot-p99", type=float, metavar="S", help="p99 TPOT target, seconds")
+    parser.add_argument("--price-per-gpu-hour", type=float, metavar="USD", help="for $/M tokens")
+    parser.add_argument("--precise", action="store_true", help="5x the requests: tighter intervals")
+    parser.add_argument("--seed", type=int, default=None, help="seed (default 0)")
+    parser.add_argument("--json", action="store_true", help="print the answer as one JSON object")
+    parser.add_argument("--html", metavar="FILE", help="also write the answer as an HTML page")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --html FILE")
+
+
+def _options(args: argparse.Namespace) -> list[Any]:
+    from specsim.plan import OptionSpec  # start-up: the plan loads the serving engine
+
+    acc = {"alpha": args.alpha, "acceptance": args.acceptance}
+    if (args.alpha is not None or args.acceptance) and not (args.draft or args.ngram):
+        raise ValueError("--alpha, --acceptance: they apply to --draft (or, alone, --ngram)")
+    out = [OptionSpec(kind="draft", card=c, **acc) for c in args.draft]
+    out += [OptionSpec(kind="heads", card=c) for c in args.heads]
+    if args.ngram:  # the draft's acceptance is not the lookup's: it takes them only alone
+        out.append(OptionSpec(kind="ngram", **({} if args.draft else acc)))
+    out += [OptionSpec(kind="parallel", card=c) for c in args.parallel]
+    out += [OptionSpec(kind="selfspec", card=c) for c in args.selfspec]
+    return out
+
+
+def _load(args: argparse.Namespace, base: Any) -> Any:
+    from specsim.plan import Load  # start-up: as above
+
+    given = {f: getattr(args, flag[2:]) for f, flag in _LOAD.items()}
+    given = {f: v for f, v in given.items() if v is not None}
+    fields = {} if base is None else dataclasses.asdict(base)
+    if "batch" in given or "rate_per_s" in given:  # a load flag replaces the file's load
+        fields.update(batch=None, rate_per_s=None)
+    try:
+        return Load(**(fields | given))
+    except ValueError as exc:  # name the flag the value came from
+        text = str(exc)
+        name, sep, rest = text.partition(":")
+        flag = _LOAD.get("rate_per_s" if name == "rate" else name)
+        raise ValueError(f"{flag}:{rest}" if sep and flag else text) from None
+
+
+def request(args: argparse.Namespace) -> Any:
+    """The :class:`~specsim.plan.PlanRequest` the flags (over ``--config``) describe."""
+    from specsim.plan import PlanRequest, request_from_toml  # start-up: as above
+
+    base = None
+    if args.config:
+        if not os.path.isfile(args.config):
+            raise ValueError(f"--config: no such file {args.config!r}")
+        base = request_from_toml(args.config)
+        if args.deployment is None:
+            args.deployment = args.config  # its [deployment] table, under the flags given
+    dep = deployment.from_args(args)
+    options = _options(args) or (list(base.options) if base is not None else [])
+    extra = {
+        "slo_ttft_p99_s": args.slo_ttft_p99,
+        "slo_tpot_p99_s": args.slo_tpot_p99,
+        "price_per_gpu_hour": args.price_per_gpu_hour,
+        "seed": args.seed,
+        "max_batch": args.max_batch,
+    }
+    fields = {k: v for k, v in extra.items() if v is not None}
+    if args.precise:
+        fields["precise"] = True
+    load = _load(args, None if base is None else base.load)
+    try:
+        if base is not None:
+            return dataclasses.replace(
+                base, deployment=dep, options=tuple(options), load=load, **fields
+            )
+        return PlanRequest(deployment=dep, options=tuple(options), load=load, **fields)
+    except ValueError as exc:
+        raise ValueError(_flagged(str(exc))) from None
+
+
+_FIELDS = {
+    "slo_tpot_p99_s": "--slo-tpot-p99",
+    "slo_ttft_p99_s": "--slo-ttft-p99",
+    "price_per_gpu_hour": "--price-per-gpu-hour",
+}
+
+
+def _flagged(text: str) -> str:
+    """A request error with the flag its value came from in front of it."""
+    _, placement, rest = text.partition("deployment draft_placement ")
+    if placement:  # the tree optimizer's check, named after the function that made it
+        return f"--draft-placement: {rest}"
+    for name, flag in _FIELDS.items():
+        if text.startswith(name):
+            return f"{flag}:{text[len(name) :].removeprefix(':')}"
+    return text
+
+
+def run(args: argparse.Namespace) -> int:
+    from specsim.plan import plan, render_html, render_text  # start-up: as above
+
+    if args.html:
+        check_file(args.html, option="--html", force=args.force)
+    try:
+        answer = plan(request(args))
+    except ValueError as exc:
+        raise ValueError(_flagged(str(exc))) from None
+    if args.html:
+        with open(writable(args.html), "w", encoding="utf-8") as fh:
+            fh.write(render_html(answer))
+    if args.json:
+        print(jsonout.dumps(answer.as_dict()))
+    else:
+        print(render_text(answer), end="")
+    return 0

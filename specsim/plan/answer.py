@@ -1,0 +1,175 @@
+"""``specsim plan``'s answer: every option evaluated, the verdict, the limits, the what-ifs.
+
+:func:`plan` runs the question of a :class:`~specsim.plan.options.PlanRequest` through
+:mod:`specsim.plan.evaluation` (the table), :mod:`specsim.plan.limits` (where each option
+stops paying, what would change the answer) and :mod:`specsim.plan.verdict` (the
+sentence), and returns a :class:`PlanAnswer` whose :meth:`~PlanAnswer.as_dict` is the JSON
+output and whose text and HTML forms are :mod:`specsim.plan.render`'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from specsim.plan.evaluation import Row, best_plan, closed_row, serve, served_row
+from specsim.plan.limits import Limit, serveable_rate, speedup_at, stops_paying, what_changes
+from specsim.plan.options import Option, PlanRequest, build_option
+from specsim.plan.verdict import Verdict, choose, sentence, weak_assumptions
+from specsim.sim.workload import preset_workload
+
+__all__ = ["PlanAnswer", "plan"]
+
+NONE = "no speculation"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanAnswer:
+    """What :func:`plan` found: the verdict, one row per option (no speculation first), each
+    speculative option's :class:`~specsim.plan.limits.Limit`, the what-ifs of the best
+    speculative option, what was assumed, and the batch and context the trees were chosen
+    for."""
+
+    verdict: Verdict
+    rows: tuple[Row, ...]
+    limits: dict[str, Limit]
+    whatifs: list[dict[str, Any]]
+    assumed: dict[str, Any]
+    weak: list[str]
+    batch: int
+    context: int
+    serveable_rate_per_s: float | None
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values (the ``--json`` output; a non-finite bound is None)."""
+        return {
+            "verdict": self.verdict.sentence,
+            "choice": self.verdict.choice,
+            "speculate": self.verdict.speculate,
+            "options": [r.as_dict() for r in self.rows],
+            "stops_paying": {k: dataclasses.asdict(v) for k, v in self.limits.items()},
+            "what_would_change": self.whatifs,
+            "assumed": self.assumed,
+            "weak_assumptions": self.weak,
+            "batch": self.batch,
+            "context": self.context,
+            "serveable_rate_per_s": self.serveable_rate_per_s,
+            "seconds": self.seconds,
+        }
+
+
+def _context(request: PlanRequest) -> int:
+    """Cached tokens per sequence mid-decode: the mean prompt plus half the mean output."""
+    load = request.load
+    if load.workload is None:
+        return round(load.prompt_tokens + load.output_tokens / 2)
+    w = preset_workload(load.workload, requests=2)
+    return round(w.prompt.mean + w.output.mean / 2)
+
+
+def _rows(request: PlanRequest, options: list[Option], context: int) -> tuple[list[Row], int]:
+    """The table: no speculation first, then each option at its best tree; and the batch
+    the trees were chosen for."""
+    plain_opt = Option(NONE, "none", None, "no drafting", measured=True)
+    first = options[0].proposer
+    if first is None:  # pragma: no cover - build_option always gives one
+        raise ValueError("options: no proposer")
+    if request.load.batch is not None:
+        b = request.load.batch
+        plans = [best_plan(o, request, batch=b, context=context) for o in options]
+        rows = [closed_row(plain_opt, plans[0].none, request)]
+        rows += [closed_row(o, p.best, request) for o, p in zip(options, plans, strict=True)]
+        return rows, b
+    plain = served_row(plain_opt, serve(request, first, (), plain=True), request, tree=())
+    b = max(1, round(plain.extra["mean_batch"]))
+    rows = [plain]
+    for o in options:
+        tree = best_plan(o, request, batch=b, context=context).best.parents
+        if not tree:  # no tree pays at this batch: the option is no speculation here
+            same = dataclasses.replace(plain, label=o.label, kind=o.kind, measured=o.measured)
+            rows.append(dataclasses.replace(same, acceptance_source=o.acceptance_source))
+            continue
+        if o.proposer is None:  # pragma: no cover - build_option always gives one
+            raise ValueError(f"{o.label}: no proposer")
+        rows.append(served_row(o, serve(request, o.proposer, tree), request, tree=tree))
+    return rows, b
+
+
+def plan(request: PlanRequest) -> PlanAnswer:
+    """The answer to ``request`` (module docstring)."""
+    start = time.perf_counter()
+    dep = request.deployment
+    options = [
+        build_option(s, dep, where=f"option {i + 1} ({s.kind})")
+        for i, s in enumerate(request.options)
+    ]
+    context = _context(request)
+    rows, batch = _rows(request, options, context)
+    mean_out = request.load.mean_output_tokens
+    limits = {o.label: stops_paying(o, dep, context=context, mean_output=mean_out) for o in options}
+    serveable, rate = None, request.load.rate_per_s
+    if rate is not None and options[0].proposer is not None:
+        serveable = serveable_rate(request, options[0].proposer)
+    verdict = sentence(rows, request, limits=limits, serveable_rate=serveable)
+    best = choose(rows, request)
+    pick = next((o for o in options if best is not None and o.label == best.label), None)
+    if pick is None:  # speculation off: the what-ifs of the option closest to paying
+        pick = max(options, key=lambda o: _speedup(o, request, batch, context))
+    whatifs = what_changes(pick, dep, batch=batch, context=context)
+    for w in whatifs:  # does the what-if turn the best tree on or off (against as planned)?
+        w["option"] = pick.label
+        w["changes_answer"] = bool(w["tree"]) != bool(whatifs[0]["tree"])
+    assumed = {
+        "deployment": dep.describe(),
+        "card_stack": dep.runtime is None,
+        "load": request.load.describe(),
+        "requests": request.requests if request.load.rate_per_s is not None else None,
+        "acceptance": {o.label: o.acceptance_source for o in options},
+        "method": _method(request, batch, context),
+    }
+    return PlanAnswer(
+        verdict=verdict,
+        rows=tuple(rows),
+        limits=limits,
+        whatifs=whatifs,
+        assumed=assumed,
+        weak=weak_assumptions(rows, request) + _overload(rows, rate, serveable),
+        batch=batch,
+        context=context,
+        serveable_rate_per_s=serveable,
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _overload(rows: list[Row], rate: float | None, serveable: float | None) -> list[str]:
+    """A flag when the rate exceeds what the deployment serves plainly at full batch but the
+    run was too short for the engine to see the queue grow."""
+    if rate is None or serveable is None or rate <= serveable or rows[0].stable is False:
+        return []
+    return [
+        f"{rate:g} req/s is {rate / serveable:.2f}x the {serveable:.3g} req/s the deployment "
+        "serves plainly at full batch, but this run was too short for the engine to see its "
+        "queue grow; --precise serves more requests"
+    ]
+
+
+def _speedup(option: Option, request: PlanRequest, batch: int, context: int) -> float:
+    if option.proposer is None:  # pragma: no cover - build_option always gives one
+        return 0.0
+    return speedup_at(option.proposer, request.deployment, batch=batch, context=context)[0]
+
+
+def _method(request: PlanRequest, batch: int, context: int) -> str:
+    if request.load.batch is not None:
+        return (
+            f"closed forms at batch {batch}, context {context} tokens (the tree optimizer's "
+            "tokens per pass and card-priced pass and drafting times)"
+        )
+    return (
+        f"served on the serving engine, {request.requests} requests (seed {request.seed}), "
+        f"the same arrivals for every option; trees chosen for the plain run's mean batch "
+        f"{batch} at context {context}; 95% intervals"
+    )

@@ -1,0 +1,174 @@
+"""A plan's answer as text (the default), a table and an HTML page, in the order the reader
+needs it: the verdict, the options, the best tree of each, where each stops paying, what
+would change the answer, and the assumptions (weak ones flagged)."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable
+
+import pandas as pd
+
+from specsim.plan.answer import PlanAnswer
+from specsim.plan.evaluation import Estimate, Row
+from specsim.plan.limits import Limit
+
+__all__ = ["COLUMNS", "html_section", "options_table", "render_html", "render_text"]
+
+COLUMNS: dict[str, tuple[str, Callable[[Row], Estimate | float | None], float]] = {
+    "TPOT p50 ms": ("tpot_p50_s", lambda r: r.tpot_p50_s, 1e3),
+    "TPOT p99 ms": ("tpot_p99_s", lambda r: r.tpot_p99_s, 1e3),
+    "TTFT p50 ms": ("ttft_p50_s", lambda r: r.ttft_p50_s, 1e3),
+    "TTFT p99 ms": ("ttft_p99_s", lambda r: r.ttft_p99_s, 1e3),
+    "tokens/s": ("throughput_tokens_per_s", lambda r: r.throughput_tokens_per_s, 1.0),
+    "goodput req/s": ("goodput_requests_per_s", lambda r: r.goodput_requests_per_s, 1.0),
+    "mJ/token": ("energy_per_token_j", lambda r: r.energy_per_token_j, 1e3),
+    "$/M tokens": ("cost_per_mtok", lambda r: r.cost_per_mtok, 1.0),
+    "accepted length": ("accepted_length", lambda r: r.accepted_length, 1.0),
+}
+"""The table's columns: heading -> (row field, getter, scale to the heading's unit)."""
+
+
+def _num(x: float) -> str:
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
+def cell(value: Estimate | float | None, scale: float) -> str:
+    """``3.12 [3.05, 3.20]`` for an estimate with an interval, ``3.12`` for a closed form,
+    ``-`` for a quantity not defined here."""
+    if value is None:
+        return "-"
+    if not isinstance(value, Estimate):
+        return _num(value * scale)
+    v, lo, hi = value.scaled(scale)
+    if lo == hi == v:
+        return _num(v)
+    return f"{_num(v)} [{_num(lo)}, {_num(hi)}]"
+
+
+def options_table(answer: PlanAnswer) -> pd.DataFrame:
+    """One row per option, its cells as printed."""
+    rows = []
+    for r in answer.rows:
+        row = {"option": r.label, "plan": r.plan}
+        row |= {head: cell(get(r), scale) for head, (_, get, scale) in COLUMNS.items()}
+        row["stable"] = "-" if r.stable is None else ("yes" if r.stable else "NOT STABLE")
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    return df.loc[:, [c for c in df.columns if not (df[c] == "-").all()]]
+
+
+def limit_text(lim: Limit) -> str:
+    """Where an option pays and stops paying, in words."""
+    if not lim.pays:
+        return f"does not pay at any batch tried (1 to {lim.largest})"
+    span = f"pays at batch {lim.pays[0]}" + (f" to {lim.pays[-1]}" if len(lim.pays) > 1 else "")
+    if lim.batch is None:
+        return f"{span}, the largest tried that fits"
+    return (
+        f"{span}, stops paying at batch {lim.batch}: above about {_num(lim.rate_per_s or 0)} "
+        "req/s (Little's law at plain decoding, prefill ignored: an upper estimate)"
+    )
+
+
+def _limits(answer: PlanAnswer) -> list[str]:
+    return [f"{label}: {limit_text(lim)}" for label, lim in answer.limits.items()]
+
+
+def _whatifs(answer: PlanAnswer) -> list[str]:
+    out = []
+    for w in answer.whatifs:
+        tree = "no speculation" if not w["tree"] else f"{len(w['tree'])}-node tree"
+        line = f"{w['what']}: {w['speedup']:.2f}x tokens/s over no speculation ({tree})"
+        if w.get("changes_answer"):
+            line += " <- changes the answer"
+        out.append(line)
+    return out
+
+
+def _assumed(answer: PlanAnswer) -> list[str]:
+    a = answer.assumed
+    d = a["deployment"]
+    stack = d["runtime"] or "none"
+    if answer.assumed.get("card_stack"):
+        stack = f"{stack} (the hardware card's default profile)"
+    out = [
+        f"deployment: {d['model']} on {d['hardware']} x{d['tensor_parallel']} (weights "
+        f"{d['weights']}, KV {d['kv']}), stack {stack}",
+        f"load: {a['load']}",
+        f"method: {a['method']}",
+    ]
+    out += [f"acceptance of {k}: {v}" for k, v in a["acceptance"].items()]
+    return out
+
+
+def render_text(answer: PlanAnswer) -> str:
+    """The answer as plain text, verdict first."""
+    table = options_table(answer).to_string(index=False)
+    parts = [
+        answer.verdict.sentence,
+        "",
+        "Options (95% intervals in brackets; a bare number is a closed form):",
+        table,
+        "",
+        "Best tree per option (parents, -1 the root):",
+        *[f"  {r.label}: {r.plan} {list(r.tree)}" for r in answer.rows[1:]],
+        "",
+        "Where each option stops paying:",
+        *[f"  {line}" for line in _limits(answer)],
+        "",
+        f"What would change the answer (closed forms at batch {answer.batch}):",
+        *[f"  {line}" for line in _whatifs(answer)],
+        "",
+        "Assumed:",
+        *[f"  {line}" for line in _assumed(answer)],
+    ]
+    if answer.weak:
+        parts += ["", "Weak assumptions:", *[f"  ! {w}" for w in answer.weak]]
+    parts.append(f"\n({answer.seconds:.1f} s)")
+    return "\n".join(parts) + "\n"
+
+
+def _ul(items: list[str]) -> str:
+    return "<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>"
+
+
+def html_section(answer: PlanAnswer, *, title: str, figure: str = "") -> str:
+    """The answer as an HTML section: the verdict as its first paragraph, then ``figure``
+    (an HTML fragment, e.g. an embedded image), the table and the rest."""
+    esc = html.escape
+    table = options_table(answer).to_html(index=False, classes="data", border=0)
+    return "".join(
+        [
+            f"<section class='plan'><h2>{esc(title)}</h2>",
+            f"<p class='verdict'><strong>{esc(answer.verdict.sentence)}</strong></p>",
+            figure,
+            table,
+            "<h3>Where each option stops paying</h3>",
+            _ul(_limits(answer)),
+            "<h3>What would change the answer</h3>",
+            _ul(_whatifs(answer)),
+            "<h3>Assumed</h3>",
+            _ul(_assumed(answer)),
+            ("<h3>Weak assumptions</h3>" + _ul(answer.weak)) if answer.weak else "",
+            "</section>",
+        ]
+    )
+
+
+def render_html(answer: PlanAnswer) -> str:
+    """A self-contained page of the answer (``--html FILE``)."""
+    css = (
+        "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
+        "table.data{border-collapse:collapse;font-size:0.85em}"
+        "table.data th,table.data td{border:1px solid #ddd;padding:2px 6px}"
+        ".verdict{font-size:1.2em}"
+    )
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>specsim plan</title>"
+        f"<style>{css}</style></head><body>"
+        f"{html_section(answer, title='specsim plan')}</body></html>\n"
+    )
