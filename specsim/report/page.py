@@ -35,7 +35,7 @@ from specsim.plan.cases import opening_html, report_answers, report_cases, user_
 from specsim.plots.fidelity import plot_fidelity
 from specsim.plots.figures import alt_text, plot_validation_z
 from specsim.report.demo import SamplingDemo, two_token_demo
-from specsim.report.studies import StudyOutput, run_study, save_study, study_rng
+from specsim.report.studies import STUDY_NAMES, StudyOutput, run_study, save_study, study_rng
 from specsim.validate.fidelity import fidelity_summary, fidelity_table
 from specsim.validate.forms import Z_CHECK, check_summary, validation_tables
 from specsim.validate.queueing import queueing_checks
@@ -57,18 +57,7 @@ __all__ = [
     "render_html",
 ]
 
-REPORT_STUDIES: tuple[str, ...] = (
-    "paper",
-    "bill",
-    "lookahead",
-    "energy",
-    "shift",
-    "capacity",
-    "engine",
-    "proposers",
-    "frontier",
-    "crossover",
-)
+REPORT_STUDIES: tuple[str, ...] = tuple(n for n in STUDY_NAMES if n != "table2")
 """The studies the report runs (``paper`` includes ``table2``)."""
 
 DEFAULT_OUT = "specsim-report"
