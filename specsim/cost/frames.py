@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from specsim.cards import HardwareCard, ModelCard
-from specsim.cost.derived import ops_coefficient
+from specsim.cost.deployment import Deployment
+from specsim.cost.derived import draft_on, ops_coefficient
 from specsim.cost.flops import ridge_tokens
 from specsim.cost.grid import step_cost_grid
 from specsim.cost.model import DEFAULT_CONTEXT, RuntimeLike
@@ -101,42 +102,40 @@ def verification_frame(
 
 def cost_coefficient_frame(
     drafts: Sequence[ModelCard],
-    target: ModelCard,
-    hardware: HardwareCard,
+    deployment: Deployment,
     *,
     batches: Sequence[int] = (1, 4, 16, 64),
     contexts: Sequence[int] = (128, 512, 2048),
-    draft_hardware: HardwareCard | None = None,
-    tensor_parallel: int = 1,
-    dtype: str | None = None,
+    draft_devices: Deployment | None = None,
     encoder_length: int | None = None,
-    runtime: RuntimeLike = None,
 ) -> pd.DataFrame:
     """c(draft, target) over drafts x batch x context, with c-hat and the parameter ratio.
 
-    Columns: draft, target, hardware, draft_hardware, batch, context, c (time
-    ratio of one step each), c_hat (flops-per-token ratio,
-    :func:`specsim.cost.derived.ops_coefficient`), param_ratio (stated parameters,
-    draft / target), draft_time_s, target_time_s. ``runtime`` is the software stack's
-    profile (None: each card's own); a draft on its own ``draft_hardware`` uses that card's.
+    The target runs on ``deployment``; each draft on one device of ``draft_devices``'s
+    hardware with its stack when given (a device of their own), else of ``deployment``'s
+    (:func:`specsim.cost.derived.draft_on`, as :func:`specsim.cost.cost_coefficient`).
+    Columns: draft, target, hardware, draft_hardware, batch, context, c (time ratio of one
+    step each), c_hat (flops-per-token ratio, :func:`specsim.cost.derived.ops_coefficient`),
+    param_ratio (stated parameters, draft / target), draft_time_s, target_time_s.
     """
     import pandas as pd  # start-up: keeps import specsim.cost free of pandas
 
-    d_hw = hardware if draft_hardware is None else draft_hardware
+    if not isinstance(deployment, Deployment):
+        raise TypeError(f"deployment: expected a Deployment, got {type(deployment).__name__}")
+    target, hardware = deployment.target, deployment.hardware
+    on = deployment if draft_devices is None else draft_devices
     b = np.asarray(batches, dtype=np.int64).reshape(-1, 1)
     c = np.asarray(contexts, dtype=np.int64).reshape(1, -1)
     if b.size == 0 or c.size == 0 or not drafts:
         raise ValueError("drafts, batches and contexts must be non-empty")
     bb, cc = np.broadcast_arrays(b, c)
-    kw: dict[str, Any] = {"batch": b, "context": c, "new_tokens": 1, "dtype": dtype}
+    kw: dict[str, Any] = {"batch": b, "context": c, "new_tokens": 1}
     kw |= {"encoder_length": encoder_length, "check_memory": False}
-    t_target = step_cost_grid(
-        target, hardware, tensor_parallel=tensor_parallel, runtime=runtime, **kw
-    )
-    d_rt = runtime if draft_hardware is None else None
+    t_target = step_cost_grid(target, hardware, **kw, **deployment.keywords())
     frames = []
     for draft in drafts:
-        t_draft = step_cost_grid(draft, d_hw, runtime=d_rt, **kw)
+        d_dep = draft_on(on, draft)
+        t_draft = step_cost_grid(draft, d_dep.hardware, **kw, **d_dep.keywords())
         c_hat = np.broadcast_to(
             ops_coefficient(draft, target, context=c, encoder_length=encoder_length), bb.shape
         )
@@ -145,7 +144,7 @@ def cost_coefficient_frame(
                 "draft": draft.slug,
                 "target": target.slug,
                 "hardware": hardware.slug,
-                "draft_hardware": d_hw.slug,
+                "draft_hardware": d_dep.hardware.slug,
                 "batch": bb.ravel(),
                 "context": cc.ravel(),
                 "c": (t_draft.time_s / t_target.time_s).ravel(),

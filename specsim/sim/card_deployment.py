@@ -6,7 +6,6 @@ closed-form sums of uniform iterations that CardCost's speed paths evaluate."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -14,6 +13,7 @@ from numpy.typing import NDArray
 
 from specsim.cost import chain_sums, time_energy, verification_positions
 from specsim.cost.deployment import Deployment
+from specsim.cost.derived import draft_on
 from specsim.sim.source import PassCost
 
 if TYPE_CHECKING:
@@ -61,8 +61,8 @@ class CardDeployment:
         """Where the draft runs: ``draft_deployment`` when given; else, placed ``shared``, the
         target's devices, stack and tensor parallelism (:meth:`Deployment.on_model`), and
         placed ``own-device`` or ``overlapped``, one device of the same hardware card and
-        stack; in the deployment's ``dtype`` when it names one (the draft computes as the
-        target does), its own card's otherwise. A ValueError without a draft model."""
+        stack (:func:`specsim.cost.derived.draft_on`: in the deployment's ``dtype`` when it
+        names one, its own card's otherwise). A ValueError without a draft model."""
         if self.draft is None:
             raise ValueError("CardCost draft: this cost source has no draft model")
         if self.draft_deployment is not None:
@@ -70,14 +70,13 @@ class CardDeployment:
         dep = self.deployment
         tp = dep.tensor_parallel if dep.draft_placement == "shared" else 1
         try:
-            on = dep.on_model(self.draft, tensor_parallel=tp)
+            return draft_on(dep, self.draft, tensor_parallel=tp)
         except ValueError as exc:
             raise ValueError(
                 f"CardCost draft {self.draft.slug!r} on the deployment's devices "
                 f"(draft_placement {dep.draft_placement!r}): {exc}; give it a "
                 "draft_deployment of its own"
             ) from None
-        return on if dep.dtype is None else dataclasses.replace(on, dtype=dep.dtype)
 
     def aggregate_pass(
         self, *, batch: int, tokens: float, context_tokens: float, pairs: float

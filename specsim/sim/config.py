@@ -10,7 +10,8 @@ The schema (commented examples in ``studies/configs/``, reference in
     [acceptance]  kind = "iid" | "positional" | "markov" | "trace"
     [policy]      kind = "fixed" | "optimal" | "confidence" | "heuristic" |
                   "load-adaptive" | "oracle"
-    [cost]        kind = "plain" | "cards"
+    [cost]        kind = "plain" | "cards"   (cards: with [deployment], optional
+                  [draft_deployment]; :mod:`specsim.sim.config_cards`)
     [workload]    kind = "poisson" | "trace"   (serving only)
 
 Serving's engine options are top-level keys too: ``kv_block_tokens`` and
@@ -25,7 +26,8 @@ acceptance or the cost changes them too (:func:`with_value`).
 
 A serving config with a ``[proposer]`` table serves token trees instead (its
 ``[deployment]``, ``[proposer]`` and ``[tree]`` tables, :mod:`specsim.sim.config_compose`);
-a ``[deployment]`` in a chain config gives ``[cost]``'s target fields; ``[slo]`` adds
+a chain config priced on cards takes what runs where from ``[deployment]`` and
+``[draft_deployment]`` (:mod:`specsim.sim.config_cards`); ``[slo]`` adds
 goodput to any serving run. Those runs keep their table (:attr:`RunSpec.source`), and a
 path set on them builds them again.
 
@@ -49,10 +51,10 @@ from specsim.cards import read_toml
 from specsim.config import Kinds, build, coerce, field_types, replace_path
 from specsim.policies import lookahead as pol
 from specsim.sim.arrivals import Arrivals, GammaArrivals, OnOffArrivals, PoissonArrivals
+from specsim.sim.config_cards import card_cost_from_tables
 from specsim.sim.config_compose import (
     Slo,
     TreeConfig,
-    deployment_cost,
     set_path,
     tree_config_from_dict,
 )
@@ -270,6 +272,14 @@ def _slo(data: Mapping[str, Any], *, mode: str, where: str) -> tuple[Slo | None,
     return build(Slo, data["slo"], where=f"{where} [slo]"), rest
 
 
+def _on_cards(data: Mapping[str, Any]) -> bool:
+    """Whether a chain config is priced on cards: a ``[deployment]`` (or a
+    ``[draft_deployment]``) table, or ``[cost]`` of ``kind = "cards"``."""
+    cost = data.get("cost")
+    cards = isinstance(cost, Mapping) and cost.get("kind") == "cards"
+    return cards or "deployment" in data or "draft_deployment" in data
+
+
 def config_from_dict(
     data: Mapping[str, Any], *, where: str = "config", base: str | os.PathLike[str] = "."
 ) -> RunSpec:
@@ -279,7 +289,7 @@ def config_from_dict(
     mode = data.get("mode", "stream")
     if mode not in _CLASSES:
         raise ValueError(f"{where}.mode: expected 'stream' or 'serving', got {mode!r}")
-    composed = "deployment" in data or "proposer" in data
+    composed = "deployment" in data or "proposer" in data or _on_cards(data)
     source = dict(data) if composed else None
     slo, data = _slo(data, mode=mode, where=where)
     if "proposer" in data:
@@ -290,9 +300,10 @@ def config_from_dict(
         return RunSpec(
             config=tree, seed=seed, slo=slo, source=source, base=os.fspath(base), origin=where
         )
-    if "deployment" in data:  # a chain run: the deployment prices on cards
-        cost = deployment_cost(data, where=where)
-        data = {**{k: v for k, v in data.items() if k != "deployment"}, "cost": cost}
+    if _on_cards(data):  # a chain run priced on its deployment's cards
+        cost = card_cost_from_tables(data, where=where)
+        tables = ("deployment", "draft_deployment")
+        data = {**{k: v for k, v in data.items() if k not in tables}, "cost": cost}
     cls = _CLASSES[mode]
     hints = field_types(cls)
     allowed = set(hints) | set(_EXTRA[mode])
