@@ -38,6 +38,7 @@ import pytest
 
 from specsim.cli import main, user_message
 from specsim.cli.output import OutputError, check_file, check_folder
+from specsim.cost import Deployment
 
 ROOT = Path(__file__).resolve().parents[1]
 A100 = (ROOT / "models" / "hardware" / "a100-80gb.toml").read_text(encoding="utf-8")
@@ -1024,7 +1025,8 @@ def _card_cost(target: str, draft: str, hardware: str = "a100-80gb") -> Callable
         from specsim.sim import CardCost
 
         return CardCost(
-            target=load_model(target), draft=load_model(draft), hardware=load_hardware(hardware)
+            deployment=Deployment(target=load_model(target), hardware=load_hardware(hardware)),
+            draft=load_model(draft),
         )
 
     return call

@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from specsim.cost import chain_sums, time_energy, verification_positions
+from specsim.cost.checks import check_tensor_parallel
 from specsim.cost.deployment import Deployment
 from specsim.cost.derived import draft_on
 from specsim.sim.source import PassCost
@@ -59,10 +60,12 @@ class CardDeployment:
 
     def drafting(self) -> Deployment:
         """Where the draft runs: ``draft_deployment`` when given; else, placed ``shared``, the
-        target's devices, stack and tensor parallelism (:meth:`Deployment.on_model`), and
-        placed ``own-device`` or ``overlapped``, one device of the same hardware card and
-        stack (:func:`specsim.cost.derived.draft_on`: in the deployment's ``dtype`` when it
-        names one, its own card's otherwise). A ValueError without a draft model."""
+        target's devices and stack, split over the target's tensor parallelism when that
+        splits the draft's heads and on one device otherwise (replicated, as vLLM's
+        ``speculative_draft_tensor_parallel_size = 1``); placed ``own-device`` or
+        ``overlapped``, one device of the same hardware card and stack
+        (:func:`specsim.cost.derived.draft_on`: in the deployment's ``dtype`` when it names
+        one, its own card's otherwise). A ValueError without a draft model."""
         if self.draft is None:
             raise ValueError("CardCost draft: this cost source has no draft model")
         if self.draft_deployment is not None:
@@ -70,13 +73,10 @@ class CardDeployment:
         dep = self.deployment
         tp = dep.tensor_parallel if dep.draft_placement == "shared" else 1
         try:
-            return draft_on(dep, self.draft, tensor_parallel=tp)
-        except ValueError as exc:
-            raise ValueError(
-                f"CardCost draft {self.draft.slug!r} on the deployment's devices "
-                f"(draft_placement {dep.draft_placement!r}): {exc}; give it a "
-                "draft_deployment of its own"
-            ) from None
+            check_tensor_parallel(self.draft, tp)
+        except ValueError:  # the draft's heads do not split that way: one device each
+            tp = 1
+        return draft_on(dep, self.draft, tensor_parallel=tp)
 
     def aggregate_pass(
         self, *, batch: int, tokens: float, context_tokens: float, pairs: float
