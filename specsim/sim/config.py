@@ -366,6 +366,8 @@ def with_value(
         policy, derived = _policy(value, config, config.max_gamma, f"{where}: policy")
         config = dataclasses.replace(config, policy=policy)
     else:
+        if path == "cost" and _on_cards({"cost": value}):  # needs a [deployment]: says so
+            card_cost_from_tables({"cost": value}, where=where)
         if path == "acceptance":
             value = _trace_table(value, Path(base), f"{where}: acceptance")
         config = replace_path(config, path, value, where=where, kinds=KINDS)
