@@ -38,7 +38,6 @@ import pytest
 
 from specsim.cli import main, user_message
 from specsim.cli.output import OutputError, check_file, check_folder
-from specsim.cost import Deployment
 
 ROOT = Path(__file__).resolve().parents[1]
 A100 = (ROOT / "models" / "hardware" / "a100-80gb.toml").read_text(encoding="utf-8")
@@ -63,8 +62,9 @@ gamma = 4
 """
 CARD_COST = """[cost]
 kind = "cards"
-target = "llama-2-7b"
 draft = "llama-68m"
+[deployment]
+target = "llama-2-7b"
 hardware = "a100-80gb"
 """
 PLAIN = (
@@ -1022,6 +1022,7 @@ def _with_line(card: str, line: str) -> str:
 def _card_cost(target: str, draft: str, hardware: str = "a100-80gb") -> Callable[[Path], object]:
     def call(_: Path) -> object:
         from specsim.cards import load_hardware, load_model
+        from specsim.cost import Deployment
         from specsim.sim import CardCost
 
         return CardCost(
@@ -1107,9 +1108,7 @@ API_CASES = [
     ),
     Api(
         "card-cost-tp-3-of-32-heads",
-        _lazy(
-            "specsim.sim:CardCost", target=_model(), draft=None, hardware=_hw(), tensor_parallel=3
-        ),
+        _lazy("specsim.cost:Deployment", target=_model(), hardware=_hw(), tensor_parallel=3),
         ValueError,
         "tensor_parallel",
     ),

@@ -224,7 +224,7 @@ def _build_c(params: Mapping[str, Any]) -> Worked:
         "times, in ms?",
         "- (c) What is $c$ from these estimates?",
         "- (d) This part needs specsim: what does its full cost model give? Run "
-        f"`specsim.cost.cost_coefficient(load_model('{d.slug}'), Deployment(target="
+        f"`specsim.cost.cost_coefficient(load_model('{d.slug}'), specsim.cost.Deployment(target="
         f"'{t.slug}', hardware='{hw.slug}'), context={ctx})` (from `specsim.cards` and "
         "`specsim.cost`) and round to 4 decimals.",
     )

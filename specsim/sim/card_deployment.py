@@ -20,7 +20,9 @@ from specsim.sim.source import PassCost
 if TYPE_CHECKING:
     from specsim.cards import ModelCard
 
-__all__ = ["CardDeployment", "check_draft_deployment"]
+__all__ = ["CardDeployment", "NO_DRAFT", "check_draft_deployment"]
+
+NO_DRAFT = "CardCost draft: this cost source has no draft model (gamma > 0 needs one)"
 
 
 def check_draft_deployment(deployment: Deployment, draft: ModelCard, given: Deployment) -> None:
@@ -67,7 +69,7 @@ class CardDeployment:
         (:func:`specsim.cost.derived.draft_on`: in the deployment's ``dtype`` when it names
         one, its own card's otherwise). A ValueError without a draft model."""
         if self.draft is None:
-            raise ValueError("CardCost draft: this cost source has no draft model")
+            raise ValueError(NO_DRAFT)
         if self.draft_deployment is not None:
             return self.draft_deployment
         dep = self.deployment
@@ -103,7 +105,7 @@ class CardDeployment:
         d_time = 0.0
         if gamma > 0:
             if draft is None:
-                raise ValueError("this cost source has no draft model")
+                raise ValueError(NO_DRAFT)
             dl, de, _ = draft
             _, s0, r0 = chain_sums(b, sc, 1.0, de)
             for j in range(gamma):  # draft step j: one token per sequence after j drafted

@@ -40,7 +40,7 @@ from specsim.cost import (
 from specsim.cost.checks import card_of, check_draft_pair
 from specsim.cost.deployment import Deployment
 from specsim.cost.results import StepCostGrid
-from specsim.sim.card_deployment import CardDeployment, check_draft_deployment
+from specsim.sim.card_deployment import NO_DRAFT, CardDeployment, check_draft_deployment
 from specsim.sim.plain import PlainCost
 from specsim.sim.source import BlockCosts, IterationCost, IterationCosts, PassCost, Remembers, named
 
@@ -227,7 +227,7 @@ class CardCost(Remembers, CardDeployment):
             return self.uniform_iteration(batch=b, context_sum=int(context.sum()), gamma=gmax)
         (tl, te, _), draft = self._kernels
         if draft is None:
-            raise ValueError("this cost source has no draft model")
+            raise ValueError(NO_DRAFT)
         dl, de, _ = draft
         # Per gamma value: how many sequences draft it and their context sum (exact in
         # float64 below 2^53); every pass's aggregates follow from these few numbers.
@@ -259,7 +259,7 @@ class CardCost(Remembers, CardDeployment):
         """
         (tl, te, _), draft = self._kernels
         if draft is None:
-            raise ValueError("this cost source has no draft model")
+            raise ValueError(NO_DRAFT)
         dl, de, _ = draft
         k, top = count.shape[0], count.shape[1] - 1
         cnt = count.astype(np.float64)
