@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from specsim.cost.checks import check_model
 from specsim.cost.deployment import deployment_from_table
 from specsim.sim.costs import CardCost
 
@@ -74,9 +75,10 @@ def card_cost_from_tables(data: Mapping[str, Any], *, where: str) -> CardCost:
             "[deployment] table (target = ..., hardware = ...); add one"
         )
     dep = deployment_from_table(data["deployment"], where=f"{where} [deployment]")
-    draft = cost.get("draft")
-    if draft is not None and not isinstance(draft, str):
-        raise ValueError(f"{where} [cost].draft: expected a model card slug, got {draft!r}")
+    slug = cost.get("draft")
+    if slug is not None and not isinstance(slug, str):
+        raise ValueError(f"{where} [cost].draft: expected a model card slug, got {slug!r}")
+    draft = None if slug is None else check_model(slug, name=f"{where} [cost].draft")
     table = data.get("draft_deployment")
     own = None
     if table is not None:
@@ -84,7 +86,7 @@ def card_cost_from_tables(data: Mapping[str, Any], *, where: str) -> CardCost:
             raise ValueError(f"{where} [draft_deployment]: expected a table, got {table!r}")
         if draft is None:
             raise ValueError(f"{where} [draft_deployment]: given without [cost].draft")
-        defaults = {"target": draft, "draft_placement": dep.draft_placement}
+        defaults = {"target": slug, "draft_placement": dep.draft_placement}
         own = deployment_from_table({**defaults, **table}, where=f"{where} [draft_deployment]")
     try:
         return CardCost(deployment=dep, draft=draft, draft_deployment=own)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from specsim.acceptance.processes import TraceAcceptance
 from specsim.cards import HardwareCard, load_model
@@ -25,7 +26,9 @@ _RUN_KEYS = ["dtype", "device", "batch", "temperature", "prompt_len"]
 """What a speculative run and its plain (autoregressive) twin must share, besides the model."""
 
 
-def _times(dep: Deployment, *, batch: int, context: np.ndarray, new_tokens: object) -> np.ndarray:
+def _times(
+    dep: Deployment, *, batch: int, context: np.ndarray, new_tokens: ArrayLike
+) -> np.ndarray:
     """Pass times on ``dep`` over the contexts (:func:`specsim.cost.step_cost_grid`)."""
     return np.asarray(
         step_cost_grid(
