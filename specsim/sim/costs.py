@@ -90,11 +90,20 @@ class CardCost(Remembers, CardDeployment):
     ``draft`` is a model card or its slug (None: no drafting, gamma 0 only). The draft runs
     on ``draft_deployment`` when given (its own hardware, stack, formats and tensor
     parallelism; its placement must be the deployment's); otherwise, placed ``shared``, on
-    the target's devices and stack with the target's tensor parallelism, and placed
-    ``own-device`` or ``overlapped``, on one device of the same hardware card and stack;
-    either way in the deployment's ``dtype`` when it names one and in its KV format
-    (:meth:`drafting`). ``overlapped`` drafting runs beside verification; the other two
-    wait for it. Pass times, the memory footprint and the KV capacity follow.
+    the target's devices and stack with the target's tensor parallelism (one device when
+    that does not split the draft's heads), and placed ``own-device`` or ``overlapped``, on
+    one device of the same hardware card and stack; either way in the deployment's
+    ``dtype`` when it names one and in its KV format (:meth:`drafting`). ``overlapped``
+    drafting runs beside verification; the other two wait for it. Pass times, the memory
+    footprint (a ``shared`` draft's weights and KV cache on the target's devices) and the
+    KV capacity follow. ``target``, ``hardware`` and ``tensor_parallel`` read the
+    deployment's.
+
+    >>> from specsim.cost import Deployment
+    >>> dep = Deployment(target="llama-2-7b", hardware="a100-80gb", draft_placement="overlapped")
+    >>> cost = CardCost(deployment=dep, draft="llama-68m")
+    >>> cost.overlapped, cost.drafting().tensor_parallel, cost.footprints()[1] is None
+    (True, 1, True)
     """
 
     deployment: Deployment
