@@ -6,9 +6,8 @@ configuration, ready for :mod:`specsim.plots.figures` or a study. Configurations
 weights and KV cache do not fit on the accelerator are left out (and counted
 in ``df.attrs``).
 
->>> from specsim.cards import load_hardware, load_model
->>> df = verification_frame(load_model("llama-2-7b"), load_hardware("a100-80gb"),
-...                         gammas=(3,), batches=(1, 256), context=128)
+>>> dep = Deployment(target="llama-2-7b", hardware="a100-80gb")
+>>> df = verification_frame(dep, gammas=(3,), batches=(1, 256), context=128)
 >>> df[["gamma", "batch", "tokens"]].values.tolist()
 [[3, 1, 4], [3, 256, 1024]]
 >>> df.v.round(2).tolist(), df.bound.tolist()
@@ -22,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from specsim.cards import HardwareCard, ModelCard
+from specsim.cards import ModelCard
 from specsim.cost.deployment import Deployment
 from specsim.cost.derived import draft_on, ops_coefficient
 from specsim.cost.flops import ridge_tokens
 from specsim.cost.grid import step_cost_grid
-from specsim.cost.model import DEFAULT_CONTEXT, RuntimeLike
+from specsim.cost.model import DEFAULT_CONTEXT
 from specsim.cost.shape import verification_positions
 
 if TYPE_CHECKING:
@@ -40,23 +39,15 @@ DEFAULT_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
 def verification_frame(
-    model: ModelCard,
-    hardware: HardwareCard,
+    deployment: Deployment,
     *,
     gammas: Sequence[int] = (1, 3, 7),
     batches: Sequence[int] = DEFAULT_BATCHES,
     context: int = DEFAULT_CONTEXT,
-    dtype: str | None = None,
-    tensor_parallel: int = 1,
     encoder_length: int | None = None,
-    weights: str | None = None,
-    kv: str | None = None,
-    group_size: int | None = None,
-    runtime: RuntimeLike = None,
-    expert_parallel: int = 1,
-    expert_weights: str | None = None,
 ) -> pd.DataFrame:
-    """v(gamma) = time(gamma + 1 new tokens) / time(1 new token) over gamma x batch.
+    """v(gamma) = time(gamma + 1 new tokens) / time(1 new token) over gamma x batch, of the
+    target's passes on ``deployment`` (its hardware, stack, formats and parallelism).
 
     Columns: model, hardware, dtype, context, tensor_parallel, gamma, batch,
     tokens (``batch * (gamma + 1)``, the tokens of the verification pass), v,
@@ -65,12 +56,13 @@ def verification_frame(
     """
     import pandas as pd  # start-up: keeps import specsim.cost free of pandas
 
+    if not isinstance(deployment, Deployment):
+        raise TypeError(f"deployment: expected a Deployment, got {type(deployment).__name__}")
+    model, hardware = deployment.target, deployment.hardware
     g = np.asarray(gammas, dtype=np.int64).reshape(-1, 1)
     b = np.asarray(batches, dtype=np.int64).reshape(1, -1)
-    kw: dict[str, Any] = {"weights": weights, "kv": kv, "group_size": group_size}
-    kw |= {"batch": b, "context": context, "dtype": dtype, "runtime": runtime}
-    kw |= {"tensor_parallel": tensor_parallel, "encoder_length": encoder_length}
-    kw |= {"expert_parallel": expert_parallel, "expert_weights": expert_weights}
+    kw: dict[str, Any] = {"batch": b, "context": context, "encoder_length": encoder_length}
+    kw |= deployment.keywords()
     if g.size == 0 or b.size == 0:
         raise ValueError(f"gammas and batches must be non-empty, got {gammas!r}, {batches!r}")
     kw["check_memory"] = False  # elements that do not fit are dropped (attrs say how many)
@@ -83,7 +75,7 @@ def verification_frame(
             "hardware": hardware.slug,
             "dtype": verify.dtype,
             "context": int(context),
-            "tensor_parallel": int(tensor_parallel),
+            "tensor_parallel": int(deployment.tensor_parallel),
             "gamma": gg.ravel(),
             "batch": bb.ravel(),
             "tokens": (bb * verification_positions(gg)).ravel(),
@@ -91,7 +83,7 @@ def verification_frame(
             "bound": verify.bound.ravel(),
             "time_1_s": np.broadcast_to(single.time_s, verify.time_s.shape).ravel(),
             "time_v_s": verify.time_s.ravel(),
-            "ridge_tokens": ridge_tokens(hardware, verify.dtype, runtime=runtime),
+            "ridge_tokens": ridge_tokens(hardware, verify.dtype, runtime=deployment.runtime),
         }
     )
     keep = verify.fits.ravel()

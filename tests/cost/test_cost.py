@@ -397,7 +397,8 @@ def test_pass_aggregates_cost_equals_step_cost(m7: ModelCard, a100: HardwareCard
 
 # Tables and figures -----------------------------------------------------------------------
 def test_frames_and_figures(m7: ModelCard, a100: HardwareCard) -> None:
-    df = verification_frame(m7, a100, gammas=(1, 7), batches=(1, 8, 64, 512), context=256)
+    dep = Deployment(target=m7, hardware=a100)
+    df = verification_frame(dep, gammas=(1, 7), batches=(1, 8, 64, 512), context=256)
     assert set(df.gamma) == {1, 7} and (df.tokens == df.batch * (df.gamma + 1)).all()
     assert df.attrs["dropped_not_fitting"] == 2  # batch 512 at context 256 exceeds 80 GB
     fig = plot_verification_factor(df)

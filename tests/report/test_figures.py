@@ -237,7 +237,7 @@ def test_cost_plot_v_is_readable(tmp_path: Any) -> None:
     from specsim.cli import main
 
     model, hw = load_model("llama-2-7b"), load_hardware("a100-80gb")
-    fig = plot_verification_factor(verification_frame(model, hw))
+    fig = plot_verification_factor(verification_frame(Deployment(target=model, hardware=hw)))
     assert not figure_problems(fig, "cost --plot-v")
     labels = [t.get_text() for lg in _legends(fig) for t in lg.get_texts()]
     assert {"gamma = 1", "gamma = 3", "gamma = 7"} <= set(labels)
