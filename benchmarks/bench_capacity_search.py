@@ -34,6 +34,7 @@ from _timing import machine, table  # noqa: E402
 from specsim.acceptance.processes import IIDAcceptance  # noqa: E402
 from specsim.capacity.planner import SLO, Search, search_capacity  # noqa: E402
 from specsim.cards import load_hardware, load_model  # noqa: E402
+from specsim.cost import Deployment  # noqa: E402
 from specsim.policies.lookahead import LoadAdaptive  # noqa: E402
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig  # noqa: E402
 
@@ -45,10 +46,12 @@ def config() -> ServingConfig:
             rate_per_s=1.0, requests=800, prompt_tokens=(256, 2048), output_tokens=(64, 512)
         ),
         cost=CardCost(
-            target=load_model("llama-3.1-70b"),
+            deployment=Deployment(
+                target=load_model("llama-3.1-70b"),
+                hardware=load_hardware("h200"),
+                tensor_parallel=2,
+            ),
             draft=load_model("llama-3.2-1b"),
-            hardware=load_hardware("h200"),
-            tensor_parallel=2,
         ),
         acceptance=IIDAcceptance(alpha=0.7),
         policy=LoadAdaptive(alpha=0.7, max_gamma=6),

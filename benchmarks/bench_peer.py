@@ -45,6 +45,7 @@ from _timing import machine, table  # noqa: E402
 
 from specsim.acceptance.processes import IIDAcceptance  # noqa: E402
 from specsim.cards import ModelCard, load_hardware, load_model  # noqa: E402
+from specsim.cost import Deployment  # noqa: E402
 from specsim.policies.lookahead import FixedGamma  # noqa: E402
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig, simulate_serving  # noqa: E402
 from specsim.sim.batch import Requests, draw_requests  # noqa: E402
@@ -105,9 +106,8 @@ def hf_config(card: ModelCard, folder: Path) -> Path:
 
 def scenario() -> ServingConfig:
     cost = CardCost(
-        target=load_model("llama-2-7b"),
+        deployment=Deployment(target=load_model("llama-2-7b"), hardware=load_hardware("a100-80gb")),
         draft=load_model("llama-68m"),
-        hardware=load_hardware("a100-80gb"),
     )
     work = PoissonWorkload(rate_per_s=200.0, requests=600, prompt_tokens=256, output_tokens=1024)
     return ServingConfig(

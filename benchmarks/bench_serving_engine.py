@@ -36,13 +36,13 @@ from _timing import machine, table  # noqa: E402
 
 from specsim.acceptance.processes import IIDAcceptance  # noqa: E402
 from specsim.cards import load_hardware, load_model  # noqa: E402
+from specsim.cost import Deployment  # noqa: E402
 from specsim.policies.lookahead import FixedGamma  # noqa: E402
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig, simulate_serving  # noqa: E402
 
 COST = CardCost(
-    target=load_model("llama-2-7b"),
+    deployment=Deployment(target=load_model("llama-2-7b"), hardware=load_hardware("a100-80gb")),
     draft=load_model("llama-68m"),
-    hardware=load_hardware("a100-80gb"),
 )
 
 

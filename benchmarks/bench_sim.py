@@ -24,6 +24,7 @@ from _timing import best_time, machine, table  # noqa: E402
 
 from specsim.acceptance.processes import IIDAcceptance  # noqa: E402
 from specsim.cards import load_hardware, load_model  # noqa: E402
+from specsim.cost import Deployment  # noqa: E402
 from specsim.policies.lookahead import FixedGamma  # noqa: E402
 from specsim.sim import (  # noqa: E402
     CardCost,
@@ -82,9 +83,8 @@ def serving(kind: str, twin: bool = True) -> tuple[int, float]:
     Llama-2-7B with Llama-68M on an A100-80GB, i.i.d. alpha = 0.7, gamma = 4.
     """
     cost = CardCost(
-        target=load_model("llama-2-7b"),
+        deployment=Deployment(target=load_model("llama-2-7b"), hardware=load_hardware("a100-80gb")),
         draft=load_model("llama-68m"),
-        hardware=load_hardware("a100-80gb"),
     )
     work: TraceWorkload | PoissonWorkload
     if kind == "closed":
@@ -112,9 +112,8 @@ def serving(kind: str, twin: bool = True) -> tuple[int, float]:
 def iteration_parts() -> list[tuple[str, str]]:
     """Microseconds per call of the pieces of one serving iteration at batch 64."""
     cost = CardCost(
-        target=load_model("llama-2-7b"),
+        deployment=Deployment(target=load_model("llama-2-7b"), hardware=load_hardware("a100-80gb")),
         draft=load_model("llama-68m"),
-        hardware=load_hardware("a100-80gb"),
     )
     rows = []
     for g in (0, 4):

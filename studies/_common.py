@@ -12,7 +12,7 @@ import pandas as pd
 
 from specsim.acceptance.processes import AcceptanceProcess
 from specsim.cards import load_hardware, load_model
-from specsim.cost import cost_coefficient, verification_factor
+from specsim.cost import Deployment, cost_coefficient, verification_factor
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CostSource, StreamConfig, simulate_stream
 
@@ -72,9 +72,8 @@ def plain_cost_from_cards(
     :func:`specsim.cost.verification_factor` for gamma = 0..max_gamma (v[0] = 1).
     """
     t, d, hw = load_model(target), load_model(draft), load_hardware(hardware)
-    c = float(
-        cost_coefficient(d, t, hw, batch=batch, context=context, tensor_parallel=tensor_parallel)
-    )
+    dep = Deployment(target=t, hardware=hw, tensor_parallel=tensor_parallel)
+    c = float(cost_coefficient(d, dep, batch=batch, context=context))
     v = np.asarray(
         verification_factor(
             t,

@@ -21,7 +21,7 @@ import pandas as pd
 from specsim.acceptance.processes import IIDAcceptance
 from specsim.capacity.planner import smallest_tp
 from specsim.cards import HardwareCard, ModelCard
-from specsim.cost import step_cost_grid
+from specsim.cost import Deployment, step_cost_grid
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig, simulate_serving
 from specsim.theory import expected_tokens
@@ -66,6 +66,11 @@ def auto_tp(
     )
 
 
+def on_devices(cost: CardCost, tp: int) -> CardCost:
+    """``cost`` with its deployment over ``tp`` devices (the draft follows, as placed)."""
+    return replace(cost, deployment=replace(cost.deployment, tensor_parallel=tp))
+
+
 def serving_tp(cost: CardCost, *, tokens: int) -> int:
     """The smallest power-of-two tensor parallelism, from ``cost``'s, at which the serving
     simulation's memory model (:meth:`specsim.sim.CardCost.kv_capacity_tokens`: the draft
@@ -76,7 +81,7 @@ def serving_tp(cost: CardCost, *, tokens: int) -> int:
         if tp < cost.tensor_parallel:
             return False
         try:
-            return replace(cost, tensor_parallel=tp).kv_capacity_tokens() >= tokens
+            return on_devices(cost, tp).kv_capacity_tokens() >= tokens
         except ValueError:  # the weights alone overflow a device at this tp
             return False
 
@@ -244,11 +249,13 @@ def serving_check(
     first = deployment_tp(
         target, draft, hw, batch=batch, context=context, max_gamma=max_gamma, fixed=fixed_tp
     )
-    cost = CardCost(target=target, draft=draft, hardware=hw, tensor_parallel=first)
+    cost = CardCost(
+        deployment=Deployment(target=target, hardware=hw, tensor_parallel=first), draft=draft
+    )
     need = batch * (context + output - output // 2 + max_gamma + 1)
     tp = int(fixed_tp) or serving_tp(cost, tokens=need)
     s = serving_run(
-        replace(cost, tensor_parallel=tp),
+        on_devices(cost, tp),
         alpha=alpha,
         gamma=gamma,
         batch=batch,

@@ -42,7 +42,7 @@ import pandas as pd
 from specsim.acceptance.processes import IIDAcceptance
 from specsim.capacity.planner import MODES, SLO, Search, kv_capacity, search_capacity, smallest_tp
 from specsim.cards import load_hardware, load_model
-from specsim.cost import verification_positions
+from specsim.cost import Deployment, verification_positions
 from specsim.policies.lookahead import FixedGamma, LoadAdaptive, LookaheadPolicy
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig
 
@@ -221,7 +221,10 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
                     prompt_tokens=cfg.prompt_tokens,
                     output_tokens=cfg.output_tokens,
                 ),
-                cost=CardCost(target=target, draft=draft, hardware=hardware, tensor_parallel=tp),
+                cost=CardCost(
+                    deployment=Deployment(target=target, hardware=hardware, tensor_parallel=tp),
+                    draft=draft,
+                ),
                 acceptance=IIDAcceptance(alpha=cfg.alpha),
                 policy=policy,
                 max_batch=cfg.max_batch,

@@ -38,6 +38,7 @@ import pandas as pd
 from specsim.acceptance.processes import IIDAcceptance
 from specsim.capacity.statistics import quantile_interval
 from specsim.cards import load_hardware, load_model
+from specsim.cost import Deployment
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost, PresetWorkload, ServingConfig, goodput, simulate_serving
 from specsim.sim.records import batch_means_se
@@ -234,10 +235,12 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
             f"requests for batch means, got {n}"
         )
     cost = HostLinkedCost(
-        target=load_model(cfg.target),
+        deployment=Deployment(
+            target=load_model(cfg.target),
+            hardware=load_hardware(cfg.hardware),
+            tensor_parallel=cfg.tensor_parallel,
+        ),
         draft=load_model(cfg.draft),
-        hardware=load_hardware(cfg.hardware),
-        tensor_parallel=cfg.tensor_parallel,
         host_link_bandwidth=cfg.host_link_bandwidth,
     )
 

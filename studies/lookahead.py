@@ -31,6 +31,7 @@ from matplotlib.figure import Figure
 
 from specsim.acceptance.processes import AcceptanceProcess, IIDAcceptance, MarkovAcceptance
 from specsim.cards import load_hardware, load_model
+from specsim.cost import Deployment
 from specsim.plots.figures import describe, figure, grouped_bars, legend_outside
 from specsim.policies.lookahead import (
     ConfidenceThreshold,
@@ -123,7 +124,8 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
     target, draft = load_model(cfg.target), load_model(cfg.draft)
     hw = load_hardware(cfg.hardware)
     cost = CardCost(
-        target=target, draft=draft, hardware=hw, tensor_parallel=int(cfg.tensor_parallel)
+        deployment=Deployment(target=target, hardware=hw, tensor_parallel=int(cfg.tensor_parallel)),
+        draft=draft,
     )
     tokens, prompt, alpha = int(cfg.tokens), int(cfg.prompt), float(cfg.alpha)
     # c as the simulator sees it: a draft step over a target step at the mid-run context.

@@ -10,6 +10,7 @@ from typing import Any
 
 from specsim.acceptance.processes import IIDAcceptance
 from specsim.cards import load_hardware, load_model
+from specsim.cost import Deployment
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig
 
@@ -17,9 +18,8 @@ from specsim.sim import CardCost, PoissonWorkload, ServingConfig
 def card_cost() -> CardCost:
     """llama-2-7b verified on an A100-80GB with a llama-68m draft."""
     return CardCost(
-        target=load_model("llama-2-7b"),
+        deployment=Deployment(target=load_model("llama-2-7b"), hardware=load_hardware("a100-80gb")),
         draft=load_model("llama-68m"),
-        hardware=load_hardware("a100-80gb"),
     )
 
 

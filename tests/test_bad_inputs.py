@@ -62,8 +62,9 @@ gamma = 4
 """
 CARD_COST = """[cost]
 kind = "cards"
-target = "llama-2-7b"
 draft = "llama-68m"
+[deployment]
+target = "llama-2-7b"
 hardware = "a100-80gb"
 """
 PLAIN = (
@@ -1021,10 +1022,12 @@ def _with_line(card: str, line: str) -> str:
 def _card_cost(target: str, draft: str, hardware: str = "a100-80gb") -> Callable[[Path], object]:
     def call(_: Path) -> object:
         from specsim.cards import load_hardware, load_model
+        from specsim.cost import Deployment
         from specsim.sim import CardCost
 
         return CardCost(
-            target=load_model(target), draft=load_model(draft), hardware=load_hardware(hardware)
+            deployment=Deployment(target=load_model(target), hardware=load_hardware(hardware)),
+            draft=load_model(draft),
         )
 
     return call
@@ -1105,9 +1108,7 @@ API_CASES = [
     ),
     Api(
         "card-cost-tp-3-of-32-heads",
-        _lazy(
-            "specsim.sim:CardCost", target=_model(), draft=None, hardware=_hw(), tensor_parallel=3
-        ),
+        _lazy("specsim.cost:Deployment", target=_model(), hardware=_hw(), tensor_parallel=3),
         ValueError,
         "tensor_parallel",
     ),

@@ -39,7 +39,7 @@ from specsim.calibrate.cards import past_positions
 from specsim.calibrate.runs import enough_blocks, paired_runs, plain_twin
 from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, load_model
 from specsim.cards.toml_out import toml_table, toml_value
-from specsim.cost import step_cost_grid
+from specsim.cost import Deployment, draft_on, step_cost_grid
 
 __all__ = [
     "ROW_KNOTS",
@@ -305,16 +305,13 @@ def predict_profile_runs(
         b = specdec[(specdec["run_id"] == r.run_id) & (specdec["seq"] == 0)]
         dtype = str(b["dtype"].iloc[0])
         ctx = b["context"].to_numpy(dtype=np.int64)
+        dep = Deployment(target=t, hardware=card, dtype=dtype, runtime=profile)  # the run's
+        on = draft_on(dep, d)  # the draft beside it, on the same device and stack
         # Measured runs are priced as they ran, past a card's positions too (as the fit).
-        kw: dict[str, Any] = dict(
-            batch=int(r.batch),
-            dtype=dtype,
-            runtime=profile,
-            check_memory=False,
-            check_positions=False,
-        )
+        kw: dict[str, Any] = dict(batch=int(r.batch), check_memory=False, check_positions=False)
+        kw |= dep.keywords()
         verify = step_cost_grid(t, card, context=ctx, new_tokens=int(r.gamma) + 1, **kw).time_s
-        draft = step_cost_grid(d, card, context=ctx, new_tokens=1, **kw).time_s
+        draft = step_cost_grid(d, card, context=ctx, new_tokens=1, **(kw | on.keywords())).time_s
         pred_spec.append(float((int(r.gamma) * draft + verify).sum()) / r.tokens)
         twin, _ = plain_twin(autoregressive, str(r.run_id), b.iloc[0])
         actx = twin["context"].to_numpy(dtype=np.int64)

@@ -103,13 +103,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot_v is not None:
         from specsim.plots.cost import plot_verification_factor  # start-up: matplotlib
 
-        df = verification_frame(
-            model,
-            hw,
-            context=args.context,
-            encoder_length=args.encoder_length,
-            **(kw | {"dtype": cost.dtype}),
-        )
+        df = verification_frame(dep, context=args.context, encoder_length=args.encoder_length)
         plot_verification_factor(df).savefig(writable(args.plot_v), dpi=120)
     if args.json:
         out = {

@@ -35,7 +35,7 @@ One noun per module, lowest first:
 """
 
 from specsim.cost.deployment import PLACEMENTS, Deployment, deployment_from_table, load_deployment
-from specsim.cost.derived import cost_coefficient, ops_coefficient, verification_factor
+from specsim.cost.derived import cost_coefficient, draft_on, ops_coefficient, verification_factor
 from specsim.cost.flops import pass_flops, ridge_tokens
 from specsim.cost.formats import Formats, resolve_formats
 from specsim.cost.frames import DEFAULT_BATCHES, cost_coefficient_frame, verification_frame
@@ -67,6 +67,7 @@ __all__ = [
     "Deployment",
     "PLACEMENTS",
     "deployment_from_table",
+    "draft_on",
     "load_deployment",
     "DEFAULT_CONTEXT",
     "DEFAULT_ENCODER_LENGTH",

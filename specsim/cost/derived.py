@@ -13,6 +13,7 @@ one vectorised call. Tidy tables of them are in :mod:`specsim.cost.frames`.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -21,69 +22,75 @@ from numpy.typing import ArrayLike
 from specsim.cards import HardwareCard, ModelCard
 from specsim.cost.checks import check_model, int_array
 from specsim.cost.checks import check_positions as _check_positions
+from specsim.cost.deployment import Deployment
 from specsim.cost.flops import pass_flops
 from specsim.cost.grid import step_cost_grid
 from specsim.cost.model import DEFAULT_CONTEXT, RuntimeLike
 from specsim.cost.results import FloatArray
 from specsim.cost.shape import verification_positions
 
-__all__ = ["cost_coefficient", "verification_factor", "ops_coefficient"]
+__all__ = ["cost_coefficient", "draft_on", "verification_factor", "ops_coefficient"]
 
 
 def _scalar_or_array(x: FloatArray) -> FloatArray | float:
     return float(x) if x.ndim == 0 else x
 
 
+def draft_on(deployment: Deployment, draft: ModelCard, *, tensor_parallel: int = 1) -> Deployment:
+    """Where a draft model runs when it has no deployment of its own: on ``deployment``'s
+    hardware and stack, over ``tensor_parallel`` of its devices, in its KV format, in its
+    ``dtype`` when it names one (the draft computes as the target does) and its own card's
+    otherwise (:meth:`Deployment.on_model <specsim.cost.deployment.Deployment.on_model>`).
+
+    >>> from specsim.cards import load_model
+    >>> dep = Deployment(target="llama-2-7b", hardware="a100-80gb", kv="fp8")
+    >>> d = draft_on(dep, load_model("llama-68m"))
+    >>> d.target.slug, d.tensor_parallel, d.formats().compute, d.formats().kv_format
+    ('llama-68m', 1, 'float32', 'float8')
+    """
+    on = deployment.on_model(draft, tensor_parallel=tensor_parallel)
+    return on if deployment.dtype is None else dataclasses.replace(on, dtype=deployment.dtype)
+
+
 def cost_coefficient(
     draft: ModelCard,
-    target: ModelCard,
-    hardware: HardwareCard,
+    deployment: Deployment,
     *,
     batch: ArrayLike = 1,
     context: ArrayLike = DEFAULT_CONTEXT,
-    draft_hardware: HardwareCard | None = None,
-    tensor_parallel: ArrayLike = 1,
-    dtype: str | None = None,
+    draft_deployment: Deployment | None = None,
     encoder_length: int | None = None,
     check_positions: bool = True,
-    weights: str | None = None,
-    kv: str | None = None,
-    group_size: int | None = None,
-    draft_weights: str | None = None,
-    draft_group_size: int | None = None,
-    runtime: RuntimeLike = None,
-    draft_runtime: RuntimeLike = None,
 ) -> FloatArray | float:
     """c = time of one draft step / time of one target step (one new token each).
 
-    Leviathan et al. 2023, Definition 3.7 (the cost coefficient). The draft runs
-    on ``draft_hardware`` (default: the target's) without tensor parallelism;
-    the target with ``tensor_parallel``. ``dtype`` None uses each card's own.
-    Vectorised over ``batch``, ``context`` and ``tensor_parallel``. A ``context``
-    past either model's ``max_position`` raises a ValueError unless
-    ``check_positions=False`` (deliberate extrapolation). ``weights``, ``kv`` and
-    ``group_size`` are the target's formats (:func:`specsim.cost.resolve_formats`);
-    ``draft_weights`` and ``draft_group_size`` the draft's (its KV cache in ``kv`` too);
-    ``runtime`` and ``draft_runtime`` the software stacks' profiles (None: each card's own;
-    the draft on the target's hardware shares ``runtime`` unless given its own).
+    Leviathan et al. 2023, Definition 3.7 (the cost coefficient). The target runs on
+    ``deployment`` (its hardware, stack, formats and tensor parallelism); the draft on
+    ``draft_deployment`` when given, else on one device of the same hardware card with the
+    same stack, without tensor parallelism (:func:`draft_on`). Vectorised over ``batch``
+    and ``context``. A ``context`` past either model's ``max_position`` raises a
+    ValueError unless ``check_positions=False`` (deliberate extrapolation).
+
+    >>> from specsim.cards import load_model
+    >>> dep = Deployment(target="llama-2-7b", hardware="a100-80gb", dtype="bfloat16")
+    >>> round(cost_coefficient(load_model("llama-68m"), dep, context=128), 3)
+    0.046
     """
-    d_hw = hardware if draft_hardware is None else draft_hardware
+    if not isinstance(deployment, Deployment):
+        raise TypeError(f"deployment: expected a Deployment, got {type(deployment).__name__}")
+    d_dep = draft_on(deployment, check_model(draft, name="draft"))
+    if draft_deployment is not None:
+        d_dep = draft_deployment
     kw: dict[str, Any] = dict(
         batch=batch,
         context=context,
         new_tokens=1,
-        dtype=dtype,
         encoder_length=encoder_length,
         check_positions=check_positions,
     )
-    d_rt = runtime if draft_runtime is None and draft_hardware is None else draft_runtime
-    d_fmt: dict[str, Any] = {"weights": draft_weights, "group_size": draft_group_size}
-    t_fmt: dict[str, Any] = {"weights": weights, "group_size": group_size}
-    t_d = step_cost_grid(draft, d_hw, kv=kv, runtime=d_rt, **d_fmt, **kw).time_s
-    t_t = step_cost_grid(
-        target, hardware, tensor_parallel=tensor_parallel, kv=kv, runtime=runtime, **t_fmt, **kw
-    ).time_s
-    return _scalar_or_array(np.asarray(t_d / t_t))
+    t_d = step_cost_grid(d_dep.target, d_dep.hardware, **kw, **d_dep.keywords()).time_s
+    t_t = step_cost_grid(deployment.target, deployment.hardware, **kw, **deployment.keywords())
+    return _scalar_or_array(np.asarray(t_d / t_t.time_s))
 
 
 def verification_factor(
@@ -112,6 +119,10 @@ def verification_factor(
     dequantization grows with the rows (:mod:`specsim.cost.quant`). Vectorised over
     ``gamma``, ``batch``, ``context``. A ``context + gamma + 1`` past the model's
     ``max_position`` raises a ValueError unless ``check_positions=False``.
+
+    The functional kernel, on cards and keywords; on a deployment, the same ratio is
+    ``dep.pass_cost(PassShape.chain(context=c, new=gamma + 1))`` over ``new=1``
+    (:meth:`specsim.cost.deployment.Deployment.pass_cost`, which ``keywords()`` feeds here).
     """
     g = int_array("gamma", gamma, 0)
     kw: dict[str, Any] = dict(

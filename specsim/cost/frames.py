@@ -6,9 +6,8 @@ configuration, ready for :mod:`specsim.plots.figures` or a study. Configurations
 weights and KV cache do not fit on the accelerator are left out (and counted
 in ``df.attrs``).
 
->>> from specsim.cards import load_hardware, load_model
->>> df = verification_frame(load_model("llama-2-7b"), load_hardware("a100-80gb"),
-...                         gammas=(3,), batches=(1, 256), context=128)
+>>> dep = Deployment(target="llama-2-7b", hardware="a100-80gb")
+>>> df = verification_frame(dep, gammas=(3,), batches=(1, 256), context=128)
 >>> df[["gamma", "batch", "tokens"]].values.tolist()
 [[3, 1, 4], [3, 256, 1024]]
 >>> df.v.round(2).tolist(), df.bound.tolist()
@@ -22,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from specsim.cards import HardwareCard, ModelCard
-from specsim.cost.derived import ops_coefficient
+from specsim.cards import ModelCard
+from specsim.cost.deployment import Deployment
+from specsim.cost.derived import draft_on, ops_coefficient
 from specsim.cost.flops import ridge_tokens
 from specsim.cost.grid import step_cost_grid
-from specsim.cost.model import DEFAULT_CONTEXT, RuntimeLike
+from specsim.cost.model import DEFAULT_CONTEXT
 from specsim.cost.shape import verification_positions
 
 if TYPE_CHECKING:
@@ -39,23 +39,15 @@ DEFAULT_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
 def verification_frame(
-    model: ModelCard,
-    hardware: HardwareCard,
+    deployment: Deployment,
     *,
     gammas: Sequence[int] = (1, 3, 7),
     batches: Sequence[int] = DEFAULT_BATCHES,
     context: int = DEFAULT_CONTEXT,
-    dtype: str | None = None,
-    tensor_parallel: int = 1,
     encoder_length: int | None = None,
-    weights: str | None = None,
-    kv: str | None = None,
-    group_size: int | None = None,
-    runtime: RuntimeLike = None,
-    expert_parallel: int = 1,
-    expert_weights: str | None = None,
 ) -> pd.DataFrame:
-    """v(gamma) = time(gamma + 1 new tokens) / time(1 new token) over gamma x batch.
+    """v(gamma) = time(gamma + 1 new tokens) / time(1 new token) over gamma x batch, of the
+    target's passes on ``deployment`` (its hardware, stack, formats and parallelism).
 
     Columns: model, hardware, dtype, context, tensor_parallel, gamma, batch,
     tokens (``batch * (gamma + 1)``, the tokens of the verification pass), v,
@@ -64,12 +56,13 @@ def verification_frame(
     """
     import pandas as pd  # start-up: keeps import specsim.cost free of pandas
 
+    if not isinstance(deployment, Deployment):
+        raise TypeError(f"deployment: expected a Deployment, got {type(deployment).__name__}")
+    model, hardware = deployment.target, deployment.hardware
     g = np.asarray(gammas, dtype=np.int64).reshape(-1, 1)
     b = np.asarray(batches, dtype=np.int64).reshape(1, -1)
-    kw: dict[str, Any] = {"weights": weights, "kv": kv, "group_size": group_size}
-    kw |= {"batch": b, "context": context, "dtype": dtype, "runtime": runtime}
-    kw |= {"tensor_parallel": tensor_parallel, "encoder_length": encoder_length}
-    kw |= {"expert_parallel": expert_parallel, "expert_weights": expert_weights}
+    kw: dict[str, Any] = {"batch": b, "context": context, "encoder_length": encoder_length}
+    kw |= deployment.keywords()
     if g.size == 0 or b.size == 0:
         raise ValueError(f"gammas and batches must be non-empty, got {gammas!r}, {batches!r}")
     kw["check_memory"] = False  # elements that do not fit are dropped (attrs say how many)
@@ -82,7 +75,7 @@ def verification_frame(
             "hardware": hardware.slug,
             "dtype": verify.dtype,
             "context": int(context),
-            "tensor_parallel": int(tensor_parallel),
+            "tensor_parallel": int(deployment.tensor_parallel),
             "gamma": gg.ravel(),
             "batch": bb.ravel(),
             "tokens": (bb * verification_positions(gg)).ravel(),
@@ -90,7 +83,7 @@ def verification_frame(
             "bound": verify.bound.ravel(),
             "time_1_s": np.broadcast_to(single.time_s, verify.time_s.shape).ravel(),
             "time_v_s": verify.time_s.ravel(),
-            "ridge_tokens": ridge_tokens(hardware, verify.dtype, runtime=runtime),
+            "ridge_tokens": ridge_tokens(hardware, verify.dtype, runtime=deployment.runtime),
         }
     )
     keep = verify.fits.ravel()
@@ -101,42 +94,40 @@ def verification_frame(
 
 def cost_coefficient_frame(
     drafts: Sequence[ModelCard],
-    target: ModelCard,
-    hardware: HardwareCard,
+    deployment: Deployment,
     *,
     batches: Sequence[int] = (1, 4, 16, 64),
     contexts: Sequence[int] = (128, 512, 2048),
-    draft_hardware: HardwareCard | None = None,
-    tensor_parallel: int = 1,
-    dtype: str | None = None,
+    draft_devices: Deployment | None = None,
     encoder_length: int | None = None,
-    runtime: RuntimeLike = None,
 ) -> pd.DataFrame:
     """c(draft, target) over drafts x batch x context, with c-hat and the parameter ratio.
 
-    Columns: draft, target, hardware, draft_hardware, batch, context, c (time
-    ratio of one step each), c_hat (flops-per-token ratio,
-    :func:`specsim.cost.derived.ops_coefficient`), param_ratio (stated parameters,
-    draft / target), draft_time_s, target_time_s. ``runtime`` is the software stack's
-    profile (None: each card's own); a draft on its own ``draft_hardware`` uses that card's.
+    The target runs on ``deployment``; each draft on one device of ``draft_devices``'s
+    hardware with its stack when given (a device of their own), else of ``deployment``'s
+    (:func:`specsim.cost.derived.draft_on`, as :func:`specsim.cost.cost_coefficient`).
+    Columns: draft, target, hardware, draft_hardware, batch, context, c (time ratio of one
+    step each), c_hat (flops-per-token ratio, :func:`specsim.cost.derived.ops_coefficient`),
+    param_ratio (stated parameters, draft / target), draft_time_s, target_time_s.
     """
     import pandas as pd  # start-up: keeps import specsim.cost free of pandas
 
-    d_hw = hardware if draft_hardware is None else draft_hardware
+    if not isinstance(deployment, Deployment):
+        raise TypeError(f"deployment: expected a Deployment, got {type(deployment).__name__}")
+    target, hardware = deployment.target, deployment.hardware
+    on = deployment if draft_devices is None else draft_devices
     b = np.asarray(batches, dtype=np.int64).reshape(-1, 1)
     c = np.asarray(contexts, dtype=np.int64).reshape(1, -1)
     if b.size == 0 or c.size == 0 or not drafts:
         raise ValueError("drafts, batches and contexts must be non-empty")
     bb, cc = np.broadcast_arrays(b, c)
-    kw: dict[str, Any] = {"batch": b, "context": c, "new_tokens": 1, "dtype": dtype}
+    kw: dict[str, Any] = {"batch": b, "context": c, "new_tokens": 1}
     kw |= {"encoder_length": encoder_length, "check_memory": False}
-    t_target = step_cost_grid(
-        target, hardware, tensor_parallel=tensor_parallel, runtime=runtime, **kw
-    )
-    d_rt = runtime if draft_hardware is None else None
+    t_target = step_cost_grid(target, hardware, **kw, **deployment.keywords())
     frames = []
     for draft in drafts:
-        t_draft = step_cost_grid(draft, d_hw, runtime=d_rt, **kw)
+        d_dep = draft_on(on, draft)
+        t_draft = step_cost_grid(draft, d_dep.hardware, **kw, **d_dep.keywords())
         c_hat = np.broadcast_to(
             ops_coefficient(draft, target, context=c, encoder_length=encoder_length), bb.shape
         )
@@ -145,7 +136,7 @@ def cost_coefficient_frame(
                 "draft": draft.slug,
                 "target": target.slug,
                 "hardware": hardware.slug,
-                "draft_hardware": d_hw.slug,
+                "draft_hardware": d_dep.hardware.slug,
                 "batch": bb.ravel(),
                 "context": cc.ravel(),
                 "c": (t_draft.time_s / t_target.time_s).ravel(),

@@ -145,7 +145,9 @@ def step_cost_grid(
     ``check_positions`` (default), every ``context + new_tokens`` must also be within the
     model's ``max_position`` (:func:`~specsim.cost.checks.check_positions`), else a ValueError
     naming the element: a cost past the positions a model was made for is not a cost of
-    that model. ``check_positions=False`` is for deliberate extrapolation only.
+    that model. ``check_positions=False`` is for deliberate extrapolation only. A functional
+    kernel: on a deployment, ``step_cost_grid(dep.target, dep.hardware, ..., **dep.keywords())``
+    (one pass: :meth:`specsim.cost.deployment.Deployment.pass_cost`).
     """
     model, hardware = check_model(model), check_hardware(hardware)
     rt = check_runtime(runtime, hardware)

@@ -300,6 +300,7 @@ def step_cost(
     (:func:`~specsim.cost.checks.check_tensor_parallel`) or a ``context + new_tokens``
     beyond the model's ``max_position`` (:func:`~specsim.cost.checks.check_positions`).
     ``model`` and ``hardware`` may be slugs (or card paths) instead of cards.
+    A functional kernel: on a deployment, :meth:`specsim.cost.deployment.Deployment.pass_cost`.
     """
     model, hardware = check_model(model), check_hardware(hardware)
     B = int_array("batch", batch, 1)

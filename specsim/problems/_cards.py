@@ -16,6 +16,7 @@ import numpy as np
 from specsim import theory
 from specsim.cards import DTYPE_BYTES, HardwareCard, ModelCard, load_hardware, load_model
 from specsim.cost import (
+    Deployment,
     cost_coefficient,
     step_cost,
     step_cost_grid,
@@ -201,7 +202,7 @@ def _build_c(params: Mapping[str, Any]) -> Worked:
     tt = round(_printed_envelope(wt, nbytes=bt, layers=t.layers, **env), 4)
     td = round(_printed_envelope(wd, nbytes=bd, layers=d.layers, **env), 4)
     c_env = td / tt
-    c_full = float(cost_coefficient(d, t, hw, context=ctx))
+    c_full = float(cost_coefficient(d, Deployment(target=t, hardware=hw), context=ctx))
 
     def row(m: ModelCard, w: float) -> str:
         return f"| `{m.slug}` | {w:.1f} | {DTYPE_BYTES[m.dtype]:g} | {m.layers} |"
@@ -223,8 +224,8 @@ def _build_c(params: Mapping[str, Any]) -> Worked:
         "times, in ms?",
         "- (c) What is $c$ from these estimates?",
         "- (d) This part needs specsim: what does its full cost model give? Run "
-        f"`specsim.cost.cost_coefficient(load_model('{d.slug}'), load_model('{t.slug}'), "
-        f"load_hardware('{hw.slug}'), context={ctx})` (from `specsim.cards` and "
+        f"`specsim.cost.cost_coefficient(load_model('{d.slug}'), specsim.cost.Deployment(target="
+        f"'{t.slug}', hardware='{hw.slug}'), context={ctx})` (from `specsim.cards` and "
         "`specsim.cost`) and round to 4 decimals.",
     )
     solution = (
@@ -311,7 +312,9 @@ def _build_v(params: Mapping[str, Any]) -> Worked:
     ridge = nbytes * peak * 1e12 * ce / (2.0 * bw * 1e9 * me)
     tokens = b * (g + 1)
     v = round(float(verification_factor(t, hw, g, batch=b, context=ctx)), 3)
-    c = round(float(cost_coefficient(d, t, hw, batch=b, context=ctx)), 4)
+    c = round(
+        float(cost_coefficient(d, Deployment(target=t, hardware=hw), batch=b, context=ctx)), 4
+    )
     e = float(theory.expected_tokens(a, g))
     w = e / (g * c + v)
     statement = (

@@ -13,7 +13,13 @@ import numpy as np
 
 from specsim import theory
 from specsim.cards import load_hardware, load_model
-from specsim.cost import cost_coefficient, step_cost, step_cost_grid, verification_factor
+from specsim.cost import (
+    Deployment,
+    cost_coefficient,
+    step_cost,
+    step_cost_grid,
+    verification_factor,
+)
 from specsim.problems._cards import draw_setup, fitting_batches, pair_cards, who_runs
 from specsim.problems._core import Answer, Template, Worked, fmt, pick
 
@@ -38,7 +44,9 @@ def _build_gv(params: Mapping[str, Any]) -> Worked:
     b, a, ctx = int(params["batch"]), float(params["alpha"]), int(params["context"])
     v = verification_factor(t, hw, np.arange(_MAX_GAMMA + 1), batch=b, context=ctx)
     table = np.round(np.asarray(v), 3)
-    c = round(float(cost_coefficient(d, t, hw, batch=b, context=ctx)), 4)
+    c = round(
+        float(cost_coefficient(d, Deployment(target=t, hardware=hw), batch=b, context=ctx)), 4
+    )
     g_paper = int(theory.optimal_gamma(a, c, max_gamma=_MAX_GAMMA))
     g_real = int(theory.optimal_gamma(a, c, max_gamma=_MAX_GAMMA, v=table))
     gammas = np.arange(_MAX_GAMMA + 1)

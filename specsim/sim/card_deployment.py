@@ -11,85 +11,90 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from specsim.cost import chain_sums, pass_aggregates_cost, time_energy, verification_positions
+from specsim.cost import chain_sums, time_energy, verification_positions
+from specsim.cost.checks import check_tensor_parallel
 from specsim.cost.deployment import Deployment
+from specsim.cost.derived import draft_on
 from specsim.sim.source import PassCost
 
 if TYPE_CHECKING:
-    from specsim.cards import HardwareCard, ModelCard
-    from specsim.cost import Formats
+    from specsim.cards import ModelCard
 
-__all__ = ["CardDeployment"]
+__all__ = ["CardDeployment", "NO_DRAFT", "check_draft_deployment"]
+
+NO_DRAFT = "CardCost draft: this cost source has no draft model (gamma > 0 needs one)"
+
+
+def check_draft_deployment(deployment: Deployment, draft: ModelCard, given: Deployment) -> None:
+    """A CardCost's ``draft_deployment`` against its deployment and draft: the draft's own
+    deployment must run the draft, in the same placement; a ``shared`` one on the target's
+    hardware card. A ValueError naming the field otherwise."""
+    if given.target.slug != draft.slug:
+        raise ValueError(
+            f"CardCost draft_deployment.target: expected the draft {draft.slug!r}, "
+            f"got {given.target.slug!r}"
+        )
+    if given.draft_placement != deployment.draft_placement:
+        raise ValueError(
+            f"CardCost draft_deployment.draft_placement: {given.draft_placement!r} disagrees "
+            f"with the deployment's {deployment.draft_placement!r}"
+        )
+    if given.draft_placement == "shared" and given.hardware.slug != deployment.hardware.slug:
+        raise ValueError(
+            f"CardCost draft_deployment.hardware: a shared draft runs on the target's "
+            f"{deployment.hardware.slug!r}, got {given.hardware.slug!r} (place it 'own-device' "
+            "or 'overlapped')"
+        )
 
 
 class CardDeployment:
     """The deployment and pass-sum methods of :class:`specsim.sim.costs.CardCost` (on its
-    fields ``target``, ``draft``, ``hardware``, ``draft_hardware``, ``tensor_parallel``,
-    ``runtime``, ``weights``, ``kv``, ``group_size``, its formats and its roofline
-    kernels)."""
+    fields ``deployment``, ``draft`` and ``draft_deployment`` and its roofline kernels)."""
 
-    target: ModelCard
+    deployment: Deployment
     draft: ModelCard | None
-    hardware: HardwareCard
-    draft_hardware: HardwareCard | None
-    tensor_parallel: int
-    runtime: Any
-    weights: str | None
-    kv: str | None
-    group_size: int | None
+    draft_deployment: Deployment | None
 
     if TYPE_CHECKING:  # CardCost's own
-
-        def formats(self, *, draft: bool = False) -> Formats: ...
-
-        def _format_kw(self, *, draft: bool) -> dict[str, Any]: ...
 
         @property
         def _kernels(self) -> tuple[Any, Any]: ...
 
-    def _draft_model(self) -> tuple[ModelCard, HardwareCard, int]:
+    def drafting(self) -> Deployment:
+        """Where the draft runs: ``draft_deployment`` when given; else, placed ``shared``, the
+        target's devices and stack, split over the target's tensor parallelism when that
+        splits the draft's heads and on one device otherwise (replicated, as vLLM's
+        ``speculative_draft_tensor_parallel_size = 1``); placed ``own-device`` or
+        ``overlapped``, one device of the same hardware card and stack
+        (:func:`specsim.cost.derived.draft_on`: in the deployment's ``dtype`` when it names
+        one, its own card's otherwise). A ValueError without a draft model."""
         if self.draft is None:
-            raise ValueError("this cost source has no draft model")
-        if self.draft_hardware is not None:
-            return self.draft, self.draft_hardware, 1
-        return self.draft, self.hardware, self.tensor_parallel
+            raise ValueError(NO_DRAFT)
+        if self.draft_deployment is not None:
+            return self.draft_deployment
+        dep = self.deployment
+        tp = dep.tensor_parallel if dep.draft_placement == "shared" else 1
+        try:
+            check_tensor_parallel(self.draft, tp)
+        except ValueError:  # the draft's heads do not split that way: one device each
+            tp = 1
+        return draft_on(dep, self.draft, tensor_parallel=tp)
 
     def aggregate_pass(
         self, *, batch: int, tokens: float, context_tokens: float, pairs: float
     ) -> PassCost:
         """The target's pass given as sums over its sequences
-        (:func:`specsim.cost.pass_aggregates_cost`): a batch whose sequences verify different
-        token trees, which no one :class:`~specsim.cost.PassShape` describes."""
-        sc = pass_aggregates_cost(
-            self.target,
-            self.hardware,
-            batch=batch,
-            tokens=tokens,
-            context_tokens=context_tokens,
-            pairs=pairs,
-            tensor_parallel=self.tensor_parallel,
-            **self._format_kw(draft=False),
+        (:meth:`specsim.cost.deployment.Deployment.aggregates_cost`): a batch whose sequences
+        verify different token trees, which no one :class:`~specsim.cost.PassShape`
+        describes."""
+        sc = self.deployment.aggregates_cost(
+            batch=batch, tokens=tokens, context_tokens=context_tokens, pairs=pairs
         )
         return PassCost(
             time_s=float(sc.time_s),
             flops=float(sc.flops),
             bytes=float(sc.bytes),
             energy_j=float(sc.energy_j),
-        )
-
-    def deployment(self) -> Deployment:
-        """The target's :class:`~specsim.cost.deployment.Deployment`: its cards, stack,
-        formats and tensor parallelism (what a proposer prices its drafting on)."""
-        f = self.formats()
-        return Deployment(
-            target=self.target,
-            hardware=self.hardware,
-            runtime=self.runtime,
-            dtype=f.compute,
-            weights=self.weights,
-            kv=self.kv,
-            group_size=self.group_size,
-            tensor_parallel=self.tensor_parallel,
         )
 
     def _uniform(self, b: Any, sc: Any, gamma: int) -> tuple[Any, Any, Any]:
@@ -100,7 +105,7 @@ class CardDeployment:
         d_time = 0.0
         if gamma > 0:
             if draft is None:
-                raise ValueError("this cost source has no draft model")
+                raise ValueError(NO_DRAFT)
             dl, de, _ = draft
             _, s0, r0 = chain_sums(b, sc, 1.0, de)
             for j in range(gamma):  # draft step j: one token per sequence after j drafted

@@ -11,7 +11,8 @@ The schema (commented examples in ``studies/configs/``, reference in
     [policy]      kind = "fixed" | "optimal" | "confidence" | "heuristic" |
                   "load-adaptive" | "oracle" | "goodput" | "vllm-disable-by-batch" |
                   "vllm-batch-schedule" | "sglang-adaptive"
-    [cost]        kind = "plain" | "cards"
+    [cost]        kind = "plain" | "cards"   (cards: with [deployment], optional
+                  [draft_deployment]; :mod:`specsim.sim.config_cards`)
     [workload]    kind = "poisson" | "trace"   (serving only)
 
 Serving's engine options are top-level keys too: ``kv_block_tokens`` and
@@ -24,11 +25,12 @@ unless its table states them: ``alpha`` is the acceptance process's mean,
 the run's typical context, ``max_gamma`` the run's. A sweep that changes the
 acceptance or the cost changes them too (:func:`with_value`).
 
-A serving config with ``[proposer]`` and ``[tree]`` tables serves token trees instead (with
-its ``[deployment]``, :mod:`specsim.sim.config_compose`); a ``[proposer]`` without a
-``[tree]`` drafts a chain serving run's blocks (``ServingConfig.proposer``, the policy
-choosing each gamma);
-a ``[deployment]`` in a chain config gives ``[cost]``'s target fields; ``[slo]`` adds
+A serving config with ``[proposer]`` and ``[tree]`` tables serves token trees instead (its
+``[deployment]``, ``[proposer]`` and ``[tree]`` tables, :mod:`specsim.sim.config_compose`); a
+``[proposer]`` without a ``[tree]`` drafts a chain serving run's blocks
+(``ServingConfig.proposer``, the policy choosing each gamma);
+a chain config priced on cards takes what runs where from ``[deployment]`` and
+``[draft_deployment]`` (:mod:`specsim.sim.config_cards`); ``[slo]`` adds
 goodput to any serving run. Those runs keep their table (:attr:`RunSpec.source`), and a
 path set on them builds them again.
 
@@ -53,10 +55,10 @@ from specsim.config import Kinds, build, coerce, field_types, replace_path
 from specsim.policies import engine_rules as rules
 from specsim.policies import lookahead as pol
 from specsim.sim.arrivals import Arrivals, GammaArrivals, OnOffArrivals, PoissonArrivals
+from specsim.sim.config_cards import card_cost_from_tables
 from specsim.sim.config_compose import (
     Slo,
     TreeConfig,
-    deployment_cost,
     proposer_from_table,
     set_path,
     tree_config_from_dict,
@@ -285,6 +287,14 @@ def _slo(data: Mapping[str, Any], *, mode: str, where: str) -> tuple[Slo | None,
     return build(Slo, data["slo"], where=f"{where} [slo]"), rest
 
 
+def _on_cards(data: Mapping[str, Any]) -> bool:
+    """Whether a chain config is priced on cards: a ``[deployment]`` (or a
+    ``[draft_deployment]``) table, or ``[cost]`` of ``kind = "cards"``."""
+    cost = data.get("cost")
+    cards = isinstance(cost, Mapping) and cost.get("kind") == "cards"
+    return cards or "deployment" in data or "draft_deployment" in data
+
+
 def config_from_dict(
     data: Mapping[str, Any], *, where: str = "config", base: str | os.PathLike[str] = "."
 ) -> RunSpec:
@@ -294,7 +304,7 @@ def config_from_dict(
     mode = data.get("mode", "stream")
     if mode not in _CLASSES:
         raise ValueError(f"{where}.mode: expected 'stream' or 'serving', got {mode!r}")
-    composed = "deployment" in data or "proposer" in data
+    composed = "deployment" in data or "proposer" in data or _on_cards(data)
     source = dict(data) if composed else None
     slo, data = _slo(data, mode=mode, where=where)
     proposer = None
@@ -309,9 +319,10 @@ def config_from_dict(
         return RunSpec(
             config=tree, seed=seed, slo=slo, source=source, base=os.fspath(base), origin=where
         )
-    if "deployment" in data:  # a chain run: the deployment prices on cards
-        cost = deployment_cost(data, where=where)
-        data = {**{k: v for k, v in data.items() if k != "deployment"}, "cost": cost}
+    if _on_cards(data):  # a chain run priced on its deployment's cards
+        cost = card_cost_from_tables(data, where=where)
+        tables = ("deployment", "draft_deployment")
+        data = {**{k: v for k, v in data.items() if k not in tables}, "cost": cost}
     cls = _CLASSES[mode]
     hints = field_types(cls)
     allowed = set(hints) | set(_EXTRA[mode])
@@ -376,6 +387,8 @@ def with_value(
         policy, derived = _policy(value, config, config.max_gamma, f"{where}: policy")
         config = dataclasses.replace(config, policy=policy)
     else:
+        if path == "cost" and _on_cards({"cost": value}):  # needs a [deployment]: says so
+            card_cost_from_tables({"cost": value}, where=where)
         if path == "acceptance":
             value = _trace_table(value, Path(base), f"{where}: acceptance")
         config = replace_path(config, path, value, where=where, kinds=KINDS)

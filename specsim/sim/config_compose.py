@@ -25,8 +25,7 @@ and the engine's top-level keys (``max_batch``, ``position_budget``, ``kv_capaci
 ``plain_twin``). ``[slo]`` (``ttft_s``, ``tpot_s``: the user's latency targets) adds
 ``goodput_requests_per_s``, ``slo_attainment`` and ``plain_goodput_requests_per_s``
 (:func:`slo_metrics`) to any serving run's metrics. A ``[deployment]`` in a chain config
-(no ``[proposer]``) becomes the target's fields of its ``[cost] kind = "cards"`` table
-(:func:`deployment_cost`).
+(no ``[proposer]``) prices its ``[cost] kind = "cards"`` (:mod:`specsim.sim.config_cards`).
 
 These runs keep the table they were built from (:attr:`specsim.sim.config.RunSpec.source`):
 a dotted path (``deployment.weights``, ``proposer.kind``, ``tree.budget``) is set in the
@@ -77,7 +76,6 @@ __all__ = [
     "TREE_KEYS",
     "Served",
     "Slo",
-    "deployment_cost",
     "get_path",
     "proposer_from_table",
     "set_path",
@@ -103,7 +101,6 @@ TREE_KEYS: dict[str, tuple[str, ...]] = {
 }
 """Each ``[tree]`` kind's keys besides ``kind``."""
 
-_DEPLOYED = ("target", "hardware", "runtime", "dtype", "weights", "kv", "group_size")
 _TABLES = ("workload", "deployment", "proposer", "tree", "slo")
 TreeConfig = TreeServingConfig | DynamicTreeServingConfig
 Served = ServingConfig | TreeServingConfig | DynamicTreeServingConfig
@@ -267,31 +264,6 @@ def tree_config_from_dict(
         return cls(**fields, **plan)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{where}: {exc}") from None
-
-
-def deployment_cost(data: Mapping[str, Any], *, where: str) -> dict[str, Any]:
-    """A chain config's ``[cost]`` table with its ``[deployment]``'s fields: ``kind =
-    "cards"`` (no ``[cost]`` means no draft model: give one, ``draft``, in ``[cost]``); a
-    key in both tables is an error naming it."""
-    deployed = _deployed(data["deployment"], f"{where} [deployment]")
-    dep = {k: getattr(deployed, k) for k in _DEPLOYED} | {
-        "tensor_parallel": deployed.tensor_parallel
-    }
-    given = {k: v for k, v in data["deployment"].items() if k != "draft_placement"}
-    cost = dict(data.get("cost", {"kind": "cards"}))
-    if cost.get("kind", "cards") != "cards":
-        raise ValueError(
-            f"{where} [cost].kind: a [deployment] prices on cards (kind = 'cards'), got "
-            f"{cost.get('kind')!r}"
-        )
-    both = sorted(set(given) & set(cost))
-    if both:
-        raise ValueError(f"{where}: {both} given in both [deployment] and [cost]; keep one")
-    return {
-        **cost,
-        "kind": "cards",
-        **{k: v for k, v in dep.items() if k in given or k in ("target", "hardware")},
-    }
 
 
 def simulate_run(config: object, rng: np.random.Generator, *, plain: bool = False) -> ServingResult:

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from specsim.cards import HardwareCard, ModelCard, RuntimeProfile
+from specsim.cards import HardwareCard, ModelCard
 from specsim.cost import (
     Footprint,
     Formats,
@@ -32,15 +32,15 @@ from specsim.cost import (
     chain_sums,
     encoder_tokens,
     footprint,
-    pass_cost,
-    resolve_formats,
     roofline,
     step_cost_grid,
     time_energy,
     verification_positions,
 )
-from specsim.cost.checks import card_of, check_draft_pair, check_runtime, check_tensor_parallel
-from specsim.sim.card_deployment import CardDeployment
+from specsim.cost.checks import card_of, check_draft_pair
+from specsim.cost.deployment import Deployment
+from specsim.cost.results import StepCostGrid
+from specsim.sim.card_deployment import NO_DRAFT, CardDeployment, check_draft_deployment
 from specsim.sim.plain import PlainCost
 from specsim.sim.source import BlockCosts, IterationCost, IterationCosts, PassCost, Remembers, named
 
@@ -55,105 +55,116 @@ class _Kernel(NamedTuple):
     devices: float  # tensor-parallel devices the pass runs on
 
 
+def _kernel(dep: Deployment) -> _Kernel:
+    """The roofline constants of passes on ``dep``."""
+    tp = float(dep.tensor_parallel)
+    co = roofline(
+        dep.target,
+        dep.hardware,
+        dep.formats(),
+        tp,
+        dep.runtime,
+        expert_parallel=dep.expert_parallel,
+    )
+    return _Kernel(co, encoder_tokens(dep.target, None), tp)
+
+
+def _pass_cost(dep: Deployment, shape: PassShape) -> PassCost:
+    sc = dep.pass_cost(shape)
+    return PassCost(time_s=sc.time_s, flops=sc.flops, bytes=sc.bytes, energy_j=sc.energy_j)
+
+
+def _grid(dep: Deployment, *, new_tokens: Any, context: NDArray[np.int64]) -> StepCostGrid:
+    """One-sequence passes on ``dep`` over contexts (:func:`specsim.cost.step_cost_grid`)."""
+    return step_cost_grid(
+        dep.target, dep.hardware, batch=1, context=context, new_tokens=new_tokens, **dep.keywords()
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class CardCost(Remembers, CardDeployment):
-    """The roofline cost model on cards: ``target`` and ``draft`` models on ``hardware``.
+    """The roofline cost model on cards: the target on ``deployment``, drafted by ``draft``.
 
-    ``draft_hardware`` set means the draft has its own accelerator (overlapped
-    drafting); otherwise it shares the target's, serialized. ``weights``, ``kv`` and
-    ``group_size`` are the target's weight and KV-cache formats, ``draft_weights`` and
-    ``draft_group_size`` the draft's (its KV cache is in ``kv`` too); None keeps ``dtype``
-    (:func:`specsim.cost.resolve_formats`). Pass times, the memory footprint and the KV
-    capacity follow them. ``runtime`` is the software stack's profile on ``hardware`` and
-    ``draft_runtime`` on ``draft_hardware`` (a :class:`~specsim.cards.RuntimeProfile` or
-    its slug; None: each card's own numbers, :func:`specsim.cards.profile_of_card`).
+    ``deployment`` (a :class:`~specsim.cost.deployment.Deployment`) says what runs where: the
+    target, hardware, stack, weight and KV formats, parallelism and the draft's placement.
+    ``draft`` is a model card or its slug (None: no drafting, gamma 0 only). The draft runs
+    on ``draft_deployment`` when given (its own hardware, stack, formats and tensor
+    parallelism; its placement must be the deployment's); otherwise, placed ``shared``, on
+    the target's devices and stack with the target's tensor parallelism (one device when
+    that does not split the draft's heads), and placed ``own-device`` or ``overlapped``, on
+    one device of the same hardware card and stack; either way in the deployment's
+    ``dtype`` when it names one and in its KV format (:meth:`drafting`). ``overlapped``
+    drafting runs beside verification; the other two wait for it. Pass times, the memory
+    footprint (a ``shared`` draft's weights and KV cache on the target's devices) and the
+    KV capacity follow. ``target``, ``hardware`` and ``tensor_parallel`` read the
+    deployment's.
+
+    >>> from specsim.cost import Deployment
+    >>> dep = Deployment(target="llama-2-7b", hardware="a100-80gb", draft_placement="overlapped")
+    >>> cost = CardCost(deployment=dep, draft="llama-68m")
+    >>> cost.overlapped, cost.drafting().tensor_parallel, cost.footprints()[1] is None
+    (True, 1, True)
     """
 
-    target: ModelCard
-    draft: ModelCard | None
-    hardware: HardwareCard
-    draft_hardware: HardwareCard | None = None
-    tensor_parallel: int = 1
-    dtype: str | None = None
-    weights: str | None = None
-    kv: str | None = None
-    group_size: int | None = None
-    draft_weights: str | None = None
-    draft_group_size: int | None = None
-    runtime: RuntimeProfile | str | None = None
-    draft_runtime: RuntimeProfile | str | None = None
+    deployment: Deployment
+    draft: ModelCard | None = None
+    draft_deployment: Deployment | None = None
 
     def __post_init__(self) -> None:
-        for name in ("target", "draft", "hardware", "draft_hardware"):  # a slug: its card
-            object.__setattr__(self, name, card_of(name, getattr(self, name)))
-        if isinstance(self.tensor_parallel, bool) or self.tensor_parallel < 1:
-            raise ValueError(
-                f"tensor_parallel: expected an integer >= 1, got {self.tensor_parallel!r}"
+        if not isinstance(self.deployment, Deployment):
+            raise TypeError(
+                "CardCost deployment: expected a specsim.cost.deployment.Deployment, got "
+                f"{type(self.deployment).__name__}"
             )
-        check_tensor_parallel(self.target, self.tensor_parallel)
-        if self.draft is not None:
-            check_draft_pair(self.target, self.draft)
-        object.__setattr__(self, "runtime", check_runtime(self.runtime, self.hardware))
-        d_hw = self.hardware if self.draft_hardware is None else self.draft_hardware
-        d_rt = self.draft_runtime
-        if d_rt is None and self.draft_hardware is None:
-            d_rt = self.runtime  # the draft shares the target's accelerator and stack
-        object.__setattr__(self, "draft_runtime", check_runtime(d_rt, d_hw))
-        self.formats()  # an unknown format or a bad group size fails here
-        if self.draft is not None:
-            self.formats(draft=True)
-
-    def formats(self, *, draft: bool = False) -> Formats:
-        """The :class:`~specsim.cost.Formats` of the target's passes, or the draft's."""
-        if not draft:
-            return resolve_formats(
-                self.target,
-                self.dtype,
-                weights=self.weights,
-                kv=self.kv,
-                group_size=self.group_size,
+        object.__setattr__(self, "draft", card_of("draft", self.draft))
+        dd = self.draft_deployment
+        if dd is not None and not isinstance(dd, Deployment):
+            raise TypeError(
+                "CardCost draft_deployment: expected a specsim.cost.deployment.Deployment or "
+                f"None, got {type(dd).__name__}"
             )
         if self.draft is None:
-            raise ValueError("this cost source has no draft model")
-        return resolve_formats(
-            self.draft,
-            self.dtype,
-            weights=self.draft_weights,
-            kv=self.kv,
-            group_size=self.draft_group_size,
-        )
+            if dd is not None:
+                raise ValueError("CardCost draft_deployment: given without a draft model (draft)")
+            return
+        check_draft_pair(self.target, self.draft)
+        if dd is not None:
+            check_draft_deployment(self.deployment, self.draft, dd)
+        self.drafting()  # the draft's own deployment fails here (its tensor parallelism)
 
-    def _format_kw(self, *, draft: bool) -> dict[str, Any]:
-        f = self.formats(draft=draft)
-        quant = f.weight_format != f.compute or f.kv_format != f.compute
-        return {
-            "runtime": self.draft_runtime if draft else self.runtime,
-            "dtype": f.compute,
-            "weights": f.weight_format if quant else None,
-            "kv": f.kv_format if quant else None,
-            "group_size": f.group_size if quant else None,
-        }
+    @property
+    def target(self) -> ModelCard:
+        """The deployment's target card."""
+        return self.deployment.target
+
+    @property
+    def hardware(self) -> HardwareCard:
+        """The target's hardware card (where admission counts the KV cache)."""
+        return self.deployment.hardware
+
+    @property
+    def tensor_parallel(self) -> int:
+        """The target's tensor-parallel degree."""
+        return self.deployment.tensor_parallel
 
     @property
     def overlapped(self) -> bool:
-        return self.draft_hardware is not None
+        """Whether drafting runs beside verification (placement ``overlapped``)."""
+        return self.deployment.draft_placement == "overlapped"
 
-    def _pass(
-        self, model: ModelCard, hw: HardwareCard, shape: PassShape, tp: int, *, draft: bool
-    ) -> PassCost:
-        sc = pass_cost(model, hw, shape, tensor_parallel=tp, **self._format_kw(draft=draft))
-        return PassCost(time_s=sc.time_s, flops=sc.flops, bytes=sc.bytes, energy_j=sc.energy_j)
+    def formats(self, *, draft: bool = False) -> Formats:
+        """The :class:`~specsim.cost.Formats` of the target's passes, or the draft's."""
+        return (self.drafting() if draft else self.deployment).formats()
 
     def verify_pass(self, shape: PassShape) -> PassCost:
         """The target's pass of any shape (chains or a token tree)."""
-        return self._pass(self.target, self.hardware, shape, self.tensor_parallel, draft=False)
+        return _pass_cost(self.deployment, shape)
 
     def verify(self, new_tokens: NDArray[np.int64], context: NDArray[np.int64]) -> PassCost:
         return self.verify_pass(PassShape.chain(context=context, new=new_tokens))
 
     def draft_step(self, context: NDArray[np.int64]) -> PassCost:
-        model, hw, tp = self._draft_model()
-        return self._pass(model, hw, PassShape.chain(context=context, new=1), tp, draft=True)
+        return _pass_cost(self.drafting(), PassShape.chain(context=context, new=1))
 
     def prefill(self, prompts: NDArray[np.int64], *, draft: bool) -> PassCost:
         """The prompts through the target and, when drafting, through the draft too.
@@ -178,14 +189,8 @@ class CardCost(Remembers, CardDeployment):
     @cached_property
     def _kernels(self) -> tuple[_Kernel, _Kernel | None]:
         """The roofline constants of the target's and the draft's passes (computed once)."""
-
-        def kernel(model: ModelCard, hw: HardwareCard, tp: int, draft: bool) -> _Kernel:
-            rt = self.draft_runtime if draft else self.runtime
-            co = roofline(model, hw, self.formats(draft=draft), float(tp), rt)  # type: ignore[arg-type]
-            return _Kernel(co, encoder_tokens(model, None), float(tp))
-
-        target = kernel(self.target, self.hardware, self.tensor_parallel, False)
-        return target, None if self.draft is None else kernel(*self._draft_model(), True)
+        target = _kernel(self.deployment)
+        return target, None if self.draft is None else _kernel(self.drafting())
 
     def uniform_iteration(self, *, batch: int, context_sum: float, gamma: int) -> IterationCost:
         """An iteration in which every sequence drafts ``gamma``.
@@ -231,7 +236,7 @@ class CardCost(Remembers, CardDeployment):
             return self.uniform_iteration(batch=b, context_sum=int(context.sum()), gamma=gmax)
         (tl, te, _), draft = self._kernels
         if draft is None:
-            raise ValueError("this cost source has no draft model")
+            raise ValueError(NO_DRAFT)
         dl, de, _ = draft
         # Per gamma value: how many sequences draft it and their context sum (exact in
         # float64 below 2^53); every pass's aggregates follow from these few numbers.
@@ -263,7 +268,7 @@ class CardCost(Remembers, CardDeployment):
         """
         (tl, te, _), draft = self._kernels
         if draft is None:
-            raise ValueError("this cost source has no draft model")
+            raise ValueError(NO_DRAFT)
         dl, de, _ = draft
         k, top = count.shape[0], count.shape[1] - 1
         cnt = count.astype(np.float64)
@@ -334,19 +339,8 @@ class CardCost(Remembers, CardDeployment):
         return out
 
     def blocks(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> BlockCosts:
-        kw: dict[str, Any] = {"batch": 1, "context": context}
-        ver = step_cost_grid(
-            self.target,
-            self.hardware,
-            new_tokens=verification_positions(gamma),
-            tensor_parallel=self.tensor_parallel,
-            **kw,
-            **self._format_kw(draft=False),
-        )
-        model, hw, tp = self._draft_model()
-        dra = step_cost_grid(
-            model, hw, new_tokens=1, tensor_parallel=tp, **kw, **self._format_kw(draft=True)
-        )
+        ver = _grid(self.deployment, new_tokens=verification_positions(gamma), context=context)
+        dra = _grid(self.drafting(), new_tokens=1, context=context)
 
         def per_block(x: NDArray[np.float64]) -> NDArray[np.float64]:
             return np.broadcast_to(np.asarray(x, dtype=float), context.shape).copy()
@@ -362,7 +356,7 @@ class CardCost(Remembers, CardDeployment):
 
     def footprints(self) -> tuple[Footprint, Footprint | None]:
         """Per device, the target's memory footprint and, when it shares the target's
-        accelerator, the draft's (:func:`specsim.cost.footprint`).
+        devices (placement ``shared``), the draft's (:func:`specsim.cost.footprint`).
 
         The draft is counted whole on each device (conservative: its passes are
         modelled split over the target's devices, its memory is not).
@@ -370,7 +364,7 @@ class CardCost(Remembers, CardDeployment):
         target = footprint(
             self.target, tensor_parallel=self.tensor_parallel, formats=self.formats()
         )
-        if self.draft is None or self.draft_hardware is not None:
+        if self.draft is None or self.deployment.draft_placement != "shared":
             return target, None
         return target, footprint(self.draft, tensor_parallel=1, formats=self.formats(draft=True))
 

@@ -109,17 +109,7 @@ class TreeServingFields:
         """The target (and a draft model's prefill) priced on the deployment's cards."""
         draft = self.proposer.card if isinstance(self.proposer, DraftModel) else None
         d = self.deployment
-        return CardCost(
-            target=d.target,
-            draft=draft,
-            hardware=d.hardware,
-            dtype=d.dtype,
-            tensor_parallel=d.tensor_parallel,
-            runtime=d.runtime,
-            weights=d.weights,
-            kv=d.kv,
-            group_size=d.group_size,
-        )
+        return CardCost(deployment=d, draft=draft)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -201,7 +201,7 @@ def simulate_tree_serving(config: TreeServingConfig, rng: np.random.Generator) -
     cfg = config
     table = cfg.workload.sample(rng).reset_index(drop=True)
     cost = cfg.card_cost()
-    plan = StaticTreePlan(cfg, TreeVerify(cost), cost.deployment())
+    plan = StaticTreePlan(cfg, TreeVerify(cost), cost.deployment)
     req, it = serve_trees(cfg, plan, table, rng)
     it["nodes"] = it["nodes"].astype(np.int64)
     twin = plain_twin(cfg, table, rng) if cfg.plain_twin else (None, None)

@@ -262,7 +262,7 @@ def simulate_dynamic_tree_serving(
     cfg = config
     table = cfg.workload.sample(rng).reset_index(drop=True)
     cost = cfg.card_cost()
-    plan = DynamicTreePlan(cfg, TreeVerify(cost), cost.deployment())
+    plan = DynamicTreePlan(cfg, TreeVerify(cost), cost.deployment)
     req, it = serve_trees(cfg, plan, table, rng)
     it["draft_positions"] = it["draft_positions"].astype(np.int64)
     twin = plain_twin(cfg, table, rng) if cfg.plain_twin else (None, None)

@@ -37,7 +37,7 @@ from specsim.acceptance.processes import (
     MarkovAcceptance,
 )
 from specsim.cards import load_hardware, load_model
-from specsim.cost import cost_coefficient
+from specsim.cost import Deployment, cost_coefficient
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost, CostSource, PlainCost
 from specsim.sim.serving import ServingConfig, simulate_serving
@@ -228,9 +228,10 @@ def assumptions_dropped(
         s_form,
         "walltime_speedup",
     )
-    t, d, hw = load_model(target), load_model(draft), load_hardware(hardware)
-    c_card = float(cost_coefficient(d, t, hw, batch=1, context=512))
-    card = CardCost(target=t, draft=d, hardware=hw)
+    dep = Deployment(target=load_model(target), hardware=load_hardware(hardware))
+    d = load_model(draft)
+    c_card = float(cost_coefficient(d, dep, batch=1, context=512))
+    card = CardCost(deployment=dep, draft=d)
     # Requests of 1,024 tokens after a 512-token prompt (the KV cache must fit):
     # the speedup of all of them together.
     spec_time = base_time = 0.0

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from specsim.acceptance.processes import TraceAcceptance
 from specsim.cards import HardwareCard, load_model
 from specsim.checks import check_int
-from specsim.cost import step_cost_grid
+from specsim.cost import Deployment, draft_on, step_cost_grid
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost
 from specsim.sim.stream import StreamConfig, simulate_stream
@@ -24,6 +25,22 @@ __all__ = ["predict_runs"]
 
 _RUN_KEYS = ["dtype", "device", "batch", "temperature", "prompt_len"]
 """What a speculative run and its plain (autoregressive) twin must share, besides the model."""
+
+
+def _times(
+    dep: Deployment, *, batch: int, context: np.ndarray, new_tokens: ArrayLike
+) -> np.ndarray:
+    """Pass times on ``dep`` over the contexts (:func:`specsim.cost.step_cost_grid`)."""
+    return np.asarray(
+        step_cost_grid(
+            dep.target,
+            dep.hardware,
+            batch=batch,
+            context=context,
+            new_tokens=new_tokens,
+            **dep.keywords(),
+        ).time_s
+    )
 
 
 def _run_frames(specdec: pd.DataFrame, autoregressive: pd.DataFrame) -> pd.DataFrame:
@@ -100,21 +117,13 @@ def predict_runs(
         blocks = specdec[(specdec["run_id"] == r.run_id) & (specdec["seq"] == 0)]
         gam = blocks["gamma"].to_numpy(dtype=np.int64)
         ctx = blocks["context"].to_numpy(dtype=np.int64)
-        verify = step_cost_grid(
-            target, card, batch=batch, context=ctx, new_tokens=gam + 1, dtype=dtype
-        ).time_s
-        draft_s = step_cost_grid(
-            draft, card, batch=batch, context=ctx, new_tokens=1, dtype=dtype
-        ).time_s
+        dep = Deployment(target=target, hardware=card, dtype=dtype)  # the run's, once
+        verify = _times(dep, batch=batch, context=ctx, new_tokens=gam + 1)
+        draft_s = _times(draft_on(dep, draft), batch=batch, context=ctx, new_tokens=1)
         replay = float((gam * draft_s + verify).sum()) / float(r.tokens)
         steps = int(r.ar_steps)
         ar_ctx = int(r.prompt_len) + np.arange(steps, dtype=np.int64)
-        ar = (
-            step_cost_grid(
-                target, card, batch=batch, context=ar_ctx, new_tokens=1, dtype=dtype
-            ).time_s.sum()
-            / steps
-        )
+        ar = _times(dep, batch=batch, context=ar_ctx, new_tokens=1).sum() / steps
         pos = positions[(positions["run_id"] == r.run_id) & (positions["seq"] == 0)]
         alphas = pos.loc[pos["reached"].astype(bool), "alpha"].to_numpy(dtype=float)
         sim = float("nan")
@@ -124,7 +133,7 @@ def predict_runs(
                 prompt=int(r.prompt_len),
                 acceptance=TraceAcceptance.from_values(np.clip(alphas, 0.0, 1.0)),
                 policy=FixedGamma(gamma=int(r.gamma)),
-                cost=CardCost(target=target, draft=draft, hardware=card, dtype=dtype),
+                cost=CardCost(deployment=dep, draft=draft),
                 max_gamma=int(r.gamma),
             )
             sim_token_s = []

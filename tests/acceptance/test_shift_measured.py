@@ -18,7 +18,7 @@ from specsim.acceptance.realtext import (
 )
 from specsim.acceptance.shift import implied_speedup, shift_costs, table3_comparison
 from specsim.cards import load_hardware, load_model
-from specsim.cost import cost_coefficient, verification_factor
+from specsim.cost import Deployment, cost_coefficient, verification_factor
 from specsim.report.studies import load_study, run_study
 from specsim.theory import optimal_gamma, walltime_speedup
 
@@ -90,7 +90,7 @@ def test_study_numbers_equal_direct_computations(raw: pd.DataFrame, measured: pd
         load_model(cfg.measured_draft),
         load_hardware(cfg.measured_hardware),
     )
-    c = float(cost_coefficient(d, t, hw, batch=1, context=cfg.context))
+    c = float(cost_coefficient(d, Deployment(target=t, hardware=hw), batch=1, context=cfg.context))
     v = np.asarray(
         verification_factor(t, hw, np.arange(cfg.max_gamma + 1), batch=1, context=cfg.context),
         dtype=float,

@@ -139,8 +139,8 @@ def test_simulate_takes_cards_from_a_folder(tmp_path, capsys) -> None:
     config = tmp_path / "c.toml"
     config.write_text(
         'tokens = 200\nprompt = 128\nmax_gamma = 8\n[acceptance]\nkind = "iid"\nalpha = 0.7\n'
-        '[policy]\nkind = "fixed"\ngamma = 4\n[cost]\nkind = "cards"\ntarget = "llama-2-7b"\n'
-        'draft = "my-68m"\nhardware = "a100-80gb"\n'
+        '[policy]\nkind = "fixed"\ngamma = 4\n[cost]\nkind = "cards"\ndraft = "my-68m"\n'
+        '[deployment]\ntarget = "llama-2-7b"\nhardware = "a100-80gb"\n'
     )
     assert main(["simulate", str(config)]) == 2
     assert "my-68m" in capsys.readouterr().err

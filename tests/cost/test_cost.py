@@ -17,6 +17,7 @@ from numpy.typing import ArrayLike
 import specsim.cost
 from specsim.cards import HardwareCard, ModelCard, load_hardware, load_model
 from specsim.cost import (
+    Deployment,
     Formats,
     cost_coefficient,
     cost_coefficient_frame,
@@ -305,23 +306,29 @@ def test_small_draft_pays_overheads_far_above_its_parameter_ratio(
     m7: ModelCard, a100: HardwareCard
 ) -> None:
     m68 = load_model("llama-68m")
-    c = cost_coefficient(m68, m7, a100, batch=1, context=128, dtype="bfloat16")
+    c = cost_coefficient(
+        m68, Deployment(target=m7, hardware=a100, dtype="bfloat16"), batch=1, context=128
+    )
     ratio = m68.params / m7.params
     assert isinstance(c, float) and c > 3 * ratio
     # Without per-layer and per-pass overheads c falls back to about the ratio of bytes read.
     bare = dataclasses.replace(a100, layer_overhead_s=0.0, pass_overhead_s=0.0)
-    c_bare = cost_coefficient(m68, m7, bare, batch=1, context=128, dtype="bfloat16")
+    c_bare = cost_coefficient(
+        m68, Deployment(target=m7, hardware=bare, dtype="bfloat16"), batch=1, context=128
+    )
     assert ratio * 0.5 < c_bare < ratio * 1.2 < c
     # The operations coefficient ignores the hardware: about the decode-parameter ratio.
     c_hat = ops_coefficient(m68, m7, context=128)
     assert c_hat == pytest.approx(m68.decode_params / m7.decode_params, rel=0.05)
 
 
-def test_cost_coefficient_vectorises_and_takes_draft_hardware(
+def test_cost_coefficient_vectorises_and_takes_a_draft_deployment(
     m7: ModelCard, a100: HardwareCard
 ) -> None:
     m68 = load_model("llama-68m")
-    c = cost_coefficient(m68, m7, a100, batch=[1, 4, 16], context=[[128], [2000]])
+    c = cost_coefficient(
+        m68, Deployment(target=m7, hardware=a100), batch=[1, 4, 16], context=[[128], [2000]]
+    )
     assert isinstance(c, np.ndarray) and c.shape == (2, 3)
     # llama-68m has 2048 positions: a c past them is refused unless asked for by name.
     with pytest.raises(
@@ -329,10 +336,16 @@ def test_cost_coefficient_vectorises_and_takes_draft_hardware(
         match=r"^context: 4096 \+ 1 new tokens exceeds llama-68m's "
         r"max_position 2048$",
     ):
-        cost_coefficient(m68, m7, a100, context=4096)
-    assert cost_coefficient(m68, m7, a100, context=4096, check_positions=False) > 0
-    slow = load_hardware("rtx-3090")
-    assert cost_coefficient(m68, m7, a100, draft_hardware=slow) > cost_coefficient(m68, m7, a100)
+        cost_coefficient(m68, Deployment(target=m7, hardware=a100), context=4096)
+    assert (
+        cost_coefficient(
+            m68, Deployment(target=m7, hardware=a100), context=4096, check_positions=False
+        )
+        > 0
+    )
+    slow = Deployment(target=m68, hardware="rtx-3090", draft_placement="own-device")
+    dep = Deployment(target=m7, hardware=a100)
+    assert cost_coefficient(m68, dep, draft_deployment=slow) > cost_coefficient(m68, dep)
 
 
 def test_pass_flops_matches_step_cost(m7: ModelCard, a100: HardwareCard) -> None:
@@ -384,13 +397,16 @@ def test_pass_aggregates_cost_equals_step_cost(m7: ModelCard, a100: HardwareCard
 
 # Tables and figures -----------------------------------------------------------------------
 def test_frames_and_figures(m7: ModelCard, a100: HardwareCard) -> None:
-    df = verification_frame(m7, a100, gammas=(1, 7), batches=(1, 8, 64, 512), context=256)
+    dep = Deployment(target=m7, hardware=a100)
+    df = verification_frame(dep, gammas=(1, 7), batches=(1, 8, 64, 512), context=256)
     assert set(df.gamma) == {1, 7} and (df.tokens == df.batch * (df.gamma + 1)).all()
     assert df.attrs["dropped_not_fitting"] == 2  # batch 512 at context 256 exceeds 80 GB
     fig = plot_verification_factor(df)
     assert isinstance(fig, Figure) and fig.axes[0].get_xscale() == "log"
     drafts = [load_model("llama-68m"), load_model("llama-160m")]
-    cf = cost_coefficient_frame(drafts, m7, a100, batches=(1, 16), contexts=(128, 1024))
+    cf = cost_coefficient_frame(
+        drafts, Deployment(target=m7, hardware=a100), batches=(1, 16), contexts=(128, 1024)
+    )
     assert len(cf) == 8 and (cf.c > cf.param_ratio).all()
     assert isinstance(plot_cost_coefficient(cf), Figure)
     with pytest.raises(ValueError, match="lacks column"):

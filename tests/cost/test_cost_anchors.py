@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from specsim.cards import load_hardware, load_model
-from specsim.cost import cost_coefficient, step_cost
+from specsim.cost import Deployment, cost_coefficient, step_cost
 
 TOLERANCE = 0.15
 LEVIATHAN_C = {"t5-small": 0.02, "t5-base": 0.04, "t5-large": 0.11}
@@ -45,8 +45,7 @@ def test_leviathan_t5_cost_coefficients_on_tpu_v4(draft: str) -> None:
     tpu = load_hardware("tpu-v4")
     c = cost_coefficient(
         load_model(draft),
-        load_model("t5-xxl"),
-        tpu,
+        Deployment(target=load_model("t5-xxl"), hardware=tpu),
         batch=1,
         context=T5_CONTEXT,
         encoder_length=T5_ENCODER_LENGTH,
@@ -54,7 +53,9 @@ def test_leviathan_t5_cost_coefficients_on_tpu_v4(draft: str) -> None:
     assert c == pytest.approx(LEVIATHAN_C[draft], rel=TOLERANCE)
     # Not tuned to one context: the figure holds along a whole output.
     for ctx in (16, 256):
-        other = cost_coefficient(load_model(draft), load_model("t5-xxl"), tpu, context=ctx)
+        other = cost_coefficient(
+            load_model(draft), Deployment(target=load_model("t5-xxl"), hardware=tpu), context=ctx
+        )
         assert other == pytest.approx(LEVIATHAN_C[draft], rel=TOLERANCE)
 
 

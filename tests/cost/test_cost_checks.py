@@ -12,6 +12,7 @@ import pytest
 
 from specsim.cards import load_hardware, load_model
 from specsim.cost import (
+    Deployment,
     PassShape,
     cost_coefficient,
     ops_coefficient,
@@ -217,7 +218,7 @@ def test_grids_check_positions_by_default() -> None:
 def test_derived_quantities_check_positions_by_default() -> None:
     m68, m7, hw = load_model("llama-68m"), load_model("llama-2-7b"), load_hardware("a100-80gb")
     with pytest.raises(ValueError, match=r"^context: 2048 \+ 1 new tokens exceeds llama-68m's"):
-        cost_coefficient(m68, m7, hw, context=2048)
+        cost_coefficient(m68, Deployment(target=m7, hardware=hw), context=2048)
     with pytest.raises(ValueError, match=r"^context: 4092 \+ 5 new tokens exceeds llama-2-7b's"):
         verification_factor(m7, hw, 4, context=4092)
     with pytest.raises(ValueError, match=r"^context: 3000 \+ 1 new tokens exceeds llama-68m's"):
@@ -302,17 +303,22 @@ def test_card_cost_reads_slugs_as_cards_and_names_a_bad_argument() -> None:
     from specsim.sim import CardCost
 
     by_slug = CardCost(
-        target="llama-2-7b", draft="llama-68m", hardware="a100-80gb", runtime="gpt-fast"
+        deployment=Deployment(target="llama-2-7b", hardware="a100-80gb", runtime="gpt-fast"),
+        draft="llama-68m",
     )
     by_card = CardCost(
-        target=load_model("llama-2-7b"),
+        deployment=Deployment(
+            target=load_model("llama-2-7b"), hardware=load_hardware("a100-80gb"), runtime="gpt-fast"
+        ),
         draft=load_model("llama-68m"),
-        hardware=load_hardware("a100-80gb"),
-        runtime="gpt-fast",
     )
     assert by_slug.target == by_card.target and by_slug.hardware == by_card.hardware
-    assert by_slug.draft_hardware is None
-    with pytest.raises(TypeError, match="draft_hardware"):
-        CardCost(target="llama-2-7b", draft=None, hardware="a100-80gb", draft_hardware=3)  # type: ignore[arg-type]
+    assert by_slug.draft == by_card.draft and by_slug.drafting() == by_card.drafting()
+    with pytest.raises(TypeError, match="^CardCost deployment: expected a specsim.cost"):
+        CardCost(deployment="llama-2-7b", draft=None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="^CardCost draft_deployment: expected"):
+        CardCost(deployment=by_slug.deployment, draft="llama-68m", draft_deployment=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="^draft: expected a ModelCard"):
+        CardCost(deployment=by_slug.deployment, draft=3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="hardware"):
-        CardCost(target="llama-2-7b", draft=None, hardware="no-such-gpu")
+        CardCost(deployment=Deployment(target="llama-2-7b", hardware="no-such-gpu"), draft=None)

@@ -9,7 +9,7 @@ import pytest
 
 from specsim.acceptance.processes import IIDAcceptance
 from specsim.cards import DTYPE_BYTES, load_hardware, load_model
-from specsim.cost import Formats, footprint, kv_heads_per_device, step_cost
+from specsim.cost import Deployment, Formats, footprint, kv_heads_per_device, step_cost
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig
 
@@ -26,7 +26,7 @@ def test_serving_admission_and_the_cost_model_share_one_rule() -> None:
     # Defect 2: serving divided KV heads by TP without limit (20,480 bytes per token per
     # device for llama-2-70b at TP 16) while the cost model replicated them (40,960).
     m70, hw = load_model("llama-2-70b"), load_hardware("a100-80gb")
-    card = CardCost(target=m70, draft=None, hardware=hw, tensor_parallel=16)
+    card = CardCost(deployment=Deployment(target=m70, hardware=hw, tensor_parallel=16), draft=None)
     assert card.kv_bytes_per_token() == 40_960
     per_token = step_cost(m70, hw, batch=1, context=1000, new_tokens=1, tensor_parallel=16)
     more = step_cost(m70, hw, batch=1, context=1001, new_tokens=1, tensor_parallel=16)
@@ -50,7 +50,7 @@ def test_what_serving_admits_fits_in_the_cost_model(
     # The whole KV budget in one sequence, past the card's positions: a memory probe only.
     t = dataclasses.replace(t, max_position=10**9)
     d = None if draft is None else load_model(draft)
-    card = CardCost(target=t, draft=d, hardware=hw, tensor_parallel=tp)
+    card = CardCost(deployment=Deployment(target=t, hardware=hw, tensor_parallel=tp), draft=d)
     workload = PoissonWorkload(rate_per_s=1.0, requests=1, prompt_tokens=8, output_tokens=8)
     config = ServingConfig(
         workload=workload,
@@ -83,10 +83,10 @@ def test_what_serving_admits_fits_in_the_cost_model(
 
 def test_the_serving_budget_is_the_card_cost_budget() -> None:
     card = CardCost(
-        target=load_model("llama-2-70b"),
+        deployment=Deployment(
+            target=load_model("llama-2-70b"), hardware=load_hardware("h200"), tensor_parallel=16
+        ),
         draft=load_model("llama-68m"),
-        hardware=load_hardware("h200"),
-        tensor_parallel=16,
     )
     target, draft = card.footprints()
     assert draft is not None
@@ -105,7 +105,10 @@ def test_the_serving_budget_is_the_card_cost_budget() -> None:
 
 def test_no_room_for_a_kv_cache_names_the_sizes() -> None:
     card = CardCost(
-        target=load_model("llama-2-70b"), draft=None, hardware=load_hardware("a100-80gb")
+        deployment=Deployment(
+            target=load_model("llama-2-70b"), hardware=load_hardware("a100-80gb")
+        ),
+        draft=None,
     )
     with pytest.raises(ValueError, match=r"weights \(138\.0 GB per device\) leave no room"):
         card.kv_capacity_tokens()

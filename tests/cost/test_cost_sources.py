@@ -9,7 +9,7 @@ import pytest
 from numpy.typing import NDArray
 
 from specsim.cards import load_hardware, load_model
-from specsim.cost import Formats, Roofline, roofline, step_cost, time_energy
+from specsim.cost import Deployment, Formats, Roofline, roofline, step_cost, time_energy
 from specsim.sim import (
     BatchedCostSource,
     CardCost,
@@ -24,9 +24,8 @@ from specsim.sim import (
 @pytest.fixture(scope="module")
 def card() -> CardCost:
     return CardCost(
-        target=load_model("llama-2-7b"),
+        deployment=Deployment(target=load_model("llama-2-7b"), hardware=load_hardware("a100-80gb")),
         draft=load_model("llama-68m"),
-        hardware=load_hardware("a100-80gb"),
     )
 
 

@@ -11,6 +11,7 @@ from specsim.cards import load_hardware, load_model
 from specsim.cli import main
 from specsim.cost import (
     WEIGHT_FORMATS,
+    Deployment,
     Formats,
     pass_aggregates_cost,
     resolve_formats,
@@ -120,14 +121,16 @@ def test_grid_and_aggregates_take_the_formats() -> None:
 
 
 def test_kv_format_halves_kv_bytes_and_doubles_capacity() -> None:
-    fp16 = CardCost(target=M7, draft=None, hardware=A100, dtype="float16")
-    fp8 = CardCost(target=M7, draft=None, hardware=A100, dtype="float16", kv="fp8")
+    fp16 = CardCost(deployment=Deployment(target=M7, hardware=A100, dtype="float16"), draft=None)
+    fp8 = CardCost(
+        deployment=Deployment(target=M7, hardware=A100, dtype="float16", kv="fp8"), draft=None
+    )
     assert fp8.kv_bytes_per_token() == fp16.kv_bytes_per_token() / 2
     assert fp8.kv_capacity_tokens() in (
         2 * fp16.kv_capacity_tokens(),
         2 * fp16.kv_capacity_tokens() + 1,
     )
-    int4 = CardCost(target=M7, draft=None, hardware=A100, weights="int4")
+    int4 = CardCost(deployment=Deployment(target=M7, hardware=A100, weights="int4"), draft=None)
     assert int4.kv_capacity_tokens() > fp16.kv_capacity_tokens()
     assert int4.footprints()[0].weights_bytes < 0.3 * fp16.footprints()[0].weights_bytes
 
@@ -135,7 +138,9 @@ def test_kv_format_halves_kv_bytes_and_doubles_capacity() -> None:
 def test_card_cost_prices_quantized_passes_like_step_cost() -> None:
     draft = load_model("llama-68m")
     src = CardCost(
-        target=M7, draft=draft, hardware=A100, weights="int4", group_size=32, draft_weights="int8"
+        deployment=Deployment(target=M7, hardware=A100, weights="int4", group_size=32),
+        draft=draft,
+        draft_deployment=Deployment(target=draft, hardware=A100, weights="int8"),
     )
     ctx = np.array([100, 200])
     got = src.verify(np.array([4, 4]), ctx).time_s
@@ -164,7 +169,7 @@ def test_bad_formats_are_named() -> None:
     with pytest.raises(ValueError, match=r"block length 256 of weight format 'q4_K'.*d_model=896"):
         step_cost(qwen, A100, batch=1, context=8, new_tokens=1, weights="q4_K")
     with pytest.raises(ValueError, match="weights: unknown format"):
-        CardCost(target=M7, draft=None, hardware=A100, weights="nf4")
+        CardCost(deployment=Deployment(target=M7, hardware=A100, weights="nf4"), draft=None)
 
 
 def test_every_format_cites_its_source() -> None:

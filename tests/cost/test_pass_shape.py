@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from specsim.cards import load_hardware, load_model
 from specsim.cost import (
+    Deployment,
     PassShape,
     chain_pairs,
     chain_sums,
@@ -127,6 +128,6 @@ def test_a_tree_of_ten_positions_costs_between_its_chains() -> None:
     assert tree.time_s <= chain.time_s and tree.bytes == chain.bytes
     chain_shape = PassShape.tree(context=[512] * 8, parents=chain_parents(10))
     assert pass_cost(m, hw, chain_shape) == chain
-    card = CardCost(target=m, draft=None, hardware=hw)
+    card = CardCost(deployment=Deployment(target=m, hardware=hw), draft=None)
     assert card.verify_pass(PassShape.tree(context=512, parents=parents)).time_s > 0
     assert PlainCost(c=0.1, v=(1.0, 1.5)).verify_pass(chain_shape).time_s == 1.5

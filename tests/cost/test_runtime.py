@@ -23,7 +23,7 @@ from specsim.cards import (
     write_hardware_card,
 )
 from specsim.cli import main
-from specsim.cost import step_cost, verification_factor
+from specsim.cost import Deployment, step_cost, verification_factor
 from specsim.sim.costs import CardCost
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -153,7 +153,9 @@ def test_sampling_cost_is_per_new_token() -> None:
 
 def test_card_cost_takes_a_runtime() -> None:
     a100, d = load_hardware("a100-80gb"), load_model("llama-68m")
-    src = CardCost(target=M7, draft=d, hardware=a100, runtime="pytorch-eager-a100")
+    src = CardCost(
+        deployment=Deployment(target=M7, hardware=a100, runtime="pytorch-eager-a100"), draft=d
+    )
     ctx = np.array([100])
     want = step_cost(M7, a100, batch=1, context=100, new_tokens=4, runtime="pytorch-eager-a100")
     assert src.verify(np.array([4]), ctx).time_s == pytest.approx(want.time_s, rel=1e-12)
@@ -171,7 +173,9 @@ def test_bad_profiles_are_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"fitted on 'cpu-epyc-2vcpu'.*'a100-80gb'"):
         step_cost(M7, a100, runtime="cpu-eager-pytorch", **kw)
     with pytest.raises(ValueError, match=r"fitted on 'rtx-3090'.*'a100-80gb'"):
-        CardCost(target=M7, draft=None, hardware=a100, runtime="llama-cpp-rtx3090")
+        CardCost(
+            deployment=Deployment(target=M7, hardware=a100, runtime="llama-cpp-rtx3090"), draft=None
+        )
     with pytest.raises(ValueError, match=r"profile 'gpt-fast' is for \['gpu'\].*cpu"):
         step_cost(load_model("llama-68m"), "cpu-epyc-2vcpu", runtime="gpt-fast", **kw)
     card = (ROOT / "models" / "hardware" / "l4.toml").read_text(encoding="utf-8")
@@ -296,7 +300,12 @@ def test_vllm_profile_is_refused_on_another_device() -> None:
         with pytest.raises(ValueError, match=r"'vllm-h100' was fitted on 'h100-sxm'"):
             step_cost(L31, other, batch=1, context=64, new_tokens=1, runtime="vllm-h100")
     with pytest.raises(ValueError, match=r"fitted on 'h100-sxm'.*'a100-80gb'"):
-        CardCost(target=M7, draft=None, hardware=load_hardware("a100-80gb"), runtime="vllm-h100")
+        CardCost(
+            deployment=Deployment(
+                target=M7, hardware=load_hardware("a100-80gb"), runtime="vllm-h100"
+            ),
+            draft=None,
+        )
 
 
 def test_vllm_checks_are_out_of_sample_and_report_misses() -> None:

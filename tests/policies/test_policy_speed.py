@@ -19,7 +19,7 @@ import specsim.sim.source as source
 from specsim.acceptance.processes import IIDAcceptance
 from specsim.capacity.planner import SLO, Search, search_capacity
 from specsim.cards import load_hardware, load_model
-from specsim.cost import chain_sums, time_energy, verification_positions
+from specsim.cost import Deployment, chain_sums, time_energy, verification_positions
 from specsim.policies.lookahead import LoadAdaptive, PolicyContext
 from specsim.sim import CardCost, PlainCost, PoissonWorkload, ServingConfig, simulate_serving
 from specsim.sim.source import IterationCost, TableTimes
@@ -48,9 +48,8 @@ class Unremembered(CardCost):
 
 
 PARTS = dict(
-    target=load_model("llama-2-7b"),
+    deployment=Deployment(target=load_model("llama-2-7b"), hardware=load_hardware("a100-80gb")),
     draft=load_model("llama-68m"),
-    hardware=load_hardware("a100-80gb"),
 )
 
 
@@ -189,22 +188,28 @@ def _array_times(card: CardCost, b: float, sc: float, n: int) -> np.ndarray:
 CARDS = {
     "a100": PARTS,
     "h200, tensor parallel 2": dict(
-        target=load_model("llama-3.1-70b"),
+        deployment=Deployment(
+            target=load_model("llama-3.1-70b"), hardware=load_hardware("h200"), tensor_parallel=2
+        ),
         draft=load_model("llama-3.2-1b"),
-        hardware=load_hardware("h200"),
-        tensor_parallel=2,
     ),
-    "int4 weights (dequantization)": {**PARTS, "weights": "int4"},
+    "int4 weights (dequantization)": {
+        **PARTS,
+        "deployment": Deployment(
+            target=load_model("llama-2-7b"), hardware=load_hardware("a100-80gb"), weights="int4"
+        ),
+    },
     "encoder-decoder": dict(
-        target=load_model("t5-base"),
+        deployment=Deployment(target=load_model("t5-base"), hardware=load_hardware("a100-80gb")),
         draft=load_model("t5-base"),
-        hardware=load_hardware("a100-80gb"),
     ),
     "efficiencies by rows": dict(
-        target=load_model("llama-160m"),
+        deployment=Deployment(
+            target=load_model("llama-160m"),
+            hardware=load_hardware("cpu-epyc-2vcpu"),
+            runtime="cpu-epyc-eager-rows",
+        ),
         draft=load_model("llama-68m"),
-        hardware=load_hardware("cpu-epyc-2vcpu"),
-        runtime="cpu-epyc-eager-rows",
     ),
 }
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from specsim.cards import DTYPE_BYTES, load_hardware, load_model
-from specsim.cost import cost_coefficient, step_cost, verification_factor
+from specsim.cost import Deployment, cost_coefficient, step_cost, verification_factor
 from specsim.problems import (
     MARKER,
     TEMPLATES,
@@ -191,7 +191,7 @@ def _independent_cards(key: str, q: Mapping[str, Any]) -> list[float]:
             return _round((s + m.layers * lay + pas) * 1e3, 4)
 
         tt, td = est(t), est(d)
-        full = float(cost_coefficient(d, t, hw, context=ctx))
+        full = float(cost_coefficient(d, Deployment(target=t, hardware=hw), context=ctx))
         ratio = _round(d.decode_params / 1e6, 1) / _round(t.decode_params / 1e6, 1)
         return [ratio, tt, td, td / tt, full]
     if key == "verification_factor":
@@ -205,11 +205,15 @@ def _independent_cards(key: str, q: Mapping[str, Any]) -> list[float]:
             / (2 * float(f"{hw.mem_bandwidth / 1e9:g}") * 1e9 * float(f"{hw.memory_efficiency:g}"))
         )
         v = _round(float(verification_factor(t, hw, g, batch=b, context=ctx)), 3)
-        c = _round(float(cost_coefficient(d, t, hw, batch=b, context=ctx)), 4)
+        c = _round(
+            float(cost_coefficient(d, Deployment(target=t, hardware=hw), batch=b, context=ctx)), 4
+        )
         return [ridge, b * (g + 1), v, _E(a, g) / (g * c + v)]
     if key == "gamma_with_v":
         b, a = q["batch"], q["alpha"]
-        c = _round(float(cost_coefficient(d, t, hw, batch=b, context=ctx)), 4)
+        c = _round(
+            float(cost_coefficient(d, Deployment(target=t, hardware=hw), batch=b, context=ctx)), 4
+        )
         vs = [
             _round(float(verification_factor(t, hw, g, batch=b, context=ctx)), 3) for g in range(11)
         ]

@@ -26,7 +26,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from specsim.cards import load_hardware, load_model
-from specsim.cost import cost_coefficient_frame, verification_frame
+from specsim.cost import Deployment, cost_coefficient_frame, verification_frame
 from specsim.plots.cost import plot_calibration, plot_cost_coefficient, plot_verification_factor
 from specsim.plots.figures import (
     STYLE_CYCLE,
@@ -252,7 +252,7 @@ def test_cost_plot_v_is_readable(tmp_path: Any) -> None:
     from specsim.cli import main
 
     model, hw = load_model("llama-2-7b"), load_hardware("a100-80gb")
-    fig = plot_verification_factor(verification_frame(model, hw))
+    fig = plot_verification_factor(verification_frame(Deployment(target=model, hardware=hw)))
     assert not figure_problems(fig, "cost --plot-v")
     labels = [t.get_text() for lg in _legends(fig) for t in lg.get_texts()]
     assert {"gamma = 1", "gamma = 3", "gamma = 7"} <= set(labels)
@@ -268,7 +268,9 @@ def test_cost_plot_v_is_readable(tmp_path: Any) -> None:
 
 def test_other_library_figures_are_readable() -> None:
     model, hw = load_model("llama-2-7b"), load_hardware("a100-80gb")
-    cf = cost_coefficient_frame([load_model("llama-68m")], model, hw, contexts=(128, 512))
+    cf = cost_coefficient_frame(
+        [load_model("llama-68m")], Deployment(target=model, hardware=hw), contexts=(128, 512)
+    )
     assert not figure_problems(plot_cost_coefficient(cf), "cost coefficient")
     rng = np.random.default_rng(0)
     t = rng.lognormal(-4.0, 1.0, 12)

@@ -18,6 +18,7 @@ from specsim.capacity.planner import SLO, Search, search_capacity
 from specsim.capacity.walk import TWIN, serve_judged
 from specsim.cards import read_toml
 from specsim.cli import main
+from specsim.cost import Deployment
 from specsim.proposers import DraftModel, Heads, NGram, ParallelDraft, SelfSpeculation
 from specsim.sim.config import config_from_dict, load_config, with_value
 from specsim.sim.config_compose import simulate_run
@@ -207,20 +208,42 @@ def test_bad_tables_name_the_key_the_table_and_the_file(
 @pytest.mark.parametrize("name", ["serving.toml", "stream-cards.toml"])
 def test_a_chain_config_takes_a_deployment_table(tmp_path: Path, name: str) -> None:
     chain = read_toml(ROOT / "studies" / "configs" / name)
-    cost = chain["cost"]
-    moved = {k: v for k, v in chain.items() if k != "cost"}
-    moved["deployment"] = {"target": cost["target"], "hardware": cost["hardware"]}
-    moved["cost"] = {"kind": "cards", "draft": cost["draft"]}
-    same = _run(tmp_path, moved)
-    assert same.config == _run(tmp_path, chain).config
-    fp8 = with_value(same, "deployment.kv", "fp8", where="test")
-    assert fp8.config.cost.kv == "fp8" and same.config.cost.kv is None  # type: ignore[union-attr]
-    both = copy.deepcopy(moved)
-    both["cost"]["hardware"] = "h100-sxm"
-    with pytest.raises(
-        ValueError, match=r"\['hardware'\] given in both \[deployment\] and \[cost\]"
-    ):
-        _run(tmp_path, both)
+    dep = chain["deployment"]
+    spec = _run(tmp_path, chain)
+    cost = spec.config.cost
+    assert cost.deployment == Deployment(target=dep["target"], hardware=dep["hardware"])  # type: ignore[union-attr]
+    assert cost.draft.slug == chain["cost"]["draft"]  # type: ignore[union-attr]
+    fp8 = with_value(spec, "deployment.kv", "fp8", where="test")
+    assert fp8.config.cost.formats().kv_format == "float8"  # type: ignore[union-attr]
+    assert cost.formats().kv_format != "float8"  # type: ignore[union-attr]
+    # The old form, what runs where in [cost]: an error that says where each key goes now.
+    old = {k: v for k, v in chain.items() if k != "deployment"}
+    old["cost"] = {**chain["cost"], "target": dep["target"], "hardware": dep["hardware"]}
+    with pytest.raises(ValueError, match=r"\[cost\]\.target: .*write \[deployment\] target"):
+        _run(tmp_path, old)
+    old["cost"] = {**chain["cost"], "draft_hardware": dep["hardware"]}
+    with pytest.raises(ValueError, match=r"\[cost\]\.draft_hardware: .*\[draft_deployment\]"):
+        _run(tmp_path, {**old, "deployment": dep})
+    with pytest.raises(ValueError, match=r"kind = 'cards' takes its target.*\[deployment\]"):
+        _run(tmp_path, {**old, "cost": {"kind": "cards", "draft": chain["cost"]["draft"]}})
+
+
+def test_a_draft_deployment_table_places_the_draft(tmp_path: Path) -> None:
+    chain = read_toml(ROOT / "studies" / "configs" / "stream-cards.toml")
+    over = {**chain["deployment"], "draft_placement": "overlapped"}
+    own = {"hardware": "h100-sxm", "weights": "int4"}
+    spec = _run(tmp_path, {**chain, "deployment": over, "draft_deployment": own})
+    cost = spec.config.cost
+    assert cost.overlapped and cost.drafting().hardware.slug == "h100-sxm"  # type: ignore[union-attr]
+    assert cost.drafting().target.slug == "llama-68m"  # type: ignore[union-attr]
+    assert cost.formats(draft=True).weight_format == "int4"  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match=r"draft_placement: 'shared' disagrees"):
+        _run(
+            tmp_path,
+            {**chain, "deployment": over, "draft_deployment": {**own, "draft_placement": "shared"}},
+        )
+    with pytest.raises(ValueError, match=r"\[draft_deployment\]: unknown key"):
+        _run(tmp_path, {**chain, "deployment": over, "draft_deployment": {"gpu": "h200"}})
 
 
 def test_a_sweep_over_whole_proposer_tables(tmp_path: Path) -> None:

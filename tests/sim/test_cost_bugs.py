@@ -207,10 +207,10 @@ def test_the_draft_is_priced_at_the_context_it_has_cached() -> None:
 def _overlapped() -> CardCost:
     hw = load_hardware("a100-80gb")
     return CardCost(
-        target=load_model("llama-2-7b"),
+        deployment=Deployment(
+            target=load_model("llama-2-7b"), hardware=hw, draft_placement="overlapped"
+        ),
         draft=load_model("llama-68m"),
-        hardware=hw,
-        draft_hardware=hw,
     )
 
 
@@ -288,7 +288,7 @@ def test_chain_serving_frees_a_finished_requests_kv_reservation() -> None:
         workload=TraceWorkload(
             arrival_s=(0.0, 0.0, 0.0), prompt_tokens=prompts, output_tokens=outputs
         ),
-        cost=CardCost(target=TARGET, draft=DRAFT.card, hardware=HW),
+        cost=CardCost(deployment=Deployment(target=TARGET, hardware=HW), draft=DRAFT.card),
         acceptance=IIDAcceptance(alpha=0.7),
         policy=FixedGamma(gamma=3),
         max_gamma=3,
@@ -313,7 +313,7 @@ def test_chain_serving_frees_one_token_reservations_while_it_drains() -> None:
     reserve = [p + o + look for p, o in zip(prompts, outputs, strict=True)]
     capacity = max(reserve)
     assert reserve[0] + reserve[1] > capacity
-    cost = CardCost(target=TARGET, draft=DRAFT.card, hardware=HW)
+    cost = CardCost(deployment=Deployment(target=TARGET, hardware=HW), draft=DRAFT.card)
     cfg = ServingConfig(
         workload=TraceWorkload(
             arrival_s=(0.0, 0.0, 0.0), prompt_tokens=prompts, output_tokens=outputs

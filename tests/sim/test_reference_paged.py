@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from specsim.acceptance.processes import IIDAcceptance
-from specsim.cost import PassShape, pass_cost
+from specsim.cost import Deployment, PassShape, pass_cost
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost, ServingConfig, simulate_serving
 from specsim.sim.arrivals import TraceWorkload
@@ -54,7 +54,7 @@ def test_paged_serving_with_recompute_preemption() -> None:
     )
     cfg = ServingConfig(
         workload=w,
-        cost=CardCost(target=TARGET, draft=SMALL, hardware=HW),
+        cost=CardCost(deployment=Deployment(target=TARGET, hardware=HW), draft=SMALL),
         acceptance=IIDAcceptance(alpha=0.0),
         policy=FixedGamma(gamma=GAMMA),
         max_batch=CAP,

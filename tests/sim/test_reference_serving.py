@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from specsim.acceptance.processes import IIDAcceptance
-from specsim.cost import pass_aggregates_cost
+from specsim.cost import Deployment, pass_aggregates_cost
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost, ServingConfig, simulate_serving
 from specsim.sim.arrivals import TraceWorkload
@@ -54,7 +54,7 @@ def chain_decode(gamma: int) -> object:
 def chain_config(workload: TraceWorkload, **kw: object) -> ServingConfig:
     base: dict[str, object] = dict(
         workload=workload,
-        cost=CardCost(target=TARGET, draft=SMALL, hardware=HW),
+        cost=CardCost(deployment=Deployment(target=TARGET, hardware=HW), draft=SMALL),
         acceptance=IIDAcceptance(alpha=0.7),
         policy=FixedGamma(gamma=3),
         max_batch=3,

@@ -47,7 +47,9 @@ def test_stream(overlap: bool, policy: object, method: str) -> None:
     tokens, the bonus dropped), else when its pass ends; a pass starts when its block is
     drafted and the target is free."""
     prompt, tokens = 300, 160
-    cost = CardCost(target=TARGET, draft=SMALL, hardware=HW, draft_hardware=HW if overlap else None)
+    placement = "overlapped" if overlap else "shared"
+    dep = Deployment(target=TARGET, hardware=HW, draft_placement=placement)
+    cost = CardCost(deployment=dep, draft=SMALL)
     cfg = StreamConfig(
         tokens=tokens,
         acceptance=IIDAcceptance(alpha=0.75),

@@ -10,6 +10,7 @@ import pytest
 import specsim.sim.serving.loop as serving
 from specsim.acceptance.processes import IIDAcceptance
 from specsim.cards import load_hardware, load_model
+from specsim.cost import Deployment
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost, PlainCost, PoissonWorkload, ServingConfig, simulate_serving
 from specsim.sim.batch import Batch, Requests, draw_requests
@@ -32,9 +33,8 @@ class SteppedPlain(PlainCost):
 @pytest.fixture(scope="module")
 def cards() -> tuple[CardCost, CardCost]:
     parts = dict(
-        target=load_model("llama-2-7b"),
+        deployment=Deployment(target=load_model("llama-2-7b"), hardware=load_hardware("a100-80gb")),
         draft=load_model("llama-68m"),
-        hardware=load_hardware("a100-80gb"),
     )
     return CardCost(**parts), Stepped(**parts)
 

@@ -10,6 +10,7 @@ import pytest
 from serving_cases import card_cost, serving_config
 
 from specsim.acceptance.processes import IIDAcceptance
+from specsim.cost import Deployment
 from specsim.policies.lookahead import FixedGamma, HeuristicPlusTwoMinusOne, LoadAdaptive
 from specsim.sim import CardCost, PoissonWorkload, simulate_serving
 from specsim.sim.batch import Batch, Requests, draw_requests
@@ -140,7 +141,9 @@ class HostLinkCost(CardCost):
 def test_swap_needs_a_host_link_and_then_recomputes_nothing(card) -> None:
     with pytest.raises(ValueError, match="preemption: 'swap'.*host_link_bandwidth"):
         config(card, kv_block_tokens=16, kv_capacity_tokens=800, preemption="swap")
-    linked = HostLinkCost(target=card.target, draft=card.draft, hardware=card.hardware)
+    linked = HostLinkCost(
+        deployment=Deployment(target=card.target, hardware=card.hardware), draft=card.draft
+    )
     cfg = config(linked, kv_block_tokens=16, kv_capacity_tokens=800, preemption="swap")
     r = simulate_serving(cfg, np.random.default_rng(1))
     it, req = r.iterations_spec, r.requests_spec
@@ -186,7 +189,9 @@ def test_a_swapped_request_pays_the_link_out_and_back_in(card) -> None:
     # and, before it runs again, the same tokens come back in, so over a run where every
     # request finishes the copies take twice the swap-out time.
     P = 128
-    linked = HostLinkCost(target=card.target, draft=card.draft, hardware=card.hardware)
+    linked = HostLinkCost(
+        deployment=Deployment(target=card.target, hardware=card.hardware), draft=card.draft
+    )
     cfg = config(
         linked,
         prompt_tokens=(P, P),

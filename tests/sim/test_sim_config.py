@@ -40,7 +40,8 @@ def test_example_configs_load(path: Path) -> None:
         ({"acceptance": {"kind": "iid", "alpha": 1.5}}, r"config.acceptance \(iid\): alpha"),
         ({"acceptance": {"kind": "gauss"}}, "unknown kind 'gauss'"),
         ({"policy": {"kind": "fixed", "gamma": 3, "extra": 1}}, r"config.policy: unknown key"),
-        ({"cost": {"kind": "cards", "target": "nope", "hardware": "h200"}}, "nope"),
+        ({"deployment": {"target": "nope", "hardware": "h200"}, "cost": {"kind": "cards"}}, "nope"),
+        ({"cost": {"kind": "cards", "target": "llama-2-7b"}}, r"write \[deployment\] target"),
         ({"mode": "batch"}, "config.mode"),
     ],
 )
@@ -109,17 +110,19 @@ def test_paths_apply_to_the_dataclasses() -> None:
     wider = with_value(spec, "acceptance.spread", 0.25, where="test")
     assert wider.config.acceptance.spread == 0.25  # type: ignore[attr-defined]
     assert spec.config.acceptance.spread == 0.2  # type: ignore[attr-defined]  # unchanged
-    cards = with_value(
-        spec,
-        "cost",
-        {"kind": "cards", "target": "llama-2-7b", "draft": "llama-68m", "hardware": "a100-80gb"},
-        where="test",
+    with pytest.raises(ValueError, match=r"test \[cost\]: kind = 'cards' takes .*\[deployment\]"):
+        with_value(spec, "cost", {"kind": "cards", "draft": "llama-68m"}, where="test")
+    dep = {"target": "llama-2-7b", "hardware": "a100-80gb"}
+    cards = config_from_dict(
+        {**BASE, "deployment": dep, "cost": {"kind": "cards", "draft": "llama-68m"}}
     )
-    swapped = with_value(cards, "cost.hardware", "h200", where="test")
+    swapped = with_value(cards, "deployment.hardware", "h200", where="test")
     assert swapped.config.cost.hardware.slug == "h200"  # type: ignore[attr-defined]
-    assert dataclasses.replace(swapped.config.cost, hardware=cards.config.cost.hardware) == (  # type: ignore[type-var]
-        cards.config.cost
+    back = dataclasses.replace(
+        swapped.config.cost.deployment,  # type: ignore[attr-defined]
+        hardware=cards.config.cost.hardware,  # type: ignore[attr-defined]
     )
+    assert dataclasses.replace(swapped.config.cost, deployment=back) == cards.config.cost  # type: ignore[type-var]
     with pytest.raises(ValueError, match=r"'acceptance.alhpa': .*no field 'alhpa'"):
         with_value(spec, "acceptance.alhpa", 0.5, where="test")
     with pytest.raises(ValueError, match=r"test: acceptance.spread: spread"):

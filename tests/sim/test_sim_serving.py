@@ -8,7 +8,7 @@ from serving_cases import card_cost, serving_config
 
 from specsim.acceptance.processes import IIDAcceptance
 from specsim.cards import load_hardware, load_model
-from specsim.cost import step_cost
+from specsim.cost import Deployment, step_cost
 from specsim.policies.lookahead import FixedGamma, LoadAdaptive
 from specsim.sim import (
     CardCost,
@@ -133,22 +133,28 @@ def test_uniform_iteration_times_equal_iteration(card: CardCost) -> None:
 def _card_sources() -> list[CardCost]:
     a100, h100 = load_hardware("a100-80gb"), load_hardware("h100-sxm")
     return [
-        CardCost(target=load_model("llama-2-7b"), draft=load_model("llama-68m"), hardware=a100),
         CardCost(
-            target=load_model("llama-2-70b"),
-            draft=load_model("llama-2-7b"),
-            hardware=h100,
-            tensor_parallel=2,
-        ),
-        CardCost(
-            target=load_model("t5-xxl"),
-            draft=load_model("t5-small"),
-            hardware=load_hardware("tpu-v4"),
-        ),
-        CardCost(
-            target=load_model("llama-2-7b"),
+            deployment=Deployment(target=load_model("llama-2-7b"), hardware=a100),
             draft=load_model("llama-68m"),
-            hardware=dataclasses.replace(a100, energy_per_flop_j=1e-12, energy_per_byte_j=1e-11),
+        ),
+        CardCost(
+            deployment=Deployment(
+                target=load_model("llama-2-70b"), hardware=h100, tensor_parallel=2
+            ),
+            draft=load_model("llama-2-7b"),
+        ),
+        CardCost(
+            deployment=Deployment(target=load_model("t5-xxl"), hardware=load_hardware("tpu-v4")),
+            draft=load_model("t5-small"),
+        ),
+        CardCost(
+            deployment=Deployment(
+                target=load_model("llama-2-7b"),
+                hardware=dataclasses.replace(
+                    a100, energy_per_flop_j=1e-12, energy_per_byte_j=1e-11
+                ),
+            ),
+            draft=load_model("llama-68m"),
         ),
     ]
 

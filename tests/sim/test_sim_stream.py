@@ -9,6 +9,7 @@ import pytest
 from specsim import theory
 from specsim.acceptance.processes import IIDAcceptance, MarkovAcceptance, PositionalAcceptance
 from specsim.cards import load_hardware, load_model
+from specsim.cost import Deployment
 from specsim.policies.lookahead import (
     ConfidenceThreshold,
     FixedGamma,
@@ -103,9 +104,8 @@ def test_same_seed_same_result_and_methods_agree() -> None:
 
 def test_card_cost_methods_agree_and_report_energy() -> None:
     cost = CardCost(
-        target=load_model("llama-2-7b"),
+        deployment=Deployment(target=load_model("llama-2-7b"), hardware=load_hardware("a100-80gb")),
         draft=load_model("llama-68m"),
-        hardware=load_hardware("a100-80gb"),
     )
     fast = run(tokens=800, prompt=256, cost=cost)
     cfg = StreamConfig(
@@ -282,9 +282,8 @@ def test_the_last_blocks_lookahead_is_checked_before_the_run() -> None:
     (llama-68m: 2048): 1800 + 245 + 3 reaches 2048 exactly and runs; one token more is
     refused up front, naming the field, instead of failing in the last pass."""
     cost = CardCost(
-        target=load_model("llama-2-7b"),
+        deployment=Deployment(target=load_model("llama-2-7b"), hardware=load_hardware("a100-80gb")),
         draft=load_model("llama-68m"),
-        hardware=load_hardware("a100-80gb"),
     )
     ok = StreamConfig(
         tokens=245,

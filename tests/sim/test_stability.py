@@ -14,6 +14,7 @@ import pytest
 
 from specsim.acceptance.processes import IIDAcceptance
 from specsim.cli import main
+from specsim.cost import Deployment
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost, PlainCost, PoissonWorkload, ServingConfig, simulate_serving
 from specsim.sim.router import replica_metrics
@@ -133,7 +134,8 @@ def _llama70b(rate: float, requests: int) -> ServingConfig:
             rate_per_s=rate, requests=requests, prompt_tokens=1000, output_tokens=300
         ),
         cost=CardCost(
-            target="llama-3.1-70b", draft="llama-3.2-1b", hardware="h200", tensor_parallel=2
+            deployment=Deployment(target="llama-3.1-70b", hardware="h200", tensor_parallel=2),
+            draft="llama-3.2-1b",
         ),
         acceptance=IIDAcceptance(alpha=0.7),
         policy=FixedGamma(gamma=3),

@@ -88,7 +88,7 @@ def test_the_twin_is_chain_servings_plain_run(rate: float) -> None:
     chain = simulate_serving(
         ServingConfig(
             workload=w,
-            cost=CardCost(target=TARGET, draft=None, hardware=HW),
+            cost=CardCost(deployment=Deployment(target=TARGET, hardware=HW), draft=None),
             acceptance=IIDAcceptance(alpha=0.5),
             policy=FixedGamma(gamma=0),
             max_batch=8,

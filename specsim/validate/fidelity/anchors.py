@@ -27,7 +27,7 @@ from __future__ import annotations
 import pandas as pd
 
 from specsim.cards import load_hardware, load_model
-from specsim.cost import cost_coefficient, step_cost
+from specsim.cost import Deployment, cost_coefficient, step_cost
 
 from .rows import COLUMNS, fidelity_row, rounding_interval
 
@@ -69,8 +69,7 @@ def fitted_anchors() -> pd.DataFrame:
         pred = float(
             cost_coefficient(
                 load_model(draft),
-                xxl,
-                tpu,
+                Deployment(target=xxl, hardware=tpu),
                 batch=1,
                 context=_T5_CONTEXT,
                 encoder_length=_T5_ENCODER,

@@ -33,7 +33,7 @@ from scipy import optimize
 
 from specsim.acceptance.processes import AcceptanceProcess, IIDAcceptance, MarkovAcceptance
 from specsim.cards import load_hardware, load_model
-from specsim.cost import cost_coefficient, verification_factor
+from specsim.cost import Deployment, cost_coefficient, verification_factor
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import PlainCost, StreamConfig, simulate_stream
 from specsim.theory import expected_tokens, walltime_speedup
@@ -386,12 +386,12 @@ def encoder_sensitivity(
     length (cross-attention over the cached encoder output), batch 1: how far the encoder
     length, which a user knows per task, can move Theorem 3.8."""
     t, hw = load_model(target), load_hardware(hardware)
-    rows = []
+    rows, dep = [], Deployment(target=t, hardware=hw)
     for n in lengths:
         v = float(verification_factor(t, hw, gamma, batch=1, context=context, encoder_length=n))
         for d in drafts:
             c = float(
-                cost_coefficient(load_model(d), t, hw, batch=1, context=context, encoder_length=n)
+                cost_coefficient(load_model(d), dep, batch=1, context=context, encoder_length=n)
             )
             rows.append({"encoder_length": n, "draft": d, "c": c, f"v({gamma})": v})
     return pd.DataFrame(rows)
