@@ -19,7 +19,8 @@ from matplotlib.figure import Figure
 
 from specsim.acceptance.processes import IIDAcceptance
 from specsim.capacity.crossover import closed_batch, replicate
-from specsim.cards import load_hardware, load_model
+from specsim.cards import load_model
+from specsim.cost import Deployment
 from specsim.plots.figures import describe, figure, legend_outside, plot_lines
 from specsim.policies.engine_rules import (
     BatchSizeSchedule,
@@ -34,13 +35,9 @@ __all__ = ["policy_rows", "policy_figure"]
 
 
 def card_cost(*, target: str, draft: str, hardware: str, runtime: str | None) -> CardCost:
-    """The one place this study builds a CardCost (the seam being changed to a Deployment)."""
-    return CardCost(
-        target=load_model(target),
-        draft=load_model(draft),
-        hardware=load_hardware(hardware),
-        runtime=runtime,
-    )
+    """The one place this study builds a CardCost: the draft beside the target on its deployment."""
+    deployment = Deployment(target=target, hardware=hardware, runtime=runtime)
+    return CardCost(deployment=deployment, draft=load_model(draft))
 
 
 def rules(

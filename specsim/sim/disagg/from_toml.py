@@ -67,9 +67,8 @@ def prefill_cost(decode: CardCost, *, tensor_parallel: int | None = None) -> Car
     ``tensor_parallel`` devices (None: the decode pool's); the one place a CardCost is
     built here."""
     tp = decode.tensor_parallel if tensor_parallel is None else tensor_parallel
-    return dataclasses.replace(
-        decode, draft=None, draft_hardware=None, draft_runtime=None, tensor_parallel=tp
-    )
+    deployment = dataclasses.replace(decode.deployment, tensor_parallel=tp)
+    return CardCost(deployment=deployment)
 
 
 def disagg_from_dict(
