@@ -177,19 +177,7 @@ class Deployment:
 
     def pass_cost(self, shape: PassShape) -> StepCost:
         """One pass of ``shape`` on this deployment (:func:`specsim.cost.pass_cost`)."""
-        return pass_cost(
-            self.target,
-            self.hardware,
-            shape,
-            dtype=self.dtype,
-            tensor_parallel=self.tensor_parallel,
-            weights=self.weights,
-            kv=self.kv,
-            group_size=self.group_size,
-            runtime=self.runtime,
-            expert_parallel=self.expert_parallel,
-            expert_weights=self.expert_weights,
-        )
+        return pass_cost(self.target, self.hardware, shape, **self.keywords())
 
     def aggregates_cost(
         self, *, batch: ArrayLike, tokens: ArrayLike, context_tokens: ArrayLike, pairs: ArrayLike
@@ -202,14 +190,7 @@ class Deployment:
             tokens=tokens,
             context_tokens=context_tokens,
             pairs=pairs,
-            dtype=self.dtype,
-            tensor_parallel=self.tensor_parallel,
-            weights=self.weights,
-            kv=self.kv,
-            group_size=self.group_size,
-            runtime=self.runtime,
-            expert_parallel=self.expert_parallel,
-            expert_weights=self.expert_weights,
+            **self.keywords(),
         )
 
 
