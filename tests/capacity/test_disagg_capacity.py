@@ -11,6 +11,7 @@ from specsim.acceptance.processes import IIDAcceptance
 from specsim.capacity import SLO
 from specsim.capacity.disagg import disagg_capacity, serve_pools, smallest_pools
 from specsim.cards import load_hardware, load_model
+from specsim.cost import Deployment
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost
 from specsim.sim.arrivals import PoissonWorkload, TraceWorkload
@@ -21,8 +22,8 @@ CONFIG = DisaggConfig(
     workload=PoissonWorkload(
         rate_per_s=1.0, requests=10, prompt_tokens=(256, 1536), output_tokens=(64, 256)
     ),
-    prefill_cost=CardCost(target=TARGET, draft=None, hardware=HW),
-    decode_cost=CardCost(target=TARGET, draft=SMALL, hardware=HW),
+    prefill_cost=CardCost(deployment=Deployment(target=TARGET, hardware=HW)),
+    decode_cost=CardCost(deployment=Deployment(target=TARGET, hardware=HW), draft=SMALL),
     acceptance=IIDAcceptance(alpha=0.8),
     policy=FixedGamma(gamma=3),
     link=card_link(HW, "interconnect"),

@@ -14,6 +14,7 @@ import pytest
 
 from specsim.acceptance.processes import IIDAcceptance
 from specsim.cards import load_hardware, load_model
+from specsim.cost import Deployment
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost, ServingConfig, simulate_serving
 from specsim.sim.arrivals import PoissonWorkload, TraceWorkload
@@ -38,8 +39,8 @@ WORKLOAD = PoissonWorkload(
 def config(**kw: object) -> DisaggConfig:
     base: dict[str, object] = dict(
         workload=WORKLOAD,
-        prefill_cost=CardCost(target=TARGET, draft=None, hardware=HW),
-        decode_cost=CardCost(target=TARGET, draft=SMALL, hardware=HW),
+        prefill_cost=CardCost(deployment=Deployment(target=TARGET, hardware=HW)),
+        decode_cost=CardCost(deployment=Deployment(target=TARGET, hardware=HW), draft=SMALL),
         acceptance=IIDAcceptance(alpha=0.7),
         policy=FixedGamma(gamma=3),
         link=card_link(HW, "interconnect"),
@@ -67,8 +68,8 @@ def test_transfer_time_is_bytes_over_bandwidth_plus_latency() -> None:
 
 
 def test_tensor_parallel_sends_a_shard_per_device() -> None:
-    one = CardCost(target=TARGET, draft=None, hardware=HW)
-    two = CardCost(target=TARGET, draft=None, hardware=HW, tensor_parallel=2)
+    one = CardCost(deployment=Deployment(target=TARGET, hardware=HW))
+    two = CardCost(deployment=Deployment(target=TARGET, hardware=HW, tensor_parallel=2))
     a = simulate_disaggregated(config(prefill_cost=one), np.random.default_rng(1)).requests()
     b = simulate_disaggregated(config(prefill_cost=two), np.random.default_rng(1)).requests()
     lat = HW.interconnect_latency_s
@@ -122,7 +123,7 @@ def test_tpot_equals_a_colocated_decode_when_no_batch_is_shared() -> None:
     ).requests()
     colocated = ServingConfig(
         workload=spaced,
-        cost=CardCost(target=TARGET, draft=SMALL, hardware=HW),
+        cost=CardCost(deployment=Deployment(target=TARGET, hardware=HW), draft=SMALL),
         acceptance=IIDAcceptance(alpha=0.7),
         policy=FixedGamma(gamma=3),
         max_gamma=3,
@@ -154,7 +155,7 @@ def test_metrics_record_has_both_pools_and_the_transfer() -> None:
     ("field", "value"), [("prefill_replicas", 0), ("decode_replicas", 0), ("decode_replicas", 1.5)]
 )
 def test_zero_replicas_error_names_the_key(field: str, value: object) -> None:
-    with pytest.raises(ValueError, match=f"disaggregation.{field}"):
+    with pytest.raises((TypeError, ValueError), match=f"disaggregation.{field}"):
         config(**{field: value})
 
 
@@ -185,7 +186,8 @@ TOML = {
     },
     "acceptance": {"kind": "iid", "alpha": 0.7},
     "policy": {"kind": "fixed", "gamma": 3},
-    "cost": {"kind": "cards", "target": "llama-2-7b", "draft": "llama-68m", "hardware": "h100-sxm"},
+    "deployment": {"target": "llama-2-7b", "hardware": "h100-sxm"},
+    "cost": {"kind": "cards", "draft": "llama-68m"},
     "disaggregation": {"prefill_replicas": 2, "decode_replicas": 3, "link": "interconnect"},
 }
 
@@ -276,7 +278,7 @@ def test_toml_prefill_tensor_parallel() -> None:
 def test_toml_with_a_deployment_table() -> None:
     """A [deployment] gives the decode replica's target, hardware and formats (the draft in
     [cost]); the prefill replica keeps them without the draft."""
-    data = {k: v for k, v in TOML.items() if k != "cost"}
+    data = {k: v for k, v in TOML.items() if k not in ("cost", "deployment")}
     data["deployment"] = {"target": "llama-2-7b", "hardware": "h100-sxm", "kv": "float8"}
     data["cost"] = {"draft": "llama-68m"}
     cfg = disagg_from_dict(data).config

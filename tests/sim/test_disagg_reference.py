@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from specsim.acceptance.processes import IIDAcceptance
-from specsim.cost import PassShape, pass_cost
+from specsim.cost import Deployment, PassShape, pass_cost
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost
 from specsim.sim.arrivals import TraceWorkload
@@ -32,8 +32,8 @@ KV_PER_TOKEN = 2 * TARGET.layers * TARGET.kv_heads * TARGET.head_dim * 2
 def config(**kw: object) -> DisaggConfig:
     base: dict[str, object] = dict(
         workload=WORKLOAD,
-        prefill_cost=CardCost(target=TARGET, draft=None, hardware=HW),
-        decode_cost=CardCost(target=TARGET, draft=SMALL, hardware=HW),
+        prefill_cost=CardCost(deployment=Deployment(target=TARGET, hardware=HW)),
+        decode_cost=CardCost(deployment=Deployment(target=TARGET, hardware=HW), draft=SMALL),
         acceptance=IIDAcceptance(alpha=1.0),  # every draft accepted: known emitted counts
         policy=FixedGamma(gamma=GAMMA),
         link=LINK,

@@ -68,7 +68,7 @@ class Certain:
 def _chain(**kw: Any) -> ServingConfig:
     base: dict[str, Any] = dict(
         workload=WORK,
-        cost=CardCost(target=VICUNA, draft=None, hardware=HW),
+        cost=CardCost(deployment=Deployment(target=VICUNA, hardware=HW)),
         acceptance=IIDAcceptance(alpha=1.0),
         policy=FixedGamma(gamma=G),
         max_gamma=G,
@@ -156,7 +156,8 @@ def test_a_proposer_needs_a_cost_source_on_cards_and_the_protocol() -> None:
         _chain(proposer=object())
     with pytest.raises(ValueError):  # the head card was trained for vicuna-7b-v1.3
         _chain(
-            cost=CardCost(target=load_model("llama-2-7b"), draft=None, hardware=HW), proposer=HEADS
+            cost=CardCost(deployment=Deployment(target=load_model("llama-2-7b"), hardware=HW)),
+            proposer=HEADS,
         )
 
 
