@@ -68,7 +68,7 @@ COMMANDS: dict[str, str] = {
     ),
     "study": (
         "Run one what-if study (paper, table2, bill, lookahead, energy, shift, capacity, "
-        "engine, proposers, frontier); "
+        "engine, proposers, frontier, crossover); "
         "--list-keys shows its settings."
     ),
     "sweep": (

@@ -34,6 +34,7 @@ One noun per module, lowest first:
 'memory'
 """
 
+from specsim.cost.aggregates import pass_aggregates_cost
 from specsim.cost.deployment import PLACEMENTS, Deployment, deployment_from_table, load_deployment
 from specsim.cost.derived import cost_coefficient, draft_on, ops_coefficient, verification_factor
 from specsim.cost.flops import pass_flops, ridge_tokens
@@ -45,7 +46,6 @@ from specsim.cost.model import (
     DEFAULT_CONTEXT,
     DEFAULT_ENCODER_LENGTH,
     encoder_tokens,
-    pass_aggregates_cost,
     pass_cost,
     step_cost,
 )

@@ -41,6 +41,7 @@ from numpy.typing import ArrayLike
 from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, read_toml
 from specsim.checks import check_int
 from specsim.config import build
+from specsim.cost.aggregates import pass_aggregates_cost
 from specsim.cost.checks import (
     check_hardware,
     check_model,
@@ -48,7 +49,7 @@ from specsim.cost.checks import (
     check_tensor_parallel,
 )
 from specsim.cost.formats import Formats, resolve_formats
-from specsim.cost.model import pass_aggregates_cost, pass_cost
+from specsim.cost.model import pass_cost
 from specsim.cost.moe import check_expert_parallel
 from specsim.cost.results import PassTerms, StepCost
 from specsim.cost.shape import PassShape

@@ -49,12 +49,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from specsim.acceptance import processes as acc
 from specsim.cards import read_toml
-from specsim.config import Kinds, build, coerce, field_types, replace_path
-from specsim.policies import engine_rules as rules
+from specsim.config import build, coerce, field_types, replace_path
 from specsim.policies import lookahead as pol
-from specsim.sim.arrivals import Arrivals, GammaArrivals, OnOffArrivals, PoissonArrivals
 from specsim.sim.config_cards import card_cost_from_tables
 from specsim.sim.config_compose import (
     Slo,
@@ -63,24 +60,14 @@ from specsim.sim.config_compose import (
     set_path,
     tree_config_from_dict,
 )
-from specsim.sim.costs import CardCost, PlainCost
+from specsim.sim.config_kinds import KINDS, TwoStateMarkov
+from specsim.sim.costs import PlainCost
 from specsim.sim.serving import ServingConfig
 from specsim.sim.serving.drafting import ProposerDrafts, target_deployment
-from specsim.sim.source import CostSource, block_costs
+from specsim.sim.source import block_costs
 from specsim.sim.stream import StreamConfig
 from specsim.sim.workload import (
     Empirical,
-    Fixed,
-    Geometric,
-    Lengths,
-    LogNormal,
-    PoissonWorkload,
-    PresetWorkload,
-    SyntheticWorkload,
-    TraceWorkload,
-    Uniform,
-    Workload,
-    Zipf,
     read_request_trace,
 )
 from specsim.traces.io import read_trace
@@ -95,73 +82,6 @@ __all__ = [
     "with_value",
 ]
 
-
-@dataclass(frozen=True, kw_only=True)
-class TwoStateMarkov:
-    """The two-state form of ``kind = "markov"``: easy (``mean + spread``) and hard
-    (``mean - spread``) stretches, equally likely, kept with probability ``persistence``.
-
-    An acceptance process in its own right (it samples as
-    :meth:`specsim.acceptance.processes.MarkovAcceptance.two_state`), so that sweeps can vary
-    ``mean`` and ``spread`` as fields.
-    """
-
-    mean: float
-    spread: float
-    persistence: float
-    confidence_noise: float = 0.1
-    process: acc.MarkovAcceptance = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        process = acc.MarkovAcceptance.two_state(
-            mean=self.mean,
-            spread=self.spread,
-            persistence=self.persistence,
-            confidence_noise=self.confidence_noise,
-        )
-        object.__setattr__(self, "process", process)
-
-    def sample(self, rng: np.random.Generator, n: int) -> acc.AcceptanceDraw:
-        return self.process.sample(rng, n)
-
-
-KINDS: Kinds = {
-    acc.AcceptanceProcess: {
-        "iid": acc.IIDAcceptance,
-        "positional": acc.PositionalAcceptance,
-        "markov": (acc.MarkovAcceptance, TwoStateMarkov),
-        "trace": acc.TraceAcceptance,
-    },
-    pol.LookaheadPolicy: {
-        "fixed": pol.FixedGamma,
-        "optimal": pol.OptimalStatic,
-        "confidence": pol.ConfidenceThreshold,
-        "heuristic": pol.HeuristicPlusTwoMinusOne,
-        "load-adaptive": pol.LoadAdaptive,
-        "oracle": pol.Oracle,
-        "goodput": rules.GoodputAdaptive,
-        "vllm-disable-by-batch": rules.DisableByBatchSize,
-        "vllm-batch-schedule": rules.BatchSizeSchedule,
-        "sglang-adaptive": rules.SglangAdaptiveSteps,
-    },
-    CostSource: {"plain": PlainCost, "cards": CardCost},
-    Workload: {
-        "poisson": PoissonWorkload,
-        "trace": TraceWorkload,
-        "synthetic": SyntheticWorkload,
-        "preset": PresetWorkload,
-    },
-    Arrivals: {"poisson": PoissonArrivals, "gamma": GammaArrivals, "on-off": OnOffArrivals},
-    Lengths: {
-        "fixed": Fixed,
-        "uniform": Uniform,
-        "geometric": Geometric,
-        "lognormal": LogNormal,
-        "zipf": Zipf,
-        "empirical": Empirical,
-    },
-}
-"""Each extension point's kinds and the class (or alternative forms) each names."""
 
 FROM_RUN: tuple[str, ...] = ("alpha", "c", "max_gamma")
 """Policy fields that, left out of the policy table, come from the run."""

@@ -170,12 +170,8 @@ def test_each_rule_serves_from_toml(kind: str) -> None:
             },
             "acceptance": {"kind": "iid", "alpha": 0.7},
             "policy": TABLES[kind],
-            "cost": {
-                "kind": "cards",
-                "target": "llama-3.1-8b",
-                "draft": "llama-3.2-1b",
-                "hardware": "h100-sxm",
-            },
+            "deployment": {"target": "llama-3.1-8b", "hardware": "h100-sxm"},
+            "cost": {"kind": "cards", "draft": "llama-3.2-1b"},
         }
     )
     assert isinstance(spec.config, ServingConfig)

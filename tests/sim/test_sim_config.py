@@ -9,6 +9,7 @@ from specsim.acceptance.processes import IIDAcceptance
 from specsim.policies.lookahead import LoadAdaptive, OptimalStatic
 from specsim.sim import ServingConfig, StreamConfig, simulate_serving
 from specsim.sim.config import TwoStateMarkov, config_from_dict, load_config, with_value
+from specsim.sim.disagg.from_toml import load_disaggregated
 from specsim.sim.tree_serving import TreeServingConfig
 from specsim.sim.tree_serving_dynamic import DynamicTreeServingConfig
 
@@ -23,6 +24,9 @@ BASE = {
 
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.toml")), ids=lambda p: p.stem)
 def test_example_configs_load(path: Path) -> None:
+    if "[disaggregation]" in path.read_text(encoding="utf-8"):  # two pools: specsim.sim.disagg
+        assert load_disaggregated(path).config.decode_replicas >= 1
+        return
     spec = load_config(path)
     trees = TreeServingConfig | DynamicTreeServingConfig
     assert isinstance(spec.config, StreamConfig | ServingConfig | trees)

@@ -43,17 +43,15 @@ def target_deployment(cost: CostSource, *, where: str = "proposer") -> Deploymen
     """The target's deployment a cost source on cards prices (what a proposer drafts on);
     a ValueError naming ``where`` for a source without one (a proposer prices its drafting
     on the target's cards, stack and formats, which such a source does not have)."""
-    deployment = getattr(cost, "deployment", None)
-    if not callable(deployment):
+    got = getattr(cost, "deployment", None)
+    if got is None or callable(got):
         raise ValueError(
             f"{where}: a proposer prices its drafting on the target's deployment; the cost "
             f"source {type(cost).__name__} has none (use a cost source on cards)"
         )
-    got = deployment()
     if not isinstance(got, Deployment):
         raise TypeError(
-            f"{where}: {type(cost).__name__}.deployment() returned {type(got).__name__}, "
-            "not a Deployment"
+            f"{where}: {type(cost).__name__}.deployment is a {type(got).__name__}, not a Deployment"
         )
     return got
 
