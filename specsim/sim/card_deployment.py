@@ -142,7 +142,9 @@ def verify_grid(
 def passes(co: Roofline, T: Any, S: Any, R: Any, *, batch: Any, verify: Any) -> tuple[Any, Any]:
     """Time and energy of passes (numbers or arrays) that verify drafted tokens where
     ``verify`` (a bool, or a bool array of the passes' shape): both evaluations only where
-    the passes differ."""
+    the passes differ. An element without sequences (``batch`` 0, masked out by the caller)
+    is evaluated at batch 1: a stack's terms divide by the batch."""
+    batch = np.maximum(batch, 1.0)
     v = np.asarray(verify)
     if v.ndim == 0 or v.all() or not v.any():
         t, e = time_energy(co, T, S, R, batch=batch, verify=bool(v.all()))[:2]
