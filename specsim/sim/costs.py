@@ -293,7 +293,8 @@ class CardCost(Remembers, CardDeployment):
         (tl, te, _), dra = self._kernels
         T, P, C, n = decode
         tc, pc, cc, nc, q = chunks
-        tb, ver = T + tc, T > n  # the pass verifies when a decoding sequence drafted
+        tb = T + tc
+        ver = T > n  # the pass verifies when a decoding sequence drafted
         both_t, both_e = passes(
             tl, tb, (P + pc) + tb * te, (C + cc) + (n + nc) * te, batch=n + nc, verify=ver
         )
