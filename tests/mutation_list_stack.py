@@ -150,6 +150,14 @@ STACK: tuple[Mutation, ...] = (
         SERVING,
     ),
     Mutation(
+        "c-draft-profile",
+        "specsim/cost/derived.py",
+        "d_dep = d_dep.drafting()",
+        "d_dep = d_dep",
+        "c: the draft step runs under the stack's drafting profile",
+        SERVING,
+    ),
+    Mutation(
         "tree-chains-only",
         "specsim/policies/tree_optimizer.py",
         "    if refusal:  # the stack verifies chains only",

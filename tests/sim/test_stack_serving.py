@@ -17,7 +17,7 @@ import pytest
 from specsim.acceptance.processes import IIDAcceptance
 from specsim.cards import load_model
 from specsim.cli import main
-from specsim.cost import Deployment, step_cost, verification_factor
+from specsim.cost import Deployment, cost_coefficient, step_cost, verification_factor
 from specsim.policies.lookahead import FixedGamma
 from specsim.policies.tree_optimizer import optimize_tree, tree_refusal
 from specsim.proposers import DraftModel, load_acceptance
@@ -208,6 +208,13 @@ def test_verification_factor_prices_a_verification_over_a_plain_pass() -> None:
         for g in (1, 3)
     ]
     np.testing.assert_allclose(v, want, rtol=1e-9)
+
+
+def test_the_cost_coefficient_prices_a_draft_step_under_the_drafting_profile() -> None:
+    c = cost_coefficient(load_model(DRAFT), DEP, batch=B, context=300)
+    kw = dict(batch=B, context=300, new_tokens=1)
+    step = step_cost(DRAFT, HW, **kw, runtime=RT.drafting()).time_s
+    assert c == pytest.approx(step / step_cost(TARGET, HW, **kw, runtime=RT).time_s, rel=1e-9)
 
 
 def test_the_draft_model_proposer_prices_its_steps_under_the_drafting_profile() -> None:
