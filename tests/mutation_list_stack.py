@@ -10,6 +10,7 @@ from mutation_list import Mutation  # beside this script: on the path
 TERMS = "specsim/cost/stack_terms.py"
 ROOF = "specsim/cost/roofline.py"
 TESTS = ("tests/cost/test_stack_terms.py",)
+SERVING = ("tests/sim/test_stack_serving.py",)
 
 STACK: tuple[Mutation, ...] = (
     Mutation(
@@ -99,5 +100,69 @@ STACK: tuple[Mutation, ...] = (
         "pass_overhead_s=self.pass_overhead_s,",
         "stack: a draft step's host cost replaces the pass's",
         TESTS,
+    ),
+    Mutation(
+        "cardcost-uniform-verify",
+        "specsim/sim/card_deployment.py",
+        "time_energy(tl, T, S, R, batch=b, verify=gamma > 0)",
+        "time_energy(tl, T, S, R, batch=b)",
+        "simulator: a uniform iteration's pass is a verification (the stack's speculative terms)",
+        SERVING,
+    ),
+    Mutation(
+        "cardcost-mixed-verify",
+        "specsim/sim/costs.py",
+        "batch=float(b), verify=True",
+        "batch=float(b)",
+        "simulator: a mixed iteration's pass is a verification",
+        SERVING,
+    ),
+    Mutation(
+        "cardcost-block-verify",
+        "specsim/sim/card_deployment.py",
+        "new_tokens=pos, context=context, verify=verify)",
+        "new_tokens=pos, context=context)",
+        "simulator: a stream's blocks with gamma > 0 are verifications",
+        SERVING,
+    ),
+    Mutation(
+        "cardcost-draft-profile",
+        "specsim/sim/costs.py",
+        "kernel(self.drafting().drafting())",
+        "kernel(self.drafting())",
+        "simulator: draft steps run under the stack's drafting profile",
+        SERVING,
+    ),
+    Mutation(
+        "proposer-draft-profile",
+        "specsim/proposers/kinds.py",
+        "self.deployment(deployment).drafting(),",
+        "self.deployment(deployment),",
+        "draft-model proposer: its steps run under the stack's drafting profile",
+        SERVING,
+    ),
+    Mutation(
+        "vfactor-verify",
+        "specsim/cost/derived.py",
+        "new_tokens=pos, verify=True, **kw)",
+        "new_tokens=pos, **kw)",
+        "v(gamma): the gamma + 1 token pass is a verification",
+        SERVING,
+    ),
+    Mutation(
+        "c-draft-profile",
+        "specsim/cost/derived.py",
+        "d_dep = d_dep.drafting()",
+        "d_dep = d_dep",
+        "c: the draft step runs under the stack's drafting profile",
+        SERVING,
+    ),
+    Mutation(
+        "tree-chains-only",
+        "specsim/policies/tree_optimizer.py",
+        "    if refusal:  # the stack verifies chains only",
+        "    if False:  # the stack verifies chains only",
+        "tree optimizer: a stack that cannot verify trees searches chains only",
+        SERVING,
     ),
 )

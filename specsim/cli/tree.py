@@ -113,10 +113,11 @@ def run(args: argparse.Namespace) -> int:
             "budget": args.budget,
             "max_depth": args.max_depth,
             "context": args.context,
-            **{
-                key: plan.as_dict()
-                for key, plan in zip(("best", "chain", "kary", "none"), o.plans(), strict=True)
-            },
+            "chains_only": o.chains_only or None,
+            "best": o.best.as_dict(),
+            "chain": o.chain.as_dict(),
+            "kary": None if o.chains_only else o.kary.as_dict(),
+            "none": o.none.as_dict(),
         }
         print(jsonout.dumps(out))
         return 0
@@ -130,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
     )
     if proposer.acceptance.source:
         print(f"acceptance: {proposer.acceptance.source}")
+    if o.chains_only:
+        print(f"chains only (no branching tree searched): {o.chains_only}")
     width = max(len(p.kind) for p in o.plans())
     for p in o.plans():
         print(f"{p.kind:<{width}}  {_line(p, o.none)}")

@@ -144,6 +144,25 @@ class Deployment:
             expert_weights=self.expert_weights if same else None,
         )
 
+    def drafting(self) -> Deployment:
+        """The deployment a draft model's steps run under: this one with its stack's drafting
+        profile (:meth:`specsim.cards.RuntimeProfile.drafting`: the stack's host cost per draft
+        step, eager launches where the stack drafts eagerly); itself without a stack. The one
+        place that decides it: the simulator's draft steps and the draft-model proposer both
+        price their steps on it.
+
+        >>> dep = Deployment(target="llama-68m", hardware="a40", runtime="vllm-v0")
+        >>> dep.drafting().runtime.slug
+        'vllm-v0-draft'
+        >>> bare = Deployment(target="llama-68m", hardware="a40")
+        >>> bare.drafting() is bare
+        True
+        """
+        rt = self.runtime
+        if rt is None or rt.stack_profile is None:
+            return self
+        return dataclasses.replace(self, runtime=rt.drafting())
+
     def keywords(self) -> dict[str, Any]:
         """The deployment as the keywords of the functional API (:func:`specsim.cost.step_cost`,
         :func:`specsim.cost.verification_factor`, ...), whose first two arguments are
@@ -176,14 +195,22 @@ class Deployment:
             "draft_placement": self.draft_placement,
         }
 
-    def pass_cost(self, shape: PassShape) -> StepCost:
-        """One pass of ``shape`` on this deployment (:func:`specsim.cost.pass_cost`)."""
-        return pass_cost(self.target, self.hardware, shape, **self.keywords())
+    def pass_cost(self, shape: PassShape, *, verify: bool | None = None) -> StepCost:
+        """One pass of ``shape`` on this deployment (:func:`specsim.cost.pass_cost`; ``verify``
+        as there: None means a token tree verifies and chains do not)."""
+        return pass_cost(self.target, self.hardware, shape, **self.keywords(), verify=verify)
 
     def aggregates_cost(
-        self, *, batch: ArrayLike, tokens: ArrayLike, context_tokens: ArrayLike, pairs: ArrayLike
+        self,
+        *,
+        batch: ArrayLike,
+        tokens: ArrayLike,
+        context_tokens: ArrayLike,
+        pairs: ArrayLike,
+        verify: bool = False,
     ) -> PassTerms:
-        """Passes given as sums over their sequences (:func:`specsim.cost.pass_aggregates_cost`)."""
+        """Passes given as sums over their sequences (:func:`specsim.cost.pass_aggregates_cost`;
+        ``verify``: they verify drafted tokens, so a stack's speculative terms apply)."""
         return pass_aggregates_cost(
             self.target,
             self.hardware,
@@ -192,6 +219,7 @@ class Deployment:
             context_tokens=context_tokens,
             pairs=pairs,
             **self.keywords(),
+            verify=verify,
         )
 
 

@@ -67,7 +67,8 @@ def cost_coefficient(
     Leviathan et al. 2023, Definition 3.7 (the cost coefficient). The target runs on
     ``deployment`` (its hardware, stack, formats and tensor parallelism); the draft on
     ``draft_deployment`` when given, else on one device of the same hardware card with the
-    same stack, without tensor parallelism (:func:`draft_on`). Vectorised over ``batch``
+    same stack, without tensor parallelism (:func:`draft_on`); the draft step under that
+    stack's drafting profile (:meth:`Deployment.drafting`). Vectorised over ``batch``
     and ``context``. A ``context`` past either model's ``max_position`` raises a
     ValueError unless ``check_positions=False`` (deliberate extrapolation).
 
@@ -81,6 +82,7 @@ def cost_coefficient(
     d_dep = draft_on(deployment, check_model(draft, name="draft"))
     if draft_deployment is not None:
         d_dep = draft_deployment
+    d_dep = d_dep.drafting()  # a draft step runs under its stack's drafting profile
     kw: dict[str, Any] = dict(
         batch=batch,
         context=context,
@@ -118,7 +120,9 @@ def verification_factor(
     :func:`ridge_tokens`; above 1 at batch 1 for weight-only quantized ``weights``, whose
     dequantization grows with the rows (:mod:`specsim.cost.quant`). Vectorised over
     ``gamma``, ``batch``, ``context``. A ``context + gamma + 1`` past the model's
-    ``max_position`` raises a ValueError unless ``check_positions=False``.
+    ``max_position`` raises a ValueError unless ``check_positions=False``. The
+    ``gamma + 1``-token pass is a verification (``verify=True``: a stack's speculative terms,
+    :mod:`specsim.cost.stack_terms`, at ``batch``), the one-token pass a plain decode.
 
     The functional kernel, on cards and keywords; on a deployment, the same ratio is
     ``dep.pass_cost(PassShape.chain(context=c, new=gamma + 1))`` over ``new=1``
@@ -139,9 +143,11 @@ def verification_factor(
         expert_parallel=expert_parallel,
         expert_weights=expert_weights,
     )
-    t_v = step_cost_grid(model, hardware, new_tokens=verification_positions(g), **kw).time_s
     t_1 = step_cost_grid(model, hardware, new_tokens=1, **kw).time_s
-    return _scalar_or_array(np.asarray(t_v / t_1))
+    pos = verification_positions(g)
+    t_v = step_cost_grid(model, hardware, new_tokens=pos, verify=True, **kw).time_s
+    # v(0) = 1: gamma 0 verifies nothing, its pass is the plain one.
+    return _scalar_or_array(np.asarray(np.where(g > 0, t_v, t_1) / t_1))
 
 
 def ops_coefficient(

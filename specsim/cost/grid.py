@@ -71,6 +71,7 @@ def _terms(
     runtime: RuntimeProfile | None,
     ep: int = 1,
     batch: NDArray[Any] | None = None,
+    verify: bool = False,
 ) -> dict[str, NDArray[np.float64]]:
     """Every result field as an array of the grid's shape, one evaluation per device count
     (each of which ``ep`` expert groups must split, :func:`check_expert_parallel`)."""
@@ -90,6 +91,7 @@ def _terms(
             runtime=runtime,
             expert_parallel=ep,
             batch=batch,
+            verify=verify,
         )
         return {
             k: np.asarray(np.broadcast_to(getattr(terms, k), T.shape), dtype=np.float64)
@@ -109,6 +111,7 @@ def _terms(
             runtime=runtime,
             expert_parallel=ep,
             batch=None if batch is None else batch[sel],
+            verify=verify,
         )
         for k in RESULT_FIELDS:
             arrays[k][sel] = getattr(terms, k)
@@ -133,6 +136,7 @@ def step_cost_grid(
     runtime: RuntimeLike = None,
     expert_parallel: int = 1,
     expert_weights: str | None = None,
+    verify: bool = False,
 ) -> StepCostGrid:
     """Costs of many homogeneous passes at once (vectorised).
 
@@ -145,7 +149,9 @@ def step_cost_grid(
     ``check_positions`` (default), every ``context + new_tokens`` must also be within the
     model's ``max_position`` (:func:`~specsim.cost.checks.check_positions`), else a ValueError
     naming the element: a cost past the positions a model was made for is not a cost of
-    that model. ``check_positions=False`` is for deliberate extrapolation only. A functional
+    that model. ``check_positions=False`` is for deliberate extrapolation only. ``verify``: the
+    passes verify drafted tokens, so a stack's speculative terms apply
+    (:mod:`specsim.cost.stack_terms`; as in :func:`~specsim.cost.step_cost`). A functional
     kernel: on a deployment, ``step_cost_grid(dep.target, dep.hardware, ..., **dep.keywords())``
     (one pass: :meth:`specsim.cost.deployment.Deployment.pass_cost`).
     """
@@ -160,7 +166,15 @@ def step_cost_grid(
     )
     sums = chain_sums(B, B * ctx, new, encoder_tokens(model, encoder_length))
     arrays = _terms(
-        model, hardware, formats=formats, tp=tp, sums=sums, runtime=rt, ep=expert_parallel, batch=B
+        model,
+        hardware,
+        formats=formats,
+        tp=tp,
+        sums=sums,
+        runtime=rt,
+        ep=expert_parallel,
+        batch=B,
+        verify=verify,
     )
     fits = arrays["resident_bytes"] <= hardware.mem_capacity
     if check_memory and not fits.all():

@@ -43,6 +43,7 @@ from numpy.typing import NDArray
 
 from specsim.checks import check_int, check_size
 from specsim.cost.deployment import Deployment
+from specsim.cost.stack_terms import check_stack_tree
 from specsim.proposers import (
     DraftCost,
     Proposer,
@@ -65,6 +66,7 @@ __all__ = [
     "tree_tokens",
     "evaluate_tree",
     "optimize_tree",
+    "tree_refusal",
     "KARY",
 ]
 
@@ -269,7 +271,8 @@ def evaluate_tree(
         raise TypeError(f"deployment: expected a Deployment, got {type(deployment).__name__}")
     check_serialized(deployment, where="evaluate_tree")
     proposer.check_target(deployment.target)  # a head card for another target: an error
-    ver = deployment.pass_cost(verify_shape(tree, context=context, batch=batch))
+    # The empty tree verifies nothing: a plain pass, without the stack's speculative terms.
+    ver = deployment.pass_cost(verify_shape(tree, context=context, batch=batch), verify=bool(tree))
     draft = DraftCost(0.0, 0.0, 0.0)
     if tree:
         draft = proposer.draft_cost(tree, deployment=deployment, batch=batch, context=context)
@@ -287,15 +290,34 @@ def evaluate_tree(
 @dataclass(frozen=True, kw_only=True)
 class TreeOptimum:
     """The best tree at one batch and, for comparison, the best chain, the best full k-ary
-    tree of the same budget and no speculation."""
+    tree of the same budget and no speculation. ``chains_only``: why the deployment's stack
+    verifies chains only (:func:`tree_refusal`; empty when it verifies trees): then the
+    search was over chains, and ``kary`` is no speculation and left out of :meth:`plans`."""
 
     best: TreePlan
     chain: TreePlan
     kary: TreePlan
     none: TreePlan
+    chains_only: str = ""
 
     def plans(self) -> tuple[TreePlan, ...]:
+        if self.chains_only:
+            return (self.best, self.chain, self.none)
         return (self.best, self.chain, self.kary, self.none)
+
+
+def tree_refusal(deployment: Deployment) -> str:
+    """Why ``deployment``'s stack cannot verify a token tree (batch expansion, no tree mask:
+    :func:`specsim.cost.stack_terms.check_stack_tree`'s message), or ``""`` when it can.
+
+    >>> tree_refusal(Deployment(target="llama-2-7b", hardware="a40", runtime="vllm-v0"))[:45]
+    "runtime: stack 'vllm-v0' verifies by batch ex"
+    """
+    try:  # the smallest branching tree: a root and two children
+        check_stack_tree(deployment.runtime, parents=(-1, 0, 0))
+    except ValueError as exc:
+        return str(exc)
+    return ""
 
 
 def optimize_tree(
@@ -311,7 +333,9 @@ def optimize_tree(
     """The tree of at most ``budget`` nodes and ``max_depth`` depths with the most emitted
     tokens per second at ``batch`` on ``deployment`` (see the module docstring).
     ``candidates``: the best trees from :func:`best_trees`, when already computed for this
-    acceptance and budget (they do not depend on the machine or the batch)."""
+    acceptance and budget (they do not depend on the machine or the batch). On a stack that
+    verifies chains only (:func:`tree_refusal`) the search is over chains and no speculation,
+    and the result says why (``chains_only``)."""
     check_size(batch, name="batch", limit="batch")
     check_size(budget, name="budget", limit="tree_nodes")
     check_int(max_depth, name="max_depth", minimum=1)
@@ -346,9 +370,13 @@ def optimize_tree(
     # The program's trees maximize tokens per pass; a chain, a k-ary tree or nothing can
     # still be faster where drafting's cost grows with the frontier, so all compete.
     pool = [t for t in trees if max(tree_depths(t), default=0) <= depth]
+    refusal = tree_refusal(deployment)
+    if refusal:  # the stack verifies chains only: no branching tree competes
+        pool, karys = [], []
     return TreeOptimum(
         best=top("best tree", list(dict.fromkeys([*pool, *chains, *karys, ()]))),
         chain=top("best chain", chains or [()]),
         kary=top("best k-ary", karys or [()]),
         none=none,
+        chains_only=refusal,
     )

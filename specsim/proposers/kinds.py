@@ -140,10 +140,12 @@ class DraftModel:
     def draft_costs(
         self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: ArrayLike
     ) -> DraftCost:
-        """Per element of ``context``, the draft steps of one pass (arrays)."""
+        """Per element of ``context``, the draft steps of one pass (arrays), under the stack's
+        drafting profile (:meth:`Deployment.drafting
+        <specsim.cost.deployment.Deployment.drafting>`)."""
         self.check_target(deployment.target)
         return _frontier_passes(
-            self.deployment(deployment),
+            self.deployment(deployment).drafting(),
             frontier_widths(parents),
             batch=check_batch(batch),
             context=contexts(context),

@@ -6,21 +6,42 @@ closed-form sums of uniform iterations that CardCost's speed paths evaluate."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
-from specsim.cost import chain_sums, time_energy, verification_positions
+from specsim.cost import (
+    PassShape,
+    Roofline,
+    chain_sums,
+    encoder_tokens,
+    roofline,
+    step_cost_grid,
+    time_energy,
+    verification_positions,
+)
 from specsim.cost.checks import check_tensor_parallel
 from specsim.cost.deployment import Deployment
 from specsim.cost.derived import draft_on
+from specsim.cost.results import StepCostGrid
 from specsim.sim.source import PassCost
 
 if TYPE_CHECKING:
     from specsim.cards import ModelCard
 
-__all__ = ["CardDeployment", "NO_DRAFT", "check_draft_deployment"]
+__all__ = [
+    "CardDeployment",
+    "Kernel",
+    "NO_DRAFT",
+    "check_draft_deployment",
+    "kernel",
+    "one_sequence_grid",
+    "pass_cost_on",
+    "passes",
+    "verifies",
+    "verify_grid",
+]
 
 NO_DRAFT = "CardCost draft: this cost source has no draft model (gamma > 0 needs one)"
 
@@ -45,6 +66,92 @@ def check_draft_deployment(deployment: Deployment, draft: ModelCard, given: Depl
             f"{deployment.hardware.slug!r}, got {given.hardware.slug!r} (place it 'own-device' "
             "or 'overlapped')"
         )
+
+
+class Kernel(NamedTuple):
+    """What a pass of one model on one accelerator needs, computed once per cost source."""
+
+    roofline: Roofline  # the roofline constants (specsim.cost.roofline)
+    encoder: float  # encoder tokens cross-attended per sequence (0 for decoders)
+    devices: float  # tensor-parallel devices the pass runs on
+
+
+def kernel(dep: Deployment) -> Kernel:
+    """The roofline constants of passes on ``dep``."""
+    tp = float(dep.tensor_parallel)
+    co = roofline(
+        dep.target,
+        dep.hardware,
+        dep.formats(),
+        tp,
+        dep.runtime,
+        expert_parallel=dep.expert_parallel,
+    )
+    return Kernel(co, encoder_tokens(dep.target, None), tp)
+
+
+def pass_cost_on(dep: Deployment, shape: PassShape, *, verify: bool | None) -> PassCost:
+    sc = dep.pass_cost(shape, verify=verify)
+    return PassCost(time_s=sc.time_s, flops=sc.flops, bytes=sc.bytes, energy_j=sc.energy_j)
+
+
+def verifies(shape: PassShape) -> bool | None:
+    """Whether the target's pass of ``shape`` verifies drafted tokens: a chain pass when some
+    sequence verifies more than its one new position (gamma > 0); a token tree always (None:
+    :func:`specsim.cost.pass_cost`'s own rule)."""
+    return None if shape.parents is not None else shape.tokens > shape.batch
+
+
+def one_sequence_grid(
+    dep: Deployment, *, new_tokens: Any, context: NDArray[np.int64], verify: bool = False
+) -> StepCostGrid:
+    """One-sequence passes on ``dep`` over contexts (:func:`specsim.cost.step_cost_grid`)."""
+    return step_cost_grid(
+        dep.target,
+        dep.hardware,
+        batch=1,
+        context=context,
+        new_tokens=new_tokens,
+        verify=verify,
+        **dep.keywords(),
+    )
+
+
+def verify_grid(
+    dep: Deployment, gamma: NDArray[np.int64], context: NDArray[np.int64]
+) -> tuple[NDArray[np.float64], ...]:
+    """Time, flops and energy of one-sequence verification blocks drafting ``gamma`` after
+    ``context`` (broadcasting): a verification where ``gamma > 0``, a plain pass where it is
+    0 (each grid evaluated only when some block needs it)."""
+    pos, drafted = verification_positions(gamma), np.asarray(gamma) > 0
+
+    def fields(verify: bool) -> tuple[NDArray[np.float64], ...]:
+        g = one_sequence_grid(dep, new_tokens=pos, context=context, verify=verify)
+        return tuple(
+            np.asarray(getattr(g, k), dtype=float) for k in ("time_s", "flops", "energy_j")
+        )
+
+    if not drafted.any():
+        return fields(False)
+    ver = fields(True)
+    if drafted.all():
+        return ver
+    return tuple(np.where(drafted, v, p) for v, p in zip(ver, fields(False), strict=True))
+
+
+def passes(co: Roofline, T: Any, S: Any, R: Any, *, batch: Any, verify: Any) -> tuple[Any, Any]:
+    """Time and energy of passes (numbers or arrays) that verify drafted tokens where
+    ``verify`` (a bool, or a bool array of the passes' shape): both evaluations only where
+    the passes differ. An element without sequences (``batch`` 0, masked out by the caller)
+    is evaluated at batch 1: a stack's terms divide by the batch."""
+    batch = np.maximum(batch, 1.0)
+    v = np.asarray(verify)
+    if v.ndim == 0 or v.all() or not v.any():
+        t, e = time_energy(co, T, S, R, batch=batch, verify=bool(v.all()))[:2]
+        return t, e
+    t1, e1 = time_energy(co, T, S, R, batch=batch, verify=True)[:2]
+    t0, e0 = time_energy(co, T, S, R, batch=batch)[:2]
+    return np.where(v, t1, t0), np.where(v, e1, e0)
 
 
 class CardDeployment:
@@ -88,7 +195,11 @@ class CardDeployment:
         verify different token trees, which no one :class:`~specsim.cost.PassShape`
         describes."""
         sc = self.deployment.aggregates_cost(
-            batch=batch, tokens=tokens, context_tokens=context_tokens, pairs=pairs
+            batch=batch,
+            tokens=tokens,
+            context_tokens=context_tokens,
+            pairs=pairs,
+            verify=tokens > batch,  # some sequence verifies more than its root
         )
         return PassCost(
             time_s=float(sc.time_s),
@@ -101,7 +212,7 @@ class CardDeployment:
         """Time, energy and draft time of uniform iterations (floats or arrays)."""
         (tl, te, _), draft = self._kernels
         T, S, R = chain_sums(b, sc, verification_positions(float(gamma)), te)
-        time, energy, _, _, _ = time_energy(tl, T, S, R)
+        time, energy, _, _, _ = time_energy(tl, T, S, R, batch=b, verify=gamma > 0)
         d_time = 0.0
         if gamma > 0:
             if draft is None:
@@ -110,7 +221,7 @@ class CardDeployment:
             _, s0, r0 = chain_sums(b, sc, 1.0, de)
             for j in range(gamma):  # draft step j: one token per sequence after j drafted
                 jb = j * b
-                t, e, _, _, _ = time_energy(dl, b, s0 + jb, r0 + jb)
+                t, e, _, _, _ = time_energy(dl, b, s0 + jb, r0 + jb, batch=b)
                 d_time += t
                 energy += e
         return time + d_time, energy, d_time
@@ -120,13 +231,15 @@ class CardDeployment:
         of the time on arrays; the same operations, so the same floats; tests check it)."""
         (tl, te, _), draft = self._kernels
         times = [
-            time_energy(tl, *chain_sums(b, sc, verification_positions(float(g)), te))[0]
+            time_energy(
+                tl, *chain_sums(b, sc, verification_positions(float(g)), te), batch=b, verify=g > 0
+            )[0]
             for g in range(max_gamma + 1)
         ]
         if max_gamma > 0 and draft is not None:
             dl, de, _ = draft
             acc = 0.0  # the draft steps' cumulative sum, in order
             for j in range(max_gamma):  # draft step j: every sequence's context j tokens on
-                acc += time_energy(dl, *chain_sums(b, sc + float(j) * b, 1.0, de))[0]
+                acc += time_energy(dl, *chain_sums(b, sc + float(j) * b, 1.0, de), batch=b)[0]
                 times[j + 1] += acc
         return np.array(times, dtype=np.float64)

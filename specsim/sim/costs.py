@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,58 +27,30 @@ from specsim.cost import (
     Footprint,
     Formats,
     PassShape,
-    Roofline,
     chain_pairs,
     chain_sums,
-    encoder_tokens,
     footprint,
-    roofline,
-    step_cost_grid,
     time_energy,
     verification_positions,
 )
 from specsim.cost.checks import card_of, check_draft_pair
 from specsim.cost.deployment import Deployment
-from specsim.cost.results import StepCostGrid
-from specsim.sim.card_deployment import NO_DRAFT, CardDeployment, check_draft_deployment
+from specsim.sim.card_deployment import (
+    NO_DRAFT,
+    CardDeployment,
+    Kernel,
+    check_draft_deployment,
+    kernel,
+    one_sequence_grid,
+    pass_cost_on,
+    passes,
+    verifies,
+    verify_grid,
+)
 from specsim.sim.plain import PlainCost
 from specsim.sim.source import BlockCosts, IterationCost, IterationCosts, PassCost, Remembers, named
 
 __all__ = ["PlainCost", "CardCost"]
-
-
-class _Kernel(NamedTuple):
-    """What a pass of one model on one accelerator needs, computed once per cost source."""
-
-    roofline: Roofline  # the roofline constants (specsim.cost.roofline)
-    encoder: float  # encoder tokens cross-attended per sequence (0 for decoders)
-    devices: float  # tensor-parallel devices the pass runs on
-
-
-def _kernel(dep: Deployment) -> _Kernel:
-    """The roofline constants of passes on ``dep``."""
-    tp = float(dep.tensor_parallel)
-    co = roofline(
-        dep.target,
-        dep.hardware,
-        dep.formats(),
-        tp,
-        dep.runtime,
-        expert_parallel=dep.expert_parallel,
-    )
-    return _Kernel(co, encoder_tokens(dep.target, None), tp)
-
-
-def _pass_cost(dep: Deployment, shape: PassShape) -> PassCost:
-    sc = dep.pass_cost(shape)
-    return PassCost(time_s=sc.time_s, flops=sc.flops, bytes=sc.bytes, energy_j=sc.energy_j)
-
-
-def _grid(dep: Deployment, *, new_tokens: Any, context: NDArray[np.int64]) -> StepCostGrid:
-    """One-sequence passes on ``dep`` over contexts (:func:`specsim.cost.step_cost_grid`)."""
-    return step_cost_grid(
-        dep.target, dep.hardware, batch=1, context=context, new_tokens=new_tokens, **dep.keywords()
-    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,14 +129,20 @@ class CardCost(Remembers, CardDeployment):
         return (self.drafting() if draft else self.deployment).formats()
 
     def verify_pass(self, shape: PassShape) -> PassCost:
-        """The target's pass of any shape (chains or a token tree)."""
-        return _pass_cost(self.deployment, shape)
+        """The target's pass of any shape (chains or a token tree); a verification (a stack's
+        speculative terms) when it verifies drafted tokens
+        (:func:`~specsim.sim.card_deployment.verifies`)."""
+        return pass_cost_on(self.deployment, shape, verify=verifies(shape))
 
     def verify(self, new_tokens: NDArray[np.int64], context: NDArray[np.int64]) -> PassCost:
         return self.verify_pass(PassShape.chain(context=context, new=new_tokens))
 
     def draft_step(self, context: NDArray[np.int64]) -> PassCost:
-        return _pass_cost(self.drafting(), PassShape.chain(context=context, new=1))
+        """One draft step of every sequence, under the stack's drafting profile
+        (:meth:`Deployment.drafting <specsim.cost.deployment.Deployment.drafting>`)."""
+        return pass_cost_on(
+            self.drafting().drafting(), PassShape.chain(context=context, new=1), verify=False
+        )
 
     def prefill(self, prompts: NDArray[np.int64], *, draft: bool) -> PassCost:
         """The prompts through the target and, when drafting, through the draft too.
@@ -181,16 +159,19 @@ class CardCost(Remembers, CardDeployment):
         passes = [target] if not draft or dra is None else [target, dra]
         time = energy = flops = nbytes = 0.0
         for k in passes:  # the encoder's tokens: cross-attended and read by every sequence
-            t, en, _, fl, by = time_energy(k.roofline, T, S + T * k.encoder, R + b * k.encoder)
+            t, en, _, fl, by = time_energy(
+                k.roofline, T, S + T * k.encoder, R + b * k.encoder, batch=b
+            )
             time, energy = time + t, energy + en
             flops, nbytes = flops + fl * k.devices, nbytes + by * k.devices
         return PassCost(time_s=time, flops=flops, bytes=nbytes, energy_j=energy)
 
     @cached_property
-    def _kernels(self) -> tuple[_Kernel, _Kernel | None]:
-        """The roofline constants of the target's and the draft's passes (computed once)."""
-        target = _kernel(self.deployment)
-        return target, None if self.draft is None else _kernel(self.drafting())
+    def _kernels(self) -> tuple[Kernel, Kernel | None]:
+        """The roofline constants of the target's and the draft's passes (computed once); the
+        draft's under its stack's drafting profile, its prompt passes too."""
+        target = kernel(self.deployment)
+        return target, None if self.draft is None else kernel(self.drafting().drafting())
 
     def uniform_iteration(self, *, batch: int, context_sum: float, gamma: int) -> IterationCost:
         """An iteration in which every sequence drafts ``gamma``.
@@ -247,12 +228,15 @@ class CardCost(Remembers, CardDeployment):
             n = verification_positions(float(v))
             T += count[v] * n
             pairs += chain_pairs(csum[v], n, count[v])
-        time, energy = time_energy(tl, T, pairs + T * te, sum(csum) + b * te)[:2]
+        # Not all sequences draft the same gamma, so some draft: a verification pass.
+        time, energy = time_energy(
+            tl, T, pairs + T * te, sum(csum) + b * te, batch=float(b), verify=True
+        )[:2]
         d_time = 0.0
         nb, s = 0.0, 0.0  # draft step j batches the sequences with gamma > j: suffix sums
         for j in range(gmax - 1, -1, -1):
             nb, s = nb + count[j + 1], s + csum[j + 1]
-            t, e = time_energy(dl, *chain_sums(nb, s + j * nb, 1.0, de))[:2]
+            t, e = time_energy(dl, *chain_sums(nb, s + j * nb, 1.0, de), batch=nb)[:2]
             d_time += t
             energy += e
         return named(IterationCost, (time + d_time, energy, d_time))
@@ -278,11 +262,13 @@ class CardCost(Remembers, CardDeployment):
             T = T + cnt[:, v] * n
             pairs = pairs + chain_pairs(csum[:, v], n, cnt[:, v])
         b = cnt.sum(axis=1)
-        time, energy = time_energy(tl, T, pairs + T * te, csum.sum(axis=1) + b * te)[:2]
+        time, energy = passes(
+            tl, T, pairs + T * te, csum.sum(axis=1) + b * te, batch=b, verify=T > b
+        )
         d_time, nb, s = np.zeros(k), np.zeros(k), np.zeros(k)
         for j in range(top - 1, -1, -1):  # draft step j batches the sequences with gamma > j
             nb, s = nb + cnt[:, j + 1], s + csum[:, j + 1]
-            t, e = time_energy(dl, *chain_sums(nb, s + j * nb, 1.0, de))[:2]
+            t, e = passes(dl, *chain_sums(nb, s + j * nb, 1.0, de), batch=nb, verify=False)
             some = nb > 0  # a row whose largest gamma is <= j has no step j
             d_time = d_time + np.where(some, t, 0.0)
             energy = energy + np.where(some, e, 0.0)
@@ -308,13 +294,18 @@ class CardCost(Remembers, CardDeployment):
         T, P, C, n = decode
         tc, pc, cc, nc, q = chunks
         tb = T + tc
-        both_t, both_e = time_energy(tl, tb, (P + pc) + tb * te, (C + cc) + (n + nc) * te)[:2]
-        alone_t, alone_e = time_energy(tl, T, P + T * te, C + n * te)[:2]
+        ver = T > n  # the pass verifies when a decoding sequence drafted
+        both_t, both_e = passes(
+            tl, tb, (P + pc) + tb * te, (C + cc) + (n + nc) * te, batch=n + nc, verify=ver
+        )
+        alone_t, alone_e = passes(tl, T, P + T * te, C + n * te, batch=n, verify=ver)
         t = np.where(n > 0, both_t - alone_t, both_t)
         e = np.where(n > 0, both_e - alone_e, both_e)
         if draft and dra is not None:  # prefill(draft=True) less prefill(draft=False)
-            tt, et = time_energy(tl, tc, q + tc * te, 0.0 + nc * te)[:2]
-            td, ed = time_energy(dra.roofline, tc, q + tc * dra.encoder, 0.0 + nc * dra.encoder)[:2]
+            tt, et = time_energy(tl, tc, q + tc * te, 0.0 + nc * te, batch=nc)[:2]
+            td, ed = time_energy(
+                dra.roofline, tc, q + tc * dra.encoder, 0.0 + nc * dra.encoder, batch=nc
+            )[:2]
             t, e = t + ((tt + td) - tt), e + ((et + ed) - et)
         return np.maximum(t, 0.0), e
 
@@ -339,16 +330,16 @@ class CardCost(Remembers, CardDeployment):
         return out
 
     def blocks(self, gamma: NDArray[np.int64], context: NDArray[np.int64]) -> BlockCosts:
-        ver = _grid(self.deployment, new_tokens=verification_positions(gamma), context=context)
-        dra = _grid(self.drafting(), new_tokens=1, context=context)
+        ver_t, ver_f, ver_e = verify_grid(self.deployment, gamma, context)
+        dra = one_sequence_grid(self.drafting().drafting(), new_tokens=1, context=context)
 
         def per_block(x: NDArray[np.float64]) -> NDArray[np.float64]:
             return np.broadcast_to(np.asarray(x, dtype=float), context.shape).copy()
 
         return BlockCosts(
-            verify_time=np.asarray(ver.time_s, dtype=float),
-            verify_flops=np.asarray(ver.flops, dtype=float),
-            verify_energy=np.asarray(ver.energy_j, dtype=float),
+            verify_time=ver_t,
+            verify_flops=ver_f,
+            verify_energy=ver_e,
             draft_time=per_block(dra.time_s),
             draft_flops=per_block(dra.flops),
             draft_energy=per_block(dra.energy_j),
