@@ -24,6 +24,7 @@ from specsim.calibrate.cards import (
     trust_problems,
 )
 from specsim.cards import HardwareCard, ModelCard, load_hardware, write_hardware_card
+from specsim.cli.calibrate_engine import add_engine_arguments, run_engine
 from specsim.cli.calibrate_runtime import run_profile
 from specsim.cli.calibrate_traces import (
     Say,
@@ -45,10 +46,11 @@ from specsim.validate.forms import predict_runs
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "traces",
-        nargs="+",
+        nargs="*",
         metavar="TRACE",
         help="trace files (.csv with .json sidecar) or folders of traces",
     )
+    add_engine_arguments(parser)
     parser.add_argument("--out", required=True, metavar="CARD.toml", help="calibrated card path")
     parser.add_argument(
         "--base",
@@ -294,6 +296,10 @@ def _write_card(
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.engine_output:
+        return run_engine(args)
+    if not args.traces:
+        raise ValueError("calibrate: give TRACE files or folders, or --engine-output FILE...")
     if args.profile:
         return run_profile(args)
     _check_outputs(args)

@@ -1,0 +1,75 @@
+"""``specsim calibrate --engine-output FILE... --stack STACK --hardware CARD --model CARD``:
+fit a stack profile's host overheads to an engine's own benchmark outputs
+(:mod:`specsim.calibrate.engine_outputs`, :mod:`specsim.calibrate.stack_fit`)."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import date
+from pathlib import Path
+
+from specsim.calibrate.engine_outputs import read_engine_output
+from specsim.calibrate.stack_fit import fit_stack, stack_toml
+from specsim.cards import load_hardware, load_model
+from specsim.cards.stack_files import load_stack
+from specsim.cli.calibrate_traces import command_line
+from specsim.cli.jsonout import dumps
+from specsim.cli.output import check_file
+
+__all__ = ["add_engine_arguments", "run_engine"]
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--engine-output",
+        nargs="+",
+        metavar="FILE",
+        help="fit a stack profile (--stack) to engine benchmark outputs instead of traces: "
+        "vllm bench serve / sglang bench_serving JSON, sglang bench_one_batch JSONL, "
+        "llama-bench -o json (docs/calibration.md); needs --hardware and --model",
+    )
+    parser.add_argument("--hardware", metavar="CARD", help="with --engine-output: the device")
+    parser.add_argument("--model", metavar="CARD", help="with --engine-output: the model run")
+
+
+def run_engine(args: argparse.Namespace) -> int:
+    if args.traces:
+        raise ValueError("--engine-output: give engine outputs or traces, not both")
+    for flag in ("hardware", "model"):
+        if not getattr(args, flag):
+            raise ValueError(f"--engine-output needs --{flag}")
+    if args.stack == "pytorch-eager":
+        raise ValueError("--engine-output needs --stack (the stack profile the engine runs)")
+    out = check_file(args.out, option="--out", force=args.force)
+    plot = check_file(args.plot, option="--plot", force=args.force) if args.plot else None
+    stack, hw, model = load_stack(args.stack), load_hardware(args.hardware), load_model(args.model)
+    runs = [r for path in args.engine_output for r in read_engine_output(path)]
+    fit = fit_stack(runs, stack=stack, hardware=hw, model=model)
+    command = command_line(args)
+    fitted_on = f"{hw.slug}, {model.slug}, {date.today().isoformat()}"
+    slug = args.slug or Path(out).stem
+    out.write_text(stack_toml(fit, slug=slug, fitted_on=fitted_on, command=command))
+    load_stack(out)  # read back: the file is a valid stack profile
+    if args.residuals:
+        fit.residuals.to_csv(args.residuals, index=False)
+    if plot is not None:
+        from specsim.plots.cost import plot_calibration  # start-up: matplotlib only for --plot
+
+        plot_calibration(fit.residuals).savefig(plot, dpi=120)
+    rel = (fit.residuals["predicted_s"] / fit.residuals["time_s"] - 1).abs()
+    record = {
+        "stack": str(out),
+        "runs": len(runs),
+        "estimate": fit.estimate,
+        "stderr": fit.stderr,
+        "worst_rel_error": float(rel.max()),
+    }
+    if args.json:
+        print(dumps(record))
+        return 0
+    print(f"{len(runs)} decode runs from {len(args.engine_output)} files")
+    for k, v in fit.estimate.items():
+        print(f"  {k} = {v * 1e6:.1f} us  (stderr {fit.stderr[k] * 1e6:.1f} us)")
+    print(f"  worst |predicted / measured - 1| = {rel.max() * 100:.2f}%")
+    print(f"wrote {out}")
+    return 0
