@@ -88,7 +88,9 @@ def fit_stack(
             f"is below zero: the roofline of {model.slug} on {hardware.slug} prices these "
             "runs above their measured times (wrong --hardware, --model or dtype?)"
         )
-    fitted = dataclasses.replace(stack, **est)
+    fitted = dataclasses.replace(
+        stack, pass_overhead_s=est[FITTED[0]], sequence_overhead_s=est[FITTED[1]]
+    )
     table = pd.DataFrame(
         {
             "time_s": t,

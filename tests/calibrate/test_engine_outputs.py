@@ -1,0 +1,107 @@
+"""Engine benchmark outputs (specsim.calibrate.engine_outputs) and the stack fit on them
+(specsim.calibrate.stack_fit, ``specsim calibrate --engine-output``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specsim.calibrate.engine_outputs import DecodeRun, read_engine_output
+from specsim.calibrate.stack_fit import fit_stack, roofline_steps
+from specsim.cards import load_hardware, load_model
+from specsim.cards.stack_files import load_stack
+from specsim.cli import main
+
+SAMPLES = Path(__file__).resolve().parents[2] / "models" / "measured" / "engine-samples"
+BATCHES = (1, 4, 16, 64)
+CONTEXTS = (256.0, 1024.0)
+
+
+def test_samples_read_with_their_fields() -> None:
+    serve = read_engine_output(SAMPLES / "vllm-serve-b4.json")
+    assert [(r.batch, r.context, r.step_s) for r in serve] == [(4, 192.0, 0.010)]
+    one = read_engine_output(SAMPLES / "sglang-one-batch.jsonl")  # the note line skipped
+    assert [(r.batch, r.step_s) for r in one] == [(1, 0.009), (16, 0.011)]
+    llama = read_engine_output(SAMPLES / "llama-bench.json")  # the pp test skipped
+    assert [(r.batch, r.context, r.step_s) for r in llama] == [(1, 64.0, 0.01)]
+
+
+@pytest.mark.parametrize(
+    ("record", "match"),
+    [
+        ({"median_tpot_ms": 10.0, "random_input_len": 8, "random_output_len": 8}, "max_concurr"),
+        ({"batch_size": 2, "input_len": 8, "output_len": 8, "median_decode_latency": -1}, "pos"),
+        ({"avg_latency": 1.0}, "not a known engine output"),
+    ],
+)
+def test_bad_records_name_the_field(tmp_path: Path, record: dict, match: str) -> None:
+    path = tmp_path / "out.json"
+    path.write_text(json.dumps(record))
+    with pytest.raises(ValueError, match=match):
+        read_engine_output(path)
+
+
+def _synthetic(rng: np.random.Generator, *, noise_s: float, repeats: int) -> list[DecodeRun]:
+    """Runs priced by a known profile (pass 1.5 ms, 20 us a sequence) plus Gaussian noise."""
+    runs = [
+        DecodeRun(engine="test", source=f"syn {b} {c}", batch=b, context=c, step_s=0.0)
+        for b in BATCHES
+        for c in CONTEXTS
+        for _ in range(repeats)
+    ]
+    stack, hw, model = load_stack("vllm-v1"), load_hardware("h100-sxm"), load_model("llama-3.1-8b")
+    roof = roofline_steps(runs, stack=stack, hardware=hw, model=model)
+    b = np.array([r.batch for r in runs], dtype=float)
+    t = roof + 1.5e-3 + 20e-6 * b + rng.normal(0.0, noise_s, len(runs))
+    return [dataclasses.replace(r, step_s=float(x)) for r, x in zip(runs, t, strict=True)]
+
+
+def test_fit_recovers_a_known_profile_within_its_standard_errors() -> None:
+    rng = np.random.default_rng(20261201)
+    runs = _synthetic(rng, noise_s=50e-6, repeats=3)
+    stack, hw, model = load_stack("vllm-v1"), load_hardware("h100-sxm"), load_model("llama-3.1-8b")
+    fit = fit_stack(runs, stack=stack, hardware=hw, model=model)
+    for name, true in (("pass_overhead_s", 1.5e-3), ("sequence_overhead_s", 20e-6)):
+        # 4 standard errors: a false failure about once in 16,000 seeds
+        assert abs(fit.estimate[name] - true) < 4 * fit.stderr[name], name
+        assert fit.stderr[name] < 0.5 * true  # the noise level lets the fit identify it
+    assert fit.stack.pass_overhead_s == fit.estimate["pass_overhead_s"]
+
+
+def test_fit_refuses_one_batch_size() -> None:
+    runs = [DecodeRun(engine="t", source="s", batch=4, context=100.0, step_s=0.01)] * 3
+    stack, hw, model = load_stack("vllm-v1"), load_hardware("h100-sxm"), load_model("llama-3.1-8b")
+    with pytest.raises(ValueError, match="two batch sizes"):
+        fit_stack(runs, stack=stack, hardware=hw, model=model)
+
+
+def test_cli_writes_a_stack_that_loads_back(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rng = np.random.default_rng(7)
+    runs = _synthetic(rng, noise_s=20e-6, repeats=1)
+    path = tmp_path / "one-batch.jsonl"
+    rows = [
+        {"batch_size": r.batch, "input_len": int(r.context) - 64, "output_len": 128}
+        | {"median_decode_latency": r.step_s}
+        for r in runs
+    ]
+    path.write_text("\n".join(json.dumps(row) for row in rows))
+    out = tmp_path / "fitted.toml"
+    argv = ["calibrate", "--engine-output", str(path), "--stack", "vllm-v1"]
+    argv += ["--hardware", "h100-sxm", "--model", "llama-3.1-8b", "--out", str(out), "--json"]
+    assert main(argv) == 0
+    record = json.loads(capsys.readouterr().out)
+    st = load_stack(out)
+    assert st.pass_overhead_s == pytest.approx(record["estimate"]["pass_overhead_s"])
+    assert "sequence_overhead_s" not in st.assumptions
+    assert str(path) in out.read_text()  # the sources name the file read
+    assert "fitted_on" in out.read_text()
+
+
+def test_cli_needs_the_cards(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    argv = ["calibrate", "--engine-output", str(SAMPLES / "llama-bench.json")]
+    assert main([*argv, "--stack", "llama.cpp", "--out", str(tmp_path / "x.toml")]) == 2
+    assert "needs --hardware" in capsys.readouterr().err
