@@ -25,9 +25,19 @@ those the engines write:
   Source: github:ggml-org/llama.cpp ``tools/llama-bench/llama-bench.cpp``
   (``test::get_fields``).
 
-Not read yet: ``vllm bench latency --output-json`` (its JSON holds ``avg_latency``,
-``latencies`` and ``percentiles`` but not the batch or lengths, which are only in its
-arguments), TensorRT-LLM ``trtllm-bench`` reports and forced-acceptance runs.
+* ``vllm bench latency --output-json FILE.json`` run with ``SAVE_TO_PYTORCH_BENCHMARK_FORMAT=1``,
+  which writes ``FILE.pytorch.json`` beside it: records with ``benchmark.extra_info.args``
+  (the run's arguments: ``batch_size``, ``input_len``, ``output_len``) and ``metric``
+  (``name`` ``"latency"``, ``benchmark_values``: the seconds of each timed iteration).
+  The plain ``FILE.json`` holds ``avg_latency``, ``latencies`` and ``percentiles`` but not
+  the batch or lengths, so it is refused, naming the sidecar. One latency is a prefill
+  plus ``output_len`` decode steps; the step time is the slope of the mean latency
+  against ``output_len`` over two runs or more of the same batch and input length
+  (:func:`read_engine_outputs`). Source: github:vllm-project/vllm
+  ``vllm/benchmarks/latency.py`` (``save_to_pytorch_benchmark_format``) and
+  ``vllm/benchmarks/lib/utils.py`` (``convert_to_pytorch_benchmark_format``).
+
+Not read yet: TensorRT-LLM ``trtllm-bench`` reports and forced-acceptance runs.
 """
 
 from __future__ import annotations
@@ -39,9 +49,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DecodeRun", "read_engine_output", "ENGINE_FORMATS"]
+__all__ = ["DecodeRun", "read_engine_output", "read_engine_outputs", "ENGINE_FORMATS"]
 
-ENGINE_FORMATS = ("serve", "sglang-one-batch", "llama-bench")
+ENGINE_FORMATS = ("serve", "sglang-one-batch", "llama-bench", "vllm-latency")
 """The formats :func:`read_engine_output` recognizes (by their fields)."""
 
 
@@ -116,20 +126,111 @@ def _llama_bench(where: str, rec: dict[str, Any]) -> DecodeRun | None:
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Latency:
+    """One ``vllm bench latency`` run: the mean seconds of a whole batch (prefill and
+    ``output_len`` decode steps)."""
+
+    source: str
+    batch: int
+    input_len: int
+    output_len: int
+    latency_s: float
+
+
+def _vllm_latency(where: str, rec: dict[str, Any]) -> _Latency | None:
+    metric, bench = rec.get("metric"), rec.get("benchmark")
+    if not isinstance(metric, dict) or metric.get("name") != "latency":
+        return None  # another metric of the pytorch benchmark format
+    args = bench.get("extra_info", {}).get("args") if isinstance(bench, dict) else None
+    if not isinstance(args, dict):
+        raise ValueError(f"{where}: no benchmark.extra_info.args (the run's arguments)")
+    values = metric.get("benchmark_values")
+    if not isinstance(values, list) or not values:
+        raise ValueError(f"{where}: metric.benchmark_values must be a non-empty list")
+    lat = [_number(where, {"benchmark_values[]": v}, "benchmark_values[]") for v in values]
+    return _Latency(
+        source=where,
+        batch=int(_number(where, args, "batch_size")),
+        input_len=int(_number(where, args, "input_len")),
+        output_len=int(_number(where, args, "output_len")),
+        latency_s=sum(lat) / len(lat),
+    )
+
+
+def _latency_runs(lats: list[_Latency]) -> list[DecodeRun]:
+    """A decode run per batch and input length: the least-squares slope of the mean latency
+    on ``output_len`` (two output lengths or more, else a ValueError naming the runs)."""
+    groups: dict[tuple[int, int], list[_Latency]] = {}
+    for lat in lats:
+        groups.setdefault((lat.batch, lat.input_len), []).append(lat)
+    runs = []
+    for (batch, n_in), g in sorted(groups.items()):
+        outs = [x.output_len for x in g]
+        if len(set(outs)) < 2:
+            raise ValueError(
+                f"vllm bench latency at batch {batch}, input {n_in}: one output length "
+                f"({outs[0]}) in {[x.source for x in g]}; the decode step is the slope over "
+                "two output lengths or more (run it again with another --output-len)"
+            )
+        mean_out = sum(outs) / len(outs)
+        dx = [o - mean_out for o in outs]
+        slope = sum(d * x.latency_s for d, x in zip(dx, g, strict=True)) / sum(d * d for d in dx)
+        if slope <= 0:
+            raise ValueError(f"vllm bench latency at batch {batch}: latency falls with length")
+        source = "; ".join(x.source for x in g)
+        ctx = n_in + mean_out / 2
+        runs.append(
+            DecodeRun(engine="vllm-latency", source=source, batch=batch, context=ctx, step_s=slope)
+        )
+    return runs
+
+
+def read_engine_outputs(paths: list[str | os.PathLike[str]]) -> list[DecodeRun]:
+    """The decode runs in every file of ``paths`` (:func:`read_engine_output`), the
+    ``vllm bench latency`` runs combined across files (see the module docstring)."""
+    runs: list[DecodeRun] = []
+    lats: list[_Latency] = []
+    for path in paths:
+        for item in _read(Path(path)):
+            if isinstance(item, _Latency):
+                lats.append(item)
+            else:
+                runs.append(item)
+    if lats:
+        runs += _latency_runs(lats)
+    if not runs:
+        raise ValueError(f"--engine-output: no plain decode run in {[str(p) for p in paths]}")
+    return runs
+
+
 def read_engine_output(path: str | os.PathLike[str]) -> list[DecodeRun]:
     """The plain decode runs in one engine output file (format told by its fields, see the
     module docstring); a ValueError naming the file and record for anything else."""
-    p = Path(path)
+    return read_engine_outputs([path])
+
+
+def _read(p: Path) -> list[DecodeRun | _Latency]:
     if not p.is_file():
         raise ValueError(f"--engine-output: no file {str(p)!r}")
-    runs: list[DecodeRun] = []
+    runs: list[DecodeRun | _Latency] = []
     for i, rec in enumerate(_records(p)):
         where = f"{p} record {i}"
         if not isinstance(rec, dict):
             raise ValueError(f"{where}: expected a JSON object, got {type(rec).__name__}")
         if str(next(iter(rec), "")).startswith("_") and len(rec) == 1:
             continue  # a lone note record
-        if "median_tpot_ms" in rec:
+        if "avg_latency" in rec and "percentiles" in rec:
+            raise ValueError(
+                f"{where}: vllm bench latency's --output-json holds no batch size or lengths; "
+                "run it with SAVE_TO_PYTORCH_BENCHMARK_FORMAT=1 and give the .pytorch.json "
+                "file it writes beside this one"
+            )
+        if "metric" in rec and "benchmark" in rec:
+            lat = _vllm_latency(where, rec)
+            if lat is not None:
+                runs.append(lat)
+        elif "median_tpot_ms" in rec:
             runs.append(_serve(where, rec))
         elif "median_decode_latency" in rec:
             runs.append(_one_batch(where, rec))

@@ -8,7 +8,7 @@ import argparse
 from datetime import date
 from pathlib import Path
 
-from specsim.calibrate.engine_outputs import read_engine_output
+from specsim.calibrate.engine_outputs import read_engine_outputs
 from specsim.calibrate.stack_fit import fit_stack, stack_toml
 from specsim.cards import load_hardware, load_model
 from specsim.cards.stack_files import load_stack
@@ -43,7 +43,7 @@ def run_engine(args: argparse.Namespace) -> int:
     out = check_file(args.out, option="--out", force=args.force)
     plot = check_file(args.plot, option="--plot", force=args.force) if args.plot else None
     stack, hw, model = load_stack(args.stack), load_hardware(args.hardware), load_model(args.model)
-    runs = [r for path in args.engine_output for r in read_engine_output(path)]
+    runs = read_engine_outputs(args.engine_output)
     fit = fit_stack(runs, stack=stack, hardware=hw, model=model)
     command = command_line(args)
     fitted_on = f"{hw.slug}, {model.slug}, {date.today().isoformat()}"

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specsim.calibrate.engine_outputs import DecodeRun, read_engine_output
+from specsim.calibrate.engine_outputs import DecodeRun, read_engine_output, read_engine_outputs
 from specsim.calibrate.stack_fit import fit_stack, roofline_steps
 from specsim.cards import load_hardware, load_model
 from specsim.cards.stack_files import load_stack
@@ -105,3 +105,20 @@ def test_cli_needs_the_cards(tmp_path: Path, capsys: pytest.CaptureFixture) -> N
     argv = ["calibrate", "--engine-output", str(SAMPLES / "llama-bench.json")]
     assert main([*argv, "--stack", "llama.cpp", "--out", str(tmp_path / "x.toml")]) == 2
     assert "needs --hardware" in capsys.readouterr().err
+
+
+def test_vllm_latency_step_is_the_slope_over_output_lengths() -> None:
+    files = [SAMPLES / f"vllm-latency-b1-o{o}.pytorch.json" for o in (64, 192)]
+    (run,) = read_engine_outputs(files)
+    # the samples' latencies are 0.03 s + 8 ms per output token
+    assert (run.batch, run.context) == (1, 128 + 64.0)
+    assert run.step_s == pytest.approx(0.008, rel=1e-9)
+    with pytest.raises(ValueError, match="one output length"):
+        read_engine_outputs(files[:1])
+
+
+def test_vllm_latency_output_json_names_the_sidecar(tmp_path: Path) -> None:
+    path = tmp_path / "lat.json"
+    path.write_text(json.dumps({"avg_latency": 1.0, "latencies": [1.0], "percentiles": {}}))
+    with pytest.raises(ValueError, match="SAVE_TO_PYTORCH_BENCHMARK_FORMAT"):
+        read_engine_output(path)
