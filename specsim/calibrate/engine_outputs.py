@@ -37,7 +37,17 @@ those the engines write:
   ``vllm/benchmarks/latency.py`` (``save_to_pytorch_benchmark_format``) and
   ``vllm/benchmarks/lib/utils.py`` (``convert_to_pytorch_benchmark_format``).
 
-Not read yet: TensorRT-LLM ``trtllm-bench`` reports and forced-acceptance runs.
+* TensorRT-LLM ``trtllm-bench ... throughput --streaming --concurrency B --report_json
+  FILE`` (one JSON object): ``streaming_metrics.tpot_percentiles.p50`` (ms; else
+  ``streaming_metrics.avg_tpot_ms``), ``request_info.avg_num_concurrent_requests`` (the
+  batch, rounded to the nearest integer; below ``B`` by the ramp-up and drain of the run),
+  ``request_info.avg_input_length`` and ``avg_output_length``. A report without
+  ``streaming_metrics`` (run without ``--streaming``) has no decode step and is refused.
+  Source: github:NVIDIA/TensorRT-LLM ``tensorrt_llm/bench/dataclasses/reporting.py``
+  (``get_statistics_dict``; stored version at commit
+  2787769cae353023784dce105d648bcd4d04f4d4).
+
+Not read yet: forced-acceptance runs (the speculative terms are not fitted).
 """
 
 from __future__ import annotations
@@ -51,7 +61,7 @@ from typing import Any
 
 __all__ = ["DecodeRun", "read_engine_output", "read_engine_outputs", "ENGINE_FORMATS"]
 
-ENGINE_FORMATS = ("serve", "sglang-one-batch", "llama-bench", "vllm-latency")
+ENGINE_FORMATS = ("serve", "sglang-one-batch", "llama-bench", "vllm-latency", "trtllm-bench")
 """The formats :func:`read_engine_output` recognizes (by their fields)."""
 
 
@@ -124,6 +134,26 @@ def _llama_bench(where: str, rec: dict[str, Any]) -> DecodeRun | None:
     return DecodeRun(
         engine="llama-bench", source=where, batch=1, context=depth + n_gen / 2, step_s=step
     )
+
+
+def _trtllm(where: str, rec: dict[str, Any]) -> DecodeRun:
+    stream, info = rec.get("streaming_metrics"), rec.get("request_info")
+    if not isinstance(stream, dict):
+        raise ValueError(
+            f"{where}: a trtllm-bench report without 'streaming_metrics' has no decode step "
+            "time (run trtllm-bench throughput with --streaming)"
+        )
+    if not isinstance(info, dict):
+        raise ValueError(f"{where}: no 'request_info' table in the trtllm-bench report")
+    tpot = stream.get("tpot_percentiles")
+    if isinstance(tpot, dict) and "p50" in tpot:
+        step = _number(f"{where} streaming_metrics.tpot_percentiles", tpot, "p50") / 1e3
+    else:
+        step = _number(f"{where} streaming_metrics", stream, "avg_tpot_ms") / 1e3
+    w = f"{where} request_info"
+    batch = max(1, round(_number(w, info, "avg_num_concurrent_requests")))
+    ctx = _number(w, info, "avg_input_length") + _number(w, info, "avg_output_length") / 2
+    return DecodeRun(engine="trtllm-bench", source=where, batch=batch, context=ctx, step_s=step)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -230,6 +260,8 @@ def _read(p: Path) -> list[DecodeRun | _Latency]:
             lat = _vllm_latency(where, rec)
             if lat is not None:
                 runs.append(lat)
+        elif "request_info" in rec and "performance" in rec:
+            runs.append(_trtllm(where, rec))
         elif "median_tpot_ms" in rec:
             runs.append(_serve(where, rec))
         elif "median_decode_latency" in rec:
@@ -241,7 +273,8 @@ def _read(p: Path) -> list[DecodeRun | _Latency]:
         else:
             raise ValueError(
                 f"{where}: not a known engine output (expected median_tpot_ms, "
-                f"median_decode_latency or avg_ts with n_gen; formats {ENGINE_FORMATS})"
+                "median_decode_latency, avg_ts with n_gen, a trtllm-bench report or vLLM's "
+                f"pytorch benchmark records; formats {ENGINE_FORMATS})"
             )
     if not runs:
         raise ValueError(f"{p}: no plain decode run in it (llama-bench: no tg test)")

@@ -122,3 +122,14 @@ def test_vllm_latency_output_json_names_the_sidecar(tmp_path: Path) -> None:
     path.write_text(json.dumps({"avg_latency": 1.0, "latencies": [1.0], "percentiles": {}}))
     with pytest.raises(ValueError, match="SAVE_TO_PYTORCH_BENCHMARK_FORMAT"):
         read_engine_output(path)
+
+
+def test_trtllm_bench_report(tmp_path: Path) -> None:
+    (run,) = read_engine_output(SAMPLES / "trtllm-bench-b8.json")
+    assert (run.batch, run.context, run.step_s) == (8, 192.0, pytest.approx(0.0083))
+    report = json.loads((SAMPLES / "trtllm-bench-b8.json").read_text())
+    del report["streaming_metrics"]
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    with pytest.raises(ValueError, match="--streaming"):
+        read_engine_output(path)
