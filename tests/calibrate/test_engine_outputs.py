@@ -8,13 +8,15 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from specsim.calibrate.engine_outputs import DecodeRun, read_engine_output, read_engine_outputs
 from specsim.calibrate.stack_fit import fit_stack, roofline_steps
 from specsim.cards import load_hardware, load_model
-from specsim.cards.stack_files import load_stack
+from specsim.cards.stack_files import compose, load_stack
 from specsim.cli import main
+from specsim.cost import step_cost
 
 SAMPLES = Path(__file__).resolve().parents[2] / "models" / "measured" / "engine-samples"
 BATCHES = (1, 4, 16, 64)
@@ -92,9 +94,20 @@ def test_cli_writes_a_stack_that_loads_back(tmp_path: Path, capsys: pytest.Captu
     out = tmp_path / "fitted.toml"
     argv = ["calibrate", "--engine-output", str(path), "--stack", "vllm-v1"]
     argv += ["--hardware", "h100-sxm", "--model", "llama-3.1-8b", "--out", str(out), "--json"]
+    argv += ["--plot", str(tmp_path / "fit.png"), "--residuals", str(tmp_path / "res.csv")]
     assert main(argv) == 0
     record = json.loads(capsys.readouterr().out)
     st = load_stack(out)
+    assert (tmp_path / "fit.png").stat().st_size > 0
+    # the written stack, priced by the cost model, gives the fit's predictions back
+    res = pd.read_csv(tmp_path / "res.csv")
+    hw, model = load_hardware("h100-sxm"), load_model("llama-3.1-8b")
+    rt = compose(st, hw)
+    priced = [
+        float(step_cost(model, hw, batch=int(b), context=c, new_tokens=1, runtime=rt).time_s)
+        for b, c in zip(res["batch"], res["context"], strict=True)
+    ]
+    assert np.allclose(priced, res["predicted_s"], rtol=1e-9)
     assert st.pass_overhead_s == pytest.approx(record["estimate"]["pass_overhead_s"])
     assert "sequence_overhead_s" not in st.assumptions
     assert str(path) in out.read_text()  # the sources name the file read
