@@ -47,7 +47,10 @@ those the engines write:
   (``get_statistics_dict``; stored version at commit
   2787769cae353023784dce105d648bcd4d04f4d4).
 
-Not read yet: forced-acceptance runs (the speculative terms are not fitted).
+A ``vllm bench serve`` result that also holds ``num_speculative_tokens`` and
+``synthetic_acceptance_length`` (given as ``--metadata``) is a forced-acceptance run
+(:class:`~specsim.calibrate.spec_fit.ForcedRun`, its step ``median_tpot_ms`` times the
+acceptance length), fitted by :mod:`specsim.calibrate.spec_fit`.
 """
 
 from __future__ import annotations
@@ -59,7 +62,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DecodeRun", "read_engine_output", "read_engine_outputs", "ENGINE_FORMATS"]
+from specsim.calibrate.spec_fit import ForcedRun
+
+__all__ = [
+    "DecodeRun",
+    "read_engine_output",
+    "read_engine_outputs",
+    "read_all_outputs",
+    "ENGINE_FORMATS",
+]
 
 ENGINE_FORMATS = ("serve", "sglang-one-batch", "llama-bench", "vllm-latency", "trtllm-bench")
 """The formats :func:`read_engine_output` recognizes (by their fields)."""
@@ -96,6 +107,37 @@ def _number(where: str, rec: dict[str, Any], key: str, *, positive: bool = True)
     if positive and value <= 0:
         raise ValueError(f"{where}: field {key!r} must be positive, got {value!r}")
     return float(value)
+
+
+def _meta(where: str, rec: dict[str, Any], key: str) -> float:
+    """A ``--metadata KEY=VALUE`` entry (saved as a string) as a positive number."""
+    value = rec.get(key)
+    try:
+        out = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        out = math.nan
+    if not math.isfinite(out) or out <= 0:
+        raise ValueError(f"{where}: metadata {key!r} must be a positive number, got {value!r}")
+    return out
+
+
+def _forced(where: str, run: DecodeRun, rec: dict[str, Any]) -> ForcedRun:
+    """A forced-acceptance serving run (see :mod:`specsim.calibrate.spec_fit`)."""
+    k = _meta(where, rec, "num_speculative_tokens")
+    accept = _meta(where, rec, "synthetic_acceptance_length")
+    if k != int(k) or not 1 <= accept <= k + 1:
+        raise ValueError(
+            f"{where}: num_speculative_tokens {k:g} must be an integer and "
+            f"synthetic_acceptance_length {accept:g} within [1, k + 1]"
+        )
+    return ForcedRun(
+        source=where,
+        batch=run.batch,
+        context=run.context,
+        k=int(k),
+        accept_len=accept,
+        step_s=run.step_s * accept,
+    )
 
 
 def _serve(where: str, rec: dict[str, Any]) -> DecodeRun:
@@ -217,21 +259,31 @@ def _latency_runs(lats: list[_Latency]) -> list[DecodeRun]:
 
 
 def read_engine_outputs(paths: list[str | os.PathLike[str]]) -> list[DecodeRun]:
-    """The decode runs in every file of ``paths`` (:func:`read_engine_output`), the
+    """The plain decode runs in every file of ``paths`` (:func:`read_engine_output`), the
     ``vllm bench latency`` runs combined across files (see the module docstring)."""
+    return read_all_outputs(paths)[0]
+
+
+def read_all_outputs(
+    paths: list[str | os.PathLike[str]],
+) -> tuple[list[DecodeRun], list[ForcedRun]]:
+    """The plain decode runs and the forced-acceptance runs in every file of ``paths``."""
     runs: list[DecodeRun] = []
     lats: list[_Latency] = []
+    forced: list[ForcedRun] = []
     for path in paths:
         for item in _read(Path(path)):
             if isinstance(item, _Latency):
                 lats.append(item)
+            elif isinstance(item, ForcedRun):
+                forced.append(item)
             else:
                 runs.append(item)
     if lats:
         runs += _latency_runs(lats)
     if not runs:
         raise ValueError(f"--engine-output: no plain decode run in {[str(p) for p in paths]}")
-    return runs
+    return runs, forced
 
 
 def read_engine_output(path: str | os.PathLike[str]) -> list[DecodeRun]:
@@ -240,10 +292,10 @@ def read_engine_output(path: str | os.PathLike[str]) -> list[DecodeRun]:
     return read_engine_outputs([path])
 
 
-def _read(p: Path) -> list[DecodeRun | _Latency]:
+def _read(p: Path) -> list[DecodeRun | _Latency | ForcedRun]:
     if not p.is_file():
         raise ValueError(f"--engine-output: no file {str(p)!r}")
-    runs: list[DecodeRun | _Latency] = []
+    runs: list[DecodeRun | _Latency | ForcedRun] = []
     for i, rec in enumerate(_records(p)):
         where = f"{p} record {i}"
         if not isinstance(rec, dict):
@@ -262,6 +314,8 @@ def _read(p: Path) -> list[DecodeRun | _Latency]:
                 runs.append(lat)
         elif "request_info" in rec and "performance" in rec:
             runs.append(_trtllm(where, rec))
+        elif "median_tpot_ms" in rec and "num_speculative_tokens" in rec:
+            runs.append(_forced(where, _serve(where, rec), rec))
         elif "median_tpot_ms" in rec:
             runs.append(_serve(where, rec))
         elif "median_decode_latency" in rec:

@@ -106,8 +106,9 @@ def fit_stack(
 
 def stack_toml(fit: StackFit, *, slug: str, fitted_on: str, command: str) -> str:
     """The fitted stack as a ``models/stacks`` TOML file (read back by
-    :func:`specsim.cards.stack_files.load_stack`): the base stack's fields with the two
-    fitted ones, each with its standard error, ``fitted_on`` and the files read."""
+    :func:`specsim.cards.stack_files.load_stack`): the base stack's fields with the fitted
+    ones (the keys of ``fit.stderr``), each with its standard error, ``fitted_on`` and the
+    files read."""
     st = fit.stack
     files = sorted({s.rsplit(" record ", 1)[0] for s in fit.residuals["source"]})
     lines = [f"# Fitted by: {command}", f"# fitted_on = {fitted_on!r}"]
@@ -118,15 +119,14 @@ def stack_toml(fit: StackFit, *, slug: str, fitted_on: str, command: str) -> str
         if f.name == "slug":
             value = slug
         if f.name == "assumptions":
-            value = [a for a in value if a not in FITTED]
-        note = f"  # fitted, stderr {fit.stderr[f.name]:.3g}" if f.name in FITTED else ""
+            value = [a for a in value if a not in fit.stderr]
+        note = f"  # fitted, stderr {fit.stderr[f.name]:.3g}" if f.name in fit.stderr else ""
         lines.append(f"{f.name} = {toml_value(value, f.name)}{note}")
     base = st.sources if isinstance(st.sources, dict) else {"base": "; ".join(st.sources)}
     sources = {
-        **{k: v for k, v in base.items() if k not in FITTED},
+        **{k: v for k, v in base.items() if k not in fit.stderr},
         "fitted_on": fitted_on,
-        "pass_overhead_s": "fitted: " + command,
-        "sequence_overhead_s": "fitted: " + command,
+        **{k: "fitted: " + command for k in fit.stderr},
         "data": "; ".join(files),
     }
     lines += toml_table("sources", sources, "sources")

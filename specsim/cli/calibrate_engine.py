@@ -8,9 +8,12 @@ import argparse
 from datetime import date
 from pathlib import Path
 
-from specsim.calibrate.engine_outputs import read_engine_outputs
-from specsim.calibrate.stack_fit import fit_stack, stack_toml
-from specsim.cards import load_hardware, load_model
+import pandas as pd
+
+from specsim.calibrate.engine_outputs import read_all_outputs
+from specsim.calibrate.spec_fit import ForcedRun, fit_speculative
+from specsim.calibrate.stack_fit import StackFit, fit_stack, stack_toml
+from specsim.cards import HardwareCard, ModelCard, load_hardware, load_model
 from specsim.cards.stack_files import load_stack
 from specsim.cli.calibrate_traces import command_line
 from specsim.cli.jsonout import dumps
@@ -30,6 +33,37 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--hardware", metavar="CARD", help="with --engine-output: the device")
     parser.add_argument("--model", metavar="CARD", help="with --engine-output: the model run")
+    parser.add_argument(
+        "--draft",
+        metavar="CARD",
+        help="with --engine-output and forced-acceptance runs: the draft model card",
+    )
+
+
+def _speculative(
+    fit: StackFit,
+    forced: list[ForcedRun],
+    args: argparse.Namespace,
+    *,
+    hardware: HardwareCard,
+    model: ModelCard,
+) -> StackFit:
+    """``fit`` with the speculative terms fitted to ``forced`` (none: ``fit`` itself)."""
+    if not forced:
+        return fit
+    if not args.draft:
+        raise ValueError(
+            f"--engine-output: {len(forced)} forced-acceptance runs need --draft (the draft card)"
+        )
+    stack, est, se, table = fit_speculative(
+        forced, stack=fit.stack, hardware=hardware, model=model, draft=load_model(args.draft)
+    )
+    return StackFit(
+        stack=stack,
+        estimate={**fit.estimate, **est},
+        stderr={**fit.stderr, **se},
+        residuals=pd.concat([fit.residuals, table], ignore_index=True),
+    )
 
 
 def run_engine(args: argparse.Namespace) -> int:
@@ -43,8 +77,9 @@ def run_engine(args: argparse.Namespace) -> int:
     out = check_file(args.out, option="--out", force=args.force)
     plot = check_file(args.plot, option="--plot", force=args.force) if args.plot else None
     stack, hw, model = load_stack(args.stack), load_hardware(args.hardware), load_model(args.model)
-    runs = read_engine_outputs(args.engine_output)
+    runs, forced = read_all_outputs(args.engine_output)
     fit = fit_stack(runs, stack=stack, hardware=hw, model=model)
+    fit = _speculative(fit, forced, args, hardware=hw, model=model)
     command = command_line(args)
     fitted_on = f"{hw.slug}, {model.slug}, {date.today().isoformat()}"
     slug = args.slug or Path(out).stem
@@ -60,6 +95,7 @@ def run_engine(args: argparse.Namespace) -> int:
     record = {
         "stack": str(out),
         "runs": len(runs),
+        "forced_runs": len(forced),
         "estimate": fit.estimate,
         "stderr": fit.stderr,
         "worst_rel_error": float(rel.max()),
@@ -67,9 +103,12 @@ def run_engine(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(record))
         return 0
-    print(f"{len(runs)} decode runs from {len(args.engine_output)} files")
+    print(
+        f"{len(runs)} decode runs and {len(forced)} forced-acceptance runs from "
+        f"{len(args.engine_output)} files"
+    )
     for k, v in fit.estimate.items():
-        print(f"  {k} = {v * 1e6:.1f} us  (stderr {fit.stderr[k] * 1e6:.1f} us)")
+        print(f"  {k} = {v * 1e6:.2f} us  (stderr {fit.stderr[k] * 1e6:.2f} us)")
     print(f"  worst |predicted / measured - 1| = {rel.max() * 100:.2f}%")
     print(f"wrote {out}")
     return 0
