@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from specsim.calibrate.engine_outputs import DecodeRun, read_engine_output, read_engine_outputs
+from specsim.calibrate.spec_fit import ForcedRun, iteration_s
 from specsim.calibrate.stack_fit import fit_stack, roofline_steps
 from specsim.cards import load_hardware, load_model
 from specsim.cards.stack_files import compose, load_stack
@@ -146,3 +147,61 @@ def test_trtllm_bench_report(tmp_path: Path) -> None:
     path.write_text(json.dumps(report))
     with pytest.raises(ValueError, match="--streaming"):
         read_engine_output(path)
+
+
+SPEC_TRUE = {
+    "speculation_overhead_s": 3e-4,
+    "rejection_s_per_token": 5e-6,
+    "draft_step_overhead_s": 2e-4,
+}
+
+
+def _forced_files(tmp_path: Path, rng: np.random.Generator, *, noise_s: float) -> list[str]:
+    """vllm bench serve results: plain runs (pass 1.5 ms, 20 us a sequence) and forced
+    acceptance runs priced by a known speculative profile, with Gaussian noise on the step."""
+    stack, hw = load_stack("vllm-v1"), load_hardware("h100-sxm")
+    model, draft = load_model("llama-3.1-8b"), load_model("llama-3.2-1b")
+    plain = dataclasses.replace(stack, pass_overhead_s=1.5e-3, sequence_overhead_s=20e-6)
+    true = dataclasses.replace(plain, **SPEC_TRUE)
+    files = []
+    for b in BATCHES:
+        run = DecodeRun(engine="t", source="t", batch=b, context=1024.0 + 128.0, step_s=0.0)
+        (step,) = roofline_steps([run], stack=plain, hardware=hw, model=model) + 1.5e-3 + 20e-6 * b
+        files.append(_serve_result(tmp_path / f"plain-b{b}.json", b, step + rng.normal(0, noise_s)))
+        for k, accept in ((1, 1.8), (3, 2.5), (5, 3.1)):
+            forced = ForcedRun(
+                source="t", batch=b, context=1152.0, k=k, accept_len=accept, step_s=0
+            )
+            step = iteration_s(forced, stack=true, hardware=hw, model=model, draft=draft)
+            tpot = (step + rng.normal(0, noise_s)) / accept
+            meta = {"num_speculative_tokens": str(k), "synthetic_acceptance_length": str(accept)}
+            files.append(_serve_result(tmp_path / f"spec-b{b}-k{k}.json", b, tpot, meta))
+    return files
+
+
+def _serve_result(path: Path, batch: int, tpot_s: float, meta: dict | None = None) -> str:
+    rec = {"max_concurrency": batch, "random_input_len": 1024, "random_output_len": 256}
+    path.write_text(json.dumps(rec | {"median_tpot_ms": tpot_s * 1e3} | (meta or {})))
+    return str(path)
+
+
+def test_forced_acceptance_runs_recover_the_speculative_terms(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    files = _forced_files(tmp_path, np.random.default_rng(20261202), noise_s=30e-6)
+    out = tmp_path / "spec.toml"
+    argv = ["calibrate", "--engine-output", *files, "--stack", "vllm-v1", "--hardware"]
+    argv += ["h100-sxm", "--model", "llama-3.1-8b", "--out", str(out), "--json"]
+    assert main([*argv, "--draft", "llama-3.2-1b"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert (record["runs"], record["forced_runs"]) == (4, 12)
+    truth = {"pass_overhead_s": 1.5e-3, "sequence_overhead_s": 20e-6, **SPEC_TRUE}
+    for name, true in truth.items():
+        # 4 standard errors: a false failure about once in 16,000 seeds per term
+        assert abs(record["estimate"][name] - true) < 4 * record["stderr"][name], name
+        assert record["stderr"][name] < 0.5 * true, name
+    st = load_stack(out)
+    assert st.rejection_s_per_token == pytest.approx(record["estimate"]["rejection_s_per_token"])
+    assert "rejection_s_per_token" not in st.assumptions
+    assert main([*argv, "--force"]) == 2  # forced runs without --draft
+    assert "need --draft" in capsys.readouterr().err
