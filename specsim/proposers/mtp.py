@@ -40,7 +40,7 @@ from numpy.typing import NDArray
 from specsim.cards import ModelCard
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
-from specsim.proposers.protocol import DraftCost
+from specsim.proposers.protocol import DraftCost, frontier_passes
 
 __all__ = [
     "mtp_block_card",
@@ -98,20 +98,7 @@ def mtp_draft_costs(
     ``context + d - 1`` tokens, each attending to that context and itself, on the target's
     deployment (its formats and parallelism; module docstring)."""
     dep = dataclasses.replace(deployment, target=mtp_block_card(deployment.target))
-    ctx = np.asarray(context, dtype=np.float64)
-    time, energy, flops = np.zeros(ctx.shape), np.zeros(ctx.shape), np.zeros(ctx.shape)
-    for d, w in enumerate(widths, start=1):
-        if w == 0:
-            continue
-        c = ctx + (d - 1)
-        t = dep.aggregates_cost(
-            batch=batch,
-            tokens=float(batch * w),
-            context_tokens=batch * c,
-            pairs=batch * (w * c + w),
-        )
-        time, energy, flops = time + t.time_s, energy + t.energy_j, flops + t.flops
-    return DraftCost(time, energy, flops)
+    return frontier_passes(dep, widths, batch=batch, context=context)
 
 
 def mtp_memory_bytes(deployment: Deployment) -> float:

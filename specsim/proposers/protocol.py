@@ -34,7 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from numpy.typing import ArrayLike
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from specsim.cards import ModelCard
 from specsim.proposers.tables import RankAcceptance
@@ -42,7 +43,14 @@ from specsim.proposers.tables import RankAcceptance
 if TYPE_CHECKING:
     from specsim.cost.deployment import Deployment
 
-__all__ = ["DraftCost", "ProposerProtocol", "Proposer", "check_proposer", "MEMBERS"]
+__all__ = [
+    "DraftCost",
+    "ProposerProtocol",
+    "Proposer",
+    "check_proposer",
+    "frontier_passes",
+    "MEMBERS",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +66,39 @@ class DraftCost:
     def at(self, i: int) -> DraftCost:
         """Element ``i`` of an array-valued cost, as floats."""
         return DraftCost(float(self.time_s[i]), float(self.energy_j[i]), float(self.flops[i]))
+
+
+def frontier_passes(
+    deployment: Deployment,
+    widths: Sequence[int],
+    *,
+    batch: int,
+    context: NDArray[np.float64] | NDArray[np.int64],
+    scale: float = 1.0,
+) -> DraftCost:
+    """Per element of ``context``: step ``d`` runs ``deployment``'s model once over the
+    depth-``d`` frontier of every sequence, batched: ``widths[d - 1]`` new positions per
+    sequence after ``context + d - 1`` tokens, each attending to that context and itself
+    (the sums of ``PassShape.tree(context=context + d - 1, parents=[-1] * w, batch=batch)``,
+    on arrays of contexts: :meth:`Deployment.aggregates_cost`), each step's cost times
+    ``scale``. A draft model, an MTP block and a self-speculative layer subset all draft
+    this way; they differ only in the model ``deployment`` carries."""
+    ctx = np.asarray(context, dtype=np.float64)
+    time, energy, flops = np.zeros(ctx.shape), np.zeros(ctx.shape), np.zeros(ctx.shape)
+    for d, w in enumerate(widths, start=1):
+        if w == 0:
+            continue
+        c = ctx + (d - 1)
+        t = deployment.aggregates_cost(
+            batch=batch,
+            tokens=float(batch * w),
+            context_tokens=batch * c,
+            pairs=batch * (w * c + w),
+        )
+        time += scale * t.time_s
+        energy += scale * t.energy_j
+        flops += scale * t.flops
+    return DraftCost(time, energy, flops)
 
 
 MEMBERS = (

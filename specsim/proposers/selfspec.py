@@ -47,9 +47,8 @@ from specsim.cards.files import SearchPath
 from specsim.cards.proposer_cards import SelfSpecCard, load_proposer_card
 from specsim.checks import check_int
 from specsim.cost.deployment import Deployment
-from specsim.cost.shape import PassShape
 from specsim.proposers.parallel import card_acceptance, check_batch, contexts
-from specsim.proposers.protocol import DraftCost
+from specsim.proposers.protocol import DraftCost, frontier_passes
 from specsim.proposers.tables import RankAcceptance, frontier_widths
 
 __all__ = ["SelfSpeculation", "early_exit_card"]
@@ -156,18 +155,7 @@ class SelfSpeculation:
         b, ctx = check_batch(batch), contexts(context).astype(np.float64)
         # Same weights, formats, stack and devices: only the layer count changes.
         dep = dataclasses.replace(deployment, target=self.draft_model(deployment.target))
-        time, energy, flops = np.zeros(ctx.shape), np.zeros(ctx.shape), np.zeros(ctx.shape)
-        for d, w in enumerate(widths, start=1):
-            if w == 0:
-                continue
-            c = ctx + (d - 1)
-            # w frontier nodes, each attending to the cached context and itself.
-            own = float(PassShape.tree(context=0, parents=[-1] * w).pairs()[0])
-            t = dep.aggregates_cost(
-                batch=b, tokens=float(b * w), context_tokens=b * c, pairs=b * (w * c + own)
-            )
-            time, energy, flops = time + t.time_s, energy + t.energy_j, flops + t.flops
-        return DraftCost(time, energy, flops)
+        return frontier_passes(dep, widths, batch=b, context=ctx)
 
     def draft_cost(
         self,
