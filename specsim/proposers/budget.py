@@ -49,7 +49,7 @@ from specsim.cards import ModelCard
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
 from specsim.proposers.kinds import DraftModel, contexts
-from specsim.proposers.protocol import DraftCost, Proposer, check_proposer
+from specsim.proposers.protocol import DraftCost, Proposer, ScalarFromArrays, check_proposer
 from specsim.proposers.tables import RankAcceptance, tree_depths
 
 __all__ = ["KVBudget", "StreamingSelfSpec", "budget_contexts", "check_budget_size"]
@@ -86,7 +86,7 @@ def _check_acceptance(acceptance: object, where: str) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class KVBudget:
+class KVBudget(ScalarFromArrays):
     """``proposer`` drafting over a KV budget of ``budget`` tokens (module docstring).
 
     ``acceptance``: the budgeted draft's own (attending to less changes its proposals; pass
@@ -119,18 +119,13 @@ class KVBudget:
         kept = budget_contexts(context, self.budget, where=self.name)
         return self.proposer.draft_costs(parents, deployment=deployment, batch=batch, context=kept)
 
-    def draft_cost(
-        self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: int
-    ) -> DraftCost:
-        return self.draft_costs(parents, deployment=deployment, batch=batch, context=context).at(0)
-
     def memory_bytes(self, deployment: Deployment) -> float:
         """The inner proposer's weights (its KV cache is ``budget`` tokens per sequence)."""
         return self.proposer.memory_bytes(deployment)
 
 
 @dataclass(frozen=True, kw_only=True)
-class StreamingSelfSpec:
+class StreamingSelfSpec(ScalarFromArrays):
     """The target drafting for itself over a KV budget of ``budget`` tokens.
 
     ``target``: the slug of the target (the acceptance is that model's with that budget);
@@ -182,11 +177,6 @@ class StreamingSelfSpec:
             tensor_parallel=deployment.tensor_parallel,
         )
         return own.draft_costs(parents, deployment=deployment, batch=batch, context=kept)
-
-    def draft_cost(
-        self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: int
-    ) -> DraftCost:
-        return self.draft_costs(parents, deployment=deployment, batch=batch, context=context).at(0)
 
     def memory_bytes(self, deployment: Deployment) -> float:
         """0: the draft's weights are the target's (its KV budget is per sequence:

@@ -22,7 +22,7 @@ from specsim.cost.checks import check_draft_pair
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
 from specsim.proposers.mtp import mtp_draft_costs, mtp_memory_bytes
-from specsim.proposers.protocol import DraftCost, Proposer, frontier_passes
+from specsim.proposers.protocol import DraftCost, Proposer, ScalarFromArrays, frontier_passes
 from specsim.proposers.tables import RankAcceptance, frontier_widths, tree_depths
 
 __all__ = [
@@ -62,7 +62,7 @@ def check_batch(batch: int) -> int:
 
 
 @dataclass(frozen=True, kw_only=True)
-class DraftModel:
+class DraftModel(ScalarFromArrays):
     """A draft language model: one draft step per depth over the frontier (batched).
 
     ``acceptance`` is measured for this draft/target pair (a file, or a chain's alpha as a
@@ -120,14 +120,9 @@ class DraftModel:
             context=contexts(context),
         )
 
-    def draft_cost(
-        self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: int
-    ) -> DraftCost:
-        return self.draft_costs(parents, deployment=deployment, batch=batch, context=context).at(0)
-
 
 @dataclass(frozen=True, kw_only=True)
-class Heads:
+class Heads(ScalarFromArrays):
     """Prediction heads on the target, from a head card (:class:`specsim.cards.HeadCard`).
 
     Cost: a head evaluation is ``card.layer_fraction`` of one target layer, a layer
@@ -215,8 +210,3 @@ class Heads:
             context=contexts(context),
             scale=self.card.layer_fraction / target.layers,
         )
-
-    def draft_cost(
-        self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: int
-    ) -> DraftCost:
-        return self.draft_costs(parents, deployment=deployment, batch=batch, context=context).at(0)

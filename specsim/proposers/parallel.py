@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from specsim.cards import ModelCard, load_model
 from specsim.cards.files import SearchPath
@@ -50,25 +50,11 @@ from specsim.cost.checks import check_draft_pair
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
 from specsim.cost.shape import chain_sums
-from specsim.proposers.protocol import DraftCost
+from specsim.proposers.kinds import check_batch, contexts
+from specsim.proposers.protocol import DraftCost, ScalarFromArrays
 from specsim.proposers.tables import RankAcceptance, tree_depths
 
-__all__ = ["ParallelDraft", "card_acceptance", "check_batch", "contexts"]
-
-
-def contexts(context: ArrayLike) -> NDArray[np.int64]:
-    """``context`` as a 1-d array of integers >= 0; a ValueError names a bad value."""
-    arr = np.atleast_1d(np.asarray(context))
-    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer) or arr.ndim != 1:
-        raise ValueError(f"context: expected integers >= 0, got {context!r}")
-    if (arr < 0).any():
-        raise ValueError(f"context: expected integers >= 0, got {context!r}")
-    return arr.astype(np.int64)
-
-
-def check_batch(batch: object) -> int:
-    """``batch`` as an int >= 1; a ValueError names a bad value."""
-    return check_int(batch, name="batch", minimum=1)
+__all__ = ["ParallelDraft", "card_acceptance"]
 
 
 def card_acceptance(card: ProposerCard) -> RankAcceptance:
@@ -87,7 +73,7 @@ def card_acceptance(card: ProposerCard) -> RankAcceptance:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ParallelDraft:
+class ParallelDraft(ScalarFromArrays):
     """A draft model proposing up to ``k`` tokens in one pass (see the module docstring).
 
     ``draft``: the draft's model card (its shape prices the pass); ``target``: the target
@@ -195,16 +181,6 @@ class ParallelDraft:
             np.broadcast_to(terms.energy_j, shape).astype(np.float64),
             np.broadcast_to(terms.flops, shape).astype(np.float64),
         )
-
-    def draft_cost(
-        self,
-        parents: Sequence[int],
-        *,
-        deployment: Deployment,
-        batch: int,
-        context: int,
-    ) -> DraftCost:
-        return self.draft_costs(parents, deployment=deployment, batch=batch, context=context).at(0)
 
     def memory_bytes(self, deployment: Deployment) -> float:
         """Draft weights (and ``extra_params``) per device in the draft's weight format.

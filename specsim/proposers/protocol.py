@@ -49,6 +49,7 @@ __all__ = [
     "Proposer",
     "check_proposer",
     "frontier_passes",
+    "ScalarFromArrays",
     "MEMBERS",
 ]
 
@@ -147,6 +148,34 @@ class ProposerProtocol(Protocol):
     ) -> DraftCost: ...
 
     def memory_bytes(self, deployment: Deployment) -> float: ...
+
+
+class _ArrayCosted(Protocol):
+    def draft_costs(
+        self,
+        parents: Sequence[int],
+        *,
+        deployment: Deployment,
+        batch: int,
+        context: ArrayLike,
+    ) -> DraftCost: ...
+
+
+class ScalarFromArrays:
+    """Mixin of the shipped proposers: ``draft_cost`` at one context is element 0 of
+    ``draft_costs`` at the one-element array of it (the kind defines ``draft_costs``)."""
+
+    __slots__ = ()
+
+    def draft_cost(
+        self: _ArrayCosted,
+        parents: Sequence[int],
+        *,
+        deployment: Deployment,
+        batch: int,
+        context: int,
+    ) -> DraftCost:
+        return self.draft_costs(parents, deployment=deployment, batch=batch, context=context).at(0)
 
 
 Proposer = ProposerProtocol

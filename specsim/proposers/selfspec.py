@@ -47,8 +47,9 @@ from specsim.cards.files import SearchPath
 from specsim.cards.proposer_cards import SelfSpecCard, load_proposer_card
 from specsim.checks import check_int
 from specsim.cost.deployment import Deployment
-from specsim.proposers.parallel import card_acceptance, check_batch, contexts
-from specsim.proposers.protocol import DraftCost, frontier_passes
+from specsim.proposers.kinds import check_batch, contexts
+from specsim.proposers.parallel import card_acceptance
+from specsim.proposers.protocol import DraftCost, ScalarFromArrays, frontier_passes
 from specsim.proposers.tables import RankAcceptance, frontier_widths
 
 __all__ = ["SelfSpeculation", "early_exit_card"]
@@ -75,7 +76,7 @@ def early_exit_card(target: ModelCard, layers: int) -> ModelCard:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SelfSpeculation:
+class SelfSpeculation(ScalarFromArrays):
     """The target drafting with ``exit_layer`` layers or with ``skip_layers`` skipped.
 
     ``target``: the slug of the target (the acceptance is that checkpoint's);
@@ -156,16 +157,6 @@ class SelfSpeculation:
         # Same weights, formats, stack and devices: only the layer count changes.
         dep = dataclasses.replace(deployment, target=self.draft_model(deployment.target))
         return frontier_passes(dep, widths, batch=b, context=ctx)
-
-    def draft_cost(
-        self,
-        parents: Sequence[int],
-        *,
-        deployment: Deployment,
-        batch: int,
-        context: int,
-    ) -> DraftCost:
-        return self.draft_costs(parents, deployment=deployment, batch=batch, context=context).at(0)
 
     def memory_bytes(self, deployment: Deployment) -> float:
         """Only an exit head of its own, per device, in the deployment's weight format: the
