@@ -150,17 +150,6 @@ class ProposerProtocol(Protocol):
     def memory_bytes(self, deployment: Deployment) -> float: ...
 
 
-class _ArrayCosted(Protocol):
-    def draft_costs(
-        self,
-        parents: Sequence[int],
-        *,
-        deployment: Deployment,
-        batch: int,
-        context: ArrayLike,
-    ) -> DraftCost: ...
-
-
 class ScalarFromArrays:
     """Mixin of the shipped proposers: ``draft_cost`` at one context is element 0 of
     ``draft_costs`` at the one-element array of it (the kind defines ``draft_costs``)."""
@@ -168,12 +157,7 @@ class ScalarFromArrays:
     __slots__ = ()
 
     def draft_cost(
-        self: _ArrayCosted,
-        parents: Sequence[int],
-        *,
-        deployment: Deployment,
-        batch: int,
-        context: int,
+        self: Proposer, parents: Sequence[int], *, deployment: Deployment, batch: int, context: int
     ) -> DraftCost:
         return self.draft_costs(parents, deployment=deployment, batch=batch, context=context).at(0)
 
