@@ -49,7 +49,13 @@ from specsim.cards import ModelCard
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
 from specsim.proposers.kinds import DraftModel, contexts
-from specsim.proposers.protocol import DraftCost, Proposer, ScalarFromArrays, check_proposer
+from specsim.proposers.protocol import (
+    DraftCost,
+    Proposer,
+    ScalarFromArrays,
+    check_acceptance,
+    check_proposer,
+)
 from specsim.proposers.tables import RankAcceptance, tree_depths
 
 __all__ = ["KVBudget", "StreamingSelfSpec", "budget_contexts", "check_budget_size"]
@@ -78,13 +84,6 @@ def budget_contexts(context: ArrayLike, budget: int, *, where: str) -> NDArray[n
     return np.minimum(ctx, budget)
 
 
-def _check_acceptance(acceptance: object, where: str) -> None:
-    if not isinstance(acceptance, RankAcceptance):
-        raise TypeError(
-            f"{where} acceptance: expected a RankAcceptance, got {type(acceptance).__name__}"
-        )
-
-
 @dataclass(frozen=True, kw_only=True)
 class KVBudget(ScalarFromArrays):
     """``proposer`` drafting over a KV budget of ``budget`` tokens (module docstring).
@@ -99,7 +98,7 @@ class KVBudget(ScalarFromArrays):
     def __post_init__(self) -> None:
         check_proposer(self.proposer, where="KVBudget proposer")
         check_budget_size(self.budget, where="KVBudget budget")
-        _check_acceptance(self.acceptance, "KVBudget")
+        check_acceptance(self.acceptance, "KVBudget")
 
     @property
     def name(self) -> str:
@@ -138,7 +137,7 @@ class StreamingSelfSpec(ScalarFromArrays):
 
     def __post_init__(self) -> None:
         check_budget_size(self.budget, where="StreamingSelfSpec budget")
-        _check_acceptance(self.acceptance, "StreamingSelfSpec")
+        check_acceptance(self.acceptance, "StreamingSelfSpec")
         d = self.max_depth
         if isinstance(d, bool) or not isinstance(d, int) or d < 1:
             raise ValueError(f"StreamingSelfSpec max_depth: expected an integer >= 1, got {d!r}")

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -43,6 +44,7 @@ from specsim.cards.proposer_cards import (
     PASS_POSITIONS,
     ParallelDraftCard,
     ProposerCard,
+    SelfSpecCard,
     load_proposer_card,
 )
 from specsim.checks import check_int
@@ -51,10 +53,31 @@ from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
 from specsim.cost.shape import chain_sums
 from specsim.proposers.kinds import check_batch, contexts
-from specsim.proposers.protocol import DraftCost, ScalarFromArrays
+from specsim.proposers.protocol import DraftCost, ScalarFromArrays, check_acceptance
 from specsim.proposers.tables import RankAcceptance, tree_depths
 
 __all__ = ["ParallelDraft", "card_acceptance"]
+
+
+C = TypeVar("C", ParallelDraftCard, SelfSpecCard)
+
+
+def card_of_kind(
+    card: C | str, cls: type[C], *, search_path: SearchPath, kind: str, other: str
+) -> C:
+    """``card`` when it is a ``cls``, else the proposer card its slug or path names, which
+    must be a ``cls``: else a ValueError naming its kind, not ``kind``, and pointing to
+    ``other``, the proposer that takes it."""
+    if isinstance(card, cls):
+        return card
+    # Anything else goes to the loader, whose TypeError names a value that is no slug or path.
+    loaded = load_proposer_card(cast("str", card), search_path=search_path)
+    if not isinstance(loaded, cls):
+        raise ValueError(
+            f"proposer card {loaded.slug!r}: kind {loaded.kind!r}, not {kind} "
+            f"(use {other}.from_card)"
+        )
+    return loaded
 
 
 def card_acceptance(card: ProposerCard) -> RankAcceptance:
@@ -98,11 +121,7 @@ class ParallelDraft(ScalarFromArrays):
             )
         bad = self.extra_params
         check_int(bad, name="parallel draft extra_params", minimum=0)
-        if not isinstance(self.acceptance, RankAcceptance):
-            raise TypeError(
-                f"parallel draft acceptance: expected a RankAcceptance, got "
-                f"{type(self.acceptance).__name__}"
-            )
+        check_acceptance(self.acceptance, "parallel draft")
 
     @classmethod
     def from_card(
@@ -110,14 +129,13 @@ class ParallelDraft(ScalarFromArrays):
     ) -> ParallelDraft:
         """The proposer of a ``kind = "parallel"`` card (a card or its slug or path); the draft
         model card is loaded by its slug on the same search path."""
-        if not isinstance(card, ParallelDraftCard):
-            loaded = load_proposer_card(card, search_path=search_path)
-            if not isinstance(loaded, ParallelDraftCard):
-                raise ValueError(
-                    f"proposer card {loaded.slug!r}: kind {loaded.kind!r}, not a parallel draft "
-                    "(use SelfSpeculation.from_card)"
-                )
-            card = loaded
+        card = card_of_kind(
+            card,
+            ParallelDraftCard,
+            search_path=search_path,
+            kind="a parallel draft",
+            other="SelfSpeculation",
+        )
         return cls(
             draft=load_model(card.draft, search_path=search_path),
             k=card.k,

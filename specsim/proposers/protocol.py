@@ -48,6 +48,7 @@ __all__ = [
     "ProposerProtocol",
     "Proposer",
     "check_proposer",
+    "check_acceptance",
     "frontier_passes",
     "ScalarFromArrays",
     "MEMBERS",
@@ -67,6 +68,15 @@ class DraftCost:
     def at(self, i: int) -> DraftCost:
         """Element ``i`` of an array-valued cost, as floats."""
         return DraftCost(float(self.time_s[i]), float(self.energy_j[i]), float(self.flops[i]))
+
+
+def check_acceptance(acceptance: object, where: str) -> None:
+    """A TypeError naming ``where`` (the proposer) unless ``acceptance`` is a
+    :class:`RankAcceptance`."""
+    if not isinstance(acceptance, RankAcceptance):
+        raise TypeError(
+            f"{where} acceptance: expected a RankAcceptance, got {type(acceptance).__name__}"
+        )
 
 
 def frontier_passes(

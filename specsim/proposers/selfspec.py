@@ -44,12 +44,17 @@ from numpy.typing import ArrayLike
 
 from specsim.cards import ModelCard
 from specsim.cards.files import SearchPath
-from specsim.cards.proposer_cards import SelfSpecCard, load_proposer_card
+from specsim.cards.proposer_cards import SelfSpecCard
 from specsim.checks import check_int
 from specsim.cost.deployment import Deployment
 from specsim.proposers.kinds import check_batch, contexts
-from specsim.proposers.parallel import card_acceptance
-from specsim.proposers.protocol import DraftCost, ScalarFromArrays, frontier_passes
+from specsim.proposers.parallel import card_acceptance, card_of_kind
+from specsim.proposers.protocol import (
+    DraftCost,
+    ScalarFromArrays,
+    check_acceptance,
+    frontier_passes,
+)
 from specsim.proposers.tables import RankAcceptance, frontier_widths
 
 __all__ = ["SelfSpeculation", "early_exit_card"]
@@ -93,25 +98,20 @@ class SelfSpeculation(ScalarFromArrays):
             raise TypeError(
                 f"self-speculation card: expected a SelfSpecCard, got {type(self.card).__name__}"
             )
-        if not isinstance(self.acceptance, RankAcceptance):
-            raise TypeError(
-                f"self-speculation acceptance: expected a RankAcceptance, got "
-                f"{type(self.acceptance).__name__}"
-            )
+        check_acceptance(self.acceptance, "self-speculation")
 
     @classmethod
     def from_card(
         cls, card: SelfSpecCard | str, *, search_path: SearchPath = None
     ) -> SelfSpeculation:
         """The proposer of a ``kind = "self-speculation"`` card (a card, slug or path)."""
-        if not isinstance(card, SelfSpecCard):
-            loaded = load_proposer_card(card, search_path=search_path)
-            if not isinstance(loaded, SelfSpecCard):
-                raise ValueError(
-                    f"proposer card {loaded.slug!r}: kind {loaded.kind!r}, not self-speculation "
-                    "(use ParallelDraft.from_card)"
-                )
-            card = loaded
+        card = card_of_kind(
+            card,
+            SelfSpecCard,
+            search_path=search_path,
+            kind="self-speculation",
+            other="ParallelDraft",
+        )
         return cls(target=card.target, acceptance=card_acceptance(card), card=card)
 
     @property
