@@ -40,7 +40,7 @@ from numpy.typing import NDArray
 from specsim.cards import ModelCard
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
-from specsim.proposers.protocol import DraftCost, frontier_passes
+from specsim.proposers.protocol import DraftCost, frontier_passes, reshaped_card
 
 __all__ = [
     "mtp_block_card",
@@ -56,21 +56,11 @@ def mtp_block_card(target: ModelCard) -> ModelCard:
     experts when ``target`` has them) and ``2 d`` extra LM-head rows standing for the
     projection ``M`` (module docstring); every other field the target's."""
     moe = None if target.moe is None else {**target.moe, "dense_layers": 0}
-    # The stated-params check compares params with the shape: give the shape's own count.
-    loose = dataclasses.replace(
+    return reshaped_card(
         target,
-        layers=1,
-        moe=moe,
-        vocab=target.vocab + 2 * target.d_model,
-        params_tolerance=1e9,
-    )
-    return dataclasses.replace(
-        loose,
+        {"layers": 1, "moe": moe, "vocab": target.vocab + 2 * target.d_model},
         slug=f"{target.slug}-mtp-block",
         name=f"{target.name}, one MTP block (one layer, projection, shared LM head)",
-        params=loose.shape_params,
-        params_tolerance=target.params_tolerance,
-        source_path=None,
     )
 
 

@@ -30,7 +30,8 @@ what is missing, instead of an AttributeError deep in a simulator.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -49,6 +50,7 @@ __all__ = [
     "Proposer",
     "check_proposer",
     "check_acceptance",
+    "reshaped_card",
     "frontier_passes",
     "ScalarFromArrays",
     "MEMBERS",
@@ -68,6 +70,24 @@ class DraftCost:
     def at(self, i: int) -> DraftCost:
         """Element ``i`` of an array-valued cost, as floats."""
         return DraftCost(float(self.time_s[i]), float(self.energy_j[i]), float(self.flops[i]))
+
+
+def reshaped_card(
+    target: ModelCard, shape: Mapping[str, Any], *, slug: str, name: str
+) -> ModelCard:
+    """``target`` with the fields of ``shape`` replaced (a draft made of the target's own
+    layers or blocks), named ``slug`` and ``name``; ``params`` is the new shape's count, every
+    other field the target's, and it comes from no file."""
+    # The stated-params check compares params with the shape: give the shape's own count.
+    loose = dataclasses.replace(target, **shape, params_tolerance=1e9)
+    return dataclasses.replace(
+        loose,
+        slug=slug,
+        name=name,
+        params=loose.shape_params,
+        params_tolerance=target.params_tolerance,
+        source_path=None,
+    )
 
 
 def check_acceptance(acceptance: object, where: str) -> None:

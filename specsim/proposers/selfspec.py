@@ -54,6 +54,7 @@ from specsim.proposers.protocol import (
     ScalarFromArrays,
     check_acceptance,
     frontier_passes,
+    reshaped_card,
 )
 from specsim.proposers.tables import RankAcceptance, frontier_widths
 
@@ -68,15 +69,11 @@ def early_exit_card(target: ModelCard, layers: int) -> ModelCard:
     )
     if layers == target.layers:
         return target
-    # The stated-params check compares params with the shape: give the shape's own count.
-    loose = dataclasses.replace(target, layers=layers, params_tolerance=1e9)
-    return dataclasses.replace(
-        loose,
+    return reshaped_card(
+        target,
+        {"layers": layers},
         slug=f"{target.slug}-first-{layers}-layers",
         name=f"{target.name}, first {layers} of {target.layers} layers",
-        params=loose.shape_params,
-        params_tolerance=target.params_tolerance,
-        source_path=None,
     )
 
 
