@@ -176,12 +176,7 @@ class ParallelDraft(ScalarFromArrays):
         return depth if self.pass_positions == "tree-depth" else self.k
 
     def draft_costs(
-        self,
-        parents: Sequence[int],
-        *,
-        deployment: Deployment,
-        batch: int,
-        context: ArrayLike,
+        self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: ArrayLike
     ) -> DraftCost:
         """Per element of ``context``, the one draft pass of ``parents`` (arrays)."""
         self.check_target(deployment.target)

@@ -136,12 +136,7 @@ class SelfSpeculation(ScalarFromArrays):
         return early_exit_card(target, self.card.draft_layers(target.layers))
 
     def draft_costs(
-        self,
-        parents: Sequence[int],
-        *,
-        deployment: Deployment,
-        batch: int,
-        context: ArrayLike,
+        self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: ArrayLike
     ) -> DraftCost:
         """Per element of ``context``, the draft steps of one pass (arrays)."""
         widths = frontier_widths(parents)
