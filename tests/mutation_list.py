@@ -150,7 +150,7 @@ COST: tuple[Mutation, ...] = (
 PROPOSERS: tuple[Mutation, ...] = (
     Mutation(
         "draft-model-depth-context",
-        KINDS,
+        "specsim/proposers/protocol.py",
         "        c = ctx + (d - 1)\n",
         "        c = ctx\n",
         "draft model: step d runs after the d - 1 tokens drafted before it",
@@ -215,14 +215,14 @@ PROPOSERS: tuple[Mutation, ...] = (
     Mutation(
         "mtp-projection",
         "specsim/proposers/mtp.py",
-        "vocab=target.vocab + 2 * target.d_model,",
-        "vocab=target.vocab,",
+        '"vocab": target.vocab + 2 * target.d_model}',
+        '"vocab": target.vocab}',
         "MTP: each step also runs the 2d -> d projection (priced as 2d LM-head rows)",
         ("tests/proposers/test_mtp.py",),
     ),
     Mutation(
         "mtp-depth-context",
-        "specsim/proposers/mtp.py",
+        "specsim/proposers/protocol.py",  # frontier_passes: MTP, draft models, self-spec
         "c = ctx + (d - 1)",
         "c = ctx + 0 * (d - 1)",
         "MTP: step d attends to the context and the d - 1 tokens drafted before it",

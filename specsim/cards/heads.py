@@ -36,6 +36,7 @@ from typing import Any
 
 from specsim.cards.checks import card_label, check_float, check_int, check_sources, check_str
 from specsim.cards.files import SearchPath, build_card, card_dirs, read_toml
+from specsim.cards.proposer_cards import accept_rows, assumed_depths
 
 __all__ = ["HEAD_KINDS", "HeadCard", "load_head", "list_heads"]
 
@@ -72,40 +73,16 @@ class HeadCard:
                 "runs one whole target layer (priced from the target's shape): give 1"
             )
         check_sources(where, self.sources)
-        if not isinstance(self.accept, list | tuple) or not self.accept:
-            raise TypeError(f"{where}: field 'accept' must be a list of rows, got {self.accept!r}")
-        rows = []
-        for d, row in enumerate(self.accept, start=1):
-            if not isinstance(row, list | tuple) or not row:
-                raise TypeError(f"{where}: field 'accept' depth {d}: expected a non-empty list")
-            for r, a in enumerate(row):
-                ok = isinstance(a, int | float) and not isinstance(a, bool)
-                if not ok or not (math.isfinite(a) and 0.0 <= a <= 1.0):
-                    raise ValueError(
-                        f"{where}: field 'accept' depth {d}, rank {r}: expected a probability "
-                        f"in [0, 1], got {a!r}"
-                    )
-            rows.append(tuple(float(a) for a in row))
+        rows = accept_rows(where, self.accept)
         if len(rows) > self.max_depth:
             raise ValueError(
                 f"{where}: field 'accept' has {len(rows)} depths but max_depth is {self.max_depth}"
             )
-        object.__setattr__(self, "accept", tuple(rows))
+        object.__setattr__(self, "accept", rows)
         if self.weights_per_eval is not None:
             check_int(where, "weights_per_eval", self.weights_per_eval, minimum=1)
-        if not isinstance(self.assumed_depths, list | tuple):
-            raise TypeError(
-                f"{where}: field 'assumed_depths' must be a list of depths, got "
-                f"{self.assumed_depths!r}"
-            )
-        for d in self.assumed_depths:
-            check_int(where, "assumed_depths", d, minimum=1)
-            if d > len(rows):
-                raise ValueError(
-                    f"{where}: field 'assumed_depths' names depth {d}, but 'accept' "
-                    f"has {len(rows)} depths"
-                )
-        object.__setattr__(self, "assumed_depths", tuple(sorted(set(self.assumed_depths))))
+        depths = assumed_depths(where, self.assumed_depths, len(rows))
+        object.__setattr__(self, "assumed_depths", depths)
 
     def check_layer_fraction(self, layer_params: int, *, rel: float = 1e-3) -> None:
         """With ``weights_per_eval``, check ``layer_fraction`` against it over one target

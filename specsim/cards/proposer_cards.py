@@ -49,6 +49,8 @@ __all__ = [
     "ParallelDraftCard",
     "ProposerCard",
     "SelfSpecCard",
+    "accept_rows",
+    "assumed_depths",
     "list_proposer_cards",
     "load_proposer_card",
     "proposer_card_dirs",
@@ -59,7 +61,7 @@ PASS_POSITIONS = ("tree-depth", "k")
 SUBDIR = "proposers"
 
 
-def _accept_rows(where: str, accept: object) -> tuple[tuple[float, ...], ...]:
+def accept_rows(where: str, accept: object) -> tuple[tuple[float, ...], ...]:
     """``accept`` as rows of probabilities, one row per depth; errors name depth and rank."""
     if not isinstance(accept, list | tuple) or not accept:
         raise TypeError(f"{where}: field 'accept' must be a list of rows, got {accept!r}")
@@ -78,7 +80,9 @@ def _accept_rows(where: str, accept: object) -> tuple[tuple[float, ...], ...]:
     return tuple(rows)
 
 
-def _assumed(where: str, assumed: object, depths: int) -> tuple[int, ...]:
+def assumed_depths(where: str, assumed: object, depths: int) -> tuple[int, ...]:
+    """``assumed`` as the sorted distinct depths (each in ``1..depths``) whose acceptance
+    a card assumed rather than measured; errors name the field and the depth."""
     if not isinstance(assumed, list | tuple):
         raise TypeError(
             f"{where}: field 'assumed_depths' must be a list of depths, got {assumed!r}"
@@ -99,14 +103,16 @@ def _check_common(card: ParallelDraftCard | SelfSpecCard, *, max_depth: int) -> 
         check_str(where, name, getattr(card, name))
     check_str(where, "kind", card.kind, PROPOSER_KINDS)
     check_sources(where, card.sources)
-    rows = _accept_rows(where, card.accept)
+    rows = accept_rows(where, card.accept)
     if len(rows) > max_depth:
         raise ValueError(
             f"{where}: field 'accept' has {len(rows)} depths, deeper than the proposer drafts "
             f"({max_depth})"
         )
     object.__setattr__(card, "accept", rows)
-    object.__setattr__(card, "assumed_depths", _assumed(where, card.assumed_depths, len(rows)))
+    object.__setattr__(
+        card, "assumed_depths", assumed_depths(where, card.assumed_depths, len(rows))
+    )
     return where
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -275,10 +276,44 @@ def speculative_decode(
         )
     t_state, seq = start_state(target, prompt)
     d_state, _ = start_state(draft, prompt)
-    start_len = seq.shape[1]
     blocks: list[dict[str, Any]] = []
     positions: list[dict[str, Any]] = []
-    block = 0
+    runs = spec_blocks(
+        t_state,
+        d_state,
+        seq,
+        new_tokens=new_tokens,
+        gamma=gamma,
+        temperature=temperature,
+        rng=rng,
+        blocks=blocks,
+        positions=positions,
+    )
+    # new_tokens >= 1, so there is at least one block; each run is a view of the sequence.
+    tokens = list(runs)[-1][:, :new_tokens]
+    return SpecDecoded(
+        tokens=tokens, blocks=pd.DataFrame(blocks), positions=pd.DataFrame(positions)
+    )
+
+
+def spec_blocks(
+    t_state: DecodeState,
+    d_state: DecodeState,
+    seq: IntArray,
+    *,
+    new_tokens: int,
+    gamma: int,
+    temperature: float,
+    rng: np.random.Generator,
+    blocks: list[dict[str, Any]],
+    positions: list[dict[str, Any]],
+    first_block: int = 0,
+) -> Iterator[IntArray]:
+    """Speculative blocks after ``seq`` (:func:`spec_block`, numbered from ``first_block``)
+    until at least ``new_tokens`` tokens follow it; after each block, yields every token
+    generated so far (a generator: the caller may work between blocks)."""
+    start_len = seq.shape[1]
+    block = first_block
     while seq.shape[1] - start_len < new_tokens:
         seq = spec_block(
             t_state,
@@ -292,10 +327,7 @@ def speculative_decode(
             positions=positions,
         )
         block += 1
-    tokens = seq[:, start_len : start_len + new_tokens]
-    return SpecDecoded(
-        tokens=tokens, blocks=pd.DataFrame(blocks), positions=pd.DataFrame(positions)
-    )
+        yield seq[:, start_len:]
 
 
 def spec_block(

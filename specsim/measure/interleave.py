@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specsim.measure.decode import IntArray, check_prompt, plain_step, spec_block, start_state
+from specsim.measure.decode import IntArray, check_prompt, plain_step, spec_blocks, start_state
 
 __all__ = ["Interleaved", "interleaved_decode"]
 
@@ -54,29 +54,27 @@ def interleaved_decode(
     d_state, _ = start_state(draft, prompt)
     p_state, plain = start_state(target, prompt)
     plain_rng = np.random.default_rng(int(rng.integers(0, 2**63 - 1)))
-    start_len = seq.shape[1]
     blocks: list[dict[str, Any]] = []
     positions: list[dict[str, Any]] = []
     steps: list[dict[str, Any]] = []
-    block, step = first_block, first_step
-    while seq.shape[1] - start_len < new_tokens:
-        seq = spec_block(
-            t_state,
-            d_state,
-            seq,
-            gamma=gamma,
-            temperature=temperature,
-            rng=rng,
-            block=block,
-            blocks=blocks,
-            positions=positions,
-        )
+    step = first_step
+    for _ in spec_blocks(
+        t_state,
+        d_state,
+        seq,
+        new_tokens=new_tokens,
+        gamma=gamma,
+        temperature=temperature,
+        rng=rng,
+        blocks=blocks,
+        positions=positions,
+        first_block=first_block,
+    ):
         for _ in range(int(blocks[-1]["emitted"])):
             plain = plain_step(
                 p_state, plain, temperature=temperature, rng=plain_rng, step=step, rows=steps
             )
             step += 1
-        block += 1
     return Interleaved(
         blocks=pd.DataFrame(blocks), positions=pd.DataFrame(positions), steps=pd.DataFrame(steps)
     )

@@ -49,7 +49,13 @@ from specsim.cards import ModelCard
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
 from specsim.proposers.kinds import DraftModel, contexts
-from specsim.proposers.protocol import DraftCost, Proposer, check_proposer
+from specsim.proposers.protocol import (
+    DraftCost,
+    Proposer,
+    ScalarFromArrays,
+    check_acceptance,
+    check_proposer,
+)
 from specsim.proposers.tables import RankAcceptance, tree_depths
 
 __all__ = ["KVBudget", "StreamingSelfSpec", "budget_contexts", "check_budget_size"]
@@ -78,15 +84,8 @@ def budget_contexts(context: ArrayLike, budget: int, *, where: str) -> NDArray[n
     return np.minimum(ctx, budget)
 
 
-def _check_acceptance(acceptance: object, where: str) -> None:
-    if not isinstance(acceptance, RankAcceptance):
-        raise TypeError(
-            f"{where} acceptance: expected a RankAcceptance, got {type(acceptance).__name__}"
-        )
-
-
 @dataclass(frozen=True, kw_only=True)
-class KVBudget:
+class KVBudget(ScalarFromArrays):
     """``proposer`` drafting over a KV budget of ``budget`` tokens (module docstring).
 
     ``acceptance``: the budgeted draft's own (attending to less changes its proposals; pass
@@ -99,7 +98,7 @@ class KVBudget:
     def __post_init__(self) -> None:
         check_proposer(self.proposer, where="KVBudget proposer")
         check_budget_size(self.budget, where="KVBudget budget")
-        _check_acceptance(self.acceptance, "KVBudget")
+        check_acceptance(self.acceptance, "KVBudget")
 
     @property
     def name(self) -> str:
@@ -119,18 +118,13 @@ class KVBudget:
         kept = budget_contexts(context, self.budget, where=self.name)
         return self.proposer.draft_costs(parents, deployment=deployment, batch=batch, context=kept)
 
-    def draft_cost(
-        self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: int
-    ) -> DraftCost:
-        return self.draft_costs(parents, deployment=deployment, batch=batch, context=context).at(0)
-
     def memory_bytes(self, deployment: Deployment) -> float:
         """The inner proposer's weights (its KV cache is ``budget`` tokens per sequence)."""
         return self.proposer.memory_bytes(deployment)
 
 
 @dataclass(frozen=True, kw_only=True)
-class StreamingSelfSpec:
+class StreamingSelfSpec(ScalarFromArrays):
     """The target drafting for itself over a KV budget of ``budget`` tokens.
 
     ``target``: the slug of the target (the acceptance is that model's with that budget);
@@ -143,7 +137,7 @@ class StreamingSelfSpec:
 
     def __post_init__(self) -> None:
         check_budget_size(self.budget, where="StreamingSelfSpec budget")
-        _check_acceptance(self.acceptance, "StreamingSelfSpec")
+        check_acceptance(self.acceptance, "StreamingSelfSpec")
         d = self.max_depth
         if isinstance(d, bool) or not isinstance(d, int) or d < 1:
             raise ValueError(f"StreamingSelfSpec max_depth: expected an integer >= 1, got {d!r}")
@@ -182,11 +176,6 @@ class StreamingSelfSpec:
             tensor_parallel=deployment.tensor_parallel,
         )
         return own.draft_costs(parents, deployment=deployment, batch=batch, context=kept)
-
-    def draft_cost(
-        self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: int
-    ) -> DraftCost:
-        return self.draft_costs(parents, deployment=deployment, batch=batch, context=context).at(0)
 
     def memory_bytes(self, deployment: Deployment) -> float:
         """0: the draft's weights are the target's (its KV budget is per sequence:

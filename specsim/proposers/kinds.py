@@ -22,7 +22,7 @@ from specsim.cost.checks import check_draft_pair
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
 from specsim.proposers.mtp import mtp_draft_costs, mtp_memory_bytes
-from specsim.proposers.protocol import DraftCost, Proposer
+from specsim.proposers.protocol import DraftCost, Proposer, ScalarFromArrays, frontier_passes
 from specsim.proposers.tables import RankAcceptance, frontier_widths, tree_depths
 
 __all__ = [
@@ -34,37 +34,6 @@ __all__ = [
     "check_batch",
     "check_serialized",
 ]
-
-
-def _frontier_passes(
-    deployment: Deployment,
-    widths: Sequence[int],
-    *,
-    batch: int,
-    context: NDArray[np.int64],
-    scale: float = 1.0,
-) -> DraftCost:
-    """Step ``d`` runs ``deployment``'s model on the depth-``d - 1`` frontier of every
-    sequence, batched: ``widths[d - 1]`` new positions per sequence after ``context + d - 1``
-    tokens, each attending to that context and itself (the sums of
-    ``PassShape.tree(context=context + d - 1, parents=[-1] * w, batch=batch)``, on arrays of
-    contexts: :meth:`Deployment.aggregates_cost`), under its stack, formats and parallelism."""
-    ctx = np.asarray(context, dtype=np.float64)
-    time, energy, flops = np.zeros(ctx.shape), np.zeros(ctx.shape), np.zeros(ctx.shape)
-    for d, w in enumerate(widths, start=1):
-        if w == 0:
-            continue
-        c = ctx + (d - 1)
-        t = deployment.aggregates_cost(
-            batch=batch,
-            tokens=float(batch * w),
-            context_tokens=batch * c,
-            pairs=batch * (w * c + w),
-        )
-        time += scale * t.time_s
-        energy += scale * t.energy_j
-        flops += scale * t.flops
-    return DraftCost(time, energy, flops)
 
 
 def contexts(context: ArrayLike) -> NDArray[np.int64]:
@@ -93,7 +62,7 @@ def check_batch(batch: int) -> int:
 
 
 @dataclass(frozen=True, kw_only=True)
-class DraftModel:
+class DraftModel(ScalarFromArrays):
     """A draft language model: one draft step per depth over the frontier (batched).
 
     ``acceptance`` is measured for this draft/target pair (a file, or a chain's alpha as a
@@ -144,21 +113,16 @@ class DraftModel:
         drafting profile (:meth:`Deployment.drafting
         <specsim.cost.deployment.Deployment.drafting>`)."""
         self.check_target(deployment.target)
-        return _frontier_passes(
+        return frontier_passes(
             self.deployment(deployment).drafting(),
             frontier_widths(parents),
             batch=check_batch(batch),
             context=contexts(context),
         )
 
-    def draft_cost(
-        self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: int
-    ) -> DraftCost:
-        return self.draft_costs(parents, deployment=deployment, batch=batch, context=context).at(0)
-
 
 @dataclass(frozen=True, kw_only=True)
-class Heads:
+class Heads(ScalarFromArrays):
     """Prediction heads on the target, from a head card (:class:`specsim.cards.HeadCard`).
 
     Cost: a head evaluation is ``card.layer_fraction`` of one target layer, a layer
@@ -239,15 +203,10 @@ class Heads:
             return mtp_draft_costs(
                 self.deployment(deployment), widths, batch=check_batch(batch), context=ctx
             )
-        return _frontier_passes(
+        return frontier_passes(
             self.deployment(deployment),
             widths,
             batch=check_batch(batch),
             context=contexts(context),
             scale=self.card.layer_fraction / target.layers,
         )
-
-    def draft_cost(
-        self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: int
-    ) -> DraftCost:
-        return self.draft_costs(parents, deployment=deployment, batch=batch, context=context).at(0)

@@ -40,7 +40,7 @@ from numpy.typing import NDArray
 from specsim.cards import ModelCard
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
-from specsim.proposers.protocol import DraftCost
+from specsim.proposers.protocol import DraftCost, frontier_passes, reshaped_card
 
 __all__ = [
     "mtp_block_card",
@@ -56,21 +56,11 @@ def mtp_block_card(target: ModelCard) -> ModelCard:
     experts when ``target`` has them) and ``2 d`` extra LM-head rows standing for the
     projection ``M`` (module docstring); every other field the target's."""
     moe = None if target.moe is None else {**target.moe, "dense_layers": 0}
-    # The stated-params check compares params with the shape: give the shape's own count.
-    loose = dataclasses.replace(
+    return reshaped_card(
         target,
-        layers=1,
-        moe=moe,
-        vocab=target.vocab + 2 * target.d_model,
-        params_tolerance=1e9,
-    )
-    return dataclasses.replace(
-        loose,
+        {"layers": 1, "moe": moe, "vocab": target.vocab + 2 * target.d_model},
         slug=f"{target.slug}-mtp-block",
         name=f"{target.name}, one MTP block (one layer, projection, shared LM head)",
-        params=loose.shape_params,
-        params_tolerance=target.params_tolerance,
-        source_path=None,
     )
 
 
@@ -98,20 +88,7 @@ def mtp_draft_costs(
     ``context + d - 1`` tokens, each attending to that context and itself, on the target's
     deployment (its formats and parallelism; module docstring)."""
     dep = dataclasses.replace(deployment, target=mtp_block_card(deployment.target))
-    ctx = np.asarray(context, dtype=np.float64)
-    time, energy, flops = np.zeros(ctx.shape), np.zeros(ctx.shape), np.zeros(ctx.shape)
-    for d, w in enumerate(widths, start=1):
-        if w == 0:
-            continue
-        c = ctx + (d - 1)
-        t = dep.aggregates_cost(
-            batch=batch,
-            tokens=float(batch * w),
-            context_tokens=batch * c,
-            pairs=batch * (w * c + w),
-        )
-        time, energy, flops = time + t.time_s, energy + t.energy_j, flops + t.flops
-    return DraftCost(time, energy, flops)
+    return frontier_passes(dep, widths, batch=batch, context=context)
 
 
 def mtp_memory_bytes(deployment: Deployment) -> float:

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from specsim.cards import ModelCard, load_model
 from specsim.cards.files import SearchPath
@@ -43,6 +44,7 @@ from specsim.cards.proposer_cards import (
     PASS_POSITIONS,
     ParallelDraftCard,
     ProposerCard,
+    SelfSpecCard,
     load_proposer_card,
 )
 from specsim.checks import check_int
@@ -50,25 +52,32 @@ from specsim.cost.checks import check_draft_pair
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
 from specsim.cost.shape import chain_sums
-from specsim.proposers.protocol import DraftCost
+from specsim.proposers.kinds import check_batch, contexts
+from specsim.proposers.protocol import DraftCost, ScalarFromArrays, check_acceptance
 from specsim.proposers.tables import RankAcceptance, tree_depths
 
-__all__ = ["ParallelDraft", "card_acceptance", "check_batch", "contexts"]
+__all__ = ["ParallelDraft", "card_acceptance"]
 
 
-def contexts(context: ArrayLike) -> NDArray[np.int64]:
-    """``context`` as a 1-d array of integers >= 0; a ValueError names a bad value."""
-    arr = np.atleast_1d(np.asarray(context))
-    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer) or arr.ndim != 1:
-        raise ValueError(f"context: expected integers >= 0, got {context!r}")
-    if (arr < 0).any():
-        raise ValueError(f"context: expected integers >= 0, got {context!r}")
-    return arr.astype(np.int64)
+C = TypeVar("C", ParallelDraftCard, SelfSpecCard)
 
 
-def check_batch(batch: object) -> int:
-    """``batch`` as an int >= 1; a ValueError names a bad value."""
-    return check_int(batch, name="batch", minimum=1)
+def card_of_kind(
+    card: C | str, cls: type[C], *, search_path: SearchPath, kind: str, other: str
+) -> C:
+    """``card`` when it is a ``cls``, else the proposer card its slug or path names, which
+    must be a ``cls``: else a ValueError naming its kind, not ``kind``, and pointing to
+    ``other``, the proposer that takes it."""
+    if isinstance(card, cls):
+        return card
+    # Anything else goes to the loader, whose TypeError names a value that is no slug or path.
+    loaded = load_proposer_card(cast("str", card), search_path=search_path)
+    if not isinstance(loaded, cls):
+        raise ValueError(
+            f"proposer card {loaded.slug!r}: kind {loaded.kind!r}, not {kind} "
+            f"(use {other}.from_card)"
+        )
+    return loaded
 
 
 def card_acceptance(card: ProposerCard) -> RankAcceptance:
@@ -87,7 +96,7 @@ def card_acceptance(card: ProposerCard) -> RankAcceptance:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ParallelDraft:
+class ParallelDraft(ScalarFromArrays):
     """A draft model proposing up to ``k`` tokens in one pass (see the module docstring).
 
     ``draft``: the draft's model card (its shape prices the pass); ``target``: the target
@@ -112,11 +121,7 @@ class ParallelDraft:
             )
         bad = self.extra_params
         check_int(bad, name="parallel draft extra_params", minimum=0)
-        if not isinstance(self.acceptance, RankAcceptance):
-            raise TypeError(
-                f"parallel draft acceptance: expected a RankAcceptance, got "
-                f"{type(self.acceptance).__name__}"
-            )
+        check_acceptance(self.acceptance, "parallel draft")
 
     @classmethod
     def from_card(
@@ -124,14 +129,13 @@ class ParallelDraft:
     ) -> ParallelDraft:
         """The proposer of a ``kind = "parallel"`` card (a card or its slug or path); the draft
         model card is loaded by its slug on the same search path."""
-        if not isinstance(card, ParallelDraftCard):
-            loaded = load_proposer_card(card, search_path=search_path)
-            if not isinstance(loaded, ParallelDraftCard):
-                raise ValueError(
-                    f"proposer card {loaded.slug!r}: kind {loaded.kind!r}, not a parallel draft "
-                    "(use SelfSpeculation.from_card)"
-                )
-            card = loaded
+        card = card_of_kind(
+            card,
+            ParallelDraftCard,
+            search_path=search_path,
+            kind="a parallel draft",
+            other="SelfSpeculation",
+        )
         return cls(
             draft=load_model(card.draft, search_path=search_path),
             k=card.k,
@@ -172,12 +176,7 @@ class ParallelDraft:
         return depth if self.pass_positions == "tree-depth" else self.k
 
     def draft_costs(
-        self,
-        parents: Sequence[int],
-        *,
-        deployment: Deployment,
-        batch: int,
-        context: ArrayLike,
+        self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: ArrayLike
     ) -> DraftCost:
         """Per element of ``context``, the one draft pass of ``parents`` (arrays)."""
         self.check_target(deployment.target)
@@ -195,16 +194,6 @@ class ParallelDraft:
             np.broadcast_to(terms.energy_j, shape).astype(np.float64),
             np.broadcast_to(terms.flops, shape).astype(np.float64),
         )
-
-    def draft_cost(
-        self,
-        parents: Sequence[int],
-        *,
-        deployment: Deployment,
-        batch: int,
-        context: int,
-    ) -> DraftCost:
-        return self.draft_costs(parents, deployment=deployment, batch=batch, context=context).at(0)
 
     def memory_bytes(self, deployment: Deployment) -> float:
         """Draft weights (and ``extra_params``) per device in the draft's weight format.

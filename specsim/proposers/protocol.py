@@ -30,11 +30,13 @@ what is missing, instead of an AttributeError deep in a simulator.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from numpy.typing import ArrayLike
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from specsim.cards import ModelCard
 from specsim.proposers.tables import RankAcceptance
@@ -42,7 +44,17 @@ from specsim.proposers.tables import RankAcceptance
 if TYPE_CHECKING:
     from specsim.cost.deployment import Deployment
 
-__all__ = ["DraftCost", "ProposerProtocol", "Proposer", "check_proposer", "MEMBERS"]
+__all__ = [
+    "DraftCost",
+    "ProposerProtocol",
+    "Proposer",
+    "check_proposer",
+    "check_acceptance",
+    "reshaped_card",
+    "frontier_passes",
+    "ScalarFromArrays",
+    "MEMBERS",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +70,66 @@ class DraftCost:
     def at(self, i: int) -> DraftCost:
         """Element ``i`` of an array-valued cost, as floats."""
         return DraftCost(float(self.time_s[i]), float(self.energy_j[i]), float(self.flops[i]))
+
+
+def reshaped_card(
+    target: ModelCard, shape: Mapping[str, Any], *, slug: str, name: str
+) -> ModelCard:
+    """``target`` with the fields of ``shape`` replaced (a draft made of the target's own
+    layers or blocks), named ``slug`` and ``name``; ``params`` is the new shape's count, every
+    other field the target's, and it comes from no file."""
+    # The stated-params check compares params with the shape: give the shape's own count.
+    loose = dataclasses.replace(target, **shape, params_tolerance=1e9)
+    return dataclasses.replace(
+        loose,
+        slug=slug,
+        name=name,
+        params=loose.shape_params,
+        params_tolerance=target.params_tolerance,
+        source_path=None,
+    )
+
+
+def check_acceptance(acceptance: object, where: str) -> None:
+    """A TypeError naming ``where`` (the proposer) unless ``acceptance`` is a
+    :class:`RankAcceptance`."""
+    if not isinstance(acceptance, RankAcceptance):
+        raise TypeError(
+            f"{where} acceptance: expected a RankAcceptance, got {type(acceptance).__name__}"
+        )
+
+
+def frontier_passes(
+    deployment: Deployment,
+    widths: Sequence[int],
+    *,
+    batch: int,
+    context: NDArray[np.float64] | NDArray[np.int64],
+    scale: float = 1.0,
+) -> DraftCost:
+    """Per element of ``context``: step ``d`` runs ``deployment``'s model once over the
+    depth-``d`` frontier of every sequence, batched: ``widths[d - 1]`` new positions per
+    sequence after ``context + d - 1`` tokens, each attending to that context and itself
+    (the sums of ``PassShape.tree(context=context + d - 1, parents=[-1] * w, batch=batch)``,
+    on arrays of contexts: :meth:`Deployment.aggregates_cost`), each step's cost times
+    ``scale``. A draft model, an MTP block and a self-speculative layer subset all draft
+    this way; they differ only in the model ``deployment`` carries."""
+    ctx = np.asarray(context, dtype=np.float64)
+    time, energy, flops = np.zeros(ctx.shape), np.zeros(ctx.shape), np.zeros(ctx.shape)
+    for d, w in enumerate(widths, start=1):
+        if w == 0:
+            continue
+        c = ctx + (d - 1)
+        t = deployment.aggregates_cost(
+            batch=batch,
+            tokens=float(batch * w),
+            context_tokens=batch * c,
+            pairs=batch * (w * c + w),
+        )
+        time += scale * t.time_s
+        energy += scale * t.energy_j
+        flops += scale * t.flops
+    return DraftCost(time, energy, flops)
 
 
 MEMBERS = (
@@ -106,6 +178,18 @@ class ProposerProtocol(Protocol):
     ) -> DraftCost: ...
 
     def memory_bytes(self, deployment: Deployment) -> float: ...
+
+
+class ScalarFromArrays:
+    """Mixin of the shipped proposers: ``draft_cost`` at one context is element 0 of
+    ``draft_costs`` at the one-element array of it (the kind defines ``draft_costs``)."""
+
+    __slots__ = ()
+
+    def draft_cost(
+        self: Proposer, parents: Sequence[int], *, deployment: Deployment, batch: int, context: int
+    ) -> DraftCost:
+        return self.draft_costs(parents, deployment=deployment, batch=batch, context=context).at(0)
 
 
 Proposer = ProposerProtocol

@@ -44,12 +44,18 @@ from numpy.typing import ArrayLike
 
 from specsim.cards import ModelCard
 from specsim.cards.files import SearchPath
-from specsim.cards.proposer_cards import SelfSpecCard, load_proposer_card
+from specsim.cards.proposer_cards import SelfSpecCard
 from specsim.checks import check_int
 from specsim.cost.deployment import Deployment
-from specsim.cost.shape import PassShape
-from specsim.proposers.parallel import card_acceptance, check_batch, contexts
-from specsim.proposers.protocol import DraftCost
+from specsim.proposers.kinds import check_batch, contexts
+from specsim.proposers.parallel import card_acceptance, card_of_kind
+from specsim.proposers.protocol import (
+    DraftCost,
+    ScalarFromArrays,
+    check_acceptance,
+    frontier_passes,
+    reshaped_card,
+)
 from specsim.proposers.tables import RankAcceptance, frontier_widths
 
 __all__ = ["SelfSpeculation", "early_exit_card"]
@@ -63,20 +69,16 @@ def early_exit_card(target: ModelCard, layers: int) -> ModelCard:
     )
     if layers == target.layers:
         return target
-    # The stated-params check compares params with the shape: give the shape's own count.
-    loose = dataclasses.replace(target, layers=layers, params_tolerance=1e9)
-    return dataclasses.replace(
-        loose,
+    return reshaped_card(
+        target,
+        {"layers": layers},
         slug=f"{target.slug}-first-{layers}-layers",
         name=f"{target.name}, first {layers} of {target.layers} layers",
-        params=loose.shape_params,
-        params_tolerance=target.params_tolerance,
-        source_path=None,
     )
 
 
 @dataclass(frozen=True, kw_only=True)
-class SelfSpeculation:
+class SelfSpeculation(ScalarFromArrays):
     """The target drafting with ``exit_layer`` layers or with ``skip_layers`` skipped.
 
     ``target``: the slug of the target (the acceptance is that checkpoint's);
@@ -93,25 +95,20 @@ class SelfSpeculation:
             raise TypeError(
                 f"self-speculation card: expected a SelfSpecCard, got {type(self.card).__name__}"
             )
-        if not isinstance(self.acceptance, RankAcceptance):
-            raise TypeError(
-                f"self-speculation acceptance: expected a RankAcceptance, got "
-                f"{type(self.acceptance).__name__}"
-            )
+        check_acceptance(self.acceptance, "self-speculation")
 
     @classmethod
     def from_card(
         cls, card: SelfSpecCard | str, *, search_path: SearchPath = None
     ) -> SelfSpeculation:
         """The proposer of a ``kind = "self-speculation"`` card (a card, slug or path)."""
-        if not isinstance(card, SelfSpecCard):
-            loaded = load_proposer_card(card, search_path=search_path)
-            if not isinstance(loaded, SelfSpecCard):
-                raise ValueError(
-                    f"proposer card {loaded.slug!r}: kind {loaded.kind!r}, not self-speculation "
-                    "(use ParallelDraft.from_card)"
-                )
-            card = loaded
+        card = card_of_kind(
+            card,
+            SelfSpecCard,
+            search_path=search_path,
+            kind="self-speculation",
+            other="ParallelDraft",
+        )
         return cls(target=card.target, acceptance=card_acceptance(card), card=card)
 
     @property
@@ -139,12 +136,7 @@ class SelfSpeculation:
         return early_exit_card(target, self.card.draft_layers(target.layers))
 
     def draft_costs(
-        self,
-        parents: Sequence[int],
-        *,
-        deployment: Deployment,
-        batch: int,
-        context: ArrayLike,
+        self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: ArrayLike
     ) -> DraftCost:
         """Per element of ``context``, the draft steps of one pass (arrays)."""
         widths = frontier_widths(parents)
@@ -156,28 +148,7 @@ class SelfSpeculation:
         b, ctx = check_batch(batch), contexts(context).astype(np.float64)
         # Same weights, formats, stack and devices: only the layer count changes.
         dep = dataclasses.replace(deployment, target=self.draft_model(deployment.target))
-        time, energy, flops = np.zeros(ctx.shape), np.zeros(ctx.shape), np.zeros(ctx.shape)
-        for d, w in enumerate(widths, start=1):
-            if w == 0:
-                continue
-            c = ctx + (d - 1)
-            # w frontier nodes, each attending to the cached context and itself.
-            own = float(PassShape.tree(context=0, parents=[-1] * w).pairs()[0])
-            t = dep.aggregates_cost(
-                batch=b, tokens=float(b * w), context_tokens=b * c, pairs=b * (w * c + own)
-            )
-            time, energy, flops = time + t.time_s, energy + t.energy_j, flops + t.flops
-        return DraftCost(time, energy, flops)
-
-    def draft_cost(
-        self,
-        parents: Sequence[int],
-        *,
-        deployment: Deployment,
-        batch: int,
-        context: int,
-    ) -> DraftCost:
-        return self.draft_costs(parents, deployment=deployment, batch=batch, context=context).at(0)
+        return frontier_passes(dep, widths, batch=b, context=ctx)
 
     def memory_bytes(self, deployment: Deployment) -> float:
         """Only an exit head of its own, per device, in the deployment's weight format: the

@@ -47,8 +47,9 @@ per pass (EAGLE-2) are served by :mod:`specsim.sim.tree_serving_dynamic`.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -56,6 +57,7 @@ from numpy.typing import NDArray
 from specsim.cost.deployment import Deployment
 from specsim.proposers import DraftModel, RankAcceptance, check_tree
 from specsim.sim.serving.drafting import proposer_draft_costs
+from specsim.sim.serving.plans import TreePlan
 from specsim.sim.source import check_whole
 from specsim.sim.tree_batch import (
     TreeServingFields,
@@ -196,14 +198,28 @@ def simulate_tree_serving(config: TreeServingConfig, rng: np.random.Generator) -
     """Serve the workload (module docstring) on the serving engine with a
     :class:`StaticTreePlan`, and again without speculation when ``config.plain_twin``; every
     draw comes from ``rng``."""
+    return serve_tree_plan(config, StaticTreePlan, rng, count_column="nodes")
+
+
+def serve_tree_plan(
+    config: TreeServingFields,
+    plan: Callable[[Any, TreeVerify, Deployment], TreePlan],
+    rng: np.random.Generator,
+    *,
+    count_column: str,
+) -> TreeServingResult:
+    """Serve ``config``'s workload on the serving engine under
+    ``plan(config, TreeVerify(cost), cost.deployment)`` (``cost`` the config's card cost),
+    and again without speculation when ``config.plain_twin``; the iteration column
+    ``count_column`` (a count of positions) comes back as integers. Every draw comes from
+    ``rng``."""
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng: expected numpy.random.Generator, got {type(rng).__name__}")
-    cfg = config
+    cfg: Any = config
     table = cfg.workload.sample(rng).reset_index(drop=True)
     cost = cfg.card_cost()
-    plan = StaticTreePlan(cfg, TreeVerify(cost), cost.deployment)
-    req, it = serve_trees(cfg, plan, table, rng)
-    it["nodes"] = it["nodes"].astype(np.int64)
+    req, it = serve_trees(cfg, plan(cfg, TreeVerify(cost), cost.deployment), table, rng)
+    it[count_column] = it[count_column].astype(np.int64)
     twin = plain_twin(cfg, table, rng) if cfg.plain_twin else (None, None)
     return TreeServingResult(
         requests=req, iterations=it, requests_plain=twin[0], iterations_plain=twin[1]

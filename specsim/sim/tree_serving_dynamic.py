@@ -66,10 +66,9 @@ from specsim.sim.tree_batch import (
     TreeStep,
     TreeVerify,
     check_serving_fields,
-    plain_twin,
-    serve_trees,
 )
 from specsim.sim.tree_policies import ConfidenceTree, NodeConfidence, TreeGrowth
+from specsim.sim.tree_serving import serve_tree_plan
 
 __all__ = [
     "DynamicTreePlan",
@@ -257,15 +256,4 @@ def simulate_dynamic_tree_serving(
     """Serve the workload with a tree chosen per pass and sequence (module docstring) on the
     serving engine with a :class:`DynamicTreePlan`, and again without speculation when
     ``config.plain_twin``; every draw comes from ``rng``."""
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng: expected numpy.random.Generator, got {type(rng).__name__}")
-    cfg = config
-    table = cfg.workload.sample(rng).reset_index(drop=True)
-    cost = cfg.card_cost()
-    plan = DynamicTreePlan(cfg, TreeVerify(cost), cost.deployment)
-    req, it = serve_trees(cfg, plan, table, rng)
-    it["draft_positions"] = it["draft_positions"].astype(np.int64)
-    twin = plain_twin(cfg, table, rng) if cfg.plain_twin else (None, None)
-    return TreeServingResult(
-        requests=req, iterations=it, requests_plain=twin[0], iterations_plain=twin[1]
-    )
+    return serve_tree_plan(config, DynamicTreePlan, rng, count_column="draft_positions")
