@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specsim.plan.evaluation import Row
+from specsim.plan.fidelity import fidelity_flags
 from specsim.plan.limits import Limit
 from specsim.plan.options import PlanRequest
 
@@ -206,4 +207,4 @@ def weak_assumptions(rows: Sequence[Row], request: PlanRequest) -> list[str]:
         )
         if request.slo_ttft_p99_s is not None:
             out.append("--slo-ttft-p99 is not checked in a closed batch (no arrivals)")
-    return out
+    return out + fidelity_flags(dep, [r.kind for r in rows])
