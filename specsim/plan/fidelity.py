@@ -7,12 +7,15 @@ written by ``python -m specsim.plan.fidelity``; a test checks that the committed
 a fresh computation, so it cannot go stale.
 
 :data:`COVERAGE` says which deployments each family's predictions stand for: the hardware
-card, the stack (runtime profile slug, or the card's default profile when the plan has no
-``--runtime``; None: the card's own numbers, no profile), the weight formats and the proposer kinds (``none``: plain decoding) the
-family's prediction ran through. Families predicted without the cost model (the timed
-passes, the tiny real models) check the simulator, not a card, and cover no deployment.
-:func:`fidelity_flags` names every covering family that misses its goal, and says when no
-family covers the deployment or one of its proposer kinds at all.
+card, the stack (the runtime profile's slug, or the card's default profile when the plan has
+no ``--runtime``; None: the card's own numbers, no profile), the weight formats and the
+proposer kinds (``none``: plain decoding) the family's prediction ran through (a speculative
+run's speedup over plain checks the plain prediction too, so draft families cover ``none``).
+A family covers a deployment by hardware, stack and weights, whatever its model pair.
+Families predicted without the cost model (the timed passes, the tiny real models) check
+the simulator, not a card, and cover no deployment. :func:`fidelity_flags` names every
+covering family that misses its goal, and says when no family covers the deployment or one
+of its proposer kinds at all.
 """
 
 from __future__ import annotations
@@ -138,9 +141,8 @@ def fidelity_flags(
     rt = deployment.runtime
     slug = rt.slug if rt is not None else deployment.hardware.runtime
     stack = slug or "the card's own numbers"
-    weights = _SAME_BYTES.get(
-        deployment.formats().weight_format, deployment.formats().weight_format
-    )
+    fmt = deployment.formats().weight_format
+    weights = _SAME_BYTES.get(fmt, fmt)
     here = {
         fam: c
         for fam, c in COVERAGE.items()
@@ -164,4 +166,5 @@ def fidelity_flags(
 
 
 if __name__ == "__main__":
-    print(write_summary(Path(sys.argv[1]) if len(sys.argv) > 1 else SUMMARY_FILE).to_string())
+    out = write_summary(Path(sys.argv[1]) if len(sys.argv) > 1 else SUMMARY_FILE)
+    sys.stdout.write(out.to_string() + "\n")
