@@ -17,6 +17,7 @@ from typing import Any
 from specsim.plan.evaluation import Row, best_plan, closed_row, serve, served_row
 from specsim.plan.limits import Limit, serveable_rate, speedup_at, stops_paying, what_changes
 from specsim.plan.options import Option, PlanRequest, build_option
+from specsim.plan.served_limit import served_stop
 from specsim.plan.verdict import Verdict, choose, sentence, weak_assumptions
 from specsim.sim.workload import preset_workload
 
@@ -113,6 +114,8 @@ def plan(request: PlanRequest) -> PlanAnswer:
     serveable, rate = None, request.load.rate_per_s
     if rate is not None and options[0].proposer is not None:
         serveable = serveable_rate(request, options[0].proposer)
+    if request.precise and rate is not None:
+        limits = _served_limits(request, options, rows, limits, serveable=serveable)
     verdict = sentence(rows, request, limits=limits, serveable_rate=serveable)
     best = choose(rows, request)
     pick = next((o for o in options if best is not None and o.label == best.label), None)
@@ -142,6 +145,28 @@ def plan(request: PlanRequest) -> PlanAnswer:
         serveable_rate_per_s=serveable,
         seconds=time.perf_counter() - start,
     )
+
+
+def _served_limits(
+    request: PlanRequest,
+    options: list[Option],
+    rows: list[Row],
+    limits: dict[str, Limit],
+    *,
+    serveable: float | None,
+) -> dict[str, Limit]:
+    """Each option that drafts at the asked rate, its limit backed by the served search
+    around the Little's-law rate (or, when it pays at every batch tried, the rate the
+    deployment serves plainly; else the asked rate)."""
+    out = dict(limits)
+    for o, r in zip(options, rows[1:], strict=True):
+        lim, rate = limits[o.label], request.load.rate_per_s
+        if not r.tree or rate is None:
+            continue
+        centre = lim.rate_per_s or serveable or rate
+        served = served_stop(o, request, tree=r.tree, centre_rate=centre)
+        out[o.label] = dataclasses.replace(lim, served=served)
+    return out
 
 
 def _overload(rows: list[Row], rate: float | None, serveable: float | None) -> list[str]:

@@ -83,10 +83,14 @@ def _ratios(row: Row, plain: Row) -> str:
 def _limit_text(limit: Limit | None) -> str:
     if limit is None or not limit.pays:
         return "it pays at no batch tried"
+    c = None if limit.served is None else limit.served.crossing
+    if c is not None and c.kind == "crosses":
+        return f"speculation stops paying above about {c.at:.3g} req/s (served)"
     if limit.batch is None:
         return f"it still pays at batch {limit.largest}, the largest tried that fits"
     return (
-        f"speculation stops paying above about {limit.rate_per_s:.3g} req/s (batch {limit.batch})"
+        f"speculation stops paying above about {limit.rate_per_s:.3g} req/s (batch {limit.batch}, "
+        "Little's law)"
     )
 
 
