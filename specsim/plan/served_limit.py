@@ -3,9 +3,10 @@ no speculation falls through 1, found on a short rate sweep with the serving eng
 
 The Little's-law figure of :func:`specsim.plan.limits.stops_paying` is a closed-form upper
 estimate (prefill ignored). With ``--precise`` and a request rate, :func:`served_stop` backs
-it with a served search: at :data:`RATE_FACTORS` times that estimate (or times the asked
-deployment's serveable rate when the option pays at every batch tried), the option's planned tree and no speculation serve the
-same arrivals, :data:`REPLICATES` times on independent seeds (common random numbers along
+it with a served search: at :data:`RATE_FACTORS` times that estimate (or times the
+deployment's serveable rate when the option pays at every batch tried), the option's planned
+tree and no speculation serve the same arrivals, :data:`REPLICATES` times on independent
+seeds (common random numbers along
 the axis, :func:`specsim.capacity.crossover.replicate`; each run the default request
 count, so the search costs 16 default serving runs); the speedup is plain median TPOT over
 the option's, and :func:`specsim.capacity.crossover.crossing` gives where its mean falls
