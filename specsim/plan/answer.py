@@ -10,6 +10,7 @@ output and whose text and HTML forms are :mod:`specsim.plan.render`'s.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -156,15 +157,16 @@ def _served_limits(
     serveable: float | None,
 ) -> dict[str, Limit]:
     """Each option that drafts at the asked rate, its limit backed by the served search
-    around the Little's-law rate (or, when it pays at every batch tried, the rate the
-    deployment serves plainly; else the asked rate)."""
+    up to twice the Little's-law rate, at most the rate the deployment serves plainly
+    (:mod:`specsim.plan.served_limit`; with neither, twice the asked rate)."""
     out = dict(limits)
     for o, r in zip(options, rows[1:], strict=True):
         lim, rate = limits[o.label], request.load.rate_per_s
         if not r.tree or rate is None:
             continue
-        centre = lim.rate_per_s or serveable or rate
-        served = served_stop(o, request, tree=r.tree, centre_rate=centre)
+        caps = [v for v in (2 * (lim.rate_per_s or math.inf), serveable) if v is not None]
+        top = min(caps) if math.isfinite(min(caps)) else 2 * rate
+        served = served_stop(o, request, tree=r.tree, top_rate=top)
         out[o.label] = dataclasses.replace(lim, served=served)
     return out
 

@@ -101,9 +101,10 @@ in one covers the other."""
 
 def write_summary(path: Path = SUMMARY_FILE) -> pd.DataFrame:
     """Compute the fidelity summary afresh and write it to ``path`` (CSV); returns it."""
-    from specsim.validate.fidelity import fidelity_summary, fidelity_table
+    # start-up: plan reads the summary; only writing it computes the table
+    from specsim.validate import fidelity as fid
 
-    summary = fidelity_summary(fidelity_table())
+    summary = fid.fidelity_summary(fid.fidelity_table())
     summary.to_csv(path, index=False, float_format="%.6g")
     read_summary.cache_clear()
     return summary

@@ -3,8 +3,9 @@ no speculation falls through 1, found on a short rate sweep with the serving eng
 
 The Little's-law figure of :func:`specsim.plan.limits.stops_paying` is a closed-form upper
 estimate (prefill ignored). With ``--precise`` and a request rate, :func:`served_stop` backs
-it with a served search: at :data:`RATE_FACTORS` times that estimate (or times the
-deployment's serveable rate when the option pays at every batch tried), the option's planned
+it with a served search: at :data:`RATE_FACTORS` times a top rate (twice that estimate, at
+most the rate the deployment serves plainly at full batch, beyond which no queue is stable;
+that serveable rate when the option pays at every batch tried), the option's planned
 tree and no speculation serve the same arrivals, :data:`REPLICATES` times on independent
 seeds (common random numbers along
 the axis, :func:`specsim.capacity.crossover.replicate`; each run the default request
@@ -29,8 +30,8 @@ from specsim.plan.options import Option, PlanRequest
 
 __all__ = ["RATE_FACTORS", "REPLICATES", "ServedLimit", "served_stop"]
 
-RATE_FACTORS = (0.25, 0.5, 1.0, 2.0)
-"""The sweep, as multiples of the centre rate (log-spaced so the crossing interpolates in
+RATE_FACTORS = (0.125, 0.25, 0.5, 1.0)
+"""The sweep, as multiples of the top rate (log-spaced so the crossing interpolates in
 ``log rate``)."""
 REPLICATES = 2
 """Independent seeds per rate (at least 2: a standard error)."""
@@ -62,15 +63,15 @@ def _speedup(request: PlanRequest, option: Option, tree: tuple[int, ...]) -> flo
 
 
 def served_stop(
-    option: Option, request: PlanRequest, *, tree: tuple[int, ...], centre_rate: float
+    option: Option, request: PlanRequest, *, tree: tuple[int, ...], top_rate: float
 ) -> ServedLimit:
-    """The served search for ``option`` with ``tree`` around ``centre_rate`` (module
+    """The served search for ``option`` with ``tree`` up to ``top_rate`` (module
     docstring); the request's load must be a rate."""
     if request.load.rate_per_s is None:
         raise ValueError("served_stop: the load is a closed batch; give --rate")
-    if not (math.isfinite(centre_rate) and centre_rate > 0):
-        raise ValueError(f"served_stop: centre_rate must be finite and > 0, got {centre_rate!r}")
-    rates = [centre_rate * f for f in RATE_FACTORS]
+    if not (math.isfinite(top_rate) and top_rate > 0):
+        raise ValueError(f"served_stop: top_rate must be finite and > 0, got {top_rate!r}")
+    rates = [top_rate * f for f in RATE_FACTORS]
 
     def run(rate: float, rng: np.random.Generator) -> Mapping[str, float]:
         load = dataclasses.replace(request.load, rate_per_s=rate)

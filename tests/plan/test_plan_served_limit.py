@@ -25,13 +25,13 @@ def _request(**kw: object) -> PlanRequest:
 def test_a_closed_batch_has_no_served_search() -> None:
     req = PlanRequest(deployment=DEP, options=(HEADS,), load=Load(batch=4))
     with pytest.raises(ValueError, match="closed batch"):
-        served_stop(build_option(HEADS, DEP, where="t"), req, tree=(-1, 0), centre_rate=4.0)
+        served_stop(build_option(HEADS, DEP, where="t"), req, tree=(-1, 0), top_rate=4.0)
 
 
 @pytest.mark.slow
 def test_the_crossing_follows_the_measured_speedups() -> None:
     req = _request()
-    s = served_stop(build_option(HEADS, DEP, where="t"), req, tree=(-1, 0, 1), centre_rate=8.0)
+    s = served_stop(build_option(HEADS, DEP, where="t"), req, tree=(-1, 0, 1), top_rate=8.0)
     assert s.rates == tuple(8.0 * f for f in RATE_FACTORS)
     assert all(math.isfinite(v) and v > 0 for v in s.speedups)
     above = [v > 1.0 for v in s.speedups]
