@@ -86,6 +86,8 @@ def _limit_text(limit: Limit | None) -> str:
     c = None if limit.served is None else limit.served.crossing
     if c is not None and c.kind == "crosses":
         return f"speculation stops paying above about {c.at:.3g} req/s (served)"
+    if c is not None and c.kind == "never" and limit.served is not None:
+        return f"it still pays at {limit.served.rates[-1]:.3g} req/s, the highest served (served)"
     if limit.batch is None:
         return f"it still pays at batch {limit.largest}, the largest tried that fits"
     return (
