@@ -10,6 +10,7 @@ output and whose text and HTML forms are :mod:`specsim.plan.render`'s.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from specsim.plan.evaluation import Row, best_plan, closed_row, serve, served_row
 from specsim.plan.limits import Limit, serveable_rate, speedup_at, stops_paying, what_changes
 from specsim.plan.options import Option, PlanRequest, build_option
+from specsim.plan.served_limit import served_stop
 from specsim.plan.verdict import Verdict, choose, sentence, weak_assumptions
 from specsim.sim.workload import preset_workload
 
@@ -113,6 +115,8 @@ def plan(request: PlanRequest) -> PlanAnswer:
     serveable, rate = None, request.load.rate_per_s
     if rate is not None and options[0].proposer is not None:
         serveable = serveable_rate(request, options[0].proposer)
+    if request.precise and rate is not None:
+        limits = _served_limits(request, options, rows, limits, serveable=serveable)
     verdict = sentence(rows, request, limits=limits, serveable_rate=serveable)
     best = choose(rows, request)
     pick = next((o for o in options if best is not None and o.label == best.label), None)
@@ -142,6 +146,29 @@ def plan(request: PlanRequest) -> PlanAnswer:
         serveable_rate_per_s=serveable,
         seconds=time.perf_counter() - start,
     )
+
+
+def _served_limits(
+    request: PlanRequest,
+    options: list[Option],
+    rows: list[Row],
+    limits: dict[str, Limit],
+    *,
+    serveable: float | None,
+) -> dict[str, Limit]:
+    """Each option that drafts at the asked rate, its limit backed by the served search
+    up to twice the Little's-law rate, at most the rate the deployment serves plainly
+    (:mod:`specsim.plan.served_limit`; with neither, twice the asked rate)."""
+    out = dict(limits)
+    for o, r in zip(options, rows[1:], strict=True):
+        lim, rate = limits[o.label], request.load.rate_per_s
+        if not r.tree or rate is None:
+            continue
+        caps = [v for v in (2 * (lim.rate_per_s or math.inf), serveable) if v is not None]
+        top = min(caps) if math.isfinite(min(caps)) else 2 * rate
+        served = served_stop(o, request, tree=r.tree, top_rate=top)
+        out[o.label] = dataclasses.replace(lim, served=served)
+    return out
 
 
 def _overload(rows: list[Row], rate: float | None, serveable: float | None) -> list[str]:

@@ -36,6 +36,7 @@ from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
 from specsim.plan.evaluation import BUDGET, serving_config
 from specsim.plan.options import Option, PlanRequest
+from specsim.plan.served_limit import ServedLimit
 from specsim.policies.tree_optimizer import (
     TreePlan,
     best_trees,
@@ -103,12 +104,14 @@ class Limit:
     to ``largest``): ``pays`` lists those at which its best tree beats no speculation;
     ``batch`` is the first batch tried above the last of them (None: it still pays at
     ``largest``, or never pays) and ``rate_per_s`` the rate, by Little's law, whose mean
-    batch that is."""
+    batch that is; ``served``: the served search backing it (``--precise`` with a rate,
+    :func:`specsim.plan.served_limit.served_stop`), else None."""
 
     batch: int | None
     rate_per_s: float | None
     largest: int
     pays: tuple[int, ...]
+    served: ServedLimit | None = None
 
 
 def largest_batch(deployment: Deployment, proposer: Proposer, *, context: int) -> int:

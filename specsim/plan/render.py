@@ -13,6 +13,7 @@ import pandas as pd
 from specsim.plan.answer import PlanAnswer
 from specsim.plan.evaluation import Estimate, Row
 from specsim.plan.limits import Limit
+from specsim.plan.served_limit import ServedLimit
 
 __all__ = ["COLUMNS", "html_section", "options_table", "render_html", "render_text"]
 
@@ -67,11 +68,28 @@ def limit_text(lim: Limit) -> str:
         return f"does not pay at any batch tried (1 to {lim.largest})"
     span = f"pays at batch {lim.pays[0]}" + (f" to {lim.pays[-1]}" if len(lim.pays) > 1 else "")
     if lim.batch is None:
-        return f"{span}, the largest tried that fits"
-    return (
-        f"{span}, stops paying at batch {lim.batch}: above about {_num(lim.rate_per_s or 0)} "
-        "req/s (Little's law at plain decoding, prefill ignored: an upper estimate)"
-    )
+        text = f"{span}, the largest tried that fits"
+    else:
+        text = (
+            f"{span}, stops paying at batch {lim.batch}: above about "
+            f"{_num(lim.rate_per_s or 0)} req/s (Little's law at plain decoding, prefill "
+            "ignored: an upper estimate)"
+        )
+    return text if lim.served is None else f"{text}; {served_text(lim.served)}"
+
+
+def served_text(served: ServedLimit) -> str:
+    """The served search's crossing, in words, with its method."""
+    c = served.crossing
+    if c.kind == "never":
+        where = f"still pays at {_num(served.rates[-1])} req/s, the highest served"
+    elif c.kind == "always":
+        where = f"does not pay at {_num(served.rates[0])} req/s, the lowest served"
+    else:
+        high = "beyond the sweep" if math.isinf(c.high) else f"{_num(c.high)}"
+        low = "below the sweep" if c.low == 0 else f"{_num(c.low)}"
+        where = f"stops paying at about {_num(c.at)} req/s (95% interval {low} to {high})"
+    return f"{where} [{served.method}]"
 
 
 def _limits(answer: PlanAnswer) -> list[str]:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specsim.plan.evaluation import Row
+from specsim.plan.fidelity import fidelity_flags
 from specsim.plan.limits import Limit
 from specsim.plan.options import PlanRequest
 
@@ -82,10 +83,16 @@ def _ratios(row: Row, plain: Row) -> str:
 def _limit_text(limit: Limit | None) -> str:
     if limit is None or not limit.pays:
         return "it pays at no batch tried"
+    c = None if limit.served is None else limit.served.crossing
+    if c is not None and c.kind == "crosses":
+        return f"speculation stops paying above about {c.at:.3g} req/s (served)"
+    if c is not None and c.kind == "never" and limit.served is not None:
+        return f"it still pays at {limit.served.rates[-1]:.3g} req/s, the highest served (served)"
     if limit.batch is None:
         return f"it still pays at batch {limit.largest}, the largest tried that fits"
     return (
-        f"speculation stops paying above about {limit.rate_per_s:.3g} req/s (batch {limit.batch})"
+        f"speculation stops paying above about {limit.rate_per_s:.3g} req/s (batch {limit.batch}, "
+        "Little's law)"
     )
 
 
@@ -206,4 +213,4 @@ def weak_assumptions(rows: Sequence[Row], request: PlanRequest) -> list[str]:
         )
         if request.slo_ttft_p99_s is not None:
             out.append("--slo-ttft-p99 is not checked in a closed batch (no arrivals)")
-    return out
+    return out + fidelity_flags(dep, [r.kind for r in rows])
