@@ -101,11 +101,12 @@ def chunk_cost(
     if batch.size:
         pos = verification_positions(np.full(batch.size, gam, dtype=np.int64) if g is None else g)
         ctx = batch.contexts()
-        alone = cost.verify(pos, ctx)
-        both = cost.verify(np.concatenate([pos, new]), np.concatenate([ctx, at]))
+        ver = bool((pos > 1).any())  # a decoding sequence drafted; the chunks never count
+        alone = _chains(cost, pos, ctx, verify=ver)
+        both = _chains(cost, np.concatenate([pos, new]), np.concatenate([ctx, at]), verify=ver)
         t, e = both.time_s - alone.time_s, (both.energy_j or 0.0) - (alone.energy_j or 0.0)
     else:
-        p = cost.verify(new, at)
+        p = _chains(cost, new, at, verify=False)
         t, e = p.time_s, p.energy_j or 0.0
     if draft:
         with_draft: PassCost = cost.prefill(new, draft=True)
@@ -113,6 +114,19 @@ def chunk_cost(
         t += with_draft.time_s - target.time_s
         e += (with_draft.energy_j or 0.0) - (target.energy_j or 0.0)
     return max(t, 0.0), e
+
+
+def _chains(cost: CostSource, new: Ints, ctx: Ints, *, verify: bool) -> PassCost:
+    """The pass of chains ``new`` at ``ctx``, a verification only when ``verify``: through
+    the source's ``chains_pass`` where it has one (:meth:`specsim.sim.CardCost.chains_pass`:
+    its ``verify`` would take any sequence of more than one new token, a prefill chunk, for
+    a verification and charge the stack's rejection sampler), else its ``verify`` (a source
+    without one prices passes by their shape alone)."""
+    given = getattr(cost, "chains_pass", None)
+    if given is None:
+        return cost.verify(new, ctx)
+    out: PassCost = given(new, ctx, verify=verify)
+    return out
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
