@@ -14,6 +14,23 @@ DISAGG = "specsim/sim/disagg/"
 DISAGG_TESTS = ("tests/sim/test_disagg_reference.py", "tests/sim/test_disagg.py")
 
 SIM: tuple[Mutation, ...] = (
+    # The context of a pass (docs/design.md): the cached tokens, one short of prompt + emitted.
+    Mutation(
+        "context-cached",
+        "specsim/sim/batch.py",
+        "return self.off + self.ptr - 1",
+        "return self.off + self.ptr",
+        "every serving pass at the cached context (the last emitted token is not cached)",
+        ("tests/sim/test_reference_serving.py", "tests/sim/test_reference_timelines.py"),
+    ),
+    Mutation(
+        "context-chain-uniform",
+        "specsim/sim/serving/loop.py",
+        "batch=batch.size, context_sum=batch.ctx_sum - batch.size, gamma=gam",
+        "batch=batch.size, context_sum=batch.ctx_sum, gamma=gam",
+        "chain serving's fast path at the cached contexts' sum (the -1 per sequence dropped)",
+        ("tests/sim/test_reference_serving.py",),
+    ),
     # Chain serving.
     Mutation(
         "serving-draft-prefill",

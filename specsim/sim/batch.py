@@ -292,7 +292,14 @@ class Batch:
         return self.ptr - requests.base[self.rid]
 
     def contexts(self) -> Ints:
+        """Each sequence's prompt and emitted tokens."""
         return self.off + self.ptr
+
+    def cached(self) -> Ints:
+        """Each sequence's tokens in the KV cache, what its next pass attends to: its
+        contexts less the last emitted token, which that pass writes (docs/design.md,
+        "The context of a pass")."""
+        return self.off + self.ptr - 1
 
     def advance_uniform(self, gamma: int, run1: Ints) -> int:
         """Every sequence drafts ``gamma`` and none is within ``gamma`` of its end (``gamma <

@@ -79,14 +79,14 @@ def chunk_cost(
         return 0.0, 0.0
     closed = getattr(cost, "chunk_costs", None)
     if closed is not None:  # the pass sums in closed form, on Python integers (exact)
-        b = batch.size
+        b, csum = batch.size, batch.ctx_sum - batch.size  # the cached contexts' sum
         if g is None:  # every sequence verifies gam + 1 positions
             n = gam + 1
-            T, P = n * b, n * batch.ctx_sum + b * (n * (n + 1) // 2)
+            T, P = n * b, n * csum + b * (n * (n + 1) // 2)
         else:
             pos = g + 1
             T = int(pos.sum())
-            P = int((pos * batch.contexts()).sum() + (pos * (pos + 1) // 2).sum())
+            P = int((pos * batch.cached()).sum() + (pos * (pos + 1) // 2).sum())
         half = [c * (c + 1) // 2 for c in sizes]
         chunks = (
             float(sum(sizes)),
@@ -95,17 +95,18 @@ def chunk_cost(
             float(len(sizes)),
             float(sum(half)),
         )
-        t, e = closed((float(T), float(P), float(batch.ctx_sum), float(b)), chunks, draft=draft)
+        t, e = closed((float(T), float(P), float(csum), float(b)), chunks, draft=draft)
         return float(t), float(e)
     new, at = np.asarray(sizes, dtype=np.int64), np.asarray(offsets, dtype=np.int64)
     if batch.size:
         pos = verification_positions(np.full(batch.size, gam, dtype=np.int64) if g is None else g)
-        ctx = batch.contexts()
-        alone = cost.verify(pos, ctx)
-        both = cost.verify(np.concatenate([pos, new]), np.concatenate([ctx, at]))
+        ctx = batch.cached()
+        ver = bool((pos > 1).any())  # a decoding sequence drafted; the chunks never count
+        alone = _chains(cost, pos, ctx, verify=ver)
+        both = _chains(cost, np.concatenate([pos, new]), np.concatenate([ctx, at]), verify=ver)
         t, e = both.time_s - alone.time_s, (both.energy_j or 0.0) - (alone.energy_j or 0.0)
     else:
-        p = cost.verify(new, at)
+        p = _chains(cost, new, at, verify=False)
         t, e = p.time_s, p.energy_j or 0.0
     if draft:
         with_draft: PassCost = cost.prefill(new, draft=True)
@@ -113,6 +114,19 @@ def chunk_cost(
         t += with_draft.time_s - target.time_s
         e += (with_draft.energy_j or 0.0) - (target.energy_j or 0.0)
     return max(t, 0.0), e
+
+
+def _chains(cost: CostSource, new: Ints, ctx: Ints, *, verify: bool) -> PassCost:
+    """The pass of chains ``new`` at ``ctx``, a verification only when ``verify``: through
+    the source's ``chains_pass`` where it has one (:meth:`specsim.sim.CardCost.chains_pass`:
+    its ``verify`` would take any sequence of more than one new token, a prefill chunk, for
+    a verification and charge the stack's rejection sampler), else its ``verify`` (a source
+    without one prices passes by their shape alone)."""
+    given = getattr(cost, "chains_pass", None)
+    if given is None:
+        return cost.verify(new, ctx)
+    out: PassCost = given(new, ctx, verify=verify)
+    return out
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -347,10 +361,11 @@ def _tables(
     pre_s, pre_e = np.zeros(it), np.zeros(it)
     if r.shape[0]:
         assert sums.pairs is not None
+        n = b[r] + drafted[r]  # the positions; at the cached contexts, n fewer pairs
         dec = (
-            (b[r] + drafted[r]).astype(np.float64),
-            sums.pairs[r],
-            sums.ctx_sum[r].astype(np.float64),
+            n.astype(np.float64),
+            sums.pairs[r] - n,
+            (sums.ctx_sum[r] - b[r]).astype(np.float64),
             b[r].astype(np.float64),
         )
         chunks = tuple(ch[:, k].astype(np.float64) for k in range(3, 8))

@@ -137,6 +137,14 @@ class CardCost(Remembers, CardDeployment):
     def verify(self, new_tokens: NDArray[np.int64], context: NDArray[np.int64]) -> PassCost:
         return self.verify_pass(PassShape.chain(context=context, new=new_tokens))
 
+    def chains_pass(
+        self, new_tokens: NDArray[np.int64], context: NDArray[np.int64], *, verify: bool
+    ) -> PassCost:
+        """The target's pass of chains, a verification (the stack's speculative terms) only
+        when ``verify`` says so: prefill chunks riding in a pass never make it one."""
+        shape = PassShape.chain(context=context, new=new_tokens)
+        return pass_cost_on(self.deployment, shape, verify=verify)
+
     def draft_step(self, context: NDArray[np.int64]) -> PassCost:
         """One draft step of every sequence, under the stack's drafting profile
         (:meth:`Deployment.drafting <specsim.cost.deployment.Deployment.drafting>`)."""

@@ -236,7 +236,7 @@ def _plain_table(sched: _Schedule, *, start: float) -> NDArray[np.float64]:
     ctx0, size = np.array(sched.seg_ctx, dtype=np.int64).reshape(-1, 2).T
     b = np.repeat(size, seg[:, 2])
     ctx_sum = np.repeat(ctx0 - size * seg[:, 0], seg[:, 2]) + b * np.arange(it)
-    t, e, dr = d.uniform(batch=b, context_sum=ctx_sum, gamma=0)
+    t, e, dr = d.uniform(batch=b, context_sum=ctx_sum - b, gamma=0)  # cached
     table = np.zeros((sched.row, WIDTH), dtype=np.float64)
     table[rows, 3], table[rows, 4], table[rows, 7] = dr, b, b
     table[rows, 10] = b

@@ -52,6 +52,7 @@ from specsim.cards import HardwareCard, ModelCard
 from specsim.checks import check_int, check_size
 from specsim.cost.checks import check_positions
 from specsim.cost.deployment import Deployment
+from specsim.cost.stack_terms import check_stack_tree
 from specsim.proposers import DraftModel, Proposer, check_proposer, verify_shape
 from specsim.sim import paged
 from specsim.sim.batch import Requests
@@ -144,6 +145,19 @@ def _setup(cfg: Any, lookahead: int) -> _Setup:
     )
     paged.check_engine(setup)
     return setup
+
+
+def check_tree_stack(deployment: Deployment, parents: tuple[int, ...], *, where: str) -> None:
+    """A ValueError when the deployment's stack cannot verify the tree ``parents`` (batch
+    expansion, or no tree attention mask: :func:`specsim.cost.stack_terms.check_stack_tree`),
+    naming ``where`` the tree came from, the tree and the stack. The serving engine prices a
+    batch's trees from their sums (:meth:`~specsim.sim.CardCost.aggregate_pass`), which
+    cannot tell a tree from chains, so the refusal is made here, at setup. A chain (every
+    node the child of the one before) is allowed on every stack."""
+    try:
+        check_stack_tree(deployment.runtime, parents=parents)
+    except ValueError as err:
+        raise ValueError(f"{where}: the token tree {parents} cannot be served: {err}") from err
 
 
 def check_serving_fields(cfg: Any) -> None:

@@ -66,6 +66,7 @@ from specsim.sim.tree_batch import (
     TreeVerify,
     batch_cap,
     check_serving_fields,
+    check_tree_stack,
     plain_twin,
     serve_trees,
 )
@@ -138,6 +139,7 @@ class TreeServingConfig(TreeServingFields):
         object.__setattr__(self, "parents", check_tree(self.parents))
         check_serving_fields(self)
         self.proposer.check_target(self.target)
+        check_tree_stack(self.deployment, self.parents, where="parents")
 
     def nodes(self, batch: int) -> int:
         """Nodes per sequence in a pass of ``batch`` sequences (the budget's cut)."""

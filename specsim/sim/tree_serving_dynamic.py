@@ -66,6 +66,7 @@ from specsim.sim.tree_batch import (
     TreeStep,
     TreeVerify,
     check_serving_fields,
+    check_tree_stack,
 )
 from specsim.sim.tree_policies import ConfidenceTree, NodeConfidence, TreeGrowth
 from specsim.sim.tree_serving import serve_tree_plan
@@ -109,6 +110,9 @@ class DynamicTreeServingConfig(TreeServingFields):
                 f"policy.max_depth: {self.policy.max_depth} is deeper than head card "
                 f"{heads.slug!r} reaches ({heads.max_depth})"
             )
+        ranks = self.policy.max_rank or max(len(r) for r in self.proposer.acceptance.accept)
+        if self.policy.budget > 1 and ranks > 1:  # the policy may grow a node two children
+            check_tree_stack(self.deployment, (-1, 0, 0), where="policy")
 
 
 def share_budget(growths: Sequence[TreeGrowth], nodes: int | None) -> bool:

@@ -145,7 +145,8 @@ def decode_costs(
     sums: IterationSums,
     gamma: int,
 ) -> tuple[Any, Any, Any]:
-    """The iterations' decode times, energies and draft times (zero where none decodes):
+    """The iterations' decode times, energies and draft times (zero where none decodes), at
+    the cached contexts (``sums`` hold the contexts; each pass attends to one token less):
     those in which every sequence drafts one gamma by ``uniform_iterations``, one call per
     gamma, the others by ``iterations``, as the engine costs them one at a time."""
     b, count, it = sums.batch, sums.counts, sums.batch.shape[0]
@@ -156,9 +157,13 @@ def decode_costs(
     same = (low == high) & some
     for v in np.unique(low[same]).tolist():  # as iteration() does: the uniform formula
         sel = np.flatnonzero(same & (low == v))
-        t[sel], e[sel], dr[sel] = uniform(batch=b[sel], context_sum=sums.ctx_sum[sel], gamma=v)
+        t[sel], e[sel], dr[sel] = uniform(
+            batch=b[sel], context_sum=sums.ctx_sum[sel] - b[sel], gamma=v
+        )
     sel = np.flatnonzero(~same & some)
     if sel.shape[0]:
         assert mixed_many is not None
-        t[sel], e[sel], dr[sel] = mixed_many(count[sel], sums.csum[sel].astype(np.float64))
+        t[sel], e[sel], dr[sel] = mixed_many(
+            count[sel], (sums.csum[sel] - count[sel]).astype(np.float64)
+        )
     return t, e, dr

@@ -59,16 +59,16 @@ def replay(
     models: Sequence[ModelCard],
     kv: tuple[int, int] | None,
     decode: object,
-    lag: int,
 ) -> int:
     """Replay the run: admissions (first come, first served, at most ``cap`` sequences;
     ``kv`` = (capacity, lookahead): while reservations of prompt + output + lookahead
     fit), one prefill pass of ``models`` for the admitted prompts, then ``decode(row, b,
     ctx_sum)`` (the decoding pass's verify and draft seconds; None where the pass cannot
     be recomputed from the tables, whose recorded end is then taken). A sequence's context
-    is its prompt and emitted tokens less ``lag`` (1 for trees: the root is computed in the
-    pass; 0 for chains). Which sequences finish comes from their tokens while alone, else
-    from the request table's finish times. Returns the passes taken from the table."""
+    is what its KV cache holds: its prompt and emitted tokens less the last one emitted,
+    which the next pass writes (chains and trees alike: docs/design.md, "The context of a
+    pass"). Which sequences finish comes from their tokens while alone, else from the
+    request table's finish times. Returns the passes taken from the table."""
     arrival = req["arrival_s"].to_list()
     prompt = req["prompt_tokens"].to_list()
     out = req["output_tokens"].to_list()
@@ -101,7 +101,7 @@ def replay(
                     used -= 0 if kv is None else prompt[i] + out[i] + kv[1]
                 else:
                     running[i] = 1
-                    ctx_sum += prompt[i] + 1 - lag
+                    ctx_sum += prompt[i]  # the first token is not cached yet
         b = len(running)
         assert row.batch == b
         if b:
@@ -121,7 +121,7 @@ def replay(
                 leaving = [i for i in running if finish_at(req, i, row.end_s)]
             for i in leaving:
                 finish[i] = t
-                ctx_sum -= prompt[i] + out[i] - lag
+                ctx_sum -= prompt[i] + out[i] - 1
                 used -= 0 if kv is None else prompt[i] + out[i] + kv[1]
                 del running[i]
         assert close(row.end_s, t)

@@ -98,7 +98,7 @@ def decode_pool(
     n = len(arrive)
     order = sorted(range(n), key=lambda j: arrive[j])
     first, finish = [0.0] * n, [0.0] * n
-    t, running, k = 0.0, [], 0  # running: [request, context, tokens left]
+    t, running, k = 0.0, [], 0  # running: [request, cached context, tokens left]
     while k < n or running:
         if not running:
             t = max(t, arrive[order[k]])
@@ -109,7 +109,7 @@ def decode_pool(
         pre = first_step([prompts[j] for j in admitted]) if admitted and step else 0.0
         for j in admitted:
             first[j] = t + pre
-            running.append([j, prompts[j] + 1, outs[j] - 1])
+            running.append([j, prompts[j], outs[j] - 1])  # cached: the first token is not
         gam = [min(GAMMA, left - 1) for _, _, left in running]
         t += pre + decode_pass([c for _, c, _ in running], gam)
         for seq, g in zip(running, gam, strict=True):

@@ -132,7 +132,6 @@ def test_static_tree_serving(workload: TraceWorkload, kv: int | None) -> None:
         models=(TARGET, SMALL),
         kv=look,
         decode=static_decode(TREE),
-        lag=1,
     )
     assert taken == 0
 
@@ -160,6 +159,6 @@ def test_dynamic_tree_serving_at_batch_one() -> None:
 
     assert (res.iterations["draft_tokens"] > 1).any()
     taken = replay(
-        res.requests, res.iterations, cap=64, models=(TARGET, SMALL), kv=None, decode=decode, lag=1
+        res.requests, res.iterations, cap=64, models=(TARGET, SMALL), kv=None, decode=decode
     )
     assert taken == 0

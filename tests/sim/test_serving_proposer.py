@@ -8,9 +8,9 @@ each pass is known in advance, and a plain recomputation (prefill, then per pass
 target's verification of ``gamma + 1`` positions per sequence plus the proposer's pass
 drafting a chain of ``gamma`` at the batch's mean context) gives the timeline, which the
 engine must equal to 1e-9. The same proposer as a width-one chain tree on the serving
-engine drafts the same passes (the same ``draft_s``, to 1e-9, and the same counts); its
-verification differs only by the engines' root convention (a tree's root is computed in the
-pass, so its context is one token shorter: ``tests/sim/reference.py``'s ``lag``).
+engine drafts the same passes (the same ``draft_s``, to 1e-9, and the same counts); both
+verify at the cached context, one token short of prompt and emitted tokens (the last one
+emitted is written by the pass: docs/design.md, "The context of a pass").
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def _recomputed(cost: CardCost, admitted: list[int]) -> list[tuple[float, float,
         run = left > 0
         run[joined:] = False
         b, c = int(run.sum()), ctx[run]
-        verify = cost.verify(np.full(b, G + 1, dtype=np.int64), c).time_s
+        verify = cost.verify(np.full(b, G + 1, dtype=np.int64), c - 1).time_s  # cached
         mean = int(round(float((c - 1).sum()) / b))
         draft = float(
             HEADS.draft_costs(chain_tree(G), deployment=DEPLOYMENT, batch=b, context=mean).time_s[0]

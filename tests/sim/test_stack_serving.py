@@ -82,8 +82,9 @@ def served() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def _steady(it: pd.DataFrame) -> list[tuple[int, float, float, int]]:
     """Per iteration with every request admitted, none finished and no prefill: (index,
-    pass seconds, draft seconds, context sum). The context sum is the prompts, the first
-    token each prefill emitted and the tokens emitted before the iteration."""
+    pass seconds, draft seconds, context sum). The context sum is the cached tokens: the
+    prompts and the tokens emitted before the iteration less the last each emitted (the
+    first token each prefill emitted, then each pass's last, is written by the next pass)."""
     before = np.concatenate([[0], np.cumsum(it["emitted"].to_numpy())[:-1]])
     rows = []
     for i in range(len(it)):
@@ -91,7 +92,7 @@ def _steady(it: pd.DataFrame) -> list[tuple[int, float, float, int]]:
         if row["batch"] != B or row["prefill_s"] != 0.0 or i > 30:
             continue
         pass_s = row["end_s"] - row["start_s"] - row["draft_s"]
-        rows.append((i, float(pass_s), float(row["draft_s"]), B * PROMPT + B + int(before[i])))
+        rows.append((i, float(pass_s), float(row["draft_s"]), B * PROMPT + int(before[i])))
     assert len(rows) > 20
     return rows
 

@@ -61,7 +61,7 @@ class ProposerDrafts:
     over each sequence's ``gamma_i + 1`` positions (``cost.verify``), plus, for each gamma
     the batch drafts, that share of the batch of a pass of the proposer drafting a chain of
     gamma tokens (``draft_costs(chain_tree(gamma), batch=B, context=c)``, the batch's mean
-    context ``c`` before its last emitted token, rounded, as the tree engine prices a pass,
+    cached context ``c``, rounded, as the tree engine prices a pass,
     :class:`specsim.sim.tree_serving.StaticTreePlan`). When every sequence drafts the same
     gamma this is the proposer's own pass over the batch, so a chain at a fixed gamma costs
     what the width-one tree of that depth costs on the serving engine. The cost source's own
@@ -91,11 +91,11 @@ class ProposerDrafts:
         return got
 
     def __call__(self, gamma: Ints, context: Ints) -> IterationCost:
-        """The iteration in which sequence ``i``, after ``context[i]`` tokens, drafts
+        """The iteration in which sequence ``i``, ``context[i]`` tokens cached, drafts
         ``gamma[i]`` (:class:`~specsim.sim.source.IterationCost`)."""
         ver = self.cost.verify(verification_positions(gamma), context)
         b = gamma.shape[0]
-        mean = int(round(float(context.sum() - b) / b)) if b else 0
+        mean = int(round(float(context.sum()) / b)) if b else 0
         t = e = 0.0
         values, counts = np.unique(gamma[gamma > 0], return_counts=True)
         for g, n in zip(values.tolist(), counts.tolist(), strict=True):

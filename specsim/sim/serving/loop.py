@@ -216,7 +216,7 @@ class Engine:
         if self.fixed is not None:
             gam = self.fixed
         elif self.wide is not None:
-            gam = self.wide(batch.size, batch.ctx_sum, batch.contexts)
+            gam = self.wide(batch.size, batch.ctx_sum - batch.size, batch.cached)
         else:
             gam = -1
         if self.vector_ok and 0 <= gam < batch.low and self.uniform is not None:
@@ -237,14 +237,14 @@ class Engine:
         if g is None:  # every sequence drafts gam: the fast path
             assert self.uniform is not None
             t_iter, e_iter, d_time = self.uniform(
-                batch=batch.size, context_sum=batch.ctx_sum, gamma=gam
+                batch=batch.size, context_sum=batch.ctx_sum - batch.size, gamma=gam
             )
             emitted = batch.advance_uniform(gam, self.req.run1)
             self.tally.add(batch.rid, gam, batch.last_run - 1)
             return t_iter, e_iter, d_time, emitted, gam * batch.size
         acc = self.req.emitted(batch, g)
         self.tally.add(batch.rid, g, acc - 1)
-        t_iter, e_iter, d_time = self.mixed(g, batch.contexts())
+        t_iter, e_iter, d_time = self.mixed(g, batch.cached())
         emitted = batch.advance(acc)
         batch.last_gamma, batch.last_accepted = chosen, acc - 1
         return t_iter, e_iter, d_time, emitted, int(g.sum())
@@ -252,7 +252,7 @@ class Engine:
     def tree_step(self, rep: Replica, positions: int | None = None) -> TreeStep:
         """The tree plan's pass over the batch (nothing emitted yet), at most ``positions``."""
         assert self.tree is not None and self.rng is not None
-        return self.tree.step(rep.batch.contexts() - 1, self.rng, positions)  # all but roots
+        return self.tree.step(rep.batch.cached(), self.rng, positions)
 
     def decode_trees(self, rep: Replica, s: TreeStep | None = None) -> Decoded:
         """The tree plan's pass (``s``, or a new one); each sequence emits its accepted nodes
