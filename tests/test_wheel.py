@@ -12,6 +12,7 @@ fresh environment. Building needs PyPI (pip fetches ``build`` and ``hatchling``)
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -121,5 +122,12 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> None:
     assert "<img" in page and "paper" in page
     _run([specsim, "explore", "--out", "ex"], cwd=work, env=env)  # its template is package data
     assert "specsimExplore" in (work / "ex" / "explore.html").read_text(encoding="utf-8")
-    if "    plan " in listed or "\n    plan\n" in listed:  # the plan command, once it exists
-        assert "usage: specsim plan" in _run([specsim, "plan", "--help"], cwd=work, env=env)
+    assert "plan" in listed, listed
+    # A real verdict from the shipped cards (docs/plan.md's 70B question), in text and JSON.
+    question = [specsim, "plan", "--model", "llama-2-70b", "--hardware", "h100-sxm"]
+    question += ["--tensor-parallel", "4", "--draft", "llama-2-7b", "--alpha", "0.7"]
+    question += ["--batch", "16"]
+    verdict = _run(question, cwd=work, env=env)
+    assert "llama-2-7b" in verdict and "TPOT" in verdict, verdict[:2000]
+    answer = json.loads(_run([*question, "--json"], cwd=work, env=env))
+    assert answer["verdict"], answer

@@ -47,22 +47,22 @@ those the engines write:
   (``get_statistics_dict``; stored version at commit
   2787769cae353023784dce105d648bcd4d04f4d4).
 
-A ``vllm bench serve`` result that also holds ``num_speculative_tokens`` and
-``synthetic_acceptance_length`` (given as ``--metadata``) is a forced-acceptance run
-(:class:`~specsim.calibrate.spec_fit.ForcedRun`, its step ``median_tpot_ms`` times the
-acceptance length), fitted by :mod:`specsim.calibrate.spec_fit`.
+Speculative runs (forced-acceptance or measured) are read by
+:mod:`specsim.calibrate.engine_spec`.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specsim.calibrate.engine_records import DecodeRun, number_field, read_records
+from specsim.calibrate.engine_spec import sglang_spec, trtllm_spec, vllm_forced
 from specsim.calibrate.spec_fit import ForcedRun
+from specsim.checks import check_int
 
 __all__ = [
     "DecodeRun",
@@ -76,70 +76,6 @@ ENGINE_FORMATS = ("serve", "sglang-one-batch", "llama-bench", "vllm-latency", "t
 """The formats :func:`read_engine_output` recognizes (by their fields)."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class DecodeRun:
-    """One measured plain decode configuration: ``step_s`` per step of ``batch`` sequences
-    at a mean context of ``context`` tokens, read from ``source`` in format ``engine``."""
-
-    engine: str
-    source: str
-    batch: int
-    context: float
-    step_s: float
-
-
-def _records(path: Path) -> list[Any]:
-    text = path.read_text(encoding="utf-8")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        try:
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: neither JSON nor JSON lines ({exc})") from None
-    return data if isinstance(data, list) else [data]
-
-
-def _number(where: str, rec: dict[str, Any], key: str, *, positive: bool = True) -> float:
-    value = rec.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"{where}: field {key!r} must be a finite number, got {value!r}")
-    if positive and value <= 0:
-        raise ValueError(f"{where}: field {key!r} must be positive, got {value!r}")
-    return float(value)
-
-
-def _meta(where: str, rec: dict[str, Any], key: str) -> float:
-    """A ``--metadata KEY=VALUE`` entry (saved as a string) as a positive number."""
-    value = rec.get(key)
-    try:
-        out = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        out = math.nan
-    if not math.isfinite(out) or out <= 0:
-        raise ValueError(f"{where}: metadata {key!r} must be a positive number, got {value!r}")
-    return out
-
-
-def _forced(where: str, run: DecodeRun, rec: dict[str, Any]) -> ForcedRun:
-    """A forced-acceptance serving run (see :mod:`specsim.calibrate.spec_fit`)."""
-    k = _meta(where, rec, "num_speculative_tokens")
-    accept = _meta(where, rec, "synthetic_acceptance_length")
-    if k != int(k) or not 1 <= accept <= k + 1:
-        raise ValueError(
-            f"{where}: num_speculative_tokens {k:g} must be an integer and "
-            f"synthetic_acceptance_length {accept:g} within [1, k + 1]"
-        )
-    return ForcedRun(
-        source=where,
-        batch=run.batch,
-        context=run.context,
-        k=int(k),
-        accept_len=accept,
-        step_s=run.step_s * accept,
-    )
-
-
 def _serve(where: str, rec: dict[str, Any]) -> DecodeRun:
     batch = rec.get("max_concurrency")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
@@ -148,31 +84,31 @@ def _serve(where: str, rec: dict[str, Any]) -> DecodeRun:
             "when run at a fixed concurrency (--max-concurrency B with --request-rate inf)"
         )
     if "random_input_len" in rec and "random_output_len" in rec:
-        n_in = _number(where, rec, "random_input_len")
-        n_out = _number(where, rec, "random_output_len")
+        n_in = number_field(where, rec, "random_input_len")
+        n_out = number_field(where, rec, "random_output_len")
     else:
-        done = _number(where, rec, "completed")
-        n_in = _number(where, rec, "total_input_tokens") / done
-        n_out = _number(where, rec, "total_output_tokens") / done
-    step = _number(where, rec, "median_tpot_ms") / 1e3
+        done = number_field(where, rec, "completed")
+        n_in = number_field(where, rec, "total_input_tokens") / done
+        n_out = number_field(where, rec, "total_output_tokens") / done
+    step = number_field(where, rec, "median_tpot_ms") / 1e3
     return DecodeRun(
         engine="serve", source=where, batch=batch, context=n_in + n_out / 2, step_s=step
     )
 
 
 def _one_batch(where: str, rec: dict[str, Any]) -> DecodeRun:
-    batch = int(_number(where, rec, "batch_size"))
-    ctx = _number(where, rec, "input_len") + _number(where, rec, "output_len") / 2
-    step = _number(where, rec, "median_decode_latency")
+    batch = int(number_field(where, rec, "batch_size"))
+    ctx = number_field(where, rec, "input_len") + number_field(where, rec, "output_len") / 2
+    step = number_field(where, rec, "median_decode_latency")
     return DecodeRun(engine="sglang-one-batch", source=where, batch=batch, context=ctx, step_s=step)
 
 
 def _llama_bench(where: str, rec: dict[str, Any]) -> DecodeRun | None:
-    if _number(where, rec, "n_prompt", positive=False) != 0:
+    if number_field(where, rec, "n_prompt", positive=False) != 0:
         return None  # a prompt-processing test, not decoding
-    n_gen = _number(where, rec, "n_gen")
-    depth = _number(where, rec, "n_depth", positive=False) if "n_depth" in rec else 0.0
-    step = 1.0 / _number(where, rec, "avg_ts")
+    n_gen = number_field(where, rec, "n_gen")
+    depth = number_field(where, rec, "n_depth", positive=False) if "n_depth" in rec else 0.0
+    step = 1.0 / number_field(where, rec, "avg_ts")
     return DecodeRun(
         engine="llama-bench", source=where, batch=1, context=depth + n_gen / 2, step_s=step
     )
@@ -189,12 +125,12 @@ def _trtllm(where: str, rec: dict[str, Any]) -> DecodeRun:
         raise ValueError(f"{where}: no 'request_info' table in the trtllm-bench report")
     tpot = stream.get("tpot_percentiles")
     if isinstance(tpot, dict) and "p50" in tpot:
-        step = _number(f"{where} streaming_metrics.tpot_percentiles", tpot, "p50") / 1e3
+        step = number_field(f"{where} streaming_metrics.tpot_percentiles", tpot, "p50") / 1e3
     else:
-        step = _number(f"{where} streaming_metrics", stream, "avg_tpot_ms") / 1e3
+        step = number_field(f"{where} streaming_metrics", stream, "avg_tpot_ms") / 1e3
     w = f"{where} request_info"
-    batch = max(1, round(_number(w, info, "avg_num_concurrent_requests")))
-    ctx = _number(w, info, "avg_input_length") + _number(w, info, "avg_output_length") / 2
+    batch = max(1, round(number_field(w, info, "avg_num_concurrent_requests")))
+    ctx = number_field(w, info, "avg_input_length") + number_field(w, info, "avg_output_length") / 2
     return DecodeRun(engine="trtllm-bench", source=where, batch=batch, context=ctx, step_s=step)
 
 
@@ -220,12 +156,12 @@ def _vllm_latency(where: str, rec: dict[str, Any]) -> _Latency | None:
     values = metric.get("benchmark_values")
     if not isinstance(values, list) or not values:
         raise ValueError(f"{where}: metric.benchmark_values must be a non-empty list")
-    lat = [_number(where, {"benchmark_values[]": v}, "benchmark_values[]") for v in values]
+    lat = [number_field(where, {"benchmark_values[]": v}, "benchmark_values[]") for v in values]
     return _Latency(
         source=where,
-        batch=int(_number(where, args, "batch_size")),
-        input_len=int(_number(where, args, "input_len")),
-        output_len=int(_number(where, args, "output_len")),
+        batch=int(number_field(where, args, "batch_size")),
+        input_len=int(number_field(where, args, "input_len")),
+        output_len=int(number_field(where, args, "output_len")),
         latency_s=sum(lat) / len(lat),
     )
 
@@ -264,15 +200,38 @@ def read_engine_outputs(paths: list[str | os.PathLike[str]]) -> list[DecodeRun]:
     return read_all_outputs(paths)[0]
 
 
+def _steps_per_file(
+    paths: list[str | os.PathLike[str]], steps: int | Sequence[int] | None
+) -> list[int | None]:
+    if steps is None:
+        return [None] * len(paths)
+    if isinstance(steps, int):
+        return [check_int(steps, name="--speculative-steps", minimum=1)] * len(paths)
+    given: list[int | None] = [check_int(k, name="--speculative-steps", minimum=1) for k in steps]
+    if len(given) == 1:
+        return given * len(paths)
+    if len(given) != len(paths):
+        raise ValueError(
+            f"--speculative-steps: give one K for every file or one per --engine-output file "
+            f"({len(paths)}), got {len(given)}"
+        )
+    return list(given)
+
+
 def read_all_outputs(
     paths: list[str | os.PathLike[str]],
+    *,
+    speculative_steps: int | Sequence[int] | None = None,
 ) -> tuple[list[DecodeRun], list[ForcedRun]]:
-    """The plain decode runs and the forced-acceptance runs in every file of ``paths``."""
+    """The plain decode runs and the forced-acceptance runs in every file of ``paths``;
+    ``speculative_steps``: the lookahead of SGLang and TensorRT-LLM speculative runs
+    (:mod:`specsim.calibrate.engine_spec`), one for every file or one per file."""
+    steps = _steps_per_file(paths, speculative_steps)
     runs: list[DecodeRun] = []
     lats: list[_Latency] = []
     forced: list[ForcedRun] = []
-    for path in paths:
-        for item in _read(Path(path)):
+    for path, k in zip(paths, steps, strict=True):
+        for item in _read(Path(path), k):
             if isinstance(item, _Latency):
                 lats.append(item)
             elif isinstance(item, ForcedRun):
@@ -292,11 +251,11 @@ def read_engine_output(path: str | os.PathLike[str]) -> list[DecodeRun]:
     return read_engine_outputs([path])
 
 
-def _read(p: Path) -> list[DecodeRun | _Latency | ForcedRun]:
+def _read(p: Path, steps: int | None) -> list[DecodeRun | _Latency | ForcedRun]:
     if not p.is_file():
         raise ValueError(f"--engine-output: no file {str(p)!r}")
     runs: list[DecodeRun | _Latency | ForcedRun] = []
-    for i, rec in enumerate(_records(p)):
+    for i, rec in enumerate(read_records(p)):
         where = f"{p} record {i}"
         if not isinstance(rec, dict):
             raise ValueError(f"{where}: expected a JSON object, got {type(rec).__name__}")
@@ -312,10 +271,14 @@ def _read(p: Path) -> list[DecodeRun | _Latency | ForcedRun]:
             lat = _vllm_latency(where, rec)
             if lat is not None:
                 runs.append(lat)
+        elif "request_info" in rec and "performance" in rec and rec.get("decoding_stats"):
+            runs.append(trtllm_spec(where, _trtllm(where, rec), rec, steps))
         elif "request_info" in rec and "performance" in rec:
             runs.append(_trtllm(where, rec))
         elif "median_tpot_ms" in rec and "num_speculative_tokens" in rec:
-            runs.append(_forced(where, _serve(where, rec), rec))
+            runs.append(vllm_forced(where, _serve(where, rec), rec))
+        elif "median_tpot_ms" in rec and rec.get("accept_length") is not None:
+            runs.append(sglang_spec(where, _serve(where, rec), rec, steps))
         elif "median_tpot_ms" in rec:
             runs.append(_serve(where, rec))
         elif "median_decode_latency" in rec:

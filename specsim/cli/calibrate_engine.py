@@ -38,6 +38,15 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CARD",
         help="with --engine-output and forced-acceptance runs: the draft model card",
     )
+    parser.add_argument(
+        "--speculative-steps",
+        type=int,
+        nargs="+",
+        metavar="K",
+        help="with --engine-output: the lookahead of SGLang bench_serving and trtllm-bench "
+        "speculative runs (--speculative-num-steps, max_draft_len; their outputs do not hold "
+        "it): one K for every file, or one per --engine-output file",
+    )
 
 
 def _speculative(
@@ -77,7 +86,7 @@ def run_engine(args: argparse.Namespace) -> int:
     out = check_file(args.out, option="--out", force=args.force)
     plot = check_file(args.plot, option="--plot", force=args.force) if args.plot else None
     stack, hw, model = load_stack(args.stack), load_hardware(args.hardware), load_model(args.model)
-    runs, forced = read_all_outputs(args.engine_output)
+    runs, forced = read_all_outputs(args.engine_output, speculative_steps=args.speculative_steps)
     fit = fit_stack(runs, stack=stack, hardware=hw, model=model)
     fit = _speculative(fit, forced, args, hardware=hw, model=model)
     command = command_line(args)

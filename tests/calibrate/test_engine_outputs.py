@@ -11,7 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specsim.calibrate.engine_outputs import DecodeRun, read_engine_output, read_engine_outputs
+from specsim.calibrate.engine_outputs import (
+    DecodeRun,
+    read_all_outputs,
+    read_engine_output,
+    read_engine_outputs,
+)
 from specsim.calibrate.spec_fit import ForcedRun, iteration_s
 from specsim.calibrate.stack_fit import fit_stack, roofline_steps
 from specsim.cards import load_hardware, load_model
@@ -205,3 +210,69 @@ def test_forced_acceptance_runs_recover_the_speculative_terms(
     assert "rejection_s_per_token" not in st.assumptions
     assert main([*argv, "--force"]) == 2  # forced runs without --draft
     assert "need --draft" in capsys.readouterr().err
+
+
+def test_a_speculative_sglang_run_needs_its_lookahead_and_is_not_read_as_plain() -> None:
+    sample = SAMPLES / "sglang-serve-spec-b4.jsonl"
+    with pytest.raises(
+        ValueError, match=r"record 1: a speculative SGLang run .*--speculative-steps"
+    ):
+        read_all_outputs([sample, SAMPLES / "vllm-serve-b4.json"])
+    runs, forced = read_all_outputs([sample, SAMPLES / "vllm-serve-b4.json"], speculative_steps=3)
+    assert [(r.batch, r.step_s) for r in runs] == [(4, 0.010)]  # only the vLLM plain run
+    assert [(f.batch, f.k, f.accept_len, f.context) for f in forced] == [(4, 3, 2.5, 192.0)]
+    assert forced[0].step_s == pytest.approx(0.006 * 2.5)
+    with pytest.raises(ValueError, match=r"accept_length 2.5 within \[1, k \+ 1\]"):
+        read_all_outputs([sample, SAMPLES / "vllm-serve-b4.json"], speculative_steps=1)
+    with pytest.raises(ValueError, match="--speculative-steps"):
+        read_all_outputs([sample], speculative_steps=0)
+
+
+def test_a_speculative_trtllm_report_checks_its_lookahead() -> None:
+    sample = [SAMPLES / "trtllm-bench-spec-b8.json", SAMPLES / "trtllm-bench-b8.json"]
+    with pytest.raises(ValueError, match="speculative trtllm-bench run .*--speculative-steps"):
+        read_all_outputs(sample)
+    runs, forced = read_all_outputs(sample, speculative_steps=3)
+    assert [(r.engine, r.batch) for r in runs] == [("trtllm-bench", 8)]
+    assert [(f.batch, f.k, f.accept_len) for f in forced] == [(8, 3, 2.5)]
+    assert forced[0].step_s == pytest.approx(4.4e-3 * 2.5)
+    with pytest.raises(ValueError, match="disagrees with the report.* 3.00 drafts a step"):
+        read_all_outputs(sample, speculative_steps=5)
+
+
+def test_speculative_steps_per_file() -> None:
+    sample = [SAMPLES / "trtllm-bench-spec-b8.json", SAMPLES / "trtllm-bench-b8.json"]
+    _, forced = read_all_outputs(sample, speculative_steps=[3, 1])  # the plain file's K unused
+    assert [f.k for f in forced] == [3]
+    with pytest.raises(ValueError, match=r"one per --engine-output file \(2\), got 3"):
+        read_all_outputs(sample, speculative_steps=[3, 3, 3])
+
+
+def test_sglang_speculative_runs_fit_like_vllm_forced_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The same synthetic runs written as SGLang results (accept_length, K given per file)
+    give the vLLM forced runs' fit exactly."""
+    files = _forced_files(tmp_path, np.random.default_rng(20261202), noise_s=30e-6)
+    sglang, steps = [], []
+    for f in files:
+        rec = json.loads(Path(f).read_text())
+        k = int(rec.pop("num_speculative_tokens", 1))
+        if "synthetic_acceptance_length" in rec:
+            rec["accept_length"] = float(rec.pop("synthetic_acceptance_length"))
+        out = tmp_path / f"sglang-{Path(f).stem}.jsonl"
+        out.write_text(json.dumps(rec) + "\n")
+        sglang.append(str(out))
+        steps.append(str(k))
+    common = ["--stack", "vllm-v1", "--hardware", "h100-sxm", "--model", "llama-3.1-8b"]
+    common += ["--draft", "llama-3.2-1b", "--json"]
+    assert (
+        main(["calibrate", "--engine-output", *files, *common, "--out", str(tmp_path / "v.toml")])
+        == 0
+    )
+    vllm = json.loads(capsys.readouterr().out)
+    argv = ["calibrate", "--engine-output", *sglang, "--speculative-steps", *steps, *common]
+    assert main([*argv, "--out", str(tmp_path / "s.toml")]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["forced_runs"] == vllm["forced_runs"] == 12
+    assert got["estimate"] == pytest.approx(vllm["estimate"], rel=1e-12)
