@@ -221,10 +221,8 @@ def pass_cost(
 ) -> StepCost:
     """Cost of one pass of any :class:`~specsim.cost.shape.PassShape`: chains or a token tree.
 
-    ``verify`` (None: ``shape`` is a tree): it verifies drafts, so a stack's speculative terms
-    apply (:mod:`specsim.cost.stack_terms`); a tree on a stack that cannot verify one fails.
-    ``verified``: how many of the pass's new tokens verify drafts (None: all; fewer when some
-    chains are prefill chunks, which the stack's rejection sampler never sees).
+    ``verify`` (None: ``shape`` is a tree): a stack's speculative terms apply, over ``verified``
+    of its new tokens (None: all; not prefill chunks); a tree a stack cannot verify fails.
 
     >>> from specsim.cards import load_hardware, load_model
     >>> m, hw = load_model("llama-2-7b"), load_hardware("a100-80gb")
@@ -260,8 +258,7 @@ def pass_cost(
         verified=None if verified is None else float(verified),
     )
     values = {k: float(getattr(terms, k)) for k in RESULT_FIELDS}
-    resident = values["resident_bytes"]
-    if resident > hardware.mem_capacity:
+    if (resident := values["resident_bytes"]) > hardware.mem_capacity:
         raise memory_error(
             model, hardware, formats=fm, tp=float(tp), B=shape.batch, resident=resident
         )
