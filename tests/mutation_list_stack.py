@@ -11,6 +11,7 @@ TERMS = "specsim/cost/stack_terms.py"
 ROOF = "specsim/cost/roofline.py"
 TESTS = ("tests/cost/test_stack_terms.py",)
 SERVING = ("tests/sim/test_stack_serving.py",)
+EDGES = ("tests/sim/test_stack_edges.py",)
 
 STACK: tuple[Mutation, ...] = (
     Mutation(
@@ -56,7 +57,7 @@ STACK: tuple[Mutation, ...] = (
     Mutation(
         "stack-rejection",
         TERMS,
-        "host = host + T * sc.rejection_s + sc.speculation_s",
+        "host = host + drafts * sc.rejection_s + sc.speculation_s",
         "host = host + sc.speculation_s",
         "stack: the rejection sampler per new token of a verification",
         TESTS,
@@ -64,10 +65,34 @@ STACK: tuple[Mutation, ...] = (
     Mutation(
         "stack-speculation",
         TERMS,
-        "host = host + T * sc.rejection_s + sc.speculation_s",
-        "host = host + T * sc.rejection_s",
+        "host = host + drafts * sc.rejection_s + sc.speculation_s",
+        "host = host + drafts * sc.rejection_s",
         "stack: the fixed cost of having speculation configured",
         TESTS,
+    ),
+    Mutation(
+        "stack-rejection-chunks",
+        TERMS,
+        "drafts = T if verified is None else verified",
+        "drafts = T",
+        "stack: the rejection sampler sees a mixed pass's verified tokens, not its prefill chunks",
+        EDGES,
+    ),
+    Mutation(
+        "cardcost-chunk-verified",
+        "specsim/sim/costs.py",
+        "batch=n + nc, verify=ver, verified=T)",
+        "batch=n + nc, verify=ver)",
+        "simulator: chunks beside a verification (closed form) pay no rejection sampler",
+        EDGES,
+    ),
+    Mutation(
+        "chunks-thin-verified",
+        "specsim/sim/chunk_drain.py",
+        "verify=ver, verified=int(pos.sum()))",
+        "verify=ver)",
+        "simulator: chunks beside a verification (from passes) pay no rejection sampler",
+        EDGES,
     ),
     Mutation(
         "stack-tree-refusal",

@@ -46,10 +46,11 @@ def stacks_dir() -> Path:
 
 def is_stack(value: object) -> bool:
     """True when ``value`` names a stack profile: a path to one (a TOML file with a ``verify``
-    key, which runtime profiles do not have), or the slug of a shipped one that no runtime
-    profile has. A runtime profile's slug keeps naming that profile (``gpt-fast``, every
-    GPU card's default, is both: the profile, so results do not move; the stack is then named
-    by its path, ``models/stacks/gpt-fast.toml``)."""
+    key, which runtime profiles do not have), or the slug of a shipped one. A runtime
+    profile's slug names that profile (``gpt-fast``, every GPU card's default: its numbers,
+    so results made with it do not move; the gpt-fast stack is ``gpt-fast-stack``). A slug
+    that names both a runtime profile (a shipped one, or one in a searched folder) and a
+    shipped stack is a ValueError naming both files: a name means one thing."""
     if not isinstance(value, str | os.PathLike):
         return False
     text = os.fspath(value)
@@ -57,9 +58,14 @@ def is_stack(value: object) -> bool:
         return False
     if text.endswith(".toml"):
         return Path(text).is_file() and "verify" in read_toml(text)
-    if any((d / f"{text}.toml").is_file() for d in card_dirs("runtime")):
-        return False
-    return (stacks_dir() / f"{text}.toml").is_file()
+    stack = stacks_dir() / f"{text}.toml"
+    profiles = [d / f"{text}.toml" for d in card_dirs("runtime") if (d / f"{text}.toml").is_file()]
+    if profiles and stack.is_file():
+        raise ValueError(
+            f"runtime: {text!r} names both the runtime profile {profiles[0]} and the stack "
+            f"{stack}; rename one, or name the stack by its path"
+        )
+    return stack.is_file()
 
 
 def load_stack(slug_or_path: str | os.PathLike[str]) -> StackProfile:

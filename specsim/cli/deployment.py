@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, cards: bool = True) -> Non
         help="a software stack, on any card of its kind ("
         + ", ".join(sorted(p.stem for p in stacks_dir().glob("*.toml")))
         + "; docs/stacks.md), or a runtime profile slug or .toml path (default: the one "
-        "the hardware card names; `specsim cards` lists them)",
+        "the hardware card names, gpt-fast for GPUs; `specsim cards` lists them)",
     )
     g.add_argument("--dtype", default=None, help="compute dtype (default: the model card's)")
     g.add_argument(

@@ -195,10 +195,13 @@ class Deployment:
             "draft_placement": self.draft_placement,
         }
 
-    def pass_cost(self, shape: PassShape, *, verify: bool | None = None) -> StepCost:
+    def pass_cost(
+        self, shape: PassShape, *, verify: bool | None = None, verified: int | None = None
+    ) -> StepCost:
         """One pass of ``shape`` on this deployment (:func:`specsim.cost.pass_cost`; ``verify``
-        as there: None means a token tree verifies and chains do not)."""
-        return pass_cost(self.target, self.hardware, shape, **self.keywords(), verify=verify)
+        and ``verified`` as there: None means a token tree verifies and chains do not)."""
+        kw = self.keywords()
+        return pass_cost(self.target, self.hardware, shape, **kw, verify=verify, verified=verified)
 
     def aggregates_cost(
         self,

@@ -133,13 +133,15 @@ def evaluate_terms(
     expert_parallel: int = 1,
     batch: Any = None,
     verify: bool = False,
+    verified: Any = None,
 ) -> PassTerms:
     """All terms of passes on ``tp`` devices from their aggregates (numbers or arrays).
 
     T, S, R as in :class:`specsim.cost.shape.PassSums`. The pass also writes the
     keys and values of its T new tokens and reads them back. Time and energy come
     from :func:`specsim.cost.roofline.time_energy`; the rest is their breakdown. ``batch`` and
-    ``verify`` bring in a stack's terms (:mod:`specsim.cost.stack_terms`), shown as
+    ``verify`` (and ``verified``, the new tokens that verify drafts: None, all of them) bring in
+    a stack's terms (:mod:`specsim.cost.stack_terms`), shown as
     ``stack_time_s`` (part of ``overhead_time_s``) and ``padded_tokens``.
     Arrays are combined with scalar coefficients only, so a grid of 10^5 passes
     makes few temporaries (a performance choice: fresh large temporaries cost
@@ -147,11 +149,13 @@ def evaluate_terms(
     """
     co, R0 = roofline(model, hw, formats, tp, runtime, expert_parallel=expert_parallel), R
     L = co.layers
-    time, energy, roof, flops, nbytes = time_energy(co, T, S, R, batch=batch, verify=verify)
+    time, energy, roof, flops, nbytes = time_energy(
+        co, T, S, R, batch=batch, verify=verify, verified=verified
+    )
     act = L * (co.activation_bytes + co.attention_io_bytes) + co.head_io_bytes  # per token
     host, rows = 0.0 * T, T + 0.0 * T
     if co.stack is not None:  # the stack's terms, as time_energy priced them
-        st = stack_terms(co.stack, T=T, R=R, batch=batch, verify=verify)
+        st = stack_terms(co.stack, T=T, R=R, batch=batch, verify=verify, verified=verified)
         host, rows, R = st.host_s + 0.0 * T, st.rows + 0.0 * T, st.R
     return PassTerms(
         time_s=time,
@@ -213,11 +217,12 @@ def pass_cost(
     expert_parallel: int = 1,
     expert_weights: str | None = None,
     verify: bool | None = None,
+    verified: int | None = None,
 ) -> StepCost:
     """Cost of one pass of any :class:`~specsim.cost.shape.PassShape`: chains or a token tree.
 
-    ``verify`` (None: ``shape`` is a tree): it verifies drafts, so a stack's speculative terms
-    apply (:mod:`specsim.cost.stack_terms`); a tree on a stack that cannot verify one fails.
+    ``verify`` (None: ``shape`` is a tree): a stack's speculative terms apply, over ``verified``
+    of its new tokens (None: all; not prefill chunks); a tree a stack cannot verify fails.
 
     >>> from specsim.cards import load_hardware, load_model
     >>> m, hw = load_model("llama-2-7b"), load_hardware("a100-80gb")
@@ -250,10 +255,10 @@ def pass_cost(
         expert_parallel=ep,
         batch=float(shape.batch),
         verify=tree if verify is None else bool(verify),
+        verified=None if verified is None else float(verified),
     )
     values = {k: float(getattr(terms, k)) for k in RESULT_FIELDS}
-    resident = values["resident_bytes"]
-    if resident > hardware.mem_capacity:
+    if (resident := values["resident_bytes"]) > hardware.mem_capacity:
         raise memory_error(
             model, hardware, formats=fm, tp=float(tp), B=shape.batch, resident=resident
         )

@@ -7,9 +7,8 @@ of those linear forms, a :class:`Roofline`, are computed once per (model card,
 accelerator card, formats, tensor parallelism) and cached; :func:`time_energy`
 then evaluates a pass in a few dozen float operations, on Python floats (one
 pass, what the serving simulator asks thousands of times) or numpy arrays
-(grids of passes). :func:`specsim.cost.step_cost`,
-:func:`specsim.cost.step_cost_grid` and the simulator's cost sources all go
-through it: there is one formula for time and energy.
+(grids of passes). Every cost function and the simulator's cost sources go through
+it: there is one formula for time and energy.
 """
 
 from __future__ import annotations
@@ -34,23 +33,21 @@ __all__ = ["Roofline", "attention_terms", "expert_reads", "roofline", "time_ener
 class Roofline:
     """Per-device constants of a pass of one model on one accelerator.
 
-    The first group is the breakdown the cost model reports: effective
-    ``peak`` (FLOP/s) and ``bandwidth`` (bytes/s); bytes and flops per token
-    and decoder layer (``activation_bytes``: the weight GEMMs' inputs and
-    outputs; ``attention_io_bytes``: attention's query read and output written;
-    ``kv_bytes``: one token's keys and values); per token for the LM head
-    (``head_io_bytes``, ``head_flops``); per pass (``weight_bytes``, all
-    weights read; ``resident_bytes``, all weights held; ``overhead_s``). For an MoE
-    model ``weight_bytes`` is what every token reads (no routed expert), and a pass adds
+    The first group is the breakdown the cost model reports: effective ``peak`` (FLOP/s) and
+    ``bandwidth`` (bytes/s); bytes and flops per token and decoder layer
+    (``activation_bytes``: the weight GEMMs' inputs and outputs; ``attention_io_bytes``:
+    attention's query read and output written; ``kv_bytes``: one token's keys and values); per
+    token for the LM head (``head_io_bytes``, ``head_flops``); per pass (``weight_bytes``, all
+    weights read; ``resident_bytes``, all weights held; ``overhead_s``). For an MoE model
+    ``weight_bytes`` is what every token reads (no routed expert), and a pass adds
     ``expert_bytes`` (one routed expert over the MoE layers) per expert it touches
     (:func:`specsim.cost.moe.touched_experts`): ``experts`` > 0 marks such a model.
 
-    The second group are the coefficients of time, flops, bytes and energy as
-    linear forms in ``T``, ``S`` and ``R`` with the layers folded in, in the
-    roofline's three kernels (dense GEMMs, attention, LM head), each
-    ``max(compute, memory)``: ``*_compute_s`` per token (per pair for
-    attention), ``*_memory_s`` per token (``attention_cached_s`` per cached
-    token), ``*_weights_s`` once per pass.
+    The second group are the coefficients of time, flops, bytes and energy as linear forms in
+    ``T``, ``S`` and ``R`` with the layers folded in, in the roofline's three kernels (dense
+    GEMMs, attention, LM head), each ``max(compute, memory)``: ``*_compute_s`` per token (per
+    pair for attention), ``*_memory_s`` per token (``attention_cached_s`` per cached token),
+    ``*_weights_s`` once per pass.
     """
 
     # The breakdown (one device) ...
@@ -125,10 +122,9 @@ def roofline(
     memoized on the cards' identity. ``expert_parallel``: expert groups of an MoE model
     over the ``tp`` devices (:mod:`specsim.cost.moe`).
 
-    A speed trick for the simulator, which evaluates passes of the same cards
-    thousands of times: hashing a frozen card (all its fields) costs more than
-    the pass. The cached entry holds the cards, so their ids cannot be reused.
-    """
+    A speed trick for the simulator, which evaluates passes of the same cards thousands of
+    times: hashing a frozen card (all its fields) costs more than the pass. The cached entry
+    holds the cards, so their ids cannot be reused."""
     key = (id(model), id(hw), formats, tp, id(runtime), expert_parallel)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is model and hit[1] is hw and hit[2] is runtime:
@@ -347,22 +343,26 @@ def expert_reads(co: Roofline, T: Any) -> Any:
 
 
 def time_energy(
-    co: Roofline, T: Any, S: Any, R: Any, *, batch: Any = None, verify: bool = False
+    co: Roofline,
+    T: Any,
+    S: Any,
+    R: Any,
+    *,
+    batch: Any = None,
+    verify: bool = False,
+    verified: Any = None,
 ) -> tuple[Any, Any, Any, Any, Any]:
-    """``(time, energy, roofline time, flops, bytes)`` of passes with aggregates T, S, R.
-
-    Time and roofline time are one device's (all devices run in lockstep);
-    flops and bytes are one device's; energy is the total over the devices.
-    Numbers or arrays (broadcasting). Energy uses the utilisation power model
-    ``(idle + (max - idle) * u) * time`` with ``u`` the busier unit's fraction
-    of raw peak, or ``idle * time + e_flop * flops + e_byte * bytes`` when the
-    card gives per-flop and per-byte energies. ``batch`` (sequences; None: one new token
-    each) and ``verify`` (verification passes) bring in a stack's terms
-    (:mod:`specsim.cost.stack_terms`). A bare tuple: the simulator calls this often.
+    """``(time, energy, roofline time, flops, bytes)`` of passes with aggregates T, S, R
+    (numbers or arrays, broadcasting): time, roofline time, flops and bytes one device's (the
+    devices run in lockstep), energy the total over them: ``(idle + (max - idle) * u) * time``
+    with ``u`` the busier unit's fraction of raw peak, or ``idle * time + e_flop * flops +
+    e_byte * bytes`` when the card gives per-operation energies. ``batch``, ``verify`` and
+    ``verified`` bring in a stack's terms (:func:`specsim.cost.stack_terms.stack_terms`).
+    A bare tuple: the simulator calls this often.
     """
     host, rows = 0.0, T
     if co.stack is not None:
-        st = stack_terms(co.stack, T=T, R=R, batch=batch, verify=verify)
+        st = stack_terms(co.stack, T=T, R=R, batch=batch, verify=verify, verified=verified)
         rows, R, host = st.rows, st.R, st.host_s
     # Builtin max and min on plain floats: a speed trick for single passes.
     scalar = type(T) is float and type(S) is float and type(R) is float

@@ -19,9 +19,10 @@ beyond the roofline of :mod:`specsim.cost.roofline`:
   (exact for passes whose sequences verify equally many positions), the rows and the
   attention pairs stay those of the multi-query pass;
 * on verification passes only, the **rejection sampler**, ``rejection_s_per_token`` per new
-  token, and the fixed cost of **having speculation configured**, ``speculation_overhead_s``
-  per pass (the proposer's scheduling and bookkeeping that a plain decode of the same stack
-  does not pay).
+  token that verifies a draft (a prefill chunk riding in the pass is never sampled against a
+  draft: its tokens are not charged), and the fixed cost of **having speculation
+  configured**, ``speculation_overhead_s`` per pass (the proposer's scheduling and
+  bookkeeping that a plain decode of the same stack does not pay).
 
 The host cost of a draft step is not here: it is the drafting profile's pass cost
 (:meth:`specsim.cards.RuntimeProfile.drafting`).
@@ -98,10 +99,14 @@ def _graph(sc: StackCosts, x: Any) -> tuple[Any, Any]:
     return padded, ~inside
 
 
-def stack_terms(sc: StackCosts, *, T: Any, R: Any, batch: Any, verify: bool) -> StackTerms:
+def stack_terms(
+    sc: StackCosts, *, T: Any, R: Any, batch: Any, verify: bool, verified: Any = None
+) -> StackTerms:
     """The :class:`StackTerms` of passes of ``T`` new tokens over ``batch`` sequences that read
-    ``R`` cached tokens; ``verify``: they are speculative verification passes. ``batch`` None
-    means one new token per sequence (``batch = T``, plain decoding)."""
+    ``R`` cached tokens; ``verify``: they are speculative verification passes, of which
+    ``verified`` new tokens verify drafts (None: all ``T``; fewer when prefill chunks ride in
+    the pass). ``batch`` None means one new token per sequence (``batch = T``, plain
+    decoding)."""
     B = T if batch is None else batch
     n = T / B
     seqs, R_read = B, R
@@ -113,7 +118,8 @@ def stack_terms(sc: StackCosts, *, T: Any, R: Any, batch: Any, verify: bool) -> 
     eager_s = sc.eager_s * eager
     host = seqs * sc.sequence_s + eager_s
     if verify:
-        host = host + T * sc.rejection_s + sc.speculation_s
+        drafts = T if verified is None else verified  # the tokens the rejection sampler sees
+        host = host + drafts * sc.rejection_s + sc.speculation_s
     return StackTerms(rows, R_read, host, eager_s)
 
 

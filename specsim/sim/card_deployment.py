@@ -90,8 +90,10 @@ def kernel(dep: Deployment) -> Kernel:
     return Kernel(co, encoder_tokens(dep.target, None), tp)
 
 
-def pass_cost_on(dep: Deployment, shape: PassShape, *, verify: bool | None) -> PassCost:
-    sc = dep.pass_cost(shape, verify=verify)
+def pass_cost_on(
+    dep: Deployment, shape: PassShape, *, verify: bool | None, verified: int | None = None
+) -> PassCost:
+    sc = dep.pass_cost(shape, verify=verify, verified=verified)
     return PassCost(time_s=sc.time_s, flops=sc.flops, bytes=sc.bytes, energy_j=sc.energy_j)
 
 
@@ -139,17 +141,21 @@ def verify_grid(
     return tuple(np.where(drafted, v, p) for v, p in zip(ver, fields(False), strict=True))
 
 
-def passes(co: Roofline, T: Any, S: Any, R: Any, *, batch: Any, verify: Any) -> tuple[Any, Any]:
+def passes(
+    co: Roofline, T: Any, S: Any, R: Any, *, batch: Any, verify: Any, verified: Any = None
+) -> tuple[Any, Any]:
     """Time and energy of passes (numbers or arrays) that verify drafted tokens where
-    ``verify`` (a bool, or a bool array of the passes' shape): both evaluations only where
-    the passes differ. An element without sequences (``batch`` 0, masked out by the caller)
-    is evaluated at batch 1: a stack's terms divide by the batch."""
+    ``verify`` (a bool, or a bool array of the passes' shape), ``verified`` of their new tokens
+    (None: all ``T``): both evaluations only where the passes differ. An element without
+    sequences (``batch`` 0, masked out by the caller) is evaluated at batch 1: a stack's terms
+    divide by the batch."""
     batch = np.maximum(batch, 1.0)
     v = np.asarray(verify)
     if v.ndim == 0 or v.all() or not v.any():
-        t, e = time_energy(co, T, S, R, batch=batch, verify=bool(v.all()))[:2]
+        ver = bool(v.all())
+        t, e = time_energy(co, T, S, R, batch=batch, verify=ver, verified=verified)[:2]
         return t, e
-    t1, e1 = time_energy(co, T, S, R, batch=batch, verify=True)[:2]
+    t1, e1 = time_energy(co, T, S, R, batch=batch, verify=True, verified=verified)[:2]
     t0, e0 = time_energy(co, T, S, R, batch=batch)[:2]
     return np.where(v, t1, t0), np.where(v, e1, e0)
 

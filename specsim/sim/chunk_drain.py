@@ -103,7 +103,8 @@ def chunk_cost(
         ctx = batch.cached()
         ver = bool((pos > 1).any())  # a decoding sequence drafted; the chunks never count
         alone = _chains(cost, pos, ctx, verify=ver)
-        both = _chains(cost, np.concatenate([pos, new]), np.concatenate([ctx, at]), verify=ver)
+        chained = np.concatenate([pos, new]), np.concatenate([ctx, at])
+        both = _chains(cost, *chained, verify=ver, verified=int(pos.sum()))  # chunks unsampled
         t, e = both.time_s - alone.time_s, (both.energy_j or 0.0) - (alone.energy_j or 0.0)
     else:
         p = _chains(cost, new, at, verify=False)
@@ -116,16 +117,19 @@ def chunk_cost(
     return max(t, 0.0), e
 
 
-def _chains(cost: CostSource, new: Ints, ctx: Ints, *, verify: bool) -> PassCost:
-    """The pass of chains ``new`` at ``ctx``, a verification only when ``verify``: through
-    the source's ``chains_pass`` where it has one (:meth:`specsim.sim.CardCost.chains_pass`:
-    its ``verify`` would take any sequence of more than one new token, a prefill chunk, for
-    a verification and charge the stack's rejection sampler), else its ``verify`` (a source
-    without one prices passes by their shape alone)."""
+def _chains(
+    cost: CostSource, new: Ints, ctx: Ints, *, verify: bool, verified: int | None = None
+) -> PassCost:
+    """The pass of chains ``new`` at ``ctx``, a verification only when ``verify``, of whose new
+    tokens ``verified`` (None: all) verify drafts: through the source's ``chains_pass`` where
+    it has one (:meth:`specsim.sim.CardCost.chains_pass`: its ``verify`` would take any
+    sequence of more than one new token, a prefill chunk, for a verification and charge the
+    stack's rejection sampler), else its ``verify`` (a source without one prices passes by
+    their shape alone)."""
     given = getattr(cost, "chains_pass", None)
     if given is None:
         return cost.verify(new, ctx)
-    out: PassCost = given(new, ctx, verify=verify)
+    out: PassCost = given(new, ctx, verify=verify, verified=verified)
     return out
 
 

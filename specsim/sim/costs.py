@@ -138,12 +138,18 @@ class CardCost(Remembers, CardDeployment):
         return self.verify_pass(PassShape.chain(context=context, new=new_tokens))
 
     def chains_pass(
-        self, new_tokens: NDArray[np.int64], context: NDArray[np.int64], *, verify: bool
+        self,
+        new_tokens: NDArray[np.int64],
+        context: NDArray[np.int64],
+        *,
+        verify: bool,
+        verified: int | None = None,
     ) -> PassCost:
         """The target's pass of chains, a verification (the stack's speculative terms) only
-        when ``verify`` says so: prefill chunks riding in a pass never make it one."""
+        when ``verify`` says so: prefill chunks riding in a pass never make it one, and of its
+        new tokens only ``verified`` (None: all) reach the rejection sampler."""
         shape = PassShape.chain(context=context, new=new_tokens)
-        return pass_cost_on(self.deployment, shape, verify=verify)
+        return pass_cost_on(self.deployment, shape, verify=verify, verified=verified)
 
     def draft_step(self, context: NDArray[np.int64]) -> PassCost:
         """One draft step of every sequence, under the stack's drafting profile
@@ -303,9 +309,9 @@ class CardCost(Remembers, CardDeployment):
         tc, pc, cc, nc, q = chunks
         tb = T + tc
         ver = T > n  # the pass verifies when a decoding sequence drafted
-        both_t, both_e = passes(
-            tl, tb, (P + pc) + tb * te, (C + cc) + (n + nc) * te, batch=n + nc, verify=ver
-        )
+        S_b, R_b = (P + pc) + tb * te, (C + cc) + (n + nc) * te
+        # verified=T: the chunks' tokens never reach the stack's rejection sampler
+        both_t, both_e = passes(tl, tb, S_b, R_b, batch=n + nc, verify=ver, verified=T)
         alone_t, alone_e = passes(tl, T, P + T * te, C + n * te, batch=n, verify=ver)
         t = np.where(n > 0, both_t - alone_t, both_t)
         e = np.where(n > 0, both_e - alone_e, both_e)

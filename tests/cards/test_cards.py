@@ -73,6 +73,8 @@ HARDWARE = (
     "mi355x",
     "rtx-5090",
     "gaudi-3",
+    "a10g",
+    "h20",
 )
 ROOT = Path(__file__).resolve().parents[2]
 

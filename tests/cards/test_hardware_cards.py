@@ -35,6 +35,8 @@ RIDGE = {
     "mi355x": (2500.0, 8000.0, 312.5),  # 2.5 PFLOPS / 8 TB/s
     "rtx-5090": (209.5, 1792.0, 116.9),  # 209.5 TFLOPS (FP32 accumulate) / 1792 GB/s
     "gaudi-3": (1835.0, 3700.0, 495.9),  # 1835 TFLOPS / 3.7 TB/s
+    "a10g": (125.0, 600.0, 208.3),  # the A10 datasheet's 125 TFLOPS / 600 GB/s
+    "h20": (148.0, 4000.0, 37.0),  # 148 TFLOPS / 4.0 TB/s
 }
 NEW = tuple(RIDGE)
 

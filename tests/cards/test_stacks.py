@@ -13,12 +13,14 @@ from specsim.cards import (
     StackProfile,
     compose,
     list_hardware,
+    list_runtimes,
     list_stacks,
     load_hardware,
     load_model,
     load_runtime,
     load_stack,
 )
+from specsim.cards.files import searched_first
 from specsim.cards.stack_files import device_part_for, is_stack, list_device_parts, stacks_dir
 from specsim.cli import main
 from specsim.cost import step_cost
@@ -30,7 +32,7 @@ STACKS = (
     "sglang",
     "tensorrt-llm",
     "hf-transformers",
-    "gpt-fast",
+    "gpt-fast-stack",
     "llama.cpp",
     "research-cuda-graphs",
 )
@@ -103,7 +105,8 @@ KW = {"context": 64, "new_tokens": 1, "dtype": "bfloat16"}
     [
         ("vllm-v1", "h100-sxm", "vllm-h100", "llama-3.1-8b"),
         ("hf-transformers", "a100-80gb", "pytorch-eager-a100", "llama-2-7b"),
-        (str(stacks_dir() / "gpt-fast.toml"), "a100-80gb", "gpt-fast", "llama-2-7b"),
+        ("gpt-fast-stack", "a100-80gb", "gpt-fast", "llama-2-7b"),
+        (str(stacks_dir() / "gpt-fast-stack.toml"), "a100-80gb", "gpt-fast", "llama-2-7b"),
         ("llama.cpp", "rtx-3090", "llama-cpp-rtx3090", "llama-2-7b"),
     ],
 )
@@ -122,10 +125,43 @@ def test_a_stack_on_its_measured_device_prices_plain_decoding_as_the_old_profile
 
 
 def test_runtime_profile_slugs_keep_naming_the_profile() -> None:
-    assert not is_stack("gpt-fast") and is_stack("sglang")
-    assert is_stack(str(stacks_dir() / "gpt-fast.toml"))
+    assert not is_stack("gpt-fast") and is_stack("sglang") and is_stack("gpt-fast-stack")
+    assert is_stack(str(stacks_dir() / "gpt-fast-stack.toml"))
     dep = Deployment(target="llama-2-7b", hardware="a100-80gb", runtime="gpt-fast")
     assert dep.runtime is not None and dep.runtime.stack_profile is None
+    assert dep.runtime == load_runtime("gpt-fast")  # the profile's numbers, as before
+    on_a40 = Deployment(target="llama-2-7b", hardware="a40", runtime="gpt-fast").runtime
+    assert on_a40 == load_runtime("gpt-fast")  # on every card: no device part composed
+
+
+def test_the_gpt_fast_stack_is_named_by_its_slug() -> None:
+    dep = Deployment(target="llama-2-7b", hardware="a40", runtime="gpt-fast-stack")
+    st = dep.runtime.stack_profile if dep.runtime is not None else None
+    assert st is not None and st.slug == "gpt-fast-stack"
+    assert dep.runtime is not None and dep.runtime.memory_efficiency == 0.7872  # A40's part
+
+
+def test_no_shipped_stack_shares_a_slug_with_a_runtime_profile() -> None:
+    profiles = {p.slug for p in list_runtimes()}
+    assert not profiles & {s.slug for s in list_stacks()}
+
+
+def test_a_name_that_is_both_a_profile_and_a_stack_is_an_error(tmp_path: Path) -> None:
+    """A user's runtime profile named like a shipped stack: the name is refused, naming both
+    files, rather than silently meaning one of them."""
+    (tmp_path / "runtime").mkdir()
+    text = (stacks_dir().parent / "runtime" / "gpt-fast.toml").read_text(encoding="utf-8")
+    (tmp_path / "runtime" / "sglang.toml").write_text(
+        text.replace('slug = "gpt-fast"', 'slug = "sglang"'), encoding="utf-8"
+    )
+    with searched_first([tmp_path]):
+        with pytest.raises(
+            ValueError,
+            match=r"'sglang' names both the runtime profile .*"
+            r"sglang.toml and the stack .*stacks/sglang.toml",
+        ):
+            Deployment(target="llama-2-7b", hardware="a40", runtime="sglang")
+    assert is_stack("sglang")  # outside the block the name is the stack again
 
 
 def _stack(**changes: object) -> StackProfile:

@@ -127,8 +127,8 @@ def test_a_tree_is_refused_by_a_batch_expansion_stack_and_one_without_tree_masks
     tree = PassShape.tree(context=128, parents=[-1, 0, 0, 1])
     with pytest.raises(ValueError, match=r"stack 'vllm-v0' verifies by batch expansion"):
         Deployment(target=M, hardware=HW, runtime="vllm-v0").pass_cost(tree)
-    fast = compose(load_stack(stacks_dir() / "gpt-fast.toml"), HW)
-    with pytest.raises(ValueError, match=r"stack 'gpt-fast' has no tree attention mask"):
+    fast = compose(load_stack(stacks_dir() / "gpt-fast-stack.toml"), HW)
+    with pytest.raises(ValueError, match=r"stack 'gpt-fast-stack' has no tree attention mask"):
         Deployment(target=M, hardware=HW, runtime=fast).pass_cost(tree)
     cost = Deployment(target=M, hardware=HW, runtime="sglang").pass_cost(tree)
     assert cost.tokens == 4 and cost.stack_time_s > 0  # a tree is a verification

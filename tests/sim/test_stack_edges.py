@@ -131,3 +131,35 @@ def test_chunks_beside_decoding_on_a_stack_equal_the_closed_form(gamma: int) -> 
             closed = chunk_cost(card, gamma, g, batch, SIZES, OFFSETS, draft=d)
             thin = chunk_cost(Thin(card), gamma, g, batch, SIZES, OFFSETS, draft=d)  # type: ignore[arg-type]
             assert thin == pytest.approx(closed, rel=1e-9)
+
+
+V1 = Deployment(target=TARGET, hardware=HW, runtime="vllm-v1")
+
+
+def test_chunks_beside_a_verification_pay_no_rejection_sampler() -> None:
+    """A mixed pass (5 sequences verifying 4 positions each, prefill chunks of 300 and 7
+    tokens) runs the rejection sampler over the 20 verified tokens only. By hand, on vLLM V1
+    (2 us per token, 0.2 ms configured speculation; no batch expansion): the verification
+    adds 20 * 2e-6 + 2e-4 = 2.4e-4 s to the mixed pass as to the decoding pass alone, so the
+    chunks cost what they cost in plain passes (charged over all 327 tokens, they would cost
+    307 * 2e-6 = 6.14e-4 s more), on the closed form and on a thin source."""
+    rt = V1.runtime
+    assert rt is not None and rt.stack_profile is not None
+    st = rt.stack_profile
+    assert (st.rejection_s_per_token, st.speculation_overhead_s) == (2e-6, 2e-4)
+    batch = _batch(np.random.default_rng(5), 5)
+    ctx, pos = batch.cached(), np.full(5, 4)
+    decode = PassShape.chain(context=ctx, new=pos)
+    mixed = PassShape.chain(context=np.r_[ctx, OFFSETS], new=np.r_[pos, SIZES])
+    plain = V1.pass_cost(mixed, verify=False).time_s
+    assert V1.pass_cost(mixed, verify=True, verified=20).time_s - plain == pytest.approx(
+        2.4e-4, rel=1e-9
+    )
+    assert V1.pass_cost(mixed, verify=True).time_s - plain == pytest.approx(
+        327 * 2e-6 + 2e-4, rel=1e-9
+    )  # without ``verified`` every new token is a verified one
+    want = plain - V1.pass_cost(decode, verify=False).time_s
+    card = CardCost(deployment=V1, draft=load_model("llama-68m"))
+    for source in (card, Thin(card)):
+        got = chunk_cost(source, 3, None, batch, SIZES, OFFSETS, draft=False)
+        assert got[0] == pytest.approx(want, rel=1e-9, abs=1e-12)
