@@ -96,3 +96,29 @@ def test_bad_routing_names_the_card_and_the_field(
     with pytest.raises(error, match=message) as info:
         _routed(card, routing)
     assert f"{slug}.toml: field 'moe.routing'" in str(info.value)
+
+
+def test_the_simulators_fast_paths_see_the_skew() -> None:
+    # The serving engine prices steps by sums over the batch and the tree optimizer by the
+    # grid; both go through the same touched-expert count as one pass.
+    from specsim.cost import step_cost_grid
+
+    skewed = _routed(DSV3, PROFILE)
+    dep = Deployment(target=skewed, hardware=H200, tensor_parallel=8, expert_parallel=8)
+    shape = PassShape.chain(context=np.array([100, 700, 30]), new=np.array([3, 5, 1]))
+    one = dep.pass_cost(shape)
+    sums = dep.aggregates_cost(
+        batch=3, tokens=shape.tokens, context_tokens=830, pairs=float(shape.pairs().sum())
+    )
+    assert float(sums.weight_bytes) == pytest.approx(one.weight_bytes, rel=1e-12)
+    assert float(sums.time_s) == pytest.approx(one.time_s, rel=1e-12)
+    uniform = Deployment(target=DSV3, hardware=H200, tensor_parallel=8, expert_parallel=8)
+    assert one.weight_bytes < uniform.pass_cost(shape).weight_bytes
+    grid = step_cost_grid(
+        skewed, H200, batch=2, context=256, new_tokens=np.array([1, 4]), tensor_parallel=8
+    )
+    for j, new in enumerate((1, 4)):
+        single = Deployment(target=skewed, hardware=H200, tensor_parallel=8).pass_cost(
+            PassShape.chain(context=256, new=new, batch=2)
+        )
+        assert float(np.asarray(grid.time_s)[j]) == pytest.approx(single.time_s, rel=1e-12)
