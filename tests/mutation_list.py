@@ -89,6 +89,22 @@ COST: tuple[Mutation, ...] = (
         MOE_TESTS,
     ),
     Mutation(
+        "moe-routing-skew",
+        "specsim/cost/moe.py",
+        "return experts_touched_load(T, load=load, top_k=moe.top_k)",
+        "return experts_touched(T, experts=moe.experts, top_k=moe.top_k)",
+        "MoE: a skewed card's passes read the experts its load touches (not uniform routing's)",
+        ("tests/cost/test_moe_routing.py",),
+    ),
+    Mutation(
+        "moe-routing-profile-spread",
+        "specsim/cost/moe.py",
+        "cv = count_cv(mean=profile.mean_tokens, std=profile.std_tokens)",
+        "cv = profile.std_tokens / profile.mean_tokens",
+        "MoE: a measured profile's spread has the per-iteration sampling noise removed",
+        ("tests/cost/test_moe_routing.py",),
+    ),
+    Mutation(
         "moe-expert-bytes",
         ROOF,
         "weights_s = weights_s + co.expert_weights_s * touched",

@@ -60,6 +60,7 @@ from specsim.cards.proposer_cards import (
     ParallelDraftCard,
     ProposerCard,
     SelfSpecCard,
+    StreamingSelfSpecCard,
     list_proposer_cards,
     load_proposer_card,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "ParallelDraftCard",
     "ProposerCard",
     "SelfSpecCard",
+    "StreamingSelfSpecCard",
     "list_proposer_cards",
     "load_proposer_card",
     "DTYPE_BYTES",

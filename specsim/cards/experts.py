@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from specsim.cards.checks import check_bool, check_int
+from specsim.cards.routing import load_routing_profile
 
 __all__ = ["MoE", "MLA"]
 
@@ -49,7 +50,10 @@ class MoE:
     expert); ``dense_layers`` the first decoder layers that keep a dense MLP of the
     card's ``d_ff`` (DeepSeek's ``first_k_dense_replace``); ``router`` whether the gate
     GEMM (``d_model x experts``) is counted; ``expert_bias`` whether the experts' GEMMs
-    and the gate carry biases (gpt-oss).
+    and the gate carry biases (gpt-oss). ``routing`` is how tokens spread over the
+    experts: ``"uniform"``, the name of a measured profile
+    (:mod:`specsim.cards.routing`, for this expert count) or one share per expert
+    (positive, summing to 1, none above ``1 / top_k``).
     """
 
     experts: int
@@ -59,6 +63,7 @@ class MoE:
     dense_layers: int = 0
     router: bool = True
     expert_bias: bool = False
+    routing: str | tuple[float, ...] = "uniform"
 
     @classmethod
     def from_table(cls, table: object, *, where: str) -> MoE:
@@ -84,6 +89,8 @@ class MoE:
             raise ValueError(
                 f"{where}: field 'moe.top_k' = {t['top_k']} exceeds moe.experts = {t['experts']}"
             )
+        if "routing" in t:
+            t = {**t, "routing": _routing(t["routing"], t, where)}
         return cls(**t)  # type: ignore[arg-type]
 
     def routed_expert_params(self, d_model: int, *, gated: bool) -> int:
@@ -98,6 +105,38 @@ class MoE:
         if not self.router:
             return 0
         return d_model * self.experts + (self.experts if self.expert_bias else 0)
+
+
+def _routing(value: object, t: Mapping[str, object], where: str) -> str | tuple[float, ...]:
+    """``moe.routing`` checked against the table's experts and top-k (class docstring)."""
+    name = f"{where}: field 'moe.routing'"
+    experts, top_k = int(t["experts"]), int(t["top_k"])  # type: ignore[call-overload]
+    if isinstance(value, str):
+        if value != "uniform":
+            profile = load_routing_profile(value, where=name)
+            if profile.experts != experts:
+                raise ValueError(
+                    f"{name}: profile {value!r} measures {profile.experts} experts "
+                    f"({profile.model}), the card has {experts}"
+                )
+        return value
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in value
+    ):
+        raise TypeError(f"{name}: expected 'uniform', a profile name or a list of shares")
+    shares = tuple(float(v) for v in value)
+    if len(shares) != experts:
+        raise ValueError(f"{name}: lists {len(shares)} shares, moe.experts = {experts}")
+    if not all(v > 0 and v < float("inf") for v in shares):
+        raise ValueError(f"{name}: every share must be positive and finite, got {min(shares)}")
+    if abs(sum(shares) - 1.0) > 1e-6:
+        raise ValueError(f"{name}: the shares must sum to 1, they sum to {sum(shares):.9g}")
+    if top_k * max(shares) > 1 + 1e-6:
+        raise ValueError(
+            f"{name}: share {max(shares)!r} exceeds 1 / top_k = {1 / top_k!r} (an expert "
+            "cannot be chosen by more than every token)"
+        )
+    return shares
 
 
 @dataclass(frozen=True, kw_only=True)

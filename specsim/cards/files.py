@@ -11,12 +11,12 @@ import os
 import tomllib
 from collections.abc import Iterator, Sequence
 from dataclasses import MISSING, fields
-from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
 from specsim.cards.hardware import HardwareCard
 from specsim.cards.model import ModelCard
+from specsim.cards.root import packaged_root
 from specsim.cards.runtime import RuntimeProfile, check_runtime_device
 
 __all__ = [
@@ -56,18 +56,6 @@ _WHAT = {
     "heads": "head",
     "proposers": "proposer",
 }
-
-
-def packaged_root() -> Path | None:
-    """The cards shipped with specsim: ``specsim/_models`` in a wheel, ``models/`` in a checkout."""
-    try:
-        root = resources.files("specsim") / "_models"
-    except (ModuleNotFoundError, TypeError):  # pragma: no cover - namespace oddities
-        root = None
-    if root is not None and root.is_dir():
-        return Path(str(root))
-    checkout = Path(__file__).resolve().parents[2] / "models"
-    return checkout if checkout.is_dir() else None
 
 
 def card_dirs(kind: str, search_path: SearchPath = None) -> list[Path]:

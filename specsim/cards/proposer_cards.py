@@ -20,6 +20,10 @@ Two kinds, told apart by the field ``kind``:
   2024) or with the layers ``skip_layers`` (0-based indices) skipped (Draft&Verify,
   SWIFT) drafts; ``exit_head_params`` counts the weights of an exit head of its own (0
   when the target's LM head is shared, as in LayerSkip).
+- ``kind = "streaming-self-speculation"`` (:class:`StreamingSelfSpecCard`): the whole
+  target drafting over a KV budget of ``budget`` cached tokens (MagicDec's StreamingLLM
+  self-speculation, arXiv:2408.11049), its acceptance measured per context length
+  (``contexts``, ``context_accept``: one per-token rate at each, the same at every depth).
 
 Cards are looked up by slug in ``proposers/`` under each folder of the search path and
 of ``SPECSIM_CARDS``, then in the shipped ``models/proposers/``; a ``.toml`` path is read
@@ -49,6 +53,7 @@ __all__ = [
     "ParallelDraftCard",
     "ProposerCard",
     "SelfSpecCard",
+    "StreamingSelfSpecCard",
     "accept_rows",
     "assumed_depths",
     "list_proposer_cards",
@@ -56,7 +61,7 @@ __all__ = [
     "proposer_card_dirs",
 ]
 
-PROPOSER_KINDS = ("parallel", "self-speculation")
+PROPOSER_KINDS = ("parallel", "self-speculation", "streaming-self-speculation")
 PASS_POSITIONS = ("tree-depth", "k")
 SUBDIR = "proposers"
 
@@ -226,8 +231,86 @@ class SelfSpecCard:
         return layers - len(self.skip_layers)
 
 
-ProposerCard = ParallelDraftCard | SelfSpecCard
-"""Either kind of proposer card."""
+@dataclass(frozen=True, kw_only=True)
+class StreamingSelfSpecCard:
+    """The target drafting over a KV budget (see the module docstring).
+
+    ``contexts`` (ascending, tokens) and ``context_accept`` (a probability at each) are the
+    measured per-token acceptance by context length; :meth:`accept_at` reads it at any
+    context (linear in log context between the measured ones, the nearest measured value
+    outside them) and :meth:`accept_rows` gives that rate at each of ``max_depth`` depths.
+    Every depth is a derivation from one per-token rate, so ``assumed_depths`` is all of
+    them unless the card says otherwise.
+    """
+
+    slug: str
+    name: str
+    kind: str
+    target: str
+    budget: int
+    max_depth: int
+    contexts: tuple[int, ...]
+    context_accept: tuple[float, ...]
+    sources: dict[str, str] | list[str] = field(hash=False)
+    assumed_depths: tuple[int, ...] = ()
+    notes: str = ""
+    source_path: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        where = card_label(self.source_path, "proposer", self.slug)
+        if self.kind != "streaming-self-speculation":
+            raise ValueError(
+                f"{where}: field 'kind' must be 'streaming-self-speculation', got {self.kind!r}"
+            )
+        for name in ("slug", "name", "target"):
+            check_str(where, name, getattr(self, name))
+        check_sources(where, self.sources)
+        check_int(where, "budget", self.budget, minimum=1)
+        check_int(where, "max_depth", self.max_depth, minimum=1)
+        if not isinstance(self.contexts, list | tuple) or not self.contexts:
+            raise TypeError(f"{where}: field 'contexts' must be a non-empty list of tokens")
+        for c in self.contexts:
+            check_int(where, "contexts", c, minimum=1)
+            if c < self.budget:
+                raise ValueError(
+                    f"{where}: field 'contexts' has {c} tokens, below the KV budget "
+                    f"{self.budget} (the draft would attend to the whole context there)"
+                )
+        if list(self.contexts) != sorted(set(self.contexts)):
+            raise ValueError(f"{where}: field 'contexts' must be ascending, got {self.contexts}")
+        rates = accept_rows(where, [[a] for a in self.context_accept])
+        if len(rates) != len(self.contexts):
+            raise ValueError(
+                f"{where}: field 'context_accept' has {len(rates)} rates for "
+                f"{len(self.contexts)} contexts"
+            )
+        object.__setattr__(self, "contexts", tuple(self.contexts))
+        object.__setattr__(self, "context_accept", tuple(r[0] for r in rates))
+        object.__setattr__(
+            self, "assumed_depths", assumed_depths(where, self.assumed_depths, self.max_depth)
+        )
+
+    def accept_at(self, context: float) -> float:
+        """The per-token acceptance at ``context`` tokens (class docstring)."""
+        where = card_label(self.source_path, "proposer", self.slug)
+        if not (isinstance(context, int | float) and math.isfinite(context) and context > 0):
+            raise ValueError(f"{where}: context must be a positive number, got {context!r}")
+        xs, ys = self.contexts, self.context_accept
+        if context <= xs[0]:
+            return ys[0]
+        for i in range(1, len(xs)):
+            if context <= xs[i]:
+                t = math.log(context / xs[i - 1]) / math.log(xs[i] / xs[i - 1])
+                return ys[i - 1] + t * (ys[i] - ys[i - 1])
+        return ys[-1]
+
+    def accept_rows(self, context: float) -> tuple[tuple[float, ...], ...]:
+        """``accept_at(context)`` at each of the ``max_depth`` depths (top candidate only)."""
+        return ((self.accept_at(context),),) * self.max_depth
+
+
+ProposerCard = ParallelDraftCard | SelfSpecCard | StreamingSelfSpecCard
+"""Any kind of proposer card."""
 
 
 def _build(data: dict[str, Any], path: Path) -> ProposerCard:
@@ -236,8 +319,12 @@ def _build(data: dict[str, Any], path: Path) -> ProposerCard:
         raise ValueError(
             f"{path}: field 'kind' must be one of {list(PROPOSER_KINDS)}, got {kind!r}"
         )
-    cls: type[ParallelDraftCard] | type[SelfSpecCard]
-    cls = ParallelDraftCard if kind == "parallel" else SelfSpecCard
+    cls: type[ParallelDraftCard] | type[SelfSpecCard] | type[StreamingSelfSpecCard]
+    cls = {
+        "parallel": ParallelDraftCard,
+        "self-speculation": SelfSpecCard,
+        "streaming-self-speculation": StreamingSelfSpecCard,
+    }[kind]
     return build_card(cls, data, path, label="proposer")
 
 
@@ -256,7 +343,8 @@ def load_proposer_card(
     slug_or_path: str | os.PathLike[str], *, search_path: SearchPath = None
 ) -> ProposerCard:
     """Load a proposer card by slug (``models/proposers/<slug>.toml``) or from a ``.toml``
-    path; its ``kind`` picks :class:`ParallelDraftCard` or :class:`SelfSpecCard`."""
+    path; its ``kind`` picks :class:`ParallelDraftCard`, :class:`SelfSpecCard` or
+    :class:`StreamingSelfSpecCard`."""
     if not isinstance(slug_or_path, str | os.PathLike) or not os.fspath(slug_or_path):
         raise TypeError(f"proposer card: expected a slug or a .toml path, got {slug_or_path!r}")
     text = os.fspath(slug_or_path)

@@ -20,7 +20,17 @@ not the weight traffic in expectation: an MoE layer replaces its MLP all-reduce 
 plus an all-reduce over the ``tp / ep`` devices of a group when there are several. Each
 device dispatches ``T / ep`` of the pass's tokens (the tokens are replicated over the
 attention TP group, and the dispatch splits them), ``k`` copies each of ``d_model``
-activations. Load imbalance between the groups is not modelled (uniform routing).
+activations. Load imbalance between the groups is not modelled: the collectives and the
+expert groups' compute are priced at the mean load.
+
+**Routing skew.** A card's ``moe.routing`` (:class:`specsim.cards.experts.MoE`) says how
+tokens spread over the experts: ``"uniform"`` (the formula above), one share per expert,
+or a measured profile (:mod:`specsim.cards.routing`), which :func:`routing_load` turns into
+shares with :func:`specsim.theory.moe_skew.lognormal_load` at the coefficient of variation
+of the published per-expert counts (:func:`specsim.theory.moe_skew.count_cv`). The experts
+a pass reads are then ``sum_e 1 - (1 - k p_e)^T``
+(:func:`specsim.theory.moe_skew.experts_touched_load`): fewer than uniform, so skew makes
+verification cheaper per pass (the hot experts are shared by more of the pass's tokens).
 
 >>> from specsim.cards import load_model
 >>> round(moe_routed_fraction(load_model("mixtral-8x7b")), 3)
@@ -29,10 +39,14 @@ activations. Load imbalance between the groups is not modelled (uniform routing)
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from specsim.cards import HardwareCard, ModelCard
+from specsim.cards.routing import load_routing_profile
 from specsim.checks import check_int
 from specsim.cost.collectives import (
     allreduce_bandwidth_factor,
@@ -41,12 +55,14 @@ from specsim.cost.collectives import (
     alltoall_steps,
 )
 from specsim.theory.moe import experts_touched
+from specsim.theory.moe_skew import count_cv, experts_touched_load, lognormal_load
 
 __all__ = [
     "Collectives",
     "check_expert_parallel",
     "moe_collectives",
     "moe_routed_fraction",
+    "routing_load",
     "touched_experts",
 ]
 
@@ -75,12 +91,36 @@ def check_expert_parallel(
     return ep
 
 
+@functools.cache
+def _profile_load(name: str, experts: int) -> np.ndarray:
+    profile = load_routing_profile(name)
+    cv = count_cv(mean=profile.mean_tokens, std=profile.std_tokens)
+    load = lognormal_load(experts, cv=cv)
+    load.setflags(write=False)  # shared by every call: never written
+    return load
+
+
+def routing_load(model: ModelCard) -> np.ndarray | None:
+    """The share of routed token-slots each expert of ``model`` receives, or None for
+    uniform routing (and for a dense model): the card's list as given, or a profile's
+    log-normal shares at its published spread (module docstring)."""
+    moe = model.moe_spec
+    if moe is None or moe.routing == "uniform":
+        return None
+    if isinstance(moe.routing, str):
+        return _profile_load(moe.routing, moe.experts)
+    return np.asarray(moe.routing, dtype=np.float64)
+
+
 def touched_experts(model: ModelCard, T: Any) -> Any:
     """Expected distinct routed experts per MoE layer that a pass of ``T`` tokens reads
-    (numbers or arrays; 0 for a dense model)."""
+    (numbers or arrays; 0 for a dense model), under the card's routing."""
     moe = model.moe_spec
     if moe is None:
         return 0.0 * T
+    load = routing_load(model)
+    if load is not None:
+        return experts_touched_load(T, load=load, top_k=moe.top_k)
     return experts_touched(T, experts=moe.experts, top_k=moe.top_k)
 
 

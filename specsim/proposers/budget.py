@@ -46,6 +46,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from specsim.cards import ModelCard
+from specsim.cards.files import SearchPath
+from specsim.cards.proposer_cards import StreamingSelfSpecCard, load_proposer_card
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
 from specsim.proposers.kinds import DraftModel, contexts
@@ -141,6 +143,35 @@ class StreamingSelfSpec(ScalarFromArrays):
         d = self.max_depth
         if isinstance(d, bool) or not isinstance(d, int) or d < 1:
             raise ValueError(f"StreamingSelfSpec max_depth: expected an integer >= 1, got {d!r}")
+
+    @classmethod
+    def from_card(
+        cls, card: StreamingSelfSpecCard | str, *, context: float, search_path: SearchPath = None
+    ) -> StreamingSelfSpec:
+        """The proposer of a ``kind = "streaming-self-speculation"`` card (a card, slug or
+        path) at ``context`` tokens: its budget, its measured per-token acceptance read at
+        that context (:meth:`StreamingSelfSpecCard.accept_at`) at every depth."""
+        if not isinstance(card, StreamingSelfSpecCard):
+            loaded = load_proposer_card(card, search_path=search_path)
+            if not isinstance(loaded, StreamingSelfSpecCard):
+                raise ValueError(
+                    f"proposer card {loaded.slug!r}: kind {loaded.kind!r}, not "
+                    "streaming-self-speculation (use ParallelDraft.from_card or "
+                    "SelfSpeculation.from_card)"
+                )
+            card = loaded
+        src = card.sources.get("accept", "") if isinstance(card.sources, dict) else ""
+        depths = ", ".join(map(str, card.assumed_depths))
+        acceptance = RankAcceptance(
+            accept=card.accept_rows(context),
+            source=f"proposer card {card.slug} at context {context:g}: {src} (depths {depths} "
+            "assumed: see the card)",
+            name=f"proposer card {card.slug}: accept at context {context:g}",
+            max_depth=card.max_depth,
+        )
+        return cls(
+            target=card.target, budget=card.budget, acceptance=acceptance, max_depth=card.max_depth
+        )
 
     @property
     def name(self) -> str:

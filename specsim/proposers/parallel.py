@@ -43,7 +43,6 @@ from specsim.cards.files import SearchPath
 from specsim.cards.proposer_cards import (
     PASS_POSITIONS,
     ParallelDraftCard,
-    ProposerCard,
     SelfSpecCard,
     load_proposer_card,
 )
@@ -80,7 +79,7 @@ def card_of_kind(
     return loaded
 
 
-def card_acceptance(card: ProposerCard) -> RankAcceptance:
+def card_acceptance(card: ParallelDraftCard | SelfSpecCard) -> RankAcceptance:
     """A proposer card's acceptance table, up to its ``max_depth``, its source naming the
     card and the depths it assumes."""
     src = card.sources

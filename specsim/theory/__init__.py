@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, overload
 
 from specsim.theory.forms import CLOSED_FORMS, ClosedForm
 from specsim.theory.markov import block_start_law, markov_tokens_per_pass
-from specsim.theory.moe import experts_touched, experts_touched_load, moe_verification_factor
+from specsim.theory.moe import experts_touched, moe_verification_factor
+from specsim.theory.moe_skew import count_cv, experts_touched_load, lognormal_load
 from specsim.theory.multidraft import (
     kseq_acceptance,
     kseq_rho_star,
@@ -105,6 +106,8 @@ __all__ = [
     "GammaOptimum",
     "experts_touched",
     "experts_touched_load",
+    "lognormal_load",
+    "count_cv",
     "moe_verification_factor",
     "markov_tokens_per_pass",
     "block_start_law",

@@ -23,11 +23,9 @@ experts, ``E -> infinity``). This is why EAGLE (Li et al., ICML 2024, arXiv:2401
 Section 4) reports 1.5x on Mixtral 8x7B where 7B dense targets get about 3x.
 
 With a non-uniform routing distribution (``p_e`` the share of routed token-slots expert
-``e`` receives, ``sum p_e = 1``), :func:`experts_touched_load` uses the approximation that
-a token picks expert ``e`` with probability ``q_e = k p_e`` independently of the others
-(exact marginals, approximate joint), so ``E_touched(n) = sum_e 1 - (1 - q_e)^n``; uniform
-``p_e = 1/E`` gives the formula above exactly. No published per-expert load is shipped:
-the caller supplies one.
+``e`` receives) the count is ``sum_e 1 - (1 - k p_e)^n``
+(:func:`specsim.theory.moe_skew.experts_touched_load`, exact for independent tokens), and
+``moe_verification_factor(..., load=p)`` uses it.
 
 >>> experts_touched(1, experts=8, top_k=2), experts_touched(2, experts=8, top_k=2)
 (2.0, 3.5)
@@ -43,13 +41,13 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from specsim.theory._checks import FloatArray, as_real, check_count, scalar_or_array
+from specsim.theory.moe_skew import experts_touched_load
 
 if TYPE_CHECKING:
     from specsim.theory.symbolic import SymbolicResult
 
 __all__ = [
     "experts_touched",
-    "experts_touched_load",
     "moe_verification_factor",
     "check_experts",
     "derive",
@@ -88,32 +86,22 @@ def experts_touched(n: ArrayLike, *, experts: int, top_k: int) -> FloatArray | f
     return scalar_or_array(np.asarray(E * miss, dtype=np.float64))
 
 
-def experts_touched_load(n: ArrayLike, *, load: ArrayLike, top_k: int) -> FloatArray | float:
-    """Expected distinct experts under routing load ``load`` (shares summing to 1).
-
-    The approximation of the module docstring: ``sum_e 1 - (1 - top_k * load_e)^n``.
-    Each ``top_k * load_e`` must be at most 1 (no expert takes more than every token).
-    """
-    where = "experts_touched_load"
-    p = as_real(load, "load", where)
-    if p.ndim != 1 or p.size < top_k or np.any(p < 0) or abs(float(p.sum()) - 1) > 1e-9:
-        raise ValueError(f"{where}: load must be >= top_k shares >= 0 summing to 1, got {p!r}")
-    q = top_k * p
-    if np.any(q > 1 + 1e-12):
-        raise ValueError(f"{where}: top_k * load = {q.max()} > 1 for some expert")
-    x = np.asarray(as_real(n, "n", where))[..., None]
-    return scalar_or_array(np.sum(1.0 - (1.0 - np.minimum(q, 1.0)) ** x, axis=-1))
-
-
 def moe_verification_factor(
-    gamma: ArrayLike, *, experts: int, top_k: int, routed_fraction: float
+    gamma: ArrayLike,
+    *,
+    experts: int,
+    top_k: int,
+    routed_fraction: float,
+    load: ArrayLike | None = None,
 ) -> FloatArray | float:
     """``v(gamma) = 1 - f + f E_touched(gamma + 1) / k`` at batch 1, memory-bound.
 
     ``routed_fraction`` ``f`` is the routed experts' share of the bytes a one-token
     decode reads (:func:`specsim.cost.moe_routed_fraction` computes it from a card).
-    Assumptions: weight reads dominate (no KV, activation or compute term), uniform
-    routing as in :func:`experts_touched`, every MoE layer alike.
+    ``load`` (one share per expert, ``experts`` of them) replaces uniform routing by
+    :func:`specsim.theory.moe_skew.experts_touched_load`. Assumptions: weight reads
+    dominate (no KV, activation or compute term), tokens route independently, every MoE
+    layer alike.
     """
     where = "moe_verification_factor"
     E, k = check_experts(experts, top_k, where=where)
@@ -121,7 +109,13 @@ def moe_verification_factor(
     if not 0.0 <= f <= 1.0:
         raise ValueError(f"{where}: routed_fraction must be in [0, 1], got {routed_fraction!r}")
     g = check_count(gamma, "gamma", where)
-    touched = np.asarray(experts_touched(g + 1.0, experts=E, top_k=k))
+    if load is None:
+        touched = np.asarray(experts_touched(g + 1.0, experts=E, top_k=k))
+    else:
+        size = np.asarray(load).size
+        if size != E:
+            raise ValueError(f"{where}: load lists {size} experts, the model has {E}")
+        touched = np.asarray(experts_touched_load(g + 1.0, load=load, top_k=k))
     return scalar_or_array(1.0 - f + f * touched / k)
 
 

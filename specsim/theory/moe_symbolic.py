@@ -18,18 +18,26 @@ from specsim.theory.symbolic import (
     prove,
 )
 
-__all__ = ["E", "K_E", "N", "F", "derive_moe"]
+__all__ = ["E", "K_E", "N", "F", "LOAD", "derive_moe"]
 
 E = sp.Symbol("E", integer=True, positive=True)
 K_E = sp.Symbol("k_e", integer=True, positive=True)
 N = sp.Symbol("n", integer=True, nonnegative=True)
 F = sp.Symbol("f", nonnegative=True)
+LOAD = sp.IndexedBase("p")  # p_e: expert e's share of the routed token-slots
+_e = sp.Symbol("e", integer=True, positive=True)
 
 EAGLE = (
     "Li, Wei, Zhang & Zhang, EAGLE: Speculative Sampling Requires Rethinking Feature "
     "Uncertainty, ICML 2024"
 )
 MIXTRAL = "Jiang et al., Mixtral of Experts, 2024"
+TOP_K_GATING = Reference(
+    paper=MIXTRAL,
+    arxiv="2401.04088",
+    section="2.1",
+    item="Sparse Mixture of Experts (top-k gating, Equation (2))",
+)
 
 
 def _touched() -> SymbolicResult:
@@ -84,15 +92,78 @@ def _touched() -> SymbolicResult:
             ),
         ),
         claims=claims,
-        references=(
-            Reference(
-                paper=MIXTRAL,
-                arxiv="2401.04088",
-                section="2.1",
-                item="Sparse Mixture of Experts (top-k gating, Equation (2))",
+        references=(TOP_K_GATING,),
+        twin="specsim.theory.moe.experts_touched",
+    )
+
+
+def _touched_load(uniform: sp.Expr) -> SymbolicResult:
+    term = 1 - (1 - K_E * LOAD[_e]) ** N
+    touched = sp.Sum(term, (_e, 1, E))
+    at_uniform = sp.Sum(term.subs(LOAD[_e], 1 / E), (_e, 1, E)).doit()
+    shares = sp.symbols("p1:5", nonnegative=True)  # four experts, the last share 1 - the rest
+    last = {shares[3]: 1 - shares[0] - shares[1] - shares[2]}
+    four = sum((term.subs(LOAD[_e], q) for q in shares), sp.Integer(0)).subs(last)
+    x = sp.Symbol("x", nonnegative=True)
+    one = (1 - (1 - K_E * x) ** N).subs(N, N + 2)
+    claims = (
+        prove("uniform shares p_e = 1/E give E (1 - (1 - k/E)^n)", at_uniform, uniform),
+        prove(
+            "four experts, shares summing to 1: one token touches exactly k",
+            four.subs(N, 1),
+            K_E,
+            method="expand",
+        ),
+        prove(
+            "four experts: two tokens touch 2k - k^2 sum p_e^2 (the second token's repeats)",
+            four.subs(N, 2),
+            (2 * K_E - K_E**2 * sum(q**2 for q in shares)).subs(last),
+            method="expand",
+        ),
+        prove(
+            "each term is concave in its share (n + 2 tokens): -(n+2)(n+1) k^2 (1 - k p)^n <= 0",
+            sp.diff(one, x, 2),
+            -(N + 2) * (N + 1) * K_E**2 * (1 - K_E * x) ** N,
+        ),
+    )
+    return SymbolicResult(
+        name="moe_experts_touched_load",
+        title="Distinct experts touched by a pass (skewed routing)",
+        statement=(
+            "n tokens, each routed to k distinct experts, expert e among a token's k with "
+            "probability pi_e = k p_e (p_e its share of the routed token-slots), tokens "
+            "independent, touch sum_e 1 - (1 - k p_e)^n distinct experts on average; uniform "
+            "shares give E (1 - (1 - k/E)^n) and any skew touches fewer (Jensen)."
+        ),
+        lhs=r"E_\mathrm{distinct}(n)",
+        expr=touched,
+        symbols=(N, E, K_E, LOAD),
+        assumptions=(
+            "Each token routes to exactly k distinct experts, so sum_e pi_e = k and "
+            "pi_e = k p_e; only these marginals enter the mean (any top-k router).",
+            "Tokens route independently of each other (no temporal correlation).",
+            "One share vector for every MoE layer (a per-layer load would sum per layer).",
+        ),
+        steps=(
+            Step(
+                description="expert e is missed by all n independent tokens",
+                lhs=r"P(e \notin S_1 \cup \dots \cup S_n)",
+                rhs=(1 - K_E * LOAD[_e]) ** N,
+            ),
+            Step(
+                description="linearity of expectation over the E experts",
+                lhs=r"E_\mathrm{distinct}(n)",
+                rhs=touched,
+            ),
+            Step(
+                description="at uniform shares p_e = 1/E",
+                lhs=r"E_\mathrm{distinct}(n)\big|_{p_e = 1/E}",
+                rhs=at_uniform,
             ),
         ),
-        twin="specsim.theory.moe.experts_touched",
+        claims=claims,
+        references=(TOP_K_GATING,),
+        twin="specsim.theory.moe_skew.experts_touched_load",
     )
 
 
@@ -168,7 +239,7 @@ def _verification(touched: sp.Expr) -> SymbolicResult:
     )
 
 
-def derive_moe() -> tuple[SymbolicResult, SymbolicResult]:
-    """Both MoE results, each claim proven by sympy."""
+def derive_moe() -> tuple[SymbolicResult, SymbolicResult, SymbolicResult]:
+    """The MoE results (uniform and skewed distinct experts, v(gamma)), each claim proven."""
     touched = _touched()
-    return touched, _verification(touched.expr)
+    return touched, _touched_load(touched.expr), _verification(touched.expr)

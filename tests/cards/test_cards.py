@@ -23,6 +23,7 @@ from specsim.cards import (
     write_hardware_card,
 )
 from specsim.cards import files as card_files
+from specsim.cards import root as card_root
 
 MODELS = (
     "t5-small",
@@ -276,7 +277,7 @@ def test_cards_are_found_in_the_installed_package_layout(
     pkg = tmp_path / "specsim"
     shutil.copytree(ROOT / "models" / "lm", pkg / "_models" / "lm")
     _copy_card("llama-68m", "lm", pkg / "_models" / "lm", "only-in-wheel", {})
-    monkeypatch.setattr(card_files.resources, "files", lambda name: pkg)
+    monkeypatch.setattr(card_root.resources, "files", lambda name: pkg)
     assert card_files.packaged_root() == pkg / "_models"
     assert load_model("only-in-wheel").slug == "only-in-wheel"
     assert 'models" = "specsim/_models"' in (ROOT / "pyproject.toml").read_text()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from specsim.cards import load_head, load_model
@@ -58,9 +59,15 @@ def test_the_8b_rows_are_the_published_marginals_as_conditionals() -> None:
     assert card.assumed_depths == (4, 5)
 
 
-def test_the_70b_card_says_every_depth_is_assumed() -> None:
+def test_the_70b_card_gives_the_published_chain_length_and_says_its_depths_are_assumed() -> None:
     card = load_head("eagle3-llama-3.3-70b")
-    assert card.assumed_depths == (1, 2, 3, 4, 5)
+    # One rate at every depth, fitted to the published mean acceptance length of a chain of
+    # K = 7 (2.88, MT-bench): the split by depth is the card's assumption.
+    assert card.max_depth == 7 and len({row for row in card.accept}) == 1
+    assert 1 + float(np.cumprod([row[0] for row in card.accept]).sum()) == pytest.approx(
+        2.88, abs=5e-4
+    )
+    assert card.assumed_depths == (1, 2, 3, 4, 5, 6, 7)
     assert "assumed" in Heads(card=card).acceptance.source
 
 
