@@ -58,6 +58,7 @@ __all__ = [
     "gemm_roofline",
     "gemm_time",
     "fit_kernel_sweep",
+    "beyond_peak",
     "fit_committed_sweep",
     "kernel_fit_rows",
 ]
@@ -126,13 +127,15 @@ def load_kernel_sweeps(path: str | os.PathLike[str] | None = None) -> pd.DataFra
 @dataclass(frozen=True)
 class KernelFit:
     """A fitted sweep: ``parameters`` (name, value, std_error, fixed), the rows with their
-    prediction and relative error (``residuals``), and the profile the values make."""
+    prediction and relative error (``residuals``), the profile the values make, and the rows
+    left out of the fit (``excluded``: :func:`beyond_peak`; None when none were screened)."""
 
     sweep: str
     hardware: str
     parameters: pd.DataFrame
     residuals: pd.DataFrame
     profile: RuntimeProfile
+    excluded: pd.DataFrame | None = None
 
     def value(self, name: str) -> float:
         """The fitted (or fixed) value of parameter ``name``."""
@@ -259,16 +262,30 @@ def fit_kernel_sweep(
     )
 
 
+def beyond_peak(rows: pd.DataFrame, hw: HardwareCard, *, dtype: str = "float16") -> pd.Series:
+    """True on every row of a kernel and shape (``weights``, ``K``, ``N``) of which some row
+    implies more than ``hw``'s dense ``dtype`` peak (``2 rows K N / time_s``): a kernel that
+    multiplies in that dtype cannot, so those times are not of the whole GEMM (work skipped,
+    or a timing error), at any of the shape's rows."""
+    rate = 2.0 * rows["rows"] * rows["K"] * rows["N"] / rows["time_s"]
+    over = rate > hw.peak(dtype)
+    return over.groupby([rows["weights"], rows["K"], rows["N"]]).transform("any").astype(bool)
+
+
 def fit_committed_sweep(sweep: str) -> KernelFit:
-    """The fit of committed sweep ``sweep`` (a key of :data:`SWEEP_FITS`) on its card."""
+    """The fit of committed sweep ``sweep`` (a key of :data:`SWEEP_FITS`) on its card,
+    without the shapes :func:`beyond_peak` rejects (kept in ``KernelFit.excluded``)."""
     if sweep not in SWEEP_FITS:
         raise ValueError(f"kernel sweep: unknown sweep {sweep!r}; known: {sorted(SWEEP_FITS)}")
     data = load_kernel_sweeps()
-    rows = data.loc[data["sweep"] == sweep]
+    rows = data.loc[data["sweep"] == sweep].reset_index(drop=True)
     cards = sorted(set(rows["hardware"]))
     if len(cards) != 1:
         raise ValueError(f"kernel sweep {sweep!r}: expected one hardware card, got {cards}")
-    return fit_kernel_sweep(rows, hardware=cards[0], fixed=SWEEP_FITS[sweep])
+    hw = load_hardware(cards[0])
+    out = beyond_peak(rows, hw)
+    fit = fit_kernel_sweep(rows.loc[~out], hardware=hw, fixed=SWEEP_FITS[sweep])
+    return dataclasses.replace(fit, excluded=rows.loc[out].reset_index(drop=True))
 
 
 def kernel_fit_rows() -> pd.DataFrame:
@@ -291,6 +308,9 @@ def kernel_fit_rows() -> pd.DataFrame:
                     "weights": w,
                     "source": str(g["source"].iloc[0]),
                     "calls": len(g),
+                    "excluded": int((fit.excluded["kernel"] == kernel).sum())
+                    if fit.excluded is not None
+                    else 0,
                     "rows_min": int(g["rows"].min()),
                     "rows_max": int(g["rows"].max()),
                     "median_abs_error": float(np.median(err)),

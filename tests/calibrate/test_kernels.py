@@ -14,6 +14,7 @@ import pytest
 
 from specsim.calibrate.kernels import (
     SWEEP_COLUMNS,
+    beyond_peak,
     SWEEP_FITS,
     fit_committed_sweep,
     fit_kernel_sweep,
@@ -148,6 +149,23 @@ def test_the_fit_recovers_known_parameters(c):
         # a bound of the fit).
         assert abs(fit.value(name) - value) <= 5 * se + 1e-9, (name, fit.value(name), se)
     assert float(np.median(np.abs(fit.residuals["rel_error"]))) < 0.02
+
+
+def test_times_beyond_the_peak_are_screened_by_shape():
+    """A shape whose some row implies more than the card's fp16 peak leaves the fit whole; on
+    the committed A100 sweep, Marlin at 5120 x 15360 and 8192 x 10240 (the README)."""
+    hw = load_hardware("a100-80gb")
+    fit = fit_committed_sweep("marlin-a100-vllm-layers")
+    assert fit.excluded is not None and len(fit.excluded) == 18
+    shapes = set(fit.excluded[["kernel", "K", "N"]].itertuples(index=False, name=None))
+    assert shapes == {("marlin", 5120, 15360), ("marlin", 8192, 10240)}
+    assert not fit.residuals.merge(fit.excluded[["kernel", "K", "N"]]).size
+    one = pd.DataFrame(
+        {"weights": ["int4"] * 2, "K": [4096] * 2, "N": [4096] * 2, "rows": [1, 64],
+         "time_s": [1e-5, 2 * 64 * 4096 * 4096 / hw.peak("float16") * 0.99]}
+    )  # fmt: skip
+    assert beyond_peak(one, hw).tolist() == [True, True]
+    assert beyond_peak(one.assign(time_s=[1e-5, 1e-5]), hw).tolist() == [False, False]
 
 
 def test_marlin_pays_no_dequantization_per_row():
