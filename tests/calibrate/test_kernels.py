@@ -14,8 +14,8 @@ import pytest
 
 from specsim.calibrate.kernels import (
     SWEEP_COLUMNS,
-    beyond_peak,
     SWEEP_FITS,
+    beyond_peak,
     fit_committed_sweep,
     fit_kernel_sweep,
     gemm_roofline,
@@ -60,6 +60,11 @@ def test_a_sweep_without_a_column_or_a_source_is_refused(tmp_path):
     data.assign(source=None).to_csv(bad, index=False)
     with pytest.raises(ValueError, match="no source or line"):
         load_kernel_sweeps(bad)
+    data.assign(time_s=0.0).to_csv(bad, index=False)
+    with pytest.raises(ValueError, match="column 'time_s' must be > 0"):
+        load_kernel_sweeps(bad)
+    with pytest.raises(ValueError, match="no float16 rows"):
+        fit_kernel_sweep(data.loc[data["weights"] == "int4"], hardware="a100-80gb")
     with pytest.raises(ValueError, match="unknown sweep 'nope'"):
         fit_committed_sweep("nope")
     with pytest.raises(ValueError, match=r"fixed parameter\(s\) \['fixed_s.int2'\]"):
