@@ -45,8 +45,10 @@ verifying ``gamma + 1`` tokens with quantized weights costs more than one
 (v(gamma) > 1 at batch 1). Beyond :data:`DEQUANT_TILE_ROWS` rows a kernel
 reuses each dequantized tile, so the work grows by one tile's worth per
 ``DEQUANT_TILE_ROWS`` further rows (:func:`dequant_rows`). The work per weight and
-row below is a default fitted on one stack (gpt-fast on an A100); a runtime profile
-gives its own stack's (``format_dequant_ops`` of :class:`specsim.cards.RuntimeProfile`:
+row below is a default fitted on one stack (gpt-fast on an A100); a device part or runtime
+profile gives its own kernels' (Marlin's, fitted by rows on published kernel sweeps:
+:mod:`specsim.calibrate.kernels`, ``models/stacks/devices/a100.toml``), a runtime profile
+its own stack's (``format_dequant_ops`` of :class:`specsim.cards.RuntimeProfile`:
 eager PyTorch's dynamic int8 on CPU dequantizes nothing, its CPU int4 kernel costs over a
 hundred times the default, ``models/runtime/cpu-xeon-eager-rows.toml``).
 
@@ -85,7 +87,9 @@ DEQUANT_TILE_ROWS = 16.0
 dequantized weight tile. ASSUMPTION, not measured: the 16 rows of the ``m16n8k16`` tensor-core
 MMA tile (NVIDIA PTX ISA, warp-level matrix instructions) that Marlin-like kernels feed from
 one dequantized register tile (Frantar et al., "MARLIN", arXiv:2408.11743, 2024, report
-near-ideal weight-only speedups up to batch 16-32). Replace by a measured profile."""
+near-ideal weight-only speedups up to batch 16-32). Replace by a measured profile. The
+published Marlin sweeps by rows (:mod:`specsim.calibrate.kernels`) show no per-row growth at
+all up to 64 rows, so they identify no tile either."""
 
 VECTOR_FRACTION = 1.0 / 16.0
 """Fraction of the compute dtype's peak taken as the vector (non-matrix) peak on a card that
@@ -101,7 +105,12 @@ gives no ``float32`` peak: the A100's FP32 CUDA-core peak over its BF16 tensor p
 # 19.5e12 op/s, is the work below (2.304 and 2.637 op per weight and row).
 # tests/cost/test_cost_anchors.py reproduces both rates. Batch-1 data cannot tell per-row work from
 # a lower achieved bandwidth of the quantized kernels: charging it per row is the assumption
-# that makes v(gamma) grow (the issue's measured systems imply v(4) of about 1.5).
+# that makes v(gamma) grow. These stay the defaults as the numbers of gpt-fast's own kernels
+# (tinygemm, inductor's int8 dequantize-and-multiply; the gpt-fast profile is every GPU card's
+# default), which no published sweep by rows covers. Kernels that were swept by rows carry
+# their own numbers in their device parts (specsim.calibrate.kernels, models/measured/kernels):
+# Marlin, vLLM's int4/int8 kernel, pays no work per row on the A100 (int4, 1-64 rows) and the
+# H100 (int4 and int8, 1-4 rows), models/stacks/devices/a100.toml and h100-sxm.toml.
 _INT8_OPS = 2.30
 _INT4_OPS = 2.64
 
