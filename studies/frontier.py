@@ -273,7 +273,7 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
         plot_lines(ax, d, x="batch", y="speedup", hue="series")
         ax.axhline(1.0, color="0.5", linewidth=0.8, linestyle=":")
         ax.set_xscale("log", base=2)
-        ticks = sorted(set(d["batch"]))
+        ticks = sorted(set(df.loc[df["part"] == part, "batch"].astype(int)))
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.set_xlabel("batch (sequences per pass)")
         ax.set_ylabel("speedup over plain decoding (x)")
@@ -294,7 +294,7 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
     d = df[(df["part"] == "moe_vs_dense") & df["fits"]]
     plot_lines(axes[0], d, x="batch", y="verify_factor", hue="series")
     axes[0].set_xscale("log", base=2)
-    ticks = sorted(set(d["batch"]))
+    ticks = sorted(set(d["batch"].astype(int)))
     axes[0].set_xticks(ticks, [str(t) for t in ticks])
     axes[0].set_xlabel("batch (sequences per pass)")
     axes[0].set_ylabel("verification pass / plain step (x)")

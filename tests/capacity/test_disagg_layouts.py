@@ -50,7 +50,7 @@ def test_rows_cover_every_rate_mode_and_layout_on_the_same_gpus() -> None:
 def test_the_colocated_row_is_a_colocated_serving_run() -> None:
     df = compare_layouts(CONFIG, replicas=2, rates_per_s=(2.0,), requests=30, seed=5)
     row = df[(df["layout"] == "colocated") & (df["mode"] == "speculative")].iloc[0]
-    w = dataclasses.replace(CONFIG.workload, rate_per_s=2.0, requests=30)
+    w = dataclasses.replace(CONFIG.workload, rate_per_s=2.0, requests=30)  # type: ignore[arg-type]
     direct = ServingConfig(
         workload=w,
         cost=CONFIG.decode_cost,

@@ -154,3 +154,21 @@ def test_toml_with_a_tree_serves_trees_on_the_decode_pool() -> None:
     m = simulate_disaggregated(cfg, np.random.default_rng(3)).metrics()
     # The MTP card's closed form: 1 + 0.875 (1 + 0.6156 + 0.6156^2) = 2.745 a pass.
     assert abs(m["tokens_per_pass"] - 2.745) <= Z * m["tokens_per_pass_se"]
+
+
+def test_toml_with_a_proposer_and_no_tree_drafts_the_decode_pools_chains() -> None:
+    """A ``[proposer]`` without a ``[tree]``: the decode pool's chains are drafted by the MTP
+    head (its pass priced per iteration), not by a draft model; the prefill pool has none."""
+    data = read_toml("studies/configs/deepseek-v3-mtp.toml")
+    data = {k: v for k, v in data.items() if k != "tree"}
+    data["workload"] = {**data["workload"], "requests": 20}
+    data["policy"], data["max_gamma"] = {"kind": "fixed", "gamma": 3}, 3
+    data["acceptance"] = {"kind": "iid", "alpha": 0.7}
+    data["disaggregation"] = {"prefill_replicas": 1, "decode_replicas": 1}
+    cfg = disagg_from_dict(data).config
+    assert cfg.tree is None and cfg.proposer is not None
+    assert cfg.decode_cost.draft is None  # type: ignore[attr-defined]
+    res = simulate_disaggregated(cfg, np.random.default_rng(3))
+    it = res.decode.iterations_spec
+    assert (it.loc[it["batch"] > 0, "draft_s"] > 0).mean() > 0.9  # all but the last passes
+    assert res.metrics()["tpot_speedup"] > 1.0

@@ -86,22 +86,7 @@ def disagg_from_dict(
 ) -> DisaggSpec:
     """Build a :class:`DisaggConfig` from a parsed TOML table with ``[disaggregation]``; a
     ValueError names the key (``disaggregation.decode_replicas``)."""
-    table = data.get("disaggregation")
-    if not isinstance(table, Mapping):
-        raise ValueError(f"{where} [disaggregation]: expected a table, got {table!r}")
-    unknown = sorted(set(table) - set(TABLE_KEYS))
-    if unknown:
-        raise ValueError(
-            f"{where} [disaggregation]: unknown key(s) {unknown}; allowed: {list(TABLE_KEYS)}"
-        )
-    clash = sorted(k for k in _POOLS_LACK if k in data)
-    if clash:
-        raise ValueError(
-            f"{where}: {clash} with [disaggregation]: the pools' sizes are "
-            f"disaggregation.prefill_replicas and decode_replicas, and chunked prefill is "
-            f"the prefill pool's (disaggregation.prefill_token_budget): the decode pool "
-            f"prefills nothing, its admission pass is the first decode step"
-        )
+    table = _table(data, where)
     spec = config_from_dict(
         {k: v for k, v in data.items() if k != "disaggregation"}, where=where, base=base
     )
@@ -144,6 +129,28 @@ def disagg_from_dict(
         **decode,
     )
     return DisaggSpec(config=config, seed=spec.seed, slo=spec.slo)
+
+
+def _table(data: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    """The ``[disaggregation]`` table, its keys known and the top-level keys it excludes
+    absent; a ValueError names what is wrong."""
+    table = data.get("disaggregation")
+    if not isinstance(table, Mapping):
+        raise ValueError(f"{where} [disaggregation]: expected a table, got {table!r}")
+    unknown = sorted(set(table) - set(TABLE_KEYS))
+    if unknown:
+        raise ValueError(
+            f"{where} [disaggregation]: unknown key(s) {unknown}; allowed: {list(TABLE_KEYS)}"
+        )
+    clash = sorted(k for k in _POOLS_LACK if k in data)
+    if clash:
+        raise ValueError(
+            f"{where}: {clash} with [disaggregation]: the pools' sizes are "
+            f"disaggregation.prefill_replicas and decode_replicas, and chunked prefill is "
+            f"the prefill pool's (disaggregation.prefill_token_budget): the decode pool "
+            f"prefills nothing, its admission pass is the first decode step"
+        )
+    return table
 
 
 def _chain_pool(run: ServingConfig) -> dict[str, Any]:
