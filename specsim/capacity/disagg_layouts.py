@@ -28,9 +28,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specsim.acceptance.processes import IIDAcceptance
+from specsim.capacity.disagg import plain_pools
 from specsim.checks import check_int
-from specsim.policies.lookahead import FixedGamma
 from specsim.sim.disagg import DisaggConfig, simulate_disaggregated
 from specsim.sim.serving import ServingConfig, simulate_serving
 from specsim.sim.tree_serving import TreeServingConfig, simulate_tree_serving
@@ -50,14 +49,6 @@ LAYOUT_METRICS: tuple[str, ...] = (
     "stable",
 )
 """The metrics record's keys each row of :func:`compare_layouts` carries."""
-
-
-def _plain(config: DisaggConfig) -> DisaggConfig:
-    """``config`` decoding without speculation: a chain of gamma 0, no proposer, no tree."""
-    acceptance = IIDAcceptance(alpha=0.0) if config.acceptance is None else config.acceptance
-    return dataclasses.replace(
-        config, policy=FixedGamma(gamma=0), acceptance=acceptance, proposer=None, tree=None
-    )
 
 
 def colocated_run(config: DisaggConfig, *, replicas: int, seed: int = 0) -> dict[str, Any]:
@@ -134,7 +125,7 @@ def compare_layouts(
     for rate in rates_per_s:
         workload = dataclasses.replace(with_rate(float(rate)), requests=requests)
         spec = dataclasses.replace(config, workload=workload, plain_twin=False)
-        for mode, run in (("speculative", spec), ("plain", _plain(spec))):
+        for mode, run in (("speculative", spec), ("plain", plain_pools(spec))):
             common = {"rate_per_s": float(rate), "mode": mode}
             m = colocated_run(run, replicas=replicas, seed=seed)
             colocated = {"layout": "colocated", "prefill_replicas": 0, "decode_replicas": replicas}
