@@ -18,7 +18,7 @@ from specsim.cost import Deployment, PassShape
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost, ServingConfig, simulate_serving
 from specsim.sim.arrivals import TraceWorkload
-from specsim.sim.disagg import AfterTransfer, DisaggConfig, simulate_disaggregated
+from specsim.sim.disagg import AfterTransfer, DisaggConfig, KVLink, simulate_disaggregated
 from specsim.sim.disagg.from_toml import disagg_from_dict
 
 from .reference import HW as HW_CARD
@@ -288,3 +288,35 @@ TOML = {
     "cost": {"kind": "cards", "draft": "llama-68m"},
     "disaggregation": {"prefill_replicas": 1, "decode_replicas": 2, "link": "interconnect"},
 }
+
+
+def test_paged_decode_pool_equals_a_colocated_paged_run_fed_at_prefill_ends() -> None:
+    """Ideal link, P = D = 1: the paged decode pool, preemptions and recomputes included, is
+    the colocated paged engine on the decode pool's source, its requests arriving when their
+    prefills end (the same acceptance draws: the workload's sample comes first)."""
+    ideal = KVLink(bandwidth=math.inf, latency_s=0.0)
+    res = simulate_disaggregated(config(link=ideal), np.random.default_rng(3))
+    req = res.requests()
+    assert int(req["preemptions"].sum()) > 0
+    order = np.argsort(req["kv_ready_s"].to_numpy(), kind="stable")
+    fed = TraceWorkload(
+        arrival_s=tuple(req["kv_ready_s"].to_numpy()[order].tolist()),
+        prompt_tokens=tuple(req["prompt_tokens"].to_numpy()[order].tolist()),
+        output_tokens=tuple(req["output_tokens"].to_numpy()[order].tolist()),
+    )
+    colocated = ServingConfig(
+        workload=fed,
+        cost=AfterTransfer(config().decode_cost),  # type: ignore[arg-type]
+        acceptance=IIDAcceptance(alpha=1.0),
+        policy=FixedGamma(gamma=GAMMA),
+        max_batch=3,
+        max_gamma=GAMMA,
+        plain_twin=False,
+        kv_block_tokens=BLOCK,
+        kv_capacity_tokens=CAPACITY,
+    )
+    rng = np.random.default_rng(3)
+    WORKLOAD.sample(rng)
+    col = simulate_serving(colocated, rng).requests_spec
+    for key in ("first_token_s", "finish_s", "recomputed_tokens"):
+        np.testing.assert_array_equal(req[key].to_numpy()[order], col[key].to_numpy(), key)

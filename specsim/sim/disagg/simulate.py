@@ -117,7 +117,7 @@ def _decode(
         spec = serve(dec_cfg, req, config.policy, drafts=drafts)
     if not config.plain_twin:
         return spec, None
-    if plan is None and fixed_gamma(config.policy) == 0:  # type: ignore[arg-type]  # its own twin
+    if config.policy is not None and fixed_gamma(config.policy) == 0:  # plain: its own twin
         return spec, (spec[0].copy(), spec[1].copy())
     return spec, serve(dec_cfg, req, FixedGamma(gamma=0))
 
