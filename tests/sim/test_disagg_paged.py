@@ -306,7 +306,7 @@ def test_paged_decode_pool_equals_a_colocated_paged_run_fed_at_prefill_ends() ->
     )
     colocated = ServingConfig(
         workload=fed,
-        cost=AfterTransfer(config().decode_cost),  # type: ignore[arg-type]
+        cost=AfterTransfer(config().decode_cost),
         acceptance=IIDAcceptance(alpha=1.0),
         policy=FixedGamma(gamma=GAMMA),
         max_batch=3,
