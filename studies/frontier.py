@@ -1,4 +1,5 @@
-"""The frontier: MoE targets, DeepSeek-V3's MTP over expert parallelism, and long context.
+"""The frontier: MoE targets, DeepSeek-V3's MTP over expert parallelism, long context, and
+disaggregated serving.
 
 Three parts, every number a closed-form pass price on the cards
 (:func:`specsim.policies.tree_optimizer.evaluate_tree`: the target's verification of a chain
@@ -27,6 +28,14 @@ tokens from Sequoia's positional model), batch 1 to 256:
   was read for it: a what-if, labelled). At long context a step is KV-bound, so
   verification costs about one plain step at every batch while the budgeted draft stays
   cheap: the speedup rises with batch (MagicDec, arXiv:2408.11049, Section 4).
+
+- **Disaggregated against colocated** (``disagg``, :mod:`studies._frontier_disagg`): the
+  serving simulator, not a closed form. ``disagg_replicas`` GPUs of ``disagg_hardware``
+  (one replica each of ``disagg_target`` with ``disagg_draft`` drafting chains) serve a
+  Poisson workload colocated or split into prefill and decode replicas
+  (``disagg_prefill_replicas``), at each of ``disagg_rates``, with and without speculation:
+  TTFT p99, TPOT p99 and throughput (:func:`specsim.capacity.disagg_layouts.compare_layouts`).
+  The acceptance ``disagg_alpha`` is an assumed i.i.d. rate (the example config's).
 
 A (part, series, batch) whose KV cache does not fit on the devices is kept with
 ``fits = False`` and no speedup (the figures leave it out and the summary says where each
@@ -58,7 +67,8 @@ from specsim.proposers import (
     load_acceptance,
 )
 
-from ._common import check_positive_int, check_probability, md_table, setting
+from ._common import check_positive, check_positive_int, check_probability, md_table, setting
+from ._frontier_disagg import PART, disagg_figure, disagg_rows, disagg_summary
 
 __all__ = ["Config", "run", "figures", "summary", "dense_twin"]
 
@@ -95,9 +105,44 @@ class Config:
         0.8, "assumed acceptance per depth of the streaming draft (a what-if)", "probability"
     )
     long_gamma: int = setting(3, "drafted chain length of the long-context part", "tokens")
+    disagg_target: str = setting("llama-3.1-8b", "target of the disaggregation part (slug)")
+    disagg_draft: str = setting("llama-3.2-1b", "draft model of the disaggregation part")
+    disagg_hardware: str = setting("h100-sxm", "accelerator of the disaggregation part")
+    disagg_alpha: float = setting(
+        0.7, "assumed i.i.d. acceptance of the disaggregation part's draft", "probability"
+    )
+    disagg_gamma: int = setting(3, "drafted chain length of the disaggregation part", "tokens")
+    disagg_replicas: int = setting(4, "GPUs (one replica each) of every layout compared", "GPUs")
+    disagg_prefill_replicas: tuple[int, ...] = setting(
+        (1, 2), "prefill replicas of each split (the rest decode)", "replicas"
+    )
+    disagg_rates: tuple[float, ...] = setting(
+        (6.0, 12.0, 18.0), "arrival rates compared (fast: the first and last)", "requests/s"
+    )
+    disagg_requests: int = setting(300, "requests per run of the disaggregation part", "requests")
+    disagg_prompt_tokens: tuple[int, int] = setting(
+        (512, 4096), "prompt lengths, uniform", "tokens"
+    )
+    disagg_output_tokens: tuple[int, int] = setting((64, 512), "output lengths, uniform", "tokens")
+    disagg_max_batch: int = setting(32, "decode batch of a replica at most", "sequences")
+    disagg_prefill_max_batch: int = setting(8, "prompts a prefill pass takes at most", "prompts")
+    disagg_seed: int = setting(0, "seed of the disaggregation part's requests and draws")
 
     def __post_init__(self) -> None:
         check_probability(self.long_alpha, "long_alpha")
+        check_probability(self.disagg_alpha, "disagg_alpha")
+        for key in ("disagg_gamma", "disagg_replicas", "disagg_prefill_replicas"):
+            check_positive_int(getattr(self, key), key)
+        for key in ("disagg_requests", "disagg_prompt_tokens", "disagg_output_tokens"):
+            check_positive_int(getattr(self, key), key)
+        check_positive_int(self.disagg_max_batch, "disagg_max_batch")
+        check_positive(self.disagg_rates, "disagg_rates")
+        check_positive_int(self.disagg_prefill_max_batch, "disagg_prefill_max_batch")
+        if max(self.disagg_prefill_replicas) >= self.disagg_replicas:
+            raise ValueError(
+                f"disagg_prefill_replicas {self.disagg_prefill_replicas}: a split of "
+                f"{self.disagg_replicas} replicas needs a decode replica"
+            )
         for key in ("batches", "gamma", "context", "mtp_devices", "mtp_depths"):
             check_positive_int(getattr(self, key), key)
         for key in ("long_devices", "long_contexts", "kv_budget", "long_gamma"):
@@ -173,8 +218,10 @@ def _ngram(path: str) -> NGram:
 
 
 def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.DataFrame:
-    """One row per (part, series, batch); ``rng`` is unused (closed-form prices only).
-    ``fast`` keeps every other batch."""
+    """One row per (part, series, batch), and per (rate, mode, layout) for the
+    disaggregation part; ``rng`` is unused (closed-form prices, and the disaggregation
+    part's runs seeded by ``disagg_seed``). ``fast`` keeps every other batch, and the first
+    and last rate."""
     del rng
     cfg = config
     batches = cfg.batches[::2] if fast else cfg.batches
@@ -206,6 +253,7 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
     for c in cfg.long_contexts:
         for r in _rows(long_dep, self_spec, depth=cfg.long_gamma, batches=batches, context=c):
             rows.append({"part": "long_context", "series": f"context {c // 1000}k", **r})
+    rows += disagg_rows(cfg, fast=fast)
     return pd.DataFrame(rows)
 
 
@@ -225,7 +273,7 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
         plot_lines(ax, d, x="batch", y="speedup", hue="series")
         ax.axhline(1.0, color="0.5", linewidth=0.8, linestyle=":")
         ax.set_xscale("log", base=2)
-        ticks = sorted(set(df["batch"]))
+        ticks = sorted(set(df.loc[df["part"] == part, "batch"].astype(int)))
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.set_xlabel("batch (sequences per pass)")
         ax.set_ylabel("speedup over plain decoding (x)")
@@ -246,7 +294,7 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
     d = df[(df["part"] == "moe_vs_dense") & df["fits"]]
     plot_lines(axes[0], d, x="batch", y="verify_factor", hue="series")
     axes[0].set_xscale("log", base=2)
-    ticks = sorted(set(d["batch"]))
+    ticks = sorted(set(d["batch"].astype(int)))
     axes[0].set_xticks(ticks, [str(t) for t in ticks])
     axes[0].set_xlabel("batch (sequences per pass)")
     axes[0].set_ylabel("verification pass / plain step (x)")
@@ -258,6 +306,8 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
         "(log scale), for the MoE target and its dense twin, each with its own colour, "
         "marker and line style.",
     )
+    if (df["part"] == PART).any():
+        out["frontier_disagg"] = disagg_figure(df)
     return out
 
 
@@ -269,7 +319,7 @@ def _stop(g: pd.DataFrame) -> str:
 def summary(df: pd.DataFrame) -> str:
     """Per part and series: the speedup at the smallest and the largest batch that fits,
     and the best MTP depth per batch."""
-    lines = ["### The frontier: MoE, MTP, long context", ""]
+    lines = ["### The frontier: MoE, MTP, long context, disaggregation", ""]
     for part in _PARTS:
         for series, g in df[df["part"] == part].groupby("series", sort=False):
             ok = g[g["fits"]].sort_values("batch")
@@ -287,4 +337,5 @@ def summary(df: pd.DataFrame) -> str:
     if not m.empty:
         best = m.loc[m.groupby("batch")["speedup"].idxmax(), ["batch", "depth", "speedup"]]
         lines += ["", "Best MTP depth per batch:", "", md_table(best.reset_index(drop=True))]
+    lines += disagg_summary(df)
     return "\n".join(lines) + "\n"

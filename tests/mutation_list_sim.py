@@ -12,6 +12,7 @@ ROUTER = "specsim/sim/router.py"
 PAGED_TESTS = ("tests/sim/test_serving_paged.py",)
 DISAGG = "specsim/sim/disagg/"
 DISAGG_TESTS = ("tests/sim/test_disagg_reference.py", "tests/sim/test_disagg.py")
+DISAGG_PAGED = ("tests/sim/test_disagg_paged.py",)
 
 SIM: tuple[Mutation, ...] = (
     # The context of a pass (docs/design.md): the cached tokens, one short of prompt + emitted.
@@ -215,8 +216,8 @@ SIM: tuple[Mutation, ...] = (
     Mutation(
         "disagg-first-step",
         DISAGG + "first_step.py",
-        "    return _plus(step, drafted)",
-        "    return drafted",
+        "    return _plus(step, own)",
+        "    return own",
         "disaggregation: the decode pool's first decode step after a transfer",
         DISAGG_TESTS,
     ),
@@ -227,6 +228,32 @@ SIM: tuple[Mutation, ...] = (
         "    if True:\n        return step",
         "disaggregation: the draft's prefill of the prompt on the decode pool",
         DISAGG_TESTS,
+    ),
+    Mutation(
+        "disagg-recompute-chain",
+        DISAGG + "first_step.py",
+        "new = np.concatenate([fresh, rebuilt])",
+        "new = np.concatenate([fresh, np.ones_like(rebuilt)])",
+        "disaggregation: a cache preempted on the decode pool is rebuilt by a prefill of its "
+        "tokens there (not priced as one first-step position)",
+        DISAGG_PAGED,
+    ),
+    Mutation(
+        "disagg-recompute-draft",
+        DISAGG + "first_step.py",
+        "drafted = np.concatenate([prompts, rebuilt])",
+        "drafted = prompts",
+        "disaggregation: the draft model's cache of a preempted request is rebuilt too",
+        DISAGG_PAGED,
+    ),
+    Mutation(
+        "disagg-recompute-seam",
+        ROUTER,
+        'resumed = getattr(cost, "prefill_resumed", None) if rebuild.shape[0] else None',
+        "resumed = None",
+        "disaggregation: the engine asks the decode pool's source to price a readmission's "
+        "recompute apart from the first steps",
+        DISAGG_PAGED,
     ),
     # What the engines report.
     Mutation(

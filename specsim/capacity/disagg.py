@@ -1,10 +1,11 @@
 """How many prefill and decode replicas a disaggregated deployment needs, with and
 without speculation, for a rate and an SLO: :func:`disagg_capacity`.
 
-For each mode (``speculative``: the run's lookahead policy on the decode pool;
-``plain``: gamma 0) the search walks the (P, D) grid's staircase: start at the fewest
-prefill replicas and the most decode replicas; a pair that holds the SLO is recorded
-and D drops by one, a pair that does not adds a prefill replica. Under the premise that
+For each mode (``speculative``: the run's lookahead policy or tree plan on the decode
+pool; ``plain``: gamma 0, :func:`plain_pools`) the search walks the (P, D) grid's
+staircase: start at the fewest prefill replicas and the most decode replicas; a pair
+that holds the SLO is recorded and D drops by one, a pair that does not adds a prefill
+replica. Under the premise that
 adding a replica to either pool never breaks an SLO that held (monotone in P and in D),
 the walk visits at most ``max_prefill + max_decode`` pairs and passes through every
 pair on the frontier (the fewest decode replicas for each prefill count); a pair
@@ -30,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from specsim.acceptance.processes import IIDAcceptance
 from specsim.capacity.judge import SLO, SUSPECT, judge
 from specsim.capacity.statistics import FAILS, HOLDS, UNDECIDED, Outcome, combine
 from specsim.policies.lookahead import FixedGamma
@@ -37,9 +39,25 @@ from specsim.sim.disagg import DisaggConfig, DisaggResult, simulate_disaggregate
 from specsim.sim.source import check_whole
 from specsim.sim.stability import stability
 
-__all__ = ["DISAGG_MODES", "disagg_capacity", "judge_pair", "serve_pools", "smallest_pools"]
+__all__ = [
+    "DISAGG_MODES",
+    "disagg_capacity",
+    "judge_pair",
+    "plain_pools",
+    "serve_pools",
+    "smallest_pools",
+]
 
 DISAGG_MODES: tuple[str, ...] = ("speculative", "plain")
+
+
+def plain_pools(config: DisaggConfig) -> DisaggConfig:
+    """``config`` decoding without speculation: chains of gamma 0 on the decode pool, no
+    proposer and no tree plan (a tree plan's pools decode plainly as chains do)."""
+    acceptance = IIDAcceptance(alpha=0.0) if config.acceptance is None else config.acceptance
+    return dataclasses.replace(
+        config, policy=FixedGamma(gamma=0), acceptance=acceptance, proposer=None, tree=None
+    )
 
 
 def serve_pools(
@@ -114,11 +132,7 @@ def disagg_capacity(
     tp_d = int(getattr(config.decode_cost, "tensor_parallel", 1))
     rows = []
     for mode in DISAGG_MODES:
-        run = (
-            config
-            if mode == "speculative"
-            else dataclasses.replace(config, policy=FixedGamma(gamma=0))
-        )
+        run = config if mode == "speculative" else plain_pools(config)
         p, d = 1, max_decode
         while p <= max_prefill and d >= 1:
             row = _decided(

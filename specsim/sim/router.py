@@ -110,10 +110,17 @@ class Replica:
         prefilled are added to ``prefilled``."""
         req, states, swap_s = self.req, None, 0.0
         tokens = req.prompt[adm]
+        resumed = None
         if self.paging is not None and self.paging.resume:
             adm, back, states, rebuild, swap_s = self.paging.split_resumed(adm, req)
             tokens = np.concatenate([req.prompt[adm], rebuild])
-        pc = cost.prefill(tokens, draft=draft) if tokens.shape[0] else _NO_PASS
+            # A source whose admission pass is not a prefill (a disaggregated decode pool's
+            # first step, specsim.sim.disagg.first_step) prices the rebuilds apart.
+            resumed = getattr(cost, "prefill_resumed", None) if rebuild.shape[0] else None
+        if resumed is not None:
+            pc = resumed(req.prompt[adm], rebuild, draft=draft)
+        else:
+            pc = cost.prefill(tokens, draft=draft) if tokens.shape[0] else _NO_PASS
         self.first_tok[adm] = start + pc.time_s
         one = req.out_len[adm] == 1  # one-token requests are done
         if one.any():

@@ -62,7 +62,13 @@ TINY: dict[str, dict[str, object]] = {
         "routers": ("round-robin", "join-shortest-queue"),
     },
     "proposers": {"hardware": ("a100-80gb",), "batches": (1, 8, 64), "fast_budget": 8},
-    "frontier": {"batches": (1, 16, 256), "mtp_depths": (1, 3), "long_contexts": (4096, 128000)},
+    "frontier": {
+        "batches": (1, 16, 256),
+        "mtp_depths": (1, 3),
+        "long_contexts": (4096, 128000),
+        "disagg_requests": 100,
+        "disagg_prefill_replicas": (1,),
+    },
     "crossover": {
         "deployments": ("h100-sxm",),
         "targets": ("vicuna-7b-v1.3",),
@@ -206,6 +212,7 @@ def test_every_study_figure_is_readable(study_figures: dict[str, Figure]) -> Non
         "engine/engine_goodput",
         "frontier/frontier_speedup",
         "frontier/frontier_verify_factor",
+        "frontier/frontier_disagg",
         "crossover/crossover_h100-sxm",
         "crossover/crossover_policies",
     }

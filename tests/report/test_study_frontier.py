@@ -1,5 +1,6 @@
 """The frontier study (studies/frontier.py): MoE against its dense twin, DeepSeek-V3's MTP
-over expert parallelism, and long context with a KV-budget draft, on a shrunken config.
+over expert parallelism, long context with a KV-budget draft, and disaggregated against
+colocated serving, on a shrunken config.
 
 Known answers first: the dense twin has the MoE card's active parameters but the router's; a chain
 on the dense twin at batch 1 verifies for about one plain step while the MoE target pays
@@ -33,6 +34,8 @@ TINY = {
     "batches": (1, 8, 64, 256),
     "mtp_depths": (1, 3, 5),
     "long_contexts": (4096, 32768, 128000),
+    "disagg_rates": (6.0, 18.0),
+    "disagg_requests": 200,
 }
 
 
@@ -118,6 +121,38 @@ def test_a_budget_larger_than_a_context_is_refused_naming_both() -> None:
 
 def test_the_figures_are_readable(df: pd.DataFrame) -> None:
     figs = _study().figures(df)
-    assert set(figs) == {"frontier_speedup", "frontier_verify_factor"}
+    assert set(figs) == {"frontier_speedup", "frontier_verify_factor", "frontier_disagg"}
     problems = [p for k, f in figs.items() for p in figure_problems(f, k)]
     assert not problems, "\n".join(problems)
+
+
+def _layouts(df: pd.DataFrame, mode: str) -> pd.DataFrame:
+    d = df[(df["part"] == "disagg") & (df["mode"] == mode)]
+    return d.set_index(["rate_per_s", "layout"])
+
+
+def test_disaggregation_compares_layouts_of_the_same_gpus(df: pd.DataFrame) -> None:
+    d = df[df["part"] == "disagg"]
+    assert set(d["layout"]) == {"colocated", "1+3", "2+2"} and (d["gpus"] == 4).all()
+    assert sorted(set(d["rate_per_s"])) == [6.0, 18.0]
+    spec, plain = _layouts(df, "speculative"), _layouts(df, "plain")
+    # Speculation shortens the decode pool's TPOT in every layout, at each rate.
+    assert (plain["tpot_p99_s"] > spec["tpot_p99_s"]).all()
+    # The trade the split makes under load: one prefill replica for 18 requests/s queues the
+    # prompts (TTFT up) while its three decode replicas never stall on a prefill (TPOT down).
+    hot = spec.loc[18.0]
+    assert hot.loc["1+3", "ttft_p99_s"] > 3 * hot.loc["colocated", "ttft_p99_s"]
+    assert hot.loc["1+3", "tpot_p99_s"] < hot.loc["colocated", "tpot_p99_s"]
+
+
+def test_the_summary_quotes_the_layouts_table(df: pd.DataFrame) -> None:
+    text = _study().summary(df)
+    spec = _layouts(df, "speculative")
+    for (rate, _layout), row in spec.iterrows():
+        line = next(x for x in text.splitlines() if x.startswith(f"- {rate:g} requests/s"))
+        assert f"{row['series']} TTFT p99 {row['ttft_p99_s']:.3f} s" in line
+
+
+def test_a_split_without_a_decode_replica_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"disagg_prefill_replicas \(1, 4\).*needs a decode"):
+        _study().Config(disagg_prefill_replicas=(1, 4))

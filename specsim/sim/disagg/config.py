@@ -2,28 +2,63 @@
 
 Two pools of replicas (:mod:`specsim.sim.disagg`): ``prefill_replicas`` replicas of
 ``prefill_cost`` prefill prompts (prompts only, no speculation, their own batching under
-``prefill_max_batch`` and their own KV budget); each prompt's KV cache crosses ``link``
+``prefill_max_batch``, their own KV budget, paged with ``prefill_kv_block_tokens`` and
+chunked under ``prefill_token_budget``); each prompt's KV cache crosses ``link``
 (:class:`~specsim.sim.disagg.link.KVLink`); ``decode_replicas`` replicas of
-``decode_cost`` decode with the lookahead ``policy`` (whose drafting may differ from the
-prefill pool's: it has none). Each pool is served by the one serving engine
-(:mod:`specsim.sim.serving`) through :meth:`DisaggConfig.prefill_serving` and
-:meth:`DisaggConfig.decode_serving`.
+``decode_cost`` decode, paged with ``kv_block_tokens`` (``preemption``), with the
+lookahead ``policy`` (chains; drafted by ``proposer`` when one is given) or the token
+trees of ``tree`` (a static or dynamic tree-serving configuration: its proposer, tree and
+position budget). Each pool is served by the one serving engine (:mod:`specsim.sim.serving`)
+through :meth:`DisaggConfig.prefill_serving` and :meth:`DisaggConfig.decode_engine`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specsim.acceptance.processes import AcceptanceProcess
+from specsim.acceptance.processes import AcceptanceProcess, IIDAcceptance
 from specsim.policies.lookahead import MAX_GAMMA, FixedGamma, LookaheadPolicy
+from specsim.proposers import DraftModel, Proposer
+from specsim.sim import paged
 from specsim.sim.disagg.first_step import AfterTransfer
 from specsim.sim.disagg.link import KVLink
 from specsim.sim.router import Router
 from specsim.sim.serving.config import ServingConfig
+from specsim.sim.serving.plans import TreePlan
 from specsim.sim.source import CostSource, check_whole
+from specsim.sim.tree_batch import TreeServingFields, TreeVerify, batch_cap
+from specsim.sim.tree_serving import StaticTreePlan, TreeServingConfig
+from specsim.sim.tree_serving_dynamic import DynamicTreePlan, DynamicTreeServingConfig
 from specsim.sim.workload import Workload
 
-__all__ = ["DisaggConfig"]
+__all__ = ["DecodeTrees", "DisaggConfig"]
+
+# The engine configuration of a pool that drafts nothing (gamma 0) still names an
+# acceptance process; nothing is proposed, so none is drawn from it.
+_NO_DRAWS = IIDAcceptance(alpha=0.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodeTrees:
+    """The decode pool's engine configuration under a tree plan (what
+    :class:`specsim.sim.serving.plans.EngineConfig` reads): the decode pool's cost seen
+    after the transfer, its batch (at most one root per position of the budget), the
+    tree's lookahead as ``max_gamma``, its memory and replicas."""
+
+    cost: AfterTransfer
+    max_batch: int
+    max_gamma: int
+    kv_capacity_tokens: int | None
+    kv_block_tokens: int | None
+    preemption: paged.Preemption
+    replicas: int
+    router: Router
+    token_budget: None = None
+
+    def kv_capacity(self) -> int | None:
+        if self.kv_capacity_tokens is not None:
+            return self.kv_capacity_tokens
+        return int(self.cost.kv_capacity_tokens())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,25 +69,43 @@ class DisaggConfig:
     it runs; the prefill pool's drafts nothing, so its draft is never priced, and its
     footprint gives the KV bytes per token the link carries). ``prefill_replicas`` and
     ``decode_replicas``: the pools' sizes (at least one each). ``max_batch``,
-    ``kv_capacity_tokens`` and ``router`` are the decode pool's; ``prefill_max_batch``,
-    ``prefill_kv_capacity_tokens`` and ``prefill_router`` the prefill pool's (None: the
-    decode pool's value; the KV budgets: each cost source's own). ``plain_twin``: also
-    decode the same requests without speculation (the prefill pool and the link are the
-    same for both: they do not speculate).
+    ``kv_capacity_tokens``, ``kv_block_tokens``, ``preemption`` and ``router`` are the
+    decode pool's; ``prefill_max_batch``, ``prefill_kv_capacity_tokens``,
+    ``prefill_kv_block_tokens``, ``prefill_token_budget`` and ``prefill_router`` the
+    prefill pool's (None: the decode pool's value for the batch and the router; the KV
+    budgets: each cost source's own; no paging, no chunking). The decode pool has no
+    token budget: it prefills nothing (its admission pass is the first decode step).
+
+    Chains: ``policy`` picks each gamma, ``acceptance`` draws what is accepted, and
+    ``proposer`` (None: ``decode_cost``'s draft model) drafts. Trees: ``tree``, a
+    :class:`~specsim.sim.tree_serving.TreeServingConfig` or
+    :class:`~specsim.sim.tree_serving_dynamic.DynamicTreeServingConfig` whose proposer,
+    tree and ``position_budget`` the decode pool serves (its workload and engine fields
+    are not read: the pools' are these), on ``decode_cost``, which must be its card cost
+    (the same deployment and draft model); then ``policy``, ``acceptance``, ``proposer``
+    and ``max_gamma`` are not given. ``plain_twin``: also decode the same requests without
+    speculation (the prefill pool and the link are the same for both: they do not
+    speculate).
     """
 
     workload: Workload
     prefill_cost: CostSource
     decode_cost: CostSource
-    acceptance: AcceptanceProcess
-    policy: LookaheadPolicy
     link: KVLink
+    acceptance: AcceptanceProcess | None = None
+    policy: LookaheadPolicy | None = None
+    proposer: Proposer | None = None
+    tree: TreeServingFields | None = None
     prefill_replicas: int = 1
     decode_replicas: int = 1
     max_batch: int = 64
     prefill_max_batch: int | None = None
     kv_capacity_tokens: int | None = None
     prefill_kv_capacity_tokens: int | None = None
+    kv_block_tokens: int | None = None
+    preemption: paged.Preemption = "recompute"
+    prefill_kv_block_tokens: int | None = None
+    prefill_token_budget: int | None = None
     max_gamma: int = MAX_GAMMA
     plain_twin: bool = True
     router: Router = "round-robin"
@@ -63,46 +116,122 @@ class DisaggConfig:
         check_whole(self.decode_replicas, "disaggregation.decode_replicas", minimum=1)
         if not isinstance(self.link, KVLink):
             raise TypeError(f"disaggregation.link: expected a KVLink, got {self.link!r}")
-        if self.prefill_max_batch is not None:
-            check_whole(self.prefill_max_batch, "disaggregation.prefill_max_batch", minimum=1)
-        if self.prefill_kv_capacity_tokens is not None:
-            check_whole(
-                self.prefill_kv_capacity_tokens,
-                "disaggregation.prefill_kv_capacity_tokens",
-                minimum=1,
-            )
+        for key in ("prefill_max_batch", "prefill_kv_capacity_tokens", "prefill_token_budget"):
+            value = getattr(self, key)
+            if value is not None:
+                check_whole(value, f"disaggregation.{key}", minimum=1)
+        if self.tree is None:
+            self._check_chains()
+        else:
+            self._check_trees()
         # Each pool's own fields are checked where its engine configuration is built.
-        self.prefill_serving()
-        self.decode_serving()
+        try:
+            self.prefill_serving()
+        except ValueError as exc:
+            raise ValueError(f"disaggregation prefill pool: {exc}") from None
+        self.decode_engine()
+
+    def _check_chains(self) -> None:
+        if self.policy is None or self.acceptance is None:
+            raise ValueError(
+                "disaggregation: the decode pool needs a lookahead policy and an acceptance "
+                "process (chains), or a tree plan (tree)"
+            )
+
+    def _check_trees(self) -> None:
+        """A tree plan replaces the chain's fields, and runs on ``decode_cost``'s cards."""
+        tree = self.tree
+        if not isinstance(tree, TreeServingConfig | DynamicTreeServingConfig):
+            raise TypeError(
+                "disaggregation tree: expected a TreeServingConfig or a "
+                f"DynamicTreeServingConfig, got {type(tree).__name__}"
+            )
+        given = [k for k in ("policy", "acceptance", "proposer") if getattr(self, k) is not None]
+        if given:
+            raise ValueError(
+                f"disaggregation tree: {given} are the chains' (the tree plan brings its "
+                "proposer and acceptance); give one or the other"
+            )
+        want = tree.card_cost()
+        dep = getattr(self.decode_cost, "deployment", None)
+        draft = getattr(self.decode_cost, "draft", None)
+        if dep != want.deployment or draft != want.draft:
+            what = "a draft model" if isinstance(tree.proposer, DraftModel) else "no draft"
+            raise ValueError(
+                "disaggregation decode_cost: a tree plan verifies on its own deployment "
+                f"({tree.deployment.target.slug} on {tree.deployment.hardware.slug}) with "
+                f"{what}; the decode pool's cost must be tree.card_cost()"
+            )
 
     def prefill_serving(self) -> ServingConfig:
         """The prefill pool as a serving run: every request one token long (its prompt's
-        pass emits it and it is done), decoding plainly, no twin."""
+        pass, or its last chunk's, emits it and it is done), decoding plainly, no twin."""
         return ServingConfig(
             workload=self.workload,
             cost=self.prefill_cost,
-            acceptance=self.acceptance,
+            acceptance=_NO_DRAWS if self.acceptance is None else self.acceptance,
             policy=FixedGamma(gamma=0),
             max_batch=self.max_batch if self.prefill_max_batch is None else self.prefill_max_batch,
             kv_capacity_tokens=self.prefill_kv_capacity_tokens,
             max_gamma=0,
             plain_twin=False,
+            kv_block_tokens=self.prefill_kv_block_tokens,
+            token_budget=self.prefill_token_budget,
             replicas=self.prefill_replicas,
             router=self.router if self.prefill_router is None else self.prefill_router,
         )
 
     def decode_serving(self) -> ServingConfig:
-        """The decode pool as a serving run on :class:`AfterTransfer` (its admission pass is
-        the first decode step, the prompt's KV having arrived)."""
+        """The decode pool as a chain serving run on :class:`AfterTransfer` (its admission
+        pass is the first decode step, the prompt's KV having arrived). Under a tree plan:
+        the same pool decoding plainly (the plain twin's)."""
+        policy = FixedGamma(gamma=0) if self.policy is None else self.policy
         return ServingConfig(
             workload=self.workload,
             cost=AfterTransfer(self.decode_cost),
-            acceptance=self.acceptance,
-            policy=self.policy,
+            acceptance=_NO_DRAWS if self.acceptance is None else self.acceptance,
+            policy=policy,
             max_batch=self.max_batch,
             kv_capacity_tokens=self.kv_capacity_tokens,
-            max_gamma=self.max_gamma,
+            max_gamma=self.max_gamma if self.tree is None else self.decode_trees().max_gamma,
             plain_twin=self.plain_twin,
+            kv_block_tokens=self.kv_block_tokens,
+            preemption=self.preemption,
+            replicas=self.decode_replicas,
+            router=self.router,
+            proposer=self.proposer,
+        )
+
+    def decode_trees(self) -> DecodeTrees:
+        """The decode pool's engine configuration under the tree plan."""
+        tree = self.tree
+        if tree is None:
+            raise ValueError("disaggregation: no tree plan (tree) on the decode pool")
+        lookahead = self.tree_plan().lookahead
+        setup = DecodeTrees(
+            cost=AfterTransfer(self.decode_cost),
+            max_batch=batch_cap(self.max_batch, tree.position_budget),
+            max_gamma=lookahead - 1,
+            kv_capacity_tokens=self.kv_capacity_tokens,
+            kv_block_tokens=self.kv_block_tokens,
+            preemption=self.preemption,
             replicas=self.decode_replicas,
             router=self.router,
         )
+        paged.check_engine(setup)
+        return setup
+
+    def decode_engine(self) -> ServingConfig | DecodeTrees:
+        """The decode pool's engine configuration: chains, or the tree plan's."""
+        return self.decode_serving() if self.tree is None else self.decode_trees()
+
+    def tree_plan(self) -> TreePlan:
+        """The decode pool's tree plan (a new one: a dynamic plan keeps state per run)."""
+        tree: object = self.tree
+        cost = self.decode_cost
+        dep = getattr(cost, "deployment", None)
+        if isinstance(tree, TreeServingConfig):
+            return StaticTreePlan(tree, TreeVerify(cost), dep)  # type: ignore[arg-type]
+        if isinstance(tree, DynamicTreeServingConfig):
+            return DynamicTreePlan(tree, TreeVerify(cost), dep)  # type: ignore[arg-type]
+        raise ValueError("disaggregation: no tree plan (tree) on the decode pool")

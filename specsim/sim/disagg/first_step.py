@@ -22,6 +22,22 @@ before the request decodes with the rest of its batch, in the engine's prefill s
 Both are one pass over the admitted requests, as the engine prices an admission: an
 engine that folds the new requests into the running batch's pass would save one read of
 the target's weights per admission (an upper bound here, by that much).
+
+**A request preempted on the decode pool** (paged KV, ``preemption = "recompute"``,
+:mod:`specsim.sim.paged`) rebuilds its cache *on the decode replica*, from its prompt
+and the tokens it has emitted (``context - 1`` tokens): it is not prefilled again on the
+prefill pool nor sent again. vLLM's NixlConnector triggers one transfer per request
+(``NixlConnectorScheduler.update_state_after_alloc`` sets ``do_remote_prefill = False``
+after the first, "Only trigger 1 KV transfer per request",
+``vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py``), so a request the
+decode instance's scheduler preempts and reschedules is computed there like any
+recompute-preempted request of vLLM's scheduler. When it is readmitted its rebuild rides
+in the admission pass beside the fresh requests' first steps (:meth:`AfterTransfer.
+prefill_resumed`): one target pass of one position after each fresh prompt and a chain of
+the rebuilt tokens from an empty cache for each returning request (a prefill's shape, not
+a verification), plus the draft model's prefill of the fresh prompts and the rebuilt
+tokens together. It emits no token: a returning request goes on decoding where it left
+off.
 """
 
 from __future__ import annotations
@@ -46,26 +62,52 @@ def _plus(a: PassCost, b: PassCost, sign: float = 1.0) -> PassCost:
     )
 
 
-def first_step_cost(cost: CostSource, prompts: NDArray[np.int64], *, draft: bool) -> PassCost:
+def first_step_cost(
+    cost: CostSource,
+    prompts: NDArray[np.int64],
+    *,
+    draft: bool,
+    rebuilt: NDArray[np.int64] | None = None,
+) -> PassCost:
     """The admitted requests' first decode step (one target position each after its
-    prompt) and, with ``draft``, the draft's prefill of their prompts (module docstring)."""
-    step = cost.verify(np.ones(prompts.shape[0], dtype=np.int64), prompts)
+    prompt) and, with ``draft``, the draft's prefill of their prompts (module docstring).
+    ``rebuilt``: the tokens each returning preempted request recomputes in the same pass
+    (a chain from an empty cache each; the draft's prefill covers them too)."""
+    fresh = np.ones(prompts.shape[0], dtype=np.int64)
+    if rebuilt is None or rebuilt.shape[0] == 0:
+        step = cost.verify(fresh, prompts)
+        drafted = prompts
+    else:
+        new = np.concatenate([fresh, rebuilt])
+        ctx = np.concatenate([prompts, np.zeros(rebuilt.shape[0], dtype=np.int64)])
+        chains = getattr(cost, "chains_pass", None)  # a card cost: never a verification
+        step = cost.verify(new, ctx) if chains is None else chains(new, ctx, verify=False)
+        drafted = np.concatenate([prompts, rebuilt])
     if not draft:
         return step
-    drafted = _plus(cost.prefill(prompts, draft=True), cost.prefill(prompts, draft=False), -1.0)
-    return _plus(step, drafted)
+    own = _plus(cost.prefill(drafted, draft=True), cost.prefill(drafted, draft=False), -1.0)
+    return _plus(step, own)
 
 
 class AfterTransfer:
     """``cost`` as the decode pool sees it: its ``prefill`` is :func:`first_step_cost` (the
     prompt's target KV arrived over the link); every other pass and attribute is
-    ``cost``'s own."""
+    ``cost``'s own, and a preempted request's recompute is priced by
+    :meth:`prefill_resumed`."""
 
     def __init__(self, cost: CostSource) -> None:
         self.inner = cost
 
     def prefill(self, prompts: NDArray[np.int64], *, draft: bool) -> PassCost:
         return first_step_cost(self.inner, prompts, draft=draft)
+
+    def prefill_resumed(
+        self, prompts: NDArray[np.int64], rebuilt: NDArray[np.int64], *, draft: bool
+    ) -> PassCost:
+        """The admission pass of fresh requests (``prompts``) beside preempted ones coming
+        back, which recompute ``rebuilt`` tokens each here (module docstring); the serving
+        engine asks for it instead of ``prefill`` when a readmission rebuilds a cache."""
+        return first_step_cost(self.inner, prompts, draft=draft, rebuilt=rebuilt)
 
     def verify(self, new_tokens: NDArray[np.int64], context: NDArray[np.int64]) -> PassCost:
         return self.inner.verify(new_tokens, context)

@@ -14,9 +14,15 @@ without the draft. The table::
     prefill_router = "least-outstanding" # optional; default: router
     prefill_tensor_parallel = 1   # optional; default: the decode pool's tensor_parallel
 
-The top-level ``max_batch``, ``kv_capacity_tokens`` and ``router`` are the decode pool's.
-Chunked prefill and paged KV (``token_budget``, ``kv_block_tokens``) are not modelled for
-the pools: an error names them.
+    prefill_kv_block_tokens = 16  # optional: the prefill pool's paged cache
+    prefill_token_budget = 2048   # optional: chunked prefill on the prefill pool
+
+The top-level ``max_batch``, ``kv_capacity_tokens``, ``kv_block_tokens``, ``preemption``
+and ``router`` are the decode pool's (a request preempted there recomputes its cache
+there: :mod:`specsim.sim.disagg.first_step`). A top-level ``token_budget`` is refused with
+an error naming it (the decode pool prefills nothing; chunked prefill is the prefill
+pool's, ``prefill_token_budget``). A ``[proposer]`` without a ``[tree]`` drafts the decode
+pool's chains; with a ``[tree]`` (static or dynamic) the decode pool verifies token trees.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from specsim.sim.disagg.config import DisaggConfig
 from specsim.sim.disagg.link import card_link
 from specsim.sim.serving.config import ServingConfig
 from specsim.sim.source import check_whole
+from specsim.sim.tree_serving import TreeServingConfig
+from specsim.sim.tree_serving_dynamic import DynamicTreeServingConfig
 
 __all__ = ["TABLE_KEYS", "DisaggSpec", "disagg_from_dict", "load_disaggregated"]
 
@@ -49,8 +57,10 @@ TABLE_KEYS: tuple[str, ...] = (
     "prefill_kv_capacity_tokens",
     "prefill_router",
     "prefill_tensor_parallel",
+    "prefill_kv_block_tokens",
+    "prefill_token_budget",
 )
-_POOLS_LACK = ("replicas", "token_budget", "kv_block_tokens", "preemption")
+_POOLS_LACK = ("replicas", "token_budget")
 
 
 @dataclass(frozen=True)
@@ -76,6 +86,54 @@ def disagg_from_dict(
 ) -> DisaggSpec:
     """Build a :class:`DisaggConfig` from a parsed TOML table with ``[disaggregation]``; a
     ValueError names the key (``disaggregation.decode_replicas``)."""
+    table = _table(data, where)
+    spec = config_from_dict(
+        {k: v for k, v in data.items() if k != "disaggregation"}, where=where, base=base
+    )
+    run = spec.config
+    if isinstance(run, TreeServingConfig | DynamicTreeServingConfig):
+        cost, decode = run.card_cost(), _tree_pool(run)
+    elif isinstance(run, ServingConfig) and isinstance(run.cost, CardCost):
+        cost, decode = run.cost, _chain_pool(run)
+    else:
+        raise ValueError(
+            f"{where}: [disaggregation] needs a serving run on cards (mode = 'serving', "
+            f"[cost] kind = 'cards' or a [deployment]), got {type(run).__name__}"
+        )
+    key = f"{where} disaggregation"
+    link = card_link(
+        cost.hardware,
+        table.get("link", "interconnect"),
+        network_bandwidth=table.get("network_bandwidth"),
+        network_latency_s=table.get("network_latency_s"),
+        where=f"{key}.link",
+    )
+    config = DisaggConfig(
+        workload=run.workload,
+        prefill_cost=_prefill_pool(cost, table.get("prefill_tensor_parallel"), key),
+        decode_cost=cost,
+        link=link,
+        prefill_replicas=table.get("prefill_replicas", 1),
+        decode_replicas=table.get("decode_replicas", 1),
+        max_batch=run.max_batch,
+        prefill_max_batch=table.get("prefill_max_batch"),
+        kv_capacity_tokens=run.kv_capacity_tokens,
+        prefill_kv_capacity_tokens=table.get("prefill_kv_capacity_tokens"),
+        kv_block_tokens=run.kv_block_tokens,
+        preemption=run.preemption,
+        prefill_kv_block_tokens=table.get("prefill_kv_block_tokens"),
+        prefill_token_budget=table.get("prefill_token_budget"),
+        plain_twin=run.plain_twin,
+        router=run.router,
+        prefill_router=table.get("prefill_router"),
+        **decode,
+    )
+    return DisaggSpec(config=config, seed=spec.seed, slo=spec.slo)
+
+
+def _table(data: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    """The ``[disaggregation]`` table, its keys known and the top-level keys it excludes
+    absent; a ValueError names what is wrong."""
     table = data.get("disaggregation")
     if not isinstance(table, Mapping):
         raise ValueError(f"{where} [disaggregation]: expected a table, got {table!r}")
@@ -88,45 +146,26 @@ def disagg_from_dict(
     if clash:
         raise ValueError(
             f"{where}: {clash} with [disaggregation]: the pools' sizes are "
-            f"disaggregation.prefill_replicas and decode_replicas, and chunked prefill and "
-            f"paged KV are not modelled on them"
+            f"disaggregation.prefill_replicas and decode_replicas, and chunked prefill is "
+            f"the prefill pool's (disaggregation.prefill_token_budget): the decode pool "
+            f"prefills nothing, its admission pass is the first decode step"
         )
-    spec = config_from_dict(
-        {k: v for k, v in data.items() if k != "disaggregation"}, where=where, base=base
-    )
-    serving = spec.config
-    if not isinstance(serving, ServingConfig) or not isinstance(serving.cost, CardCost):
-        raise ValueError(
-            f"{where}: [disaggregation] needs a chain serving run on cards (mode = 'serving', "
-            f"[cost] kind = 'cards' or a [deployment]), got {type(serving).__name__}"
-        )
-    key = f"{where} disaggregation"
-    link = card_link(
-        serving.cost.hardware,
-        table.get("link", "interconnect"),
-        network_bandwidth=table.get("network_bandwidth"),
-        network_latency_s=table.get("network_latency_s"),
-        where=f"{key}.link",
-    )
-    config = DisaggConfig(
-        workload=serving.workload,
-        prefill_cost=_prefill_pool(serving.cost, table.get("prefill_tensor_parallel"), key),
-        decode_cost=serving.cost,
-        acceptance=serving.acceptance,
-        policy=serving.policy,
-        link=link,
-        prefill_replicas=table.get("prefill_replicas", 1),
-        decode_replicas=table.get("decode_replicas", 1),
-        max_batch=serving.max_batch,
-        prefill_max_batch=table.get("prefill_max_batch"),
-        kv_capacity_tokens=serving.kv_capacity_tokens,
-        prefill_kv_capacity_tokens=table.get("prefill_kv_capacity_tokens"),
-        max_gamma=serving.max_gamma,
-        plain_twin=serving.plain_twin,
-        router=serving.router,
-        prefill_router=table.get("prefill_router"),
-    )
-    return DisaggSpec(config=config, seed=spec.seed, slo=spec.slo)
+    return table
+
+
+def _chain_pool(run: ServingConfig) -> dict[str, Any]:
+    """The decode pool's chain fields of a chain serving run."""
+    return {
+        "acceptance": run.acceptance,
+        "policy": run.policy,
+        "proposer": run.proposer,
+        "max_gamma": run.max_gamma,
+    }
+
+
+def _tree_pool(run: TreeServingConfig | DynamicTreeServingConfig) -> dict[str, Any]:
+    """The decode pool's tree plan of a tree serving run."""
+    return {"tree": run}
 
 
 def _prefill_pool(decode: CardCost, tp: object, key: str) -> CardCost:

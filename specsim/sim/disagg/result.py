@@ -12,7 +12,10 @@ on the pool's own arrivals and completions), ``prefill_utilization``, ``decode_u
 ``plain_energy_j_per_token`` count both pools); and the hand-over:
 ``transfer_p50_s``, ``transfer_p99_s``, ``transfer_mean_s`` (a transfer's own time),
 ``handover_p99_s`` (prefill end to the cache's arrival: the link's queue included) and
-``kv_bytes_per_token``. ``stable`` is False when the whole run or either pool is shown
+``kv_bytes_per_token``; when the decode pool verified token trees, the tree-serving keys
+(:meth:`specsim.sim.tree_batch.TreeServingResult.metrics`: ``tokens_per_pass`` and its
+standard error ``tokens_per_pass_se``, ``mean_nodes``, ``budget_bound_share``,
+``discarded_share``). ``stable`` is False when the whole run or either pool is shown
 unstable, None when one is untested and none unstable.
 """
 
@@ -26,6 +29,7 @@ import pandas as pd
 
 from specsim.sim.records import ServingResult
 from specsim.sim.stability import stability_metrics
+from specsim.sim.tree_batch import TreeServingResult
 
 __all__ = ["DisaggResult"]
 
@@ -83,7 +87,20 @@ class DisaggResult:
             both = pre + float(np.nansum(plain["energy_j"].to_numpy()))
             out["plain_energy_j_per_token"] = both / tokens  # the prefill pool's too
         out.update(_handover(self.requests_spec), kv_bytes_per_token=self.kv_bytes_per_token)
+        if "accepted" in self.decode.iterations_spec.columns:  # a tree plan decoded
+            its = self.decode.iterations_spec
+            trees = TreeServingResult(requests=self.requests_spec, iterations=its).metrics()
+            out.update({k: trees[k] for k in _TREE_KEYS})
         return out
+
+
+_TREE_KEYS = (
+    "tokens_per_pass",
+    "tokens_per_pass_se",
+    "mean_nodes",
+    "budget_bound_share",
+    "discarded_share",
+)
 
 
 def _replicas(iterations: pd.DataFrame) -> int:

@@ -7,9 +7,12 @@
 2. The **hand-over** (:mod:`specsim.sim.disagg.link`): the cache crosses the link,
    transfers from one prefill replica one after another.
 3. The **decode pool** serves the requests as they arrive there (the cache's arrival), on
-   the same engine with the run's lookahead policy, on
+   the same engine with the run's lookahead policy (chains, drafted by the cost source's
+   draft model or the run's proposer) or its tree plan (static or dynamic token trees,
+   their walks drawn from ``rng`` during the run), on
    :class:`~specsim.sim.disagg.first_step.AfterTransfer`: its admission pass is the first
-   decode step (and the draft's prefill), which emits the first token.
+   decode step (and the draft's prefill), which emits the first token; a request
+   preempted there (paged KV) recomputes its cache there.
 
 A request's TTFT is from its arrival at the prefill pool to the end of that first decode
 step (the engines stream tokens from the decode worker); its TPOT is the decode pool's.
@@ -25,12 +28,14 @@ from numpy.typing import NDArray
 
 from specsim.policies.lookahead import FixedGamma, fixed_gamma
 from specsim.sim.batch import Requests, draw_requests
-from specsim.sim.disagg.config import DisaggConfig
+from specsim.sim.disagg.config import DecodeTrees, DisaggConfig
 from specsim.sim.disagg.link import hand_over, target_kv_bytes_per_token
 from specsim.sim.disagg.result import DisaggResult
 from specsim.sim.records import ServingResult
 from specsim.sim.serving.config import ServingConfig
+from specsim.sim.serving.drafting import ProposerDrafts, target_deployment
 from specsim.sim.serving.loop import serve
+from specsim.sim.serving.plans import TreePlan
 from specsim.sim.source import check_positions_fit
 from specsim.sim.stability import plain_work_s
 
@@ -48,8 +53,13 @@ def simulate_disaggregated(config: DisaggConfig, rng: np.random.Generator) -> Di
     table = config.workload.sample(rng).reset_index(drop=True)
     prompt = table["prompt_tokens"].to_numpy().astype(np.int64)
     out = table["output_tokens"].to_numpy().astype(np.int64)
-    check_positions_fit(config.decode_cost, context=prompt, new_tokens=out, name="workload")
-    draws = draw_requests(config.acceptance, out, max_gamma=config.max_gamma, rng=rng)
+    plan = None if config.tree is None else config.tree_plan()
+    ahead = 0 if plan is None else plan.lookahead
+    check_positions_fit(config.decode_cost, context=prompt, new_tokens=out + ahead, name="workload")
+    draws = None
+    if plan is None:
+        assert config.acceptance is not None  # checked by DisaggConfig
+        draws = draw_requests(config.acceptance, out, max_gamma=config.max_gamma, rng=rng)
     pre_req = Requests.undrawn(table.assign(output_tokens=1), lookahead=1)
     pre_tab, pre_its = serve(config.prefill_serving(), pre_req, FixedGamma(gamma=0))
     ready = pre_tab["first_token_s"].to_numpy()
@@ -61,14 +71,17 @@ def simulate_disaggregated(config: DisaggConfig, rng: np.random.Generator) -> Di
     dec_table = pd.DataFrame(
         {"arrival_s": arrive[order], "prompt_tokens": prompt[order], "output_tokens": out[order]}
     )
-    dec_req = Requests.build(dec_table, [draws[i] for i in order], max_gamma=config.max_gamma)
-    spec, plain = _decode(config, dec_req)
+    if draws is None:
+        dec_req = Requests.undrawn(dec_table, lookahead=ahead)
+    else:
+        dec_req = Requests.build(dec_table, [draws[i] for i in order], max_gamma=config.max_gamma)
+    spec, plain = _decode(config, dec_req, plan, rng)
     handed = pd.DataFrame(
         {"prefill_end_s": ready, "transfer_s": transfer, "kv_ready_s": arrive}, index=table.index
     )
     if "replica" in pre_tab:
         handed["prefill_replica"] = where
-    dec_cfg = config.decode_serving()
+    dec_cfg = config.decode_engine()
     return DisaggResult(
         requests_spec=_merge(table, handed, spec[0], order),
         requests_plain=None if plain is None else _merge(table, handed, plain[0], order),
@@ -88,18 +101,28 @@ def simulate_disaggregated(config: DisaggConfig, rng: np.random.Generator) -> Di
     )
 
 
-def _decode(config: DisaggConfig, req: Requests) -> tuple[Frames, Frames | None]:
-    """The decode pool's run under the policy and its plain twin (as simulate_serving)."""
+def _decode(
+    config: DisaggConfig, req: Requests, plan: TreePlan | None, rng: np.random.Generator
+) -> tuple[Frames, Frames | None]:
+    """The decode pool's run under the policy (as simulate_serving) or the tree plan (its
+    walks drawn from ``rng``), and its plain twin: the same pool decoding the same requests
+    with gamma 0 (a tree plan's twin reserves the tree's lookahead, as its run does)."""
     dec_cfg = config.decode_serving()
-    spec = serve(dec_cfg, req, config.policy)
+    if plan is not None:
+        spec = serve(config.decode_trees(), req, None, tree=plan, rng=rng)
+    else:
+        drafts = None
+        if config.proposer is not None:
+            drafts = ProposerDrafts(dec_cfg.cost, config.proposer, target_deployment(dec_cfg.cost))
+        spec = serve(dec_cfg, req, config.policy, drafts=drafts)
     if not config.plain_twin:
         return spec, None
-    if fixed_gamma(config.policy) == 0:  # plain decoding: its own twin
+    if config.policy is not None and fixed_gamma(config.policy) == 0:  # plain: its own twin
         return spec, (spec[0].copy(), spec[1].copy())
     return spec, serve(dec_cfg, req, FixedGamma(gamma=0))
 
 
-def _work(cfg: ServingConfig, prompt: Ints, out: Ints) -> float:
+def _work(cfg: ServingConfig | DecodeTrees, prompt: Ints, out: Ints) -> float:
     """A request's plain work on a pool's replica (:func:`specsim.sim.stability.plain_work_s`)."""
     return plain_work_s(
         cfg.cost,
