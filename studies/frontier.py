@@ -24,8 +24,9 @@ tokens from Sequoia's positional model), batch 1 to 256:
 - **Long context** (``long_context``): Llama-3.1-8B on ``long_devices`` GPUs at 4k, 32k and
   128k tokens of context, drafting for itself with a streaming KV budget of ``kv_budget``
   tokens (:class:`specsim.proposers.StreamingSelfSpec`, MagicDec's StreamingLLM
-  self-speculation) at an *assumed* acceptance ``long_alpha`` (no published per-depth table
-  was read for it: a what-if, labelled). At long context a step is KV-bound, so
+  self-speculation) at the per-token acceptance MagicDec measured at each context
+  (``long_card``, ``models/proposers/magicdec-llama-3.1-8b-streaming-512.toml``; the same rate
+  at every depth, assumed), or at a what-if ``long_alpha``. At long context a step is KV-bound, so
   verification costs about one plain step at every batch while the budgeted draft stays
   cheap: the speedup rises with batch (MagicDec, arXiv:2408.11049, Section 4).
 
@@ -54,6 +55,7 @@ from matplotlib.figure import Figure
 
 from specsim.cards import ModelCard, load_head, load_model
 from specsim.cards.files import packaged_root
+from specsim.cards.proposer_cards import StreamingSelfSpecCard, load_proposer_card
 from specsim.cost.deployment import Deployment
 from specsim.cost.shape import chain_sums
 from specsim.plots.figures import describe, figure, legend_outside, plot_lines
@@ -101,8 +103,15 @@ class Config:
         (4096, 32768, 128000), "contexts of the long-context part", "tokens"
     )
     kv_budget: int = setting(512, "KV budget of the streaming self-speculation draft", "tokens")
-    long_alpha: float = setting(
-        0.8, "assumed acceptance per depth of the streaming draft (a what-if)", "probability"
+    long_card: str = setting(
+        "magicdec-llama-3.1-8b-streaming-512",
+        "streaming self-speculation card whose measured acceptance by context the "
+        "long-context part reads (its budget must be kv_budget)",
+    )
+    long_alpha: float | None = setting(
+        None,
+        "a what-if acceptance per depth instead of the card's (None: the card's)",
+        "probability",
     )
     long_gamma: int = setting(3, "drafted chain length of the long-context part", "tokens")
     disagg_target: str = setting("llama-3.1-8b", "target of the disaggregation part (slug)")
@@ -129,7 +138,8 @@ class Config:
     disagg_seed: int = setting(0, "seed of the disaggregation part's requests and draws")
 
     def __post_init__(self) -> None:
-        check_probability(self.long_alpha, "long_alpha")
+        if self.long_alpha is not None:
+            check_probability(self.long_alpha, "long_alpha")
         check_probability(self.disagg_alpha, "disagg_alpha")
         for key in ("disagg_gamma", "disagg_replicas", "disagg_prefill_replicas"):
             check_positive_int(getattr(self, key), key)
@@ -153,6 +163,25 @@ class Config:
                 f"kv_budget {self.kv_budget} is larger than the long_contexts {short}: a KV "
                 "budget must be at most the context"
             )
+
+
+def _streaming_draft(cfg: Config, *, context: int) -> StreamingSelfSpec:
+    """The long-context part's proposer at ``context``: the card's measured acceptance there,
+    or ``long_alpha`` at every depth when given (a what-if)."""
+    if cfg.long_alpha is None:
+        card = load_proposer_card(cfg.long_card)
+        if not isinstance(card, StreamingSelfSpecCard) or card.budget != cfg.kv_budget:
+            raise ValueError(
+                f"long_card {cfg.long_card!r}: needs a streaming-self-speculation card of "
+                f"budget kv_budget = {cfg.kv_budget} (got kind {card.kind!r}, budget "
+                f"{getattr(card, 'budget', None)}); set long_alpha for a what-if at another budget"
+            )
+        return StreamingSelfSpec.from_card(card, context=context)
+    acc = RankAcceptance(
+        accept=((cfg.long_alpha,),) * cfg.long_gamma,
+        source=f"assumed {cfg.long_alpha} per depth (study frontier, long_alpha)",
+    )
+    return StreamingSelfSpec(target=cfg.long_target, budget=cfg.kv_budget, acceptance=acc)
 
 
 def dense_twin(card: ModelCard) -> ModelCard:
@@ -245,12 +274,8 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
     long_dep = Deployment(
         target=cfg.long_target, hardware=cfg.hardware, tensor_parallel=cfg.long_devices
     )
-    acc = RankAcceptance(
-        accept=((cfg.long_alpha,),) * cfg.long_gamma,
-        source=f"assumed {cfg.long_alpha} per depth (study frontier, long_alpha)",
-    )
-    self_spec = StreamingSelfSpec(target=cfg.long_target, budget=cfg.kv_budget, acceptance=acc)
     for c in cfg.long_contexts:
+        self_spec = _streaming_draft(cfg, context=c)
         for r in _rows(long_dep, self_spec, depth=cfg.long_gamma, batches=batches, context=c):
             rows.append({"part": "long_context", "series": f"context {c // 1000}k", **r})
     rows += disagg_rows(cfg, fast=fast)
