@@ -118,6 +118,7 @@ def fitted_anchors() -> pd.DataFrame:
             )
         )
     rows += vllm_anchors().to_dict("records")
+    rows += vllm_anchors(VLLM_STACK).to_dict("records")
     rows += stack_fit_rows().to_dict("records")
     # The kernel sweeps the weight-only formats are fitted on (in sample) join here as their
     # own family, "in-sample: kernel sweeps", when their fit lands (issue 23, item 2).
@@ -207,24 +208,28 @@ def _line_rows(
     return rows
 
 
-def vllm_anchors() -> pd.DataFrame:
+def vllm_anchors(runtime: str = VLLM_PROFILE) -> pd.DataFrame:
     """The two numbers ``vllm-h100`` was fitted on (in sample: ``fitted_on`` names them),
-    predicted by the profile now and by the ``vllm-v1`` stack on the H100 SXM, whose host
-    cost per pass and device part were fitted on them too (columns
-    :data:`specsim.validate.fidelity.rows.COLUMNS`)."""
-    rows = _line_rows(
-        "bfloat16",
-        family="in-sample: vLLM v0.19.1 (vllm-h100 profile)",
-        fitted_on="itself: memory_efficiency and pass_overhead_s of vllm-h100 "
-        "were fitted to this slope and intercept",
-    )
-    rows += _line_rows(
-        "bfloat16",
-        family="in-sample: vllm-v1 stack on h100-sxm (device part h100-sxm)",
-        fitted_on="itself: pass_overhead_s of models/stacks/vllm-v1.toml and memory_efficiency "
-        "of models/stacks/devices/h100-sxm.toml were fitted to this slope and intercept",
-        runtime=VLLM_STACK,
-    )
+    predicted now by ``runtime``: the profile, or the ``vllm-v1`` stack on the H100 SXM
+    (:data:`VLLM_STACK`), whose host cost per pass and device part were fitted on them too
+    (columns :data:`specsim.validate.fidelity.rows.COLUMNS`)."""
+    if runtime == VLLM_STACK:
+        rows = _line_rows(
+            "bfloat16",
+            family="in-sample: vllm-v1 stack on h100-sxm (device part h100-sxm)",
+            fitted_on="itself: pass_overhead_s of models/stacks/vllm-v1.toml and "
+            "memory_efficiency of models/stacks/devices/h100-sxm.toml were fitted to this "
+            "slope and intercept",
+            runtime=VLLM_STACK,
+        )
+    else:
+        rows = _line_rows(
+            "bfloat16",
+            family=f"in-sample: vLLM v0.19.1 ({runtime} profile)",
+            fitted_on=f"itself: memory_efficiency and pass_overhead_s of {runtime} "
+            "were fitted to this slope and intercept",
+            runtime=runtime,
+        )
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
