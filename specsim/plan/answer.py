@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from specsim.plan.evaluation import Row, best_plan, closed_row, serve, served_row
+from specsim.plan.fidelity import fidelity_coverage
 from specsim.plan.limits import Limit, serveable_rate, speedup_at, stops_paying, what_changes
 from specsim.plan.options import Option, PlanRequest, build_option
 from specsim.plan.served_limit import served_stop
-from specsim.plan.verdict import Verdict, choose, sentence, weak_assumptions
+from specsim.plan.verdict import Verdict, choose, row_card, sentence, weak_assumptions
 from specsim.sim.workload import preset_workload
 
 __all__ = ["PlanAnswer", "plan"]
@@ -133,6 +134,14 @@ def plan(request: PlanRequest) -> PlanAnswer:
         "requests": request.requests if request.load.rate_per_s is not None else None,
         "acceptance": {o.label: o.acceptance_source for o in options},
         "method": _method(request, batch, context),
+        "fidelity": {
+            r.label: {"status": c.status, "families": list(c.families), "line": c.line}
+            for r, c in zip(
+                rows,
+                fidelity_coverage(dep, [r.kind for r in rows], [row_card(r) for r in rows]),
+                strict=True,
+            )
+        },
     }
     return PlanAnswer(
         verdict=verdict,

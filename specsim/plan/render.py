@@ -120,6 +120,8 @@ def _assumed(answer: PlanAnswer) -> list[str]:
         f"method: {a['method']}",
     ]
     out += [f"acceptance of {k}: {v}" for k, v in a["acceptance"].items()]
+    # the fidelity page's checks on the same model pair (the others are weak assumptions)
+    out += [f["line"] for f in a.get("fidelity", {}).values() if f["status"] == "same pair"]
     return out
 
 

@@ -19,7 +19,7 @@ from specsim.plan.fidelity import fidelity_flags
 from specsim.plan.limits import Limit
 from specsim.plan.options import PlanRequest
 
-__all__ = ["Verdict", "choose", "meets_slo", "sentence", "weak_assumptions"]
+__all__ = ["Verdict", "choose", "meets_slo", "row_card", "sentence", "weak_assumptions"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -213,4 +213,11 @@ def weak_assumptions(rows: Sequence[Row], request: PlanRequest) -> list[str]:
         )
         if request.slo_ttft_p99_s is not None:
             out.append("--slo-ttft-p99 is not checked in a closed batch (no arrivals)")
-    return out + fidelity_flags(dep, [r.kind for r in rows])
+    return out + fidelity_flags(dep, [r.kind for r in rows], cards=[row_card(r) for r in rows])
+
+
+def row_card(row: Row) -> str | None:
+    """The draft or head card of a row (its label is ``"<kind> <card>"``; None: plain
+    decoding, or a proposer without a card)."""
+    head = f"{row.kind} "
+    return row.label[len(head) :] if row.kind != "none" and row.label.startswith(head) else None

@@ -4,7 +4,9 @@
 panel per quantity (per-token latency in seconds, speedup over plain decoding),
 log axes on both (latencies span two decades), the measured 95% interval as a
 horizontal bar, the line y = x and a band of +/- 10% (the accuracy goal), one
-colour and marker per anchor family.
+colour and marker per anchor family. The published plain-pass families of the stacks
+(quantities :data:`STACK_QUANTITIES`) are drawn apart, by :func:`plot_stack_fidelity`, so
+that each figure's families keep distinct styles.
 """
 
 from __future__ import annotations
@@ -16,7 +18,11 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from specsim.plots.figures import describe, figure, legend_outside, style_map
 
-__all__ = ["plot_fidelity"]
+__all__ = ["STACK_QUANTITIES", "plot_fidelity", "plot_stack_fidelity"]
+
+STACK_QUANTITIES = ("plain pass throughput", "plain time per token")
+"""The quantities of the stacks' published plain-pass families
+(:mod:`specsim.validate.fidelity.published`)."""
 
 _NEEDED = ("family", "quantity", "unit", "measured", "measured_low", "measured_high", "predicted")
 _BAND = 0.10
@@ -24,7 +30,28 @@ _BAND = 0.10
 
 def plot_fidelity(table: pd.DataFrame) -> Figure:
     """Predicted against measured, one log-log panel per quantity of ``table`` (the
-    fidelity table), y = x and a +/- 10% band, colour and marker per family."""
+    fidelity table) except :data:`STACK_QUANTITIES`, y = x and a +/- 10% band, colour and
+    marker per family."""
+    _check(table)
+    rest = table[~table["quantity"].isin(STACK_QUANTITIES)]
+    if rest.empty:
+        raise ValueError("plot_fidelity: the table has only stack rows (plot_stack_fidelity)")
+    return _panels(rest, title="Fidelity: every anchor, predicted against measured (out of sample)")
+
+
+def plot_stack_fidelity(table: pd.DataFrame) -> Figure:
+    """The stacks' published plain-pass families of ``table`` (:data:`STACK_QUANTITIES`),
+    drawn as :func:`plot_fidelity` draws the rest."""
+    _check(table)
+    stacks = table[table["quantity"].isin(STACK_QUANTITIES)]
+    if stacks.empty:
+        raise ValueError("plot_stack_fidelity: the table has no stack rows")
+    return _panels(
+        stacks, title="Fidelity: published plain passes, predicted by the stacks (out of sample)"
+    )
+
+
+def _check(table: pd.DataFrame) -> None:
     if not isinstance(table, pd.DataFrame):
         raise TypeError(f"plot_fidelity: expected a pandas DataFrame, got {type(table).__name__}")
     missing = [c for c in _NEEDED if c not in table.columns]
@@ -32,6 +59,9 @@ def plot_fidelity(table: pd.DataFrame) -> Figure:
         raise ValueError(f"plot_fidelity: the table lacks column(s) {missing}")
     if table.empty:
         raise ValueError("plot_fidelity: the table is empty")
+
+
+def _panels(table: pd.DataFrame, *, title: str) -> Figure:
     quantities = list(dict.fromkeys(table["quantity"]))
     # Eight styles at most: the two model pairs of a family share one, and so do the two
     # directions of Leviathan et al.'s Table 2.
@@ -95,7 +125,7 @@ def plot_fidelity(table: pd.DataFrame) -> Figure:
     fams = "; ".join(str(f) for f in styles)
     return describe(
         fig,
-        title="Fidelity: every anchor, predicted against measured (out of sample)",
+        title=title,
         alt=f"{len(quantities)} log-log scatter panels ({', '.join(map(str, quantities))}) of "
         f"predicted against measured for {len(table)} rows, one colour and marker per family "
         f"({fams}); horizontal bars are the measured 95% or rounding intervals, the dashed "

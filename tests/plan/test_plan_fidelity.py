@@ -1,6 +1,7 @@
 """The plan's weak-assumption flags read the fidelity page: a covered family that misses its
-goal is named with its errors, an uncovered deployment says no check covers it, and the
-committed summary is the fresh one."""
+goal is named with its errors, an option on a checked model pair says which family covers it,
+one on covered hardware and stack but another model pair says so, an uncovered deployment
+says no check covers it, and the committed summary is the fresh one."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ import pytest
 
 from specsim.cost.deployment import Deployment
 from specsim.plan import Load, OptionSpec, PlanRequest, plan
-from specsim.plan.fidelity import COVERAGE, fidelity_flags, read_summary
+from specsim.plan.answer import PlanAnswer
+from specsim.plan.fidelity import (
+    COVERAGE,
+    Coverage,
+    fidelity_coverage,
+    fidelity_flags,
+    read_summary,
+)
+from specsim.plan.render import render_text
 from specsim.validate.fidelity import fidelity_summary, fidelity_table
 
 XEON = "models/calibrated/cpu-xeon-2vcpu.toml"
@@ -87,3 +96,72 @@ def test_the_plan_answer_carries_the_flags(
     spec = OptionSpec(kind="draft", card="llama-68m", alpha=0.7)
     answer = plan(PlanRequest(deployment=dep, options=(spec,), load=Load(batch=1)))
     assert any(flagged in w and w.startswith("fidelity: ") for w in answer.weak)
+
+
+def _plan(target: str, hardware: str, runtime: str | None, spec: OptionSpec) -> PlanAnswer:
+    dep = Deployment(target=target, hardware=hardware, runtime=runtime)
+    return plan(PlanRequest(deployment=dep, options=(spec,), load=Load(batch=1)))
+
+
+def test_a_plan_on_a_covered_model_pair_names_the_family() -> None:
+    answer = _plan(
+        "llama-160m",
+        XEON,
+        "cpu-xeon-eager-rows",
+        OptionSpec(kind="draft", card="llama-68m", alpha=0.7),
+    )
+    cov = answer.assumed["fidelity"]
+    assert [c["status"] for c in cov.values()] == ["same pair", "same pair"]
+    assert LLAMA_JOINT in cov["draft llama-68m"]["families"]
+    assert "on the same model pair (llama-160m + llama-68m)" in cov["draft llama-68m"]["line"]
+    # said in the answer's assumptions, and no weak line says the pair is unchecked
+    assert "covered by" in render_text(answer)
+    assert not [w for w in answer.weak if "other model pair" in w or "no held-out" in w]
+
+
+def test_another_model_pair_on_covered_hardware_says_so() -> None:
+    # plain decoding of llama-2-7b under vllm-v1 on the H100: the family checked llama-3.1-8b
+    answer = _plan("llama-2-7b", "h100-sxm", "vllm-v1", OptionSpec(kind="ngram"))
+    plain = answer.assumed["fidelity"]["no speculation"]
+    assert plain["status"] == "other pair"
+    assert plain["families"] == ["vLLM v0.19.1 on H100 (vllm-v1 stack)"]
+    hit = [w for w in answer.weak if "same hardware and stack, other model pair" in w]
+    assert len(hit) == 1 and "checked llama-3.1-8b; not llama-2-7b" in hit[0]
+    # a draft on covered CPU hardware, but not the pair the family ran
+    dep = Deployment(target="llama-160m", hardware=XEON, runtime="cpu-xeon-eager-rows")
+    other = fidelity_coverage(dep, ["draft"], ["llama-160m"])[0]
+    assert other.status == "other pair" and "llama-160m + llama-68m" in other.line
+
+
+def test_uncovered_hardware_says_no_held_out_check() -> None:
+    answer = _plan("llama-3.1-8b", "l40s", "vllm-v1", OptionSpec(kind="ngram"))
+    assert {c["status"] for c in answer.assumed["fidelity"].values()} == {"none"}
+    assert [w for w in answer.weak if w.startswith("fidelity")] == [
+        "fidelity: no held-out check covers vllm-v1 on l40s (bfloat16 weights), docs/fidelity.md"
+    ]
+
+
+def test_coverage_needs_pairs_that_agree_with_its_kinds() -> None:
+    with pytest.raises(ValueError, match="at least one pair"):
+        Coverage(hardware="a40", runtime=None, weights=("float16",), kinds=("none",), pairs=())
+    with pytest.raises(ValueError, match="disagree"):
+        Coverage(
+            hardware="a40",
+            runtime=None,
+            weights=("float16",),
+            kinds=("none",),
+            pairs=(("llama-2-7b", "llama-68m"),),
+        )
+    dep = Deployment(target="llama-2-7b", hardware="a40")
+    with pytest.raises(ValueError, match="2 kinds but 1 cards"):
+        fidelity_coverage(dep, ["none", "draft"], [None])
+
+
+def test_every_coverage_pair_names_model_cards() -> None:
+    from specsim.cards import load_model
+
+    for c in COVERAGE.values():
+        for target, draft in c.pairs:
+            load_model(target)
+            if draft is not None:
+                load_model(draft)

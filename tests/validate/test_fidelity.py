@@ -15,7 +15,7 @@ import pytest
 
 import specsim.validate.fidelity as fid
 from specsim.cards import load_hardware
-from specsim.plots.fidelity import plot_fidelity
+from specsim.plots.fidelity import STACK_QUANTITIES, plot_fidelity, plot_stack_fidelity
 from specsim.validate.fidelity import leviathan
 from specsim.validate.fidelity.rows import (
     cpu_pass_rows,
@@ -74,6 +74,9 @@ def test_the_table_has_its_columns_and_every_family(table: pd.DataFrame) -> None
     assert (table["measured"] <= table["measured_high"]).all()
     assert set(table["verdict"]) <= {"within interval", "miss"}
     assert len(table[table["family"].str.startswith("Leviathan")]) == 12
+    # the stacks: vllm-v1 on the H100 and every published plain pass no fit used
+    assert "vLLM v0.19.1 on H100 (vllm-v1 stack)" in fams
+    assert len(table[table["family"].str.contains(" stack on ")]) == 16
 
 
 def test_error_and_verdict_arithmetic(table: pd.DataFrame) -> None:
@@ -244,7 +247,9 @@ def test_summary_and_figure(table: pd.DataFrame) -> None:
     assert real.loc["per-token latency", "median |error|"] == pytest.approx(lat.median())
     fig = plot_fidelity(table)
     axes = fig.axes
-    assert len(axes) == table["quantity"].nunique() == 3
+    stacks = table["quantity"].isin(STACK_QUANTITIES)
+    assert len(axes) == table[~stacks]["quantity"].nunique() == 3
+    assert len(plot_stack_fidelity(table).axes) == table[stacks]["quantity"].nunique() == 2
     assert all(ax.get_xscale() == "log" for ax in axes)
     assert len(table[table["family"] == "vLLM v0.19.1 on H100 (vllm-h100 profile)"]) == 4
     assert "(s/token)" in axes[0].get_xlabel() and "(x)" in axes[1].get_ylabel()
@@ -255,7 +260,8 @@ def test_summary_and_figure(table: pd.DataFrame) -> None:
 
 def test_fitted_anchors_stay_out_of_the_out_of_sample_table(table: pd.DataFrame) -> None:
     fitted = fid.fitted_anchors()
-    assert tuple(fitted.columns) == fid.COLUMNS and len(fitted) == 12
+    # 3 Leviathan c, 7 gpt-fast, 2 + 2 vLLM line (profile, vllm-v1 stack), 6 stack fits
+    assert tuple(fitted.columns) == fid.COLUMNS and len(fitted) == 20
     assert fitted["fitted_on"].str.startswith("itself").all()
     assert not fitted["family"].isin(table["family"]).any()
     assert not table["fitted_on"].str.startswith("itself").any()

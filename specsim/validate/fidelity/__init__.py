@@ -20,10 +20,16 @@ anchor and quantity, each prediction made without the row's own measurement
 - Leviathan et al. 2023, Table 2: the full model fitted on one task, scored on the other;
 - vLLM v0.19.1 on one H100 (vLLM blog, 2026-04-22): the FP8 KV-cache ITL line and the
   median ITL at concurrency 8, predicted by ``models/runtime/vllm-h100.toml``, fitted on
-  the same post's BF16 line only (:func:`specsim.validate.fidelity.anchors.vllm_checks`).
+  the same post's BF16 line only (:func:`specsim.validate.fidelity.anchors.vllm_checks`),
+  and the same rows predicted by the ``vllm-v1`` stack on the H100 SXM;
+- ``models/measured/published``: published plain-decoding figures no fit used (the gpt-fast
+  README's quantized 70B rows, llama.cpp's microbatch sweep at 32k context on an RTX 3090
+  and 4090, Sequoia's baseline on an A100), each priced by the stack closest to its engine
+  on its card (:mod:`specsim.validate.fidelity.published`).
 
-The figures the hardware cards were tuned to are in sample, so they are not rows here:
-:func:`fitted_anchors` lists them, predicted by the cards as they are now.
+The figures the hardware cards, the stack profiles and their device parts were tuned to are
+in sample, so they are not rows here: :func:`fitted_anchors` lists them, predicted by the
+cards and stacks as they are now (the kernel sweeps' fit joins it as a family of its own).
 Leviathan et al.'s Table 3 holds acceptance rates, which the model takes as input and does
 not predict, so it has no row.
 
@@ -43,9 +49,10 @@ from specsim.cards import load_hardware, load_runtime
 from specsim.cards.files import packaged_root
 from specsim.traces.io import read_trace
 
-from .anchors import fitted_anchors, vllm_checks
+from .anchors import VLLM_STACK, fitted_anchors, vllm_checks
 from .leviathan import table2_reference, table2_rows
 from .profile import profile_rows
+from .published import published_rows
 from .rows import COLUMNS, LEVEL, cpu_pass_rows, cpu_rows, cpu_runs, real_rows
 
 __all__ = [
@@ -141,6 +148,9 @@ def fidelity_table(
     )
     rows += table2_rows(table2_reference())
     rows += vllm_checks()
+    rows += vllm_checks(VLLM_STACK)
+    rows += published_rows(root=root)
+    # (the kernel sweeps' held-out rows, if any, join here as a family of their own)
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 

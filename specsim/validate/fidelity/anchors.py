@@ -29,6 +29,7 @@ import pandas as pd
 from specsim.cards import load_hardware, load_model
 from specsim.cost import Deployment, cost_coefficient, step_cost
 
+from .published import stack_fit_rows
 from .rows import COLUMNS, fidelity_row, rounding_interval
 
 __all__ = [
@@ -60,9 +61,10 @@ _T5_ENCODER = 512
 
 
 def fitted_anchors() -> pd.DataFrame:
-    """The anchors the TPU-v4 and A100-80GB cards and the vllm-h100 profile were tuned to,
-    predicted by them now (columns :data:`specsim.validate.fidelity.rows.COLUMNS`; interval: the
-    printed digits)."""
+    """The anchors the TPU-v4 and A100-80GB cards, the vllm-h100 profile and the stack
+    profiles with their device parts (:func:`specsim.validate.fidelity.published.stack_fit_rows`)
+    were tuned to, predicted by them now (columns :data:`specsim.validate.fidelity.rows.COLUMNS`;
+    interval: the printed digits)."""
     rows = []
     tpu, xxl = load_hardware("tpu-v4"), load_model("t5-xxl")
     for draft, c in LEVIATHAN_C.items():
@@ -116,6 +118,10 @@ def fitted_anchors() -> pd.DataFrame:
             )
         )
     rows += vllm_anchors().to_dict("records")
+    rows += vllm_anchors(VLLM_STACK).to_dict("records")
+    rows += stack_fit_rows().to_dict("records")
+    # The kernel sweeps the weight-only formats are fitted on (in sample) join here as their
+    # own family, "in-sample: kernel sweeps", when their fit lands (issue 23, item 2).
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -126,13 +132,14 @@ VLLM_LOADED: dict[str, float] = {"bfloat16": 15.18, "fp8": 12.93}
 """The same blog's Table 4 (150 requests at concurrency 8, ~20k input and ~2k output tokens
 each): KV-cache format -> median ITL in ms."""
 VLLM_PROFILE = "vllm-h100"
+VLLM_STACK = "vllm-v1"
 _VLLM_SOURCE = "vLLM blog 2026-04-22 'The State of FP8 KV-Cache ...' (blog.vllm.ai)"
 _VLLM_SPAN = (256, 125_000)  # the blog's sweep of input lengths
 _VLLM_DECODE = 64  # 128 output tokens: the mean decode step sees input + 64 tokens
 _VLLM_LOADED_CONTEXT = 21_000  # 20k input + half of 2k output, the mean context mid-decode
 
 
-def _vllm_itl_ms(kv: str, *, batch: int, context: int) -> float:
+def _vllm_itl_ms(kv: str, *, batch: int, context: int, runtime: str = VLLM_PROFILE) -> float:
     cost = step_cost(
         load_model("llama-3.1-8b"),
         load_hardware("h100-sxm"),
@@ -140,15 +147,17 @@ def _vllm_itl_ms(kv: str, *, batch: int, context: int) -> float:
         context=context,
         new_tokens=1,
         kv=kv,
-        runtime=VLLM_PROFILE,
+        runtime=runtime,
     )
     return 1e3 * float(cost.time_s)
 
 
-def _vllm_line(kv: str) -> tuple[float, float]:
+def _vllm_line(kv: str, runtime: str) -> tuple[float, float]:
     """The profile's (slope ms/token, intercept ms) over the blog's sweep: specsim's batch-1
     decode time is linear in the context, so two points give the line exactly."""
-    lo, hi = (_vllm_itl_ms(kv, batch=1, context=n + _VLLM_DECODE) for n in _VLLM_SPAN)
+    lo, hi = (
+        _vllm_itl_ms(kv, batch=1, context=n + _VLLM_DECODE, runtime=runtime) for n in _VLLM_SPAN
+    )
     slope = (hi - lo) / (_VLLM_SPAN[1] - _VLLM_SPAN[0])
     return slope, lo - slope * _VLLM_SPAN[0]
 
@@ -157,11 +166,13 @@ VLLM_QUANTITY = "inter-token latency (vLLM)"
 _PER = 100_000  # the slope as the ITL that 100k tokens of context add, in ms like the rest
 
 
-def _line_rows(kv: str, *, family: str, fitted_on: str) -> list[dict[str, object]]:
+def _line_rows(
+    kv: str, *, family: str, fitted_on: str, runtime: str = VLLM_PROFILE
+) -> list[dict[str, object]]:
     """The blog's ITL line as two rows in ms: the ITL at no context (the intercept) and the ITL
     that 100,000 tokens of context add (the slope times 1e5), so that every vLLM row shares
     one quantity and unit."""
-    (slope, intercept), pred = VLLM_LINES[kv], _vllm_line(kv)
+    (slope, intercept), pred = VLLM_LINES[kv], _vllm_line(kv, runtime)
     lo, hi = rounding_interval(slope, 7)
     rows = []
     for what, value, interval, printed, p in (
@@ -197,29 +208,45 @@ def _line_rows(kv: str, *, family: str, fitted_on: str) -> list[dict[str, object
     return rows
 
 
-def vllm_anchors() -> pd.DataFrame:
+def vllm_anchors(runtime: str = VLLM_PROFILE) -> pd.DataFrame:
     """The two numbers ``vllm-h100`` was fitted on (in sample: ``fitted_on`` names them),
-    predicted by the profile now (columns :data:`specsim.validate.fidelity.rows.COLUMNS`)."""
-    rows = _line_rows(
-        "bfloat16",
-        family="in-sample: vLLM v0.19.1 (vllm-h100 profile)",
-        fitted_on="itself: memory_efficiency and pass_overhead_s of vllm-h100 "
-        "were fitted to this slope and intercept",
-    )
+    predicted now by ``runtime``: the profile, or the ``vllm-v1`` stack on the H100 SXM
+    (:data:`VLLM_STACK`), whose host cost per pass and device part were fitted on them too
+    (columns :data:`specsim.validate.fidelity.rows.COLUMNS`)."""
+    if runtime == VLLM_STACK:
+        rows = _line_rows(
+            "bfloat16",
+            family="in-sample: vllm-v1 stack on h100-sxm (device part h100-sxm)",
+            fitted_on="itself: pass_overhead_s of models/stacks/vllm-v1.toml and "
+            "memory_efficiency of models/stacks/devices/h100-sxm.toml were fitted to this "
+            "slope and intercept",
+            runtime=VLLM_STACK,
+        )
+    else:
+        rows = _line_rows(
+            "bfloat16",
+            family=f"in-sample: vLLM v0.19.1 ({runtime} profile)",
+            fitted_on=f"itself: memory_efficiency and pass_overhead_s of {runtime} "
+            "were fitted to this slope and intercept",
+            runtime=runtime,
+        )
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def vllm_checks() -> list[dict[str, object]]:
+def vllm_checks(runtime: str = VLLM_PROFILE) -> list[dict[str, object]]:
     """Out-of-sample rows for ``vllm-h100``: the blog's FP8 KV-cache line (the profile halves
     the KV bytes and changes nothing else) and the median ITL of Table 4 at concurrency 8,
     predicted as one decode step of 8 sequences at the mean context of 21000 tokens (no
-    prefill in the step; the median step of a decode-heavy run)."""
+    prefill in the step; the median step of a decode-heavy run), by ``runtime``: the
+    ``vllm-h100`` profile or the ``vllm-v1`` stack (:data:`VLLM_STACK`), both fitted on the
+    BF16 line only."""
     fitted = (
-        "vllm-h100: fitted on the BF16 concurrency-1 ITL line of the same blog only "
+        f"{runtime}: fitted on the BF16 concurrency-1 ITL line of the same blog only "
         "(slope and intercept)"
     )
-    family = "vLLM v0.19.1 on H100 (vllm-h100 profile)"
-    rows = _line_rows("fp8", family=family, fitted_on=fitted)
+    kind = "stack" if runtime == VLLM_STACK else "profile"
+    family = f"vLLM v0.19.1 on H100 ({runtime} {kind})"
+    rows = _line_rows("fp8", family=family, fitted_on=fitted, runtime=runtime)
     for kv, itl in VLLM_LOADED.items():
         rows.append(
             fidelity_row(
@@ -231,7 +258,7 @@ def vllm_checks() -> list[dict[str, object]]:
                 measured=itl,
                 interval=rounding_interval(itl, 2),
                 how="rounding: printed to 2 decimals (one run, no spread published)",
-                predicted=_vllm_itl_ms(kv, batch=8, context=_VLLM_LOADED_CONTEXT),
+                predicted=_vllm_itl_ms(kv, batch=8, context=_VLLM_LOADED_CONTEXT, runtime=runtime),
                 fitted_on=fitted,
             )
         )
