@@ -10,7 +10,8 @@ sequences of one new token, each reading the whole cached context again); how it
 graph sizes it captures (a pass is padded up to the next one, so the verify cost is a
 staircase, and runs eagerly, paying a launch cost per layer, above the largest; without
 ``graph_sizes`` nothing is padded and ``layer_overhead_s`` is the whole launch cost); the fixed
-cost of having speculation configured; whether it verifies token trees.
+cost of having speculation configured; whether it verifies token trees; whether its
+weight-only kernels are those the device part was measured with (``weight_kernels``).
 
 A :class:`DevicePart` (``models/stacks/devices/``) holds what the kernels achieve on a
 device: the fractions of peak compute and bandwidth, by rows and weight format, measured
@@ -26,7 +27,14 @@ from dataclasses import dataclass, field
 from specsim.cards.checks import card_label, check_bool, check_float, check_sources, check_str
 from specsim.cards.hardware import KINDS
 
-__all__ = ["VERIFY_MODES", "GRAPH_UNITS", "DRAFT_WORKERS", "StackProfile", "DevicePart"]
+__all__ = [
+    "VERIFY_MODES",
+    "GRAPH_UNITS",
+    "DRAFT_WORKERS",
+    "WEIGHT_KERNELS",
+    "StackProfile",
+    "DevicePart",
+]
 
 VERIFY_MODES = ("multi-query", "batch-expansion")
 """How a stack scores drafted tokens (see the module docstring)."""
@@ -34,6 +42,10 @@ GRAPH_UNITS = ("batch", "tokens")
 """What a stack's captured graph sizes count: sequences in the pass, or new tokens."""
 DRAFT_WORKERS = ("same", "separate")
 """Where a stack runs its proposer: in the target's worker and step, or a worker of its own."""
+WEIGHT_KERNELS = ("device", "own")
+"""Whose weight-only kernels a stack runs: those the device part's format tables were
+measured with (``device``), or kernels of its own that no device part describes (``own``:
+the format tables of :mod:`specsim.cost.quant` apply, not the part's)."""
 VENDORS = ("nvidia", "amd", "intel")
 """Accelerator vendors a device part may name and a stack may be limited to."""
 
@@ -71,6 +83,7 @@ class StackProfile:
     graph_sizes: list[int] | None = field(default=None, hash=False)
     graph_unit: str = "batch"
     graph_padding: bool = True
+    weight_kernels: str = "device"
     kinds: list[str] = field(default_factory=lambda: ["gpu"], hash=False)
     vendors: list[str] | None = field(default=None, hash=False)
     assumptions: list[str] = field(default_factory=list, hash=False)
@@ -84,6 +97,7 @@ class StackProfile:
         check_str(where, "verify", self.verify, VERIFY_MODES)
         check_str(where, "draft_worker", self.draft_worker, DRAFT_WORKERS)
         check_str(where, "graph_unit", self.graph_unit, GRAPH_UNITS)
+        check_str(where, "weight_kernels", self.weight_kernels, WEIGHT_KERNELS)
         for name in ("trees", "draft_graphs", "graph_padding"):
             check_bool(where, name, getattr(self, name))
         for name in _HOST:

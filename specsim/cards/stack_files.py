@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from specsim.cards.files import build_card, card_dirs, packaged_root, read_toml
 from specsim.cards.hardware import HardwareCard
@@ -114,6 +115,15 @@ def device_part_for(hw: HardwareCard) -> DevicePart:
 _COMPOSED: dict[tuple[StackProfile, HardwareCard], RuntimeProfile] = {}
 
 
+def _format_tables(stack: StackProfile, part: DevicePart) -> dict[str, Any]:
+    """The device part's weight-format tables, unless the stack runs kernels of its own."""
+    own = stack.weight_kernels == "own"
+    return {
+        name: None if own else getattr(part, name)
+        for name in ("format_memory_factor", "format_compute_factor", "format_dequant_ops")
+    }
+
+
 def compose(stack: StackProfile, hw: HardwareCard) -> RuntimeProfile:
     """The runtime profile of ``stack`` on ``hw``: host costs and the speculative path from
     the stack, achieved fractions from :func:`device_part_for` (memoized, so one stack on
@@ -143,9 +153,7 @@ def compose(stack: StackProfile, hw: HardwareCard) -> RuntimeProfile:
         sampling_s_per_token=stack.sampling_s_per_token,
         compute_efficiency_rows=part.compute_efficiency_rows,
         memory_efficiency_rows=part.memory_efficiency_rows,
-        format_memory_factor=part.format_memory_factor,
-        format_compute_factor=part.format_compute_factor,
-        format_dequant_ops=part.format_dequant_ops,
+        **_format_tables(stack, part),
         kinds=[hw.kind],
         sources={
             "stack": stack.source_path or stack.slug,

@@ -182,6 +182,7 @@ def _stack(**changes: object) -> StackProfile:
         ({"vendors": ["acme"]}, r"'vendors' must be one of"),
         ({"assumptions": ["speed"]}, r"'assumptions' must be one of"),
         ({"kinds": []}, r"'kinds' must be a non-empty list"),
+        ({"weight_kernels": "marlin"}, r"'weight_kernels' must be one of"),
     ],
 )
 def test_bad_stack_profiles_are_named(changes: dict[str, object], match: str) -> None:
@@ -239,3 +240,31 @@ def test_bad_device_parts_are_named(changes: dict[str, object], match: str) -> N
 def test_a_device_part_with_a_fraction_above_one_is_named() -> None:
     with pytest.raises(ValueError, match=r"'memory_efficiency' must be in \(0, 1\], got 1.5"):
         dataclasses.replace(device_part_for(load_hardware("a40")), memory_efficiency=1.5)
+
+
+def test_a_stack_with_kernels_of_its_own_skips_the_device_parts_format_tables() -> None:
+    """The A100 part's int4 work (Marlin's, swept by rows) prices vLLM's int4; the gpt-fast
+    stack runs tinygemm, so it keeps the per-row default its README's batch-1 rates fit."""
+    a100, m = load_hardware("a100-80gb"), load_model("llama-2-7b")
+    part = device_part_for(a100)
+    assert part.format_dequant_ops == {"int4": 0.0}
+    vllm, gpt_fast = (
+        compose(load_stack("vllm-v1"), a100),
+        compose(load_stack("gpt-fast-stack"), a100),
+    )
+    assert vllm.format_dequant_ops == part.format_dequant_ops
+    assert gpt_fast.format_dequant_ops is None and gpt_fast.format_memory_factor is None
+
+    def v4(rt: object) -> float:
+        kw = dict(batch=1, context=105, weights="int4", group_size=32, runtime=rt)
+        return float(
+            step_cost(m, a100, new_tokens=5, **kw).time_s  # type: ignore[arg-type]
+            / step_cost(m, a100, new_tokens=1, **kw).time_s  # type: ignore[arg-type]
+        )
+
+    assert v4(vllm) < 1.1 < 1.5 < v4(gpt_fast)
+    legacy = step_cost(m, a100, batch=1, context=105, new_tokens=1, weights="int4", group_size=32)
+    own = step_cost(
+        m, a100, batch=1, context=105, new_tokens=1, weights="int4", group_size=32, runtime=gpt_fast
+    )
+    assert float(own.time_s) == pytest.approx(float(legacy.time_s), rel=1e-9)

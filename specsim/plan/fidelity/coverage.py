@@ -104,9 +104,9 @@ COVERAGE: dict[str, Coverage] = {
     "vLLM v0.19.1 on H100 (vllm-v1 stack)": _plain(
         "h100-sxm", "vllm-v1", ("bfloat16",), "llama-3.1-8b"
     ),
-    # The gpt-fast stack and the gpt-fast runtime profile (the A100's default) share the slug
-    # and price the A100's passes alike, so the family covers both.
-    "gpt-fast README: gpt-fast stack on a100-80gb": _plain(
+    # The gpt-fast stack (gpt-fast-stack: weight_kernels = "own") and the gpt-fast runtime
+    # profile (the A100's default) price the A100's passes alike, so the family covers both.
+    "gpt-fast README: gpt-fast-stack on a100-80gb": _plain(
         "a100-80gb", "gpt-fast", ("int8", "int4"), "llama-2-70b"
     ),
     "llama.cpp PR #17505: llama.cpp stack on rtx-3090": _plain(
@@ -118,7 +118,8 @@ COVERAGE: dict[str, Coverage] = {
     "Sequoia blog: research-cuda-graphs stack on a100-80gb": _plain(
         "a100-80gb", "research-cuda-graphs", ("bfloat16",), "llama-2-7b", "llama-2-13b"
     ),
-    # The kernel sweeps' family, when it lands, covers the formats and cards it was swept on.
+    # The kernel sweeps (specsim.validate.fidelity.kernels) check kernels, not a model pair's
+    # deployment, and are not in the fidelity table: they cover none.
 }
 """Which deployments and model pairs each family covers; every family not named here covers
 none. The weights are those of the runs checked (all float32 on the CPUs; the joint CPU

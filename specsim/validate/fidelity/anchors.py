@@ -120,8 +120,8 @@ def fitted_anchors() -> pd.DataFrame:
     rows += vllm_anchors().to_dict("records")
     rows += vllm_anchors(VLLM_STACK).to_dict("records")
     rows += stack_fit_rows().to_dict("records")
-    # The kernel sweeps the weight-only formats are fitted on (in sample) join here as their
-    # own family, "in-sample: kernel sweeps", when their fit lands (issue 23, item 2).
+    # The kernel sweeps the weight-only formats are fitted on are in sample too, with a row
+    # per GEMM call: their own table, specsim.validate.fidelity.kernels (issue 23, item 2).
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 

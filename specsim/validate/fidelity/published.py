@@ -130,12 +130,13 @@ def _rows(data: pd.DataFrame, *, in_sample: bool) -> list[dict[str, object]]:
     out: list[dict[str, object]] = []
     for _, r in data.iterrows():
         stack = Path(str(r["stack"])).name.removesuffix(".toml")
+        named = stack if stack.endswith("-stack") else f"{stack} stack"
         device = device_part_for(load_hardware(str(r["hardware"]))).slug
         if in_sample:
-            family = f"in-sample: {stack} stack on {r['hardware']} (device part {device})"
+            family = f"in-sample: {named} on {r['hardware']} (device part {device})"
             fitted_on = f"itself: {r['fitted_by']}"
         else:
-            family = f"{_source_name(str(r['source']))}: {stack} stack on {r['hardware']}"
+            family = f"{_source_name(str(r['source']))}: {named} on {r['hardware']}"
             fitted_on = (
                 f"nothing of this source: stack {r['stack']} composed with {r['hardware']}'s "
                 f"device part {device}"
