@@ -32,7 +32,7 @@ import pandas as pd
 
 from specsim import __version__
 from specsim.plan.cases import opening_html, report_answers, report_cases, user_case
-from specsim.plots.fidelity import plot_fidelity
+from specsim.plots.fidelity import plot_fidelity, plot_stack_fidelity
 from specsim.plots.figures import alt_text, plot_validation_z
 from specsim.report.demo import SamplingDemo, two_token_demo
 from specsim.report.studies import STUDY_NAMES, StudyOutput, run_study, save_study, study_rng
@@ -319,7 +319,7 @@ def render_html(
 
 def _fidelity_html(table: pd.DataFrame) -> str:
     misses = int((table["verdict"] == "miss").sum())
-    fig = plot_fidelity(table)
+    fig, stacks = plot_fidelity(table), plot_stack_fidelity(table)
     return "".join(
         [
             '<section id="fidelity"><h2>fidelity</h2>',
@@ -330,6 +330,7 @@ def _fidelity_html(table: pd.DataFrame) -> str:
             "computation). Per family and quantity, against the accuracy goals:</p>",
             _table_html(fidelity_summary(table)),
             _figure_html(fig, _render_png(fig), "predicted against measured, every anchor"),
+            _figure_html(stacks, _render_png(stacks), "published plain passes, by the stacks"),
             "</section>",
         ]
     )
