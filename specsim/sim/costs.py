@@ -158,9 +158,13 @@ class CardCost(Remembers, CardDeployment):
         From the pass aggregates, like :meth:`uniform_iteration` (tests check it
         equals :func:`specsim.cost.step_cost` at context 0).
         """
-        # On Python ints, chains on an empty cache: a speed trick, an admission's prompts
-        # are few and numpy's per-call overhead would dominate.
+        # On Python ints, chains on an empty cache, remembered by the prompts: speed tricks,
+        # an admission's prompts are few (numpy's per-call overhead would dominate) and recur.
         ps = prompts.tolist()
+        key = ("prefill", bool(draft), *ps)  # apart from the iterations' numeric keys
+        out: PassCost | None = self._memo.get(key)
+        if out is not None:
+            return out
         T, S, R = float(sum(ps)), float(sum([chain_pairs(0, p) for p in ps])), 0.0
         b = float(len(ps))
         target, dra = self._kernels
@@ -172,7 +176,9 @@ class CardCost(Remembers, CardDeployment):
             )
             time, energy = time + t, energy + en
             flops, nbytes = flops + fl * k.devices, nbytes + by * k.devices
-        return PassCost(time_s=time, flops=flops, bytes=nbytes, energy_j=energy)
+        return self._remember(
+            key, PassCost(time_s=time, flops=flops, bytes=nbytes, energy_j=energy)
+        )
 
     @cached_property
     def _kernels(self) -> tuple[Kernel, Kernel | None]:
@@ -375,8 +381,11 @@ class CardCost(Remembers, CardDeployment):
     def kv_capacity_tokens(self) -> int:
         """KV-cache tokens one device holds after the weights: the serving admission budget.
 
-        Raises ValueError when the weights leave no room.
+        Raises ValueError when the weights leave no room. Remembered: every serve asks it.
         """
+        out: int | None = self._memo.get(("kv_capacity",))
+        if out is not None:
+            return out
         target, draft = self.footprints()
         weights = target.weights_bytes + (0.0 if draft is None else draft.weights_bytes)
         free = self.hardware.mem_capacity - weights
@@ -386,4 +395,4 @@ class CardCost(Remembers, CardDeployment):
                 f"room for a KV cache on {self.hardware.slug} "
                 f"({self.hardware.mem_capacity / 1e9:.1f} GB)"
             )
-        return int(free / self.kv_bytes_per_token())
+        return self._remember(("kv_capacity",), int(free / self.kv_bytes_per_token()))
