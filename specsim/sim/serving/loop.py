@@ -29,6 +29,7 @@ from specsim.sim import paged, prefill
 from specsim.sim.batch import Admission, Batch, Requests, TimesOf, composed_times, sequence_gammas
 from specsim.sim.chunk_drain import drain_chunked, draining
 from specsim.sim.drain import Drain, drain
+from specsim.sim.records import with_columns
 from specsim.sim.router import Replica, route, tables
 from specsim.sim.serving.chunked import chunked_iteration
 from specsim.sim.serving.drafting import ProposerDrafts
@@ -177,11 +178,10 @@ class Engine:
         for rep in self.reps:
             env.process(self.replica_loop(rep))
         env.run()
-        out = self.req.table.copy()
-        out["first_token_s"] = self.first_tok
-        out["finish_s"] = self.finish
-        for name, col in self.tally.columns().items():
-            out[name] = col
+        out = with_columns(
+            self.req.table,
+            {"first_token_s": self.first_tok, "finish_s": self.finish, **self.tally.columns()},
+        )
         extra = self.config.kv_block_tokens is not None or self.budget is not None
         requests, its = tables(out, self.reps, self.where, extra=extra)
         if self.tree is not None:
@@ -195,10 +195,10 @@ class Engine:
         return requests, its
 
     def arrivals(self) -> simpy.events.ProcessGenerator:
-        env, req, reps = self.env, self.req, self.reps
-        for i in range(len(req)):
-            yield env.timeout(max(0.0, req.arrival[i] - env.now))
-            k = int(self.where[i]) if self.fixed_route else route(self.config.router, i, reps)
+        env, reps, where = self.env, self.reps, self.where.tolist()
+        for i, at in enumerate(self.req.arrival.tolist()):  # on Python floats: the same delays
+            yield env.timeout(max(0.0, at - env.now))
+            k = where[i] if self.fixed_route else route(self.config.router, i, reps)
             self.where[i], rep = k, reps[k]
             rep.admission.arrive(i)
             rep.routed += 1
