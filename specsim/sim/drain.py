@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from specsim.cost import verification_positions
 from specsim.sim.batch import Admission, Batch, Requests
 from specsim.sim.paged import EXTRA_COLUMNS, Paging
 from specsim.sim.records import ITERATION_COLUMNS
@@ -59,7 +60,7 @@ class Drain:
     req: Requests
     admission: Admission
     batch: Batch
-    step: NDArray[np.int64] | None
+    run1: NDArray[np.int64] | None  # tokens a block from each flat position emits uncapped
     gamma: int
     max_batch: int
     with_energy: bool
@@ -209,8 +210,10 @@ def drain(
     if numbers:  # one token an iteration: no walk, and the context sums as numbers
         steps = end - first
     else:
-        assert gamma == 0 or d.step is not None and d.mixed_many is not None
-        pos, steps = trajectories(d.step if gamma else None, first, end)
+        assert gamma == 0 or d.run1 is not None and d.mixed_many is not None
+        pos, steps = trajectories(
+            d.run1 if gamma else None, first, end, verification_positions(gamma)
+        )
     if tally is not None:
         tally.add_drain(rid, pos, steps, end, gamma)
     column = np.full(len(req), -1, dtype=np.int64)

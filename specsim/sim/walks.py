@@ -20,22 +20,23 @@ __all__ = ["IterationSums", "decode_costs", "iteration_sums", "trajectories"]
 Ints = NDArray[np.int64]
 
 
-def trajectories(step: Ints | None, first: Ints, end: Ints) -> tuple[Ints, Ints]:
+def trajectories(run1: Ints | None, first: Ints, end: Ints, most: int = 1) -> tuple[Ints, Ints]:
     """Each sequence's flat position before each of its iterations and after its last
     (column ``i``: sequence ``i``, held at its end once there), and how many iterations it
-    needs: a block's end is ``step[p]``, cut at the request's last token. ``step`` None:
-    one token an iteration (gamma 0), and only the first row is formed, the rest being
-    ``first + s``."""
-    if step is None:
+    needs: a block from flat position ``p`` emits ``min(run1[p], most)`` tokens (``most``:
+    gamma + 1), cut at the request's last token. ``run1`` None: one token an iteration
+    (gamma 0), and only the first row is formed, the rest being ``first + s``."""
+    if run1 is None:
         return first[None, :], end - first
     chunks = [first[None, :]]
     ptr = first
     while not (ptr == end).all():
         block = np.empty((32, first.shape[0]), dtype=np.int64)
-        for k in range(32):
-            step.take(ptr, out=block[k])
-            np.minimum(block[k], end, out=block[k])
-            ptr = block[k]
+        for k in range(32):  # on the sequences' rows alone (no table of every position's end)
+            row = run1.take(ptr, out=block[k])
+            np.minimum(row, most, out=row)
+            row += ptr
+            ptr = np.minimum(row, end, out=row)
         chunks.append(block)
     pos = np.concatenate(chunks)
     return pos, (pos == end).argmax(axis=0)

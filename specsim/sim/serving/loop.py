@@ -23,7 +23,6 @@ import pandas as pd
 import simpy
 from numpy.typing import NDArray
 
-from specsim.cost import verification_positions
 from specsim.policies.lookahead import LookaheadPolicy, batch_wide, fixed_gamma
 from specsim.sim import paged, prefill
 from specsim.sim.batch import Admission, Batch, Requests, TimesOf, composed_times, sequence_gammas
@@ -102,10 +101,9 @@ class Engine:
         self.where = np.arange(n, dtype=np.int64) % config.replicas
         self.fixed_route = config.router == "round-robin"
         self.arrived = 0
-        self.step = None  # where a block drafting the fixed gamma from each flat position leaves it
-        if self.vector_ok and fixed is not None and fixed > 0 and self.uniform is not None:
-            self.step = np.minimum(req.run1, verification_positions(fixed))
-            self.step += np.arange(self.step.shape[0], dtype=np.int64)
+        # The drains' walks at a fixed gamma > 0 read the run lengths (Requests.run1).
+        ok = self.vector_ok and fixed is not None and fixed > 0 and self.uniform is not None
+        self.run1 = req.run1 if ok else None
         self.reps = [self._replica(k) for k in range(config.replicas)]
         self.tally = Tally(n, self.max_gamma)  # the engines' acceptance counters
 
@@ -167,7 +165,7 @@ class Engine:
                 cost=self.cost,
                 gamma=fixed,
                 budget=self.budget,
-                step=self.step,
+                run1=self.run1,
                 with_energy=self.with_energy,
             )
         return rep
