@@ -93,8 +93,9 @@ def iteration_sums(
     after[:-1] = ctx_sum[1:]
     emitted = after - ctx_sum + (leaves - joins).astype(np.int64)
     cut = (left <= gamma) & (left > 0)  # within gamma of its end: gamma cut to left - 1
-    col = np.nonzero(cut)[1]
-    tc, gc, cc = at[cut], left[cut] - 1, off[col] + here[cut]
+    pair = np.flatnonzero(cut)
+    tc, gc = at.ravel()[pair], left.ravel()[pair] - 1
+    cc = off[pair % here.shape[1]] + here.ravel()[pair]
     width = gamma + 1
     cell = tc * width + gc
     count = np.bincount(cell, minlength=it * width).reshape(it, width)
