@@ -161,8 +161,8 @@ class CardCost(Remembers, CardDeployment):
         # On Python ints, chains on an empty cache, remembered by the prompts: speed tricks,
         # an admission's prompts are few (numpy's per-call overhead would dominate) and recur.
         ps = prompts.tolist()
-        key = ("prefill", bool(draft), *ps)  # apart from the iterations' numeric keys
-        out: PassCost | None = self._memo.get(key)
+        key = (bool(draft), *ps)
+        out: PassCost | None = self._memo_prefills.get(key)
         if out is not None:
             return out
         T, S, R = float(sum(ps)), float(sum([chain_pairs(0, p) for p in ps])), 0.0
@@ -176,9 +176,8 @@ class CardCost(Remembers, CardDeployment):
             )
             time, energy = time + t, energy + en
             flops, nbytes = flops + fl * k.devices, nbytes + by * k.devices
-        return self._remember(
-            key, PassCost(time_s=time, flops=flops, bytes=nbytes, energy_j=energy)
-        )
+        cost = PassCost(time_s=time, flops=flops, bytes=nbytes, energy_j=energy)
+        return self._remember(key, cost, self._memo_prefills)
 
     @cached_property
     def _kernels(self) -> tuple[Kernel, Kernel | None]:
