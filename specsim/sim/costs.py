@@ -161,10 +161,9 @@ class CardCost(Remembers, CardDeployment):
         # On Python ints, chains on an empty cache, remembered by the prompts: speed tricks,
         # an admission's prompts are few (numpy's per-call overhead would dominate) and recur.
         ps = prompts.tolist()
-        key = (bool(draft), *ps)
-        out: PassCost | None = self._memo_prefills.get(key)
-        if out is not None:
-            return out
+        key, memo = (bool(draft), *ps), self._memo_prefills
+        if key in memo:
+            return memo[key]
         T, S, R = float(sum(ps)), float(sum([chain_pairs(0, p) for p in ps])), 0.0
         b = float(len(ps))
         target, dra = self._kernels
@@ -177,7 +176,7 @@ class CardCost(Remembers, CardDeployment):
             time, energy = time + t, energy + en
             flops, nbytes = flops + fl * k.devices, nbytes + by * k.devices
         cost = PassCost(time_s=time, flops=flops, bytes=nbytes, energy_j=energy)
-        return self._remember(key, cost, self._memo_prefills)
+        return self._remember(key, cost, memo)
 
     @cached_property
     def _kernels(self) -> tuple[Kernel, Kernel | None]:
@@ -380,11 +379,8 @@ class CardCost(Remembers, CardDeployment):
     def kv_capacity_tokens(self) -> int:
         """KV-cache tokens one device holds after the weights: the serving admission budget.
 
-        Raises ValueError when the weights leave no room. Remembered: every serve asks it.
+        Raises ValueError when the weights leave no room.
         """
-        out: int | None = self._memo.get(("kv_capacity",))
-        if out is not None:
-            return out
         target, draft = self.footprints()
         weights = target.weights_bytes + (0.0 if draft is None else draft.weights_bytes)
         free = self.hardware.mem_capacity - weights
@@ -394,4 +390,4 @@ class CardCost(Remembers, CardDeployment):
                 f"room for a KV cache on {self.hardware.slug} "
                 f"({self.hardware.mem_capacity / 1e9:.1f} GB)"
             )
-        return self._remember(("kv_capacity",), int(free / self.kv_bytes_per_token()))
+        return int(free / self.kv_bytes_per_token())
