@@ -109,16 +109,26 @@ def check_int(
     ...
     ValueError: position_budget: expected an integer >= 2, got 1 (a root and one node)
     """
-    note = "" if why is None else f" ({why})"
-    if maximum is None:
-        bound = "" if minimum is None else f" >= {minimum}"
-    else:
-        bound = f" <= {maximum}" if minimum is None else f" in {minimum}..{maximum}"
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name}: expected an integer{bound}, got {value!r}{note}")
+        raise TypeError(
+            f"{name}: expected an integer{_bound(minimum, maximum)}, got {value!r}{_why(why)}"
+        )
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        raise ValueError(f"{name}: expected an integer{bound}, got {int(value)}{note}")
+        raise ValueError(
+            f"{name}: expected an integer{_bound(minimum, maximum)}, got {int(value)}{_why(why)}"
+        )
     return int(value)
+
+
+# The messages are formed only on failure (a speed trick: inner loops check their counts).
+def _bound(minimum: int | None, maximum: int | None) -> str:
+    if maximum is None:
+        return "" if minimum is None else f" >= {minimum}"
+    return f" <= {maximum}" if minimum is None else f" in {minimum}..{maximum}"
+
+
+def _why(why: str | None) -> str:
+    return "" if why is None else f" ({why})"
 
 
 def check_size(value: object, *, name: str, limit: str) -> int:

@@ -17,6 +17,8 @@ checks use it (the Ciw habit: distributions carry their moments).
 
 from __future__ import annotations
 
+import functools
+import math
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,6 +46,9 @@ __all__ = [
 
 FloatArray = NDArray[np.float64]
 
+_NO_WEIGHTS = np.ones(1)  # one weight for every position in a block, shared (read only)
+_NO_WEIGHTS.flags.writeable = False
+
 
 @dataclass(frozen=True)
 class AcceptanceDraw:
@@ -52,7 +57,7 @@ class AcceptanceDraw:
     u: FloatArray
     prob: FloatArray
     confidence: FloatArray
-    position_weights: FloatArray = field(default_factory=lambda: np.ones(1))
+    position_weights: FloatArray = field(default_factory=lambda: _NO_WEIGHTS)
 
     def __len__(self) -> int:
         return int(self.u.shape[0])
@@ -109,8 +114,25 @@ def _check_n(n: int) -> int:
 
 def _confidence(rng: np.random.Generator, prob: FloatArray, noise: float) -> FloatArray:
     """A noisy draft-side signal of the latent acceptance probability, clipped to [0, 1]."""
-    signal = prob + noise * rng.standard_normal(prob.shape[0])
+    # prob + noise * z, worked in place on the normals (a speed trick: serving draws one
+    # signal per request; the same floats, IEEE products and sums being commutative).
+    signal = rng.standard_normal(prob.shape)
+    signal *= noise
+    signal += prob
     return np.minimum(np.maximum(signal, 0.0, out=signal), 1.0, out=signal)  # np.clip, faster
+
+
+_SHARED_MAX = 1 << 14  # draws this long or shorter share their constant arrays (at most 8 MB)
+
+
+@functools.lru_cache(maxsize=64)
+def _filled(value: float, sign: float, n: int) -> FloatArray:
+    """``n`` copies of ``value`` (``sign``: its sign, which tells -0.0 from 0.0 in the
+    cache's key), shared by the draws that ask for them, read only (a speed trick: serving
+    draws a request at a time, most of them of a few lengths)."""
+    out = np.full(n, value)
+    out.flags.writeable = False
+    return out
 
 
 def _check_noise(noise: float) -> None:
@@ -143,7 +165,8 @@ class IIDAcceptance:
 
     def sample(self, rng: np.random.Generator, n: int) -> AcceptanceDraw:
         n = _check_n(n)
-        prob = np.full(n, float(self.alpha))
+        a = float(self.alpha)
+        prob = _filled(a, math.copysign(1.0, a), n) if n <= _SHARED_MAX else np.full(n, a)
         return AcceptanceDraw(
             u=rng.random(n), prob=prob, confidence=_confidence(rng, prob, self.confidence_noise)
         )

@@ -79,7 +79,10 @@ class Requests:
         out_len = table["output_tokens"].to_numpy().astype(np.int64)
         lengths = np.array([len(d) for d in draws], dtype=np.int64)
         ends = np.cumsum(lengths)
-        ok = np.concatenate([d.u for d in draws]) < np.concatenate([d.prob for d in draws])
+        # Compared draw by draw (no two copies of every position's floats; a speed trick).
+        ok = np.concatenate([d.u < d.prob for d in draws])
+        run1 = run_lengths(ok, lengths, cap=max_gamma)
+        run1 += 1
         return cls(
             table=table,
             arrival=table["arrival_s"].to_numpy(),
@@ -87,7 +90,7 @@ class Requests:
             out_len=out_len,
             draws=draws,
             base=ends - lengths,
-            run1=run_lengths(ok, lengths, cap=max_gamma) + 1,
+            run1=run1,
             reserve=prompt + out_len + verification_positions(max_gamma),
             plain_weights=bool(np.all(np.concatenate([d.position_weights for d in draws]) == 1)),
         )

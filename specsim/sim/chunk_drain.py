@@ -146,7 +146,7 @@ class ChunkDrain:
     batch: Batch
     prefills: Prefills
     paging: Paging | None
-    step: Ints | None  # where a block drafting gamma from each flat position leaves it
+    run1: Ints | None  # tokens a block from each flat position emits uncapped (Requests.run1)
     gamma: int
     budget: int
     max_batch: int
@@ -179,7 +179,7 @@ def draining(
     cost: Any,
     gamma: int,
     budget: int | None,
-    step: Ints | None,
+    run1: Ints | None,
     with_energy: bool,
 ) -> Drain | ChunkDrain | None:
     """The replica's drain for a fixed ``gamma`` on the vectorized path, where the cost source
@@ -203,14 +203,14 @@ def draining(
         finish=rep.finish,
     )
     if budget is None:
-        return Drain(step=step, **kw)
+        return Drain(run1=run1, **kw)
     if (
         getattr(cost, "chunk_costs", None) is None
         or rep.prefills is None
         or kw["max_batch"] * (gamma + 1) > budget
     ):
         return None
-    return ChunkDrain(step=step, budget=budget, prefills=rep.prefills, seen=[-1], **kw)
+    return ChunkDrain(run1=run1, budget=budget, prefills=rep.prefills, seen=[-1], **kw)
 
 
 class _ChunkSchedule:
@@ -312,7 +312,7 @@ def drain_chunked(
     end = np.concatenate([batch.end, req.base[joiners] + req.out_len[joiners]])
     off = np.concatenate([batch.off, req.prompt[joiners] - req.base[joiners]])
     first = np.concatenate([batch.ptr, req.base[joiners] + 1])
-    pos, steps = trajectories(d.step if gam else None, first, end)
+    pos, steps = trajectories(d.run1 if gam else None, first, end, verification_positions(gam))
     if tally is not None:  # the drained passes' drafts and acceptances
         tally.add_drain(rid, pos, steps, end, gam)
     cols, rid_l = rid.shape[0], rid.tolist()

@@ -164,9 +164,12 @@ class CardCost(Remembers, CardDeployment):
         From the pass aggregates, like :meth:`uniform_iteration` (tests check it
         equals :func:`specsim.cost.step_cost` at context 0).
         """
-        # On Python ints, chains on an empty cache: a speed trick, an admission's prompts
-        # are few and numpy's per-call overhead would dominate.
+        # On Python ints, chains on an empty cache, remembered by the prompts: speed tricks,
+        # an admission's prompts are few (numpy's per-call overhead would dominate) and recur.
         ps = prompts.tolist()
+        key, memo = (bool(draft), *ps), self._memo_prefills
+        if key in memo:
+            return memo[key]
         T, S, R = float(sum(ps)), float(sum([chain_pairs(0, p) for p in ps])), 0.0
         b = float(len(ps))
         target, dra = self._kernels
@@ -178,7 +181,8 @@ class CardCost(Remembers, CardDeployment):
             )
             time, energy = time + t, energy + en
             flops, nbytes = flops + fl * k.devices, nbytes + by * k.devices
-        return PassCost(time_s=time, flops=flops, bytes=nbytes, energy_j=energy)
+        cost = PassCost(time_s=time, flops=flops, bytes=nbytes, energy_j=energy)
+        return self._remember(key, cost, memo)
 
     @cached_property
     def _kernels(self) -> tuple[Kernel, Kernel | None]:

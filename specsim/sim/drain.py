@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from specsim.cost import verification_positions
 from specsim.sim.batch import Admission, Batch, Requests
 from specsim.sim.paged import EXTRA_COLUMNS, Paging
 from specsim.sim.records import ITERATION_COLUMNS
@@ -59,7 +60,7 @@ class Drain:
     req: Requests
     admission: Admission
     batch: Batch
-    step: NDArray[np.int64] | None
+    run1: NDArray[np.int64] | None  # tokens a block from each flat position emits uncapped
     gamma: int
     max_batch: int
     with_energy: bool
@@ -110,12 +111,13 @@ class _Schedule:
     carries from one admission or finish to the next, and what it records for the table."""
 
     d: Drain
-    column: Ints  # each request's column in the trajectories (-1: none)
+    column: list[int]  # each request's column in the trajectories (-1: none)
     need: list[int]  # iterations each column needs
     joined: Ints  # the iteration each column joins at
     heap: list[tuple[int, int]]  # (last iteration, request) of the running sequences
     running: int
     done: int
+    single: list[bool] = field(default_factory=list)  # each request's output is one token
     grow: list[int] | None = None  # gamma 0 without paging: contexts as numbers
     shrink: list[int] | None = None
     ctx_now: int = 0
@@ -124,12 +126,13 @@ class _Schedule:
     segments: list[tuple[int, int, int]] = field(default_factory=list)  # (it, row, count)
     seg_ctx: list[tuple[int, int]] = field(default_factory=list)  # (context sum, batch)
     prefills: list[tuple[int, float, int, float]] = field(default_factory=list)
-    firsts: list[tuple[Ints, int, float, NDArray[np.bool_]]] = field(default_factory=list)
+    firsts: list[tuple[Ints, int, float]] = field(default_factory=list)  # (requests, row, s)
     ends: list[tuple[Ints, int]] = field(default_factory=list)  # (requests, their last row)
     tokens: list[tuple[int, int]] = field(default_factory=list)  # (row, prompt tokens)
 
     def admit(self) -> None:
-        """Admit and prefill what fits; the one-token requests are done with it."""
+        """Admit and prefill what fits; the one-token requests are done with it (a speed
+        trick: an admission is a request or two, so the bookkeeping is on Python lists)."""
         d, admission, req = self.d, self.d.admission, self.d.req
         adm: list[int] = []
         if admission.waiting and self.running < d.max_batch:
@@ -138,16 +141,21 @@ class _Schedule:
             admission.check_progress(self.running)
             return
         a = np.asarray(adm, dtype=np.int64)
-        pc = d.cost.prefill(req.prompt[a], draft=d.gamma != 0)
+        prompts = req.prompt[a]
+        pc = d.cost.prefill(prompts, draft=d.gamma != 0)
         self.prefills.append((self.row, pc.time_s, len(adm), pc.energy_j or 0.0))
-        self.tokens.append((self.row, int(req.prompt[a].sum())))
-        one = req.out_len[a] == 1  # one-token requests are done with their prefill
-        self.firsts.append((a, self.row, pc.time_s, one))
-        if one.any():
+        if d.paging is not None:  # the tokens prefilled: a paged table's extra column
+            self.tokens.append((self.row, int(prompts.sum())))
+        self.firsts.append((a, self.row, pc.time_s))
+        single = self.single
+        if any([single[r] for r in adm]):  # one-token requests are done with their prefill
+            one = req.out_len[a] == 1
             admission.release(a[one])
             self.done += int(one.sum())
-        for r in a[~one].tolist():
-            col = int(self.column[r])
+        for r in adm:
+            if single[r]:
+                continue
+            col = self.column[r]
             self.joined[col] = self.it
             heapq.heappush(self.heap, (self.it + self.need[col] - 1, r))
             self.running += 1
@@ -171,8 +179,8 @@ class _Schedule:
         f = np.asarray(finished, dtype=np.int64)
         self.ends.append((f, self.row - 1))
         self.d.admission.release(f)
-        self.done += f.shape[0]
-        self.running -= f.shape[0]
+        self.done += len(finished)
+        self.running -= len(finished)
 
     def rows(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """The segments (first iteration, row, count) and each decoding iteration's row."""
@@ -202,8 +210,10 @@ def drain(
     if numbers:  # one token an iteration: no walk, and the context sums as numbers
         steps = end - first
     else:
-        assert gamma == 0 or d.step is not None and d.mixed_many is not None
-        pos, steps = trajectories(d.step if gamma else None, first, end)
+        assert gamma == 0 or d.run1 is not None and d.mixed_many is not None
+        pos, steps = trajectories(
+            d.run1 if gamma else None, first, end, verification_positions(gamma)
+        )
     if tally is not None:
         tally.add_drain(rid, pos, steps, end, gamma)
     column = np.full(len(req), -1, dtype=np.int64)
@@ -212,7 +222,14 @@ def drain(
     heap = [(need[c] - 1, r) for c, r in enumerate(batch.rid.tolist())]  # (last iteration, id)
     heapq.heapify(heap)
     sched = _Schedule(
-        d, column, need, np.zeros(rid.shape[0], dtype=np.int64), heap, batch.size, done
+        d,
+        column.tolist(),
+        need,
+        np.zeros(rid.shape[0], dtype=np.int64),
+        heap,
+        batch.size,
+        done,
+        single=(req.out_len == 1).tolist(),
     )
     if numbers:
         sched.grow = (req.prompt + 1).tolist()  # a sequence's context when it joins ...
@@ -276,7 +293,7 @@ def _finish(
     t: NDArray[np.float64],
     e: NDArray[np.float64],
     prefills: list[tuple[int, float, int, float]],
-    firsts: list[tuple[Ints, int, float, NDArray[np.bool_]]],
+    firsts: list[tuple[Ints, int, float]],
     ends: list[tuple[Ints, int]],
     *,
     start: float,
@@ -292,9 +309,20 @@ def _finish(
     table[:, 11] = table[:, 11] + energies if d.with_energy else np.nan
     clock = np.cumsum(np.concatenate(([start], duration)))
     table[:, 0], table[:, 1] = clock[:-1], clock[1:]
-    for a, r, pt, one in firsts:
-        d.first_tok[a] = clock[r] + pt
-        d.finish[a[one]] = clock[r] + pt
-    for f, r in ends:
-        d.finish[f] = clock[r + 1]
+    if firsts:  # every admission's requests at once: the same sums, element for element
+        a, at = _spread([(f[0], (f[1], f[2])) for f in firsts])
+        t = clock[at[:, 0].astype(np.int64)] + at[:, 1]
+        d.first_tok[a] = t
+        one = d.req.out_len[a] == 1  # done with their prefill
+        d.finish[a[one]] = t[one]
+    if ends:
+        f, at = _spread([(e[0], (e[1],)) for e in ends])
+        d.finish[f] = clock[at[:, 0].astype(np.int64) + 1]
     return table
+
+
+def _spread(groups: list[tuple[Ints, tuple[float, ...]]]) -> tuple[Ints, NDArray[np.float64]]:
+    """The groups' requests in one array, and each one's group numbers as a row."""
+    ids = np.concatenate([g[0] for g in groups])
+    size = [g[0].shape[0] for g in groups]
+    return ids, np.repeat(np.array([g[1] for g in groups], dtype=np.float64), size, axis=0)

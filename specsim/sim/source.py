@@ -192,14 +192,23 @@ class Remembers:
     def _memo(self) -> dict[tuple[Any, ...], Any]:
         return {}
 
-    def _remember(self, key: tuple[Any, ...], value: Any) -> Any:
-        if len(self._memo) >= MEMO:
-            self._memo.clear()
-        self._memo[key] = value
+    @cached_property
+    def _memo_prefills(self) -> dict[tuple[Any, ...], Any]:
+        """Prefills apart: keyed by their prompts, mostly new when prompt lengths vary, they
+        would push out the iterations' costs, which recur."""
+        return {}
+
+    def _remember(
+        self, key: tuple[Any, ...], value: Any, memo: dict[tuple[Any, ...], Any] | None = None
+    ) -> Any:
+        memo = self._memo if memo is None else memo
+        if len(memo) >= MEMO:
+            memo.clear()
+        memo[key] = value
         return value
 
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "_memo"}
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_memo")}
 
 
 Ints = NDArray[np.int64]

@@ -119,13 +119,13 @@ def run_lengths(
         going = ok.copy()  # position p + k is accepted and in p's request
         if lengths is not None:
             going[np.cumsum(lengths)[lengths > 0] - 1] = False
-        run = ok.astype(np.int64)
+        short = ok.astype(np.int8)  # at most cap <= 8: summed in bytes, widened once
         acc = ok.copy()
         for k in range(1, min(cap, n)):
             acc[n - k :] = False
             acc[: n - k] &= going[k - 1 : n - 1] & ok[k:]
-            run += acc
-        return run
+            short += acc
+        return short.astype(np.int64)
     rejections = np.append(np.flatnonzero(~ok), n)
     nxt = np.repeat(rejections, np.diff(rejections, prepend=-1))[:n]
     if lengths is not None:

@@ -26,6 +26,17 @@ TALLY_COLUMNS = ("verify_steps", "drafts", "drafted_tokens", "accepted_tokens")
 """The requests table's counters (then ``accepted_at_1`` .. ``accepted_at_K``)."""
 
 
+def _drafted(passes: list[tuple[Ints, Ints | int, Ints]]) -> Ints:
+    """Each kept pass's drafted tokens, a row per sequence: one ``np.repeat`` over the passes
+    that drafted one number for every sequence (a speed trick: most do)."""
+    if all(isinstance(p[1], int) for p in passes):
+        size = [p[0].shape[0] for p in passes]
+        return np.repeat(np.array([p[1] for p in passes], dtype=np.int64), size)
+    return np.concatenate(
+        [np.broadcast_to(np.asarray(p[1], dtype=np.int64), p[0].shape) for p in passes]
+    )
+
+
 class Tally:
     """Per request: verification steps, drafts (steps that verified a drafted token),
     drafted and accepted tokens, and accepted tokens at each draft position ``1 .. K``."""
@@ -49,9 +60,7 @@ class Tally:
         if not self._passes:
             return
         rid = np.concatenate([p[0] for p in self._passes])
-        d = np.concatenate(
-            [np.broadcast_to(np.asarray(p[1], dtype=np.int64), p[0].shape) for p in self._passes]
-        )
+        d = _drafted(self._passes)
         acc = np.concatenate([p[2] for p in self._passes]).astype(np.int64)
         self._passes = []
         n, k = self.steps.shape[0], self.at.shape[1]
@@ -83,7 +92,8 @@ class Tally:
         self.drafted[rid] += gamma * steps - (gamma - short).sum(axis=0)
         self.drafts[rid] += steps - ((idx >= 0) & (short <= 0)).sum(axis=0)
         width = gamma + 2  # buckets: held (-1), then accepted 0 .. gamma
-        flat = np.diff(pos, axis=0) + cols * width  # accepted + 1, offset per column
+        flat = np.diff(pos, axis=0)  # accepted + 1, offset per column
+        flat += cols * width
         hist = np.bincount(flat.ravel(), minlength=width * cols.shape[0])
         hist = hist.reshape(cols.shape[0], width)[:, 1:]  # accepted 0 .. gamma
         above = hist[:, ::-1].cumsum(axis=1)[:, ::-1][:, 1:]  # blocks accepting > j

@@ -20,22 +20,23 @@ __all__ = ["IterationSums", "decode_costs", "iteration_sums", "trajectories"]
 Ints = NDArray[np.int64]
 
 
-def trajectories(step: Ints | None, first: Ints, end: Ints) -> tuple[Ints, Ints]:
+def trajectories(run1: Ints | None, first: Ints, end: Ints, most: int = 1) -> tuple[Ints, Ints]:
     """Each sequence's flat position before each of its iterations and after its last
     (column ``i``: sequence ``i``, held at its end once there), and how many iterations it
-    needs: a block's end is ``step[p]``, cut at the request's last token. ``step`` None:
-    one token an iteration (gamma 0), and only the first row is formed, the rest being
-    ``first + s``."""
-    if step is None:
+    needs: a block from flat position ``p`` emits ``min(run1[p], most)`` tokens (``most``:
+    gamma + 1), cut at the request's last token. ``run1`` None: one token an iteration
+    (gamma 0), and only the first row is formed, the rest being ``first + s``."""
+    if run1 is None:
         return first[None, :], end - first
     chunks = [first[None, :]]
     ptr = first
     while not (ptr == end).all():
         block = np.empty((32, first.shape[0]), dtype=np.int64)
-        for k in range(32):
-            step.take(ptr, out=block[k])
-            np.minimum(block[k], end, out=block[k])
-            ptr = block[k]
+        for k in range(32):  # on the sequences' rows alone (no table of every position's end)
+            row = run1.take(ptr, out=block[k])
+            np.minimum(row, most, out=row)
+            row += ptr
+            ptr = np.minimum(row, end, out=row)
         chunks.append(block)
     pos = np.concatenate(chunks)
     return pos, (pos == end).argmax(axis=0)
@@ -68,25 +69,33 @@ def iteration_sums(
     block: int | None = None,
 ) -> IterationSums:
     """Sums over every (sequence, iteration) pair of :func:`trajectories` (sequence ``c`` runs
-    its step ``s`` in iteration ``joined[c] + s``; past its end, a spare bin ``it``), by
+    its step ``s`` in iteration ``joined[c] + s``, all before iteration ``it``), by
     bincount, exact in float64 (integers far below 2^53). Gamma 0 (``pos``: its first row):
     each sequence runs ``steps`` iterations from ``joined``, its context one more each, so
     the sums are cumulative sums of what joins and leaves."""
     if gamma == 0:
         return _plain_sums(pos[0], steps, joined, off, it, block)
+    # A speed trick: a walk holds at its end, so tokens left (end - position) are 0 past a
+    # sequence's last step and weigh nothing there; the batch, the contexts' tail
+    # (off + end) and what joins and leaves are sums over sequences, and the tokens emitted
+    # telescope from the context sums; only tokens left are scattered over every pair.
     here = pos[:-1]
-    step_no = np.arange(here.shape[0])[:, None]
-    valid = step_no < steps
-    at = np.where(valid, joined + step_no, it)
-    ctx, left = off + here, end - here
-    flat = at.ravel()
-    b = np.bincount(flat, minlength=it + 1)[:it]
-    ctx_sum = np.bincount(flat, weights=ctx.ravel(), minlength=it + 1)[:it].astype(np.int64)
-    emitted = np.bincount(flat, weights=(pos[1:] - here).ravel(), minlength=it + 1)[:it].astype(
-        np.int64
-    )
-    cut = valid & (left <= gamma)  # within gamma of its end: gamma cut to left - 1
-    tc, gc, cc = at[cut], left[cut] - 1, ctx[cut]
+    left = end - here
+    at = joined + np.arange(here.shape[0])[:, None]  # the iteration of each pair, if run
+    stop = joined + steps
+    b = _running(joined, None, stop, None, it).astype(np.int64)
+    tail = off + end  # a sequence's context after its last step
+    behind = np.bincount(at.ravel(), weights=left.ravel(), minlength=it)[:it]
+    ctx_sum = (_running(joined, tail, stop, tail, it) - behind).astype(np.int64)
+    joins = np.bincount(joined, weights=off + pos[0], minlength=it + 1)[1 : it + 1]
+    leaves = np.bincount(stop, weights=tail, minlength=it + 1)[1 : it + 1]
+    after = np.zeros_like(ctx_sum)  # the next iteration's contexts
+    after[:-1] = ctx_sum[1:]
+    emitted = after - ctx_sum + (leaves - joins).astype(np.int64)
+    cut = (left <= gamma) & (left > 0)  # within gamma of its end: gamma cut to left - 1
+    pair = np.flatnonzero(cut)
+    tc, gc = at.ravel()[pair], left.ravel()[pair] - 1
+    cc = off[pair % here.shape[1]] + here.ravel()[pair]
     width = gamma + 1
     cell = tc * width + gc
     count = np.bincount(cell, minlength=it * width).reshape(it, width)
@@ -96,12 +105,22 @@ def iteration_sums(
     drafted = (count * np.arange(width)).sum(axis=1)
     blocks = pairs = None
     if block is not None:
+        valid, ctx, flat = left > 0, off + here, at.ravel()
         n = np.minimum(left, width)  # positions of the pass: gamma + 1, cut to left
         w = np.where(valid, (ctx + n + (block - 2)) // block, 0).ravel()
-        blocks = np.bincount(flat, weights=w, minlength=it + 1)[:it].astype(np.int64)
+        blocks = np.bincount(flat, weights=w, minlength=it)[:it].astype(np.int64)
         w = np.where(valid, n * ctx + n * (n + 1) // 2, 0).ravel()
-        pairs = np.bincount(flat, weights=w, minlength=it + 1)[:it]
+        pairs = np.bincount(flat, weights=w, minlength=it)[:it]
     return IterationSums(b, ctx_sum, emitted, drafted, count, csum, blocks, pairs)
+
+
+def _running(at: Ints, w: Any, until: Ints, w_until: Any, it: int) -> NDArray[Any]:
+    """Per iteration ``0 .. it - 1``: the weights ``w`` of what joined at ``at`` or before,
+    less the weights ``w_until`` of what left at ``until`` or before (whole numbers, exact
+    in float64; None: counts)."""
+    diff = np.bincount(at, weights=w, minlength=it + 1)
+    diff = diff - np.bincount(until, weights=w_until, minlength=it + 1)
+    return np.cumsum(diff)[:it]
 
 
 def _plain_sums(
@@ -109,17 +128,13 @@ def _plain_sums(
 ) -> IterationSums:
     """:func:`iteration_sums` at gamma 0: differences at joins and leaves, summed up."""
     stop = joined + steps
-
-    def running(at: Ints, w: Any, until: Ints, w_until: Any) -> NDArray[Any]:
-        diff = np.bincount(at, weights=w, minlength=it + 1)
-        diff -= np.bincount(until, weights=w_until, minlength=it + 1)
-        return np.cumsum(diff)[:it]
-
     ones = np.ones(joined.shape[0])
-    b = running(joined, ones, stop, ones).astype(np.int64)
+    b = _running(joined, ones, stop, ones, it).astype(np.int64)
     ctx0 = off + first  # the context at a sequence's first iteration
     lead = (ctx0 - joined).astype(np.float64)  # its context in iteration t is lead + t
-    ctx_sum = running(joined, lead, stop, lead).astype(np.int64) + b * np.arange(it, dtype=np.int64)
+    ctx_sum = _running(joined, lead, stop, lead, it).astype(np.int64) + b * np.arange(
+        it, dtype=np.int64
+    )
     blocks = pairs = None
     if block is not None:  # ceil(context / block) blocks, one more at each block's start
         last = ctx0 + steps - 1
@@ -131,7 +146,7 @@ def _plain_sums(
         nth = np.arange(k.shape[0]) - np.repeat(np.cumsum(grow) - grow, grow)
         at = np.concatenate([joined, joined[k] + s0[k] + nth * block])
         w = np.concatenate([blocks_in, np.ones(k.shape[0], dtype=np.int64)]).astype(np.float64)
-        blocks = running(at, w, stop, blocks_out.astype(np.float64)).astype(np.int64)
+        blocks = _running(at, w, stop, blocks_out.astype(np.float64), it).astype(np.int64)
         pairs = (ctx_sum + b).astype(np.float64)  # one position each: context + 1 pairs
     counts, csum = b[:, None].copy(), ctx_sum[:, None].astype(np.float64)
     return IterationSums(

@@ -166,11 +166,10 @@ def test_iteration_sums_against_counting_each_iteration(gamma) -> None:
     rng = np.random.default_rng(gamma)
     cols, block = 30, 16
     run1 = rng.integers(1, 6, 4000)  # accepted run plus one at each flat position
-    step = None if gamma == 0 else np.minimum(run1, gamma + 1) + np.arange(4000)
     first = np.sort(rng.choice(3500, cols, replace=False))
     end = np.minimum(first + rng.integers(1, 120, cols), 3999)
     off = rng.integers(1, 700, cols) - first
-    pos, steps = trajectories(step, first, end)
+    pos, steps = trajectories(None if gamma == 0 else run1, first, end, gamma + 1)
     if gamma == 0:
         pos_all = first[None, :] + np.arange(steps.max() + 1)[:, None]
         pos_all = np.minimum(pos_all, end)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from specsim.acceptance.processes import AcceptanceProcess
 from specsim.checks import check_size
@@ -70,7 +71,7 @@ class ServingConfig:
         check_router(self.router, self.replicas)
         if self.kv_capacity_tokens is not None:
             check_whole(self.kv_capacity_tokens, "kv_capacity_tokens", minimum=1)
-            most = self._memory_budget()
+            most = self._budget
             if most is not None and self.kv_capacity_tokens > most:
                 raise ValueError(
                     f"kv_capacity_tokens: {self.kv_capacity_tokens} tokens do not fit; the "
@@ -103,12 +104,14 @@ class ServingConfig:
             except ValueError as exc:
                 raise ValueError(f"max_gamma: {self.max_gamma}: {exc}") from None
 
-    def _memory_budget(self) -> int | None:
-        """KV tokens the accelerator holds after the weights, where the cost source knows."""
+    @cached_property
+    def _budget(self) -> int | None:
+        """KV tokens the accelerator holds after the weights, where the cost source knows
+        (worked out once: every serve of a run reads it, and a card's footprint is slow)."""
         capacity: Callable[[], int] | None = getattr(self.cost, "kv_capacity_tokens", None)
         return None if capacity is None else int(capacity())
 
     def kv_capacity(self) -> int | None:
         if self.kv_capacity_tokens is not None:
             return int(self.kv_capacity_tokens)
-        return self._memory_budget()
+        return self._budget

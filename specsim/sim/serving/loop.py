@@ -23,12 +23,12 @@ import pandas as pd
 import simpy
 from numpy.typing import NDArray
 
-from specsim.cost import verification_positions
 from specsim.policies.lookahead import LookaheadPolicy, batch_wide, fixed_gamma
 from specsim.sim import paged, prefill
 from specsim.sim.batch import Admission, Batch, Requests, TimesOf, composed_times, sequence_gammas
 from specsim.sim.chunk_drain import drain_chunked, draining
 from specsim.sim.drain import Drain, drain
+from specsim.sim.records import with_columns
 from specsim.sim.router import Replica, route, tables
 from specsim.sim.serving.chunked import chunked_iteration
 from specsim.sim.serving.drafting import ProposerDrafts
@@ -101,10 +101,9 @@ class Engine:
         self.where = np.arange(n, dtype=np.int64) % config.replicas
         self.fixed_route = config.router == "round-robin"
         self.arrived = 0
-        self.step = None  # where a block drafting the fixed gamma from each flat position leaves it
-        if self.vector_ok and fixed is not None and fixed > 0 and self.uniform is not None:
-            self.step = np.minimum(req.run1, verification_positions(fixed))
-            self.step += np.arange(self.step.shape[0], dtype=np.int64)
+        # The drains' walks at a fixed gamma > 0 read the run lengths (Requests.run1).
+        ok = self.vector_ok and fixed is not None and fixed > 0 and self.uniform is not None
+        self.run1 = req.run1 if ok else None
         self.reps = [self._replica(k) for k in range(config.replicas)]
         self.tally = Tally(n, self.max_gamma)  # the engines' acceptance counters
 
@@ -166,7 +165,7 @@ class Engine:
                 cost=self.cost,
                 gamma=fixed,
                 budget=self.budget,
-                step=self.step,
+                run1=self.run1,
                 with_energy=self.with_energy,
             )
         return rep
@@ -177,11 +176,10 @@ class Engine:
         for rep in self.reps:
             env.process(self.replica_loop(rep))
         env.run()
-        out = self.req.table.copy()
-        out["first_token_s"] = self.first_tok
-        out["finish_s"] = self.finish
-        for name, col in self.tally.columns().items():
-            out[name] = col
+        out = with_columns(
+            self.req.table,
+            {"first_token_s": self.first_tok, "finish_s": self.finish, **self.tally.columns()},
+        )
         extra = self.config.kv_block_tokens is not None or self.budget is not None
         requests, its = tables(out, self.reps, self.where, extra=extra)
         if self.tree is not None:
@@ -195,10 +193,10 @@ class Engine:
         return requests, its
 
     def arrivals(self) -> simpy.events.ProcessGenerator:
-        env, req, reps = self.env, self.req, self.reps
-        for i in range(len(req)):
-            yield env.timeout(max(0.0, req.arrival[i] - env.now))
-            k = int(self.where[i]) if self.fixed_route else route(self.config.router, i, reps)
+        env, reps, where = self.env, self.reps, self.where.tolist()
+        for i, at in enumerate(self.req.arrival.tolist()):  # on Python floats: the same delays
+            yield env.timeout(max(0.0, at - env.now))
+            k = where[i] if self.fixed_route else route(self.config.router, i, reps)
             self.where[i], rep = k, reps[k]
             rep.admission.arrive(i)
             rep.routed += 1
