@@ -26,9 +26,10 @@ tokens from Sequoia's positional model), batch 1 to 256:
   tokens (:class:`specsim.proposers.StreamingSelfSpec`, MagicDec's StreamingLLM
   self-speculation) at the per-token acceptance MagicDec measured at each context
   (``long_card``, ``models/proposers/magicdec-llama-3.1-8b-streaming-512.toml``; the same rate
-  at every depth, assumed), or at a what-if ``long_alpha``. At long context a step is KV-bound, so
-  verification costs about one plain step at every batch while the budgeted draft stays
-  cheap: the speedup rises with batch (MagicDec, arXiv:2408.11049, Section 4).
+  at every depth, assumed), or at a what-if ``long_alpha`` (``long_what_if``). At long
+  context a step is KV-bound, so verification costs about one plain step at every batch while
+  the budgeted draft stays cheap: the speedup rises with batch (MagicDec, arXiv:2408.11049,
+  Section 4).
 
 - **Disaggregated against colocated** (``disagg``, :mod:`studies._frontier_disagg`): the
   serving simulator, not a closed form. ``disagg_replicas`` GPUs of ``disagg_hardware``
@@ -108,10 +109,11 @@ class Config:
         "streaming self-speculation card whose measured acceptance by context the "
         "long-context part reads (its budget must be kv_budget)",
     )
-    long_alpha: float | None = setting(
-        None,
-        "a what-if acceptance per depth instead of the card's (None: the card's)",
-        "probability",
+    long_what_if: bool = setting(
+        False, "draft at long_alpha per depth instead of the card's measured acceptance"
+    )
+    long_alpha: float = setting(
+        0.8, "the what-if acceptance per depth (with long_what_if)", "probability"
     )
     long_gamma: int = setting(3, "drafted chain length of the long-context part", "tokens")
     disagg_target: str = setting("llama-3.1-8b", "target of the disaggregation part (slug)")
@@ -138,8 +140,7 @@ class Config:
     disagg_seed: int = setting(0, "seed of the disaggregation part's requests and draws")
 
     def __post_init__(self) -> None:
-        if self.long_alpha is not None:
-            check_probability(self.long_alpha, "long_alpha")
+        check_probability(self.long_alpha, "long_alpha")
         check_probability(self.disagg_alpha, "disagg_alpha")
         for key in ("disagg_gamma", "disagg_replicas", "disagg_prefill_replicas"):
             check_positive_int(getattr(self, key), key)
@@ -167,14 +168,15 @@ class Config:
 
 def _streaming_draft(cfg: Config, *, context: int) -> StreamingSelfSpec:
     """The long-context part's proposer at ``context``: the card's measured acceptance there,
-    or ``long_alpha`` at every depth when given (a what-if)."""
-    if cfg.long_alpha is None:
+    or ``long_alpha`` at every depth with ``long_what_if``."""
+    if not cfg.long_what_if:
         card = load_proposer_card(cfg.long_card)
         if not isinstance(card, StreamingSelfSpecCard) or card.budget != cfg.kv_budget:
             raise ValueError(
                 f"long_card {cfg.long_card!r}: needs a streaming-self-speculation card of "
                 f"budget kv_budget = {cfg.kv_budget} (got kind {card.kind!r}, budget "
-                f"{getattr(card, 'budget', None)}); set long_alpha for a what-if at another budget"
+                f"{getattr(card, 'budget', None)}); set long_what_if for a what-if at another "
+                "budget"
             )
         return StreamingSelfSpec.from_card(card, context=context)
     acc = RankAcceptance(

@@ -41,8 +41,6 @@ import math
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.optimize import brentq
-from scipy.special import ndtri
 
 from specsim.theory._checks import FloatArray, as_real, scalar_or_array
 
@@ -126,6 +124,9 @@ def lognormal_load(experts: int, *, cv: float) -> FloatArray:
         )
     if c == 0.0 or experts == 1:
         return np.full(int(experts), 1.0 / experts)
+    from scipy.optimize import brentq  # start-up: theory's numbers need no scipy otherwise
+    from scipy.special import ndtri  # start-up: as above
+
     z = ndtri((np.arange(int(experts)) + 0.5) / experts)
     hi = 1.0
     while _quantile_cv(hi, z) < c:  # the cv grows with s without bound toward reach

@@ -66,7 +66,9 @@ def test_report_runs_every_study_and_writes_its_files(
 def test_report_page_is_self_contained(report: tuple[Report, list[tuple[int, int, str]]]) -> None:
     rep, _ = report
     page = rep.html.read_text(encoding="utf-8")
-    n_figures = sum(len(s.figures) for s in rep.studies) + 2  # + the z plot and fidelity
+    n_figures = (
+        sum(len(s.figures) for s in rep.studies) + 3
+    )  # + the z plot and the two fidelity figures
     images = re.findall(r'<img alt="[^"]+" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert len(images) == n_figures
     assert all(len(b) > 1000 for b in images)
@@ -154,7 +156,7 @@ def test_every_figure_loads_in_a_real_browser(
 ) -> None:
     rep, _ = report
     # + the z plot and fidelity, and the opening's plan verdicts (one figure each)
-    n_figures = sum(len(s.figures) for s in rep.studies) + 2 + len(report_cases())
+    n_figures = sum(len(s.figures) for s in rep.studies) + 3 + len(report_cases())
     probe = (
         "<script>window.addEventListener('load', () => {"
         "const imgs = Array.from(document.images);"
