@@ -56,7 +56,6 @@ from matplotlib.figure import Figure
 
 from specsim.cards import ModelCard, load_head, load_model
 from specsim.cards.files import packaged_root
-from specsim.cards.proposer_cards import StreamingSelfSpecCard, load_proposer_card
 from specsim.cost.deployment import Deployment
 from specsim.cost.shape import chain_sums
 from specsim.plots.figures import describe, figure, legend_outside, plot_lines
@@ -170,15 +169,14 @@ def _streaming_draft(cfg: Config, *, context: int) -> StreamingSelfSpec:
     """The long-context part's proposer at ``context``: the card's measured acceptance there,
     or ``long_alpha`` at every depth with ``long_what_if``."""
     if not cfg.long_what_if:
-        card = load_proposer_card(cfg.long_card)
-        if not isinstance(card, StreamingSelfSpecCard) or card.budget != cfg.kv_budget:
+        draft = StreamingSelfSpec.from_card(cfg.long_card, context=context)
+        if draft.budget != cfg.kv_budget:
             raise ValueError(
-                f"long_card {cfg.long_card!r}: needs a streaming-self-speculation card of "
-                f"budget kv_budget = {cfg.kv_budget} (got kind {card.kind!r}, budget "
-                f"{getattr(card, 'budget', None)}); set long_what_if for a what-if at another "
-                "budget"
+                f"long_card {cfg.long_card!r}: its acceptance was measured at a KV budget of "
+                f"{draft.budget}, not kv_budget = {cfg.kv_budget}; set long_what_if for a "
+                "what-if at another budget"
             )
-        return StreamingSelfSpec.from_card(card, context=context)
+        return draft
     acc = RankAcceptance(
         accept=((cfg.long_alpha,),) * cfg.long_gamma,
         source=f"assumed {cfg.long_alpha} per depth (study frontier, long_alpha)",

@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -61,7 +61,7 @@ from specsim.sim.records import ServingResult
 from specsim.sim.router import Router, check_router
 from specsim.sim.serving.loop import serve
 from specsim.sim.serving.plans import TreePlan, TreeStep
-from specsim.sim.source import check_whole
+from specsim.sim.source import CostSource, check_whole
 from specsim.sim.workload import Workload
 
 __all__ = [
@@ -69,7 +69,9 @@ __all__ = [
     "TreeServingResult",
     "TreeStep",
     "TreeVerify",
+    "TreeEngine",
     "batch_cap",
+    "tree_engine",
     "check_serving_fields",
     "plain_twin",
     "serve_trees",
@@ -114,10 +116,12 @@ class TreeServingFields:
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Setup:
-    """What the engine reads (:class:`specsim.sim.serving.loop.EngineConfig`) for a tree run."""
+class TreeEngine:
+    """What the engine reads (:class:`specsim.sim.serving.loop.EngineConfig`) for a tree run:
+    its cost, its batch (at most one root per position of the budget), the tree's lookahead
+    as ``max_gamma``, its memory, replicas and router; built by :func:`tree_engine`."""
 
-    cost: CardCost
+    cost: CostSource
     max_batch: int
     max_gamma: int
     kv_capacity_tokens: int | None
@@ -125,17 +129,53 @@ class _Setup:
     preemption: paged.Preemption
     replicas: int
     router: Router
-    token_budget: int | None
+    token_budget: int | None = None
 
     def kv_capacity(self) -> int | None:
         return self.kv_capacity_tokens
 
 
-def _setup(cfg: Any, lookahead: int) -> _Setup:
-    setup = _Setup(
-        cost=cfg.card_cost(),
-        max_batch=batch_cap(cfg.max_batch, cfg.position_budget),
+_E = TypeVar("_E", bound="TreeEngine")
+
+
+def tree_engine(
+    kind: type[_E],
+    *,
+    cost: CostSource,
+    max_batch: int,
+    position_budget: int | None,
+    lookahead: int,
+    kv_capacity_tokens: int | None,
+    kv_block_tokens: int | None,
+    preemption: paged.Preemption,
+    replicas: int,
+    router: Router,
+    token_budget: int | None = None,
+) -> _E:
+    """A :class:`TreeEngine` (or ``kind``, a subclass) for trees of ``lookahead`` positions
+    under ``position_budget``, its paging and preemption fields checked."""
+    setup = kind(
+        cost=cost,
+        max_batch=batch_cap(max_batch, position_budget),
         max_gamma=lookahead - 1,
+        kv_capacity_tokens=kv_capacity_tokens,
+        kv_block_tokens=kv_block_tokens,
+        preemption=preemption,
+        token_budget=token_budget,
+        replicas=replicas,
+        router=router,
+    )
+    paged.check_engine(setup)
+    return setup
+
+
+def _setup(cfg: Any, lookahead: int) -> TreeEngine:
+    return tree_engine(
+        TreeEngine,
+        cost=cfg.card_cost(),
+        max_batch=cfg.max_batch,
+        position_budget=cfg.position_budget,
+        lookahead=lookahead,
         kv_capacity_tokens=cfg.kv_capacity_tokens,
         kv_block_tokens=cfg.kv_block_tokens,
         preemption=cfg.preemption,
@@ -143,8 +183,6 @@ def _setup(cfg: Any, lookahead: int) -> _Setup:
         replicas=cfg.replicas,
         router=cfg.router,
     )
-    paged.check_engine(setup)
-    return setup
 
 
 def check_tree_stack(deployment: Deployment, parents: tuple[int, ...], *, where: str) -> None:

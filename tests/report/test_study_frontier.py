@@ -99,7 +99,7 @@ def test_the_long_context_part_reads_the_magicdec_card_or_a_what_if(df: pd.DataF
     assert "magicdec" in card.acceptance.source
     what_if = st._streaming_draft(st.Config(long_what_if=True, long_alpha=0.6), context=4096)
     assert what_if.acceptance.accept[0][0] == 0.6
-    with pytest.raises(ValueError, match="budget kv_budget = 1024"):
+    with pytest.raises(ValueError, match="budget of 512, not kv_budget = 1024"):
         st._streaming_draft(st.Config(kv_budget=1024), context=4096)
 
 

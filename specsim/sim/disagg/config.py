@@ -26,7 +26,7 @@ from specsim.sim.router import Router
 from specsim.sim.serving.config import ServingConfig
 from specsim.sim.serving.plans import TreePlan
 from specsim.sim.source import CostSource, check_whole
-from specsim.sim.tree_batch import TreeServingFields, TreeVerify, batch_cap
+from specsim.sim.tree_batch import TreeEngine, TreeServingFields, TreeVerify, tree_engine
 from specsim.sim.tree_serving import StaticTreePlan, TreeServingConfig
 from specsim.sim.tree_serving_dynamic import DynamicTreePlan, DynamicTreeServingConfig
 from specsim.sim.workload import Workload
@@ -39,21 +39,12 @@ _NO_DRAWS = IIDAcceptance(alpha=0.0)
 
 
 @dataclass(frozen=True, kw_only=True)
-class DecodeTrees:
-    """The decode pool's engine configuration under a tree plan (what
-    :class:`specsim.sim.serving.plans.EngineConfig` reads): the decode pool's cost seen
-    after the transfer, its batch (at most one root per position of the budget), the
-    tree's lookahead as ``max_gamma``, its memory and replicas."""
+class DecodeTrees(TreeEngine):
+    """The decode pool's engine configuration under a tree plan: a
+    :class:`~specsim.sim.tree_batch.TreeEngine` whose cost is the decode pool's seen after
+    the transfer, and whose KV capacity, when none is given, is that cost's."""
 
     cost: AfterTransfer
-    max_batch: int
-    max_gamma: int
-    kv_capacity_tokens: int | None
-    kv_block_tokens: int | None
-    preemption: paged.Preemption
-    replicas: int
-    router: Router
-    token_budget: None = None
 
     def kv_capacity(self) -> int | None:
         if self.kv_capacity_tokens is not None:
@@ -207,19 +198,18 @@ class DisaggConfig:
         tree = self.tree
         if tree is None:
             raise ValueError("disaggregation: no tree plan (tree) on the decode pool")
-        lookahead = self.tree_plan().lookahead
-        setup = DecodeTrees(
+        return tree_engine(
+            DecodeTrees,
             cost=AfterTransfer(self.decode_cost),
-            max_batch=batch_cap(self.max_batch, tree.position_budget),
-            max_gamma=lookahead - 1,
+            max_batch=self.max_batch,
+            position_budget=tree.position_budget,
+            lookahead=self.tree_plan().lookahead,
             kv_capacity_tokens=self.kv_capacity_tokens,
             kv_block_tokens=self.kv_block_tokens,
             preemption=self.preemption,
             replicas=self.decode_replicas,
             router=self.router,
         )
-        paged.check_engine(setup)
-        return setup
 
     def decode_engine(self) -> ServingConfig | DecodeTrees:
         """The decode pool's engine configuration: chains, or the tree plan's."""
