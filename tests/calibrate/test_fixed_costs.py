@@ -109,9 +109,12 @@ def test_unidentified_terms_keep_the_previous_numbers() -> None:
     """One layer count and one batch: only the per-pass term is fitted (SGLang's order); the
     others stay at the previous numbers."""
     rows = [_row(id="a", step_s=0.0075, step_low=0.0074, step_high=0.0076), _row(id="b")]
-    fit = fit_fixed(rows, load_stack("sglang"))
+    # whatever the file now holds, an unfitted term is the previous number
+    odd = with_terms(load_stack("sglang"), dict.fromkeys(TERMS, 1e-3))
+    fit = fit_fixed(rows, odd)
     assert list(fit.estimate) == ["pass_overhead_s"]
     prior = prior_stack(load_stack("sglang"))
+    assert prior.eager_layer_overhead_s == PRIOR["sglang"]["eager_layer_overhead_s"]
     for term in ("layer_overhead_s", "sequence_overhead_s", "eager_layer_overhead_s"):
         assert getattr(fit.stack, term) == getattr(prior, term)
 
