@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from specsim.cards import compose, load_hardware, load_model, load_stack
 from specsim.cost.deployment import Deployment
 from specsim.plan.fidelity import COVERAGE, fidelity_flags, read_summary
 from specsim.plan.fidelity.coverage import _KEPT, _LOSO
@@ -40,10 +41,11 @@ def test_every_family_is_behind_a_coverage_entry() -> None:
 
 
 def test_a_plan_on_deepseek_v3_under_tensorrt_llm_names_the_out_of_sample_miss() -> None:
+    b200 = load_hardware("b200")
     dep = Deployment(
-        target="deepseek-v3",
-        hardware="b200",
-        runtime="tensorrt-llm",
+        target=load_model("deepseek-v3"),
+        hardware=b200,
+        runtime=compose(load_stack("tensorrt-llm"), b200),
         weights="bfloat16",
         expert_weights="nvfp4",
         tensor_parallel=8,
