@@ -110,7 +110,7 @@ def _here(deployment: Deployment) -> dict[str, Coverage]:
     return {
         fam: c
         for fam, c in COVERAGE.items()
-        if c.hardware == hw and c.runtime == slug and weights in c.weights
+        if hw in c.hardware and c.runtime == slug and weights in c.weights
     }
 
 

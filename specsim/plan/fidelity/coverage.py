@@ -1,7 +1,7 @@
 """Which deployments and model pairs each fidelity family's predictions stand for.
 
-A :class:`Coverage` names the hardware card, the stack (the runtime profile's slug, or the
-card's default profile when the plan has no ``--runtime``; None: the card's own numbers, no
+A :class:`Coverage` names the hardware card (or cards), the stack (the runtime profile's slug,
+or the card's default profile when the plan has no ``--runtime``; None: the card's own numbers, no
 profile), the weight formats, the proposer kinds (``none``: plain decoding) and the model
 pairs (target, and the draft or head card where the family has one; None: plain decoding)
 that the family's prediction ran through. A speculative run's speedup over plain checks the
@@ -26,13 +26,15 @@ class Coverage:
     docstring). ValueError for no pairs, or a kind list that disagrees with the pairs (a
     plain pair needs kind ``none``, a drafted pair a speculative kind)."""
 
-    hardware: str
+    hardware: str | tuple[str, ...]
     runtime: str | None
     weights: tuple[str, ...]
     kinds: tuple[str, ...]
     pairs: tuple[Pair, ...]
 
     def __post_init__(self) -> None:
+        if isinstance(self.hardware, str):  # one card, or the cards a family's rows ran on
+            object.__setattr__(self, "hardware", (self.hardware,))
         if not self.pairs:
             raise ValueError(f"coverage of {self.hardware}: pairs: expected at least one pair")
         plain = any(d is None for _, d in self.pairs)
@@ -53,6 +55,8 @@ _CPU_GPT = "CPU runs, gpt-like-97m + gpt-like-6m (calibrated card)"
 _CPU_LLAMA = "CPU runs, llama-160m + llama-68m (calibrated card)"
 _ROWS = "CPU interleaved runs, {pair} (runtime profile{joint})"
 _JOINT = " fitted on fp32, int8 and int4 passes"
+_LOSO = "plain decode steps, leave-one-source-out: {stack}"
+_KEPT = "plain decode steps, previous numbers kept: {stack}"
 _GPT = _pairs("gpt-like-97m", "gpt-like-6m")
 _LLAMA = _pairs("llama-160m", "llama-68m")
 
@@ -68,7 +72,9 @@ def _cpu(hardware: str, runtime: str | None, pairs: tuple[Pair, ...]) -> Coverag
     )
 
 
-def _plain(hardware: str, runtime: str, weights: tuple[str, ...], *targets: str) -> Coverage:
+def _plain(
+    hardware: str | tuple[str, ...], runtime: str, weights: tuple[str, ...], *targets: str
+) -> Coverage:
     return Coverage(
         hardware=hardware,
         runtime=runtime,
@@ -104,19 +110,34 @@ COVERAGE: dict[str, Coverage] = {
     "vLLM v0.19.1 on H100 (vllm-v1 stack)": _plain(
         "h100-sxm", "vllm-v1", ("bfloat16",), "llama-3.1-8b"
     ),
-    # The gpt-fast stack (gpt-fast-stack: weight_kernels = "own") and the gpt-fast runtime
-    # profile (the A100's default) price the A100's passes alike, so the family covers both.
-    "gpt-fast README: gpt-fast-stack on a100-80gb": _plain(
-        "a100-80gb", "gpt-fast", ("int8", "int4"), "llama-2-70b"
-    ),
     "llama.cpp PR #17505: llama.cpp stack on rtx-3090": _plain(
         "rtx-3090", "llama.cpp", ("q4_0",), "llama-3.1-8b"
     ),
     "llama.cpp PR #17505: llama.cpp stack on rtx-4090": _plain(
         "rtx-4090", "llama.cpp", ("q4_0",), "llama-3.1-8b"
     ),
-    "Sequoia blog: research-cuda-graphs stack on a100-80gb": _plain(
+    # The fixed host costs on published plain decode steps (specsim.validate.fidelity.fixed):
+    # a committed fit's leave-one-source-out family, or the shipped stack's where it was not.
+    _LOSO.format(stack="gpt-fast-stack"): _plain(
+        "a100-80gb",
+        "gpt-fast-stack",
+        ("bfloat16", "int8", "int4"),
+        "llama-2-7b",
+        "llama-2-70b",
+        "llama-3.1-8b",
+        "llama-3.1-70b",
+        "mixtral-8x7b",
+    ),
+    _LOSO.format(stack="research-cuda-graphs"): _plain(
         "a100-80gb", "research-cuda-graphs", ("bfloat16",), "llama-2-7b", "llama-2-13b"
+    ),
+    _LOSO.format(stack="tensorrt-llm"): _plain(
+        "b200", "tensorrt-llm", ("bfloat16",), "deepseek-v3"
+    ),
+    _KEPT.format(stack="sglang"): _plain("h100-sxm", "sglang", ("bfloat16",), "llama-3.1-8b"),
+    _KEPT.format(stack="vllm-v0"): _plain("h100-sxm", "vllm-v0", ("bfloat16",), "llama-3.1-8b"),
+    _KEPT.format(stack="llama.cpp"): _plain(
+        ("rtx-3090", "rtx-4090"), "llama.cpp", ("q4_0",), "llama-2-7b"
     ),
     # The kernel sweeps (specsim.validate.fidelity.kernels) check kernels, not a model pair's
     # deployment, and are not in the fidelity table: they cover none.

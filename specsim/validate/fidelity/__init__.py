@@ -25,7 +25,11 @@ anchor and quantity, each prediction made without the row's own measurement
 - ``models/measured/published``: published plain-decoding figures no fit used (the gpt-fast
   README's quantized 70B rows, llama.cpp's microbatch sweep at 32k context on an RTX 3090
   and 4090, Sequoia's baseline on an A100), each priced by the stack closest to its engine
-  on its card (:mod:`specsim.validate.fidelity.published`).
+  on its card (:mod:`specsim.validate.fidelity.published`);
+- ``models/measured/plain-decode``: published plain decode steps of the serving stacks, each
+  predicted by its stack with the fixed host costs refitted without the row's source (the
+  leave-one-source-out check of a committed fit), or by the stack as shipped where the fit
+  was not committed (:mod:`specsim.validate.fidelity.fixed`).
 
 The figures the hardware cards, the stack profiles and their device parts were tuned to are
 in sample, so they are not rows here: :func:`fitted_anchors` lists them, predicted by the
@@ -50,6 +54,7 @@ from specsim.cards.files import packaged_root
 from specsim.traces.io import read_trace
 
 from .anchors import VLLM_STACK, fitted_anchors, vllm_checks
+from .fixed import fixed_cost_rows
 from .leviathan import table2_reference, table2_rows
 from .profile import profile_rows
 from .published import published_rows
@@ -150,6 +155,7 @@ def fidelity_table(
     rows += vllm_checks()
     rows += vllm_checks(VLLM_STACK)
     rows += published_rows(root=root)
+    rows += fixed_cost_rows(root=root)
     # (the kernel sweeps' held-out rows, if any, join here as a family of their own)
     return pd.DataFrame(rows, columns=list(COLUMNS))
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from specsim.calibrate.plain_rows import eager_variant
 from specsim.cards import compose, load_hardware, load_model, load_stack
 from specsim.cards.files import packaged_root
 from specsim.cards.stack_files import device_part_for
@@ -57,8 +58,10 @@ DECODE_COLUMNS: tuple[str, ...] = (
     "value",
     "decimals",
     "fitted_by",
+    "graphs",
 )
-"""The columns of ``decode.csv``, in order."""
+"""The columns of ``decode.csv``, in order (``graphs``: ``off`` when the engine ran without
+CUDA graphs, :func:`specsim.calibrate.plain_rows.eager_variant`)."""
 _QUANTITY = {
     "tokens_per_s": ("plain pass throughput", "tokens/s"),
     "ms_per_token": ("plain time per token", "ms"),
@@ -100,7 +103,10 @@ def predict_published(row: pd.Series) -> float:
     """The row's ``quantity`` as the row's stack on its card prices it: tokens per second
     (generated or processed: ``batch * new_tokens`` over one pass) or ms per token."""
     hw = load_hardware(str(row["hardware"]))
-    runtime = compose(load_stack(str(row["stack"])), hw)
+    stack = load_stack(str(row["stack"]))
+    if str(row.get("graphs", "")) == "off":
+        stack = eager_variant(stack)
+    runtime = compose(stack, hw)
     kw: dict[str, object] = {"weights": str(row["weights"])}
     if str(row["group_size"]).strip():
         kw["group_size"] = int(row["group_size"])
