@@ -92,7 +92,7 @@ class AttentionKind:
             if key in table:  # a global layer every 1 layer would be no local layer at all
                 low = 2 if key == "global_every" else 1
                 check_int(where, f"attention.{key}", table[key], minimum=low)
-        return cls(**table)  # type: ignore[arg-type]
+        return cls(**table)
 
     @property
     def windowed(self) -> bool:
