@@ -147,15 +147,27 @@ def _read(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not valid TOML: {exc}") from exc
 
 
+_NOUN = {
+    "ModelCard": "model card",
+    "HardwareCard": "hardware card",
+    "RuntimeProfile": "runtime profile",
+    "StackProfile": "stack profile",
+    "DevicePart": "device part",
+}
+
+
 def build_card(
     cls: type[_AnyCard], data: dict[str, Any], path: Path, *, label: str = ""
 ) -> _AnyCard:
     """A card of dataclass ``cls`` from one file's table, naming unknown and missing fields;
     with ``label`` (``"head"``, ``"proposer"``) the file must be named after the card's slug."""
     keys = {f.name for f in fields(cls)} - {"source_path"}  # type: ignore[arg-type]
+    what = _NOUN.get(cls.__name__, f"{label} card")
     unknown = sorted(set(data) - keys)
     if unknown:
-        raise ValueError(f"{path}: unknown field(s) {unknown}; known fields: {sorted(keys)}")
+        raise ValueError(
+            f"{path}: unknown field(s) {unknown} of a {what}; known fields: {sorted(keys)}"
+        )
     missing = sorted(
         f.name
         for f in fields(cls)  # type: ignore[arg-type]
@@ -165,7 +177,7 @@ def build_card(
         and f.default_factory is MISSING
     )
     if missing:
-        raise ValueError(f"{path}: missing field(s) {missing}")
+        raise ValueError(f"{path}: missing field(s) {missing} of a {what}")
     card = cls(**data, source_path=str(path))  # type: ignore[call-arg]
     slug = getattr(card, "slug", path.stem)
     if label and slug != path.stem:
