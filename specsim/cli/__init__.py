@@ -52,7 +52,10 @@ COMMANDS: dict[str, str] = {
     ),
     "cost": "time, bound, flops, bytes and energy of one forward pass of a model on an accelerator",
     "tree": "the token tree with the most tokens/s for a proposer, machine and batch (optimizer)",
-    "cards": "list the model and accelerator cards with their key numbers",
+    "cards": (
+        "list every card (models, accelerators, runtime profiles, stacks, heads, proposers) "
+        "with its key numbers and sources"
+    ),
     "simulate": (
         "Simulate speculative decoding: a single stream from flags, or any scenario from a TOML "
         "config."
