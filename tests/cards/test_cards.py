@@ -62,6 +62,8 @@ MODELS = (
     "gemma-3-27b",
     "qwen3-8b",
     "qwen3-32b",
+    "peagle-gpt-oss-120b-draft",
+    "dflash-qwen3-8b-b16-draft",
 )
 HARDWARE = (
     "a100-40gb",

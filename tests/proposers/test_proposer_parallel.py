@@ -243,9 +243,11 @@ def test_user_cards_are_found_on_the_search_path_first(tmp_path: Path) -> None:
     assert isinstance(mine, ParallelDraftCard) and mine.k == 16
     assert mine.source_path == str(folder / f"{SLUG}.toml")
     assert [c.slug for c in list_proposer_cards(search_path=tmp_path)] == [
+        "dflash-qwen3-8b-b16",
         "layerskip-llama-2-7b-e8",
         "magicdec-llama-3.1-8b-streaming-512",
         SLUG,
+        "peagle-gpt-oss-120b",
     ]
     assert ParallelDraft.from_card(SLUG, search_path=tmp_path).k == 16
     with pytest.raises(ValueError, match="no such folder"):
