@@ -194,7 +194,8 @@ def _plain(x: Any) -> Any:
 def kv_held(co: Roofline, *, tokens: Any, batch: Any) -> Any:
     """KV bytes one device holds for ``batch`` sequences holding ``tokens`` in all (a sum):
     every layer's ``tokens``, but a local layer at most ``size`` tokens a sequence (a window,
-    or the chunk an engine keeps whole), plus a sparse card's index keys."""
+    or the chunk an engine keeps whole), plus a sparse card's index keys. ``batch`` None (the
+    sequences not known): no local layer is capped, an upper bound."""
     per_token = co.layers * co.kv_bytes
     ac = co.attention
     if ac is None:
