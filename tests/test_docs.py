@@ -189,3 +189,64 @@ def test_docgen_check_mode(tmp_path: Path) -> None:
     (tmp_path / "cli.md").write_text("stale\n", encoding="utf-8")
     with pytest.raises(SystemExit, match="stale reference pages"):
         docgen.main(["--out", str(tmp_path), "--check"])
+
+
+# Fences and the card schema -----------------------------------------------------------------
+_FENCE_LINE = re.compile(r"^\s*(```|~~~)")
+
+
+def _unclosed_fence(text: str) -> int | None:
+    """The line (from 1) of a fence that opens and never closes, or None."""
+    opened = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if _FENCE_LINE.match(line):
+            opened = number if opened is None else None
+    return opened
+
+
+@pytest.mark.parametrize(
+    "page",
+    [*sorted(DOCS.rglob("*.md")), ROOT / "README.md", ROOT / "models" / "README.md"],
+    ids=lambda p: p.relative_to(ROOT).as_posix(),
+)
+def test_every_fence_closes(page: Path) -> None:
+    line = _unclosed_fence(page.read_text(encoding="utf-8"))
+    assert line is None, f"{page.relative_to(ROOT)}:{line}: a fence opens here and never closes"
+
+
+def test_an_unclosed_fence_is_found() -> None:
+    assert _unclosed_fence("a\n```sh\nx\n```\n") is None
+    assert _unclosed_fence("```text\nout\n```\n```sh\ncmd\n\nprose") == 4
+
+
+def test_the_plan_page_asks_its_three_questions() -> None:
+    text = (DOCS / "plan.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^## Question (\d):", text, re.M)
+    assert headings == ["1", "2", "3"], headings
+
+
+def _schema_fields(section: str) -> list[str]:
+    """The first column of the table under ``section`` of docs/reference/cards.md."""
+    text = (DOCS / "reference" / "cards.md").read_text(encoding="utf-8")
+    body = text.split(f"\n{section}\n", 1)[1]
+    rows = re.findall(r"^\| `(\w+)` \|", body.split("\n#", 1)[0], re.M)
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("section", "cls"),
+    [
+        ("## Head card", "HeadCard"),
+        ("### Parallel draft card", "ParallelDraftCard"),
+        ("### Self-speculation card", "SelfSpecCard"),
+        ("### Streaming self-speculation card", "StreamingSelfSpecCard"),
+    ],
+)
+def test_the_card_schema_page_lists_every_field(section: str, cls: str) -> None:
+    import dataclasses
+
+    import specsim.cards as cards
+
+    fields = [f.name for f in dataclasses.fields(getattr(cards, cls)) if f.name != "source_path"]
+    listed = _schema_fields(section)
+    assert sorted(listed) == sorted(fields), (cls, set(listed) ^ set(fields))

@@ -6,24 +6,37 @@ simulation configs and sweep specs too) and the only one that writes cards.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tomllib
-from collections.abc import Iterator, Sequence
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
+from specsim.cards.folders import (
+    ENV_VAR,
+    SearchPath,
+    search_list,
+    searched_first,
+    user_folders,
+)
 from specsim.cards.hardware import HardwareCard
 from specsim.cards.model import ModelCard
 from specsim.cards.root import packaged_root
 from specsim.cards.runtime import RuntimeProfile, check_runtime_device
+from specsim.cards.stack import StackProfile
 
 __all__ = [
     "ENV_VAR",
     "SearchPath",
     "packaged_root",
+    "CARD_KINDS",
+    "HEAD_KINDS",
+    "PROPOSER_KINDS",
     "card_dirs",
+    "card_kind",
+    "card_paths",
+    "find_card",
+    "found_cards",
     "searched_first",
     "load_model",
     "load_hardware",
@@ -35,11 +48,6 @@ __all__ = [
     "build_card",
 ]
 
-ENV_VAR = "SPECSIM_CARDS"
-"""Environment variable naming extra card folders (``os.pathsep``-separated)."""
-
-SearchPath = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None
-
 _Card = TypeVar("_Card", ModelCard, HardwareCard, RuntimeProfile)
 _AnyCard = TypeVar("_AnyCard")
 _SUBDIRS = {
@@ -48,80 +56,82 @@ _SUBDIRS = {
     "runtime": ("runtime",),
     "heads": ("heads",),
     "proposers": ("proposers",),
+    "stacks": ("stacks",),
 }
 _WHAT = {
-    "lm": "model",
-    "hardware": "hardware",
-    "runtime": "runtime",
-    "heads": "head",
-    "proposers": "proposer",
+    "lm": "model card",
+    "hardware": "hardware card",
+    "runtime": "runtime card",
+    "heads": "head card",
+    "proposers": "proposer card",
+    "stacks": "stack profile",
 }
+CARD_KINDS = tuple(_SUBDIRS)
+"""The kinds of card, each with its subfolders of a card folder (:func:`card_dirs`)."""
+HEAD_KINDS = ("parallel", "autoregressive", "mtp")
+"""A head card's ``kind`` (:class:`specsim.cards.HeadCard`)."""
+PROPOSER_KINDS = ("parallel", "self-speculation", "streaming-self-speculation")
+"""A proposer card's ``kind`` (:mod:`specsim.cards.proposer_cards`)."""
+_STACK_ONLY = frozenset(f.name for f in fields(StackProfile)) - {
+    f.name for f in fields(RuntimeProfile)
+}
+_RUNTIME_ONLY = (
+    frozenset(f.name for f in fields(RuntimeProfile))
+    - {f.name for f in fields(StackProfile)}
+    - {"stack_profile"}
+)
 
 
-def card_dirs(kind: str, search_path: SearchPath = None) -> list[Path]:
-    """Folders searched for cards of ``kind`` ("lm", "hardware", "runtime", "heads" or
-    "proposers"), in
-    order: each of ``search_path`` and :data:`ENV_VAR`'s folders with its subfolder for the
-    kind, then the packaged cards'."""
+def card_kind(data: dict[str, Any]) -> str | None:
+    """The kind of card a TOML table is, from its fields (None: no card of specsim's).
+
+    The one rule for a card lying directly in a card folder (in a kind's own subfolder,
+    ``lm/``, ``hardware/``, ``calibrated/``, ``runtime/``, ``heads/``, ``proposers/``,
+    ``stacks/``, every file is of that kind): ``peak_flops`` makes a hardware card,
+    ``architecture`` a model card, ``layer_fraction`` or a head ``kind`` (``autoregressive``,
+    ``mtp``) a head card, a proposer ``kind`` a proposer card; a field only stack profiles
+    have (``verify``, ``trees``, ``draft_worker``, ...) a stack profile, one only runtime
+    profiles have (``stack``, ``compute_efficiency``, ...) a runtime profile. So a stack
+    that lacks ``verify`` is still a stack, and its error names the missing field.
+    """
+    kind = data.get("kind")
+    if "peak_flops" in data:
+        return "hardware"
+    if "architecture" in data:
+        return "lm"
+    if "layer_fraction" in data or kind in ("autoregressive", "mtp"):
+        return "heads"
+    if kind in PROPOSER_KINDS:
+        return "proposers"
+    if _STACK_ONLY & set(data):
+        return "stacks"
+    if _RUNTIME_ONLY & set(data):
+        return "runtime"
+    return None
+
+
+def _search(kind: str, search_path: SearchPath) -> list[tuple[Path, bool, bool]]:
+    """``(folder, only this kind, shipped)`` for every folder searched for ``kind``, in order:
+    each user folder (its files of any kind) and its subfolders for the kind, then the
+    shipped cards' subfolders."""
     if kind not in _SUBDIRS:
         raise ValueError(f"kind: expected one of {sorted(_SUBDIRS)}, got {kind!r}")
     subdirs = _SUBDIRS[kind]
-    if search_path is None:
-        user: list[Path] = []
-    elif isinstance(search_path, str | os.PathLike):
-        user = [Path(search_path)]
-    else:
-        user = [Path(p) for p in search_path]
-    for root in user:
-        _check_folder(root, "search_path")
-    env = os.environ.get(ENV_VAR, "")
-    for root in (Path(p) for p in env.split(os.pathsep) if p):
-        _check_folder(root, f"{ENV_VAR}={os.fspath(root)}", named=True)
-        user.append(root)
-    out: list[Path] = []
-    for root in user:
-        out.append(root)
-        out += [root / s for s in subdirs if (root / s).is_dir()]
+    out: list[tuple[Path, bool, bool]] = []
+    for root in user_folders(search_path):
+        out.append((root, False, False))
+        out += [(root / s, True, False) for s in subdirs if (root / s).is_dir()]
     packaged = packaged_root()
     if packaged is not None:
-        out += [packaged / s for s in subdirs if (packaged / s).is_dir()]
+        out += [(packaged / s, True, True) for s in subdirs if (packaged / s).is_dir()]
     return out
 
 
-def _check_folder(folder: Path, where: str, *, named: bool = False) -> None:
-    """A ValueError unless ``folder`` is an existing folder; the message starts with ``where``
-    (followed by the folder unless ``named``: ``SPECSIM_CARDS=/x`` names it already)."""
-    if folder.is_dir():
-        return
-    why = "not a folder" if folder.exists() else "no such folder"
-    raise ValueError(f"{where}: {why}" if named else f"{where}: {os.fspath(folder)!r}: {why}")
-
-
-@contextlib.contextmanager
-def searched_first(folders: Sequence[str | os.PathLike[str]] | None) -> Iterator[None]:
-    """Within the ``with`` block, every card lookup searches ``folders`` first.
-
-    For code that loads cards by slug without a ``search_path`` (simulation
-    configs, studies): the folders are put in front of :data:`ENV_VAR` for the
-    block (so processes started inside see them too) and the variable is put
-    back after it. Each folder must exist (ValueError naming ``cards``).
-    """
-    if not folders:
-        yield
-        return
-    for folder in folders:
-        _check_folder(Path(folder), "cards")
-    before = os.environ.get(ENV_VAR)
-    os.environ[ENV_VAR] = os.pathsep.join(
-        [os.fspath(f) for f in folders] + ([before] if before else [])
-    )
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(ENV_VAR, None)
-        else:
-            os.environ[ENV_VAR] = before
+def card_dirs(kind: str, search_path: SearchPath = None) -> list[Path]:
+    """Folders searched for cards of ``kind`` (one of :data:`CARD_KINDS`), in order: each
+    folder of ``search_path`` and of :data:`ENV_VAR` with its subfolders for the kind, then
+    the packaged cards'."""
+    return [d for d, _, _ in _search(kind, search_path)]
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -137,15 +147,27 @@ def _read(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not valid TOML: {exc}") from exc
 
 
+_NOUN = {
+    "ModelCard": "model card",
+    "HardwareCard": "hardware card",
+    "RuntimeProfile": "runtime profile",
+    "StackProfile": "stack profile",
+    "DevicePart": "device part",
+}
+
+
 def build_card(
     cls: type[_AnyCard], data: dict[str, Any], path: Path, *, label: str = ""
 ) -> _AnyCard:
     """A card of dataclass ``cls`` from one file's table, naming unknown and missing fields;
     with ``label`` (``"head"``, ``"proposer"``) the file must be named after the card's slug."""
     keys = {f.name for f in fields(cls)} - {"source_path"}  # type: ignore[arg-type]
+    what = _NOUN.get(cls.__name__, f"{label} card")
     unknown = sorted(set(data) - keys)
     if unknown:
-        raise ValueError(f"{path}: unknown field(s) {unknown}; known fields: {sorted(keys)}")
+        raise ValueError(
+            f"{path}: unknown field(s) {unknown} of a {what}; known fields: {sorted(keys)}"
+        )
     missing = sorted(
         f.name
         for f in fields(cls)  # type: ignore[arg-type]
@@ -155,7 +177,7 @@ def build_card(
         and f.default_factory is MISSING
     )
     if missing:
-        raise ValueError(f"{path}: missing field(s) {missing}")
+        raise ValueError(f"{path}: missing field(s) {missing} of a {what}")
     card = cls(**data, source_path=str(path))  # type: ignore[call-arg]
     slug = getattr(card, "slug", path.stem)
     if label and slug != path.stem:
@@ -165,14 +187,6 @@ def build_card(
 
 STACK_FIELDS = ("compute_efficiency", "memory_efficiency", "layer_overhead_s", "pass_overhead_s")
 """The software-stack numbers a hardware card takes from the runtime profile it names."""
-
-
-def _search_list(search_path: SearchPath) -> list[str | os.PathLike[str]]:
-    if search_path is None:
-        return []
-    if isinstance(search_path, str | os.PathLike):
-        return [search_path]
-    return list(search_path)
 
 
 def _hardware(path: Path, search_path: SearchPath) -> HardwareCard:
@@ -186,7 +200,7 @@ def _hardware(path: Path, search_path: SearchPath) -> HardwareCard:
     if not isinstance(name, str) or not name:
         raise TypeError(f"{path}: field 'runtime' must be a profile slug, got {name!r}")
     try:
-        prof = load_runtime(name, search_path=[path.parent, *_search_list(search_path)])
+        prof = load_runtime(name, search_path=[path.parent, *search_list(search_path)])
     except ValueError as exc:
         raise ValueError(f"{path}: runtime: {exc}") from exc
     # Numbers the card sets itself (a calibrated card: the deprecated path) win over the
@@ -199,24 +213,12 @@ def _hardware(path: Path, search_path: SearchPath) -> HardwareCard:
     return card
 
 
-def _is_kind(data: dict[str, Any], kind: str) -> bool:
-    key = {"lm": "architecture", "hardware": "peak_flops", "runtime": "stack"}[kind]
-    return key in data
-
-
-def _user_dirs(kind: str, search_path: SearchPath) -> list[Path]:
-    """The folders of :func:`card_dirs` that are not the shipped cards (search path, env)."""
-    packaged = packaged_root()
-    every = ("lm", "hardware", "calibrated", "runtime")
-    shipped = set() if packaged is None else {packaged / s for s in every}
-    return [d for d in card_dirs(kind, search_path) if d not in shipped]
-
-
 def _slug_of(data: dict[str, Any]) -> object:
     return data.get("slug")
 
 
-def _find(kind: str, slug_or_path: str | os.PathLike[str], search_path: SearchPath) -> Path:
+def _direct(kind: str, slug_or_path: object) -> tuple[str, Path | None]:
+    """``(text, path)``: the slug or path as text, and the file when it names one."""
     if not isinstance(slug_or_path, str | os.PathLike):
         raise TypeError(
             f"card: expected a card slug or a path to a .toml file, got {slug_or_path!r}"
@@ -225,54 +227,68 @@ def _find(kind: str, slug_or_path: str | os.PathLike[str], search_path: SearchPa
     if not isinstance(text, str) or not text:
         raise TypeError(f"card: expected a slug or a .toml path, got {slug_or_path!r}")
     direct = Path(text)
-    if text.endswith(".toml") or direct.is_file():
-        if direct.is_dir():
-            raise ValueError(f"{text}: a folder, not a card file")
-        if not direct.is_file():
-            raise FileNotFoundError(f"card file {text!r} does not exist")
-        return direct
+    if not (text.endswith(".toml") or direct.is_file()):
+        return text, None
+    if direct.is_dir():
+        raise ValueError(f"{text}: a folder, not a card file")
+    if not direct.is_file():
+        raise FileNotFoundError(f"card file {text!r} does not exist")
+    return text, direct
+
+
+def found_cards(kind: str, text: str, search_path: SearchPath = None) -> list[Path]:
+    """Every file that answers for the slug ``text`` among the cards of ``kind``, the user's
+    first: by its name, or (in a user folder) by its ``slug`` field. A card is looked up by
+    file name, so a file named for another card, or two files of one slug among the user's
+    folders (or among the shipped ones), would make a lookup pick a card the user did not
+    mean: each is a ValueError naming the files. A user's card stands in for a shipped one
+    of the same slug (it comes first, on purpose)."""
     what = _WHAT[kind]
-    dirs = card_dirs(kind, search_path)
-    user = _user_dirs(kind, search_path)
-    # Every file that answers for this slug, by its name or (in a user folder) by its slug
-    # field: a card is looked up by file name, so a file named for another card, or two files
-    # of one slug, would make a lookup pick a card the user did not mean, without a word.
-    found: list[tuple[Path, dict[str, Any]]] = []
+    user: list[Path] = []
+    shipped: list[Path] = []
     seen: set[Path] = set()
-    for d in dirs:
-        paths = [d / f"{text}.toml"] if d not in user else sorted(d.glob("*.toml"))
+    for d, only, packaged in _search(kind, search_path):
+        paths = [d / f"{text}.toml"] if packaged else sorted(d.glob("*.toml"))
         for candidate in paths:
             if not candidate.is_file() or candidate.resolve() in seen:
                 continue
             data = _read(candidate)
-            if not _is_kind(data, kind):
+            if not only and card_kind(data) != kind:
                 continue
-            if candidate.stem == text or _slug_of(data) == text:
-                found.append((candidate, data))
-                seen.add(candidate.resolve())
-    for candidate, data in found:
-        slug = _slug_of(data)
-        if slug != candidate.stem:
-            raise ValueError(
-                f"{candidate} holds the {what} card {slug!r}, but a card is "
-                f"looked up by its file name ({candidate.name!r}); name the file {slug}.toml"
-            )
-    in_user = [p for p, _ in found if p.parent in user]
-    shipped = [p for p, _ in found if p.parent not in user]
-    # A user's card may stand in for a shipped one of the same slug (it comes first, on
-    # purpose); two user cards, or two shipped ones, of one slug are a mistake.
-    for group in (in_user, shipped):
+            if candidate.stem != text and _slug_of(data) != text:
+                continue
+            slug = _slug_of(data)
+            if slug != candidate.stem:
+                raise ValueError(
+                    f"{candidate} holds the {what} {slug!r}, but a card is looked up by its "
+                    f"file name ({candidate.name!r}); name the file {slug}.toml"
+                )
+            seen.add(candidate.resolve())
+            (shipped if packaged else user).append(candidate)
+    for group in (user, shipped):
         if len(group) > 1:
             raise ValueError(
-                f"the {what} card {text!r} is found twice on the search path: "
+                f"the {what} {text!r} is found twice on the search path: "
                 f"{group[0]} and {group[1]}; remove or rename one"
             )
+    return user + shipped
+
+
+def find_card(
+    kind: str, slug_or_path: str | os.PathLike[str], search_path: SearchPath = None
+) -> Path:
+    """The file of the card of ``kind`` a slug names (:func:`found_cards`), or the ``.toml``
+    path given; a ValueError naming the known slugs and the folders searched when none."""
+    text, direct = _direct(kind, slug_or_path)
+    if direct is not None:
+        return direct
+    found = found_cards(kind, text, search_path)
     if found:
-        return (in_user or shipped)[0]
-    known = sorted({p.stem for d in dirs for p in d.glob("*.toml")})
+        return found[0]
+    dirs = card_dirs(kind, search_path)
+    known = ", ".join(p.stem for p in card_paths(kind, search_path))
     raise ValueError(
-        f"no {what} card {text!r} (known: {', '.join(known)}; searched: "
-        f"{', '.join(str(d) for d in dirs)})"
+        f"no {_WHAT[kind]} {text!r} (known: {known}; searched: {', '.join(str(d) for d in dirs)})"
     )
 
 
@@ -280,7 +296,7 @@ def load_model(
     slug_or_path: str | os.PathLike[str], *, search_path: SearchPath = None
 ) -> ModelCard:
     """Load a language-model card by slug (``"llama-2-7b"``) or from a ``.toml`` path."""
-    path = _find("lm", slug_or_path, search_path)
+    path = find_card("lm", slug_or_path, search_path)
     return build_card(ModelCard, _read(path), path)
 
 
@@ -288,7 +304,7 @@ def load_hardware(
     slug_or_path: str | os.PathLike[str], *, search_path: SearchPath = None
 ) -> HardwareCard:
     """Load an accelerator card by slug (``"a100-80gb"``) or from a ``.toml`` path."""
-    return _hardware(_find("hardware", slug_or_path, search_path), search_path)
+    return _hardware(find_card("hardware", slug_or_path, search_path), search_path)
 
 
 def load_runtime(
@@ -296,32 +312,34 @@ def load_runtime(
 ) -> RuntimeProfile:
     """Load a runtime profile by slug (``"gpt-fast-a100"``) or from a ``.toml`` path
     (``models/runtime/``; :mod:`specsim.cards.runtime`)."""
-    path = _find("runtime", slug_or_path, search_path)
+    path = find_card("runtime", slug_or_path, search_path)
     return build_card(RuntimeProfile, _read(path), path)
 
 
-def _list(kind: str, search_path: SearchPath) -> list[Path]:
+def card_paths(kind: str, search_path: SearchPath = None) -> list[Path]:
+    """The file of every card of ``kind`` found (:func:`card_kind` in a folder that mixes
+    kinds), sorted by slug; the first of each slug wins (a user's before a shipped one)."""
     seen: dict[str, Path] = {}
-    for d in card_dirs(kind, search_path):
+    for d, only, _ in _search(kind, search_path):
         for path in sorted(d.glob("*.toml")):
-            if path.stem not in seen and _is_kind(_read(path), kind):
+            if path.stem not in seen and (only or card_kind(_read(path)) == kind):
                 seen[path.stem] = path
     return [seen[k] for k in sorted(seen)]
 
 
 def list_models(*, search_path: SearchPath = None) -> list[ModelCard]:
     """Every language-model card found, sorted by slug (the first of each slug wins)."""
-    return [build_card(ModelCard, _read(p), p) for p in _list("lm", search_path)]
+    return [build_card(ModelCard, _read(p), p) for p in card_paths("lm", search_path)]
 
 
 def list_hardware(*, search_path: SearchPath = None) -> list[HardwareCard]:
     """Every accelerator card found (base and calibrated), sorted by slug."""
-    return [_hardware(p, search_path) for p in _list("hardware", search_path)]
+    return [_hardware(p, search_path) for p in card_paths("hardware", search_path)]
 
 
 def list_runtimes(*, search_path: SearchPath = None) -> list[RuntimeProfile]:
     """Every runtime profile found, sorted by slug."""
-    return [build_card(RuntimeProfile, _read(p), p) for p in _list("runtime", search_path)]
+    return [build_card(RuntimeProfile, _read(p), p) for p in card_paths("runtime", search_path)]
 
 
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:

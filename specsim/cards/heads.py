@@ -35,12 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from specsim.cards.checks import card_label, check_float, check_int, check_sources, check_str
-from specsim.cards.files import SearchPath, build_card, card_dirs, read_toml
+from specsim.cards.files import HEAD_KINDS, SearchPath, build_card, card_paths, find_card, read_toml
 from specsim.cards.proposer_cards import accept_rows, assumed_depths
 
 __all__ = ["HEAD_KINDS", "HeadCard", "load_head", "list_heads"]
-
-HEAD_KINDS = ("parallel", "autoregressive", "mtp")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,33 +101,18 @@ def _build(data: dict[str, Any], path: Path) -> HeadCard:
 
 
 def load_head(slug_or_path: str | os.PathLike[str], *, search_path: SearchPath = None) -> HeadCard:
-    """Load a head card by slug (``models/heads/<slug>.toml``) or from a ``.toml`` path.
+    """Load a head card by slug or from a ``.toml`` path: looked up as every card is
+    (:func:`specsim.cards.files.find_card`), in ``heads/`` (or directly) under each folder of
+    ``search_path`` and of ``SPECSIM_CARDS``, then in the shipped ``models/heads/``.
 
     >>> card = load_head("medusa-vicuna-7b-v1.3")
     >>> card.target, card.kind, card.max_depth
     ('vicuna-7b-v1.3', 'parallel', 5)
     """
-    text = os.fspath(slug_or_path)
-    if not isinstance(text, str) or not text:
-        raise TypeError(f"head: expected a slug or a .toml path, got {slug_or_path!r}")
-    direct = Path(text)
-    if text.endswith(".toml") or direct.is_file():
-        return _build(read_toml(direct), direct)
-    dirs = card_dirs("heads", search_path)
-    for d in dirs:
-        if (d / f"{text}.toml").is_file():
-            return _build(read_toml(d / f"{text}.toml"), d / f"{text}.toml")
-    known = sorted({p.stem for d in dirs for p in d.glob("*.toml")})
-    raise ValueError(
-        f"no head card {text!r} (known: {', '.join(known)}; searched: "
-        f"{', '.join(str(d) for d in dirs)})"
-    )
+    path = find_card("heads", slug_or_path, search_path)
+    return _build(read_toml(path), path)
 
 
 def list_heads(*, search_path: SearchPath = None) -> list[HeadCard]:
     """Every head card found, sorted by slug (the first of each slug wins)."""
-    seen: dict[str, Path] = {}
-    for d in card_dirs("heads", search_path):
-        for p in sorted(d.glob("*.toml")):
-            seen.setdefault(p.stem, p)
-    return [_build(read_toml(seen[k]), seen[k]) for k in sorted(seen)]
+    return [_build(read_toml(p), p) for p in card_paths("heads", search_path)]

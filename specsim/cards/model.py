@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from specsim.cards.attention import AttentionKind
 from specsim.cards.checks import (
     DTYPE_BYTES,
     card_label,
@@ -68,6 +69,7 @@ class ModelCard:
     notes: str = ""
     moe: Mapping[str, Any] | None = field(default=None, hash=False)
     mla: Mapping[str, Any] | None = field(default=None, hash=False)
+    attention: Mapping[str, Any] | None = field(default=None, hash=False)
     source_path: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -118,6 +120,19 @@ class ModelCard:
             )
         if (moe is not None or mla is not None) and self.architecture != "decoder":
             raise ValueError(f"{where}: [moe] and [mla] are for decoder-only cards")
+        kind = (
+            None
+            if self.attention is None
+            else AttentionKind.from_table(self.attention, where=where)
+        )
+        object.__setattr__(self, "_attention", kind)
+        if kind is not None and self.architecture != "decoder":
+            raise ValueError(f"{where}: [attention] is for decoder-only cards")
+        if kind is not None and not kind.windowed and (mla is None or not mla.q_lora_rank):
+            raise ValueError(
+                f"{where}: [attention] kind 'sparse' (DeepSeek's lightning indexer reads the "
+                "query latent) needs an [mla] table with q_lora_rank > 0"
+            )
 
     # Experts and latent attention ---------------------------------------------------------
     @property
@@ -130,6 +145,13 @@ class ModelCard:
     def mla_spec(self) -> MLA | None:
         """The card's latent attention (:class:`~specsim.cards.experts.MLA`), None if none."""
         spec: MLA | None = self.__dict__.get("_mla")
+        return spec
+
+    @property
+    def attention_spec(self) -> AttentionKind | None:
+        """The card's attention kind (:class:`~specsim.cards.attention.AttentionKind`), None
+        when every layer is global."""
+        spec: AttentionKind | None = self.__dict__.get("_attention")
         return spec
 
     @property
@@ -173,8 +195,10 @@ class ModelCard:
 
     @property
     def _self_attention_params(self) -> int:
-        if self.mla_spec is not None:
-            return self.mla_spec.attention_params(self.d_model, self.heads)
+        mla, kind = self.mla_spec, self.attention_spec
+        if mla is not None:
+            index = 0 if kind is None else kind.indexer_params(self.d_model, mla.q_lora_rank)
+            return mla.attention_params(self.d_model, self.heads) + index
         bias = self.q_dim + 2 * self.kv_dim if self.qkv_bias else 0
         return 2 * self.d_model * self.q_dim + 2 * self.d_model * self.kv_dim + bias
 
@@ -233,7 +257,12 @@ class ModelCard:
 
     def kv_bytes_per_token(self, bytes_per_element: float) -> float:
         """Bytes of self-attention key/value cache per token over all decoder layers; for
-        latent attention the latent and the rotary key (:attr:`MLA.kv_width`)."""
+        latent attention the latent and the rotary key (:attr:`MLA.kv_width`), and under
+        sparse attention the indexer's keys (``index_bytes_per_token`` per layer). Local
+        (windowed, chunked) layers are counted as global: the bytes of a token every layer
+        still holds (:func:`specsim.cost.attention.kv_bytes_held` caps them by context)."""
+        kind = self.attention_spec
+        index = 0.0 if kind is None or kind.windowed else float(kind.index_bytes_per_token)
         if self.mla_spec is not None:
-            return self.layers * self.mla_spec.kv_width * bytes_per_element
+            return self.layers * (self.mla_spec.kv_width * bytes_per_element + index)
         return self.layers * 2 * self.kv_dim * bytes_per_element

@@ -45,7 +45,15 @@ from pathlib import Path
 from typing import Any
 
 from specsim.cards.checks import card_label, check_int, check_sources, check_str
-from specsim.cards.files import SearchPath, build_card, card_dirs, read_toml
+from specsim.cards.files import (
+    PROPOSER_KINDS,
+    SearchPath,
+    build_card,
+    card_dirs,
+    card_paths,
+    find_card,
+    read_toml,
+)
 
 __all__ = [
     "PASS_POSITIONS",
@@ -61,7 +69,6 @@ __all__ = [
     "proposer_card_dirs",
 ]
 
-PROPOSER_KINDS = ("parallel", "self-speculation", "streaming-self-speculation")
 PASS_POSITIONS = ("tree-depth", "k")
 SUBDIR = "proposers"
 
@@ -335,38 +342,18 @@ def proposer_card_dirs(search_path: SearchPath = None) -> list[Path]:
     return card_dirs("proposers", search_path)
 
 
-def _is_proposer(path: Path) -> bool:
-    return read_toml(path).get("kind") in PROPOSER_KINDS
-
-
 def load_proposer_card(
     slug_or_path: str | os.PathLike[str], *, search_path: SearchPath = None
 ) -> ProposerCard:
-    """Load a proposer card by slug (``models/proposers/<slug>.toml``) or from a ``.toml``
-    path; its ``kind`` picks :class:`ParallelDraftCard`, :class:`SelfSpecCard` or
-    :class:`StreamingSelfSpecCard`."""
+    """Load a proposer card by slug (looked up as every card is,
+    :func:`specsim.cards.files.find_card`) or from a ``.toml`` path; its ``kind`` picks
+    :class:`ParallelDraftCard`, :class:`SelfSpecCard` or :class:`StreamingSelfSpecCard`."""
     if not isinstance(slug_or_path, str | os.PathLike) or not os.fspath(slug_or_path):
         raise TypeError(f"proposer card: expected a slug or a .toml path, got {slug_or_path!r}")
-    text = os.fspath(slug_or_path)
-    direct = Path(text)
-    if text.endswith(".toml") or direct.is_file():
-        return _build(read_toml(direct), direct)
-    dirs = proposer_card_dirs(search_path)
-    for d in dirs:
-        candidate = d / f"{text}.toml"
-        if candidate.is_file() and _is_proposer(candidate):
-            return _build(read_toml(candidate), candidate)
-    known = sorted({p.stem for d in dirs for p in d.glob("*.toml") if _is_proposer(p)})
-    raise ValueError(
-        f"proposer card: no card {text!r} in {[str(d) for d in dirs]}; available: {known}"
-    )
+    path = find_card("proposers", slug_or_path, search_path)
+    return _build(read_toml(path), path)
 
 
 def list_proposer_cards(*, search_path: SearchPath = None) -> list[ProposerCard]:
     """Every proposer card found, sorted by slug (the first of each slug wins)."""
-    seen: dict[str, Path] = {}
-    for d in proposer_card_dirs(search_path):
-        for p in sorted(d.glob("*.toml")):
-            if _is_proposer(p):
-                seen.setdefault(p.stem, p)
-    return [_build(read_toml(seen[k]), seen[k]) for k in sorted(seen)]
+    return [_build(read_toml(p), p) for p in card_paths("proposers", search_path)]

@@ -110,8 +110,14 @@ class StackProfile:
             )
         _graph_sizes(where, self.graph_sizes)
         _names(where, "kinds", self.kinds, KINDS, empty=False)
-        if self.vendors is not None:
-            _names(where, "vendors", self.vendors, VENDORS, empty=False)
+        if (
+            self.vendors is None
+        ):  # every stack says where it runs (issue 35: none on Gaudi by default)
+            raise ValueError(
+                f"{where}: missing field 'vendors': the accelerator vendors the stack runs on "
+                f"(a list of {list(VENDORS)}, cited in [sources])"
+            )
+        _names(where, "vendors", self.vendors, VENDORS, empty=False)
         _names(where, "assumptions", self.assumptions, _HOST + ("graph_sizes",), empty=True)
         check_sources(where, self.sources)
 

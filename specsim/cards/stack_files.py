@@ -20,7 +20,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from specsim.cards.files import build_card, card_dirs, packaged_root, read_toml
+from specsim.cards.files import (
+    SearchPath,
+    build_card,
+    card_kind,
+    card_paths,
+    find_card,
+    found_cards,
+    packaged_root,
+    read_toml,
+)
 from specsim.cards.hardware import HardwareCard
 from specsim.cards.runtime import RuntimeProfile
 from specsim.cards.stack import DevicePart, StackProfile
@@ -45,44 +54,44 @@ def stacks_dir() -> Path:
     return root / "stacks"
 
 
-def is_stack(value: object) -> bool:
-    """True when ``value`` names a stack profile: a path to one (a TOML file with a ``verify``
-    key, which runtime profiles do not have), or the slug of a shipped one. A runtime
-    profile's slug names that profile (``gpt-fast``, every GPU card's default: its numbers,
-    so results made with it do not move; the gpt-fast stack is ``gpt-fast-stack``). A slug
-    that names both a runtime profile (a shipped one, or one in a searched folder) and a
-    shipped stack is a ValueError naming both files: a name means one thing."""
+def is_stack(value: object, *, search_path: SearchPath = None) -> bool:
+    """True when ``value`` names a stack profile: a path to one (a TOML file whose fields make
+    it a stack, :func:`specsim.cards.files.card_kind`: a stack that lacks ``verify`` is still a
+    stack), or the slug of one found as every card is (in ``stacks/`` or directly under each
+    folder of ``search_path`` and of ``SPECSIM_CARDS``, then the shipped ``models/stacks/``).
+    A runtime profile's slug names that profile (``gpt-fast``, every GPU card's default: its
+    numbers, so results made with it do not move; the gpt-fast stack is ``gpt-fast-stack``). A
+    slug that names both a runtime profile and a stack, wherever either lies, is a ValueError
+    naming both files: a name means one thing."""
     if not isinstance(value, str | os.PathLike):
         return False
     text = os.fspath(value)
     if not isinstance(text, str) or not text:
         return False
     if text.endswith(".toml"):
-        return Path(text).is_file() and "verify" in read_toml(text)
-    stack = stacks_dir() / f"{text}.toml"
-    profiles = [d / f"{text}.toml" for d in card_dirs("runtime") if (d / f"{text}.toml").is_file()]
-    if profiles and stack.is_file():
+        return Path(text).is_file() and card_kind(read_toml(text)) == "stacks"
+    stacks = found_cards("stacks", text, search_path)
+    profiles = found_cards("runtime", text, search_path)
+    if profiles and stacks:
         raise ValueError(
             f"runtime: {text!r} names both the runtime profile {profiles[0]} and the stack "
-            f"{stack}; rename one, or name the stack by its path"
+            f"{stacks[0]}; rename one, or name the stack by its path"
         )
-    return stack.is_file()
+    return bool(stacks)
 
 
-def load_stack(slug_or_path: str | os.PathLike[str]) -> StackProfile:
-    """A stack profile by slug (``"vllm-v1"``) or from a ``.toml`` path; a ValueError naming
-    the known stacks for an unknown slug."""
-    text = os.fspath(slug_or_path)
-    path = Path(text) if str(text).endswith(".toml") else stacks_dir() / f"{text}.toml"
-    if not path.is_file():
-        known = ", ".join(s.slug for s in list_stacks())
-        raise ValueError(f"stack: no stack profile {text!r} (known: {known})")
+def load_stack(
+    slug_or_path: str | os.PathLike[str], *, search_path: SearchPath = None
+) -> StackProfile:
+    """A stack profile by slug (``"vllm-v1"``, looked up as :func:`is_stack` says) or from a
+    ``.toml`` path; a ValueError naming the known stacks for an unknown slug."""
+    path = find_card("stacks", slug_or_path, search_path)
     return build_card(StackProfile, read_toml(path), path)
 
 
-def list_stacks() -> list[StackProfile]:
-    """Every shipped stack profile, sorted by slug."""
-    return [build_card(StackProfile, read_toml(p), p) for p in sorted(stacks_dir().glob("*.toml"))]
+def list_stacks(*, search_path: SearchPath = None) -> list[StackProfile]:
+    """Every stack profile found (the user's folders', then the shipped ones), sorted by slug."""
+    return [build_card(StackProfile, read_toml(p), p) for p in card_paths("stacks", search_path)]
 
 
 def list_device_parts() -> list[DevicePart]:

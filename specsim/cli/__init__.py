@@ -12,6 +12,7 @@ neighbours).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import re
@@ -51,7 +52,10 @@ COMMANDS: dict[str, str] = {
     ),
     "cost": "time, bound, flops, bytes and energy of one forward pass of a model on an accelerator",
     "tree": "the token tree with the most tokens/s for a proposer, machine and batch (optimizer)",
-    "cards": "list the model and accelerator cards with their key numbers",
+    "cards": (
+        "list every card (models, accelerators, runtime profiles, stacks, heads, proposers) "
+        "with its key numbers and sources"
+    ),
     "simulate": (
         "Simulate speculative decoding: a single stream from flags, or any scenario from a TOML "
         "config."
@@ -206,6 +210,18 @@ def _common_checks(args: argparse.Namespace) -> None:
         check_cards(args.cards, env=ENV_VAR)
 
 
+def _cards_first(args: argparse.Namespace) -> contextlib.AbstractContextManager[None]:
+    """For a command with ``--cards DIR``: its folders searched first for every kind of card
+    (models, hardware, runtime profiles, stacks, heads, proposers) by every lookup the command
+    makes, as ``SPECSIM_CARDS`` would be (:func:`specsim.cards.files.searched_first`)."""
+    folders = getattr(args, "cards", None)
+    if not folders:
+        return contextlib.nullcontext()
+    from specsim.cards.folders import searched_first  # start-up: as _common_checks
+
+    return searched_first(folders)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser, subs = _build(_chosen(argv))
@@ -216,7 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args._argv = argv  # the whole command line, for outputs that record what made them
     try:
         _common_checks(args)
-        code = int(args._run(args))
+        with _cards_first(args):
+            code = int(args._run(args))
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below
         return code
     except BrokenPipeError:

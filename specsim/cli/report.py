@@ -91,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         summary = {
             "report": str(report.html.resolve()),
             "output_folder": str(report.out_dir.resolve()),
+            "verdicts": [{"case": t, "verdict": v} for t, v in report.verdicts],
             "studies": [
                 {
                     "name": s.name,
@@ -103,6 +104,9 @@ def run(args: argparse.Namespace) -> int:
         }
         print(jsonout.dumps(summary))
         return 0
+    for title, verdict in report.verdicts:  # the page opens with these; so does the terminal
+        print(f"{title}: {verdict}")
+    print()
     print(format_demo(report.demo))
     print()
     for s in report.studies:

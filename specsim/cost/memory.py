@@ -45,7 +45,10 @@ class Footprint:
     ``weights_bytes``: all its weights (the shape's parameter count) over the
     devices; ``kv_bytes_per_token_layer``: the self-attention keys and values
     of one token in one decoder layer; ``kv_bytes_per_token``: the same over
-    all decoder layers (what one token of one sequence costs in KV cache).
+    all decoder layers (what one token of one sequence costs in KV cache), with a
+    sparse-attention card's indexer keys (held whole on each device, as the latent).
+    Local (sliding-window, chunked) layers hold at most their window of tokens: a
+    sequence's bytes at a given context are :func:`specsim.cost.attention.kv_bytes_held`.
     """
 
     weights_bytes: float
@@ -65,8 +68,10 @@ def footprint(model: ModelCard, *, tensor_parallel: float, formats: Formats) -> 
     if formats.expert_weights is not None and moe is not None:  # experts in their own format
         routed = model.moe_layers * moe.experts * model.routed_expert_params / tensor_parallel
         weights += routed * (formats.expert_weights - formats.weights)
+    kind = model.attention_spec  # sparse attention: its indexer's keys, every layer, every token
+    index = 0.0 if kind is None or kind.windowed else float(kind.index_bytes_per_token)
     return Footprint(
         weights_bytes=weights,
         kv_bytes_per_token_layer=per_layer,
-        kv_bytes_per_token=model.layers * per_layer,
+        kv_bytes_per_token=model.layers * (per_layer + index),
     )

@@ -65,6 +65,7 @@ from numpy.typing import ArrayLike
 
 from specsim.cards import HardwareCard, ModelCard, RuntimeProfile
 from specsim.checks import check_size
+from specsim.cost.attention import attention_time, kv_held
 from specsim.cost.checks import (
     check_hardware,
     check_model,
@@ -147,7 +148,7 @@ def evaluate_terms(
     makes few temporaries (a performance choice: fresh large temporaries cost
     page faults).
     """
-    co, R0 = roofline(model, hw, formats, tp, runtime, expert_parallel=expert_parallel), R
+    co, R0, S0 = roofline(model, hw, formats, tp, runtime, expert_parallel=expert_parallel), R, S
     L = co.layers
     time, energy, roof, flops, nbytes = time_energy(
         co, T, S, R, batch=batch, verify=verify, verified=verified
@@ -157,6 +158,8 @@ def evaluate_terms(
     if co.stack is not None:  # the stack's terms, as time_energy priced them
         st = stack_terms(co.stack, T=T, R=R, batch=batch, verify=verify, verified=verified)
         host, rows, R = st.host_s + 0.0 * T, st.rows + 0.0 * T, st.R
+    if co.attention is not None:  # local or sparse layers read fewer keys
+        R = attention_time(co, T=T, S=S0, R=R, cached=R0, batch=batch)[2]
     return PassTerms(
         time_s=time,
         flops=flops * tp,
@@ -173,7 +176,7 @@ def evaluate_terms(
         dequant_time_s=co.dequant_s * dequant_rows(rows, co.dequant_tile)
         if co.dequant_s
         else 0.0 * T,
-        resident_bytes=co.resident_bytes + (R0 + T) * (L * co.kv_bytes),
+        resident_bytes=co.resident_bytes + kv_held(co, tokens=R0 + T, batch=batch),
         stack_time_s=host,
         padded_tokens=rows,
     )

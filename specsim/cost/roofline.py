@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, profile_of_card
+from specsim.cost.attention import AttentionCosts, attention_costs, attention_time
 from specsim.cost.collectives import allreduce_bandwidth_factor, allreduce_steps
 from specsim.cost.formats import Formats
 from specsim.cost.memory import footprint
@@ -102,6 +103,8 @@ class Roofline:
     model: ModelCard | None = None
     # ... and a stack profile's speculative-path constants (None: no stack).
     stack: StackCosts | None = None
+    # ... and local or sparse attention layers (None: every layer global).
+    attention: AttentionCosts | None = None
 
 
 _Key = tuple[int, int, Formats, float, int, int]
@@ -331,6 +334,7 @@ def _compute(
         expert_weights_s=x.expert_bytes / W,
         model=model if model.moe_spec is not None else None,
         stack=stack_costs(rt, L),
+        attention=attention_costs(model, peak=P, bandwidth=W, pair_flops=x.attn_flops, kv_bytes=kv),
     )
 
 
@@ -360,7 +364,7 @@ def time_energy(
     ``verified`` bring in a stack's terms (:func:`specsim.cost.stack_terms.stack_terms`).
     A bare tuple: the simulator calls this often.
     """
-    host, rows = 0.0, T
+    host, rows, R0 = 0.0, T, R
     if co.stack is not None:
         st = stack_terms(co.stack, T=T, R=R, batch=batch, verify=verify, verified=verified)
         rows, R, host = st.rows, st.R, st.host_s
@@ -381,6 +385,8 @@ def time_energy(
         dense = mx(rows * co.dense_compute_s, rows * co.dense_memory_s + weights_s)
         head = mx(rows * co.head_compute_s, rows * co.head_memory_s + co.head_weights_s)
     attention = mx(S * co.attention_compute_s, R * co.attention_cached_s + T * co.attention_new_s)
+    if co.attention is not None:  # local or sparse layers: their own sums (cost.attention)
+        attention, S, R = attention_time(co, T=T, S=S, R=R, cached=R0, batch=batch)
     roof = dense + attention + head
     if co.dequant_s:  # weight-only quantized formats only: unquantized passes skip it
         roof = roof + co.dequant_s * dequant_rows(rows, co.dequant_tile)

@@ -77,6 +77,7 @@ class Report:
     validate: dict[str, pd.DataFrame]
     validate_note: str
     seconds: float
+    verdicts: tuple[tuple[str, str], ...] = ()  # (case title, verdict sentence) of the opening
 
 
 def format_demo(d: SamplingDemo) -> str:
@@ -359,7 +360,8 @@ def build_report(
             progress(i, len(steps), label)
 
     tick(0, steps[0])
-    opening = opening_html(report_answers(cases), png=_render_png)
+    answers = report_answers(cases)
+    opening = opening_html(answers, png=_render_png)
     demo = two_token_demo(study_rng(seed, "demo"), blocks=demo_blocks)
     outputs = []
     for i, name in enumerate(studies, start=1):
@@ -389,4 +391,5 @@ def build_report(
     index = out / "index.html"
     index.write_text(page, encoding="utf-8")
     tick(len(steps), "done")
-    return Report(out, index, tuple(outputs), demo, tables, note, seconds)
+    verdicts = tuple((case.title, answer.verdict.sentence) for case, answer in answers)
+    return Report(out, index, tuple(outputs), demo, tables, note, seconds, verdicts)

@@ -53,6 +53,17 @@ MODELS = (
     "qwen3-235b-a22b",
     "gpt-oss-20b",
     "gpt-oss-120b",
+    # issue 33, item 5 (tests/cards/test_attention_cards.py)
+    "deepseek-v3.2",
+    "llama-4-scout",
+    "llama-4-maverick",
+    "gemma-3-4b",
+    "gemma-3-12b",
+    "gemma-3-27b",
+    "qwen3-8b",
+    "qwen3-32b",
+    "peagle-gpt-oss-120b-draft",
+    "dflash-qwen3-8b-b16-draft",
 )
 HARDWARE = (
     "a100-40gb",

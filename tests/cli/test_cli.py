@@ -211,6 +211,7 @@ def test_report_default_folder_moves_on_and_json_says_where(
     record = json.loads(capsys.readouterr().out)
     assert record["output_folder"] == str((tmp_path / "specsim-report-2").resolve())
     assert [s["name"] for s in record["studies"]] == ["bill"]
+    assert len(record["verdicts"]) == 3 and all(v["verdict"] for v in record["verdicts"])
     assert (tmp_path / "specsim-report" / "index.html").read_text() == "an earlier report"
     # An explicit --out that holds files is refused, then written with --force.
     out = str(tmp_path / "specsim-report")

@@ -183,6 +183,11 @@ def test_report_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert main(["report", "--out", str(out), "--study", "bill", "--blocks", "20000"]) == 0
     captured = capsys.readouterr()
     assert "acceptance sum min(p, q)       0.6" in captured.out
+    from specsim.plan.cases import report_cases  # the opening's verdicts, on the terminal too
+
+    for case in report_cases():
+        line = next(ln for ln in captured.out.splitlines() if ln.startswith(f"{case.title}: "))
+        assert line.split(": ", 1)[1].split()[0] in ("Turn", "Keep", "NOT")  # a verdict's start
     assert f"output folder: {out.resolve()}" in captured.out
     assert "[" in captured.err and "done" in captured.err  # the progress bar
     assert (out / "index.html").is_file() and (out / "bill" / "bill.csv").is_file()
