@@ -32,6 +32,7 @@ __all__ = [
     "list_hardware",
     "list_runtimes",
     "read_toml",
+    "parse_toml",
     "build_card",
 ]
 
@@ -124,17 +125,34 @@ def searched_first(folders: Sequence[str | os.PathLike[str]] | None) -> Iterator
             os.environ[ENV_VAR] = before
 
 
+NESTED_TOO_DEEPLY = (
+    "arrays or tables nested too deeply to read (hundreds of levels; a specsim file nests a few)"
+)
+"""Why a file whose brackets nest past the parser's recursion limit is refused (TOML here,
+JSON in :mod:`specsim.calibrate.engine_records`): one line, not a RecursionError."""
+
+
+def parse_toml(text: str, *, source: str) -> dict[str, Any]:
+    """The table of TOML ``text``; a ValueError starting with ``source`` (the file, or the
+    flag that named it) when the text is not valid TOML or nests too deeply to parse."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{source}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables by recursion
+        raise ValueError(f"{source}: {NESTED_TOO_DEEPLY}") from None
+
+
 def _read(path: Path) -> dict[str, Any]:
     """The table of TOML file ``path``; a ValueError naming the file when it is not TOML."""
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:  # a binary file: TOML is UTF-8 text
         raise ValueError(
             f"{path}: not a UTF-8 TOML file (byte {exc.start} is {exc.object[exc.start]:#04x})"
         ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not valid TOML: {exc}") from exc
+    # Bytes decoded as tomllib.load does (no newline translation, unlike read_text).
+    return parse_toml(text, source=str(path))
 
 
 def build_card(
