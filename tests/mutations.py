@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 from mutation_list import COST, PROPOSERS, Mutation  # beside this script: on the path
+from mutation_list_hardening import HARDENING
 from mutation_list_kernels import KERNELS
 from mutation_list_sim import SIM
 from mutation_list_stack import STACK
@@ -47,7 +48,7 @@ from mutation_list_stack import STACK
 ROOT = Path(__file__).resolve().parents[1]
 COPIED = ("specsim", "tests", "pyproject.toml", "conftest.py")
 LINKED = ("models", "studies", "benchmarks", "docs")
-MUTATIONS: tuple[Mutation, ...] = COST + PROPOSERS + SIM + STACK + KERNELS
+MUTATIONS: tuple[Mutation, ...] = COST + PROPOSERS + SIM + STACK + KERNELS + HARDENING
 
 
 def check_entries(mutations: tuple[Mutation, ...], root: Path) -> None:
