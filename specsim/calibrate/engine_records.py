@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specsim.cards.files import NESTED_TOO_DEEPLY
-from specsim.checks import LIMITS
+from specsim.checks import LIMITS, NESTED_TOO_DEEPLY
 
 __all__ = ["DecodeRun", "read_records", "number_field", "integer_field"]
 

@@ -18,6 +18,7 @@ from specsim.cards.hardware import HardwareCard
 from specsim.cards.model import ModelCard
 from specsim.cards.root import packaged_root
 from specsim.cards.runtime import RuntimeProfile, check_runtime_device
+from specsim.checks import NESTED_TOO_DEEPLY
 
 __all__ = [
     "ENV_VAR",
@@ -123,13 +124,6 @@ def searched_first(folders: Sequence[str | os.PathLike[str]] | None) -> Iterator
             os.environ.pop(ENV_VAR, None)
         else:
             os.environ[ENV_VAR] = before
-
-
-NESTED_TOO_DEEPLY = (
-    "arrays or tables nested too deeply to read (hundreds of levels; a specsim file nests a few)"
-)
-"""Why a file whose brackets nest past the parser's recursion limit is refused (TOML here,
-JSON in :mod:`specsim.calibrate.engine_records`): one line, not a RecursionError."""
 
 
 def parse_toml(text: str, *, source: str) -> dict[str, Any]:
