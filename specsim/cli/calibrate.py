@@ -38,7 +38,7 @@ from specsim.cli.calibrate_traces import (
     spread,
 )
 from specsim.cli.jsonout import dumps
-from specsim.cli.output import card_option, check_file
+from specsim.cli.output import card_option, check_file, writable
 from specsim.traces.io import Trace
 from specsim.validate.forms import predict_runs
 
@@ -314,11 +314,11 @@ def run(args: argparse.Namespace) -> int:
     refuse_untrusted(problems, force=args.force, what="card")
     path, card = _write_card(args, fit, device=device, note=note, problems=problems)
     if args.residuals:
-        fit.residuals.to_csv(args.residuals, index=False)
+        fit.residuals.to_csv(writable(args.residuals), index=False)
     if args.plot:
         from specsim.plots.cost import plot_calibration  # start-up: matplotlib only for --plot
 
-        plot_calibration(fit.residuals).savefig(args.plot, dpi=120)
+        plot_calibration(fit.residuals).savefig(writable(args.plot), dpi=120)
     say(f"wrote {path}" + (" (untrusted fit, written with --force)" if problems else ""))
     record: dict[str, Any] = {
         "card": str(path),
