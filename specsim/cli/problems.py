@@ -84,8 +84,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--check",
         metavar="ANSWERS.toml",
-        help="grade a student's answers file against the set of --seed (and --level): a "
-        "score with partial credit and the worked solution of every missed part",
+        help="grade a student's answers file against the set of the seed it names (and "
+        "--level): a score with partial credit and the worked solution of every missed part",
     )
     parser.add_argument(
         "--force", action="store_true", help="overwrite an existing --html or --pdf FILE"
