@@ -192,6 +192,12 @@ CASES = [
         "--residuals /proc/x",
         "--residuals: cannot write into /proc",
     ),
+    Cli(
+        "plan-html-proc",
+        "plan --model llama-2-7b --hardware a100-80gb --draft llama-68m --alpha 0.7 --batch 4 "
+        "--html /proc/x.html",
+        "--html: cannot write into /proc",
+    ),
     # Item 10: nested input ----------------------------------------------------------------
     Cli(
         "nested-simulate-config",
