@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Limit", "LIMITS", "check_int", "check_size"]
+__all__ = ["Limit", "LIMITS", "NESTED_TOO_DEEPLY", "check_int", "check_size"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,14 @@ LIMITS: dict[str, Limit] = {
     ),
 }
 """The size limits, by name (the table of the module docstring)."""
+
+NESTED_TOO_DEEPLY = (
+    "arrays or tables nested too deeply to read (hundreds of levels; a specsim file nests a few)"
+)
+"""Why a TOML or JSON file whose brackets nest past its parser's recursion limit is refused
+(by each reader: :func:`specsim.cards.files.parse_toml`,
+:func:`specsim.calibrate.engine_records.read_records`, :mod:`specsim.traces.io`): one line
+naming the file, not a RecursionError."""
 
 
 def check_int(

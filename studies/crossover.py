@@ -7,8 +7,10 @@ For every deployment (a card, optionally ``card@stack`` with a runtime profile o
 
 - **a draft model** (Vicuna-7B drafted by llama-68m, Llama-3.1-70B by Llama-3.2-1B) at an
   *assumed* acceptance (``draft_alphas``: no per-rank measurement of these pairs exists here);
-- **Medusa heads** (``models/heads/medusa-vicuna-7b-v1.3.toml``, the target they were trained
-  for only): chains and the best tree of ``tree_budget`` nodes at batch 1
+- **heads** (``heads``: head cards of ``models/heads/``, by default the Medusa heads
+  ``medusa-vicuna-7b-v1.3``; each with the target it was trained for, which must be one of
+  ``targets``, and labelled by its kind: "Medusa heads", "EAGLE head", "MTP module"): chains
+  and the best tree of ``tree_budget`` nodes at batch 1
   (:func:`specsim.policies.tree_optimizer.optimize_tree`, Sequoia's dynamic program);
 - **n-gram lookup**, acceptance measured on the committed corpora
   (``models/measured/ngram/corpora-test/``);
@@ -44,7 +46,6 @@ crossings there; ``studies/README.md`` states what it shows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -52,14 +53,15 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from specsim.capacity.crossover import closed_batch, crossing, replicate, summarize
-from specsim.cards import load_hardware, load_head, load_model
+from specsim.cards import load_model
 from specsim.cost.deployment import Deployment
 from specsim.policies.tree_optimizer import optimize_tree
 from specsim.proposers import DraftModel, Heads, NGram, Proposer, RankAcceptance
 from specsim.sim.arrivals import PoissonWorkload
 from specsim.sim.tree_serving import TreeServingConfig, simulate_tree_serving
 
-from ._common import check_positive, check_positive_int, check_probability, md_table, setting
+from ._common import md_table
+from ._crossover_config import Config, deployment_of, heads_of
 from ._crossover_figures import card_figure
 from ._crossover_policies import card_cost, policy_figure, policy_rows
 from .proposers import _acceptance_file
@@ -67,100 +69,6 @@ from .proposers import _acceptance_file
 __all__ = ["Config", "run", "figures", "summary", "crossings"]
 
 METRICS = ("speedup", "tpot_speedup")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Config:
-    """The study's settings (``specsim study crossover --list-keys``); checked on construction."""
-
-    deployments: tuple[str, ...] = setting(
-        ("h100-sxm", "a100-80gb"),
-        "cards, each optionally CARD@STACK (a runtime profile or stack slug, passed through)",
-    )
-    targets: tuple[str, ...] = setting(("vicuna-7b-v1.3", "llama-3.1-70b"), "target model cards")
-    drafts: tuple[str, ...] = setting(("llama-68m", "llama-3.2-1b"), "one draft model per target")
-    draft_alphas: tuple[float, ...] = setting(
-        (0.6, 0.75), "assumed acceptance of each draft model (a what-if)", "probability"
-    )
-    tensor_parallel: tuple[int, ...] = setting((1, 4), "chips per target", "chips")
-    heads: str = setting(
-        "medusa-vicuna-7b-v1.3", "Medusa head card, used with the target it was trained for"
-    )
-    ngram_acceptance: str = setting(
-        "measured/ngram/corpora-test/accept-corpora-test.toml",
-        "acceptance by depth and rank of n-gram lookup (a file under models/)",
-    )
-    gammas: tuple[int, ...] = setting((1, 2, 4), "chain lookaheads tried", "tokens")
-    fast_gammas: tuple[int, ...] = (1, 3)
-    tree_budget: int = setting(16, "nodes of the heads' best tree (at batch 1)", "nodes")
-    batches: tuple[int, ...] = setting((1, 16, 64, 256), "closed batch sizes", "sequences")
-    fast_batches: tuple[int, ...] = (1, 16, 256)
-    prompt: int = setting(512, "prompt length of every request", "tokens")
-    output: int = setting(128, "output length of every request", "tokens")
-    replicates: int = setting(3, "independent runs per point (standard errors)")
-    fast_replicates: int = 2
-    rate_fractions: tuple[float, ...] = setting(
-        (0.3, 0.6, 0.9), "arrival rates, as fractions of plain decoding's capacity"
-    )
-    fast_rate_fractions: tuple[float, ...] = (0.5, 0.9)
-    rate_requests: int = setting(128, "requests per rate-sweep run", "requests")
-    fast_rate_requests: int = 24
-    policy_pair: tuple[str, str] = setting(
-        ("llama-3.1-8b", "llama-3.2-1b"),
-        "target and draft of the engine-rule comparison (on the first deployment)",
-    )
-    policy_alpha: float = setting(
-        0.7, "assumed acceptance of the rule comparison's draft (a what-if)", "probability"
-    )
-    policy_gamma: int = setting(3, "lookahead of the rules that have one", "tokens")
-    policy_off_batch: int = setting(
-        32, "batch from which the vLLM rules turn speculation off", "sequences"
-    )
-    rate_max_batch: int = setting(
-        64,
-        "max_batch of the rate sweep (its capacity: the closed batch nearest below)",
-        "sequences",
-    )
-
-    def __post_init__(self) -> None:
-        n = len(self.targets)
-        for key in ("drafts", "draft_alphas", "tensor_parallel"):
-            if len(getattr(self, key)) != n:
-                raise ValueError(
-                    f"{key}: expected one value per target ({n}), got {getattr(self, key)!r}"
-                )
-        if not self.deployments or n == 0:
-            raise ValueError("deployments and targets must each name at least one card")
-        check_probability(self.draft_alphas, "draft_alphas")
-        for key in ("tensor_parallel", "gammas", "fast_gammas", "tree_budget", "batches"):
-            check_positive_int(getattr(self, key), key)
-        for key in ("fast_batches", "prompt", "output", "rate_requests", "fast_rate_requests"):
-            check_positive_int(getattr(self, key), key)
-        check_positive_int([self.replicates, self.fast_replicates], "replicates", minimum=2)
-        check_positive([*self.rate_fractions, *self.fast_rate_fractions], "rate_fractions")
-        for key in ("batches", "fast_batches", "rate_fractions", "fast_rate_fractions"):
-            v = list(getattr(self, key))
-            if sorted(set(v)) != v:
-                raise ValueError(f"{key}: expected increasing values, got {v}")
-        check_positive_int(self.rate_max_batch, "rate_max_batch")
-        check_probability(self.policy_alpha, "policy_alpha")
-        check_positive_int(self.policy_gamma, "policy_gamma")
-        check_positive_int(self.policy_off_batch, "policy_off_batch", minimum=4)
-        for d in self.deployments:
-            _deployment(d, target=self.targets[0], tensor_parallel=1)  # a bad card fails here
-
-
-def _deployment(spec: str, *, target: str, tensor_parallel: int) -> Deployment:
-    """``CARD`` or ``CARD@STACK`` as the target's deployment (the stack passed through)."""
-    card, _, stack = spec.partition("@")
-    if not card or (spec.count("@") > 1) or ("@" in spec and not stack):
-        raise ValueError(f"deployments: expected CARD or CARD@STACK, got {spec!r}")
-    return Deployment(
-        target=load_model(target),
-        hardware=load_hardware(card),
-        tensor_parallel=tensor_parallel,
-        runtime=stack or None,
-    )
 
 
 def _proposers(cfg: Config, i: int, dep: Deployment) -> dict[str, Proposer]:
@@ -172,10 +80,7 @@ def _proposers(cfg: Config, i: int, dep: Deployment) -> dict[str, Proposer]:
         "draft model": DraftModel(card=load_model(cfg.drafts[i]), acceptance=assumed),
         "n-gram": NGram(acceptance=_acceptance_file(cfg.ngram_acceptance)),
     }
-    head = Heads(card=load_head(cfg.heads))
-    if head.card.target == t.slug:
-        out["Medusa heads"] = head
-    return out
+    return {**out, **heads_of(cfg).get(t.slug, {})}
 
 
 def _chain(gamma: int) -> tuple[int, ...]:
@@ -259,7 +164,7 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
     cfg, frames = config, []
     for spec in cfg.deployments:
         for i, target in enumerate(cfg.targets):
-            dep = _deployment(spec, target=target, tensor_parallel=int(cfg.tensor_parallel[i]))
+            dep = deployment_of(spec, target=target, tensor_parallel=int(cfg.tensor_parallel[i]))
             for name, proposer in _proposers(cfg, i, dep).items():
                 d = _one_proposer(cfg, dep=dep, proposer=proposer, fast=fast, rng=rng)
                 card, _, stack = spec.partition("@")

@@ -56,6 +56,7 @@ from matplotlib.figure import Figure
 
 from specsim.cards import ModelCard, load_head, load_model
 from specsim.cards.files import packaged_root
+from specsim.checks import check_size
 from specsim.cost.deployment import Deployment
 from specsim.cost.shape import chain_sums
 from specsim.plots.figures import describe, figure, legend_outside, plot_lines
@@ -157,6 +158,15 @@ class Config:
             check_positive_int(getattr(self, key), key)
         for key in ("long_devices", "long_contexts", "kv_budget", "long_gamma"):
             check_positive_int(getattr(self, key), key)
+        # Sizes within specsim.checks.LIMITS before any work: a chain of g drafted tokens is a
+        # g-node tree, and each part prices every batch.
+        for key in ("gamma", "mtp_depths", "long_gamma"):
+            for v in np.atleast_1d(getattr(self, key)):
+                check_size(int(v), name=key, limit="tree_nodes")
+        for key in ("batches", "disagg_max_batch", "disagg_prefill_max_batch"):
+            for v in np.atleast_1d(getattr(self, key)):
+                check_size(int(v), name=key, limit="batch")
+        check_size(self.disagg_requests, name="disagg_requests", limit="requests")
         short = [c for c in self.long_contexts if c < self.kv_budget]
         if short:
             raise ValueError(

@@ -42,6 +42,7 @@ from pathlib import Path
 from mutation_list import COST, PROPOSERS, Mutation  # beside this script: on the path
 from mutation_list_cards import CARDS
 from mutation_list_fixed import FIXED
+from mutation_list_hardening import HARDENING
 from mutation_list_kernels import KERNELS
 from mutation_list_sim import SIM
 from mutation_list_stack import STACK
@@ -49,7 +50,9 @@ from mutation_list_stack import STACK
 ROOT = Path(__file__).resolve().parents[1]
 COPIED = ("specsim", "tests", "pyproject.toml", "conftest.py")
 LINKED = ("models", "studies", "benchmarks", "docs")
-MUTATIONS: tuple[Mutation, ...] = COST + PROPOSERS + SIM + STACK + KERNELS + FIXED + CARDS
+MUTATIONS: tuple[Mutation, ...] = (
+    COST + PROPOSERS + SIM + STACK + KERNELS + FIXED + CARDS + HARDENING
+)
 
 
 def check_entries(mutations: tuple[Mutation, ...], root: Path) -> None:

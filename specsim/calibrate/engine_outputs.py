@@ -59,7 +59,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specsim.calibrate.engine_records import DecodeRun, number_field, read_records
+from specsim.calibrate.engine_records import (
+    DecodeRun,
+    integer_field,
+    number_field,
+    read_records,
+)
 from specsim.calibrate.engine_spec import sglang_spec, trtllm_spec, vllm_forced
 from specsim.calibrate.spec_fit import ForcedRun
 from specsim.checks import check_int
@@ -70,24 +75,70 @@ __all__ = [
     "read_engine_outputs",
     "read_all_outputs",
     "ENGINE_FORMATS",
+    "RunFields",
+    "RUN_FIELDS",
 ]
 
 ENGINE_FORMATS = ("serve", "sglang-one-batch", "llama-bench", "vllm-latency", "trtllm-bench")
 """The formats :func:`read_engine_output` recognizes (by their fields)."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunFields:
+    """The fields a format's decode run is read from, in the engine's words (named in the
+    errors raised after reading, and in a unit slip), and the unit of its step field."""
+
+    batch: str
+    context: str
+    step: str
+    unit: str
+
+
+RUN_FIELDS: dict[str, RunFields] = {
+    "serve": RunFields(
+        batch="max_concurrency",
+        context="random_input_len + random_output_len / 2",
+        step="median_tpot_ms",
+        unit="ms",
+    ),
+    "sglang-one-batch": RunFields(
+        batch="batch_size",
+        context="input_len + output_len / 2",
+        step="median_decode_latency",
+        unit="s",
+    ),
+    "llama-bench": RunFields(
+        batch="batch 1", context="n_depth + n_gen / 2", step="avg_ts", unit="tokens/s"
+    ),
+    "vllm-latency": RunFields(
+        batch="benchmark.extra_info.args.batch_size",
+        context="input_len + mean output_len / 2",
+        step="metric.benchmark_values",
+        unit="s",
+    ),
+    "trtllm-bench": RunFields(
+        batch="request_info.avg_num_concurrent_requests",
+        context="request_info.avg_input_length + avg_output_length / 2",
+        step="streaming_metrics.tpot_percentiles.p50",
+        unit="ms",
+    ),
+}
+"""Per format of :data:`ENGINE_FORMATS` (a :class:`DecodeRun`'s ``engine``), its fields."""
+
+
 def _serve(where: str, rec: dict[str, Any]) -> DecodeRun:
-    batch = rec.get("max_concurrency")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+    if rec.get("max_concurrency") is None:
         raise ValueError(
-            f"{where}: field 'max_concurrency' is {batch!r}; a serving run fits the stack only "
-            "when run at a fixed concurrency (--max-concurrency B with --request-rate inf)"
+            f"{where}: field 'max_concurrency' is {rec.get('max_concurrency')!r}; a serving run "
+            "fits the stack only when run at a fixed concurrency (--max-concurrency B with "
+            "--request-rate inf)"
         )
+    batch = integer_field(where, rec, "max_concurrency", limit="batch")
     if "random_input_len" in rec and "random_output_len" in rec:
-        n_in = number_field(where, rec, "random_input_len")
-        n_out = number_field(where, rec, "random_output_len")
+        n_in = float(integer_field(where, rec, "random_input_len"))
+        n_out = float(integer_field(where, rec, "random_output_len"))
     else:
-        done = number_field(where, rec, "completed")
+        done = integer_field(where, rec, "completed", limit="requests")
         n_in = number_field(where, rec, "total_input_tokens") / done
         n_out = number_field(where, rec, "total_output_tokens") / done
     step = number_field(where, rec, "median_tpot_ms") / 1e3
@@ -97,17 +148,17 @@ def _serve(where: str, rec: dict[str, Any]) -> DecodeRun:
 
 
 def _one_batch(where: str, rec: dict[str, Any]) -> DecodeRun:
-    batch = int(number_field(where, rec, "batch_size"))
-    ctx = number_field(where, rec, "input_len") + number_field(where, rec, "output_len") / 2
+    batch = integer_field(where, rec, "batch_size", limit="batch")
+    ctx = integer_field(where, rec, "input_len") + integer_field(where, rec, "output_len") / 2
     step = number_field(where, rec, "median_decode_latency")
     return DecodeRun(engine="sglang-one-batch", source=where, batch=batch, context=ctx, step_s=step)
 
 
 def _llama_bench(where: str, rec: dict[str, Any]) -> DecodeRun | None:
-    if number_field(where, rec, "n_prompt", positive=False) != 0:
+    if integer_field(where, rec, "n_prompt", minimum=0) != 0:
         return None  # a prompt-processing test, not decoding
-    n_gen = number_field(where, rec, "n_gen")
-    depth = number_field(where, rec, "n_depth", positive=False) if "n_depth" in rec else 0.0
+    n_gen = integer_field(where, rec, "n_gen")
+    depth = integer_field(where, rec, "n_depth", minimum=0) if "n_depth" in rec else 0
     step = 1.0 / number_field(where, rec, "avg_ts")
     return DecodeRun(
         engine="llama-bench", source=where, batch=1, context=depth + n_gen / 2, step_s=step
@@ -150,18 +201,26 @@ def _vllm_latency(where: str, rec: dict[str, Any]) -> _Latency | None:
     metric, bench = rec.get("metric"), rec.get("benchmark")
     if not isinstance(metric, dict) or metric.get("name") != "latency":
         return None  # another metric of the pytorch benchmark format
-    args = bench.get("extra_info", {}).get("args") if isinstance(bench, dict) else None
+    if not isinstance(bench, dict) or not isinstance(bench.get("extra_info"), dict):
+        got = bench.get("extra_info") if isinstance(bench, dict) else bench
+        name = "benchmark.extra_info" if isinstance(bench, dict) else "benchmark"
+        raise ValueError(f"{where}: field {name!r} must be a table (the run's info), got {got!r}")
+    args = bench["extra_info"].get("args")
     if not isinstance(args, dict):
-        raise ValueError(f"{where}: no benchmark.extra_info.args (the run's arguments)")
+        raise ValueError(
+            f"{where}: field 'benchmark.extra_info.args' must be a table (the run's "
+            f"arguments), got {args!r}"
+        )
     values = metric.get("benchmark_values")
     if not isinstance(values, list) or not values:
         raise ValueError(f"{where}: metric.benchmark_values must be a non-empty list")
     lat = [number_field(where, {"benchmark_values[]": v}, "benchmark_values[]") for v in values]
+    w = f"{where} benchmark.extra_info.args"
     return _Latency(
         source=where,
-        batch=int(number_field(where, args, "batch_size")),
-        input_len=int(number_field(where, args, "input_len")),
-        output_len=int(number_field(where, args, "output_len")),
+        batch=integer_field(w, args, "batch_size", limit="batch"),
+        input_len=integer_field(w, args, "input_len"),
+        output_len=integer_field(w, args, "output_len"),
         latency_s=sum(lat) / len(lat),
     )
 
@@ -185,7 +244,10 @@ def _latency_runs(lats: list[_Latency]) -> list[DecodeRun]:
         dx = [o - mean_out for o in outs]
         slope = sum(d * x.latency_s for d, x in zip(dx, g, strict=True)) / sum(d * d for d in dx)
         if slope <= 0:
-            raise ValueError(f"vllm bench latency at batch {batch}: latency falls with length")
+            raise ValueError(
+                f"{'; '.join(x.source for x in g)}: vllm bench latency at batch {batch}, input "
+                f"{n_in}: the mean latency (metric.benchmark_values) falls as output_len grows"
+            )
         source = "; ".join(x.source for x in g)
         ctx = n_in + mean_out / 2
         runs.append(
@@ -255,11 +317,12 @@ def _read(p: Path, steps: int | None) -> list[DecodeRun | _Latency | ForcedRun]:
     if not p.is_file():
         raise ValueError(f"--engine-output: no file {str(p)!r}")
     runs: list[DecodeRun | _Latency | ForcedRun] = []
-    for i, rec in enumerate(read_records(p)):
+    records = read_records(p)
+    for i, rec in enumerate(records):
         where = f"{p} record {i}"
         if not isinstance(rec, dict):
             raise ValueError(f"{where}: expected a JSON object, got {type(rec).__name__}")
-        if str(next(iter(rec), "")).startswith("_") and len(rec) == 1:
+        if _note(rec):
             continue  # a lone note record
         if "avg_latency" in rec and "percentiles" in rec:
             raise ValueError(
@@ -294,5 +357,19 @@ def _read(p: Path, steps: int | None) -> list[DecodeRun | _Latency | ForcedRun]:
                 f"pytorch benchmark records; formats {ENGINE_FORMATS})"
             )
     if not runs:
-        raise ValueError(f"{p}: no plain decode run in it (llama-bench: no tg test)")
+        raise ValueError(f"{p}: no decode run in it ({_why_none(records)})")
     return runs
+
+
+def _why_none(records: list[Any]) -> str:
+    """Why a file whose records were all skipped holds no decode run."""
+    if not records or all(_note(r) for r in records):
+        return "no records, notes only" if records else "an empty list of records"
+    if any(isinstance(r, dict) and "avg_ts" in r for r in records):
+        return "llama-bench: no text-generation test, n_prompt 0 and n_gen > 0"
+    return "vLLM's pytorch benchmark records: no metric named 'latency'"
+
+
+def _note(rec: Any) -> bool:
+    """A record that holds only a note (``{"_note": ...}``), which the readers skip."""
+    return isinstance(rec, dict) and len(rec) == 1 and str(next(iter(rec))).startswith("_")

@@ -24,6 +24,7 @@ from specsim.cards.model import ModelCard
 from specsim.cards.root import packaged_root
 from specsim.cards.runtime import RuntimeProfile, check_runtime_device
 from specsim.cards.stack import StackProfile
+from specsim.checks import NESTED_TOO_DEEPLY
 
 __all__ = [
     "ENV_VAR",
@@ -45,6 +46,7 @@ __all__ = [
     "list_hardware",
     "list_runtimes",
     "read_toml",
+    "parse_toml",
     "build_card",
 ]
 
@@ -134,17 +136,27 @@ def card_dirs(kind: str, search_path: SearchPath = None) -> list[Path]:
     return [d for d, _, _ in _search(kind, search_path)]
 
 
+def parse_toml(text: str, *, source: str) -> dict[str, Any]:
+    """The table of TOML ``text``; a ValueError starting with ``source`` (the file, or the
+    flag that named it) when the text is not valid TOML or nests too deeply to parse."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{source}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables by recursion
+        raise ValueError(f"{source}: {NESTED_TOO_DEEPLY}") from None
+
+
 def _read(path: Path) -> dict[str, Any]:
     """The table of TOML file ``path``; a ValueError naming the file when it is not TOML."""
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:  # a binary file: TOML is UTF-8 text
         raise ValueError(
             f"{path}: not a UTF-8 TOML file (byte {exc.start} is {exc.object[exc.start]:#04x})"
         ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not valid TOML: {exc}") from exc
+    # Bytes decoded as tomllib.load does (no newline translation, unlike read_text).
+    return parse_toml(text, source=str(path))
 
 
 _NOUN = {

@@ -23,6 +23,7 @@ from specsim.calibrate.cards import (
     summarize_passes,
     trust_problems,
 )
+from specsim.calibrate.engine_trust import RESIDUAL_LIMIT
 from specsim.cards import HardwareCard, ModelCard, load_hardware, write_hardware_card
 from specsim.cli.calibrate_engine import add_engine_arguments, run_engine
 from specsim.cli.calibrate_runtime import run_profile
@@ -38,7 +39,7 @@ from specsim.cli.calibrate_traces import (
     spread,
 )
 from specsim.cli.jsonout import dumps
-from specsim.cli.output import card_option, check_file
+from specsim.cli.output import card_option, check_file, writable
 from specsim.traces.io import Trace
 from specsim.validate.forms import predict_runs
 
@@ -100,7 +101,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write the card even if the fit cannot be trusted (it is marked as such in the "
         f"card: a standard error above {TRUST_LIMITS['stderr_ratio']:g}x its estimate, a "
         f"parameter at a bound of the fit, a held-out error above "
-        f"{TRUST_LIMITS['holdout_worst'] * 100:.0f}%%), and overwrite existing output files",
+        f"{TRUST_LIMITS['holdout_worst'] * 100:.0f}%%; with --engine-output, a run the fitted "
+        f"stack predicts more than {RESIDUAL_LIMIT * 100:.0f}%% off, the likely unit slip "
+        "named), and overwrite existing output files",
     )
     parser.add_argument("--json", action="store_true", help="print the fit as one JSON object")
     parser.add_argument(
@@ -314,11 +317,11 @@ def run(args: argparse.Namespace) -> int:
     refuse_untrusted(problems, force=args.force, what="card")
     path, card = _write_card(args, fit, device=device, note=note, problems=problems)
     if args.residuals:
-        fit.residuals.to_csv(args.residuals, index=False)
+        fit.residuals.to_csv(writable(args.residuals), index=False)
     if args.plot:
         from specsim.plots.cost import plot_calibration  # start-up: matplotlib only for --plot
 
-        plot_calibration(fit.residuals).savefig(args.plot, dpi=120)
+        plot_calibration(fit.residuals).savefig(writable(args.plot), dpi=120)
     say(f"wrote {path}" + (" (untrusted fit, written with --force)" if problems else ""))
     record: dict[str, Any] = {
         "card": str(path),

@@ -26,7 +26,7 @@ from specsim.cli.calibrate_traces import (
     report_runs,
 )
 from specsim.cli.jsonout import dumps
-from specsim.cli.output import card_option, check_file
+from specsim.cli.output import card_option, check_file, writable
 from specsim.traces.io import Trace
 
 __all__ = ["run_profile"]
@@ -119,8 +119,7 @@ def _write(
         problems=problems,
         notes=kernel_note(fit.residuals),
     )
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
+    writable(args.out).write_text(text)
 
 
 def _end_to_end(
@@ -186,13 +185,13 @@ def run_profile(args: argparse.Namespace) -> int:
     profile = load_runtime(args.out)
     say(f"wrote {args.out}" + (" (untrusted numbers marked)" if problems else ""))
     if args.residuals:
-        res.to_csv(args.residuals, index=False)
+        res.to_csv(writable(args.residuals), index=False)
     if args.plot:
         from specsim.plots.cost import plot_calibration  # start-up: matplotlib only for --plot
 
         # One colour per weight format (fitted or predicted): few enough for the styles.
         label = res["weights"] + np.where(res["in_fit"], "", " (predicted)")
-        plot_calibration(res.assign(model=label)).savefig(args.plot, dpi=120)
+        plot_calibration(res.assign(model=label)).savefig(writable(args.plot), dpi=120)
     record: dict[str, Any] = {
         "profile": str(args.out),
         **fit_record(fit, err, problems),

@@ -14,6 +14,7 @@ import pandas as pd
 
 from specsim.calibrate.cards import one_device, past_positions
 from specsim.cards import ModelCard, load_model
+from specsim.cli.output import writable
 from specsim.traces.io import Trace, read_trace, read_traces, trace_paths
 
 __all__ = [
@@ -169,5 +170,5 @@ def report_runs(
         say(spread(label, e))
         record[key] = {"median": float(e.median()), "worst": float(e.max())}
     if out:
-        runs.to_csv(out, index=False)
+        runs.to_csv(writable(out), index=False)
     return record

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from specsim.cards import read_toml
+from specsim.checks import NESTED_TOO_DEEPLY
 from specsim.cli import jsonout
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ def _with_sets(path: str, sets: list[str]) -> DisaggSpec:
             value = tomllib.loads(f"v = {text}")["v"]
         except tomllib.TOMLDecodeError:
             value = text.strip()  # a bare word: a string (a slug, a link)
+        except RecursionError:  # tomllib parses nested arrays by recursion
+            raise ValueError(f"--set {key.strip()}: {NESTED_TOO_DEEPLY}") from None
         data = set_path(data, key.strip(), value, where=f"--set {key.strip()}")
     try:
         return disagg_from_dict(data, where=path, base=Path(path).parent)

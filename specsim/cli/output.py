@@ -15,8 +15,10 @@ or written yet:
   --out``): the path must not be a file, it must be writable (or creatable),
   and a folder that already holds files is written into only with ``--force``.
 
-Both create nothing: a folder that does not exist yet is made by the command
-when it writes (:func:`writable`, right before writing).
+Both leave nothing behind: a folder that does not exist yet is made by the command
+when it writes (:func:`writable`, right before writing), and whether a folder takes
+files is tried by making one and removing it (permission bits do not tell: root passes
+them, and ``/proc`` grants them but creates nothing).
 
 Three more things the commands share live here: :func:`card_option`
 (a card flag's error names the flag, not a Python parameter), :func:`check_cards`
@@ -26,8 +28,10 @@ Three more things the commands share live here: :func:`card_option`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -50,9 +54,37 @@ class OutputError(ValueError):
     """An output that cannot (or may not) be written; the message names the option."""
 
 
+def _probe(folder: Path) -> str:
+    """``""`` when a file can be created in the existing ``folder``, else the system's reason.
+
+    The permission bits do not tell (root passes them everywhere, and ``/proc`` grants them
+    but creates nothing), so a file is made and removed; the folder's times are put back, so
+    that the check leaves no trace.
+    """
+    before = folder.stat()
+    try:
+        fd, name = tempfile.mkstemp(dir=folder, prefix=".specsim-write-check-")
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    os.close(fd)
+    os.unlink(name)
+    with contextlib.suppress(OSError):  # a folder whose times cannot be set: no harm done
+        os.utime(folder, ns=(before.st_atime_ns, before.st_mtime_ns))
+    return ""
+
+
 def _writable(folder: Path) -> bool:
     """Whether files can be created in the existing ``folder`` (a read-only mount says no)."""
-    return os.access(folder, os.W_OK | os.X_OK)
+    return os.access(folder, os.W_OK | os.X_OK) and not _probe(folder)
+
+
+def _why_not(folder: Path) -> str:
+    """Why nothing can be written into ``folder`` (which :func:`_writable` refused)."""
+    if os.access(folder, os.W_OK | os.X_OK):
+        reason = _probe(folder)
+        if reason:
+            return f"creating a file there fails: {reason}"
+    return "the folder is read-only"
 
 
 def _check_parent(path: Path, option: str) -> None:
@@ -62,7 +94,7 @@ def _check_parent(path: Path, option: str) -> None:
             if not above.is_dir():
                 raise OutputError(f"{option}: {above} is a file, so {path} cannot be created")
             if not _writable(above):
-                raise OutputError(f"{option}: cannot write into {above} (the folder is read-only)")
+                raise OutputError(f"{option}: cannot write into {above} ({_why_not(above)})")
             return
 
 
@@ -99,7 +131,7 @@ def check_folder(path: str | os.PathLike[str], *, option: str, force: bool = Fal
         raise OutputError(f"{option}: {p} is a file; give a folder to write into")
     if p.is_dir():
         if not _writable(p):
-            raise OutputError(f"{option}: cannot write into {p} (the folder is read-only)")
+            raise OutputError(f"{option}: cannot write into {p} ({_why_not(p)})")
         if not force and any(p.iterdir()):
             raise OutputError(
                 f"{option}: {p} already holds files (an earlier run?); pass --force to write "

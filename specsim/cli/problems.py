@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from specsim.cli.jsonout import dumps
+from specsim.cli.output import check_file, writable
 from specsim.problems import (
     Problem,
+    answers_seed,
     generate,
     grade,
     parse_answers,
@@ -37,7 +39,11 @@ from specsim.problems import (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--seed", type=int, default=1, help="seed of the set, an integer >= 0 (default 1)"
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of the set, an integer >= 0 (default 1; with --check, the seed the answers "
+        "file names)",
     )
     parser.add_argument(
         "--level",
@@ -78,8 +84,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--check",
         metavar="ANSWERS.toml",
-        help="grade a student's answers file against the set of --seed (and --level): a "
-        "score with partial credit and the worked solution of every missed part",
+        help="grade a student's answers file against the set of the seed it names (and "
+        "--level): a score with partial credit and the worked solution of every missed part",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="overwrite an existing --html or --pdf FILE"
     )
 
 
@@ -112,28 +121,42 @@ def problem_record(p: Problem, *, answers: bool) -> dict[str, Any]:
 
 def _check(args: argparse.Namespace) -> int:
     path = Path(args.check)
+    source = f"--check {path}"
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise ValueError(f"--check: cannot read {str(path)!r}: {exc.strerror}") from exc
-    ps = generate(args.seed, levels=args.level)
-    answers = parse_answers(
-        text, source=f"--check {path}", problems={p.number: p for p in ps.problems}
-    )
-    if answers["seed"] != args.seed:
+    except UnicodeDecodeError as exc:  # a binary file: an answers file is UTF-8 text
         raise ValueError(
-            f"--check {path}: seed = {answers['seed']} in the file but --seed {args.seed}; "
-            "grade against the seed the answers were written for"
+            f"{source}: not a UTF-8 TOML file (byte {exc.start} is {exc.object[exc.start]:#04x})"
+        ) from None
+    named = answers_seed(text, source=source)
+    seed = named if args.seed is None else args.seed
+    if named != seed:
+        raise ValueError(
+            f"{source}: seed = {named} in the file but --seed {seed}; grade against the seed "
+            "the answers were written for (or leave --seed out)"
         )
+    ps = generate(seed, levels=args.level)
+    answers = parse_answers(text, source=source, problems={p.number: p for p in ps.problems})
     answered = frozenset(n for n in answers if n != "seed")
     print(render_grade(ps, grade(ps, answers), answered=answered), end="")
     return 0
 
 
+def _outputs(args: argparse.Namespace) -> None:
+    """``--html`` and ``--pdf`` can be written (an existing file only with ``--force``), checked
+    before the set is drawn."""
+    for option in ("html", "pdf"):
+        if getattr(args, option) is not None:
+            check_file(getattr(args, option), option=f"--{option}", force=args.force)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.check is not None:
         return _check(args)
-    ps = generate(args.seed, levels=args.level)
+    _outputs(args)
+    ps = generate(1 if args.seed is None else args.seed, levels=args.level)
     if args.html is not None or args.pdf is not None:
         written = [f"--html {args.html}"] if args.html is not None else []
         written += [f"--pdf {args.pdf}"] if args.pdf is not None else []
@@ -143,9 +166,9 @@ def run(args: argparse.Namespace) -> int:
         )
         page = render_html(ps, command=command)
         if args.html is not None:
-            Path(args.html).write_text(page, encoding="utf-8")
+            writable(args.html).write_text(page, encoding="utf-8")
         if args.pdf is not None:
-            print_pdf(page, args.pdf)
+            print_pdf(page, writable(args.pdf))
         return 0
     if args.json:
         record = {

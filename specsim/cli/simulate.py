@@ -13,7 +13,7 @@ import numpy as np
 
 from specsim.acceptance.processes import IIDAcceptance
 from specsim.cards import searched_first
-from specsim.checks import LIMITS
+from specsim.checks import LIMITS, NESTED_TOO_DEEPLY
 from specsim.cli import jsonout
 from specsim.cli.disaggregated import is_disaggregated
 from specsim.cli.disaggregated import run as run_pools
@@ -143,12 +143,16 @@ def _value(spec: RunSpec, path: str, text: str) -> Any:
             return tomllib.loads(f"v = {text}")["v"]
         except tomllib.TOMLDecodeError:
             return text.strip()  # a bare word: a string (a slug, a format)
+        except RecursionError:  # tomllib parses nested arrays by recursion
+            raise ValueError(f"--set {path}: {NESTED_TOO_DEEPLY}") from None
     hint = path_hint(spec.config, path) if path != "policy" else None
     if hint is None or hint in KINDS:
         try:
             return tomllib.loads(f"v = {text}")["v"]
         except tomllib.TOMLDecodeError:
             raise ValueError(f"--set {path}: expected a TOML inline table, got {text!r}") from None
+        except RecursionError:  # as above
+            raise ValueError(f"--set {path}: {NESTED_TOO_DEEPLY}") from None
     return parse_text(text, hint, f"--set {path}")
 
 

@@ -76,6 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="regenerate the derivations document (docs/derivations.md) at PATH and exit",
     )
+    parser.add_argument(
+        "--force", action="store_true", help="overwrite an existing --write-derivations PATH"
+    )
 
 
 _FLOAT_MAX = float(np.finfo(np.float64).max)
@@ -196,7 +199,7 @@ def _text(inputs: dict[str, float | int], values: dict[str, object]) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.write_derivations is not None:
         # Before sympy starts: a path that cannot be written is an error at once.
-        check_file(args.write_derivations, option="--write-derivations", force=True)
+        check_file(args.write_derivations, option="--write-derivations", force=args.force)
         from specsim.theory import derivations  # start-up: sympy only for --write-derivations
 
         path = derivations.write(args.write_derivations)

@@ -323,8 +323,9 @@ def _build_v(params: Mapping[str, Any]) -> Worked:
         f"$\\alpha = {a:g}$. The accelerator card gives {peak:g} TFLOP/s peak in "
         f"{t.dtype}, of which a pass attains {ce:g}, and {bw:g} GB/s, of which it attains "
         f"{me:g}; a weight in {t.dtype} is {nbytes:g} bytes.",
-        "- (a) How many tokens must a pass process before its weight multiplications turn "
-        "compute-bound (the ridge point, in tokens)?",
+        "- (a) At how many tokens per pass do its weight multiplications turn compute-bound "
+        "(the ridge point $n^*$, where reading the weights and multiplying them take equal "
+        "time; a number of tokens, to one decimal)?",
         "- (b) How many tokens does the batch's verification pass process?",
         r"- (c) This part needs specsim: what is the verification factor $v$ (verification "
         "pass time over plain step time, same batch)? Run "

@@ -33,6 +33,7 @@ __all__ = [
     "Problem",
     "Template",
     "fmt",
+    "separating_decimals",
     "vec",
     "pick",
     "composition",
@@ -129,6 +130,21 @@ def fmt(x: float, decimals: int) -> str:
     if text.startswith("-") and float(text) == 0.0:
         text = text[1:]
     return text
+
+
+def separating_decimals(values: ArrayLike, best: int, *, start: int = 3) -> int:
+    """The fewest decimals, from ``start`` on, at which ``values[best]`` prints above every
+    other value that it exceeds, so that a listing shows why it is the best (a near-tie
+    printed to 3 decimals reads as a tie). Values equal to it (within ``1e-12``, an exact
+    tie, which the statement breaks by its own rule) are left printed equal."""
+    xs = [float(v) for v in np.asarray(values, dtype=float).ravel()]
+    top = xs[best]
+    below = [v for i, v in enumerate(xs) if i != best and v < top - 1e-12]
+    for d in range(start, _MAX_DECIMALS + 1):
+        shown = float(fmt(top, d))
+        if all(float(fmt(v, d)) < shown for v in below):
+            return d
+    return _MAX_DECIMALS
 
 
 def vec(values: ArrayLike, decimals: int = 2) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from specsim.cards import load_model
-from specsim.problems._core import Answer, Template, Worked, fmt, pick
+from specsim.problems._core import Answer, Template, Worked, fmt, pick, separating_decimals
 
 __all__ = ["DISTINCT_EXPERTS", "MTP_DEPTH"]
 
@@ -47,6 +47,17 @@ def _covering_batch(experts: int, top_k: int, coverage: float) -> int:
     return b
 
 
+def _coverage_moral(experts: int, coverage: float) -> str:
+    """What reaching the coverage means for a verification pass, in words that follow it."""
+    text = (
+        f"From there on a plain step already touches ${coverage:g} E = "
+        f"{fmt(coverage * experts, 2)}$ experts in expectation, so the extra positions of a "
+        f"verification pass can add at most the remaining ${fmt(1 - coverage, 2)} E = "
+        f"{fmt((1 - coverage) * experts, 2)}$ experts' weights to what the step reads"
+    )
+    return text + (": a plain step reads nearly every expert already." if coverage >= 0.99 else ".")
+
+
 def _build_experts(params: Mapping[str, Any]) -> Worked:
     card = load_model(str(params["model"]))
     moe = card.moe_spec
@@ -59,9 +70,10 @@ def _build_experts(params: Mapping[str, Any]) -> Worked:
     need = _covering_batch(E, k, cov)
     statement = (
         f"`{card.slug}` ({card.name}) has $E = {E}$ routed experts in each MoE layer and "
-        f"sends every token to $k = {k}$ of them. Assume each token picks its $k$ experts "
-        "uniformly at random, independently of the other tokens (real routers are skewed; "
-        f"this is the uniform case). A batch of $b = {b}$ sequences verifies "
+        f"sends every token to $k = {k}$ distinct ones of them. Assume each token picks its "
+        f"$k$ experts as a set chosen uniformly at random among the sets of $k$ distinct "
+        "experts, independently of the other tokens (real routers are skewed; this is the "
+        f"uniform case). A batch of $b = {b}$ sequences verifies "
         f"$\\gamma + 1 = {g + 1}$ positions each in one pass.",
         "- (a) How many distinct experts does the verification pass touch per MoE layer, "
         "in expectation?",
@@ -72,8 +84,10 @@ def _build_experts(params: Mapping[str, Any]) -> Worked:
         "the experts in expectation (the smallest such batch)?",
     )
     solution = (
-        f"One token misses a given expert with probability $1 - k/E = {fmt(1 - k / E, 6)}$, "
-        "so $n$ independent tokens all miss it with probability $(1 - k/E)^n$; by linearity "
+        "A given expert is in a uniform set of $k$ distinct experts out of $E$ with "
+        f"probability $k/E$, so one token misses it with probability $1 - k/E = "
+        f"{fmt(1 - k / E, 6)}$ and $n$ independent tokens all miss it with probability "
+        "$(1 - k/E)^n$; by linearity "
         "over the $E$ experts the expected number touched is $E (1 - (1 - k/E)^n)$.",
         f"(a) The pass routes $n = b (\\gamma + 1) = {n}$ tokens: "
         f"${E} (1 - {fmt(1 - k / E, 6)}^{{{n}}}) = {fmt(verify, 2)}$. (b) The plain step "
@@ -82,8 +96,7 @@ def _build_experts(params: Mapping[str, Any]) -> Worked:
         f"dense target reads the same weights for any $n$ below its ridge.",
         f"(d) Solve $1 - (1 - k/E)^b \\ge {cov:g}$: $b \\ge \\ln({fmt(1 - cov, 2)}) / "
         f"\\ln({fmt(1 - k / E, 6)}) = {fmt(math.log(1 - cov) / math.log(1 - k / E), 3)}$, "
-        f"so $b = {need}$. From there on a plain step reads nearly every expert already and "
-        "the extra positions of a verification pass touch few new ones.",
+        f"so $b = {need}$. " + _coverage_moral(E, cov),
     )
     answers = (
         Answer(
@@ -134,8 +147,9 @@ def _mtp_tokens(a1: float, a: float, depth: int) -> float:
 def _build_mtp(params: Mapping[str, Any]) -> Worked:
     a1, a, c, s = (float(params[x]) for x in ("a1", "a", "c", "s"))
     speed = [_mtp_tokens(a1, a, d) / (d * c + 1.0 + s * d) for d in range(_MAX_DEPTH + 1)]
-    best = int(np.argmax(speed))
-    listing = ", ".join(fmt(x, 3) for x in speed)
+    best = int(np.argmax(speed))  # the smallest best depth on an exact tie, as (b) asks
+    places = separating_decimals(speed, best)
+    listing = ", ".join(fmt(x, places) for x in speed)
     statement = (
         "A target drafts with its multi-token-prediction module reused autoregressively, as "
         f"engines run DeepSeek-V3's. The first drafted token is accepted with probability "
@@ -146,7 +160,8 @@ def _build_mtp(params: Mapping[str, Any]) -> Worked:
         "a^{D - 1})$ tokens on average and takes $D c + 1 + s D$ steps.",
         "- (a) What is $E(3)$?",
         f"- (b) Which depth $D$ in $0..{_MAX_DEPTH}$ gives the most tokens per unit time "
-        "$S(D) = E(D) / (D c + 1 + s D)$ (with $S(0) = 1$: no speculation)?",
+        "$S(D) = E(D) / (D c + 1 + s D)$ (with $S(0) = 1$: no speculation; the smallest such "
+        "depth if two tie)?",
         "- (c) What is $S$ at that depth?",
         "- (d) Above which module cost $c$ does even depth 1 stop paying ($S(1) = 1$)?",
     )

@@ -28,11 +28,11 @@ The score is the points over the number of answers in the set.
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from specsim.cards.files import parse_toml
 from specsim.checks import check_int
 from specsim.problems._core import Answer, Problem
 from specsim.problems._render import ProblemSet
@@ -43,6 +43,7 @@ __all__ = [
     "Grade",
     "parts_of",
     "tolerance",
+    "answers_seed",
     "parse_answers",
     "grade",
     "render_grade",
@@ -118,6 +119,16 @@ def _part_values(value: Any, *, count: int, where: str) -> list[float]:
     return [_number(x, f"{where}[{i}]") for i, x in enumerate(value)]
 
 
+def _seed(value: Any, source: str) -> int:
+    return check_int(value, name=f"{source}: seed", minimum=0, why="an integer 'seed' at the top")
+
+
+def answers_seed(text: str, *, source: str) -> int:
+    """The ``seed`` an answers file's text names (the set it answers), or a ValueError naming
+    ``source``: what ``specsim problems --check`` grades against when ``--seed`` is not given."""
+    return _seed(parse_toml(text, source=source).get("seed"), source)
+
+
 def parse_answers(text: str, *, source: str, problems: Mapping[str, Problem]) -> dict[str, Any]:
     """Read an answers file's text into ``{number: {part: [floats]}}`` plus its ``seed``.
 
@@ -125,12 +136,8 @@ def parse_answers(text: str, *, source: str, problems: Mapping[str, Problem]) ->
     not TOML, has no integer ``seed``, names a problem or part the set does not have,
     or gives something that is not a number.
     """
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{source}: not valid TOML ({exc})") from exc
-    seed = data.pop("seed", None)
-    check_int(seed, name=f"{source}: seed", why="an integer 'seed' at the top")
+    data = parse_toml(text, source=source)
+    seed = _seed(data.pop("seed", None), source)
     out: dict[str, Any] = {"seed": seed}
     for number, table in data.items():
         if number not in problems:

@@ -21,7 +21,7 @@ from specsim.cost import (
     verification_factor,
 )
 from specsim.problems._cards import draw_setup, fitting_batches, pair_cards, who_runs
-from specsim.problems._core import Answer, Template, Worked, fmt, pick
+from specsim.problems._core import Answer, Template, Worked, fmt, pick, separating_decimals
 
 __all__ = ["GAMMA_WITH_V", "CAPACITY"]
 
@@ -69,12 +69,10 @@ def _build_gv(params: Mapping[str, Any]) -> Worked:
         r"Maximize $W(\gamma) = \mathbb{E}[T](\gamma) / (\gamma c + v(\gamma))$ over the "
         f"table. (a) With $v = 1$ the best is $\\gamma = {g_paper}$. (b) With the real "
         f"factors, $W(\\gamma)$ for $\\gamma = 0..{_MAX_GAMMA}$ is "
-        f"${', '.join(fmt(x, 3) for x in w)}$, best at $\\gamma = {g_real}$.",
+        f"${', '.join(fmt(x, separating_decimals(w, g_real)) for x in w)}$, best at "
+        f"$\\gamma = {g_real}$.",
         f"(c) The paper's choice really gives $W = {fmt(w[g_paper], 3)}$ and (d) the "
-        f"load-aware choice $W = {fmt(w[g_real], 3)}$. Once $B(\\gamma + 1)$ passes the "
-        "ridge, each extra draft token costs verification time for the whole batch, so the "
-        "best lookahead shrinks as load grows (the idea behind "
-        "`specsim.policies.lookahead.LoadAdaptive`).",
+        f"load-aware choice $W = {fmt(w[g_real], 3)}$. " + _gamma_moral(g_paper, g_real),
     )
     answers = (
         Answer(
@@ -95,6 +93,27 @@ def _build_gv(params: Mapping[str, Any]) -> Worked:
         ),
     )
     return Worked(statement=statement, solution=solution, answers=answers)
+
+
+def _gamma_moral(g_paper: int, g_real: int) -> str:
+    """What the two choices of lookahead say, in words that follow them."""
+    if g_real < g_paper:
+        return (
+            f"The real factors shorten the best lookahead, from $\\gamma = {g_paper}$ to "
+            f"${g_real}$: once $B(\\gamma + 1)$ passes the ridge, each extra draft token costs "
+            "verification time for the whole batch, so the best lookahead shrinks as load "
+            "grows (the idea behind `specsim.policies.lookahead.LoadAdaptive`)."
+        )
+    if g_real == g_paper:
+        return (
+            f"Here the real factors lower $W$ but leave the best lookahead where $v = 1$ puts "
+            f"it, $\\gamma = {g_paper}$: at this batch the load costs speed, not a change of "
+            "lookahead, so (c) and (d) agree."
+        )
+    return (
+        f"Here the real factors lengthen the best lookahead, from $\\gamma = {g_paper}$ to "
+        f"${g_real}$ (the listed $v(\\gamma)$ grows more slowly at larger $\\gamma$)."
+    )
 
 
 GAMMA_WITH_V = Template(
@@ -132,21 +151,41 @@ def _largest(batches: Sequence[int], rates: np.ndarray, slo: float, how: str) ->
 
 
 def _capacity_moral(ratio: float, plain_batch: int, spec_batch: int) -> str:
+    """What the capacity numbers say, in words that follow them: whether speculation raises
+    the capacity, and whether through a larger batch or more speed at the same one."""
+    bp, bs = plain_batch, spec_batch
     if ratio > 1.0:
+        how = (
+            f"that speed is spent on a larger batch ({bs} against plain decoding's {bp})"
+            if bs > bp
+            else f"both keep the promise up to batch {bp}, and there each user's faster "
+            "stream serves more tokens/s from the same batch"
+            if bs == bp
+            else f"speculation keeps the promise only up to batch {bs}, below plain "
+            f"decoding's {bp}, but its per-user speed there more than makes up for the "
+            "smaller batch"
+        )
         return (
             "Here speculation raises the capacity: it buys per-user speed with spare "
-            "compute, and under a per-user promise that speed is spent on a larger batch."
+            f"compute, and under a per-user promise {how}."
+        )
+    if bs > bp:
+        return (
+            f"Here speculation does not raise the capacity: it keeps the promise up to batch "
+            f"{bs}, beyond plain decoding's {bp}, but each of its users gets fewer tokens/s "
+            f"there than plain decoding gives at batch {bp}, and the larger batch does not "
+            "make up for it."
         )
     where = (
-        f"both keep the promise up to batch {spec_batch}, and there"
-        if spec_batch == plain_batch
-        else f"speculation keeps the promise only up to batch {spec_batch}, below plain "
-        f"decoding's {plain_batch}: at batch {plain_batch}"
+        f"both keep the promise up to batch {bs}, and there"
+        if bs == bp
+        else f"speculation keeps the promise only up to batch {bs}, below plain "
+        f"decoding's {bp}: at batch {bp}"
     )
     return (
         f"Here speculation does not raise the capacity: {where} the draft steps and the "
-        r"verification of $\gamma + 1$ positions per sequence take longer than the accepted "
-        "tokens save, so speculation is slower per user than plain decoding."
+        r"verification of $\gamma + 1$ positions per sequence take at least as long as the "
+        "accepted tokens save, so speculation is no faster per user than plain decoding."
     )
 
 

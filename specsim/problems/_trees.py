@@ -8,6 +8,7 @@ that hand arithmetic stays exact; every answer is computed with :mod:`specsim.th
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -128,9 +129,8 @@ def _build_two(params: Mapping[str, Any]) -> Worked:
         "(c) An exact verifier must emit a token with law $p$; it accepts when that token is "
         "among the candidates. The best coupling is a maximum flow from candidate pairs "
         "(mass $q(x_1) q(x_2)$) to the tokens they contain (capacity $p$), and by max-flow/"
-        r"min-cut it equals $\min_H [1 + p(H) - q(H)^2]$ over sets of tokens $H$: "
-        f"${fmt(best, 4)}$ (SpecTr, Sun et al. 2023, Section 3, frames it as optimal "
-        "transport).",
+        r"min-cut it equals $\min_H [1 + p(H) - q(H)^2]$ over sets of tokens $H$ (SpecTr, "
+        "Sun et al. 2023, Section 3, frames it as optimal transport). " + _min_cut(p, q, best),
     )
     answers = (
         Answer(symbol=r"\alpha", what="acceptance with one candidate", value=alpha, decimals=4),
@@ -138,6 +138,28 @@ def _build_two(params: Mapping[str, Any]) -> Worked:
         Answer(symbol=r"A_2^*", what="best acceptance of two candidates", value=best, decimals=4),
     )
     return Worked(statement=statement, solution=solution, answers=answers)
+
+
+def _min_cut(p: np.ndarray, q: np.ndarray, best: float) -> str:
+    """The set ``H`` of tokens that minimises ``1 + p(H) - q(H)^2`` (the first of the eight
+    in order of size on a tie), with its arithmetic: the key's value shown, not only stated."""
+    names = "ABC"
+    sets = [h for size in range(4) for h in itertools.combinations(range(3), size)]
+    value = [1.0 + p[list(h)].sum() - q[list(h)].sum() ** 2 for h in sets]
+    h = sets[int(np.argmin(value))]
+    if abs(min(value) - best) > 1e-9:
+        raise RuntimeError(f"the minimising set gives {min(value)!r}, the key {best!r}")
+    if not h:
+        return (
+            f"The minimum is at the empty set, $1 + 0 - 0 = {fmt(best, 4)}$: the best exact "
+            "verifier always accepts one of the two candidates."
+        )
+    label = "\\{" + ", ".join(names[i] for i in h) + "\\}"
+    ph, qh = float(p[list(h)].sum()), float(q[list(h)].sum())
+    return (
+        f"The minimum is at $H = {label}$: $1 + p(H) - q(H)^2 = 1 + {fmt(ph, 2)} - "
+        f"{fmt(qh, 2)}^2 = {fmt(best, 4)}$."
+    )
 
 
 TWO_DRAFTS = Template(

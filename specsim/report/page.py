@@ -351,7 +351,6 @@ def build_report(
     the page opens with plan verdicts (:mod:`specsim.plan.cases`; ``plan``: a user's first)."""
     start = time.perf_counter()
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     cases = report_cases() if plan is None else (user_case(plan), *report_cases())
     steps = ["plan verdicts, sampling demo", *studies, "validate", "write"]
 
@@ -363,6 +362,8 @@ def build_report(
     answers = report_answers(cases)
     opening = opening_html(answers, png=_render_png)
     demo = two_token_demo(study_rng(seed, "demo"), blocks=demo_blocks)
+    # Made once the plan config has been read and answered: a bad one leaves no empty folder.
+    out.mkdir(parents=True, exist_ok=True)
     outputs = []
     for i, name in enumerate(studies, start=1):
         tick(i, name)

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from specsim.checks import NESTED_TOO_DEEPLY
 from specsim.traces.schema import KINDS, REQUIRED_META, SCHEMA_VERSION, SCHEMAS, Column
 
 __all__ = [
@@ -96,6 +97,8 @@ def _read_meta(json_path: Path, kind: str | None) -> dict[str, Any]:
         meta = json.loads(_text(json_path, "JSON"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{json_path}: not valid JSON ({exc})") from None
+    except RecursionError:  # json parses nested arrays and objects by recursion
+        raise ValueError(f"{json_path}: {NESTED_TOO_DEEPLY}") from None
     if not isinstance(meta, dict):
         raise ValueError(f"{json_path}: expected a JSON object, got {type(meta).__name__}")
     for key in REQUIRED_META:
