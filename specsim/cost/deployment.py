@@ -41,7 +41,6 @@ from numpy.typing import ArrayLike
 from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, read_toml
 from specsim.checks import check_int
 from specsim.config import build
-from specsim.cost.aggregates import pass_aggregates_cost
 from specsim.cost.checks import (
     check_hardware,
     check_model,
@@ -49,8 +48,8 @@ from specsim.cost.checks import (
     check_tensor_parallel,
 )
 from specsim.cost.formats import Formats, resolve_formats
-from specsim.cost.model import pass_cost
 from specsim.cost.moe import check_expert_parallel
+from specsim.cost.resolved import Resolved, pass_cost, pass_terms, resolve
 from specsim.cost.results import PassTerms, StepCost
 from specsim.cost.shape import PassShape
 
@@ -115,11 +114,9 @@ class Deployment:
                 f"deployment draft_placement: expected one of {', '.join(PLACEMENTS)}, "
                 f"got {self.draft_placement!r}"
             )
-        self.formats()  # an unknown format or a bad group size fails here
-
-    def formats(self) -> Formats:
-        """The compute dtype and the byte widths of this deployment's passes."""
-        return resolve_formats(
+        # An unknown format or a bad group size fails here; the formats are kept (resolved
+        # once per deployment, :meth:`resolved`).
+        fm = resolve_formats(
             self.target,
             self.dtype,
             weights=self.weights,
@@ -127,6 +124,31 @@ class Deployment:
             group_size=self.group_size,
             expert_weights=self.expert_weights,
         )
+        object.__setattr__(self, "_formats", fm)
+
+    def formats(self) -> Formats:
+        """The compute dtype and the byte widths of this deployment's passes (resolved when
+        it was built)."""
+        fm: Formats = self.__dict__["_formats"]
+        return fm
+
+    def resolved(self, *, encoder_length: int | None = None) -> Resolved:
+        """This deployment as the cost kernel takes it (:class:`specsim.cost.resolved.Resolved`:
+        its cards, formats, parallelism and stack constants), remembered: every pass priced on
+        it resolves nothing. ``encoder_length``: the encoder tokens an encoder-decoder target
+        cross-attends to (default :data:`specsim.cost.resolved.DEFAULT_ENCODER_LENGTH`).
+
+        >>> dep = Deployment(target="llama-2-7b", hardware="a100-80gb", kv="fp8")
+        >>> dep.resolved() is dep.resolved(), dep.resolved().formats.kv_format
+        (True, 'float8')
+        """
+        if encoder_length is not None:
+            return resolve(self, encoder_length=encoder_length)
+        hit = self.__dict__.get("_resolved")
+        if hit is None:
+            hit = resolve(self)
+            object.__setattr__(self, "_resolved", hit)
+        return hit
 
     def on_model(self, model: ModelCard, *, tensor_parallel: int | None = None) -> Deployment:
         """The same hardware, stack and KV format running ``model`` (a draft, a pruned
@@ -149,19 +171,23 @@ class Deployment:
         profile (:meth:`specsim.cards.RuntimeProfile.drafting`: the stack's host cost per draft
         step, eager launches where the stack drafts eagerly); itself without a stack. The one
         place that decides it: the simulator's draft steps and the draft-model proposer both
-        price their steps on it.
+        price their steps on it (:mod:`specsim.cost.drafting`, the one drafting rule).
 
         >>> dep = Deployment(target="llama-68m", hardware="a40", runtime="vllm-v0")
         >>> dep.drafting().runtime.slug
         'vllm-v0-draft'
         >>> bare = Deployment(target="llama-68m", hardware="a40")
-        >>> bare.drafting() is bare
-        True
+        >>> bare.drafting() is bare, dep.drafting() is dep.drafting()
+        (True, True)
         """
         rt = self.runtime
         if rt is None or rt.stack_profile is None:
             return self
-        return dataclasses.replace(self, runtime=rt.drafting())
+        hit = self.__dict__.get("_drafting")
+        if hit is None:  # remembered: every draft step asks it
+            hit = dataclasses.replace(self, runtime=rt.drafting())
+            object.__setattr__(self, "_drafting", hit)
+        return hit
 
     def keywords(self) -> dict[str, Any]:
         """The deployment as the keywords of the functional API (:func:`specsim.cost.step_cost`,
@@ -196,12 +222,18 @@ class Deployment:
         }
 
     def pass_cost(
-        self, shape: PassShape, *, verify: bool | None = None, verified: int | None = None
+        self,
+        shape: PassShape,
+        *,
+        verify: bool | None = None,
+        verified: int | None = None,
+        encoder_length: int | None = None,
     ) -> StepCost:
-        """One pass of ``shape`` on this deployment (:func:`specsim.cost.pass_cost`; ``verify``
-        and ``verified`` as there: None means a token tree verifies and chains do not)."""
-        kw = self.keywords()
-        return pass_cost(self.target, self.hardware, shape, **kw, verify=verify, verified=verified)
+        """One pass of ``shape`` on this deployment (:func:`specsim.cost.resolved.pass_cost` on
+        :meth:`resolved`; ``verify`` and ``verified`` as there: None means a token tree
+        verifies and chains do not; ``encoder_length`` as in :meth:`resolved`)."""
+        r = self.resolved(encoder_length=encoder_length)
+        return pass_cost(r, shape, verify=verify, verified=verified)
 
     def aggregates_cost(
         self,
@@ -211,18 +243,19 @@ class Deployment:
         context_tokens: ArrayLike,
         pairs: ArrayLike,
         verify: bool = False,
+        verified: ArrayLike | None = None,
     ) -> PassTerms:
-        """Passes given as sums over their sequences (:func:`specsim.cost.pass_aggregates_cost`;
-        ``verify``: they verify drafted tokens, so a stack's speculative terms apply)."""
-        return pass_aggregates_cost(
-            self.target,
-            self.hardware,
+        """Passes given as sums over their sequences (:func:`specsim.cost.resolved.pass_terms`
+        on :meth:`resolved`; ``verify``: they verify drafted tokens, so a stack's speculative
+        terms apply, over ``verified`` of their new tokens, None: all)."""
+        return pass_terms(
+            self.resolved(),
             batch=batch,
             tokens=tokens,
             context_tokens=context_tokens,
             pairs=pairs,
-            **self.keywords(),
             verify=verify,
+            verified=verified,
         )
 
 
