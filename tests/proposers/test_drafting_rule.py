@@ -253,3 +253,12 @@ def test_a_draft_model_on_its_own_deployment() -> None:
         DraftModel(card=own.target, acceptance=ACC, dtype="float16", draft_deployment=own)
     with pytest.raises(TypeError, match="draft_deployment"):
         DraftModel(card=own.target, acceptance=ACC, draft_deployment="a100")  # type: ignore[arg-type]
+
+
+def test_streaming_self_speculation_drafts_on_the_targets_devices() -> None:
+    """The target drafting for itself over a KV budget runs on all the target's devices and
+    in its formats: a step is the target's pass at the budget under the drafting profile."""
+    dep = Deployment(target=L8, hardware=H100, tensor_parallel=2, weights="int8", runtime="sglang")
+    got = _streaming().draft_cost([-1], deployment=dep, batch=B, context=4096).time_s
+    want = dep.drafting().pass_cost(PassShape.chain(context=256, new=1, batch=B)).time_s
+    assert got == pytest.approx(want, rel=1e-12)
