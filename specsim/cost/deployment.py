@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from numpy.typing import ArrayLike
 
-from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, read_toml
+from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, profile_of_card, read_toml
 from specsim.checks import check_int
 from specsim.config import build
 from specsim.cost.checks import (
@@ -49,9 +49,10 @@ from specsim.cost.checks import (
 )
 from specsim.cost.formats import Formats, resolve_formats
 from specsim.cost.moe import check_expert_parallel
-from specsim.cost.resolved import Resolved, pass_cost, pass_terms, resolve
+from specsim.cost.resolved import Resolved, encoder_tokens, pass_cost, pass_terms
 from specsim.cost.results import PassTerms, StepCost
 from specsim.cost.shape import PassShape
+from specsim.cost.stack_terms import stack_costs
 
 __all__ = [
     "PLACEMENTS",
@@ -59,6 +60,7 @@ __all__ = [
     "Placement",
     "deployment_from_table",
     "load_deployment",
+    "resolve",
 ]
 
 Placement = Literal["shared", "own-device", "overlapped"]
@@ -257,6 +259,48 @@ class Deployment:
             verify=verify,
             verified=verified,
         )
+
+
+_Key = tuple[int, int, int, Formats, int, int, float]
+_MEMO: dict[_Key, tuple[Deployment, Resolved]] = {}
+
+
+def resolve(deployment: Deployment, *, encoder_length: int | None = None) -> Resolved:
+    """``deployment`` resolved (:class:`specsim.cost.resolved.Resolved`), with
+    ``encoder_length`` encoder tokens for an encoder-decoder target (default
+    :data:`specsim.cost.resolved.DEFAULT_ENCODER_LENGTH`; a decoder-only target takes none:
+    a ValueError naming it).
+
+    Remembered on the cards' identity, the formats and the parallelism (a speed trick, as
+    :func:`specsim.cost.roofline.roofline`'s: hashing a frozen card costs more than a
+    pass); the remembered entry holds the deployment, so its cards' ids cannot be reused."""
+    fm = deployment.formats()
+    e = encoder_tokens(deployment.target, encoder_length)
+    tp, ep = deployment.tensor_parallel, deployment.expert_parallel
+    key = (id(deployment.target), id(deployment.hardware), id(deployment.runtime), fm, tp, ep, e)
+    hit = _MEMO.get(key)
+    if hit is not None and _same_cards(hit[0], deployment):
+        return hit[1]
+    hw = deployment.hardware
+    rt = profile_of_card(hw) if deployment.runtime is None else deployment.runtime
+    r = Resolved(
+        target=deployment.target,
+        hardware=hw,
+        runtime=rt,
+        formats=fm,
+        tensor_parallel=int(tp),
+        expert_parallel=int(ep),
+        stack=stack_costs(rt, deployment.target.layers),
+        encoder=e,
+    )
+    if len(_MEMO) >= 256:
+        _MEMO.clear()
+    _MEMO[key] = (deployment, r)
+    return r
+
+
+def _same_cards(a: Deployment, b: Deployment) -> bool:
+    return a.target is b.target and a.hardware is b.hardware and a.runtime is b.runtime
 
 
 def deployment_from_table(table: Mapping[str, Any], *, where: str) -> Deployment:

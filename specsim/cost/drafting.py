@@ -47,11 +47,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from specsim.cost.deployment import Deployment
 from specsim.cost.resolved import pass_terms
 
 if TYPE_CHECKING:
     from specsim.cards import ModelCard
-    from specsim.cost.deployment import Deployment
 
 __all__ = ["DraftCost", "DraftWork", "price_draft", "check_draft_deployment"]
 
@@ -92,8 +92,6 @@ class DraftWork:
     prefill: bool = False
 
     def __post_init__(self) -> None:
-        from specsim.cost.deployment import Deployment  # the layer's own class: a late import
-
         if not isinstance(self.deployment, Deployment):
             got = type(self.deployment).__name__
             raise TypeError(f"draft work deployment: expected a Deployment, got {got}")

@@ -2,8 +2,8 @@
 
 A :class:`~specsim.cost.deployment.Deployment` names its cards by slug or path and its
 formats by name; every pass needs them as cards, :class:`~specsim.cost.formats.Formats`,
-checked integers and a stack's constants. :func:`resolve` does that once and returns a
-frozen :class:`Resolved` (remembered: :meth:`Deployment.resolved
+checked integers and a stack's constants. :func:`specsim.cost.deployment.resolve` does that
+once and returns a frozen :class:`Resolved` (remembered: :meth:`Deployment.resolved
 <specsim.cost.deployment.Deployment.resolved>` asks it once per deployment, and a copy of
 a deployment over the same cards finds the same value), so a plan that prices the same
 deployment thousands of times resolves its formats once. The kernel is two functions of
@@ -23,12 +23,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, profile_of_card
+from specsim.cards import HardwareCard, ModelCard, RuntimeProfile
 from specsim.cost.checks import check_positions, int_array
 from specsim.cost.formats import Formats
 from specsim.cost.memory import footprint
@@ -36,15 +36,11 @@ from specsim.cost.quant import dequant_rows
 from specsim.cost.results import RESULT_FIELDS, PassTerms, StepCost
 from specsim.cost.roofline import Roofline, expert_reads, roofline, time_energy
 from specsim.cost.shape import PassShape
-from specsim.cost.stack_terms import StackCosts, check_stack_tree, stack_costs, stack_terms
-
-if TYPE_CHECKING:
-    from specsim.cost.deployment import Deployment
+from specsim.cost.stack_terms import StackCosts, check_stack_tree, stack_terms
 
 __all__ = [
     "DEFAULT_ENCODER_LENGTH",
     "Resolved",
-    "resolve",
     "pass_terms",
     "pass_cost",
     "evaluate_terms",
@@ -78,7 +74,8 @@ class Resolved:
     the stack's per-pass constants ``stack`` (None without a stack profile) and the
     ``encoder`` tokens each sequence cross-attends to (0 for a decoder-only model).
 
-    Built by :func:`resolve`, never by hand: its fields are checked there. Compared by
+    Built by :func:`specsim.cost.deployment.resolve`, never by hand: its fields are checked
+    there. Compared by
     identity (a value remembered, not a record)."""
 
     target: ModelCard
@@ -111,47 +108,6 @@ class Resolved:
         (:meth:`specsim.cards.RuntimeProfile.drafting`) is the host cost of a draft step."""
         seq = 0.0 if self.stack is None else self.stack.sequence_s
         return self.runtime.pass_overhead_s + seq * batch
-
-
-_Key = tuple[int, int, int, Formats, int, int, float]
-_MEMO: dict[_Key, tuple[Deployment, Resolved]] = {}
-
-
-def resolve(deployment: Deployment, *, encoder_length: int | None = None) -> Resolved:
-    """``deployment`` resolved (class :class:`Resolved`), with ``encoder_length`` encoder
-    tokens for an encoder-decoder target (default :data:`DEFAULT_ENCODER_LENGTH`; a
-    decoder-only target takes none: a ValueError naming it).
-
-    Remembered on the cards' identity, the formats and the parallelism (a speed trick, as
-    :func:`specsim.cost.roofline.roofline`'s: hashing a frozen card costs more than a
-    pass); the remembered entry holds the deployment, so its cards' ids cannot be reused."""
-    fm = deployment.formats()
-    e = encoder_tokens(deployment.target, encoder_length)
-    tp, ep = deployment.tensor_parallel, deployment.expert_parallel
-    key = (id(deployment.target), id(deployment.hardware), id(deployment.runtime), fm, tp, ep, e)
-    hit = _MEMO.get(key)
-    if hit is not None and _same_cards(hit[0], deployment):
-        return hit[1]
-    hw = deployment.hardware
-    rt = profile_of_card(hw) if deployment.runtime is None else deployment.runtime
-    r = Resolved(
-        target=deployment.target,
-        hardware=hw,
-        runtime=rt,
-        formats=fm,
-        tensor_parallel=int(tp),
-        expert_parallel=int(ep),
-        stack=stack_costs(rt, deployment.target.layers),
-        encoder=e,
-    )
-    if len(_MEMO) >= 256:
-        _MEMO.clear()
-    _MEMO[key] = (deployment, r)
-    return r
-
-
-def _same_cards(a: Deployment, b: Deployment) -> bool:
-    return a.target is b.target and a.hardware is b.hardware and a.runtime is b.runtime
 
 
 def number(x: ArrayLike) -> Any:

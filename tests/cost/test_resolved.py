@@ -20,8 +20,9 @@ from specsim.cost import (
     step_cost_grid,
     verification_factor,
 )
+from specsim.cost.deployment import resolve
 from specsim.cost.formats import resolve_formats
-from specsim.cost.resolved import pass_cost, pass_terms, resolve
+from specsim.cost.resolved import pass_cost, pass_terms
 from specsim.proposers import DraftModel, Heads, RankAcceptance
 
 CASES = [
