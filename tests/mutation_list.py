@@ -175,7 +175,7 @@ COST: tuple[Mutation, ...] = (
     ),
     Mutation(
         "resolved-memo-formats",
-        "specsim/cost/resolved.py",
+        "specsim/cost/deployment.py",
         "id(deployment.runtime), fm, tp, ep, e)",
         "id(deployment.runtime), tp, ep, e)",
         "resolved deployment: the remembered value tells formats apart",
@@ -276,7 +276,7 @@ PROPOSERS: tuple[Mutation, ...] = (
     Mutation(
         "rule-eagle-steps",
         KINDS,
-        'widths = (1,) if self.card.kind == "parallel" else frontier_widths(parents)',
+        'widths = (1,) if self.card.kind == "parallel" else fronts',
         "widths = (1,)",
         "drafting rule: an EAGLE head or MTP module steps once per depth",
         RULE_TESTS,
@@ -284,8 +284,8 @@ PROPOSERS: tuple[Mutation, ...] = (
     Mutation(
         "rule-medusa-once",
         KINDS,
-        'widths = (1,) if self.card.kind == "parallel" else frontier_widths(parents)',
-        "widths = frontier_widths(parents)",
+        'widths = (1,) if self.card.kind == "parallel" else fronts',
+        "widths = fronts",
         "drafting rule: Medusa heads are evaluated once per pass (one draft step)",
         RULE_TESTS,
     ),

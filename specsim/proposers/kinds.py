@@ -28,7 +28,7 @@ from specsim.cost.drafting import check_draft_deployment
 from specsim.cost.memory import footprint
 from specsim.proposers.mtp import mtp_deployment, mtp_kv_bytes_per_token, mtp_memory_bytes
 from specsim.proposers.protocol import DraftCost, Proposer, ScalarFromArrays
-from specsim.proposers.tables import RankAcceptance, frontier_widths, tree_depths
+from specsim.proposers.tables import RankAcceptance, frontier_widths
 from specsim.proposers.work import (
     frontier_passes,
     one_pass_work,
@@ -280,8 +280,7 @@ class Heads(ScalarFromArrays):
             return mtp_deployment(dep), 1.0
         return dep, self.card.layer_fraction / deployment.target.layers
 
-    def _check_depth(self, parents: Sequence[int]) -> None:
-        depth = max(tree_depths(parents), default=0)
+    def _check_depth(self, depth: int) -> None:
         if depth > self.card.max_depth:
             raise ValueError(
                 f"head card {self.card.slug!r}: the tree is {depth} deep but the card's heads "
@@ -294,8 +293,9 @@ class Heads(ScalarFromArrays):
         """Per element of ``context``, the head evaluations of one pass (arrays): once per pass
         for ``"parallel"`` heads, once per depth over the frontier otherwise."""
         self.check_target(deployment.target)
-        self._check_depth(parents)
-        widths = (1,) if self.card.kind == "parallel" else frontier_widths(parents)
+        fronts = frontier_widths(parents)
+        self._check_depth(len(fronts))
+        widths = (1,) if self.card.kind == "parallel" else fronts
         dep, scale = self.runs_on(deployment)
         ctx = contexts(context)
         return frontier_passes(dep, widths, batch=check_batch(batch), context=ctx, scale=scale)
@@ -306,10 +306,11 @@ class Heads(ScalarFromArrays):
         """One tree per sequence (floats): per depth, one batched head step over the frontiers
         of the sequences that reach it (``"parallel"`` heads: one evaluation per sequence)."""
         self.check_target(deployment.target)
-        for tree in trees:
-            self._check_depth(tree)
+        fronts = ragged_frontiers(trees)  # a tree's frontier has one width per depth
+        self._check_depth(max((len(f) for f in fronts), default=0))
+        if self.card.kind == "parallel":
+            fronts = [(1,) if f else () for f in fronts]
         dep, scale = self.runs_on(deployment)
-        fronts = ragged_frontiers(trees, once=self.card.kind == "parallel")
         return priced(ragged_frontier_work(dep, fronts, contexts_of(trees, contexts), scale=scale))
 
     def prefill_cost(
