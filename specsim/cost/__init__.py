@@ -43,6 +43,7 @@ One noun per module, lowest first:
 from specsim.cost.aggregates import pass_aggregates_cost
 from specsim.cost.deployment import PLACEMENTS, Deployment, deployment_from_table, load_deployment
 from specsim.cost.derived import cost_coefficient, draft_on, ops_coefficient, verification_factor
+from specsim.cost.drafting import DraftCost, DraftWork, price_draft
 from specsim.cost.flops import pass_flops, ridge_tokens
 from specsim.cost.formats import Formats, resolve_formats
 from specsim.cost.frames import DEFAULT_BATCHES, cost_coefficient_frame, verification_frame
@@ -105,6 +106,9 @@ __all__ = [
     "pass_grid",
     "Resolved",
     "pass_terms",
+    "DraftWork",
+    "DraftCost",
+    "price_draft",
     "pass_flops",
     "ridge_tokens",
     "pass_aggregates_cost",
