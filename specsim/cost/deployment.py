@@ -156,17 +156,26 @@ class Deployment:
         """The same hardware, stack and KV format running ``model`` (a draft, a pruned
         target). Weight formats are the target's only when ``model`` is the target; a
         different model keeps its own dtype (its card's), as drafts ship."""
+        tp = self.tensor_parallel if tensor_parallel is None else tensor_parallel
+        memo = self.__dict__.setdefault("_on_model", {})  # remembered: every draft step asks
+        hit = memo.get((id(model), tp))
+        if hit is not None and hit.target is model:
+            return hit
         same = model.slug == self.target.slug
-        return dataclasses.replace(
+        dep = dataclasses.replace(
             self,
             target=model,
             dtype=self.dtype if same else None,
             weights=self.weights if same else None,
             group_size=self.group_size if same else None,
-            tensor_parallel=self.tensor_parallel if tensor_parallel is None else tensor_parallel,
+            tensor_parallel=tp,
             expert_parallel=self.expert_parallel if same else 1,
             expert_weights=self.expert_weights if same else None,
         )
+        if len(memo) >= 16:
+            memo.clear()
+        memo[(id(model), tp)] = dep
+        return dep
 
     def drafting(self) -> Deployment:
         """The deployment a draft model's steps run under: this one with its stack's drafting
