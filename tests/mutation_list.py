@@ -28,6 +28,9 @@ ROOF = "specsim/cost/roofline.py"
 COST_TESTS = ("tests/cost/test_cost.py",)
 MOE_TESTS = ("tests/cost/test_moe_cost.py",)
 KINDS = "specsim/proposers/kinds.py"
+WORK = "specsim/proposers/work.py"
+DRAFTING = "specsim/cost/drafting.py"
+RULE_TESTS = ("tests/proposers/test_drafting_rule.py",)
 
 COST: tuple[Mutation, ...] = (
     # The roofline's terms.
@@ -161,22 +164,39 @@ COST: tuple[Mutation, ...] = (
         "pass shape: a tree's attention pairs among its own nodes",
         ("tests/cost/test_pass_shape.py",),
     ),
+    # The resolved deployment (specsim.cost.resolved): formats resolved once, remembered.
+    Mutation(
+        "resolved-group-size",
+        "specsim/cost/deployment.py",
+        "            group_size=self.group_size,\n",
+        "            group_size=None,\n",
+        "resolved deployment: the formats resolved with the deployment's group size",
+        ("tests/cost/test_resolved.py",),
+    ),
+    Mutation(
+        "resolved-memo-formats",
+        "specsim/cost/deployment.py",
+        "id(deployment.runtime), fm, tp, ep, e)",
+        "id(deployment.runtime), tp, ep, e)",
+        "resolved deployment: the remembered value tells formats apart",
+        ("tests/cost/test_resolved.py",),
+    ),
 )
 
 PROPOSERS: tuple[Mutation, ...] = (
     Mutation(
         "draft-model-depth-context",
-        "specsim/proposers/protocol.py",
-        "        c = ctx + (d - 1)\n",
-        "        c = ctx\n",
+        WORK,
+        "c = np.stack([ctx + (d - 1) for d, _ in steps])",
+        "c = np.stack([ctx for d, _ in steps])",
         "draft model: step d runs after the d - 1 tokens drafted before it",
         ("tests/proposers/test_proposers.py", "tests/sim/test_cost_bugs.py"),
     ),
     Mutation(
         "heads-layer-fraction",
         KINDS,
-        "scale=self.card.layer_fraction / target.layers,",
-        "scale=1.0 / target.layers,",
+        "return dep, self.card.layer_fraction / deployment.target.layers",
+        "return dep, 1.0 / deployment.target.layers",
         "heads: a head costs its card's fraction of a target layer",
         ("tests/proposers/test_heads.py", "tests/proposers/test_proposers.py"),
     ),
@@ -238,11 +258,100 @@ PROPOSERS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "mtp-depth-context",
-        "specsim/proposers/protocol.py",  # frontier_passes: MTP, draft models, self-spec
-        "c = ctx + (d - 1)",
-        "c = ctx + 0 * (d - 1)",
+        WORK,  # frontier_work: MTP, draft models, self-spec
+        "c = np.stack([ctx + (d - 1) for d, _ in steps])",
+        "c = np.stack([ctx + 0 * (d - 1) for d, _ in steps])",
         "MTP: step d attends to the context and the d - 1 tokens drafted before it",
         ("tests/proposers/test_mtp.py",),
+    ),
+    # The one drafting rule (specsim.cost.drafting): what each kind runs, priced alike.
+    Mutation(
+        "rule-draft-model-steps",
+        KINDS,
+        "            frontier_widths(parents),\n            batch=check_batch(batch),",
+        "            (sum(frontier_widths(parents)),),\n            batch=check_batch(batch),",
+        "drafting rule: a draft model runs one draft step per depth (each its host cost)",
+        RULE_TESTS,
+    ),
+    Mutation(
+        "rule-eagle-steps",
+        KINDS,
+        'widths = (1,) if self.card.kind == "parallel" else fronts',
+        "widths = (1,)",
+        "drafting rule: an EAGLE head or MTP module steps once per depth",
+        RULE_TESTS,
+    ),
+    Mutation(
+        "rule-medusa-once",
+        KINDS,
+        'widths = (1,) if self.card.kind == "parallel" else fronts',
+        "widths = fronts",
+        "drafting rule: Medusa heads are evaluated once per pass (one draft step)",
+        RULE_TESTS,
+    ),
+    Mutation(
+        "rule-mtp-block",
+        KINDS,
+        "return mtp_deployment(dep), 1.0",
+        "return dep, 1.0 / dep.target.layers",
+        "drafting rule: an MTP step runs the module's block, not 1/L of the target's pass",
+        ("tests/proposers/test_mtp.py",),
+    ),
+    Mutation(
+        "rule-pard-one-step",
+        "specsim/proposers/parallel.py",
+        "shape = (1, *ctx.shape)  # one draft step, per context",
+        "shape = (n, *ctx.shape)  # one draft step, per context",
+        "drafting rule: a parallel drafter's pass is one draft step",
+        RULE_TESTS,
+    ),
+    Mutation(
+        "rule-selfspec-formats",
+        "specsim/proposers/selfspec.py",
+        "return dataclasses.replace(target, target=self.draft_model(target.target))",
+        "return target.on_model(self.draft_model(target.target))",
+        "drafting rule: self-speculation drafts in the deployment's formats (issue 35)",
+        RULE_TESTS,
+    ),
+    Mutation(
+        "rule-streaming-devices",
+        "specsim/proposers/budget.py",
+        "acceptance=self.acceptance,\n            tensor_parallel=deployment.tensor_parallel,",
+        "acceptance=self.acceptance,\n            tensor_parallel=1,",
+        "drafting rule: the target drafting for itself runs on all its devices",
+        RULE_TESTS,
+    ),
+    Mutation(
+        "rule-kv-budget-ragged",
+        "specsim/proposers/budget.py",
+        "return ragged_draft_cost_of(self.proposer, trees, kept, deployment=deployment)",
+        "return ragged_draft_cost_of(self.proposer, trees, contexts, deployment=deployment)",
+        "drafting rule: a budgeted draft's ragged steps read the budget, as its homogeneous ones",
+        RULE_TESTS,
+    ),
+    Mutation(
+        "rule-host-scaled",
+        DRAFTING,
+        "host = np.broadcast_to(r.step_host_s(B), T.shape).astype(np.float64)",
+        "host = np.zeros(T.shape)",
+        "drafting rule: a head's step pays the stack's whole draft-step host cost, not its share",
+        RULE_TESTS,
+    ),
+    Mutation(
+        "rule-separate-sequences",
+        "specsim/cards/runtime.py",
+        "            draft_stack = st\n",
+        "            draft_stack = replace(st, sequence_overhead_s=0.0)\n",
+        "drafting rule: a separate draft worker's step pays its per-sequence host work",
+        RULE_TESTS + ("tests/cost/test_drafting.py",),
+    ),
+    Mutation(
+        "rule-pard-prefill",
+        "specsim/proposers/parallel.py",
+        "return priced(one_pass_work(self.deployment(deployment), tokens, context, prefill=True))",
+        "return priced(None)",
+        "PARD: the draft's own KV prefill over the prompt is priced",
+        RULE_TESTS,
     ),
     Mutation(
         "kv-budget-min",

@@ -147,11 +147,19 @@ class RuntimeProfile:
         )
 
     def drafting(self) -> RuntimeProfile:
-        """The profile a draft model's steps run under on this stack: the stack's host cost
-        per draft step (``draft_step_overhead_s``) instead of its cost per pass, no sampling
-        cost per token (a draft's proposals are inside the step), and the graph path the stack
-        drafts on (``draft_graphs``: replayed graphs, or every layer launched eagerly). A
-        profile without a stack is its own drafting profile (the costs as before)."""
+        """The profile a proposer's draft steps run under on this stack (the drafting rule,
+        :mod:`specsim.cost.drafting`): the stack's host cost per draft step
+        (``draft_step_overhead_s``) instead of its cost per pass, no sampling cost per token
+        (a draft's proposals are inside the step), and launches as the stack drafts
+        (``draft_graphs``: replayed graphs, or every layer launched eagerly). Where the stack
+        drafts inside the target's step and graph (``draft_worker = "same"``) a step adds no
+        per-sequence work and no graph padding of its own; where its drafter is a separate
+        worker (``"separate"``, vLLM V0's proposer worker) each step is a pass of that
+        worker: its per-sequence host work (``sequence_overhead_s``) and, on graphs, its own
+        captured sizes (padding, eager above the largest), as the stack's passes. So a draft
+        step's host cost is :meth:`StackProfile.draft_step_host_s
+        <specsim.cards.stack.StackProfile.draft_step_host_s>`. A profile without a stack is
+        its own drafting profile (the costs as before)."""
         st = self.stack_profile
         if st is None:
             return self
@@ -159,9 +167,14 @@ class RuntimeProfile:
         if hit is not None:
             return hit
         layer = st.layer_overhead_s + (0.0 if st.draft_graphs else st.eager_layer_overhead_s)
-        draft_stack = replace(
-            st, graph_sizes=None, sequence_overhead_s=0.0, eager_layer_overhead_s=0.0
-        )
+        if st.draft_worker == "separate" and st.draft_graphs:  # the worker's own graph path
+            draft_stack = st
+        elif st.draft_worker == "separate":  # every layer launched eagerly, above
+            draft_stack = replace(st, graph_sizes=None, eager_layer_overhead_s=0.0)
+        else:  # inside the target's step: no scheduling or padding of its own
+            draft_stack = replace(
+                st, graph_sizes=None, sequence_overhead_s=0.0, eager_layer_overhead_s=0.0
+            )
         prof = replace(
             self,
             slug=f"{self.slug}-draft",

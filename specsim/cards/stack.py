@@ -41,7 +41,9 @@ VERIFY_MODES = ("multi-query", "batch-expansion")
 GRAPH_UNITS = ("batch", "tokens")
 """What a stack's captured graph sizes count: sequences in the pass, or new tokens."""
 DRAFT_WORKERS = ("same", "separate")
-"""Where a stack runs its proposer: in the target's worker and step, or a worker of its own."""
+"""Where a stack runs its proposer: in the target's worker and step (``same``: a draft step
+pays only the stack's draft-step host cost), or a worker of its own whose draft steps are
+passes of that worker (``separate``: per-sequence host work, its own captured graphs)."""
 WEIGHT_KERNELS = ("device", "own")
 """Whose weight-only kernels a stack runs: those the device part's format tables were
 measured with (``device``), or kernels of its own that no device part describes (``own``:
@@ -120,6 +122,24 @@ class StackProfile:
         _names(where, "vendors", self.vendors, VENDORS, empty=False)
         _names(where, "assumptions", self.assumptions, _HOST + ("graph_sizes",), empty=True)
         check_sources(where, self.sources)
+
+    def draft_step_host_s(self, batch: float) -> float:
+        """The host seconds of one draft step over ``batch`` sequences, whatever drafts (a
+        draft model, heads, an MTP module, a parallel drafter's pass, the target's own
+        layers): ``draft_step_overhead_s`` where the drafter runs inside the target's step
+        (``draft_worker = "same"``), plus ``batch * sequence_overhead_s`` where it is a
+        worker of its own that prepares each sequence's step (``"separate"``). Never the
+        per-pass ``pass_overhead_s`` (:meth:`specsim.cards.RuntimeProfile.drafting`).
+
+        >>> st = StackProfile(slug="s", name="s", verify="multi-query", trees=False,
+        ...                   draft_worker="separate", draft_graphs=True, pass_overhead_s=1e-3,
+        ...                   sequence_overhead_s=2e-5, draft_step_overhead_s=1e-4,
+        ...                   sources=["doctest"])
+        >>> round(st.draft_step_host_s(4), 9)
+        0.00018
+        """
+        seq = self.sequence_overhead_s if self.draft_worker == "separate" else 0.0
+        return self.draft_step_overhead_s + batch * seq
 
 
 @dataclass(frozen=True, kw_only=True)

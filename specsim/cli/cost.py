@@ -20,8 +20,10 @@ from specsim.cli import deployment, jsonout
 from specsim.cli.output import check_file, writable
 from specsim.cost import (
     DEFAULT_CONTEXT,
+    Deployment,
+    StepCost,
+    chain_shape,
     ridge_tokens,
-    step_cost,
     verification_factor,
     verification_frame,
 )
@@ -75,29 +77,15 @@ def run(args: argparse.Namespace) -> int:
     if args.plot_v is not None:
         check_file(args.plot_v, option="--plot-v", force=args.force)
     dep = deployment.from_args(args)
-    model, hw, runtime = dep.target, dep.hardware, dep.runtime
-    kw = dep.keywords()
-    cost = step_cost(
-        model,
-        hw,
-        batch=args.batch,
-        context=args.context,
-        new_tokens=args.new_tokens,
-        encoder_length=args.encoder_length,
-        **kw,
-    )
+    shape = chain_shape(batch=args.batch, context=args.context, new_tokens=args.new_tokens)
+    cost = dep.pass_cost(shape, verify=False, encoder_length=args.encoder_length)
     gamma = verified_gamma(args.new_tokens)
     v = float(
         verification_factor(
-            model,
-            hw,
-            gamma,
-            batch=args.batch,
-            context=args.context,
-            encoder_length=args.encoder_length,
-            **(kw | {"dtype": cost.dtype}),
+            dep, gamma, batch=args.batch, context=args.context, encoder_length=args.encoder_length
         )
     )
+    hw, runtime = dep.hardware, dep.runtime
     ridge = ridge_tokens(hw, cost.dtype, runtime=runtime)
     stack = runtime.slug if runtime is not None else (hw.runtime or f"{hw.slug}'s own numbers")
     if args.plot_v is not None:
@@ -107,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         plot_verification_factor(df).savefig(writable(args.plot_v), dpi=120)
     if args.json:
         out = {
-            "model": model.slug,
+            "model": dep.target.slug,
             "hardware": hw.slug,
             "context": args.context,
             "runtime": stack,
@@ -121,12 +109,30 @@ def run(args: argparse.Namespace) -> int:
             out["plot_v"] = str(args.plot_v)
         print(jsonout.dumps(out))
         return 0
-    gb = 1e9
+    rows = _rows(args, dep, cost, stack=stack, ridge=ridge, gamma=gamma, v=v)
+    width = max(len(label) for label, _ in rows)
+    for label, text in rows:
+        print(f"{label:<{width}}  {text}")
+    return 0
+
+
+def _rows(
+    args: argparse.Namespace,
+    dep: Deployment,
+    cost: StepCost,
+    *,
+    stack: str,
+    ridge: float,
+    gamma: int,
+    v: float,
+) -> list[tuple[str, str]]:
+    """The table ``specsim cost`` prints: one (label, text) a line."""
+    gb, ms = 1e9, 1e3
     rows = [
         (
             "pass",
-            f"{model.slug} on {hw.slug}, batch {cost.batch}, context {args.context}, "
-            f"{args.new_tokens} new token(s), {cost.dtype}, tensor parallel "
+            f"{dep.target.slug} on {dep.hardware.slug}, batch {cost.batch}, context "
+            f"{args.context}, {args.new_tokens} new token(s), {cost.dtype}, tensor parallel "
             f"{cost.tensor_parallel}",
         ),
         (
@@ -136,19 +142,18 @@ def run(args: argparse.Namespace) -> int:
             + f", KV cache {cost.kv_format}, activations {cost.dtype}",
         ),
         ("runtime", stack),
-        ("time", f"{cost.time_s * 1e3:.3f} ms  ({cost.tokens / cost.time_s:,.1f} tokens/s)"),
+        ("time", f"{cost.time_s * ms:.3f} ms  ({cost.tokens / cost.time_s:,.1f} tokens/s)"),
         ("bound", f"{cost.bound}  (ridge at ~{ridge:.0f} tokens per pass)"),
         (
             "  roofline",
-            f"{cost.roofline_time_s * 1e3:.3f} ms  (compute "
-            f"{cost.compute_time_s * 1e3:.3f} ms, memory "
-            f"{cost.memory_time_s * 1e3:.3f} ms)",
+            f"{cost.roofline_time_s * ms:.3f} ms  (compute {cost.compute_time_s * ms:.3f} ms, "
+            f"memory {cost.memory_time_s * ms:.3f} ms)",
         ),
-        ("  dequantize", f"{cost.dequant_time_s * 1e3:.3f} ms  (part of the roofline)"),
-        ("  overheads", f"{cost.overhead_time_s * 1e3:.3f} ms"),
+        ("  dequantize", f"{cost.dequant_time_s * ms:.3f} ms  (part of the roofline)"),
+        ("  overheads", f"{cost.overhead_time_s * ms:.3f} ms"),
         (
             "  all-reduce",
-            f"{cost.allreduce_time_s * 1e3:.3f} ms  "
+            f"{cost.allreduce_time_s * ms:.3f} ms  "
             f"({cost.allreduce_time_s / cost.time_s:.1%} of the pass)",
         ),
         ("flops", f"{cost.flops:.4g}"),
@@ -160,7 +165,8 @@ def run(args: argparse.Namespace) -> int:
         ("energy", f"{cost.energy_j:.3f} J  ({cost.energy_j / cost.tokens:.3f} J per token)"),
         (
             "memory used",
-            f"{cost.resident_bytes / gb:.2f} GB of {hw.mem_capacity / gb:.2f} GB per device",
+            f"{cost.resident_bytes / gb:.2f} GB of {dep.hardware.mem_capacity / gb:.2f} GB per "
+            "device",
         ),
         (
             f"v(gamma={gamma})",
@@ -174,7 +180,4 @@ def run(args: argparse.Namespace) -> int:
     ]
     if args.plot_v is not None:
         rows.append(("plot", str(args.plot_v)))
-    width = max(len(label) for label, _ in rows)
-    for label, text in rows:
-        print(f"{label:<{width}}  {text}")
-    return 0
+    return rows

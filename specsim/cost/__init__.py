@@ -18,12 +18,18 @@ One noun per module, lowest first:
   the all-to-all dispatch and combine of :mod:`specsim.cost.collectives`);
 - :mod:`specsim.cost.roofline`: the per-card constants (:class:`Roofline`) and
   the one formula for time and energy (:func:`time_energy`);
-- :mod:`specsim.cost.model`: the public model, :func:`step_cost`,
-  :func:`pass_cost` and :func:`pass_aggregates_cost`, returning the records
-  of :mod:`specsim.cost.results`; :mod:`specsim.cost.grid`: :func:`step_cost_grid`, many
-  homogeneous passes at once;
 - :mod:`specsim.cost.deployment`: the :class:`~specsim.cost.deployment.Deployment`, the
   one value that says what runs where, and its builders;
+  :mod:`specsim.cost.resolved`: the :class:`Resolved` deployment (formats, stack and
+  parallelism resolved and checked once, :meth:`Deployment.resolved`) and the kernel on it,
+  :func:`~specsim.cost.resolved.pass_terms` and :func:`~specsim.cost.resolved.pass_cost`,
+  returning the records of :mod:`specsim.cost.results`;
+- :mod:`specsim.cost.model`, :mod:`specsim.cost.aggregates`, :mod:`specsim.cost.grid`: the
+  kernel's keyword wrappers for cards and keywords, :func:`step_cost`, :func:`pass_cost`,
+  :func:`pass_aggregates_cost` and :func:`step_cost_grid` (many homogeneous passes at
+  once; :func:`pass_grid` on a deployment);
+- :mod:`specsim.cost.drafting`: the one drafting rule, :class:`DraftWork` priced by
+  :func:`price_draft` under the deployment's drafting profile;
 - :mod:`specsim.cost.derived`: c, v(gamma) and c-hat; :mod:`specsim.cost.frames`:
   tidy tables of them (pandas).
 
@@ -37,20 +43,23 @@ One noun per module, lowest first:
 from specsim.cost.aggregates import pass_aggregates_cost
 from specsim.cost.deployment import PLACEMENTS, Deployment, deployment_from_table, load_deployment
 from specsim.cost.derived import cost_coefficient, draft_on, ops_coefficient, verification_factor
+from specsim.cost.drafting import DraftCost, DraftWork, price_draft
 from specsim.cost.flops import pass_flops, ridge_tokens
 from specsim.cost.formats import Formats, resolve_formats
 from specsim.cost.frames import DEFAULT_BATCHES, cost_coefficient_frame, verification_frame
-from specsim.cost.grid import step_cost_grid
+from specsim.cost.grid import pass_grid, step_cost_grid
 from specsim.cost.memory import Footprint, footprint, kv_heads_per_device
 from specsim.cost.model import (
     DEFAULT_CONTEXT,
     DEFAULT_ENCODER_LENGTH,
+    chain_shape,
     encoder_tokens,
     pass_cost,
     step_cost,
 )
 from specsim.cost.moe import check_expert_parallel, moe_routed_fraction
 from specsim.cost.quant import KV_FORMATS, WEIGHT_FORMATS
+from specsim.cost.resolved import Resolved, pass_terms
 from specsim.cost.results import PassTerms, StepCost, StepCostGrid
 from specsim.cost.roofline import Roofline, roofline, time_energy
 from specsim.cost.shape import (
@@ -91,8 +100,15 @@ __all__ = [
     "StepCostGrid",
     "PassTerms",
     "step_cost",
+    "chain_shape",
     "pass_cost",
     "step_cost_grid",
+    "pass_grid",
+    "Resolved",
+    "pass_terms",
+    "DraftWork",
+    "DraftCost",
+    "price_draft",
     "pass_flops",
     "ridge_tokens",
     "pass_aggregates_cost",

@@ -1,27 +1,20 @@
 """Passes given by their aggregates: the cost terms of passes described as sums over their
 sequences (:func:`pass_aggregates_cost`), the simulators' vectorised path beside
 :func:`specsim.cost.model.step_cost`, for batches whose sequences verify different token
-trees that no one :class:`~specsim.cost.shape.PassShape` describes."""
+trees that no one :class:`~specsim.cost.shape.PassShape` describes. The keyword wrapper of
+the kernel :func:`specsim.cost.resolved.pass_terms` (on a deployment:
+:meth:`Deployment.aggregates_cost <specsim.cost.deployment.Deployment.aggregates_cost>`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
 from numpy.typing import ArrayLike
 
 from specsim.cost.checks import check_hardware, check_model, check_runtime, check_tensor_parallel
-from specsim.cost.formats import resolve_formats
-from specsim.cost.model import HardwareLike, ModelLike, RuntimeLike, encoder_tokens, evaluate_terms
-from specsim.cost.moe import check_expert_parallel
+from specsim.cost.model import HardwareLike, ModelLike, RuntimeLike, keyword_deployment
+from specsim.cost.resolved import pass_terms
 from specsim.cost.results import PassTerms
 
 __all__ = ["pass_aggregates_cost"]
-
-
-def _number(x: ArrayLike) -> Any:
-    # Plain numbers stay Python floats: 0-d arrays would make every term slow.
-    return float(x) if isinstance(x, int | float) else np.asarray(x, dtype=np.float64)
 
 
 def pass_aggregates_cost(
@@ -56,27 +49,23 @@ def pass_aggregates_cost(
     tp = check_tensor_parallel(model, tensor_parallel)
     if tp.ndim:
         raise ValueError(f"tensor_parallel: expected a scalar, got {tp.tolist()!r}")
-    formats = resolve_formats(
-        model, dtype, weights=weights, kv=kv, group_size=group_size, expert_weights=expert_weights
-    )
-    e = encoder_tokens(model, encoder_length)
-    B, T = _number(batch), _number(tokens)
-    S = _number(pairs) + T * e
-    R = _number(context_tokens) + B * e
-    rt = check_runtime(runtime, hardware)
-    ep = check_expert_parallel(
-        model, expert_parallel, tensor_parallel=int(tp), name="expert_parallel"
-    )
-    return evaluate_terms(
+    dep = keyword_deployment(
         model,
         hardware,
-        formats=formats,
-        tp=float(tp),
-        T=T,
-        S=S,
-        R=R,
-        runtime=rt,
-        expert_parallel=ep,
-        batch=B,
+        runtime=check_runtime(runtime, hardware),
+        tensor_parallel=int(tp),
+        dtype=dtype,
+        weights=weights,
+        kv=kv,
+        group_size=group_size,
+        expert_parallel=expert_parallel,
+        expert_weights=expert_weights,
+    )
+    return pass_terms(
+        dep.resolved(encoder_length=encoder_length),
+        batch=batch,
+        tokens=tokens,
+        context_tokens=context_tokens,
+        pairs=pairs,
         verify=verify,
     )

@@ -38,10 +38,9 @@ from typing import Any, Literal
 
 from numpy.typing import ArrayLike
 
-from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, read_toml
+from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, profile_of_card, read_toml
 from specsim.checks import check_int
 from specsim.config import build
-from specsim.cost.aggregates import pass_aggregates_cost
 from specsim.cost.checks import (
     check_hardware,
     check_model,
@@ -49,10 +48,11 @@ from specsim.cost.checks import (
     check_tensor_parallel,
 )
 from specsim.cost.formats import Formats, resolve_formats
-from specsim.cost.model import pass_cost
 from specsim.cost.moe import check_expert_parallel
+from specsim.cost.resolved import Resolved, encoder_tokens, pass_cost, pass_terms
 from specsim.cost.results import PassTerms, StepCost
 from specsim.cost.shape import PassShape
+from specsim.cost.stack_terms import stack_costs
 
 __all__ = [
     "PLACEMENTS",
@@ -60,6 +60,7 @@ __all__ = [
     "Placement",
     "deployment_from_table",
     "load_deployment",
+    "resolve",
 ]
 
 Placement = Literal["shared", "own-device", "overlapped"]
@@ -115,11 +116,9 @@ class Deployment:
                 f"deployment draft_placement: expected one of {', '.join(PLACEMENTS)}, "
                 f"got {self.draft_placement!r}"
             )
-        self.formats()  # an unknown format or a bad group size fails here
-
-    def formats(self) -> Formats:
-        """The compute dtype and the byte widths of this deployment's passes."""
-        return resolve_formats(
+        # An unknown format or a bad group size fails here; the formats are kept (resolved
+        # once per deployment, :meth:`resolved`).
+        fm = resolve_formats(
             self.target,
             self.dtype,
             weights=self.weights,
@@ -127,41 +126,79 @@ class Deployment:
             group_size=self.group_size,
             expert_weights=self.expert_weights,
         )
+        object.__setattr__(self, "_formats", fm)
+
+    def formats(self) -> Formats:
+        """The compute dtype and the byte widths of this deployment's passes (resolved when
+        it was built)."""
+        fm: Formats = self.__dict__["_formats"]
+        return fm
+
+    def resolved(self, *, encoder_length: int | None = None) -> Resolved:
+        """This deployment as the cost kernel takes it (:class:`specsim.cost.resolved.Resolved`:
+        its cards, formats, parallelism and stack constants), remembered: every pass priced on
+        it resolves nothing. ``encoder_length``: the encoder tokens an encoder-decoder target
+        cross-attends to (default :data:`specsim.cost.resolved.DEFAULT_ENCODER_LENGTH`).
+
+        >>> dep = Deployment(target="llama-2-7b", hardware="a100-80gb", kv="fp8")
+        >>> dep.resolved() is dep.resolved(), dep.resolved().formats.kv_format
+        (True, 'float8')
+        """
+        if encoder_length is not None:
+            return resolve(self, encoder_length=encoder_length)
+        hit = self.__dict__.get("_resolved")
+        if hit is None:
+            hit = resolve(self)
+            object.__setattr__(self, "_resolved", hit)
+        return hit
 
     def on_model(self, model: ModelCard, *, tensor_parallel: int | None = None) -> Deployment:
         """The same hardware, stack and KV format running ``model`` (a draft, a pruned
         target). Weight formats are the target's only when ``model`` is the target; a
         different model keeps its own dtype (its card's), as drafts ship."""
+        tp = self.tensor_parallel if tensor_parallel is None else tensor_parallel
+        memo = self.__dict__.setdefault("_on_model", {})  # remembered: every draft step asks
+        hit = memo.get((id(model), tp))
+        if hit is not None and hit.target is model:
+            return hit
         same = model.slug == self.target.slug
-        return dataclasses.replace(
+        dep = dataclasses.replace(
             self,
             target=model,
             dtype=self.dtype if same else None,
             weights=self.weights if same else None,
             group_size=self.group_size if same else None,
-            tensor_parallel=self.tensor_parallel if tensor_parallel is None else tensor_parallel,
+            tensor_parallel=tp,
             expert_parallel=self.expert_parallel if same else 1,
             expert_weights=self.expert_weights if same else None,
         )
+        if len(memo) >= 16:
+            memo.clear()
+        memo[(id(model), tp)] = dep
+        return dep
 
     def drafting(self) -> Deployment:
         """The deployment a draft model's steps run under: this one with its stack's drafting
         profile (:meth:`specsim.cards.RuntimeProfile.drafting`: the stack's host cost per draft
         step, eager launches where the stack drafts eagerly); itself without a stack. The one
         place that decides it: the simulator's draft steps and the draft-model proposer both
-        price their steps on it.
+        price their steps on it (:mod:`specsim.cost.drafting`, the one drafting rule).
 
         >>> dep = Deployment(target="llama-68m", hardware="a40", runtime="vllm-v0")
         >>> dep.drafting().runtime.slug
         'vllm-v0-draft'
         >>> bare = Deployment(target="llama-68m", hardware="a40")
-        >>> bare.drafting() is bare
-        True
+        >>> bare.drafting() is bare, dep.drafting() is dep.drafting()
+        (True, True)
         """
         rt = self.runtime
         if rt is None or rt.stack_profile is None:
             return self
-        return dataclasses.replace(self, runtime=rt.drafting())
+        hit = self.__dict__.get("_drafting")
+        if hit is None:  # remembered: every draft step asks it
+            hit = dataclasses.replace(self, runtime=rt.drafting())
+            object.__setattr__(self, "_drafting", hit)
+        return hit
 
     def keywords(self) -> dict[str, Any]:
         """The deployment as the keywords of the functional API (:func:`specsim.cost.step_cost`,
@@ -196,12 +233,18 @@ class Deployment:
         }
 
     def pass_cost(
-        self, shape: PassShape, *, verify: bool | None = None, verified: int | None = None
+        self,
+        shape: PassShape,
+        *,
+        verify: bool | None = None,
+        verified: int | None = None,
+        encoder_length: int | None = None,
     ) -> StepCost:
-        """One pass of ``shape`` on this deployment (:func:`specsim.cost.pass_cost`; ``verify``
-        and ``verified`` as there: None means a token tree verifies and chains do not)."""
-        kw = self.keywords()
-        return pass_cost(self.target, self.hardware, shape, **kw, verify=verify, verified=verified)
+        """One pass of ``shape`` on this deployment (:func:`specsim.cost.resolved.pass_cost` on
+        :meth:`resolved`; ``verify`` and ``verified`` as there: None means a token tree
+        verifies and chains do not; ``encoder_length`` as in :meth:`resolved`)."""
+        r = self.resolved(encoder_length=encoder_length)
+        return pass_cost(r, shape, verify=verify, verified=verified)
 
     def aggregates_cost(
         self,
@@ -211,19 +254,62 @@ class Deployment:
         context_tokens: ArrayLike,
         pairs: ArrayLike,
         verify: bool = False,
+        verified: ArrayLike | None = None,
     ) -> PassTerms:
-        """Passes given as sums over their sequences (:func:`specsim.cost.pass_aggregates_cost`;
-        ``verify``: they verify drafted tokens, so a stack's speculative terms apply)."""
-        return pass_aggregates_cost(
-            self.target,
-            self.hardware,
+        """Passes given as sums over their sequences (:func:`specsim.cost.resolved.pass_terms`
+        on :meth:`resolved`; ``verify``: they verify drafted tokens, so a stack's speculative
+        terms apply, over ``verified`` of their new tokens, None: all)."""
+        return pass_terms(
+            self.resolved(),
             batch=batch,
             tokens=tokens,
             context_tokens=context_tokens,
             pairs=pairs,
-            **self.keywords(),
             verify=verify,
+            verified=verified,
         )
+
+
+_Key = tuple[int, int, int, Formats, int, int, float]
+_MEMO: dict[_Key, tuple[Deployment, Resolved]] = {}
+
+
+def resolve(deployment: Deployment, *, encoder_length: int | None = None) -> Resolved:
+    """``deployment`` resolved (:class:`specsim.cost.resolved.Resolved`), with
+    ``encoder_length`` encoder tokens for an encoder-decoder target (default
+    :data:`specsim.cost.resolved.DEFAULT_ENCODER_LENGTH`; a decoder-only target takes none:
+    a ValueError naming it).
+
+    Remembered on the cards' identity, the formats and the parallelism (a speed trick, as
+    :func:`specsim.cost.roofline.roofline`'s: hashing a frozen card costs more than a
+    pass); the remembered entry holds the deployment, so its cards' ids cannot be reused."""
+    fm = deployment.formats()
+    e = encoder_tokens(deployment.target, encoder_length)
+    tp, ep = deployment.tensor_parallel, deployment.expert_parallel
+    key = (id(deployment.target), id(deployment.hardware), id(deployment.runtime), fm, tp, ep, e)
+    hit = _MEMO.get(key)
+    if hit is not None and _same_cards(hit[0], deployment):
+        return hit[1]
+    hw = deployment.hardware
+    rt = profile_of_card(hw) if deployment.runtime is None else deployment.runtime
+    r = Resolved(
+        target=deployment.target,
+        hardware=hw,
+        runtime=rt,
+        formats=fm,
+        tensor_parallel=int(tp),
+        expert_parallel=int(ep),
+        stack=stack_costs(rt, deployment.target.layers),
+        encoder=e,
+    )
+    if len(_MEMO) >= 256:
+        _MEMO.clear()
+    _MEMO[key] = (deployment, r)
+    return r
+
+
+def _same_cards(a: Deployment, b: Deployment) -> bool:
+    return a.target is b.target and a.hardware is b.hardware and a.runtime is b.runtime
 
 
 def deployment_from_table(table: Mapping[str, Any], *, where: str) -> Deployment:

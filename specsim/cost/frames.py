@@ -1,10 +1,11 @@
 """Tidy tables of the derived quantities, over grids of batch, context and gamma.
 
-Each ``*_frame`` function evaluates :mod:`specsim.cost.model` on a grid in
-one vectorised call and returns a pandas DataFrame with one row per
-configuration, ready for :mod:`specsim.plots.figures` or a study. Configurations whose
-weights and KV cache do not fit on the accelerator are left out (and counted
-in ``df.attrs``).
+Each ``*_frame`` function evaluates a grid of passes on a deployment
+(:func:`specsim.cost.grid.pass_grid`) in one vectorised call, with the conventions of
+:func:`specsim.cost.verification_factor` and :func:`specsim.cost.cost_coefficient`, and
+returns a pandas DataFrame with one row per configuration, ready for
+:mod:`specsim.plots.figures` or a study. Configurations whose weights and KV cache do not
+fit on the accelerator are left out (and counted in ``df.attrs``).
 
 >>> dep = Deployment(target="llama-2-7b", hardware="a100-80gb")
 >>> df = verification_frame(dep, gammas=(3,), batches=(1, 256), context=128)
@@ -25,7 +26,7 @@ from specsim.cards import ModelCard
 from specsim.cost.deployment import Deployment
 from specsim.cost.derived import draft_on, ops_coefficient
 from specsim.cost.flops import ridge_tokens
-from specsim.cost.grid import step_cost_grid
+from specsim.cost.grid import pass_grid
 from specsim.cost.model import DEFAULT_CONTEXT
 from specsim.cost.shape import verification_positions
 
@@ -62,12 +63,12 @@ def verification_frame(
     g = np.asarray(gammas, dtype=np.int64).reshape(-1, 1)
     b = np.asarray(batches, dtype=np.int64).reshape(1, -1)
     kw: dict[str, Any] = {"batch": b, "context": context, "encoder_length": encoder_length}
-    kw |= deployment.keywords()
     if g.size == 0 or b.size == 0:
         raise ValueError(f"gammas and batches must be non-empty, got {gammas!r}, {batches!r}")
     kw["check_memory"] = False  # elements that do not fit are dropped (attrs say how many)
-    verify = step_cost_grid(model, hardware, new_tokens=verification_positions(g), **kw)
-    single = step_cost_grid(model, hardware, new_tokens=1, **kw)
+    pos = verification_positions(g)
+    verify = pass_grid(deployment, new_tokens=pos, verify=True, **kw)  # as v(gamma) prices it
+    single = pass_grid(deployment, new_tokens=1, **kw)
     gg, bb = np.broadcast_arrays(g, b)
     df = pd.DataFrame(
         {
@@ -105,7 +106,8 @@ def cost_coefficient_frame(
 
     The target runs on ``deployment``; each draft on one device of ``draft_devices``'s
     hardware with its stack when given (a device of their own), else of ``deployment``'s
-    (:func:`specsim.cost.derived.draft_on`, as :func:`specsim.cost.cost_coefficient`).
+    (:func:`specsim.cost.derived.draft_on`, as :func:`specsim.cost.cost_coefficient`), its
+    step under the stack's drafting profile.
     Columns: draft, target, hardware, draft_hardware, batch, context, c (time ratio of one
     step each), c_hat (flops-per-token ratio, :func:`specsim.cost.derived.ops_coefficient`),
     param_ratio (stated parameters, draft / target), draft_time_s, target_time_s.
@@ -123,11 +125,11 @@ def cost_coefficient_frame(
     bb, cc = np.broadcast_arrays(b, c)
     kw: dict[str, Any] = {"batch": b, "context": c, "new_tokens": 1}
     kw |= {"encoder_length": encoder_length, "check_memory": False}
-    t_target = step_cost_grid(target, hardware, **kw, **deployment.keywords())
+    t_target = pass_grid(deployment, **kw)
     frames = []
     for draft in drafts:
         d_dep = draft_on(on, draft)
-        t_draft = step_cost_grid(draft, d_dep.hardware, **kw, **d_dep.keywords())
+        t_draft = pass_grid(d_dep.drafting(), **kw)  # a draft step: the drafting profile, as c
         c_hat = np.broadcast_to(
             ops_coefficient(draft, target, context=c, encoder_length=encoder_length), bb.shape
         )

@@ -5,7 +5,10 @@ cached and ``new_tokens[i]`` new positions in a chain, on ``tensor_parallel[i]``
 the terms are those of :func:`specsim.cost.model.pass_cost` (the same roofline,
 :func:`specsim.cost.model.evaluate_terms`), and a homogeneous :func:`~specsim.cost.step_cost`
 equals the matching grid element. 10^5 passes take milliseconds
-(``benchmarks/bench_cost.py``).
+(``benchmarks/bench_cost.py``). :func:`pass_grid` is the grid on a
+:class:`~specsim.cost.deployment.Deployment` (its resolved value, one device count);
+:func:`step_cost_grid` its keyword wrapper, whose ``tensor_parallel`` may also vary over
+the grid (one resolved deployment for each device count).
 
 >>> from specsim.cards import load_hardware, load_model
 >>> g = step_cost_grid(load_model("llama-2-7b"), load_hardware("a100-80gb"),
@@ -16,12 +19,12 @@ equals the matching grid element. 10^5 passes take milliseconds
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from specsim.cards import HardwareCard, ModelCard, RuntimeProfile
 from specsim.cost.checks import (
     check_hardware,
     check_model,
@@ -30,20 +33,13 @@ from specsim.cost.checks import (
     int_array,
 )
 from specsim.cost.checks import check_positions as _check_positions
-from specsim.cost.formats import Formats, resolve_formats
-from specsim.cost.model import (
-    HardwareLike,
-    ModelLike,
-    RuntimeLike,
-    encoder_tokens,
-    evaluate_terms,
-    memory_error,
-)
-from specsim.cost.moe import check_expert_parallel
+from specsim.cost.deployment import Deployment
+from specsim.cost.model import HardwareLike, ModelLike, RuntimeLike, keyword_deployment
+from specsim.cost.resolved import Resolved, evaluate_terms, memory_error
 from specsim.cost.results import RESULT_FIELDS, StepCostGrid
 from specsim.cost.shape import chain_sums
 
-__all__ = ["step_cost_grid"]
+__all__ = ["pass_grid", "step_cost_grid"]
 
 
 def _broadcast(
@@ -62,60 +58,99 @@ def _broadcast(
 
 
 def _terms(
-    model: ModelCard,
-    hardware: HardwareCard,
+    resolved: Mapping[float, Resolved],
     *,
-    formats: Formats,
     tp: NDArray[Any],
     sums: tuple[Any, Any, Any],
-    runtime: RuntimeProfile | None,
-    ep: int = 1,
-    batch: NDArray[Any] | None = None,
+    batch: NDArray[Any],
     verify: bool = False,
 ) -> dict[str, NDArray[np.float64]]:
     """Every result field as an array of the grid's shape, one evaluation per device count
-    (each of which ``ep`` expert groups must split, :func:`check_expert_parallel`)."""
+    (``resolved``: the deployment resolved for each)."""
     T, S, R = sums
-    groups = np.unique(tp)
-    for t in groups.astype(int).tolist():
-        check_expert_parallel(model, ep, tensor_parallel=t, name="expert_parallel")
-    if groups.size == 1:  # the usual case: one device count for the whole grid
-        terms = evaluate_terms(
-            model,
-            hardware,
-            formats=formats,
-            tp=float(groups[0]),
-            T=T,
-            S=S,
-            R=R,
-            runtime=runtime,
-            expert_parallel=ep,
-            batch=batch,
-            verify=verify,
-        )
+    if len(resolved) == 1:  # the usual case: one device count for the whole grid
+        (r,) = resolved.values()
+        terms = evaluate_terms(r, T=T, S=S, R=R, batch=batch, verify=verify)
         return {
             k: np.asarray(np.broadcast_to(getattr(terms, k), T.shape), dtype=np.float64)
             for k in RESULT_FIELDS
         }
     arrays = {k: np.empty(T.shape) for k in RESULT_FIELDS}
-    for g in groups:
+    for g, r in resolved.items():
         sel = tp == g
-        terms = evaluate_terms(
-            model,
-            hardware,
-            formats=formats,
-            tp=float(g),
-            T=T[sel],
-            S=S[sel],
-            R=R[sel],
-            runtime=runtime,
-            expert_parallel=ep,
-            batch=None if batch is None else batch[sel],
-            verify=verify,
-        )
+        terms = evaluate_terms(r, T=T[sel], S=S[sel], R=R[sel], batch=batch[sel], verify=verify)
         for k in RESULT_FIELDS:
             arrays[k][sel] = getattr(terms, k)
     return arrays
+
+
+def _grid(
+    resolved: Mapping[float, Resolved],
+    arrays: tuple[NDArray[Any], ...],
+    *,
+    check_memory: bool,
+    verify: bool,
+) -> StepCostGrid:
+    """The grid of passes ``arrays`` (batch, context, new tokens, devices, broadcast) on the
+    deployments ``resolved`` (one for each device count), memory checked when asked."""
+    B, ctx, new, tp = arrays
+    r0 = next(iter(resolved.values()))
+    sums = chain_sums(B, B * ctx, new, r0.encoder)
+    values = _terms(resolved, tp=tp, sums=sums, batch=B, verify=verify)
+    fits = values["resident_bytes"] <= r0.hardware.mem_capacity
+    formats = r0.formats
+    if check_memory and not fits.all():
+        i = tuple(int(j) for j in np.argwhere(~fits)[0]) if fits.ndim else ()
+        resident = float(values["resident_bytes"][i])
+        err = memory_error(
+            r0.target,
+            r0.hardware,
+            formats=formats,
+            tp=float(tp[i]),
+            B=float(B[i]),
+            resident=resident,
+        )
+        raise ValueError(
+            f"element {i} of {int((~fits).sum())} that do not fit (context {int(ctx[i])}, new "
+            f"tokens {int(new[i])}): {err}"
+        )
+    return StepCostGrid(
+        **values,
+        fits=fits,
+        dtype=formats.compute,
+        weight_format=formats.weight_format,
+        kv_format=formats.kv_format,
+    )
+
+
+def pass_grid(
+    deployment: Deployment,
+    *,
+    batch: ArrayLike,
+    context: ArrayLike,
+    new_tokens: ArrayLike,
+    encoder_length: int | None = None,
+    check_memory: bool = True,
+    check_positions: bool = True,
+    verify: bool = False,
+) -> StepCostGrid:
+    """Costs of many homogeneous passes on ``deployment`` (vectorised): ``batch``,
+    ``context`` and ``new_tokens`` broadcast, element ``i`` one pass of ``batch[i]``
+    sequences each with ``context[i]`` cached and ``new_tokens[i]`` new tokens in a chain;
+    ``check_memory``, ``check_positions`` and ``verify`` as in :func:`step_cost_grid`.
+
+    >>> dep = Deployment(target="llama-2-7b", hardware="a100-80gb")
+    >>> pass_grid(dep, batch=[1, 64], context=512, new_tokens=1).time_s.shape
+    (2,)
+    """
+    if not isinstance(deployment, Deployment):
+        raise TypeError(f"deployment: expected a Deployment, got {type(deployment).__name__}")
+    tp = float(deployment.tensor_parallel)
+    arrays = _broadcast(batch, context, new_tokens, np.asarray(tp))
+    if check_positions:
+        _check_positions(deployment.target, context=arrays[1], new_tokens=arrays[2])
+    r = deployment.resolved(encoder_length=encoder_length)
+    return _grid({tp: r}, arrays, check_memory=check_memory, verify=verify)
 
 
 def step_cost_grid(
@@ -151,46 +186,29 @@ def step_cost_grid(
     naming the element: a cost past the positions a model was made for is not a cost of
     that model. ``check_positions=False`` is for deliberate extrapolation only. ``verify``: the
     passes verify drafted tokens, so a stack's speculative terms apply
-    (:mod:`specsim.cost.stack_terms`; as in :func:`~specsim.cost.step_cost`). A functional
-    kernel: on a deployment, ``step_cost_grid(dep.target, dep.hardware, ..., **dep.keywords())``
-    (one pass: :meth:`specsim.cost.deployment.Deployment.pass_cost`).
+    (:mod:`specsim.cost.stack_terms`; as in :func:`~specsim.cost.step_cost`). A keyword
+    wrapper: on a deployment, :func:`pass_grid` (one pass:
+    :meth:`specsim.cost.deployment.Deployment.pass_cost`).
     """
     model, hardware = check_model(model), check_hardware(hardware)
     rt = check_runtime(runtime, hardware)
     tp0 = check_tensor_parallel(model, tensor_parallel)
-    B, ctx, new, tp = _broadcast(batch, context, new_tokens, tp0)
+    arrays = _broadcast(batch, context, new_tokens, tp0)
     if check_positions:
-        _check_positions(model, context=ctx, new_tokens=new)
-    formats = resolve_formats(
-        model, dtype, weights=weights, kv=kv, group_size=group_size, expert_weights=expert_weights
-    )
-    sums = chain_sums(B, B * ctx, new, encoder_tokens(model, encoder_length))
-    arrays = _terms(
-        model,
-        hardware,
-        formats=formats,
-        tp=tp,
-        sums=sums,
-        runtime=rt,
-        ep=expert_parallel,
-        batch=B,
-        verify=verify,
-    )
-    fits = arrays["resident_bytes"] <= hardware.mem_capacity
-    if check_memory and not fits.all():
-        i = tuple(int(j) for j in np.argwhere(~fits)[0]) if fits.ndim else ()
-        resident = float(arrays["resident_bytes"][i])
-        err = memory_error(
-            model, hardware, formats=formats, tp=float(tp[i]), B=float(B[i]), resident=resident
+        _check_positions(model, context=arrays[1], new_tokens=arrays[2])
+    resolved = {}
+    for g in np.unique(arrays[3]).tolist():  # few distinct device counts, even on a grid
+        dep = keyword_deployment(
+            model,
+            hardware,
+            runtime=rt,
+            tensor_parallel=int(g),
+            dtype=dtype,
+            weights=weights,
+            kv=kv,
+            group_size=group_size,
+            expert_parallel=expert_parallel,
+            expert_weights=expert_weights,
         )
-        raise ValueError(
-            f"element {i} of {int((~fits).sum())} that do not fit (context {int(ctx[i])}, new "
-            f"tokens {int(new[i])}): {err}"
-        )
-    return StepCostGrid(
-        **arrays,
-        fits=fits,
-        dtype=formats.compute,
-        weight_format=formats.weight_format,
-        kv_format=formats.kv_format,
-    )
+        resolved[float(g)] = dep.resolved(encoder_length=encoder_length)
+    return _grid(resolved, arrays, check_memory=check_memory, verify=verify)

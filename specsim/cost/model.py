@@ -36,6 +36,14 @@ Patterson, "Roofline", CACM 2009; applied to LLM decoding as in Pope et al.,
   ``idle * time + e_flop * flops + e_byte * bytes`` instead. Totals cover all
   devices.
 
+The kernel takes a resolved deployment (:mod:`specsim.cost.resolved`:
+:meth:`Deployment.pass_cost <specsim.cost.deployment.Deployment.pass_cost>` and
+:meth:`Deployment.aggregates_cost <specsim.cost.deployment.Deployment.aggregates_cost>` on
+:meth:`Deployment.resolved <specsim.cost.deployment.Deployment.resolved>`). The functions
+here are its thin keyword wrappers, for cards and keywords (docs, notebooks, problem
+sets): each checks its keywords, builds a :class:`~specsim.cost.deployment.Deployment`
+and calls the kernel on its resolved value, so both give the same numbers.
+
 Two forms. :func:`step_cost` evaluates **one pass** whose sequences may differ:
 ``context`` and ``new_tokens`` are scalars or arrays of length ``batch`` (a
 continuous-batching verification pass where sequence ``i`` verifies
@@ -58,14 +66,12 @@ factor v(gamma), operations coefficient c-hat) are in :mod:`specsim.cost.derived
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from specsim.cards import HardwareCard, ModelCard, RuntimeProfile
 from specsim.checks import check_size
-from specsim.cost.attention import attention_time, kv_held
 from specsim.cost.checks import (
     check_hardware,
     check_model,
@@ -73,15 +79,17 @@ from specsim.cost.checks import (
     check_tensor_parallel,
     int_array,
 )
-from specsim.cost.checks import check_positions as _check_positions
-from specsim.cost.formats import Formats, resolve_formats
-from specsim.cost.memory import footprint
+from specsim.cost.deployment import Deployment
 from specsim.cost.moe import check_expert_parallel
-from specsim.cost.quant import dequant_rows
-from specsim.cost.results import RESULT_FIELDS, PassTerms, StepCost
-from specsim.cost.roofline import expert_reads, roofline, time_energy
+from specsim.cost.resolved import (
+    DEFAULT_ENCODER_LENGTH,
+    encoder_tokens,
+    evaluate_terms,
+    memory_error,
+)
+from specsim.cost.resolved import pass_cost as kernel_pass_cost
+from specsim.cost.results import StepCost
 from specsim.cost.shape import PassShape
-from specsim.cost.stack_terms import check_stack_tree, stack_terms
 
 __all__ = [
     "DEFAULT_CONTEXT",
@@ -89,15 +97,14 @@ __all__ = [
     "encoder_tokens",
     "pass_cost",
     "step_cost",
+    "chain_shape",
     "evaluate_terms",
     "memory_error",
+    "keyword_deployment",
 ]
 
 DEFAULT_CONTEXT = 512
 """Context (tokens already cached per sequence) used when a derived quantity is not given one."""
-
-DEFAULT_ENCODER_LENGTH = 512
-"""Encoder length a T5 decoder cross-attends to, unless given (Raffel et al., JMLR 2020)."""
 
 ModelLike = ModelCard | str | os.PathLike[str]
 """A model card, or its slug or ``.toml`` path (:func:`specsim.cards.load_model`)."""
@@ -107,102 +114,38 @@ RuntimeLike = RuntimeProfile | str | os.PathLike[str] | None
 """A runtime profile, a stack's or profile's slug or path, or None (the card's own numbers)."""
 
 
-def encoder_tokens(model: ModelCard, encoder_length: int | None) -> float:
-    """Encoder tokens each sequence cross-attends to: 0 for a decoder-only model, else
-    ``encoder_length`` (default :data:`DEFAULT_ENCODER_LENGTH`); a ValueError otherwise."""
-    if model.architecture == "decoder":
-        if encoder_length not in (None, 0):
-            raise ValueError(
-                f"encoder_length: model {model.slug!r} is decoder-only, got {encoder_length!r}"
-            )
-        return 0.0
-    e = DEFAULT_ENCODER_LENGTH if encoder_length is None else encoder_length
-    return float(int_array("encoder_length", e, 1))
-
-
-# The core ---------------------------------------------------------------------------------
-def evaluate_terms(
+def keyword_deployment(
     model: ModelCard,
-    hw: HardwareCard,
+    hardware: HardwareCard,
     *,
-    formats: Formats,
-    tp: float,
-    T: Any,
-    S: Any,
-    R: Any,
-    runtime: RuntimeProfile | None = None,
+    runtime: RuntimeProfile | None,
+    tensor_parallel: int,
+    dtype: str | None = None,
+    weights: str | None = None,
+    kv: str | None = None,
+    group_size: int | None = None,
     expert_parallel: int = 1,
-    batch: Any = None,
-    verify: bool = False,
-    verified: Any = None,
-) -> PassTerms:
-    """All terms of passes on ``tp`` devices from their aggregates (numbers or arrays).
-
-    T, S, R as in :class:`specsim.cost.shape.PassSums`. The pass also writes the
-    keys and values of its T new tokens and reads them back. Time and energy come
-    from :func:`specsim.cost.roofline.time_energy`; the rest is their breakdown. ``batch`` and
-    ``verify`` (and ``verified``, the new tokens that verify drafts: None, all of them) bring in
-    a stack's terms (:mod:`specsim.cost.stack_terms`), shown as
-    ``stack_time_s`` (part of ``overhead_time_s``) and ``padded_tokens``.
-    Arrays are combined with scalar coefficients only, so a grid of 10^5 passes
-    makes few temporaries (a performance choice: fresh large temporaries cost
-    page faults).
-    """
-    co, R0, S0 = roofline(model, hw, formats, tp, runtime, expert_parallel=expert_parallel), R, S
-    L = co.layers
-    time, energy, roof, flops, nbytes = time_energy(
-        co, T, S, R, batch=batch, verify=verify, verified=verified
+    expert_weights: str | None = None,
+) -> Deployment:
+    """The :class:`~specsim.cost.deployment.Deployment` the keyword wrappers price on: cards
+    and a runtime already checked, ``tensor_parallel`` a checked degree; the expert
+    parallelism is checked here under its keyword's name (``expert_parallel``), the formats
+    by the deployment (their own messages)."""
+    check_expert_parallel(
+        model, expert_parallel, tensor_parallel=tensor_parallel, name="expert_parallel"
     )
-    act = L * (co.activation_bytes + co.attention_io_bytes) + co.head_io_bytes  # per token
-    host, rows = 0.0 * T, T + 0.0 * T
-    if co.stack is not None:  # the stack's terms, as time_energy priced them
-        st = stack_terms(co.stack, T=T, R=R, batch=batch, verify=verify, verified=verified)
-        host, rows, R = st.host_s + 0.0 * T, st.rows + 0.0 * T, st.R
-    if co.attention is not None:  # local or sparse layers read fewer keys
-        R = attention_time(co, T=T, S=S0, R=R, cached=R0, batch=batch)[2]
-    return PassTerms(
-        time_s=time,
-        flops=flops * tp,
-        bytes=nbytes * tp,
-        energy_j=energy,
-        weight_bytes=(co.weight_bytes + co.expert_bytes * expert_reads(co, T)) * tp,
-        kv_bytes=(R + 2 * T) * (L * co.kv_bytes) * tp,
-        activation_bytes=T * act * tp,
-        compute_time_s=flops / co.peak,
-        memory_time_s=nbytes / co.bandwidth,
-        roofline_time_s=roof,
-        overhead_time_s=co.overhead_s + T * co.sampling_s + host,
-        allreduce_time_s=T * co.allreduce_per_token_s + co.allreduce_latency_s,
-        dequant_time_s=co.dequant_s * dequant_rows(rows, co.dequant_tile)
-        if co.dequant_s
-        else 0.0 * T,
-        resident_bytes=co.resident_bytes + kv_held(co, tokens=R0 + T, batch=batch),
-        stack_time_s=host,
-        padded_tokens=rows,
+    return Deployment(
+        target=model,
+        hardware=hardware,
+        runtime=runtime,
+        dtype=dtype,
+        weights=weights,
+        kv=kv,
+        group_size=group_size,
+        tensor_parallel=tensor_parallel,
+        expert_parallel=expert_parallel,
+        expert_weights=expert_weights,
     )
-
-
-def memory_error(
-    model: ModelCard, hw: HardwareCard, *, formats: Formats, tp: float, B: float, resident: float
-) -> ValueError:
-    weights = footprint(model, tensor_parallel=tp, formats=formats).weights_bytes
-    what = formats.compute if not formats.quantized else f"{formats.weight_format} weights"
-    return ValueError(
-        f"model {model.slug!r} does not fit on {hw.slug!r}: weights {weights / 1e9:.2f} GB per "
-        f"device (tensor_parallel={int(tp)}, {what}) + KV cache {(resident - weights) / 1e9:.2f} "
-        f"GB for batch {int(B)} = {resident / 1e9:.2f} GB > memory {hw.mem_capacity / 1e9:.2f} GB"
-    )
-
-
-def _check_shape(model: ModelCard, rt: RuntimeProfile | None, shape: PassShape) -> bool:
-    """A pass shape the model and the stack can run (a TypeError, a ValueError); is it a tree?"""
-    if not isinstance(shape, PassShape):
-        raise TypeError(f"shape: expected a PassShape, got {type(shape).__name__}")
-    tree = shape.parents is not None
-    check_stack_tree(rt, parents=shape.parents)
-    depth = shape.new if not tree else max(shape.depths or (0,))
-    _check_positions(model, context=shape.context, new_tokens=depth)
-    return tree
 
 
 def pass_cost(
@@ -226,6 +169,8 @@ def pass_cost(
 
     ``verify`` (None: ``shape`` is a tree): a stack's speculative terms apply, over ``verified``
     of its new tokens (None: all; not prefill chunks); a tree a stack cannot verify fails.
+    The keyword wrapper of the kernel :func:`specsim.cost.resolved.pass_cost` (on a
+    deployment: :meth:`Deployment.pass_cost <specsim.cost.deployment.Deployment.pass_cost>`).
 
     >>> from specsim.cards import load_hardware, load_model
     >>> m, hw = load_model("llama-2-7b"), load_hardware("a100-80gb")
@@ -238,44 +183,43 @@ def pass_cost(
     tp = check_tensor_parallel(model, tensor_parallel)
     if tp.ndim:
         raise ValueError(f"tensor_parallel: expected a scalar, got {tp.tolist()!r}")
-    tree = _check_shape(model, rt, shape)
-    fm = resolve_formats(
-        model, dtype, weights=weights, kv=kv, group_size=group_size, expert_weights=expert_weights
-    )
-    ep = check_expert_parallel(
-        model, expert_parallel, tensor_parallel=int(tp), name="expert_parallel"
-    )
-    T, S, R = shape.sums(encoder_tokens(model, encoder_length))
-    terms = evaluate_terms(
+    dep = keyword_deployment(
         model,
         hardware,
-        formats=fm,
-        tp=float(tp),
-        T=T,
-        S=S,
-        R=R,
         runtime=rt,
-        expert_parallel=ep,
-        batch=float(shape.batch),
-        verify=tree if verify is None else bool(verify),
-        verified=None if verified is None else float(verified),
-    )
-    values = {k: float(getattr(terms, k)) for k in RESULT_FIELDS}
-    if (resident := values["resident_bytes"]) > hardware.mem_capacity:
-        raise memory_error(
-            model, hardware, formats=fm, tp=float(tp), B=shape.batch, resident=resident
-        )
-    bound = "compute" if values["compute_time_s"] > values["memory_time_s"] else "memory"
-    return StepCost(
-        **values,
-        bound=bound,
-        batch=shape.batch,
-        tokens=shape.tokens,
         tensor_parallel=int(tp),
-        dtype=fm.compute,
-        weight_format=fm.weight_format,
-        kv_format=fm.kv_format,
+        dtype=dtype,
+        weights=weights,
+        kv=kv,
+        group_size=group_size,
+        expert_parallel=expert_parallel,
+        expert_weights=expert_weights,
     )
+    r = dep.resolved(encoder_length=encoder_length)
+    return kernel_pass_cost(r, shape, verify=verify, verified=verified)
+
+
+def chain_shape(*, batch: int, context: ArrayLike, new_tokens: ArrayLike) -> PassShape:
+    """The chains of one pass over ``batch`` sequences (at most the ``batch`` size limit,
+    :data:`specsim.checks.LIMITS`), ``context`` and ``new_tokens`` scalars or arrays of
+    length ``batch``, as :func:`step_cost` takes them; a ValueError naming the argument.
+
+    >>> chain_shape(batch=2, context=[10, 20], new_tokens=3).tokens
+    6
+    """
+    B = int_array("batch", batch, 1)
+    if B.ndim:
+        raise ValueError(f"batch: expected a scalar, got {B.tolist()!r}")
+    n_seq = check_size(int(B), name="batch", limit="batch")
+    ctx = int_array("context", context, 0)
+    new = int_array("new_tokens", new_tokens, 1)
+    for name, arr in (("context", ctx), ("new_tokens", new)):
+        if arr.ndim > 1 or (arr.ndim == 1 and arr.shape[0] != n_seq):
+            raise ValueError(
+                f"{name}: expected a scalar or an array of length batch={n_seq}, got shape "
+                f"{arr.shape}"
+            )
+    return PassShape.chain(context=ctx.astype(np.int64), new=new.astype(np.int64), batch=n_seq)
 
 
 def step_cost(
@@ -307,7 +251,8 @@ def step_cost(
     (:func:`~specsim.cost.checks.check_tensor_parallel`) or a ``context + new_tokens``
     beyond the model's ``max_position`` (:func:`~specsim.cost.checks.check_positions`).
     ``model`` and ``hardware`` may be slugs (or card paths) instead of cards.
-    A functional kernel: on a deployment, :meth:`specsim.cost.deployment.Deployment.pass_cost`.
+    A keyword wrapper: on a deployment,
+    :meth:`specsim.cost.deployment.Deployment.pass_cost`.
     """
     model, hardware = check_model(model), check_hardware(hardware)
     B = int_array("batch", batch, 1)
@@ -317,16 +262,7 @@ def step_cost(
             f"batch and tensor_parallel must be scalars in step_cost (use step_cost_grid for "
             f"arrays), got batch={B.tolist()!r}, tensor_parallel={tp.tolist()!r}"
         )
-    n_seq = check_size(int(B), name="batch", limit="batch")
-    ctx = int_array("context", context, 0)
-    new = int_array("new_tokens", new_tokens, 1)
-    for name, arr in (("context", ctx), ("new_tokens", new)):
-        if arr.ndim > 1 or (arr.ndim == 1 and arr.shape[0] != n_seq):
-            raise ValueError(
-                f"{name}: expected a scalar or an array of length batch={n_seq}, got shape "
-                f"{arr.shape}"
-            )
-    shape = PassShape.chain(context=ctx.astype(np.int64), new=new.astype(np.int64), batch=n_seq)
+    shape = chain_shape(batch=batch, context=context, new_tokens=new_tokens)
     return pass_cost(
         model,
         hardware,

@@ -123,6 +123,11 @@ def check_tree(parents: Sequence[int], *, name: str = "parents") -> tuple[int, .
     """
     if isinstance(parents, str | bytes):
         raise ValueError(f"{name}: expected a sequence of parent indices, got {parents!r}")
+    # A speed trick (the serving engine checks a tree per sequence and pass): plain ints
+    # each naming an earlier node or the root make a tree; anything else takes the checks
+    # below, which name the fault.
+    if all(type(p) is int and -1 <= p < i for i, p in enumerate(parents)):
+        return tuple(parents)
     out: list[int] = []
     for i, p in enumerate(parents):
         out.append(check_int(p, name=f"{name}: entry {i}", why="a parent index"))

@@ -6,7 +6,8 @@ drafts and what it costs on a :class:`~specsim.cost.deployment.Deployment`
 
 - :class:`DraftModel`: a smaller language model (a model card) that drafts one
   depth of a token tree per step, batched over that depth's frontier, on the target's
-  hardware and stack (:meth:`specsim.cost.deployment.Deployment.on_model`);
+  hardware and stack (:meth:`specsim.cost.deployment.Deployment.on_model`) or on a
+  deployment of its own (``draft_deployment``);
 - :class:`Heads`: prediction heads on the target (a head card,
   :class:`specsim.cards.HeadCard`): Medusa-like heads evaluated once per pass
   (``kind = "parallel"``; Cai et al., ICML 2024, Section 2.1.1) or an
@@ -21,7 +22,11 @@ drafts and what it costs on a :class:`~specsim.cost.deployment.Deployment`
   from text (:mod:`specsim.proposers.ngram`).
 
 A new proposer is one module with a class that has the protocol's members; nothing else
-changes (``docs/proposers.md``). A chain is the tree of width one everywhere.
+changes (``docs/proposers.md``). A chain is the tree of width one everywhere. Every kind
+states what it runs over how many positions (:class:`~specsim.cost.drafting.DraftWork`,
+:mod:`specsim.proposers.work`) and one rule prices it under the deployment's drafting
+profile (:func:`specsim.cost.drafting.price_draft`): a draft step pays the stack's
+draft-step host cost, never its per-pass cost.
 
 **Acceptance by depth and rank** (:class:`RankAcceptance`) is Sequoia's
 positional model (Chen et al., "Sequoia", 2024, Section 3.1): the
@@ -43,7 +48,17 @@ from specsim.proposers.budget import KVBudget, StreamingSelfSpec
 from specsim.proposers.kinds import DraftModel, Heads
 from specsim.proposers.lookup import LOOKUP_COST, LookupCost, NGram, fit_lookup_cost
 from specsim.proposers.parallel import ParallelDraft
-from specsim.proposers.protocol import DraftCost, Proposer, ProposerProtocol, check_proposer
+from specsim.proposers.protocol import (
+    MEMBERS,
+    OPTIONAL,
+    DraftCost,
+    Proposer,
+    ProposerProtocol,
+    check_proposer,
+    kv_bytes_per_token_of,
+    prefill_cost_of,
+    ragged_draft_cost_of,
+)
 from specsim.proposers.selfspec import SelfSpeculation, early_exit_card
 from specsim.proposers.tables import (
     RankAcceptance,
@@ -70,7 +85,12 @@ __all__ = [
     "fit_lookup_cost",
     "Proposer",
     "ProposerProtocol",
+    "MEMBERS",
+    "OPTIONAL",
     "check_proposer",
+    "ragged_draft_cost_of",
+    "prefill_cost_of",
+    "kv_bytes_per_token_of",
     "check_tree",
     "tree_depths",
     "frontier_widths",

@@ -50,15 +50,19 @@ from specsim.cards.files import SearchPath
 from specsim.cards.proposer_cards import StreamingSelfSpecCard, load_proposer_card
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
-from specsim.proposers.kinds import DraftModel, contexts
+from specsim.proposers.kinds import DraftModel, contexts, contexts_of
 from specsim.proposers.protocol import (
     DraftCost,
     Proposer,
     ScalarFromArrays,
     check_acceptance,
     check_proposer,
+    kv_bytes_per_token_of,
+    prefill_cost_of,
+    ragged_draft_cost_of,
 )
 from specsim.proposers.tables import RankAcceptance, tree_depths
+from specsim.proposers.work import priced
 
 __all__ = ["KVBudget", "StreamingSelfSpec", "budget_contexts", "check_budget_size"]
 
@@ -120,9 +124,27 @@ class KVBudget(ScalarFromArrays):
         kept = budget_contexts(context, self.budget, where=self.name)
         return self.proposer.draft_costs(parents, deployment=deployment, batch=batch, context=kept)
 
+    def ragged_draft_cost(
+        self, trees: Sequence[Sequence[int]], contexts: ArrayLike, *, deployment: Deployment
+    ) -> DraftCost:
+        """One tree per sequence: the inner proposer's at ``min(context, budget)``."""
+        kept = budget_contexts(contexts_of(trees, contexts), self.budget, where=self.name)
+        return ragged_draft_cost_of(self.proposer, trees, kept, deployment=deployment)
+
+    def prefill_cost(
+        self, *, deployment: Deployment, tokens: ArrayLike, context: ArrayLike
+    ) -> DraftCost:
+        """The inner proposer's prefill (it reads the whole prompt to keep its budget)."""
+        return prefill_cost_of(self.proposer, deployment=deployment, tokens=tokens, context=context)
+
     def memory_bytes(self, deployment: Deployment) -> float:
         """The inner proposer's weights (its KV cache is ``budget`` tokens per sequence)."""
         return self.proposer.memory_bytes(deployment)
+
+    def kv_bytes_per_token(self, deployment: Deployment) -> float:
+        """The inner proposer's KV per cached token: an upper bound, as a sequence keeps at
+        most ``budget`` tokens of it (the per-token memory model does not know the cap)."""
+        return kv_bytes_per_token_of(self.proposer, deployment)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,24 +211,54 @@ class StreamingSelfSpec(ScalarFromArrays):
                 f"{target.slug!r}"
             )
 
+    def own(self, deployment: Deployment) -> DraftModel:
+        """The target as its own draft model on its devices and formats (its steps are
+        then a draft model's, under the drafting rule)."""
+        self.check_target(deployment.target)
+        return DraftModel(
+            card=deployment.target,
+            acceptance=self.acceptance,
+            tensor_parallel=deployment.tensor_parallel,
+        )
+
+    def _check_depth(self, trees: Sequence[Sequence[int]]) -> None:
+        depth = max((max(tree_depths(t), default=0) for t in trees), default=0)
+        if depth > self.max_depth:
+            raise ValueError(
+                f"{self.name}: the tree is {depth} deep but max_depth is {self.max_depth}"
+            )
+
     def draft_costs(
         self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: ArrayLike
     ) -> DraftCost:
         """Per element of ``context``: one target step per depth over the frontier, at
         ``min(context, budget)`` cached tokens, on the target's own devices and formats."""
-        self.check_target(deployment.target)
-        depth = max(tree_depths(parents), default=0)
-        if depth > self.max_depth:
-            raise ValueError(
-                f"{self.name}: the tree is {depth} deep but max_depth is {self.max_depth}"
-            )
+        own = self.own(deployment)
+        self._check_depth([parents])
         kept = budget_contexts(context, self.budget, where=self.name)
-        own = DraftModel(
-            card=deployment.target,
-            acceptance=self.acceptance,
-            tensor_parallel=deployment.tensor_parallel,
-        )
         return own.draft_costs(parents, deployment=deployment, batch=batch, context=kept)
+
+    def ragged_draft_cost(
+        self, trees: Sequence[Sequence[int]], contexts: ArrayLike, *, deployment: Deployment
+    ) -> DraftCost:
+        """One tree per sequence (floats): the target's steps at ``min(context, budget)``."""
+        own = self.own(deployment)
+        self._check_depth(trees)
+        kept = budget_contexts(contexts_of(trees, contexts), self.budget, where=self.name)
+        return own.ragged_draft_cost(trees, kept, deployment=deployment)
+
+    def prefill_cost(
+        self, *, deployment: Deployment, tokens: ArrayLike, context: ArrayLike
+    ) -> DraftCost:
+        """0: the budget KV is kept from the target's own, which the target prefills."""
+        del deployment, tokens, context
+        return priced(None)
+
+    def kv_bytes_per_token(self, deployment: Deployment) -> float:
+        """0 per cached token: the budget cache is ``budget`` tokens per sequence whatever
+        the context (:meth:`budget_kv_bytes`)."""
+        del deployment
+        return 0.0
 
     def memory_bytes(self, deployment: Deployment) -> float:
         """0: the draft's weights are the target's (its KV budget is per sequence:

@@ -46,7 +46,7 @@ from numpy.typing import ArrayLike
 from specsim.cards import ModelCard
 from specsim.checks import check_int
 from specsim.cost.deployment import Deployment
-from specsim.proposers.kinds import check_batch, contexts
+from specsim.proposers.kinds import check_batch, contexts, contexts_of
 from specsim.proposers.protocol import DraftCost
 from specsim.proposers.tables import RankAcceptance, check_tree
 
@@ -130,8 +130,9 @@ LOOKUP_COST = LookupCost(
 
 @dataclass(frozen=True, kw_only=True)
 class NGram:
-    """Prompt lookup drafting (module docstring): no model, so no accelerator work; the host
-    searches each sequence's context every pass (``cost``, on ``threads`` host threads).
+    """Prompt lookup drafting (module docstring): no model, so no accelerator work and no
+    draft step (the drafting rule prices model work; a lookup is host work, measured); the
+    host searches each sequence's context every pass (``cost``, on ``threads`` host threads).
     ``acceptance`` is measured from text (:mod:`specsim.proposers.ngram`). ``overlap``: the
     engine hides the search behind verification (vLLM's runner does not)."""
 
@@ -176,3 +177,33 @@ class NGram:
         self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: int
     ) -> DraftCost:
         return self.draft_costs(parents, deployment=deployment, batch=batch, context=context).at(0)
+
+    def ragged_draft_cost(
+        self, trees: Sequence[Sequence[int]], contexts: ArrayLike, *, deployment: Deployment
+    ) -> DraftCost:
+        """One tree per sequence (floats): the ``n`` sequences with a tree search their own
+        contexts, ``ceil(n / threads)`` rounds of their mean search time (the homogeneous
+        :meth:`draft_costs` when every tree and context is the same)."""
+        ctx = contexts_of(trees, contexts)
+        seconds = [
+            float(self.cost.seconds(context=c, nodes=len(check_tree(t))))
+            for t, c in zip(trees, ctx.tolist(), strict=True)
+            if len(t)
+        ]
+        if not seconds:
+            return DraftCost(0.0, 0.0, 0.0)
+        time = math.ceil(len(seconds) / self.threads) * math.fsum(seconds) / len(seconds)
+        idle = deployment.hardware.idle_power_w * deployment.tensor_parallel
+        return DraftCost(time, idle * time, 0.0)
+
+    def prefill_cost(
+        self, *, deployment: Deployment, tokens: ArrayLike, context: ArrayLike
+    ) -> DraftCost:
+        """0: no model, no KV cache of its own (the prompt is already on the host)."""
+        del deployment, tokens, context
+        return DraftCost(0.0, 0.0, 0.0)
+
+    def kv_bytes_per_token(self, deployment: Deployment) -> float:
+        """0: nothing cached per token on the devices."""
+        del deployment
+        return 0.0

@@ -40,11 +40,13 @@ from numpy.typing import NDArray
 from specsim.cards import ModelCard
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
-from specsim.proposers.protocol import DraftCost, frontier_passes, reshaped_card
+from specsim.proposers.protocol import DraftCost, reshaped_card
+from specsim.proposers.work import frontier_passes
 
 __all__ = [
     "mtp_block_card",
     "mtp_module_params",
+    "mtp_deployment",
     "mtp_draft_costs",
     "mtp_memory_bytes",
     "mtp_kv_bytes_per_token",
@@ -76,6 +78,12 @@ def mtp_module_params(target: ModelCard) -> int:
     return block.fixed_layer_params + routed + 2 * d * d + 3 * d
 
 
+def mtp_deployment(deployment: Deployment) -> Deployment:
+    """Where one MTP step runs: the target's deployment (its hardware, stack, formats, tensor
+    and expert parallelism) with :func:`mtp_block_card` as its model."""
+    return dataclasses.replace(deployment, target=mtp_block_card(deployment.target))
+
+
 def mtp_draft_costs(
     deployment: Deployment,
     widths: Sequence[int],
@@ -87,8 +95,7 @@ def mtp_draft_costs(
     frontier of every sequence, ``widths[d - 1]`` new positions each after
     ``context + d - 1`` tokens, each attending to that context and itself, on the target's
     deployment (its formats and parallelism; module docstring)."""
-    dep = dataclasses.replace(deployment, target=mtp_block_card(deployment.target))
-    return frontier_passes(dep, widths, batch=batch, context=context)
+    return frontier_passes(mtp_deployment(deployment), widths, batch=batch, context=context)
 
 
 def mtp_memory_bytes(deployment: Deployment) -> float:

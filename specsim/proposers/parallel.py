@@ -10,8 +10,11 @@ sequences with contexts ``c`` is one pass of the draft over ``n`` new positions 
 with ``n`` the tree's depth ``D`` (``pass_positions = "tree-depth"``: PARD feeds the last
 token and ``D - 1`` masks) or ``k`` (``pass_positions = "k"``: a block drafter always runs
 its block), priced by the target deployment's devices, stack and KV format running the
-draft (:meth:`specsim.cost.deployment.Deployment.on_model`); the sums are
-:func:`specsim.cost.shape.chain_sums`'s (causal attention among the masks). A tree's width
+draft (:meth:`specsim.cost.deployment.Deployment.on_model`), as one draft step under the
+stack's drafting profile (:mod:`specsim.cost.drafting`: the stack's draft-step host cost,
+not its per-pass cost); the sums are :func:`specsim.cost.shape.chain_sums`'s (causal
+attention among the masks). Its own KV cache is the draft's, prefilled over the prompt
+(:meth:`ParallelDraft.prefill_cost`, by the same rule). A tree's width
 costs nothing more: every node at depth ``d`` takes its candidates from position ``d``'s
 distribution (top-``r`` ranks), so width shows only in acceptance. A tree deeper than ``k``
 is refused. Assumptions (docs/proposers-parallel-selfspec.md): the tokens accepted in the
@@ -49,11 +52,13 @@ from specsim.cards.proposer_cards import (
 from specsim.checks import check_int
 from specsim.cost.checks import check_draft_pair
 from specsim.cost.deployment import Deployment
+from specsim.cost.drafting import DraftWork
 from specsim.cost.memory import footprint
 from specsim.cost.shape import chain_sums
-from specsim.proposers.kinds import check_batch, contexts
+from specsim.proposers.kinds import check_batch, contexts, contexts_of
 from specsim.proposers.protocol import DraftCost, ScalarFromArrays, check_acceptance
 from specsim.proposers.tables import RankAcceptance, tree_depths
+from specsim.proposers.work import one_pass_work, priced
 
 __all__ = ["ParallelDraft", "card_acceptance"]
 
@@ -174,6 +179,12 @@ class ParallelDraft(ScalarFromArrays):
             return 0
         return depth if self.pass_positions == "tree-depth" else self.k
 
+    def deployment(self, target: Deployment) -> Deployment:
+        """Where the draft runs: the target's deployment with the draft as its model
+        (:meth:`Deployment.on_model`: its own weights and dtype, the target's devices, stack
+        and KV format)."""
+        return target.on_model(self.draft)
+
     def draft_costs(
         self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: ArrayLike
     ) -> DraftCost:
@@ -181,18 +192,35 @@ class ParallelDraft(ScalarFromArrays):
         self.check_target(deployment.target)
         n, b, ctx = self.positions(parents), check_batch(batch), contexts(context)
         if n == 0:
-            zero = np.zeros(ctx.shape)
-            return DraftCost(zero, zero.copy(), zero.copy())
+            return priced(None, ctx.shape)
         tokens, pairs, cached = chain_sums(b, b * ctx.astype(np.float64), n)
-        terms = deployment.on_model(self.draft).aggregates_cost(
-            batch=b, tokens=tokens, context_tokens=cached, pairs=pairs
+        shape = (1, *ctx.shape)  # one draft step, per context
+        work = DraftWork(
+            deployment=self.deployment(deployment),
+            batch=b,
+            tokens=np.broadcast_to(tokens, shape),
+            context_tokens=np.broadcast_to(cached, shape),
+            pairs=np.broadcast_to(pairs, shape),
         )
-        shape = ctx.shape
-        return DraftCost(
-            np.broadcast_to(terms.time_s, shape).astype(np.float64),
-            np.broadcast_to(terms.energy_j, shape).astype(np.float64),
-            np.broadcast_to(terms.flops, shape).astype(np.float64),
-        )
+        return priced(work)
+
+    def ragged_draft_cost(
+        self, trees: Sequence[Sequence[int]], contexts: ArrayLike, *, deployment: Deployment
+    ) -> DraftCost:
+        """One tree per sequence (floats): the one draft pass in which sequence ``i`` runs its
+        tree's :meth:`positions` after its context."""
+        self.check_target(deployment.target)
+        ctx = contexts_of(trees, contexts)
+        n = np.array([self.positions(t) for t in trees], dtype=np.int64)
+        return priced(one_pass_work(self.deployment(deployment), n, ctx))
+
+    def prefill_cost(
+        self, *, deployment: Deployment, tokens: ArrayLike, context: ArrayLike
+    ) -> DraftCost:
+        """The draft's own KV prefill: one pass of the draft over each sequence's new prompt
+        tokens after its cached context (floats)."""
+        self.check_target(deployment.target)
+        return priced(one_pass_work(self.deployment(deployment), tokens, context, prefill=True))
 
     def memory_bytes(self, deployment: Deployment) -> float:
         """Draft weights (and ``extra_params``) per device in the draft's weight format.
@@ -200,13 +228,13 @@ class ParallelDraft(ScalarFromArrays):
         Its KV cache grows with batch and context, which this call does not know:
         :meth:`kv_bytes_per_token` gives it per cached token of one sequence.
         """
-        dep = deployment.on_model(self.draft)
+        dep = self.deployment(deployment)
         fm = dep.formats()
         fp = footprint(self.draft, tensor_parallel=dep.tensor_parallel, formats=fm)
         return fp.weights_bytes + self.extra_params / dep.tensor_parallel * fm.weights
 
     def kv_bytes_per_token(self, deployment: Deployment) -> float:
         """The draft's KV-cache bytes per device for one cached token of one sequence."""
-        dep = deployment.on_model(self.draft)
+        dep = self.deployment(deployment)
         fp = footprint(self.draft, tensor_parallel=dep.tensor_parallel, formats=dep.formats())
         return fp.kv_bytes_per_token

@@ -23,6 +23,24 @@ questions, so a new proposer is one module and a card, with no edit elsewhere.
 - ``memory_bytes(deployment)``: the bytes per device it adds beside the target
   (draft weights, head weights; 0 for a lookup).
 
+Three more members are optional (:data:`OPTIONAL`), each with a documented default, so a
+class written before them still runs; ask them through the functions of the same name with
+``_of`` (:func:`ragged_draft_cost_of`, :func:`prefill_cost_of`,
+:func:`kv_bytes_per_token_of`), which fall back to the default:
+
+- ``ragged_draft_cost(trees, contexts, *, deployment)``: one tree per sequence (trees chosen
+  per pass), as floats; default: each sequence's share of a pass of the whole batch drafting
+  its tree, ``draft_cost(trees[i], batch=B, context=contexts[i]) / B``, summed (the pass
+  itself when every tree is the same);
+- ``prefill_cost(*, deployment, tokens, context)``: one pass of the proposer's own KV
+  prefill, sequence ``i``'s ``tokens[i]`` prompt tokens after ``context[i]`` cached (a chunk,
+  or a whole prompt at 0), as floats; default 0 (no KV of its own);
+- ``kv_bytes_per_token(deployment)``: its own KV bytes per cached token and device; default 0.
+
+Every shipped kind states its drafting as :class:`~specsim.cost.drafting.DraftWork` and
+prices it with :func:`~specsim.cost.drafting.price_draft` (:mod:`specsim.proposers.work`):
+one drafting rule under the deployment's drafting profile.
+
 :data:`Proposer` is the protocol (an open set, not a union of the kinds that ship);
 :func:`check_proposer` is how an entry point turns anything else into a TypeError naming
 what is missing, instead of an AttributeError deep in a simulator.
@@ -32,13 +50,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from specsim.cards import ModelCard
+from specsim.cost.drafting import DraftCost
 from specsim.proposers.tables import RankAcceptance
 
 if TYPE_CHECKING:
@@ -51,25 +69,13 @@ __all__ = [
     "check_proposer",
     "check_acceptance",
     "reshaped_card",
-    "frontier_passes",
     "ScalarFromArrays",
     "MEMBERS",
+    "OPTIONAL",
+    "ragged_draft_cost_of",
+    "prefill_cost_of",
+    "kv_bytes_per_token_of",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class DraftCost:
-    """What drafting one tree costs per pass, over all ``batch`` sequences: seconds, joules,
-    flops; floats, or arrays with one element per pass
-    (:meth:`specsim.proposers.DraftModel.draft_costs`)."""
-
-    time_s: Any
-    energy_j: Any
-    flops: Any
-
-    def at(self, i: int) -> DraftCost:
-        """Element ``i`` of an array-valued cost, as floats."""
-        return DraftCost(float(self.time_s[i]), float(self.energy_j[i]), float(self.flops[i]))
 
 
 def reshaped_card(
@@ -77,10 +83,15 @@ def reshaped_card(
 ) -> ModelCard:
     """``target`` with the fields of ``shape`` replaced (a draft made of the target's own
     layers or blocks), named ``slug`` and ``name``; ``params`` is the new shape's count, every
-    other field the target's, and it comes from no file."""
+    other field the target's, and it comes from no file. Remembered on the target's identity
+    and ``slug`` (a speed trick: one card a shape, so the cost kernel's caches find it)."""
+    key = (id(target), slug)
+    hit = _RESHAPED.get(key)
+    if hit is not None and hit[0] is target:
+        return hit[1]
     # The stated-params check compares params with the shape: give the shape's own count.
     loose = dataclasses.replace(target, **shape, params_tolerance=1e9)
-    return dataclasses.replace(
+    card = dataclasses.replace(
         loose,
         slug=slug,
         name=name,
@@ -88,6 +99,13 @@ def reshaped_card(
         params_tolerance=target.params_tolerance,
         source_path=None,
     )
+    if len(_RESHAPED) >= 256:
+        _RESHAPED.clear()
+    _RESHAPED[key] = (target, card)
+    return card
+
+
+_RESHAPED: dict[tuple[int, str], tuple[ModelCard, ModelCard]] = {}
 
 
 def check_acceptance(acceptance: object, where: str) -> None:
@@ -97,39 +115,6 @@ def check_acceptance(acceptance: object, where: str) -> None:
         raise TypeError(
             f"{where} acceptance: expected a RankAcceptance, got {type(acceptance).__name__}"
         )
-
-
-def frontier_passes(
-    deployment: Deployment,
-    widths: Sequence[int],
-    *,
-    batch: int,
-    context: NDArray[np.float64] | NDArray[np.int64],
-    scale: float = 1.0,
-) -> DraftCost:
-    """Per element of ``context``: step ``d`` runs ``deployment``'s model once over the
-    depth-``d`` frontier of every sequence, batched: ``widths[d - 1]`` new positions per
-    sequence after ``context + d - 1`` tokens, each attending to that context and itself
-    (the sums of ``PassShape.tree(context=context + d - 1, parents=[-1] * w, batch=batch)``,
-    on arrays of contexts: :meth:`Deployment.aggregates_cost`), each step's cost times
-    ``scale``. A draft model, an MTP block and a self-speculative layer subset all draft
-    this way; they differ only in the model ``deployment`` carries."""
-    ctx = np.asarray(context, dtype=np.float64)
-    time, energy, flops = np.zeros(ctx.shape), np.zeros(ctx.shape), np.zeros(ctx.shape)
-    for d, w in enumerate(widths, start=1):
-        if w == 0:
-            continue
-        c = ctx + (d - 1)
-        t = deployment.aggregates_cost(
-            batch=batch,
-            tokens=float(batch * w),
-            context_tokens=batch * c,
-            pairs=batch * (w * c + w),
-        )
-        time += scale * t.time_s
-        energy += scale * t.energy_j
-        flops += scale * t.flops
-    return DraftCost(time, energy, flops)
 
 
 MEMBERS = (
@@ -142,6 +127,9 @@ MEMBERS = (
     "memory_bytes",
 )
 """What a proposer must have (the protocol's members), in the order the docstring gives."""
+
+OPTIONAL = ("ragged_draft_cost", "prefill_cost", "kv_bytes_per_token")
+"""Members a proposer may have; without them the ``*_of`` functions give their defaults."""
 
 
 @runtime_checkable
@@ -208,9 +196,55 @@ def check_proposer(proposer: object, *, where: str = "proposer") -> ProposerProt
     missing = [m for m in MEMBERS if not hasattr(proposer, m)]
     calls = ("check_target", "draft_costs", "draft_cost", "memory_bytes")
     missing += [m for m in calls if m not in missing and not callable(getattr(proposer, m))]
+    missing += [m for m in OPTIONAL if not callable(getattr(proposer, m, _absent))]
     if missing:
         raise TypeError(
             f"{where}: {type(proposer).__name__} is not a proposer: it lacks "
             f"{', '.join(missing)} (specsim.proposers.ProposerProtocol)"
         )
     return proposer  # type: ignore[return-value]
+
+
+def _absent(*args: Any, **kwargs: Any) -> None:
+    """Stands for an optional member a proposer does not have (:func:`check_proposer`)."""
+
+
+def ragged_draft_cost_of(
+    proposer: Proposer,
+    trees: Sequence[Sequence[int]],
+    contexts: ArrayLike,
+    *,
+    deployment: Deployment,
+) -> DraftCost:
+    """``proposer.ragged_draft_cost`` where it has one; else the protocol's default (module
+    docstring): sequence ``i``'s share of a pass of the whole batch drafting its tree."""
+    own = getattr(proposer, "ragged_draft_cost", None)
+    if own is not None:
+        cost: DraftCost = own(trees, contexts, deployment=deployment)
+        return cost
+    ctx = np.asarray(contexts).tolist()
+    b, t, e, f = len(trees), 0.0, 0.0, 0.0
+    if len(ctx) != b:
+        raise ValueError(f"contexts: expected {b} values (one per tree), got {len(ctx)}")
+    for tree, c in zip(trees, ctx, strict=True):
+        if len(tree):
+            d = proposer.draft_cost(tree, deployment=deployment, batch=b, context=int(c))
+            t, e, f = t + float(d.time_s) / b, e + float(d.energy_j) / b, f + float(d.flops) / b
+    return DraftCost(t, e, f)
+
+
+def prefill_cost_of(
+    proposer: Proposer, *, deployment: Deployment, tokens: ArrayLike, context: ArrayLike
+) -> DraftCost:
+    """``proposer.prefill_cost`` where it has one; else 0 (no KV of its own to prefill)."""
+    own = getattr(proposer, "prefill_cost", None)
+    if own is not None:
+        cost: DraftCost = own(deployment=deployment, tokens=tokens, context=context)
+        return cost
+    return DraftCost(0.0, 0.0, 0.0)
+
+
+def kv_bytes_per_token_of(proposer: Proposer, deployment: Deployment) -> float:
+    """``proposer.kv_bytes_per_token`` where it has one; else 0 (no KV cache of its own)."""
+    own = getattr(proposer, "kv_bytes_per_token", None)
+    return 0.0 if own is None else float(own(deployment))

@@ -13,14 +13,16 @@ tree), each step a pass of the target's deployment over the ``E`` kept layers:
 
     t_step(d) = pass(target with E of L layers; batch, w_d new positions after c + d - 1)
 
-priced by :meth:`specsim.cost.deployment.Deployment.aggregates_cost` on the target's
-deployment with a model card that has ``E`` layers (every other field the target's), so
-weights, KV reads, per-layer overheads and all-reduces scale with ``E / L`` while the LM
-head, the per-pass overhead and sampling do not. With ``E = L`` a draft step costs one
-target step. Not credited (docs/proposers-parallel-selfspec.md): LayerSkip's verification
-reuses the draft layers' KV and exit query cache, so its verification pass is cheaper
-than the full target pass the simulators price; skipping attention and MLP sublayers
-separately (SWIFT) is not modelled, only whole layers.
+priced by the drafting rule (:func:`specsim.cost.drafting.price_draft`) on the target's
+deployment, its weight and KV formats and its tensor and expert parallelism, with a model
+card that has ``E`` layers (every other field the target's), so weights, KV reads,
+per-layer overheads and all-reduces scale with ``E / L`` while the LM head does not; each
+step pays the stack's draft-step host cost, not its per-pass cost. With ``E = L`` and no
+stack a draft step costs one target step. Not credited
+(docs/proposers-parallel-selfspec.md): LayerSkip's verification reuses the draft layers'
+KV and exit query cache, so its verification pass is cheaper than the full target pass the
+simulators price; skipping attention and MLP sublayers separately (SWIFT) is not
+modelled, only whole layers.
 
 >>> from specsim.cards import load_hardware, load_model
 >>> from specsim.cost.deployment import Deployment
@@ -47,16 +49,21 @@ from specsim.cards.files import SearchPath
 from specsim.cards.proposer_cards import SelfSpecCard
 from specsim.checks import check_int
 from specsim.cost.deployment import Deployment
-from specsim.proposers.kinds import check_batch, contexts
+from specsim.proposers.kinds import check_batch, contexts, contexts_of
 from specsim.proposers.parallel import card_acceptance, card_of_kind
 from specsim.proposers.protocol import (
     DraftCost,
     ScalarFromArrays,
     check_acceptance,
-    frontier_passes,
     reshaped_card,
 )
 from specsim.proposers.tables import RankAcceptance, frontier_widths
+from specsim.proposers.work import (
+    frontier_passes,
+    priced,
+    ragged_frontier_work,
+    ragged_frontiers,
+)
 
 __all__ = ["SelfSpeculation", "early_exit_card"]
 
@@ -135,20 +142,44 @@ class SelfSpeculation(ScalarFromArrays):
         self.check_target(target)
         return early_exit_card(target, self.card.draft_layers(target.layers))
 
+    def deployment(self, target: Deployment) -> Deployment:
+        """Where a draft step runs: ``target``'s deployment, its formats and parallelism,
+        with :meth:`draft_model` (the draft's layers) as its model."""
+        return dataclasses.replace(target, target=self.draft_model(target.target))
+
+    def _check_depth(self, depth: int) -> None:
+        if depth > self.card.max_depth:
+            raise ValueError(
+                f"{self.card.source_path or self.name}: the tree is {depth} deep but the "
+                f"card's field 'max_depth' is {self.card.max_depth}"
+            )
+
     def draft_costs(
         self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: ArrayLike
     ) -> DraftCost:
         """Per element of ``context``, the draft steps of one pass (arrays)."""
         widths = frontier_widths(parents)
-        if len(widths) > self.card.max_depth:
-            raise ValueError(
-                f"{self.card.source_path or self.name}: the tree is {len(widths)} deep but the "
-                f"card's field 'max_depth' is {self.card.max_depth}"
-            )
+        self._check_depth(len(widths))
         b, ctx = check_batch(batch), contexts(context).astype(np.float64)
         # Same weights, formats, stack and devices: only the layer count changes.
-        dep = dataclasses.replace(deployment, target=self.draft_model(deployment.target))
-        return frontier_passes(dep, widths, batch=b, context=ctx)
+        return frontier_passes(self.deployment(deployment), widths, batch=b, context=ctx)
+
+    def ragged_draft_cost(
+        self, trees: Sequence[Sequence[int]], contexts: ArrayLike, *, deployment: Deployment
+    ) -> DraftCost:
+        """One tree per sequence (floats): per depth, one batched step of the draft layers
+        over the frontiers of the sequences that reach it."""
+        fronts = ragged_frontiers(trees)
+        self._check_depth(max((len(f) for f in fronts), default=0))
+        ctx = contexts_of(trees, contexts)
+        return priced(ragged_frontier_work(self.deployment(deployment), fronts, ctx))
+
+    def prefill_cost(
+        self, *, deployment: Deployment, tokens: ArrayLike, context: ArrayLike
+    ) -> DraftCost:
+        """0: the draft layers' KV cache is the target's own, prefilled by the target."""
+        del deployment, tokens, context
+        return priced(None)
 
     def memory_bytes(self, deployment: Deployment) -> float:
         """Only an exit head of its own, per device, in the deployment's weight format: the

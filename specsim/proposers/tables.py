@@ -40,13 +40,16 @@ def frontier_widths(parents: Sequence[int]) -> tuple[int, ...]:
     A draft that proposes depth by depth runs once per depth over this frontier: step
     ``d`` takes these nodes' features and proposes their children.
     """
-    tree = check_tree(parents)
-    depths = tree_depths(tree)
-    expanding = {-1 if p < 0 else p for p in tree}
+    depths: list[int] = []
+    for i, p in enumerate(parents):  # checked as it goes (a speed trick: one pass a tree)
+        if type(p) is not int or not -1 <= p < i:
+            return frontier_widths(check_tree(parents))  # names the fault, or plain ints
+        depths.append(1 if p < 0 else depths[p] + 1)
+    if isinstance(parents, str | bytes):
+        check_tree(parents)
     widths = [0] * (max(depths) if depths else 0)
-    for node in expanding:
-        d = 0 if node < 0 else depths[node]
-        widths[d] += 1
+    for node in set(parents):  # the nodes with children
+        widths[0 if node < 0 else depths[node]] += 1
     return tuple(widths)
 
 

@@ -24,6 +24,7 @@ from specsim.cost import (
 from specsim.cost.checks import check_tensor_parallel
 from specsim.cost.deployment import Deployment
 from specsim.cost.derived import draft_on
+from specsim.cost.drafting import check_draft_deployment as _check_draft_deployment
 from specsim.cost.results import StepCostGrid
 from specsim.sim.source import PassCost
 
@@ -47,25 +48,9 @@ NO_DRAFT = "CardCost draft: this cost source has no draft model (gamma > 0 needs
 
 
 def check_draft_deployment(deployment: Deployment, draft: ModelCard, given: Deployment) -> None:
-    """A CardCost's ``draft_deployment`` against its deployment and draft: the draft's own
-    deployment must run the draft, in the same placement; a ``shared`` one on the target's
-    hardware card. A ValueError naming the field otherwise."""
-    if given.target.slug != draft.slug:
-        raise ValueError(
-            f"CardCost draft_deployment.target: expected the draft {draft.slug!r}, "
-            f"got {given.target.slug!r}"
-        )
-    if given.draft_placement != deployment.draft_placement:
-        raise ValueError(
-            f"CardCost draft_deployment.draft_placement: {given.draft_placement!r} disagrees "
-            f"with the deployment's {deployment.draft_placement!r}"
-        )
-    if given.draft_placement == "shared" and given.hardware.slug != deployment.hardware.slug:
-        raise ValueError(
-            f"CardCost draft_deployment.hardware: a shared draft runs on the target's "
-            f"{deployment.hardware.slug!r}, got {given.hardware.slug!r} (place it 'own-device' "
-            "or 'overlapped')"
-        )
+    """A CardCost's ``draft_deployment`` against its deployment and draft
+    (:func:`specsim.cost.drafting.check_draft_deployment`, where it lives)."""
+    _check_draft_deployment(deployment, draft, given, where="CardCost draft_deployment")
 
 
 class Kernel(NamedTuple):
