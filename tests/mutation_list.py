@@ -203,8 +203,8 @@ PROPOSERS: tuple[Mutation, ...] = (
     Mutation(
         "ngram-free",
         "specsim/proposers/lookup.py",
-        "return DraftCost(time, idle * time, np.zeros(ctx.shape))",
-        "return DraftCost(time, idle * time, np.ones(ctx.shape))",
+        "return DraftCost(time, idle_watts(deployment) * time, np.zeros(ctx.shape))",
+        "return DraftCost(time, idle_watts(deployment) * time, np.ones(ctx.shape))",
         "n-gram: prompt lookup has no model, so no accelerator work (no flops)",
         ("tests/proposers/test_proposers.py",),
     ),

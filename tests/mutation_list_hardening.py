@@ -15,8 +15,8 @@ HARDENING: tuple[Mutation, ...] = (
     Mutation(
         "ngram-idle-energy-tp",
         "specsim/proposers/lookup.py",
-        "idle = deployment.hardware.idle_power_w * deployment.tensor_parallel",
-        "idle = deployment.hardware.idle_power_w",
+        "return deployment.hardware.idle_power_w * deployment.tensor_parallel",
+        "return deployment.hardware.idle_power_w",
         "n-gram lookup: every device of a tensor-parallel group idles while the host searches",
         ("tests/proposers/test_ngram_energy.py",),
     ),

@@ -128,6 +128,12 @@ LOOKUP_COST = LookupCost(
 (``tests/proposers/test_proposers.py`` refits it)."""
 
 
+def idle_watts(deployment: Deployment) -> float:
+    """What the accelerators draw while the host searches: every device of the tensor-parallel
+    group idles."""
+    return deployment.hardware.idle_power_w * deployment.tensor_parallel
+
+
 @dataclass(frozen=True, kw_only=True)
 class NGram:
     """Prompt lookup drafting (module docstring): no model, so no accelerator work and no
@@ -170,8 +176,7 @@ class NGram:
         ctx = contexts(context)
         rounds = math.ceil(check_batch(batch) / self.threads)
         time = rounds * self.cost.seconds(context=ctx, nodes=len(tree)) if tree else 0.0 * ctx
-        idle = deployment.hardware.idle_power_w * deployment.tensor_parallel
-        return DraftCost(time, idle * time, np.zeros(ctx.shape))
+        return DraftCost(time, idle_watts(deployment) * time, np.zeros(ctx.shape))
 
     def draft_cost(
         self, parents: Sequence[int], *, deployment: Deployment, batch: int, context: int
@@ -193,8 +198,7 @@ class NGram:
         if not seconds:
             return DraftCost(0.0, 0.0, 0.0)
         time = math.ceil(len(seconds) / self.threads) * math.fsum(seconds) / len(seconds)
-        idle = deployment.hardware.idle_power_w * deployment.tensor_parallel
-        return DraftCost(time, idle * time, 0.0)
+        return DraftCost(time, idle_watts(deployment) * time, 0.0)
 
     def prefill_cost(
         self, *, deployment: Deployment, tokens: ArrayLike, context: ArrayLike
