@@ -68,7 +68,7 @@ COST: tuple[Mutation, ...] = (
     ),
     Mutation(
         "roofline-allreduce",
-        ROOF,
+        "specsim/cost/moe.py",
         "ring = n * allreduce_bandwidth_factor(tp, alg) * nbytes / hw.interconnect_bandwidth",
         "ring = 0.0",
         "tensor parallelism: the all-reduces' bandwidth term",

@@ -134,7 +134,7 @@ class StackProfile:
         >>> st = StackProfile(slug="s", name="s", verify="multi-query", trees=False,
         ...                   draft_worker="separate", draft_graphs=True, pass_overhead_s=1e-3,
         ...                   sequence_overhead_s=2e-5, draft_step_overhead_s=1e-4,
-        ...                   sources=["doctest"])
+        ...                   vendors=["nvidia"], sources=["doctest"])
         >>> round(st.draft_step_host_s(4), 9)
         0.00018
         """

@@ -53,16 +53,13 @@ enters this module.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from specsim.cards import ModelCard
 from specsim.cost.formats import Formats
 from specsim.cost.memory import footprint
-
-if TYPE_CHECKING:  # the roofline imports this module: its class only for the hints
-    from specsim.cost.roofline import Roofline
 
 __all__ = ["AttentionCosts", "attention_costs", "attention_time", "kv_bytes_held", "kv_held"]
 
@@ -150,7 +147,7 @@ def _local_sums(ac: AttentionCosts, *, T: Any, S: Any, cached: Any, B: Any) -> t
 
 
 def attention_time(
-    co: Roofline, *, T: Any, S: Any, R: Any, cached: Any, batch: Any
+    co: Any, *, T: Any, S: Any, R: Any, cached: Any, batch: Any
 ) -> tuple[Any, Any, Any]:
     """``(seconds, equivalent pairs, equivalent cached tokens)`` of the attention of passes
     with sums ``T``, ``S`` and ``R`` (``R`` the cached tokens read as the stack counts them,
@@ -191,7 +188,7 @@ def _plain(x: Any) -> Any:
     return float(x) if np.ndim(x) == 0 else x
 
 
-def kv_held(co: Roofline, *, tokens: Any, batch: Any) -> Any:
+def kv_held(co: Any, *, tokens: Any, batch: Any) -> Any:
     """KV bytes one device holds for ``batch`` sequences holding ``tokens`` in all (a sum):
     every layer's ``tokens``, but a local layer at most ``size`` tokens a sequence (a window,
     or the chunk an engine keeps whole), plus a sparse card's index keys. ``batch`` None (the

@@ -5,7 +5,8 @@ token uses once (attention, norms, router, shared experts) and the routed expert
 tokens touch, ``E_touched(T) = E (1 - (1 - k/E)^T)`` under uniform routing
 (:func:`specsim.theory.moe.experts_touched`, the numeric twin of the sympy result); its
 flops count ``k`` routed experts per token. Dense layers (DeepSeek's first three) are read
-like a dense model's.
+like a dense model's. A pass's collectives (:func:`pass_collectives`) are a dense
+model's all-reduces or an MoE model's dispatch and combine.
 
 **Expert parallelism** (``expert_parallel`` = EP, beside tensor parallelism TP over the
 same ``tp`` devices, as vLLM's ``--enable-expert-parallel`` and SGLang's ``--ep-size``):
@@ -62,6 +63,7 @@ __all__ = [
     "check_expert_parallel",
     "moe_collectives",
     "moe_routed_fraction",
+    "pass_collectives",
     "routing_load",
     "touched_experts",
 ]
@@ -183,3 +185,27 @@ def moe_collectives(
         _alltoall(hw, float(ep), n=2.0 * model.moe_layers, nbytes=moe.top_k * d / ep),
     )
     return Collectives(sum(c.per_token_s for c in parts), sum(c.fixed_s for c in parts) + overhead)
+
+
+def _allreduces(hw: HardwareCard, tp: float, *, n: float, nbytes: float) -> tuple[float, float]:
+    """``(seconds per token, fixed seconds)`` of ``n`` all-reduces of ``nbytes`` per token on
+    ``tp`` devices (:mod:`specsim.cost.collectives`); nothing on one device."""
+    if tp <= 1:
+        return 0.0, 0.0
+    alg = hw.collective_algorithm
+    ring = n * allreduce_bandwidth_factor(tp, alg) * nbytes / hw.interconnect_bandwidth
+    latency = n * allreduce_steps(tp, alg) * hw.interconnect_latency_s
+    return ring, latency + hw.collective_overhead_s * (tp - 1.0)
+
+
+def pass_collectives(
+    model: ModelCard, hw: HardwareCard, *, act_bytes: float, tp: float, ep: int
+) -> tuple[float, float]:
+    """``(seconds per token, fixed seconds)`` of a pass's collectives: ``2`` (``3`` with
+    cross-attention) all-reduces per layer, or an MoE model's (:func:`moe_collectives`)."""
+    ab = act_bytes
+    if model.moe_spec is None:
+        n_allreduce = float(model.layers * (3 if model.architecture == "encoder-decoder" else 2))
+        return _allreduces(hw, tp, n=n_allreduce, nbytes=model.d_model * ab)
+    coll = moe_collectives(model, hw, tp=tp, ep=ep, act_bytes=ab)
+    return coll.per_token_s, coll.fixed_s

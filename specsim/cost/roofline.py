@@ -20,10 +20,9 @@ import numpy as np
 
 from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, profile_of_card
 from specsim.cost.attention import AttentionCosts, attention_costs, attention_time
-from specsim.cost.collectives import allreduce_bandwidth_factor, allreduce_steps
 from specsim.cost.formats import Formats
 from specsim.cost.memory import footprint
-from specsim.cost.moe import moe_collectives, touched_experts
+from specsim.cost.moe import pass_collectives, touched_experts
 from specsim.cost.quant import DEQUANT_TILE_ROWS, dequant_rows, vector_peak
 from specsim.cost.stack_terms import StackCosts, stack_costs, stack_terms
 
@@ -138,30 +137,6 @@ def roofline(
     co = _compute(model, hw, formats, tp, rt, ep=expert_parallel)
     _CACHE[key] = (model, hw, runtime, co)
     return co
-
-
-def _collectives(hw: HardwareCard, tp: float, *, n: float, nbytes: float) -> tuple[float, float]:
-    """``(seconds per token, fixed seconds)`` of ``n`` all-reduces of ``nbytes`` per token on
-    ``tp`` devices (:mod:`specsim.cost.collectives`); nothing on one device."""
-    if tp <= 1:
-        return 0.0, 0.0
-    alg = hw.collective_algorithm
-    ring = n * allreduce_bandwidth_factor(tp, alg) * nbytes / hw.interconnect_bandwidth
-    latency = n * allreduce_steps(tp, alg) * hw.interconnect_latency_s
-    return ring, latency + hw.collective_overhead_s * (tp - 1.0)
-
-
-def _pass_collectives(
-    model: ModelCard, hw: HardwareCard, *, formats: Formats, tp: float, ep: int
-) -> tuple[float, float]:
-    """``(seconds per token, fixed seconds)`` of a pass's collectives: ``2`` (``3`` with
-    cross-attention) all-reduces per layer, or an MoE model's (:func:`moe_collectives`)."""
-    ab = formats.activations
-    if model.moe_spec is None:
-        n_allreduce = float(model.layers * (3 if model.architecture == "encoder-decoder" else 2))
-        return _collectives(hw, tp, n=n_allreduce, nbytes=model.d_model * ab)
-    coll = moe_collectives(model, hw, tp=tp, ep=ep, act_bytes=ab)
-    return coll.per_token_s, coll.fixed_s
 
 
 def _dequant_s(hw: HardwareCard, formats: Formats, rt: RuntimeProfile, weights: float) -> float:
@@ -294,7 +269,7 @@ def _compute(
     W = hw.mem_bandwidth * rt.memory_efficiency
     fp = footprint(model, tensor_parallel=tp, formats=formats)
     kv = fp.kv_bytes_per_token_layer
-    ring, latency = _pass_collectives(model, hw, formats=formats, tp=tp, ep=ep)
+    ring, latency = pass_collectives(model, hw, act_bytes=formats.activations, tp=tp, ep=ep)
     overhead = L * rt.layer_overhead_s + rt.pass_overhead_s
     rows_log2, compute_scale, memory_scale = rt.efficiencies(formats.weight_format)
     per_op = hw.energy_per_flop_j is not None and hw.energy_per_byte_j is not None
