@@ -310,7 +310,7 @@ PROPOSERS: tuple[Mutation, ...] = (
         "specsim/proposers/selfspec.py",
         "return dataclasses.replace(target, target=self.draft_model(target.target))",
         "return target.on_model(self.draft_model(target.target))",
-        "drafting rule: self-speculation drafts in the deployment's formats (issue 35)",
+        "drafting rule: self-speculation drafts in the deployment's formats and parallelism",
         RULE_TESTS,
     ),
     Mutation(
