@@ -149,7 +149,7 @@ SIM: tuple[Mutation, ...] = (
     ),
     Mutation(
         "dynamic-tree-draft-depth",
-        "specsim/sim/tree_serving_dynamic.py",
+        "specsim/proposers/work.py",
         "c = np.asarray(contexts, dtype=np.float64)[:, None] + np.arange(depth)",
         "c = np.asarray(contexts, dtype=np.float64)[:, None] + 0.0 * np.arange(depth)",
         "dynamic tree serving: draft step d after the d - 1 drafted tokens",
@@ -158,14 +158,14 @@ SIM: tuple[Mutation, ...] = (
     Mutation(
         "dynamic-tree-draft-prefill",
         "specsim/sim/tree_serving_dynamic.py",
-        "        return isinstance(self.config.proposer, DraftModel)\n",
+        "        return True\n",
         "        return False\n",
         "dynamic tree serving: the draft model's prefill",
         ("tests/sim/test_cost_bugs.py",),
     ),
     Mutation(
         "dynamic-tree-batched-draft",
-        "specsim/sim/tree_serving_dynamic.py",
+        "specsim/proposers/work.py",
         "tokens=w.sum(axis=0),",
         "tokens=w.max(axis=0),",
         "dynamic tree serving: a depth's batched draft step runs every sequence's frontier",
@@ -279,5 +279,13 @@ SIM: tuple[Mutation, ...] = (
         '"draft_acceptance_rate": n_a / n_d if n_t else None,',
         "engine metrics: the draft acceptance rate is per drafted token, not per draft",
         ("tests/sim/test_serving_engine.py",),
+    ),
+    Mutation(
+        "tree-proposer-own-prefill",
+        "specsim/sim/costs.py",
+        "own = draft and self.proposer is not None",
+        "own = False",
+        "tree serving: a proposer's own KV prefill (PARD's draft, EAGLE's head) is priced",
+        ("tests/sim/test_cost_bugs.py",),
     ),
 )

@@ -12,10 +12,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from specsim.cost import (
+    Footprint,
+    Formats,
     PassShape,
     Roofline,
     chain_sums,
     encoder_tokens,
+    footprint,
     roofline,
     step_cost_grid,
     time_energy,
@@ -29,10 +32,11 @@ from specsim.cost.results import StepCostGrid
 from specsim.sim.source import PassCost
 
 if TYPE_CHECKING:
-    from specsim.cards import ModelCard
+    from specsim.cards import HardwareCard, ModelCard
 
 __all__ = [
     "CardDeployment",
+    "OnDeployment",
     "Kernel",
     "NO_DRAFT",
     "check_draft_deployment",
@@ -145,9 +149,26 @@ def passes(
     return np.where(v, t1, t0), np.where(v, e1, e0)
 
 
-class CardDeployment:
-    """The deployment and pass-sum methods of :class:`specsim.sim.costs.CardCost` (on its
-    fields ``deployment``, ``draft`` and ``draft_deployment`` and its roofline kernels)."""
+class OnDeployment:
+    """The target and hardware cards of a ``deployment`` field (a cost source's, a tree
+    config's)."""
+
+    deployment: Deployment
+
+    @property
+    def target(self) -> ModelCard:
+        """The deployment's target card."""
+        return self.deployment.target
+
+    @property
+    def hardware(self) -> HardwareCard:
+        """The target's hardware card (where admission counts the KV cache)."""
+        return self.deployment.hardware
+
+
+class CardDeployment(OnDeployment):
+    """The deployment, memory and pass-sum methods of :class:`specsim.sim.costs.CardCost` (on
+    its fields ``deployment``, ``draft`` and ``draft_deployment`` and its roofline kernels)."""
 
     deployment: Deployment
     draft: ModelCard | None
@@ -157,6 +178,20 @@ class CardDeployment:
 
         @property
         def _kernels(self) -> tuple[Any, Any]: ...
+
+    @property
+    def tensor_parallel(self) -> int:
+        """The target's tensor-parallel degree."""
+        return self.deployment.tensor_parallel
+
+    @property
+    def overlapped(self) -> bool:
+        """Whether drafting runs beside verification (placement ``overlapped``)."""
+        return self.deployment.draft_placement == "overlapped"
+
+    def formats(self, *, draft: bool = False) -> Formats:
+        """The :class:`~specsim.cost.Formats` of the target's passes, or the draft's."""
+        return (self.drafting() if draft else self.deployment).formats()
 
     def drafting(self) -> Deployment:
         """Where the draft runs: ``draft_deployment`` when given; else, placed ``shared``, the
@@ -234,3 +269,38 @@ class CardDeployment:
                 acc += time_energy(dl, *chain_sums(b, sc + float(j) * b, 1.0, de), batch=b)[0]
                 times[j + 1] += acc
         return np.array(times, dtype=np.float64)
+
+    def footprints(self) -> tuple[Footprint, Footprint | None]:
+        """Per device, the target's memory footprint and, when it shares the target's
+        devices (placement ``shared``), the draft's (:func:`specsim.cost.footprint`).
+
+        The draft is counted whole on each device (conservative: its passes are
+        modelled split over the target's devices, its memory is not).
+        """
+        target = footprint(
+            self.target, tensor_parallel=self.tensor_parallel, formats=self.formats()
+        )
+        if self.draft is None or self.deployment.draft_placement != "shared":
+            return target, None
+        return target, footprint(self.draft, tensor_parallel=1, formats=self.formats(draft=True))
+
+    def kv_bytes_per_token(self) -> float:
+        """KV-cache bytes per token of one sequence on one device, target and draft together."""
+        target, draft = self.footprints()
+        return target.kv_bytes_per_token + (0.0 if draft is None else draft.kv_bytes_per_token)
+
+    def kv_capacity_tokens(self) -> int:
+        """KV-cache tokens one device holds after the weights: the serving admission budget.
+
+        Raises ValueError when the weights leave no room.
+        """
+        target, draft = self.footprints()
+        weights = target.weights_bytes + (0.0 if draft is None else draft.weights_bytes)
+        free = self.hardware.mem_capacity - weights
+        if free <= 0:
+            raise ValueError(
+                f"cost: the weights ({weights / 1e9:.1f} GB per device) leave no "
+                f"room for a KV cache on {self.hardware.slug} "
+                f"({self.hardware.mem_capacity / 1e9:.1f} GB)"
+            )
+        return int(free / self.kv_bytes_per_token())

@@ -15,6 +15,7 @@ serving simulator's drain uses) and take any :class:`~specsim.cost.PassShape` to
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -22,19 +23,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from specsim.cards import HardwareCard, ModelCard
+from specsim.cards import ModelCard
 from specsim.cost import (
-    Footprint,
-    Formats,
     PassShape,
     chain_pairs,
     chain_sums,
-    footprint,
     time_energy,
     verification_positions,
 )
 from specsim.cost.checks import card_of, check_draft_pair
 from specsim.cost.deployment import Deployment
+from specsim.proposers import DraftCost, Proposer, check_proposer, prefill_cost_of
 from specsim.sim.card_deployment import (
     NO_DRAFT,
     CardDeployment,
@@ -68,8 +67,11 @@ class CardCost(Remembers, CardDeployment):
     ``dtype`` when it names one and in its KV format (:meth:`drafting`). ``overlapped``
     drafting runs beside verification; the other two wait for it. Pass times, the memory
     footprint (a ``shared`` draft's weights and KV cache on the target's devices) and the
-    KV capacity follow. ``target``, ``hardware`` and ``tensor_parallel`` read the
-    deployment's.
+    KV capacity follow. ``proposer``: the drafter of a run drafted by a proposer
+    (:class:`specsim.proposers.ProposerProtocol`); when given, a drafting run's prompts
+    are prefilled through its own KV by its ``prefill_cost`` (none for a drafter without
+    a KV cache of its own), not by ``draft``. ``target``, ``hardware`` and
+    ``tensor_parallel`` read the deployment's.
 
     >>> from specsim.cost import Deployment
     >>> dep = Deployment(target="llama-2-7b", hardware="a100-80gb", draft_placement="overlapped")
@@ -81,6 +83,7 @@ class CardCost(Remembers, CardDeployment):
     deployment: Deployment
     draft: ModelCard | None = None
     draft_deployment: Deployment | None = None
+    proposer: Proposer | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.deployment, Deployment):
@@ -89,6 +92,8 @@ class CardCost(Remembers, CardDeployment):
                 f"{type(self.deployment).__name__}"
             )
         object.__setattr__(self, "draft", card_of("draft", self.draft))
+        if self.proposer is not None:
+            check_proposer(self.proposer, where="CardCost proposer")
         dd = self.draft_deployment
         if dd is not None and not isinstance(dd, Deployment):
             raise TypeError(
@@ -104,29 +109,10 @@ class CardCost(Remembers, CardDeployment):
             check_draft_deployment(self.deployment, self.draft, dd)
         self.drafting()  # the draft's own deployment fails here (its tensor parallelism)
 
-    @property
-    def target(self) -> ModelCard:
-        """The deployment's target card."""
-        return self.deployment.target
-
-    @property
-    def hardware(self) -> HardwareCard:
-        """The target's hardware card (where admission counts the KV cache)."""
-        return self.deployment.hardware
-
-    @property
-    def tensor_parallel(self) -> int:
-        """The target's tensor-parallel degree."""
-        return self.deployment.tensor_parallel
-
-    @property
-    def overlapped(self) -> bool:
-        """Whether drafting runs beside verification (placement ``overlapped``)."""
-        return self.deployment.draft_placement == "overlapped"
-
-    def formats(self, *, draft: bool = False) -> Formats:
-        """The :class:`~specsim.cost.Formats` of the target's passes, or the draft's."""
-        return (self.drafting() if draft else self.deployment).formats()
+    def with_proposer(self, proposer: Proposer) -> CardCost:
+        """This cost with ``proposer``'s own KV prefill priced beside a drafting run's
+        prompts (the chain engine's, when a proposer drafts)."""
+        return dataclasses.replace(self, proposer=proposer)
 
     def verify_pass(self, shape: PassShape) -> PassCost:
         """The target's pass of any shape (chains or a token tree); a verification (a stack's
@@ -159,7 +145,8 @@ class CardCost(Remembers, CardDeployment):
         )
 
     def prefill(self, prompts: NDArray[np.int64], *, draft: bool) -> PassCost:
-        """The prompts through the target and, when drafting, through the draft too.
+        """The prompts through the target and, when drafting, through the draft too (the
+        ``proposer``'s own KV prefill when there is one, else the ``draft`` model's).
 
         From the pass aggregates, like :meth:`uniform_iteration` (tests check it
         equals :func:`specsim.cost.step_cost` at context 0).
@@ -173,7 +160,8 @@ class CardCost(Remembers, CardDeployment):
         T, S, R = float(sum(ps)), float(sum([chain_pairs(0, p) for p in ps])), 0.0
         b = float(len(ps))
         target, dra = self._kernels
-        passes = [target] if not draft or dra is None else [target, dra]
+        own = draft and self.proposer is not None
+        passes = [target] if not draft or own or dra is None else [target, dra]
         time = energy = flops = nbytes = 0.0
         for k in passes:  # the encoder's tokens: cross-attended and read by every sequence
             t, en, _, fl, by = time_energy(
@@ -181,8 +169,19 @@ class CardCost(Remembers, CardDeployment):
             )
             time, energy = time + t, energy + en
             flops, nbytes = flops + fl * k.devices, nbytes + by * k.devices
+        if own:
+            d = self._proposer_prefill(ps)
+            time, energy, flops = time + d.time_s, energy + d.energy_j, flops + d.flops
         cost = PassCost(time_s=time, flops=flops, bytes=nbytes, energy_j=energy)
         return self._remember(key, cost, memo)
+
+    def _proposer_prefill(self, prompts: list[int]) -> DraftCost:
+        """The proposer's own KV prefill of ``prompts`` on an empty cache, as floats."""
+        assert self.proposer is not None
+        d = prefill_cost_of(
+            self.proposer, deployment=self.deployment, tokens=prompts, context=[0] * len(prompts)
+        )
+        return DraftCost(float(d.time_s), float(d.energy_j), float(d.flops))
 
     @cached_property
     def _kernels(self) -> tuple[Kernel, Kernel | None]:
@@ -362,38 +361,3 @@ class CardCost(Remembers, CardDeployment):
             draft_flops=per_block(dra.flops),
             draft_energy=per_block(dra.energy_j),
         )
-
-    def footprints(self) -> tuple[Footprint, Footprint | None]:
-        """Per device, the target's memory footprint and, when it shares the target's
-        devices (placement ``shared``), the draft's (:func:`specsim.cost.footprint`).
-
-        The draft is counted whole on each device (conservative: its passes are
-        modelled split over the target's devices, its memory is not).
-        """
-        target = footprint(
-            self.target, tensor_parallel=self.tensor_parallel, formats=self.formats()
-        )
-        if self.draft is None or self.deployment.draft_placement != "shared":
-            return target, None
-        return target, footprint(self.draft, tensor_parallel=1, formats=self.formats(draft=True))
-
-    def kv_bytes_per_token(self) -> float:
-        """KV-cache bytes per token of one sequence on one device, target and draft together."""
-        target, draft = self.footprints()
-        return target.kv_bytes_per_token + (0.0 if draft is None else draft.kv_bytes_per_token)
-
-    def kv_capacity_tokens(self) -> int:
-        """KV-cache tokens one device holds after the weights: the serving admission budget.
-
-        Raises ValueError when the weights leave no room.
-        """
-        target, draft = self.footprints()
-        weights = target.weights_bytes + (0.0 if draft is None else draft.weights_bytes)
-        free = self.hardware.mem_capacity - weights
-        if free <= 0:
-            raise ValueError(
-                f"cost: the weights ({weights / 1e9:.1f} GB per device) leave no "
-                f"room for a KV cache on {self.hardware.slug} "
-                f"({self.hardware.mem_capacity / 1e9:.1f} GB)"
-            )
-        return int(free / self.kv_bytes_per_token())

@@ -48,14 +48,14 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from specsim.cards import HardwareCard, ModelCard
 from specsim.checks import check_int, check_size
 from specsim.cost.checks import check_positions
 from specsim.cost.deployment import Deployment
 from specsim.cost.stack_terms import check_stack_tree
-from specsim.proposers import DraftModel, Proposer, check_proposer, verify_shape
+from specsim.proposers import Proposer, check_proposer, verify_shape
 from specsim.sim import paged
 from specsim.sim.batch import Requests
+from specsim.sim.card_deployment import OnDeployment
 from specsim.sim.costs import CardCost
 from specsim.sim.records import ServingResult
 from specsim.sim.router import Router, check_router
@@ -79,7 +79,7 @@ __all__ = [
 
 
 @dataclass(frozen=True, kw_only=True)
-class TreeServingFields:
+class TreeServingFields(OnDeployment):
     """The fields every tree-serving config shares (documented on
     :class:`specsim.sim.tree_serving.TreeServingConfig`), checked by
     :func:`check_serving_fields`. The engine's: ``kv_block_tokens`` and ``preemption``
@@ -100,19 +100,10 @@ class TreeServingFields:
     replicas: int = 1
     router: Router = "round-robin"
 
-    @property
-    def target(self) -> ModelCard:
-        return self.deployment.target
-
-    @property
-    def hardware(self) -> HardwareCard:
-        return self.deployment.hardware
-
     def card_cost(self) -> CardCost:
-        """The target (and a draft model's prefill) priced on the deployment's cards."""
-        draft = self.proposer.card if isinstance(self.proposer, DraftModel) else None
-        d = self.deployment
-        return CardCost(deployment=d, draft=draft)
+        """The target priced on the deployment's cards, the proposer's own KV prefill beside
+        its prompts (:meth:`CardCost.prefill <specsim.sim.costs.CardCost.prefill>`)."""
+        return CardCost(deployment=self.deployment, proposer=self.proposer)
 
 
 @dataclass(frozen=True, kw_only=True)

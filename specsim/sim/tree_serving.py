@@ -8,9 +8,9 @@ run by :func:`specsim.sim.tree_batch.serve_trees`). Every iteration:
 1. waiting requests are admitted first-come first-served while the batch has room
    (``max_batch``, at most ``position_budget`` sequences: each needs its root, and, with
    ``kv_capacity_tokens``, while their KV reservations fit); the
-   admitted prompts are prefilled in one target pass (and one draft-model pass for a
-   :class:`~specsim.proposers.DraftModel`), which gives each its first token (TTFT); a
-   one-token request is then done;
+   admitted prompts are prefilled in one target pass (and the proposer's own KV prefill,
+   its ``prefill_cost``: a draft model's pass, none for n-gram lookup), which gives each its
+   first token (TTFT); a one-token request is then done;
 2. every running sequence verifies the token tree ``parents`` (acceptance by depth and
    rank, :class:`~specsim.proposers.RankAcceptance`), all of them in **one** target pass
    with a tree attention mask, priced by :func:`specsim.cost.pass_aggregates_cost` on the
@@ -55,7 +55,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from specsim.cost.deployment import Deployment
-from specsim.proposers import DraftModel, RankAcceptance, check_tree
+from specsim.proposers import RankAcceptance, check_tree
 from specsim.sim.serving.drafting import proposer_draft_costs
 from specsim.sim.serving.plans import TreePlan
 from specsim.sim.source import check_whole
@@ -173,7 +173,8 @@ class StaticTreePlan:
 
     @property
     def draft_prefill(self) -> bool:
-        return isinstance(self.config.proposer, DraftModel)
+        """Whether admitted prompts are prefilled for the drafter too (a tree drafts)."""
+        return bool(self.config.parents)
 
     def step(
         self, contexts: NDArray[np.int64], rng: np.random.Generator, positions: int | None = None

@@ -32,12 +32,12 @@ simulator (:func:`specsim.sim.tree_stream.simulate_dynamic_tree_stream`) would. 
 few promising candidates give their share to those with many: the budget follows the
 confidence, not the batch's head count. When ``P = B`` nothing is drafted.
 
-**Drafting** (:func:`batch_draft_cost`). The draft runs once per depth over the batch's
-frontier at that depth: every node whose children the policy looked at, in every
-sequence (:attr:`~specsim.sim.tree_policies.DynamicPass.examined`), one batched step
-per depth, each sequence at its own context. This is
-:class:`~specsim.proposers.DraftModel`'s and the heads' pricing
-(:mod:`specsim.proposers.kinds`) with widths that differ between sequences;
+**Drafting** (:func:`batch_draft_cost`). The proposer drafts every node whose children the
+policy looked at, in every sequence (:attr:`~specsim.sim.tree_policies.DynamicPass.examined`),
+each sequence at its own context, priced by the proposer itself through the protocol
+(:func:`specsim.proposers.ragged_draft_cost_of`: a draft model, heads or a layer subset run
+once per depth over the batch's frontier at that depth, under the stack's drafting profile;
+a proposer without a ragged price pays its share of a pass of the batch);
 ``tests/sim/test_tree_serving_dynamic.py`` checks that it equals the proposer's own
 ``draft_cost`` when the trees and contexts are the same.
 
@@ -58,8 +58,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from specsim.cost.deployment import Deployment
-from specsim.proposers import DraftModel, Heads, Proposer
-from specsim.sim.serving.drafting import proposer_draft_costs
+from specsim.policies.tree_optimizer import chain_tree
+from specsim.proposers import Proposer, ragged_draft_cost_of
 from specsim.sim.tree_batch import (
     TreeServingFields,
     TreeServingResult,
@@ -75,7 +75,6 @@ __all__ = [
     "DynamicTreePlan",
     "DynamicTreeServingConfig",
     "batch_draft_cost",
-    "protocol_draft_cost",
     "share_budget",
     "simulate_dynamic_tree_serving",
 ]
@@ -90,9 +89,8 @@ class DynamicTreeServingConfig(TreeServingFields):
     included; None: each tree up to the policy's budget), ``kv_capacity_tokens`` (None: no
     limit; each request reserves prompt, output and ``policy.budget + 1`` positions) and
     ``plain_twin``, and the engine's fields (paged KV, replicas, the target's deployment),
-    as :class:`specsim.sim.tree_serving.TreeServingConfig`. A proposer other than a
-    :class:`~specsim.proposers.DraftModel`, heads or n-gram is priced by its
-    ``draft_costs`` (:func:`protocol_draft_cost`)."""
+    as :class:`specsim.sim.tree_serving.TreeServingConfig`. Any proposer drafts, priced
+    through its protocol (:func:`batch_draft_cost`)."""
 
     policy: ConfidenceTree
     world: NodeConfidence
@@ -104,12 +102,12 @@ class DynamicTreeServingConfig(TreeServingFields):
                 raise TypeError(f"{name}: expected a {kind.__name__}, got {value!r}")
         check_serving_fields(self)
         self.proposer.check_target(self.target)
-        heads = self.proposer.card if isinstance(self.proposer, Heads) else None
-        if heads is not None and self.policy.max_depth > heads.max_depth:
-            raise ValueError(
-                f"policy.max_depth: {self.policy.max_depth} is deeper than head card "
-                f"{heads.slug!r} reaches ({heads.max_depth})"
+        try:  # the proposer says how deep it drafts (a head card's heads reach so far)
+            self.proposer.draft_cost(
+                chain_tree(self.policy.max_depth), deployment=self.deployment, batch=1, context=1
             )
+        except ValueError as err:
+            raise ValueError(f"policy.max_depth: {self.policy.max_depth}: {err}") from None
         ranks = self.policy.max_rank or max(len(r) for r in self.proposer.acceptance.accept)
         if self.policy.budget > 1 and ranks > 1:  # the policy may grow a node two children
             check_tree_stack(self.deployment, (-1, 0, 0), where="policy")
@@ -134,53 +132,18 @@ def share_budget(growths: Sequence[TreeGrowth], nodes: int | None) -> bool:
 
 def batch_draft_cost(
     proposer: Proposer,
-    widths: Sequence[Sequence[int]],
+    trees: Sequence[Sequence[int]],
     contexts: NDArray[np.int64],
     *,
     deployment: Deployment,
 ) -> tuple[float, float]:
-    """Seconds and joules of drafting the batch's trees, given by their frontier ``widths``
-    (:func:`specsim.proposers.frontier_widths` of the tree of nodes the draft ran on, as
-    :attr:`~specsim.sim.tree_policies.DynamicPass.widths`), sequence
-    ``i`` after ``contexts[i]`` cached tokens: per depth ``d``, one batched step of the draft
-    model (of the target scaled by ``layer_fraction / layers`` for heads; a parallel head
-    card once per sequence) over the frontier ``w_i`` of each sequence that has one, at
-    ``c_i = contexts[i] + d - 1``: ``tokens = sum w_i``, ``context_tokens = sum c_i``,
-    ``pairs = sum w_i (c_i + 1)``, on the proposer's own deployment
-    (:meth:`DraftModel.deployment <specsim.proposers.DraftModel.deployment>`, from the target's
-    ``deployment``: its stack, formats and parallelism). Empty widths draft nothing."""
-    if isinstance(proposer, DraftModel):
-        dep, scale, parallel = proposer.deployment(deployment), 1.0, False
-    elif not isinstance(proposer, Heads):
-        raise TypeError(
-            f"proposer: batch_draft_cost prices a DraftModel's or Heads' frontier per depth; "
-            f"{type(proposer).__name__} is none of these "
-            "(price it by its draft_costs: protocol_draft_cost)"
-        )
-    else:
-        target = deployment.target
-        dep, scale = proposer.deployment(deployment), proposer.card.layer_fraction / target.layers
-        parallel = proposer.card.kind == "parallel"
-    fronts = [((1,) if parallel else tuple(x)) if len(x) else () for x in widths]
-    depth = max((len(x) for x in fronts), default=0)
-    if depth == 0:
-        return 0.0, 0.0
-    w = np.zeros((len(fronts), depth))  # sequence by depth
-    for i, x in enumerate(fronts):
-        w[i, : len(x)] = x
-    c = np.asarray(contexts, dtype=np.float64)[:, None] + np.arange(depth)  # c_i at depth d
-    active = w > 0
-    # All depths in one call (the cost broadcasts); a depth nobody drafts costs nothing.
-    steps = dep.aggregates_cost(
-        batch=active.sum(axis=0),
-        tokens=w.sum(axis=0),
-        context_tokens=(c * active).sum(axis=0),
-        pairs=(w * (c + 1.0)).sum(axis=0),
-    )
-    used = active.any(axis=0)
-    time = scale * float(np.sum(np.asarray(steps.time_s) * used))
-    energy = scale * float(np.sum(np.asarray(steps.energy_j) * used))
-    return time, energy
+    """Seconds and joules of drafting the batch's trees, sequence ``i``'s tree ``trees[i]``
+    (the tree of nodes the draft ran on, :attr:`~specsim.sim.tree_policies.DynamicPass.examined`)
+    after ``contexts[i]`` cached tokens, priced by the proposer through the protocol
+    (:func:`specsim.proposers.ragged_draft_cost_of` on the target's ``deployment``). Empty
+    trees draft nothing."""
+    d = ragged_draft_cost_of(proposer, trees, contexts, deployment=deployment)
+    return float(d.time_s), float(d.energy_j)
 
 
 @dataclass(eq=False)
@@ -188,7 +151,7 @@ class DynamicTreePlan:
     """The engine's plan for trees chosen per pass (:class:`specsim.sim.serving.loop.TreePlan`):
     each sequence's tree grown by ``config.policy`` on draws from ``config.world``, the batch
     sharing the position budget best first (:func:`share_budget`), drafted as
-    :func:`batch_draft_cost` prices it (a proposer of another kind: :func:`protocol_draft_cost`)."""
+    :func:`batch_draft_cost` prices it (the proposer's own price, through the protocol)."""
 
     config: DynamicTreeServingConfig
     verify: TreeVerify
@@ -201,7 +164,8 @@ class DynamicTreePlan:
 
     @property
     def draft_prefill(self) -> bool:
-        return isinstance(self.config.proposer, DraftModel)
+        """Whether admitted prompts are prefilled for the drafter too (always: trees draft)."""
+        return True
 
     def step(
         self, contexts: NDArray[np.int64], rng: np.random.Generator, positions: int | None = None
@@ -218,40 +182,14 @@ class DynamicTreePlan:
         bound = share_budget(growths, room)
         passes = [g.result() for g in growths]
         ver_s, ver_e = self.verify([p.parents for p in passes], ctx)
-        if isinstance(cfg.proposer, DraftModel | Heads):
-            d_s, d_e = batch_draft_cost(
-                cfg.proposer, [p.widths for p in passes], ctx, deployment=self.deployment
-            )
-        else:
-            d_s, d_e = protocol_draft_cost(
-                cfg.proposer, [p.parents for p in passes], ctx, deployment=self.deployment
-            )
+        d_s, d_e = batch_draft_cost(
+            cfg.proposer, [p.examined for p in passes], ctx, deployment=self.deployment
+        )
         accepted = np.asarray([p.walk(rng) for p in passes], dtype=np.int64)
         nodes = np.asarray([len(p.parents) for p in passes], dtype=np.int64)
         expected = float(b + sum(p.reach() for p in passes))
         drafted = float(sum(sum(p.widths) for p in passes))
         return TreeStep(accepted, nodes, ver_s, d_s, ver_e + d_e, bound, (expected, drafted))
-
-
-def protocol_draft_cost(
-    proposer: object,
-    trees: Sequence[tuple[int, ...]],
-    contexts: NDArray[np.int64],
-    *,
-    deployment: Deployment,
-) -> tuple[float, float]:
-    """Seconds and joules of drafting a batch of different trees with a proposer known only
-    by its protocol (``draft_costs``, :mod:`specsim.proposers.protocol`): sequence ``i``'s
-    share of a pass of the whole batch drafting its tree, ``draft_costs(trees[i], batch=B,
-    context=contexts[i]) / B``, summed (the pass itself when every tree is the same)."""
-    b, t, e = len(trees), 0.0, 0.0
-    for tree, c in zip(trees, contexts.tolist(), strict=True):
-        if tree:
-            d = proposer_draft_costs(proposer, tree, deployment=deployment, batch=b, context=c).at(
-                0
-            )
-            t, e = t + float(d.time_s) / b, e + float(d.energy_j) / b
-    return t, e
 
 
 def simulate_dynamic_tree_serving(

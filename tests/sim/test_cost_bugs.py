@@ -19,11 +19,11 @@ import pytest
 from tree_cases import ACC, DRAFT, HW, TARGET
 
 from specsim.acceptance.processes import IIDAcceptance
-from specsim.cards import load_hardware, load_model
+from specsim.cards import load_hardware, load_head, load_model
 from specsim.cost import Deployment, PassShape, pass_aggregates_cost, pass_cost
 from specsim.policies.lookahead import FixedGamma
 from specsim.policies.tree_optimizer import kary_tree
-from specsim.proposers import NGram
+from specsim.proposers import Heads, NGram, ParallelDraft
 from specsim.sim import CardCost, ServingConfig, StreamConfig, simulate_serving, simulate_stream
 from specsim.sim.arrivals import TraceWorkload
 from specsim.sim.tree_policies import ConfidenceTree, NodeConfidence
@@ -116,6 +116,31 @@ def test_the_first_token_waits_for_the_target_and_the_draft_prefill(kind: str) -
     # An n-gram proposer has no model to prefill: the target's pass alone.
     req, it = _run(kind, w, 1, proposer=NGram(acceptance=ACC))
     assert it.loc[0, "prefill_s"] == pytest.approx(target.time_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["static", "dynamic"])
+def test_a_parallel_draft_and_eagle_heads_prefill_their_own_kv(kind: str) -> None:
+    """Every proposer with a KV cache of its own prefills it beside the target's prompt pass:
+    PARD's draft model (a full pass of the 1B draft), EAGLE's head (one layer's share of the
+    target's pass); the proposer kind is never looked up, the proposer prices it."""
+    prompt = 300
+    w = TraceWorkload(arrival_s=(0.5,), prompt_tokens=(prompt,), output_tokens=(6,))
+    shape = PassShape.prefill([prompt])
+    llama = load_model("llama-3.1-8b")
+    pard = ParallelDraft.from_card("pard-llama-3.2-1b-llama-3.1-8b")
+    dep = Deployment(target=llama, hardware=HW)
+    target = pass_cost(llama, HW, shape).time_s
+    own = pass_cost(load_model("llama-3.2-1b"), HW, shape).time_s
+    _, it = _run(kind, w, 1, proposer=pard, deployment=dep)
+    assert it.loc[0, "prefill_s"] == pytest.approx(target + own, rel=1e-12)
+    vicuna = load_model("vicuna-7b-v1.3")
+    eagle = Heads(card=load_head("eagle-vicuna-7b-v1.3"))
+    dep = Deployment(target=vicuna, hardware=HW)
+    full = pass_cost(vicuna, HW, shape).time_s
+    _, it = _run(kind, w, 1, proposer=eagle, deployment=dep)
+    share = eagle.card.layer_fraction / vicuna.layers
+    assert share > 0
+    assert it.loc[0, "prefill_s"] == pytest.approx(full * (1.0 + share), rel=1e-12)
 
 
 # 3 and 4. One request alone: each iteration's verification and drafting, by hand.

@@ -169,6 +169,9 @@ class Wrapped:
     def memory_bytes(self, deployment: Any) -> float:
         return self.inner.memory_bytes(deployment)
 
+    def prefill_cost(self, *, deployment: Any, tokens: Any, context: Any) -> Any:
+        return self.inner.prefill_cost(deployment=deployment, tokens=tokens, context=context)
+
 
 def test_a_protocol_proposer_is_priced_by_its_draft_costs() -> None:
     """The same static-tree run, bit for bit, with a head card and with the same heads
@@ -199,13 +202,11 @@ def test_an_unknown_proposer_is_a_type_error_naming_what_it_lacks() -> None:
             proposer=object(),  # type: ignore[arg-type]
             deployment=Deployment(target=TARGET, hardware=HW),
         )
-    with pytest.raises(TypeError, match="none of these"):
-        batch_draft_cost(
-            Wrapped(DRAFT),
-            [(1,)],
-            np.array([10]),
-            deployment=Deployment(target=TARGET, hardware=HW),
-        )
+    # A proposer known only by its protocol drafts dynamic trees too: its share of a pass.
+    dep = Deployment(target=TARGET, hardware=HW)
+    got = batch_draft_cost(Wrapped(DRAFT), [(-1, 0)], np.array([10]), deployment=dep)
+    want = DRAFT.draft_cost((-1, 0), deployment=dep, batch=1, context=10)
+    assert got == (float(want.time_s), float(want.energy_j))
 
 
 def test_dynamic_trees_with_a_protocol_proposer_run_on_a_paged_cache() -> None:

@@ -91,7 +91,10 @@ def _recomputed(cost: CardCost, admitted: list[int]) -> list[tuple[float, float,
     rows, start, joined = [], 0.0, 0
     for n in admitted:
         new = slice(joined, joined + n)
-        t = cost.prefill(prompts[new], draft=False).time_s if n else 0.0
+        t = 0.0
+        if n:  # the target's prompt pass, and the heads' own KV prefill beside it
+            own = HEADS.prefill_cost(deployment=DEPLOYMENT, tokens=prompts[new], context=[0] * n)
+            t = cost.prefill(prompts[new], draft=False).time_s + float(own.time_s)
         joined += n
         run = left > 0
         run[joined:] = False

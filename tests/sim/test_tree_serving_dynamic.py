@@ -208,18 +208,13 @@ def test_the_batch_draft_cost_is_the_proposers_own_on_equal_trees(proposer: obje
     for b, c in ((1, 100), (8, 700)):
         own = proposer.draft_cost(tree, deployment=dep, batch=b, context=c)  # type: ignore[attr-defined]
         ctx = np.full(b, c, dtype=np.int64)
-        t, e = batch_draft_cost(
-            proposer,
-            [frontier_widths(tree)] * b,
-            ctx,  # type: ignore[arg-type]
-            deployment=dep,
-        )
+        t, e = batch_draft_cost(proposer, [tree] * b, ctx, deployment=dep)  # type: ignore[arg-type]
         assert t == pytest.approx(float(own.time_s), rel=1e-12)
         assert e == pytest.approx(float(own.energy_j), rel=1e-12)
     # Sequences at different contexts and widths: more than the lightest alone, less than
     # each priced apart (one batched step per depth shares the weights' reads).
     if True:  # one batched step per depth shares the weights' reads
-        w = [frontier_widths(tree), (1,), (1, 2)]
+        w = [tree, (-1,), (-1, -1, 0, 1)]  # frontier widths (2, 2, 2), (1,), (1, 2)
         ctx = np.asarray([50, 400, 900], dtype=np.int64)
         together = batch_draft_cost(proposer, w, ctx, deployment=dep)[0]  # type: ignore[arg-type]
         apart = [

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from specsim.acceptance.processes import AcceptanceProcess, IIDAcceptance
 from specsim.policies.lookahead import MAX_GAMMA, FixedGamma, LookaheadPolicy
-from specsim.proposers import DraftModel, Proposer
+from specsim.proposers import Proposer
 from specsim.sim import paged
 from specsim.sim.disagg.first_step import AfterTransfer
 from specsim.sim.disagg.link import KVLink
@@ -145,13 +145,12 @@ class DisaggConfig:
             )
         want = tree.card_cost()
         dep = getattr(self.decode_cost, "deployment", None)
-        draft = getattr(self.decode_cost, "draft", None)
-        if dep != want.deployment or draft != want.draft:
-            what = "a draft model" if isinstance(tree.proposer, DraftModel) else "no draft"
+        drafter = getattr(self.decode_cost, "proposer", None)
+        if dep != want.deployment or drafter != want.proposer:
             raise ValueError(
                 "disaggregation decode_cost: a tree plan verifies on its own deployment "
-                f"({tree.deployment.target.slug} on {tree.deployment.hardware.slug}) with "
-                f"{what}; the decode pool's cost must be tree.card_cost()"
+                f"({tree.deployment.target.slug} on {tree.deployment.hardware.slug}) drafted "
+                f"by {tree.proposer.name}; the decode pool's cost must be tree.card_cost()"
             )
 
     def prefill_serving(self) -> ServingConfig:

@@ -65,11 +65,14 @@ class ProposerDrafts:
     :class:`specsim.sim.tree_serving.StaticTreePlan`). When every sequence drafts the same
     gamma this is the proposer's own pass over the batch, so a chain at a fixed gamma costs
     what the width-one tree of that depth costs on the serving engine. The cost source's own
-    draft step is never used."""
+    draft step is never used, and ``cost`` here is the engine's source with the proposer's
+    own KV prefill beside each admission's (``cost.with_proposer``, where the source has one:
+    :meth:`specsim.sim.CardCost.with_proposer`)."""
 
     def __init__(self, cost: CostSource, proposer: Proposer, deployment: Deployment) -> None:
-        self.cost, self.deployment = cost, deployment
         self.proposer = check_proposer(proposer)
+        own = getattr(cost, "with_proposer", None)
+        self.cost, self.deployment = cost if own is None else own(self.proposer), deployment
         self.memo: dict[tuple[int, int, int], tuple[float, float]] = {}
 
     def draft(self, gamma: int, *, batch: int, context: int) -> tuple[float, float]:

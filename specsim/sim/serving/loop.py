@@ -81,7 +81,9 @@ class Engine:
         self.tree, self.rng, self.drafts = tree, rng, drafts
         if (policy is None) == (tree is None) or (tree is not None and rng is None):
             raise TypeError("Engine: expected a lookahead policy, or a tree plan and an rng")
-        self.cost, self.max_gamma = config.cost, config.max_gamma
+        # A proposer's drafts bring the cost source that prefills its own KV too.
+        self.cost = config.cost if drafts is None else drafts.cost
+        self.max_gamma = config.max_gamma
         n = len(req)
         self.first_tok, self.finish = np.full(n, np.nan), np.full(n, np.nan)
         self.fixed = None if policy is None else fixed_gamma(policy)
