@@ -48,7 +48,7 @@ from specsim.cards import ModelCard, load_hardware, load_model  # noqa: E402
 from specsim.cost import Deployment  # noqa: E402
 from specsim.policies.lookahead import FixedGamma  # noqa: E402
 from specsim.sim import CardCost, PoissonWorkload, ServingConfig, simulate_serving  # noqa: E402
-from specsim.sim.batch import Requests, draw_requests  # noqa: E402
+from specsim.sim.serving.batch import Requests, draw_requests  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 # Its own virtual environment: .venv-peer at the repository root (git ignores it), or

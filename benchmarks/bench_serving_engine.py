@@ -16,8 +16,8 @@ verifies for Llama-68M on an A100-80GB, i.i.d. alpha = 0.7, gamma = 4. Paged:
 chunked: 2048 tokens an iteration (vLLM's default max_num_batched_tokens
 with chunked prefill). With the card's cache no run here ever preempts, so
 after the last arrival paged and chunked runs drain in bulk as the
-reservation model does (specsim.sim.drain, specsim.sim.chunk_drain);
-tests/sim/test_serving_fastpath.py checks the drained tables against the engine
+reservation model does (specsim.sim.serving.drain, specsim.sim.serving.chunk_drain);
+tests/sim/serving/test_serving_fastpath.py checks the drained tables against the engine
 stepped iteration by iteration, bit for bit.
 """
 

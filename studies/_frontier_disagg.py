@@ -18,8 +18,8 @@ from specsim.cost import Deployment
 from specsim.plots.figures import describe, figure, legend_outside, plot_lines
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost
-from specsim.sim.arrivals import PoissonWorkload
 from specsim.sim.disagg import DisaggConfig, card_link
+from specsim.sim.workload.arrivals import PoissonWorkload
 
 __all__ = ["PART", "disagg_config", "disagg_figure", "disagg_rows", "disagg_summary"]
 

@@ -16,7 +16,7 @@ For every deployment (a card, optionally ``card@stack`` with a runtime profile o
   (``models/measured/ngram/corpora-test/``);
 
 each at every lookahead of ``gammas`` (chains: width-1 trees) is served by the one serving engine
-(:func:`specsim.sim.tree_serving.simulate_tree_serving`, with its plain twin):
+(:func:`specsim.sim.serving.tree_serving.simulate_tree_serving`, with its plain twin):
 
 1. **batch axis**: a closed batch of ``B`` requests (all arriving at once, ``max_batch = B``,
    ``prompt`` tokens in and ``output`` out), so that every pass runs ``B`` sequences;
@@ -57,8 +57,8 @@ from specsim.cards import load_model
 from specsim.cost.deployment import Deployment
 from specsim.policies.tree_optimizer import optimize_tree
 from specsim.proposers import DraftModel, Heads, NGram, Proposer, RankAcceptance
-from specsim.sim.arrivals import PoissonWorkload
-from specsim.sim.tree_serving import TreeServingConfig, simulate_tree_serving
+from specsim.sim.serving.tree_serving import TreeServingConfig, simulate_tree_serving
+from specsim.sim.workload.arrivals import PoissonWorkload
 
 from ._common import md_table
 from ._crossover_config import Config, deployment_of, heads_of

@@ -28,7 +28,7 @@ tree's size and depth; the winner (most tokens/s) is marked per batch. As the
 batch grows verification stops being free and the best tree shrinks towards a
 chain and then to no speculation. The expected tokens per pass are
 :func:`specsim.theory.expected_tokens_tree` (Sequoia's positional model);
-``tests/sim/test_sim_trees.py`` checks them against the tree simulator.
+``tests/sim/stream/test_sim_trees.py`` checks them against the tree simulator.
 """
 
 from __future__ import annotations

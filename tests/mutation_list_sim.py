@@ -7,22 +7,22 @@ from __future__ import annotations
 
 from mutation_list import Mutation  # beside this file: the script's folder is on the path
 
-UNIFORM = "specsim/sim/card_deployment.py"
-ROUTER = "specsim/sim/router.py"
-PAGED_TESTS = ("tests/sim/test_serving_paged.py",)
+UNIFORM = "specsim/sim/costs/card_deployment.py"
+ROUTER = "specsim/sim/serving/router.py"
+PAGED_TESTS = ("tests/sim/serving/test_serving_paged.py",)
 DISAGG = "specsim/sim/disagg/"
-DISAGG_TESTS = ("tests/sim/test_disagg_reference.py", "tests/sim/test_disagg.py")
-DISAGG_PAGED = ("tests/sim/test_disagg_paged.py",)
+DISAGG_TESTS = ("tests/sim/disagg/test_disagg_reference.py", "tests/sim/disagg/test_disagg.py")
+DISAGG_PAGED = ("tests/sim/disagg/test_disagg_paged.py",)
 
 SIM: tuple[Mutation, ...] = (
     # The context of a pass (docs/design.md): the cached tokens, one short of prompt + emitted.
     Mutation(
         "context-cached",
-        "specsim/sim/batch.py",
+        "specsim/sim/serving/batch.py",
         "return self.off + self.ptr - 1",
         "return self.off + self.ptr",
         "every serving pass at the cached context (the last emitted token is not cached)",
-        ("tests/sim/test_reference_serving.py", "tests/sim/test_reference_timelines.py"),
+        ("tests/sim/serving/test_reference_serving.py", "tests/sim/test_reference_timelines.py"),
     ),
     Mutation(
         "context-chain-uniform",
@@ -30,7 +30,7 @@ SIM: tuple[Mutation, ...] = (
         "batch=batch.size, context_sum=batch.ctx_sum - batch.size, gamma=gam",
         "batch=batch.size, context_sum=batch.ctx_sum, gamma=gam",
         "chain serving's fast path at the cached contexts' sum (the -1 per sequence dropped)",
-        ("tests/sim/test_reference_serving.py",),
+        ("tests/sim/serving/test_reference_serving.py",),
     ),
     # Chain serving.
     Mutation(
@@ -39,7 +39,7 @@ SIM: tuple[Mutation, ...] = (
         "pc = cost.prefill(tokens, draft=draft) if tokens.shape[0] else _NO_PASS",
         "pc = cost.prefill(tokens, draft=False) if tokens.shape[0] else _NO_PASS",
         "chain serving: the draft model's prefill of the admitted prompts",
-        ("tests/sim/test_sim_serving.py",),
+        ("tests/sim/serving/test_sim_serving.py",),
     ),
     Mutation(
         "serving-draft-steps",
@@ -47,7 +47,7 @@ SIM: tuple[Mutation, ...] = (
         "for j in range(gamma):  # draft step j: one token per sequence after j drafted",
         "for j in range(gamma - 1):  # draft step j: one token per sequence after j drafted",
         "chain serving: one draft step per drafted token (one dropped)",
-        ("tests/sim/test_sim_serving.py", "tests/cost/test_cost_sources.py"),
+        ("tests/sim/serving/test_sim_serving.py", "tests/cost/test_cost_sources.py"),
     ),
     Mutation(
         "serving-verify-positions",
@@ -55,24 +55,24 @@ SIM: tuple[Mutation, ...] = (
         "T, S, R = chain_sums(b, sc, verification_positions(float(gamma)), te)",
         "T, S, R = chain_sums(b, sc, float(gamma), te)",
         "chain serving: the verification pass of gamma + 1 positions (fast path)",
-        ("tests/sim/test_sim_serving.py", "tests/cost/test_cost_sources.py"),
+        ("tests/sim/serving/test_sim_serving.py", "tests/cost/test_cost_sources.py"),
     ),
     Mutation(
         "serving-kv-release",
-        "specsim/sim/batch.py",
+        "specsim/sim/serving/batch.py",
         "        self.used -= int(self.reserve[finished].sum())\n",
         "        self.used -= 0\n",
         "chain serving: a finished request frees its KV reservation (without it, the batch "
         "empties and the next request never fits: a ValueError, Admission.check_progress)",
-        ("tests/sim/test_cost_bugs.py", "tests/sim/test_sim_serving.py"),
+        ("tests/sim/test_cost_bugs.py", "tests/sim/serving/test_sim_serving.py"),
     ),
     Mutation(
         "drain-kv-release",
-        "specsim/sim/drain.py",
+        "specsim/sim/serving/drain.py",
         "            admission.release(a[one])\n",
         "            pass\n",
         "chain serving's drain: a one-token request frees its KV reservation at its prefill",
-        ("tests/sim/test_cost_bugs.py", "tests/sim/test_sim_serving.py"),
+        ("tests/sim/test_cost_bugs.py", "tests/sim/serving/test_sim_serving.py"),
     ),
     Mutation(
         "paged-recompute",
@@ -84,7 +84,7 @@ SIM: tuple[Mutation, ...] = (
     ),
     Mutation(
         "paged-swap",
-        "specsim/sim/paged.py",
+        "specsim/sim/serving/paged.py",
         "return tokens * self.swap[1] / self.swap[0]",
         "return 0.0",
         "paged serving: swapping KV to the host and back costs link time",
@@ -100,19 +100,25 @@ SIM: tuple[Mutation, ...] = (
     ),
     Mutation(
         "chunked-prefill-chunks",
-        "specsim/sim/costs.py",
+        "specsim/sim/costs/costs.py",
         "tb = T + tc\n",
         "tb = T\n",
         "chunked prefill: the chunks' tokens in the shared pass",
-        ("tests/sim/test_serving_chunked.py", "tests/sim/test_reference_serving.py"),
+        (
+            "tests/sim/serving/test_serving_chunked.py",
+            "tests/sim/serving/test_reference_serving.py",
+        ),
     ),
     Mutation(
         "chunked-draft-prefill",
-        "specsim/sim/costs.py",
+        "specsim/sim/costs/costs.py",
         "t, e = t + ((tt + td) - tt), e + ((et + ed) - et)",
         "t, e = t, e",
         "chunked prefill: the draft model prefills each chunk too",
-        ("tests/sim/test_serving_chunked.py", "tests/sim/test_reference_serving.py"),
+        (
+            "tests/sim/serving/test_serving_chunked.py",
+            "tests/sim/serving/test_reference_serving.py",
+        ),
     ),
     # Tree serving (on the serving engine).
     Mutation(
@@ -125,15 +131,15 @@ SIM: tuple[Mutation, ...] = (
     ),
     Mutation(
         "tree-draft-prefill",
-        "specsim/sim/tree_serving.py",
-        "        return isinstance(self.config.proposer, DraftModel)\n",
+        "specsim/sim/serving/tree_serving.py",
+        "        return bool(self.config.parents)\n",
         "        return False\n",
         "tree serving: the draft model's prefill",
         ("tests/sim/test_cost_bugs.py",),
     ),
     Mutation(
         "tree-own-pairs",
-        "specsim/sim/tree_batch.py",
+        "specsim/sim/serving/tree_batch.py",
         "pairs=float(n1 @ c) + own,",
         "pairs=float(n1 @ c),",
         "tree serving: the verification pass's pairs among each tree's own positions",
@@ -141,7 +147,7 @@ SIM: tuple[Mutation, ...] = (
     ),
     Mutation(
         "tree-draft-context",
-        "specsim/sim/tree_serving.py",
+        "specsim/sim/serving/tree_serving.py",
         "mean = int(round(float(contexts.sum()) / b))",
         "mean = 0",
         "tree serving: the draft priced at the batch's context, not at 0",
@@ -153,11 +159,11 @@ SIM: tuple[Mutation, ...] = (
         "c = np.asarray(contexts, dtype=np.float64)[:, None] + np.arange(depth)",
         "c = np.asarray(contexts, dtype=np.float64)[:, None] + 0.0 * np.arange(depth)",
         "dynamic tree serving: draft step d after the d - 1 drafted tokens",
-        ("tests/sim/test_tree_serving_dynamic.py",),
+        ("tests/sim/serving/test_tree_serving_dynamic.py",),
     ),
     Mutation(
         "dynamic-tree-draft-prefill",
-        "specsim/sim/tree_serving_dynamic.py",
+        "specsim/sim/serving/tree_serving_dynamic.py",
         "        return True\n",
         "        return False\n",
         "dynamic tree serving: the draft model's prefill",
@@ -169,12 +175,12 @@ SIM: tuple[Mutation, ...] = (
         "tokens=w.sum(axis=0),",
         "tokens=w.max(axis=0),",
         "dynamic tree serving: a depth's batched draft step runs every sequence's frontier",
-        ("tests/sim/test_tree_serving_dynamic.py",),
+        ("tests/sim/serving/test_tree_serving_dynamic.py",),
     ),
     # The single stream.
     Mutation(
         "stream-overlap-bonus",
-        "specsim/sim/stream.py",
+        "specsim/sim/stream/stream.py",
         "e = a if (overlapped and g > 0 and a == g) else a + 1",
         "e = a + 1",
         "stream, overlapped: a fully accepted block's bonus gives way to the pre-drafted block",
@@ -182,11 +188,11 @@ SIM: tuple[Mutation, ...] = (
     ),
     Mutation(
         "stream-overlap-timeline",
-        "specsim/sim/stream.py",
+        "specsim/sim/stream/stream.py",
         "ds = prev_d if prev_full else prev_v",
         "ds = prev_v",
         "stream, overlapped: after a full block, drafting continued during the pass",
-        ("tests/sim/test_sim_stream.py",),
+        ("tests/sim/stream/test_sim_stream.py",),
     ),
     # Disaggregated prefill and decode.
     Mutation(
@@ -258,31 +264,31 @@ SIM: tuple[Mutation, ...] = (
     # What the engines report.
     Mutation(
         "stability-backlog",
-        "specsim/sim/stability.py",
+        "specsim/sim/results/stability.py",
         "    if t_backlog > crit_b:\n",
         "    if t_backlog > 2.0 * crit_b + 1e3:\n",
         "stability: completions falling behind arrivals flag the run (overload passes as stable)",
-        ("tests/sim/test_stability.py",),
+        ("tests/sim/results/test_stability.py",),
     ),
     Mutation(
         "metrics-mean-acceptance-length",
-        "specsim/sim/engine_metrics.py",
+        "specsim/sim/results/engine_metrics.py",
         '"mean_acceptance_length": 1.0 + n_a / n_d if n_d else 1.0,',
         '"mean_acceptance_length": n_a / n_d if n_d else 1.0,',
         "engine metrics: the mean acceptance length counts the bonus token (off by one)",
-        ("tests/sim/test_serving_engine.py",),
+        ("tests/sim/serving/test_serving_engine.py",),
     ),
     Mutation(
         "metrics-draft-acceptance-rate",
-        "specsim/sim/engine_metrics.py",
+        "specsim/sim/results/engine_metrics.py",
         '"draft_acceptance_rate": n_a / n_t if n_t else None,',
         '"draft_acceptance_rate": n_a / n_d if n_t else None,',
         "engine metrics: the draft acceptance rate is per drafted token, not per draft",
-        ("tests/sim/test_serving_engine.py",),
+        ("tests/sim/serving/test_serving_engine.py",),
     ),
     Mutation(
         "tree-proposer-own-prefill",
-        "specsim/sim/costs.py",
+        "specsim/sim/costs/costs.py",
         "own = draft and self.proposer is not None",
         "own = False",
         "tree serving: a proposer's own KV prefill (PARD's draft, EAGLE's head) is priced",

@@ -10,8 +10,8 @@ from mutation_list import Mutation  # beside this script: on the path
 TERMS = "specsim/cost/stack_terms.py"
 ROOF = "specsim/cost/roofline.py"
 TESTS = ("tests/cost/test_stack_terms.py",)
-SERVING = ("tests/sim/test_stack_serving.py",)
-EDGES = ("tests/sim/test_stack_edges.py",)
+SERVING = ("tests/sim/serving/test_stack_serving.py",)
+EDGES = ("tests/sim/serving/test_stack_edges.py",)
 
 STACK: tuple[Mutation, ...] = (
     Mutation(
@@ -80,7 +80,7 @@ STACK: tuple[Mutation, ...] = (
     ),
     Mutation(
         "cardcost-chunk-verified",
-        "specsim/sim/costs.py",
+        "specsim/sim/costs/costs.py",
         "batch=n + nc, verify=ver, verified=T)",
         "batch=n + nc, verify=ver)",
         "simulator: chunks beside a verification (closed form) pay no rejection sampler",
@@ -88,7 +88,7 @@ STACK: tuple[Mutation, ...] = (
     ),
     Mutation(
         "chunks-thin-verified",
-        "specsim/sim/chunk_drain.py",
+        "specsim/sim/serving/chunk_drain.py",
         "verify=ver, verified=int(pos.sum()))",
         "verify=ver)",
         "simulator: chunks beside a verification (from passes) pay no rejection sampler",
@@ -128,7 +128,7 @@ STACK: tuple[Mutation, ...] = (
     ),
     Mutation(
         "cardcost-uniform-verify",
-        "specsim/sim/card_deployment.py",
+        "specsim/sim/costs/card_deployment.py",
         "time_energy(tl, T, S, R, batch=b, verify=gamma > 0)",
         "time_energy(tl, T, S, R, batch=b)",
         "simulator: a uniform iteration's pass is a verification (the stack's speculative terms)",
@@ -136,7 +136,7 @@ STACK: tuple[Mutation, ...] = (
     ),
     Mutation(
         "cardcost-mixed-verify",
-        "specsim/sim/costs.py",
+        "specsim/sim/costs/costs.py",
         "batch=float(b), verify=True",
         "batch=float(b)",
         "simulator: a mixed iteration's pass is a verification",
@@ -144,7 +144,7 @@ STACK: tuple[Mutation, ...] = (
     ),
     Mutation(
         "cardcost-block-verify",
-        "specsim/sim/card_deployment.py",
+        "specsim/sim/costs/card_deployment.py",
         "new_tokens=pos, context=context, verify=verify)",
         "new_tokens=pos, context=context)",
         "simulator: a stream's blocks with gamma > 0 are verifications",
@@ -152,7 +152,7 @@ STACK: tuple[Mutation, ...] = (
     ),
     Mutation(
         "cardcost-draft-profile",
-        "specsim/sim/costs.py",
+        "specsim/sim/costs/costs.py",
         "kernel(self.drafting().drafting())",
         "kernel(self.drafting())",
         "simulator: draft steps run under the stack's drafting profile",

@@ -20,7 +20,7 @@ and the time, and restores the file. The working tree is never edited. A run tha
 exceeds ``--timeout`` counts as caught (a hang fails the suite too) and is marked so; none
 of the list is expected to hang (the two KV-release mutations, which once did, now end in
 the serving engine's ValueError that nothing will ever be admitted:
-``specsim.sim.batch.Admission.check_progress``).
+``specsim.sim.serving.batch.Admission.check_progress``).
 The exit status is 1 when any mutation was missed, 2 when an entry is stale or the
 baseline fails.
 

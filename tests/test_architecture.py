@@ -9,6 +9,11 @@ reported with its file and line:
   or below. ``specsim.sampling`` and ``specsim.theory`` import nothing else from
   the package (they are the ground truth the rest is checked against); nothing
   but ``specsim.cli`` imports ``specsim.measure``.
+- **Folders of sim.** ``specsim.sim`` shows its layers as folders (the rows of that
+  table with a sim layer: costs and workload, results, stream, serving, config,
+  disagg); a module in one imports only from its own folder or one below it, never
+  from ``sim/``'s own modules, and at most :data:`MAX_FLAT_SIM_MODULES` modules sit in
+  ``sim/`` beside the folders.
 - **Optional extras and plotting.** torch, transformers, tokenizers,
   safetensors, dask, distributed, pyarrow and pynvml are never imported at
   module level outside ``specsim.measure`` (dask and pyarrow nowhere at module
@@ -68,6 +73,21 @@ def read_layers(path: Path = DESIGN) -> dict[str, int]:
 
 
 LAYERS: dict[str, int] = read_layers()
+
+
+def read_sim_layers(path: Path = DESIGN) -> dict[str, int]:
+    """The folders of ``specsim.sim`` and their order, lowest first: the rows of the Layers
+    section with a third column, ``| `specsim.sim.folder` | layer | sim layer | ... |``."""
+    body = path.read_text().split("\n## Layers\n", 1)[-1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(specsim\.sim\.\w+)` \| \d \| (\d) \|", body, flags=re.M)
+    if not rows:
+        raise ValueError(f"{path}: the Layers section has no | `specsim.sim.folder` | rows")
+    return {module: int(n) for module, n in rows}
+
+
+SIM = "specsim.sim"
+SIM_LAYERS: dict[str, int] = read_sim_layers()
+MAX_FLAT_SIM_MODULES = 8  # sim/ shows its layers as folders; only a few modules sit beside them
 # Ground truth: these import nothing from specsim outside themselves.
 SELF_CONTAINED = ("specsim.sampling", "specsim.theory")
 OPTIONAL = (
@@ -275,6 +295,56 @@ def upward_imports() -> list[str]:
 def test_no_upward_import() -> None:
     bad = upward_imports()
     assert not bad, "imports against the layers of ARCHITECTURE.md:\n" + "\n".join(bad)
+
+
+def sim_folder(module: str) -> str | None:
+    """The folder of ``specsim.sim`` that a module lies in (None: a module of ``sim/`` itself)."""
+    parts = module.split(".")
+    if module == SIM or not module.startswith(SIM + ".") or not _is_package(".".join(parts[:3])):
+        return None
+    return ".".join(parts[:3])
+
+
+def sim_layer(module: str) -> int:
+    """A sim module's place inside ``specsim.sim``: its folder's row, and a module of ``sim/``
+    itself (the package's face, :mod:`specsim.sim` loading every folder's names) above them all."""
+    folder = sim_folder(module)
+    return SIM_LAYERS[folder] if folder is not None else max(SIM_LAYERS.values()) + 1
+
+
+def sim_upward_imports(edges: list[Edge] | None = None) -> list[str]:
+    """Imports from one folder of ``specsim.sim`` into a folder above it (or into ``sim/``'s own
+    modules)."""
+    bad = []
+    for e in EDGES if edges is None else edges:
+        if sim_folder(e.source) is None:
+            continue
+        for target in _targets(e):
+            if target.startswith(SIM + ".") or target == SIM:
+                if sim_layer(target) > sim_layer(e.source):
+                    bad.append(
+                        f"{e.where}: {e.source} (sim layer {sim_layer(e.source)}) imports "
+                        f"{target} (sim layer {sim_layer(target)})"
+                    )
+    return bad
+
+
+def test_every_folder_of_sim_has_a_place_and_few_modules_sit_beside_them() -> None:
+    sim_dir = PACKAGE / "sim"
+    folders = {f"{SIM}.{p.parent.name}" for p in sim_dir.glob("*/__init__.py")}
+    assert folders == set(SIM_LAYERS), (
+        f"folders of sim/ {sorted(folders)} and the sim rows of docs/design.md's Layers table "
+        f"{sorted(SIM_LAYERS)} differ"
+    )
+    flat = sorted(p.name for p in sim_dir.glob("*.py"))
+    assert len(flat) <= MAX_FLAT_SIM_MODULES, (
+        f"{len(flat)} modules in sim/ beside its folders (at most {MAX_FLAT_SIM_MODULES}): {flat}"
+    )
+
+
+def test_no_upward_import_inside_sim() -> None:
+    bad = sim_upward_imports()
+    assert not bad, "imports against the folders of sim/ (docs/design.md):\n" + "\n".join(bad)
 
 
 def extras_at_top_level() -> list[str]:
@@ -516,3 +586,30 @@ def test_layers_cover_the_architecture_rows() -> None:
     assert _may_import_private_module("specsim.problems", "specsim.problems._core")
     assert not _may_import_private_module("specsim.cli.problems", "specsim.problems._core")
     assert not _may_import_private_module("specsim.cost", "specsim._roofline")
+
+
+def test_sim_layers_order_the_folders() -> None:
+    assert sim_layer("specsim.sim.costs.source") < sim_layer("specsim.sim.results.records")
+    assert sim_layer("specsim.sim.results.records") < sim_layer("specsim.sim.stream.stream")
+    assert sim_layer("specsim.sim.stream.stream") < sim_layer("specsim.sim.serving.loop")
+    assert sim_layer("specsim.sim.serving") < sim_layer("specsim.sim.disagg.simulate")
+    assert sim_folder("specsim.sim") is None and sim_folder("specsim.cost.model") is None
+    up = Edge(
+        "specsim.sim.stream.stream",
+        "specsim.sim.serving.batch",
+        ("Requests",),
+        1,
+        nested=False,
+        type_only=True,
+        where="s:1",
+    )
+    down = Edge(
+        "specsim.sim.serving.batch",
+        "specsim.sim.stream.stream",
+        ("run_lengths",),
+        1,
+        nested=False,
+        type_only=False,
+        where="b:1",
+    )
+    assert sim_upward_imports([up]) and sim_upward_imports([down]) == []

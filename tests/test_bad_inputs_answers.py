@@ -103,7 +103,7 @@ def test_the_serving_simulator_prices_expert_parallelism() -> None:
     """docs/moe.md no longer says the simulator serves MoE targets at expert_parallel = 1:
     its CardCost prices the deployment's EP (the all-to-all moves the pass time)."""
     from specsim.cost.deployment import Deployment
-    from specsim.sim.costs import CardCost
+    from specsim.sim.costs.costs import CardCost
 
     times = []
     for ep in (1, 8):

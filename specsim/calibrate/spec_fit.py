@@ -10,7 +10,7 @@ synthetic_acceptance_length=L`` (saved in its result JSON); its step time is
 ``median_tpot_ms * L``.
 
 The model prices a speculative iteration (``k`` draft steps and one verification pass of
-``b (k + 1)`` new tokens, :meth:`specsim.sim.costs.CardCost.uniform_iteration`) on the
+``b (k + 1)`` new tokens, :meth:`specsim.sim.costs.costs.CardCost.uniform_iteration`) on the
 stack with the plain fit's pass and sequence terms; each of ``speculation_overhead_s``,
 ``rejection_s_per_token`` and ``draft_step_overhead_s`` adds to it linearly, its
 coefficient in a run read off the model itself (the change of the iteration time for a
@@ -32,7 +32,7 @@ from specsim.cards import HardwareCard, ModelCard
 from specsim.cards.stack import StackProfile
 from specsim.cards.stack_files import compose
 from specsim.cost import Deployment
-from specsim.sim.costs import CardCost
+from specsim.sim.costs.costs import CardCost
 
 __all__ = ["ForcedRun", "SPEC_TERMS", "fit_speculative", "iteration_s"]
 

@@ -19,7 +19,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from specsim.sim.arrivals import TraceWorkload
+from specsim.sim.workload.arrivals import TraceWorkload
 
 __all__ = ["Crossing", "closed_batch", "crossing", "replicate", "summarize"]
 

@@ -35,9 +35,9 @@ from specsim.acceptance.processes import IIDAcceptance
 from specsim.capacity.judge import SLO, SUSPECT, judge
 from specsim.capacity.statistics import FAILS, HOLDS, UNDECIDED, Outcome, combine
 from specsim.policies.lookahead import FixedGamma
+from specsim.sim.costs.source import check_whole
 from specsim.sim.disagg import DisaggConfig, DisaggResult, simulate_disaggregated
-from specsim.sim.source import check_whole
-from specsim.sim.stability import stability
+from specsim.sim.results.stability import stability
 
 __all__ = [
     "DISAGG_MODES",

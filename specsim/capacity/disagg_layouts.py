@@ -11,7 +11,7 @@ common random numbers, so that every layout and mode serves the same requests.
 
 What is compared is what the engines report: TTFT (arrival to first token; for the
 split, arrival at the prefill pool to the decode pool's first step) and TPOT p50 and p99,
-output throughput and the run's stability (:func:`specsim.sim.stability.stability`; for
+output throughput and the run's stability (:func:`specsim.sim.results.stability.stability`; for
 the split, both pools' too). The split frees the decode replicas of prefills (so TPOT
 falls: no prompt stalls a decode batch) and gives the prompts fewer replicas (so TTFT
 rises once the prefill pool queues), which is vLLM's "Disaggregated prefill DOES NOT
@@ -32,8 +32,8 @@ from specsim.capacity.disagg import plain_pools
 from specsim.checks import check_int
 from specsim.sim.disagg import DisaggConfig, simulate_disaggregated
 from specsim.sim.serving import ServingConfig, simulate_serving
-from specsim.sim.tree_serving import TreeServingConfig, simulate_tree_serving
-from specsim.sim.tree_serving_dynamic import (
+from specsim.sim.serving.tree_serving import TreeServingConfig, simulate_tree_serving
+from specsim.sim.serving.tree_serving_dynamic import (
     DynamicTreeServingConfig,
     simulate_dynamic_tree_serving,
 )

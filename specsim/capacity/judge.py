@@ -3,7 +3,7 @@
 A capacity search (:mod:`specsim.capacity.planner`) probes rates and asks of each run
 :func:`judge`: the p99s of TPOT and TTFT against their targets, from the
 intervals of :mod:`specsim.capacity.statistics`, and the run's stability
-(:func:`specsim.sim.stability.stability`): a run whose queue grows without bound
+(:func:`specsim.sim.results.stability.stability`): a run whose queue grows without bound
 fails whatever its p99s, which then measure the run's length, not the system.
 """
 
@@ -26,12 +26,12 @@ from specsim.capacity.statistics import (
     quantile_interval,
     verdict,
 )
-from specsim.sim.stability import stability
+from specsim.sim.results.stability import stability
 
 __all__ = ["SLO", "SUSPECT", "judge"]
 
 SUSPECT = 0.01
-"""A run not shown unstable (:data:`specsim.sim.stability.ALPHA`) but whose smaller
+"""A run not shown unstable (:data:`specsim.sim.results.stability.ALPHA`) but whose smaller
 stability p-value is below this is ``undecided``: served again with more requests, and
 never counted as holding on that evidence. The tests' power grows as the square root of
 the requests (an overload by a fraction ``d`` moves the backlog by about ``d * sqrt(n / 2)``
@@ -80,7 +80,7 @@ def judge(
     below two requests a batch),
     the fraction of requests meeting both targets and its interval, goodput
     (those requests per second of the run), ``stable`` and ``stability_reason``
-    (:func:`specsim.sim.stability.stability`, on all the requests) and ``outcome``:
+    (:func:`specsim.sim.results.stability.stability`, on all the requests) and ``outcome``:
     ``fails`` when the run is shown unstable or one interval misses entirely,
     ``holds`` when every interval meets its target and neither stability test comes
     near rejecting (p-value at least :data:`SUSPECT`), else ``undecided`` (also when

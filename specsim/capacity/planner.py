@@ -3,7 +3,7 @@
 1. :func:`specsim.capacity.judge.judge`: whether one serving run meets an
    :class:`SLO` (p99 TPOT and TTFT, optionally a goodput fraction), from
    confidence intervals, and whether it is stable (an overloaded run fails
-   whatever its p99s: :mod:`specsim.sim.stability`): ``holds``, ``fails`` or
+   whatever its p99s: :mod:`specsim.sim.results.stability`): ``holds``, ``fails`` or
    ``undecided``; an undecided run
    is served again with twice the requests, up to ``Search.max_requests``, and
    if still undecided reported as such, never silently a pass or a fail;
@@ -40,7 +40,7 @@ from specsim.capacity.pool import check_workers, default_workers, run_searches
 from specsim.capacity.precision import Search
 from specsim.capacity.walk import MODES, Progress, serve_replicas
 from specsim.sim import ServingConfig
-from specsim.sim.config_compose import Served, speculates
+from specsim.sim.config.config_compose import Served, speculates
 
 __all__ = [
     "TP_SIZES",

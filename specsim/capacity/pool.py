@@ -34,7 +34,7 @@ from specsim.capacity.walk import (
     serve_judged,
 )
 from specsim.checks import check_int
-from specsim.sim.config_compose import Served
+from specsim.sim.config.config_compose import Served
 from specsim.sweep.executors import end_with_parent
 
 __all__ = [

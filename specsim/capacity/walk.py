@@ -36,7 +36,7 @@ from specsim.capacity.statistics import (
 )
 from specsim.checks import check_int
 from specsim.sim import ServingResult
-from specsim.sim.config_compose import Served, simulate_run
+from specsim.sim.config.config_compose import Served, simulate_run
 
 __all__ = [
     "MODES",
@@ -90,7 +90,7 @@ def serve_replicas(
     share one replica is shown to sustain is not served again.
 
     ``plain``: the same requests without speculation (a chain config at gamma 0, a tree
-    config's plain twin alone: :func:`specsim.sim.config_compose.simulate_run`).
+    config's plain twin alone: :func:`specsim.sim.config.config_compose.simulate_run`).
     """
     check_int(replicas, name="replicas", minimum=1)
     workload = config.workload
@@ -101,7 +101,7 @@ def serve_replicas(
             f"{type(workload).__name__} has no with_rate or requests"
         )
     stream = dataclasses.replace(with_rate(rate_per_s), requests=requests)
-    return simulate_run(  # chains or token trees (specsim.sim.config_compose)
+    return simulate_run(  # chains or token trees (specsim.sim.config.config_compose)
         dataclasses.replace(config, workload=stream, replicas=replicas),
         np.random.default_rng(seed),
         plain=plain,

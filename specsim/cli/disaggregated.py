@@ -30,7 +30,7 @@ def is_disaggregated(path: str) -> bool:
 def _with_sets(path: str, sets: list[str]) -> DisaggSpec:
     """The config at ``path`` with each ``--set PATH=VALUE`` applied to its tables (a TOML
     value, or a bare word as a string), then built; errors name the flag and the file."""
-    from specsim.sim.config_compose import set_path  # start-up: only for this config
+    from specsim.sim.config.config_compose import set_path  # start-up: only for this config
     from specsim.sim.disagg.from_toml import disagg_from_dict  # start-up: as above
 
     data: dict[str, Any] = dict(read_toml(path))

@@ -23,7 +23,7 @@ from typing import Any
 
 from specsim.cli import deployment, jsonout
 from specsim.cli.output import check_file, writable
-from specsim.sim.workload import PRESETS
+from specsim.sim.workload.workload import PRESETS
 
 _LOAD = {"batch": "--batch", "rate_per_s": "--rate", "workload": "--workload"}
 _LOAD |= {"prompt_tokens": "--prompt", "output_tokens": "--output", "requests": "--requests"}

@@ -20,8 +20,8 @@ from specsim.cli.disaggregated import run as run_pools
 from specsim.cli.output import check_file, writable
 from specsim.config import parse_text, path_hint
 from specsim.policies.lookahead import FixedGamma
-from specsim.sim.plain import PlainCost
-from specsim.sim.stream import (
+from specsim.sim.costs.plain import PlainCost
+from specsim.sim.stream.stream import (
     CHUNK_TOKENS,
     Method,
     StreamConfig,
@@ -30,7 +30,7 @@ from specsim.sim.stream import (
 )
 
 if TYPE_CHECKING:
-    from specsim.sim.config import RunSpec
+    from specsim.sim.config.config import RunSpec
 
 HELP = (
     "Simulate speculative decoding: a single stream from flags, or any scenario from a TOML config."
@@ -132,7 +132,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _value(spec: RunSpec, path: str, text: str) -> Any:
     """``--set`` text read by the type of the field at ``path`` (tables as TOML inline tables)."""
-    from specsim.sim.config import KINDS  # start-up: configs load serving, pandas and traces
+    from specsim.sim.config.config import KINDS  # start-up: configs load serving, pandas and traces
 
     if path == "seed":
         return parse_text(text, int, path)
@@ -160,7 +160,7 @@ def _spec(args: argparse.Namespace) -> RunSpec | StreamConfig:
     """A CONFIG's run spec, or the plain-parameter stream (its seed is ``--seed``)."""
     given = [f"--{k.replace('_', '-')}" for k in PLAIN if getattr(args, k) is not None]
     if args.config:
-        from specsim.sim.config import load_config, with_value  # start-up: as in _value
+        from specsim.sim.config.config import load_config, with_value  # start-up: as in _value
 
         if given:
             raise ValueError(
@@ -266,8 +266,11 @@ def run(args: argparse.Namespace) -> int:
 def _serve(spec: RunSpec) -> tuple[Any, dict[str, Any]]:
     """A serving run (chains, or token trees for a ``[proposer]`` config) and its metrics,
     with goodput when the config has an ``[slo]``; the result as a
-    :class:`~specsim.sim.records.ServingResult` (its trace and event table)."""
-    from specsim.sim.config_compose import simulate_run, slo_metrics  # start-up: as in _value
+    :class:`~specsim.sim.results.records.ServingResult` (its trace and event table)."""
+    from specsim.sim.config.config_compose import (  # start-up: as in _value
+        simulate_run,
+        slo_metrics,
+    )
 
     result = simulate_run(spec.config, np.random.default_rng(spec.seed))
     metrics = result.metrics()

@@ -21,7 +21,7 @@ from specsim.plan.limits import Limit, serveable_rate, speedup_at, stops_paying,
 from specsim.plan.options import Option, PlanRequest, build_option
 from specsim.plan.served_limit import served_stop
 from specsim.plan.verdict import Verdict, choose, row_card, sentence, weak_assumptions
-from specsim.sim.workload import preset_workload
+from specsim.sim.workload.workload import preset_workload
 
 __all__ = ["PlanAnswer", "plan"]
 

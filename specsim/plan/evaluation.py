@@ -7,7 +7,7 @@ most tokens per second at the load's batch on the deployment. Then:
 - a closed batch (``--batch N``): the row is that plan's closed form (its expected tokens
   per pass, the pass and drafting times and energies on the cards); no queue, no TTFT;
 - a request rate (``--rate R``): the same requests are served on the one serving engine
-  (:func:`specsim.sim.config_compose.simulate_run`, what ``specsim simulate`` runs for a
+  (:func:`specsim.sim.config.config_compose.simulate_run`, what ``specsim simulate`` runs for a
   composed config), first without speculation (whose mean running batch is the batch the
   trees are chosen for), then with each option's tree, with common random numbers (the same
   seed, so the same arrivals and lengths). Percentiles carry the order-statistic interval of
@@ -34,9 +34,9 @@ from specsim.capacity.statistics import quantile_interval
 from specsim.plan.options import Option, PlanRequest
 from specsim.policies.tree_optimizer import TreeOptimum, TreePlan, optimize_tree
 from specsim.proposers import Proposer
-from specsim.sim.config_compose import simulate_run
-from specsim.sim.records import ServingResult, goodput
-from specsim.sim.tree_serving import TreeServingConfig
+from specsim.sim.config.config_compose import simulate_run
+from specsim.sim.results.records import ServingResult, goodput
+from specsim.sim.serving.tree_serving import TreeServingConfig
 from specsim.stats import ratio_interval
 
 __all__ = ["BLOCKS", "Estimate", "Row", "closed_row", "plan_name", "serve", "served_row"]
@@ -232,7 +232,7 @@ def _quantile(x: np.ndarray, q: float) -> Estimate:
 
 def latencies(req: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Per-request TTFT and TPOT (multi-token requests), in arrival order, as the serving
-    record defines them (:meth:`specsim.sim.records.ServingResult.metrics`)."""
+    record defines them (:meth:`specsim.sim.results.records.ServingResult.metrics`)."""
     req = req.sort_values("arrival_s")
     done = np.isfinite(req["finish_s"].to_numpy())
     req = req[done]

@@ -14,7 +14,7 @@ tree at one batch), so they cost milliseconds:
   step at batch ``B`` and ``L_out`` the mean output length (prefill ignored, so an upper
   estimate; said so where it is printed);
 - **serveable rate**: the rate at which a request's plain work at full batch
-  (:func:`specsim.sim.stability.plain_work_s`, the engine's own ``offered_load``
+  (:func:`specsim.sim.results.stability.plain_work_s`, the engine's own ``offered_load``
   denominator) fills the accelerator: ``1 / work``;
 - **what would change the answer**: the best option's speedup (tokens per second over no
   speculation, at the load's batch) with every acceptance shifted by +-0.1, under each other
@@ -45,7 +45,7 @@ from specsim.policies.tree_optimizer import (
     tree_tokens,
 )
 from specsim.proposers import DraftCost, Proposer, RankAcceptance
-from specsim.sim.stability import plain_work_s
+from specsim.sim.results.stability import plain_work_s
 
 __all__ = [
     "BATCHES",

@@ -6,7 +6,7 @@ its card, and where its acceptance comes from), the :class:`Load` (a closed batc
 request rate with a workload preset or prompt and output lengths), the latency targets and
 a price per GPU-hour. :func:`build_option` turns an :class:`OptionSpec` into a proposer
 through the same function a composed simulate config uses
-(:func:`specsim.sim.config_compose.proposer_from_table`) and says where its acceptance came
+(:func:`specsim.sim.config.config_compose.proposer_from_table`) and says where its acceptance came
 from and whether it was measured or assumed. :func:`request_from_toml` reads the same
 request from a TOML file (``[deployment]``, ``[[options]]`` or ``[proposer]``, ``[load]``,
 ``[slo]``). Every bad value is a ValueError naming the key or flag it came from.
@@ -26,9 +26,9 @@ from specsim.cards.files import packaged_root
 from specsim.config import build
 from specsim.cost.deployment import Deployment, deployment_from_table
 from specsim.proposers import Proposer
-from specsim.sim.arrivals import PoissonWorkload
-from specsim.sim.config_compose import proposer_from_table
-from specsim.sim.workload import PRESETS, PresetWorkload, preset_workload
+from specsim.sim.config.config_compose import proposer_from_table
+from specsim.sim.workload.arrivals import PoissonWorkload
+from specsim.sim.workload.workload import PRESETS, PresetWorkload, preset_workload
 
 __all__ = [
     "KINDS",
@@ -106,7 +106,7 @@ class Option:
 @dataclass(frozen=True, kw_only=True)
 class Load:
     """The load: a closed ``batch`` of sequences, or requests arriving at ``rate_per_s``
-    with the lengths of a workload ``preset`` (:data:`specsim.sim.workload.PRESETS`) or
+    with the lengths of a workload ``preset`` (:data:`specsim.sim.workload.workload.PRESETS`) or
     ``prompt_tokens`` and ``output_tokens`` (uniform over +-50% of each); ``requests`` served
     per run."""
 

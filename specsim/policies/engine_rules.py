@@ -40,7 +40,8 @@ code it follows; what the engine does that the rule leaves out is said where it 
   lookahead's predicted tokens per second beat plain decoding's by ``min_gain`` (a dead band
   against switching on for a predicted gain smaller than the model's error). A hysteresis
   with memory across iterations is not offered: a batch-wide choice is remembered by batch and
-  context sum (:class:`specsim.sim.source.BatchWide`), so it cannot depend on the previous one.
+  context sum (:class:`specsim.sim.costs.source.BatchWide`), so it cannot depend on the previous
+  one.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ user's own policy gets them too):
   every context sum between ``low`` and ``high`` at the current batch (pass times never
   fall as contexts grow, on sources that declare ``monotone_times``), or None when no
   one lookahead is proven; serving then skips asking in that range
-  (:class:`specsim.sim.source.BatchWide`). Only a method of that meaning may carry the name.
+  (:class:`specsim.sim.costs.source.BatchWide`). Only a method of that meaning may carry the name.
 
 Read them through :func:`fixed_gamma` and :func:`batch_wide`, which check them.
 """
@@ -58,7 +58,7 @@ MAX_GAMMA = 64
 """The default longest block (``max_gamma``) of every policy, of a single stream
 (:class:`specsim.sim.StreamConfig`) and of a serving run (:class:`specsim.sim.ServingConfig`),
 which reserves KV cache for it; a run passes its own to the policies it builds
-(:mod:`specsim.sim.config`)."""
+(:mod:`specsim.sim.config.config`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

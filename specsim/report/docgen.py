@@ -49,11 +49,12 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 def public_modules() -> list[str]:
     """Names of the documented modules: every public module with an ``__all__``, at any
-    depth, once: a submodule whose names its package's ``__init__`` re-exports in full is
-    documented there, not again on its own."""
+    depth, once: a submodule whose names a package above it (below ``specsim``) re-exports
+    in full is documented there, not again on its own."""
     names: list[str] = []
 
-    def walk(package: ModuleType) -> None:
+    def walk(package: ModuleType, above: frozenset[str]) -> None:
+        shown = above | set(getattr(package, "__all__", ())) if package is not specsim else above
         for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
             short = info.name.rsplit(".", 1)[1]
             if short.startswith("_") or any(
@@ -62,13 +63,12 @@ def public_modules() -> list[str]:
                 continue
             module = importlib.import_module(info.name)
             public = getattr(module, "__all__", None)
-            shown = set(getattr(package, "__all__", ())) if package is not specsim else set()
             if public is not None and not set(public) <= shown:
                 names.append(info.name)
             if info.ispkg:
-                walk(module)
+                walk(module, shown)
 
-    walk(specsim)
+    walk(specsim, frozenset())
     return sorted(names)
 
 

@@ -17,12 +17,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from specsim.sim.chrome import chrome_trace
-    from specsim.sim.costs import CardCost, PlainCost
-    from specsim.sim.records import Blocks, ServingResult, StreamResult, goodput
-    from specsim.sim.router import replica_metrics
-    from specsim.sim.serving import ServingConfig, simulate_serving
-    from specsim.sim.source import (
+    from specsim.sim.costs.costs import CardCost, PlainCost
+    from specsim.sim.costs.source import (
         BatchedCostSource,
         BlockCosts,
         CostSource,
@@ -31,13 +27,17 @@ if TYPE_CHECKING:
         block_costs,
         iteration_cost,
     )
-    from specsim.sim.stream import (
+    from specsim.sim.results.chrome import chrome_trace
+    from specsim.sim.results.records import Blocks, ServingResult, StreamResult, goodput
+    from specsim.sim.serving import ServingConfig, simulate_serving
+    from specsim.sim.serving.router import replica_metrics
+    from specsim.sim.stream.stream import (
         StreamConfig,
         plan_blocks,
         simulate_stream,
         simulate_stream_metrics,
     )
-    from specsim.sim.workload import (
+    from specsim.sim.workload.workload import (
         PoissonWorkload,
         PresetWorkload,
         SyntheticWorkload,
@@ -47,32 +47,32 @@ if TYPE_CHECKING:
 
 # Where each public name is defined.
 _HOME: dict[str, str] = {
-    "chrome_trace": "chrome",
-    "CardCost": "costs",
-    "PlainCost": "costs",
-    "Blocks": "records",
-    "ServingResult": "records",
-    "StreamResult": "records",
-    "goodput": "records",
-    "replica_metrics": "router",
+    "chrome_trace": "results.chrome",
+    "CardCost": "costs.costs",
+    "PlainCost": "costs.costs",
+    "Blocks": "results.records",
+    "ServingResult": "results.records",
+    "StreamResult": "results.records",
+    "goodput": "results.records",
+    "replica_metrics": "serving.router",
     "ServingConfig": "serving",
     "simulate_serving": "serving",
-    "BatchedCostSource": "source",
-    "BlockCosts": "source",
-    "CostSource": "source",
-    "IterationCost": "source",
-    "PassCost": "source",
-    "block_costs": "source",
-    "iteration_cost": "source",
-    "StreamConfig": "stream",
-    "plan_blocks": "stream",
-    "simulate_stream": "stream",
-    "simulate_stream_metrics": "stream",
-    "PoissonWorkload": "workload",
-    "PresetWorkload": "workload",
-    "SyntheticWorkload": "workload",
-    "TraceWorkload": "workload",
-    "preset_workload": "workload",
+    "BatchedCostSource": "costs.source",
+    "BlockCosts": "costs.source",
+    "CostSource": "costs.source",
+    "IterationCost": "costs.source",
+    "PassCost": "costs.source",
+    "block_costs": "costs.source",
+    "iteration_cost": "costs.source",
+    "StreamConfig": "stream.stream",
+    "plan_blocks": "stream.stream",
+    "simulate_stream": "stream.stream",
+    "simulate_stream_metrics": "stream.stream",
+    "PoissonWorkload": "workload.workload",
+    "PresetWorkload": "workload.workload",
+    "SyntheticWorkload": "workload.workload",
+    "TraceWorkload": "workload.workload",
+    "preset_workload": "workload.workload",
 }
 
 __all__ = [

@@ -33,9 +33,9 @@ are dotted paths into it::
     # "cost.c" = {loguniform = [0.01, 0.2]}
     # "cost.target" = {choice = ["llama-2-7b", "llama-2-13b"]}
 
-The base config is built by :func:`specsim.sim.config.config_from_dict` (the
+The base config is built by :func:`specsim.sim.config.config.config_from_dict` (the
 configuration boundary); each axis is a dotted path into it, set on the frozen
-dataclasses with :func:`specsim.sim.config.with_value` (``dataclasses.replace``
+dataclasses with :func:`specsim.sim.config.config.with_value` (``dataclasses.replace``
 at every level; a policy's run-derived ``alpha``, ``c`` and ``max_gamma`` follow),
 and every point's config is built, and so checked, before anything runs.
 Reproducibility: replicate ``r`` of the point whose values serialize to
@@ -62,9 +62,14 @@ import numpy as np
 
 from specsim.checks import check_int
 from specsim.sim import StreamConfig, simulate_stream
-from specsim.sim.config import RunSpec, with_value
-from specsim.sim.config_compose import simulate_run, slo_metrics
-from specsim.sim.workload import PoissonWorkload, PresetWorkload, SyntheticWorkload, TraceWorkload
+from specsim.sim.config.config import RunSpec, with_value
+from specsim.sim.config.config_compose import simulate_run, slo_metrics
+from specsim.sim.workload.workload import (
+    PoissonWorkload,
+    PresetWorkload,
+    SyntheticWorkload,
+    TraceWorkload,
+)
 from specsim.sweep.executors import (
     DEFAULT_CONNECT_TIMEOUT_S,
     check_connect_timeout,

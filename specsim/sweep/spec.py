@@ -23,8 +23,8 @@ import numpy as np
 from specsim.cards import read_toml
 from specsim.checks import check_int, check_size
 from specsim.config import has_path
-from specsim.sim.config import RunSpec, config_from_dict
-from specsim.sim.config_compose import get_path
+from specsim.sim.config.config import RunSpec, config_from_dict
+from specsim.sim.config.config_compose import get_path
 
 __all__ = [
     "MODES",

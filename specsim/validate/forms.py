@@ -41,8 +41,8 @@ from specsim.cost import Deployment, cost_coefficient
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost, CostSource, PlainCost
 from specsim.sim.serving import ServingConfig, simulate_serving
-from specsim.sim.stream import StreamConfig, simulate_stream
-from specsim.sim.workload import TraceWorkload
+from specsim.sim.stream.stream import StreamConfig, simulate_stream
+from specsim.sim.workload.workload import TraceWorkload
 from specsim.theory import expected_tokens, ops_factor, tokens_variance, walltime_speedup
 from specsim.validate.runs import predict_runs  # its own module; importable here too
 

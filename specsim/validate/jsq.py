@@ -17,10 +17,10 @@ from numpy.typing import NDArray
 
 from specsim.acceptance.processes import IIDAcceptance
 from specsim.policies.lookahead import FixedGamma
-from specsim.sim.arrivals import TraceWorkload
-from specsim.sim.router import Router
+from specsim.sim.costs.source import BlockCosts, IterationCost, PassCost
 from specsim.sim.serving import ServingConfig, simulate_serving
-from specsim.sim.source import BlockCosts, IterationCost, PassCost
+from specsim.sim.serving.router import Router
+from specsim.sim.workload.arrivals import TraceWorkload
 
 __all__ = ["ExponentialService", "jsq_waits", "serve_exponential"]
 

@@ -19,7 +19,7 @@ from specsim.checks import check_int
 from specsim.cost import Deployment, draft_on, step_cost_grid
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost
-from specsim.sim.stream import StreamConfig, simulate_stream
+from specsim.sim.stream.stream import StreamConfig, simulate_stream
 
 __all__ = ["predict_runs"]
 

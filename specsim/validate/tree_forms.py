@@ -1,6 +1,6 @@
 """The single-stream tree simulator against the tree closed forms (``specsim validate``).
 
-For a handful of token trees, :func:`specsim.sim.tree_stream.simulate_tree_stream` decodes
+For a handful of token trees, :func:`specsim.sim.stream.tree_stream.simulate_tree_stream` decodes
 requests pass by pass (sampling the acceptance walk: children tried in rank order,
 SpecInfer's multi-step verification, Miao et al., ASPLOS 2024) and two of its
 measured quantities are compared with :mod:`specsim.theory.token_trees`:
@@ -22,7 +22,7 @@ positional model). A check passes when the closed form lies within ``Z_CHECK``
 
 The trees (:func:`tree_cases`): a chain, a star, a binary tree and Sequoia's optimal
 tree (:func:`specsim.policies.tree_optimizer.best_trees`) for a stated acceptance table (the one
-``tests/sim/test_sim_trees.py`` uses), and Sequoia's optimal tree for two measured
+``tests/sim/stream/test_sim_trees.py`` uses), and Sequoia's optimal tree for two measured
 tables: the Medusa-1 heads' (``models/heads/medusa-vicuna-7b-v1.3.toml``, from the
 Medusa repository's logged top-k accuracies) and the 2-gram prompt lookup's
 (``models/measured/ngram/accept-sample.toml``, measured on the committed corpus
@@ -43,7 +43,7 @@ from specsim.cards.files import packaged_root
 from specsim.cost.deployment import Deployment
 from specsim.policies.tree_optimizer import best_trees, chain_tree, kary_tree, tree_tokens
 from specsim.proposers import NGram, RankAcceptance, load_acceptance
-from specsim.sim.tree_stream import TreeStreamConfig, simulate_tree_stream
+from specsim.sim.stream.tree_stream import TreeStreamConfig, simulate_tree_stream
 from specsim.theory.token_trees import expected_tokens_tree, tree_positions_per_token
 
 __all__ = [
@@ -79,7 +79,7 @@ value +- ``Z_CHECK`` standard errors), ``z = (simulated - expected) / se`` and `
 
 STATED_ACCEPTANCE = RankAcceptance(
     accept=((0.75, 0.35, 0.2), (0.7, 0.3, 0.15), (0.65, 0.3)),
-    source="stated for the check (not measured): the table of tests/sim/test_sim_trees.py",
+    source="stated for the check (not measured): the table of tests/sim/stream/test_sim_trees.py",
 )
 """A stated (not measured) table, high enough that deep paths and later ranks are reached."""
 

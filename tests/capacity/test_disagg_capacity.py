@@ -14,8 +14,8 @@ from specsim.cards import load_hardware, load_model
 from specsim.cost import Deployment
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost
-from specsim.sim.arrivals import PoissonWorkload, TraceWorkload
 from specsim.sim.disagg import DisaggConfig, card_link
+from specsim.sim.workload.arrivals import PoissonWorkload, TraceWorkload
 
 TARGET, SMALL, HW = load_model("llama-2-7b"), load_model("llama-68m"), load_hardware("h100-sxm")
 CONFIG = DisaggConfig(

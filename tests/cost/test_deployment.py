@@ -185,7 +185,7 @@ def test_specsim_tree_under_an_eager_int4_fp8_stack(
 
 def test_an_overlapped_placement_is_refused_where_drafting_is_priced_serialized() -> None:
     from specsim.policies.tree_optimizer import evaluate_tree
-    from specsim.sim.tree_stream import TreeStreamConfig
+    from specsim.sim.stream.tree_stream import TreeStreamConfig
 
     over = Deployment(target=TARGET, hardware=HW, draft_placement="overlapped")
     draft = DraftModel(card=load_model("llama-68m"), acceptance=ACC)

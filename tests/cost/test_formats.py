@@ -19,7 +19,7 @@ from specsim.cost import (
     step_cost_grid,
     verification_factor,
 )
-from specsim.sim.costs import CardCost
+from specsim.sim.costs.costs import CardCost
 
 M7 = load_model("llama-2-7b")
 A100 = load_hardware("a100-80gb")

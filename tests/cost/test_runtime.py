@@ -24,7 +24,7 @@ from specsim.cards import (
 )
 from specsim.cli import main
 from specsim.cost import Deployment, step_cost, verification_factor
-from specsim.sim.costs import CardCost
+from specsim.sim.costs.costs import CardCost
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK = ("compute_efficiency", "memory_efficiency", "layer_overhead_s", "pass_overhead_s")

@@ -23,9 +23,9 @@ from specsim.policies.engine_rules import (
 )
 from specsim.policies.lookahead import LoadAdaptive, PolicyContext
 from specsim.sim import ServingConfig, simulate_serving
-from specsim.sim.arrivals import PoissonWorkload
-from specsim.sim.config import config_from_dict
-from specsim.sim.plain import PlainCost
+from specsim.sim.config.config import config_from_dict
+from specsim.sim.costs.plain import PlainCost
+from specsim.sim.workload.arrivals import PoissonWorkload
 
 
 def ctx(batch: int, times: list[float] | None = None) -> PolicyContext:

@@ -1,10 +1,10 @@
 """The load-adaptive policy's speed paths give the tables of the path without them, bit for bit.
 
 The fast path: :class:`specsim.policies.lookahead.LoadAdaptive` forms ``E`` once and reads the
-pass-time table whole; :class:`specsim.sim.source.BatchWide` remembers a batch-wide choice
+pass-time table whole; :class:`specsim.sim.costs.source.BatchWide` remembers a batch-wide choice
 by the batch and its context sum where the source's ``uniform_times`` depends on those
 alone; :class:`specsim.sim.CardCost` remembers uniform iterations and time tables
-(:class:`specsim.sim.source.Remembers`). The slow path, by construction: the policy as it
+(:class:`specsim.sim.costs.source.Remembers`). The slow path, by construction: the policy as it
 was (``E`` every call, ``pass_time`` gamma by gamma) on a card without ``uniform_times``
 and without the memo, so that every iteration asks the policy with the contexts' own table.
 """
@@ -15,14 +15,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import specsim.sim.source as source
+import specsim.sim.costs.source as source
 from specsim.acceptance.processes import IIDAcceptance
 from specsim.capacity.planner import SLO, Search, search_capacity
 from specsim.cards import load_hardware, load_model
 from specsim.cost import Deployment, chain_sums, time_energy, verification_positions
 from specsim.policies.lookahead import LoadAdaptive, PolicyContext
 from specsim.sim import CardCost, PlainCost, PoissonWorkload, ServingConfig, simulate_serving
-from specsim.sim.source import IterationCost, TableTimes
+from specsim.sim.costs.source import IterationCost, TableTimes
 from specsim.theory import expected_tokens
 
 

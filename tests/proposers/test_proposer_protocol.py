@@ -26,7 +26,7 @@ from specsim.proposers import (
     check_proposer,
     fit_lookup_cost,
 )
-from specsim.sim.tree_stream import TreeStreamConfig, simulate_tree_stream
+from specsim.sim.stream.tree_stream import TreeStreamConfig, simulate_tree_stream
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET, HW = load_model("llama-2-7b"), load_hardware("a100-80gb")

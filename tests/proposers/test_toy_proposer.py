@@ -21,7 +21,7 @@ from specsim.cost import Deployment
 from specsim.cost.shape import check_tree
 from specsim.policies.tree_optimizer import evaluate_tree, optimize_tree
 from specsim.proposers import DraftCost, ProposerProtocol, RankAcceptance, check_proposer
-from specsim.sim.tree_stream import TreeStreamConfig, simulate_tree_stream
+from specsim.sim.stream.tree_stream import TreeStreamConfig, simulate_tree_stream
 
 NODE_S = 2.5e-4  # the toy's host time per drafted node (seconds)
 ACCEPT = (0.8, 0.6, 0.4)  # rank-0 acceptance at depths 1..3; rank 1 at half
@@ -100,8 +100,8 @@ def test_the_single_stream_tree_simulator_prices_the_toy(deployment: Deployment)
 def test_the_serving_engine_prices_and_accepts_with_the_toy() -> None:
     """Serving prices the toy's drafts and accepts by its table. Long outputs, so the few
     passes cut at a request's end (a bias below 0.01 tokens here) hide in the noise."""
-    from specsim.sim.arrivals import PoissonWorkload
-    from specsim.sim.tree_serving import TreeServingConfig, simulate_tree_serving
+    from specsim.sim.serving.tree_serving import TreeServingConfig, simulate_tree_serving
+    from specsim.sim.workload.arrivals import PoissonWorkload
     from specsim.stats import ratio_interval
 
     tree = (-1, 0, 1)

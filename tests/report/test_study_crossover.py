@@ -1,7 +1,7 @@
 """The crossover search and study: a crossing found where the closed form puts it, the study's
 tables consistent with its rows, and bad settings refused.
 
-The known answer: chain serving on :class:`specsim.sim.plain.PlainCost` with a verification
+The known answer: chain serving on :class:`specsim.sim.costs.plain.PlainCost` with a verification
 factor that grows with the batch, ``v(gamma) = 1 + beta B gamma`` (a pass of ``B`` sequences and
 ``gamma + 1`` positions each turning compute-bound), has the throughput speedup of Theorem 3.8,
 ``E(alpha, gamma) / (gamma c + v)``, which is 1 at ``B* = (E - 1 - gamma c) / (beta gamma)``.
@@ -21,7 +21,7 @@ from specsim.capacity.crossover import closed_batch, crossing, replicate, summar
 from specsim.policies.lookahead import FixedGamma
 from specsim.report.studies import load_study, run_study
 from specsim.sim import ServingConfig, simulate_serving
-from specsim.sim.plain import PlainCost
+from specsim.sim.costs.plain import PlainCost
 from specsim.theory import expected_tokens
 
 ALPHA, GAMMA, C, BETA, OUTPUT = 0.8, 3, 0.05, 0.01, 1024

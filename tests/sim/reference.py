@@ -20,7 +20,7 @@ import pandas as pd
 from specsim.cards import ModelCard, load_hardware, load_model
 from specsim.cost import PassShape, pass_cost
 from specsim.proposers import DraftModel, RankAcceptance
-from specsim.sim.arrivals import TraceWorkload
+from specsim.sim.workload.arrivals import TraceWorkload
 
 TARGET, SMALL, HW = load_model("llama-2-7b"), load_model("llama-68m"), load_hardware("a100-80gb")
 ACC = RankAcceptance(accept=((0.75, 0.35, 0.2), (0.7, 0.3, 0.15), (0.65, 0.3)))  # illustrative

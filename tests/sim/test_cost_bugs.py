@@ -25,13 +25,13 @@ from specsim.policies.lookahead import FixedGamma
 from specsim.policies.tree_optimizer import kary_tree
 from specsim.proposers import Heads, NGram, ParallelDraft
 from specsim.sim import CardCost, ServingConfig, StreamConfig, simulate_serving, simulate_stream
-from specsim.sim.arrivals import TraceWorkload
-from specsim.sim.tree_policies import ConfidenceTree, NodeConfidence
-from specsim.sim.tree_serving import TreeServingConfig, simulate_tree_serving
-from specsim.sim.tree_serving_dynamic import (
+from specsim.sim.serving.tree_serving import TreeServingConfig, simulate_tree_serving
+from specsim.sim.serving.tree_serving_dynamic import (
     DynamicTreeServingConfig,
     simulate_dynamic_tree_serving,
 )
+from specsim.sim.stream.tree_policies import ConfidenceTree, NodeConfidence
+from specsim.sim.workload.arrivals import TraceWorkload
 
 SMALL = kary_tree(2, 6)
 
@@ -330,7 +330,7 @@ def test_chain_serving_frees_a_finished_requests_kv_reservation() -> None:
 
 def test_chain_serving_frees_one_token_reservations_while_it_drains() -> None:
     """Once every request has arrived and memory can no longer bind, chain serving drains
-    without a clock (:mod:`specsim.sim.drain`); its one-token requests finish at their
+    without a clock (:mod:`specsim.sim.serving.drain`); its one-token requests finish at their
     prefill there too and must free their reservations. One sequence at a time and a cache
     that holds the largest reservation alone: the two one-token requests and C run one
     after the other, each prefilled as the one before it ends."""

@@ -18,13 +18,13 @@ from specsim.cost import Deployment, PassShape, pass_aggregates_cost, pass_cost
 from specsim.policies.lookahead import FixedGamma, HeuristicPlusTwoMinusOne
 from specsim.policies.tree_optimizer import kary_tree
 from specsim.sim import CardCost, StreamConfig, simulate_stream
-from specsim.sim.arrivals import TraceWorkload
-from specsim.sim.tree_policies import ConfidenceTree, NodeConfidence
-from specsim.sim.tree_serving import TreeServingConfig, simulate_tree_serving
-from specsim.sim.tree_serving_dynamic import (
+from specsim.sim.serving.tree_serving import TreeServingConfig, simulate_tree_serving
+from specsim.sim.serving.tree_serving_dynamic import (
     DynamicTreeServingConfig,
     simulate_dynamic_tree_serving,
 )
+from specsim.sim.stream.tree_policies import ConfidenceTree, NodeConfidence
+from specsim.sim.workload.arrivals import TraceWorkload
 
 from .reference import DRAFT, HW, SMALL, SPACED, TARGET, TOGETHER, close, own_pairs, replay, step_s
 

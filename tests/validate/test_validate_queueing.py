@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from specsim.sim.serving import ServingConfig
-from specsim.sim.workload import Fixed, Geometric
+from specsim.sim.workload.workload import Fixed, Geometric
 from specsim.theory.queueing import (
     jsq_mean_wait,
     jsq_mean_wait_bounds,
@@ -35,7 +35,7 @@ def test_waiting_time_is_ttft_less_the_prefill_pass() -> None:
     from specsim.policies.lookahead import FixedGamma
     from specsim.sim import PlainCost
     from specsim.sim.serving import simulate_serving
-    from specsim.sim.workload import TraceWorkload
+    from specsim.sim.workload.workload import TraceWorkload
 
     work = TraceWorkload(
         arrival_s=(0.0, 0.0, 0.0, 5.0), prompt_tokens=(1,) * 4, output_tokens=(1, 1, 3, 1)
@@ -197,11 +197,11 @@ def test_the_jsq_check_fails_when_the_simulator_is_wrong() -> None:
     assert not check["pass"] and check["z"] > Z_CHECK
 
 
-# Goodput (specsim.sim.records.goodput) -------------------------------------------------------
+# Goodput (specsim.sim.results.records.goodput) ---------------------------------------------
 def test_goodput_known_answer_and_bad_targets() -> None:
     import pandas as pd
 
-    from specsim.sim.records import goodput
+    from specsim.sim.results.records import goodput
 
     req = pd.DataFrame(
         {
@@ -226,8 +226,8 @@ def test_goodput_metrics_keys_are_added_only_with_targets() -> None:
     from specsim.acceptance.processes import IIDAcceptance
     from specsim.policies.lookahead import FixedGamma
     from specsim.sim import PlainCost
-    from specsim.sim.arrivals import PoissonWorkload
     from specsim.sim.serving import simulate_serving
+    from specsim.sim.workload.arrivals import PoissonWorkload
 
     cfg = ServingConfig(
         workload=PoissonWorkload(

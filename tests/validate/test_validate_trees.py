@@ -12,7 +12,7 @@ import pytest
 from numpy.typing import NDArray
 
 import specsim.cli.validate as cli_validate
-import specsim.sim.tree_stream as sim_trees
+import specsim.sim.stream.tree_stream as sim_trees
 from specsim.cli import main
 from specsim.proposers import RankAcceptance
 from specsim.theory.token_trees import expected_tokens_tree

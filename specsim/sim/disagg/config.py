@@ -19,17 +19,17 @@ from dataclasses import dataclass
 from specsim.acceptance.processes import AcceptanceProcess, IIDAcceptance
 from specsim.policies.lookahead import MAX_GAMMA, FixedGamma, LookaheadPolicy
 from specsim.proposers import Proposer
-from specsim.sim import paged
+from specsim.sim.costs.source import CostSource, check_whole
 from specsim.sim.disagg.first_step import AfterTransfer
 from specsim.sim.disagg.link import KVLink
-from specsim.sim.router import Router
+from specsim.sim.serving import paged
 from specsim.sim.serving.config import ServingConfig
 from specsim.sim.serving.plans import TreePlan
-from specsim.sim.source import CostSource, check_whole
-from specsim.sim.tree_batch import TreeEngine, TreeServingFields, TreeVerify, tree_engine
-from specsim.sim.tree_serving import StaticTreePlan, TreeServingConfig
-from specsim.sim.tree_serving_dynamic import DynamicTreePlan, DynamicTreeServingConfig
-from specsim.sim.workload import Workload
+from specsim.sim.serving.router import Router
+from specsim.sim.serving.tree_batch import TreeEngine, TreeServingFields, TreeVerify, tree_engine
+from specsim.sim.serving.tree_serving import StaticTreePlan, TreeServingConfig
+from specsim.sim.serving.tree_serving_dynamic import DynamicTreePlan, DynamicTreeServingConfig
+from specsim.sim.workload.workload import Workload
 
 __all__ = ["DecodeTrees", "DisaggConfig"]
 
@@ -41,7 +41,7 @@ _NO_DRAWS = IIDAcceptance(alpha=0.0)
 @dataclass(frozen=True, kw_only=True)
 class DecodeTrees(TreeEngine):
     """The decode pool's engine configuration under a tree plan: a
-    :class:`~specsim.sim.tree_batch.TreeEngine` whose cost is the decode pool's seen after
+    :class:`~specsim.sim.serving.tree_batch.TreeEngine` whose cost is the decode pool's seen after
     the transfer, and whose KV capacity, when none is given, is that cost's."""
 
     cost: AfterTransfer
@@ -69,8 +69,8 @@ class DisaggConfig:
 
     Chains: ``policy`` picks each gamma, ``acceptance`` draws what is accepted, and
     ``proposer`` (None: ``decode_cost``'s draft model) drafts. Trees: ``tree``, a
-    :class:`~specsim.sim.tree_serving.TreeServingConfig` or
-    :class:`~specsim.sim.tree_serving_dynamic.DynamicTreeServingConfig` whose proposer,
+    :class:`~specsim.sim.serving.tree_serving.TreeServingConfig` or
+    :class:`~specsim.sim.serving.tree_serving_dynamic.DynamicTreeServingConfig` whose proposer,
     tree and ``position_budget`` the decode pool serves (its workload and engine fields
     are not read: the pools' are these), on ``decode_cost``, which must be its card cost
     (the same deployment and draft model); then ``policy``, ``acceptance``, ``proposer``

@@ -3,7 +3,7 @@
 A request reaches a decode replica with its prompt's target KV cache already built (the
 prefill pool's work, :mod:`specsim.sim.disagg.link`). What the decode replica still does
 before the request decodes with the rest of its batch, in the engine's prefill slot
-(:meth:`specsim.sim.router.Replica.prefill`, which stamps the first token at its end):
+(:meth:`specsim.sim.serving.router.Replica.prefill`, which stamps the first token at its end):
 
 - the **first decode step**: one target position at the prompt's context, the pass
   that emits the token the client receives first. The engines stream every token from
@@ -24,7 +24,7 @@ engine that folds the new requests into the running batch's pass would save one 
 the target's weights per admission (an upper bound here, by that much).
 
 **A request preempted on the decode pool** (paged KV, ``preemption = "recompute"``,
-:mod:`specsim.sim.paged`) rebuilds its cache *on the decode replica*, from its prompt
+:mod:`specsim.sim.serving.paged`) rebuilds its cache *on the decode replica*, from its prompt
 and the tokens it has emitted (``context - 1`` tokens): it is not prefilled again on the
 prefill pool nor sent again. vLLM's NixlConnector triggers one transfer per request
 (``NixlConnectorScheduler.update_state_after_alloc`` sets ``do_remote_prefill = False``
@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from specsim.sim.source import CostSource, PassCost
+from specsim.sim.costs.source import CostSource, PassCost
 
 __all__ = ["AfterTransfer", "first_step_cost"]
 

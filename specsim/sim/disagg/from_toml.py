@@ -1,6 +1,6 @@
 """A disaggregated run from TOML: a serving config with a ``[disaggregation]`` table.
 
-The file is a serving config (``mode = "serving"``, :mod:`specsim.sim.config`) on cards
+The file is a serving config (``mode = "serving"``, :mod:`specsim.sim.config.config`) on cards
 (``[cost] kind = "cards"`` or a ``[deployment]``) whose cost is the decode pool's
 replica (target and draft); the prefill pool runs the same target on the same hardware
 without the draft. The table::
@@ -35,15 +35,15 @@ from pathlib import Path
 from typing import Any
 
 from specsim.cards import read_toml
-from specsim.sim.config import config_from_dict
-from specsim.sim.config_compose import Slo
-from specsim.sim.costs import CardCost
+from specsim.sim.config.config import config_from_dict
+from specsim.sim.config.config_compose import Slo
+from specsim.sim.costs.costs import CardCost
+from specsim.sim.costs.source import check_whole
 from specsim.sim.disagg.config import DisaggConfig
 from specsim.sim.disagg.link import card_link
 from specsim.sim.serving.config import ServingConfig
-from specsim.sim.source import check_whole
-from specsim.sim.tree_serving import TreeServingConfig
-from specsim.sim.tree_serving_dynamic import DynamicTreeServingConfig
+from specsim.sim.serving.tree_serving import TreeServingConfig
+from specsim.sim.serving.tree_serving_dynamic import DynamicTreeServingConfig
 
 __all__ = ["TABLE_KEYS", "DisaggSpec", "disagg_from_dict", "load_disaggregated"]
 

@@ -6,14 +6,15 @@ the first token the decode pool emits; TPOT, goodput and the ``plain_*`` twin fr
 decode pool) and, for the keys about passes (``iterations``, ``mean_batch``,
 ``mean_gamma``, ``tokens_per_target_pass``), on the decode pool's iterations. ``energy_j``
 is both pools' together. Then each pool's own verdict and load:
-``prefill_stable``/``decode_stable`` with their reasons (:func:`specsim.sim.stability.stability`
-on the pool's own arrivals and completions), ``prefill_utilization``, ``decode_utilization``,
+``prefill_stable``/``decode_stable`` with their reasons
+(:func:`specsim.sim.results.stability.stability` on the pool's own arrivals and completions),
+``prefill_utilization``, ``decode_utilization``,
 ``prefill_offered_load``, ``decode_offered_load``, the pools' energies (``energy_j_per_token`` and
 ``plain_energy_j_per_token`` count both pools); and the hand-over:
 ``transfer_p50_s``, ``transfer_p99_s``, ``transfer_mean_s`` (a transfer's own time),
 ``handover_p99_s`` (prefill end to the cache's arrival: the link's queue included) and
 ``kv_bytes_per_token``; when the decode pool verified token trees, the tree-serving keys
-(:meth:`specsim.sim.tree_batch.TreeServingResult.metrics`: ``tokens_per_pass`` and its
+(:meth:`specsim.sim.serving.tree_batch.TreeServingResult.metrics`: ``tokens_per_pass`` and its
 standard error ``tokens_per_pass_se``, ``mean_nodes``, ``budget_bound_share``,
 ``discarded_share``). ``stable`` is False when the whole run or either pool is shown
 unstable, None when one is untested and none unstable.
@@ -27,9 +28,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specsim.sim.records import ServingResult
-from specsim.sim.stability import stability_metrics
-from specsim.sim.tree_batch import TreeServingResult
+from specsim.sim.results.records import ServingResult
+from specsim.sim.results.stability import stability_metrics
+from specsim.sim.serving.tree_batch import TreeServingResult
 
 __all__ = ["DisaggResult"]
 

@@ -27,17 +27,17 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from specsim.policies.lookahead import FixedGamma, fixed_gamma
-from specsim.sim.batch import Requests, draw_requests
+from specsim.sim.costs.source import check_positions_fit
 from specsim.sim.disagg.config import DecodeTrees, DisaggConfig
 from specsim.sim.disagg.link import hand_over, target_kv_bytes_per_token
 from specsim.sim.disagg.result import DisaggResult
-from specsim.sim.records import ServingResult
+from specsim.sim.results.records import ServingResult
+from specsim.sim.results.stability import plain_work_s
+from specsim.sim.serving.batch import Requests, draw_requests
 from specsim.sim.serving.config import ServingConfig
 from specsim.sim.serving.drafting import ProposerDrafts, target_deployment
 from specsim.sim.serving.loop import serve
 from specsim.sim.serving.plans import TreePlan
-from specsim.sim.source import check_positions_fit
-from specsim.sim.stability import plain_work_s
 
 __all__ = ["simulate_disaggregated"]
 
@@ -123,7 +123,8 @@ def _decode(
 
 
 def _work(cfg: ServingConfig | DecodeTrees, prompt: Ints, out: Ints) -> float:
-    """A request's plain work on a pool's replica (:func:`specsim.sim.stability.plain_work_s`)."""
+    """A request's plain work on a pool's replica
+    (:func:`specsim.sim.results.stability.plain_work_s`)."""
     return plain_work_s(
         cfg.cost,
         prompt_tokens=prompt,

@@ -2,8 +2,8 @@
 
 One accelerator (or tensor-parallel group: one simpy resource, held while
 there is work) serves a stream of requests; ``replicas`` of it sit behind a
-router (:mod:`specsim.sim.router`). Paged KV with preemption and chunked
-prefill are options (:mod:`specsim.sim.paged`); without them, an iteration:
+router (:mod:`specsim.sim.serving.router`). Paged KV with preemption and chunked
+prefill are options (:mod:`specsim.sim.serving.paged`); without them, an iteration:
 
 1. admits waiting requests first-come first-served while the batch has room
    (``max_batch``) and their KV cache fits (prompt + output + lookahead
@@ -29,17 +29,17 @@ prefill are options (:mod:`specsim.sim.paged`); without them, an iteration:
 
 A run in which nothing runs and the head of the queue can never fit (a reservation that
 was never released) raises a ValueError naming the request and the capacity
-(:meth:`specsim.sim.batch.Admission.check_progress`) instead of spinning forever.
+(:meth:`specsim.sim.serving.batch.Admission.check_progress`) instead of spinning forever.
 
 The same workload is then served without speculation (``gamma = 0``), for the
 speedup: the *plain twin*, skipped when the policy declares ``gamma = 0`` (the
 run is its own twin) or ``plain_twin = False``. The draft shares the target's
 accelerator (serialized). Once every request has arrived (and, paged or under
 a budget, memory can no longer bind), a fixed-gamma run on the vectorized path
-finishes without simpy, costed in bulk (:mod:`specsim.sim.drain`,
-:mod:`specsim.sim.chunk_drain`; the same rows, bit for bit). Requests, admission
-and the batch: :mod:`specsim.sim.batch`; the result: :mod:`specsim.sim.records`,
-with the engines' acceptance counters (:mod:`specsim.sim.tally`).
+finishes without simpy, costed in bulk (:mod:`specsim.sim.serving.drain`,
+:mod:`specsim.sim.serving.chunk_drain`; the same rows, bit for bit). Requests, admission
+and the batch: :mod:`specsim.sim.serving.batch`; the result: :mod:`specsim.sim.results.records`,
+with the engines' acceptance counters (:mod:`specsim.sim.serving.tally`).
 
 The package: :mod:`~specsim.sim.serving.config` (:class:`ServingConfig`),
 :mod:`~specsim.sim.serving.loop` (the :class:`~specsim.sim.serving.loop.Engine`: one
@@ -47,9 +47,16 @@ iteration loop for chains and token trees), :mod:`~specsim.sim.serving.chunked` 
 iteration under a token budget), :mod:`~specsim.sim.serving.plans` (the seams: what the
 engine reads of a configuration, and a tree plan, :class:`~specsim.sim.serving.plans.TreePlan`,
 which replaces step 2's gammas by a token tree per sequence; the tree fronts
-:mod:`specsim.sim.tree_serving` and :mod:`specsim.sim.tree_serving_dynamic` serve
+:mod:`specsim.sim.serving.tree_serving` and :mod:`specsim.sim.serving.tree_serving_dynamic` serve
 through it), :mod:`~specsim.sim.serving.drafting` (what the engine asks a proposer) and
-:mod:`~specsim.sim.serving.simulate` (:func:`simulate_serving`).
+:mod:`~specsim.sim.serving.simulate` (:func:`simulate_serving`). The parts it runs
+on: :mod:`~specsim.sim.serving.batch` (requests, admission, the batch),
+:mod:`~specsim.sim.serving.paged` and :mod:`~specsim.sim.serving.prefill` (paged KV,
+chunked prefill), :mod:`~specsim.sim.serving.router` (replicas),
+:mod:`~specsim.sim.serving.drain`, :mod:`~specsim.sim.serving.chunk_drain` and
+:mod:`~specsim.sim.serving.walks` (the bulk drains), :mod:`~specsim.sim.serving.tally`
+(the engines' counters) and :mod:`~specsim.sim.serving.tree_batch` (what the tree fronts
+share).
 """
 
 from specsim.sim.serving.config import ServingConfig

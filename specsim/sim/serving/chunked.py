@@ -1,6 +1,6 @@
 """One iteration under a token budget: chunked prefill (Sarathi-Serve), the scheduler that
 packs the running batch's verification positions and chunks of waiting prompts into
-``token_budget`` tokens (:mod:`specsim.sim.paged`), for the serving engine (what it reads
+``token_budget`` tokens (:mod:`specsim.sim.serving.paged`), for the serving engine (what it reads
 of the engine: :class:`~specsim.sim.serving.plans.Iterating`).
 """
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import simpy
 
-from specsim.sim import prefill
-from specsim.sim.chunk_drain import chunk_cost
-from specsim.sim.router import Replica
+from specsim.sim.serving import prefill
+from specsim.sim.serving.chunk_drain import chunk_cost
 from specsim.sim.serving.plans import Decoded, Iterating, Plan
+from specsim.sim.serving.router import Replica
 
 __all__ = ["chunked_iteration"]
 
@@ -19,7 +19,7 @@ __all__ = ["chunked_iteration"]
 def _budget_plan(engine: Iterating, rep: Replica) -> tuple[Plan, int, tuple[int, int, float, int]]:
     """A chunked iteration's plan: the lookahead shrunk to the token budget, the prompts
     started in the room left, the batch fitted to the blocks (paged); the plan, the
-    requests started and the preemption tuple (:meth:`specsim.sim.paged.Paging.fit`)."""
+    requests started and the preemption tuple (:meth:`specsim.sim.serving.paged.Paging.fit`)."""
     budget, batch, paging = engine.budget, rep.batch, rep.paging
     admission, prefills = rep.admission, rep.prefills
     assert budget is not None and prefills is not None
@@ -40,7 +40,7 @@ def _budget_plan(engine: Iterating, rep: Replica) -> tuple[Plan, int, tuple[int,
 def chunked_iteration(
     engine: Iterating, rep: Replica, start: float
 ) -> simpy.events.ProcessGenerator:
-    """One iteration under a token budget (chunked prefill, :mod:`specsim.sim.paged`)."""
+    """One iteration under a token budget (chunked prefill, :mod:`specsim.sim.serving.paged`)."""
     budget, batch, paging, prefills = engine.budget, rep.batch, rep.paging, rep.prefills
     assert budget is not None and prefills is not None
     (gam, chosen, g), started, pre = _budget_plan(engine, rep)

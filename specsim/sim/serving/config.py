@@ -11,11 +11,11 @@ from specsim.acceptance.processes import AcceptanceProcess
 from specsim.checks import check_size
 from specsim.policies.lookahead import MAX_GAMMA, LookaheadPolicy, fixed_gamma
 from specsim.proposers import Proposer, check_proposer
-from specsim.sim import paged
-from specsim.sim.router import Router, check_router
+from specsim.sim.costs.source import CostSource, check_whole
+from specsim.sim.serving import paged
 from specsim.sim.serving.drafting import ProposerDrafts, target_deployment
-from specsim.sim.source import CostSource, check_whole
-from specsim.sim.workload import Workload
+from specsim.sim.serving.router import Router, check_router
+from specsim.sim.workload.workload import Workload
 
 __all__ = ["ServingConfig"]
 
@@ -36,10 +36,10 @@ class ServingConfig:
     admission; an integer pages the cache in blocks of that many tokens
     (vLLM's default is 16), and ``preemption`` ("recompute" or "swap") says
     what happens to a sequence evicted when blocks run out
-    (:mod:`specsim.sim.paged`). ``token_budget``: None prefills whole prompts;
+    (:mod:`specsim.sim.serving.paged`). ``token_budget``: None prefills whole prompts;
     an integer caps the tokens of an iteration (chunked prefill, Sarathi-Serve).
     ``replicas`` identical replicas (each with this cost source and KV budget)
-    behind ``router`` (:mod:`specsim.sim.router`).
+    behind ``router`` (:mod:`specsim.sim.serving.router`).
     ``proposer``: None drafts with the cost source's draft model (its ``draft_step``); a
     proposer (:class:`specsim.proposers.ProposerProtocol`: heads, n-gram lookup, a draft
     model, ...) drafts every block instead, priced by its ``draft_costs`` on the target's

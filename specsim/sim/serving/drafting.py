@@ -16,7 +16,7 @@ from specsim.cost import verification_positions
 from specsim.cost.deployment import Deployment
 from specsim.policies.tree_optimizer import chain_tree
 from specsim.proposers import DraftCost, Proposer, check_proposer
-from specsim.sim.source import MEMO, CostSource, IterationCost
+from specsim.sim.costs.source import MEMO, CostSource, IterationCost
 
 __all__ = ["ProposerDrafts", "proposer_draft_costs", "target_deployment"]
 
@@ -62,7 +62,7 @@ class ProposerDrafts:
     the batch drafts, that share of the batch of a pass of the proposer drafting a chain of
     gamma tokens (``draft_costs(chain_tree(gamma), batch=B, context=c)``, the batch's mean
     cached context ``c``, rounded, as the tree engine prices a pass,
-    :class:`specsim.sim.tree_serving.StaticTreePlan`). When every sequence drafts the same
+    :class:`specsim.sim.serving.tree_serving.StaticTreePlan`). When every sequence drafts the same
     gamma this is the proposer's own pass over the batch, so a chain at a fixed gamma costs
     what the width-one tree of that depth costs on the serving engine. The cost source's own
     draft step is never used, and ``cost`` here is the engine's source with the proposer's
@@ -95,7 +95,7 @@ class ProposerDrafts:
 
     def __call__(self, gamma: Ints, context: Ints) -> IterationCost:
         """The iteration in which sequence ``i``, ``context[i]`` tokens cached, drafts
-        ``gamma[i]`` (:class:`~specsim.sim.source.IterationCost`)."""
+        ``gamma[i]`` (:class:`~specsim.sim.costs.source.IterationCost`)."""
         ver = self.cost.verify(verification_positions(gamma), context)
         b = gamma.shape[0]
         mean = int(round(float(context.sum()) / b)) if b else 0
@@ -108,6 +108,6 @@ class ProposerDrafts:
 
     def times(self, contexts: Ints, size: int) -> NDArray[np.float64]:
         """Iteration times for gammas ``0..size`` at ``contexts`` (a batch-wide policy's
-        table, :class:`specsim.sim.source.BatchWide`)."""
+        table, :class:`specsim.sim.costs.source.BatchWide`)."""
         ones = np.ones(contexts.shape[0], dtype=np.int64)
         return np.array([self(g * ones, contexts).time_s for g in range(size + 1)])

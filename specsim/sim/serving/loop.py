@@ -7,9 +7,9 @@ or paged KV) or :func:`specsim.sim.serving.chunked.chunked_iteration` (a token b
 chunked prefill). Each asks :meth:`Engine.choose` for the plan (a lookahead policy's
 gammas, or a :class:`~specsim.sim.serving.plans.TreePlan`'s pass size) and
 :meth:`Engine.decode` to draft, verify and emit (a tree plan: :meth:`Engine.decode_trees`).
-Admission is first come, first served, in one place (:class:`specsim.sim.batch.Admission`).
+Admission is first come, first served, in one place (:class:`specsim.sim.serving.batch.Admission`).
 Once every request has arrived, a fixed-gamma run on the vectorized path is drained in
-bulk (:mod:`specsim.sim.drain`, :mod:`specsim.sim.chunk_drain`).
+bulk (:mod:`specsim.sim.serving.drain`, :mod:`specsim.sim.serving.chunk_drain`).
 """
 
 from __future__ import annotations
@@ -24,22 +24,24 @@ import simpy
 from numpy.typing import NDArray
 
 from specsim.policies.lookahead import LookaheadPolicy, batch_wide, fixed_gamma
-from specsim.sim import paged, prefill
-from specsim.sim.batch import Admission, Batch, Requests, TimesOf, composed_times, sequence_gammas
-from specsim.sim.chunk_drain import drain_chunked, draining
-from specsim.sim.drain import Drain, drain
-from specsim.sim.records import with_columns
-from specsim.sim.router import Replica, route, tables
+from specsim.sim.costs.source import BatchedCostSource, BatchWide, IterationCost, iteration_cost
+from specsim.sim.results.records import with_columns
+from specsim.sim.serving import paged, prefill
+from specsim.sim.serving.batch import (
+    Admission,
+    Batch,
+    Requests,
+    TimesOf,
+    composed_times,
+    sequence_gammas,
+)
+from specsim.sim.serving.chunk_drain import drain_chunked, draining
 from specsim.sim.serving.chunked import chunked_iteration
 from specsim.sim.serving.drafting import ProposerDrafts
+from specsim.sim.serving.drain import Drain, drain
 from specsim.sim.serving.plans import Decoded, EngineConfig, Plan, TreePlan, TreeStep
-from specsim.sim.source import (
-    BatchedCostSource,
-    BatchWide,
-    IterationCost,
-    iteration_cost,
-)
-from specsim.sim.tally import Tally
+from specsim.sim.serving.router import Replica, route, tables
+from specsim.sim.serving.tally import Tally
 
 __all__ = ["Engine", "serve"]
 
@@ -57,7 +59,7 @@ def serve(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Serve ``req`` under ``policy`` (chains) or ``tree`` (token trees, drawing from
     ``rng``) on ``config``'s replicas: the requests table and the iteration table
-    (:func:`specsim.sim.router.tables`; a tree plan adds ``accepted``, ``budget_bound`` and
+    (:func:`specsim.sim.serving.router.tables`; a tree plan adds ``accepted``, ``budget_bound`` and
     its ``columns``). ``drafts``: a proposer's chain iterations, which replace the cost
     source's draft steps (:class:`specsim.sim.serving.drafting.ProposerDrafts`)."""
     return Engine(config, req, policy, tree=tree, rng=rng, drafts=drafts).run()
@@ -81,8 +83,7 @@ class Engine:
         self.tree, self.rng, self.drafts = tree, rng, drafts
         if (policy is None) == (tree is None) or (tree is not None and rng is None):
             raise TypeError("Engine: expected a lookahead policy, or a tree plan and an rng")
-        # A proposer's drafts bring the cost source that prefills its own KV too.
-        self.cost = config.cost if drafts is None else drafts.cost
+        self.cost = config.cost if drafts is None else drafts.cost  # prefills its KV too
         self.max_gamma = config.max_gamma
         n = len(req)
         self.first_tok, self.finish = np.full(n, np.nan), np.full(n, np.nan)
@@ -275,7 +276,7 @@ class Engine:
         admitted: int,
         energy: float,
     ) -> tuple[float, ...]:
-        """One iteration's row (:data:`specsim.sim.records.ITERATION_COLUMNS`)."""
+        """One iteration's row (:data:`specsim.sim.results.records.ITERATION_COLUMNS`)."""
         t_iter, e_iter, d_time, emitted, drafted = decoded
         wasted = drafted + b - emitted
         e = energy + e_iter if self.with_energy else np.nan
@@ -317,7 +318,8 @@ class Engine:
 
     def _drain(self, rep: Replica, start: float) -> bool:
         """Every request has arrived: the clock no longer steers anything, so the rest runs
-        without simpy and is costed in bulk (specsim.sim.drain, .chunk_drain), when it may."""
+        without simpy and is costed in bulk (specsim.sim.serving.drain, .chunk_drain), when it
+        may."""
         assert rep.draining is not None
         if not rep.draining.ready(rep.done):
             return False

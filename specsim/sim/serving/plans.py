@@ -18,10 +18,10 @@ import numpy as np
 import simpy
 from numpy.typing import NDArray
 
-from specsim.sim.batch import Batch, Requests
-from specsim.sim.paged import Preemption
-from specsim.sim.router import Replica, Router
-from specsim.sim.source import CostSource
+from specsim.sim.costs.source import CostSource
+from specsim.sim.serving.batch import Batch, Requests
+from specsim.sim.serving.paged import Preemption
+from specsim.sim.serving.router import Replica, Router
 
 __all__ = ["Decoded", "EngineConfig", "Iterating", "Plan", "TreePlan", "TreeStep"]
 
@@ -34,7 +34,7 @@ Decoded = tuple[float, float, float, int, int]
 
 class EngineConfig(Protocol):
     """What the engine reads of a run's configuration (:class:`~specsim.sim.ServingConfig`
-    has these fields; so does the tree fronts' set-up, :mod:`specsim.sim.tree_batch`)."""
+    has these fields; so does the tree fronts' set-up, :mod:`specsim.sim.serving.tree_batch`)."""
 
     @property
     def cost(self) -> CostSource: ...

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from specsim.policies.lookahead import FixedGamma, fixed_gamma
-from specsim.sim.batch import Requests, draw_requests
-from specsim.sim.records import ServingResult
+from specsim.sim.costs.source import check_positions_fit
+from specsim.sim.results.records import ServingResult
+from specsim.sim.results.stability import plain_work_s
+from specsim.sim.serving.batch import Requests, draw_requests
 from specsim.sim.serving.config import ServingConfig
 from specsim.sim.serving.drafting import ProposerDrafts, target_deployment
 from specsim.sim.serving.loop import serve
-from specsim.sim.source import check_positions_fit
-from specsim.sim.stability import plain_work_s
 
 __all__ = ["simulate_serving"]
 
