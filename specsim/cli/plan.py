@@ -32,17 +32,15 @@ _LOAD |= {"prompt_tokens": "--prompt", "output_tokens": "--output", "requests": 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     deployment.add_arguments(parser)
     parser.add_argument("--config", metavar="FILE", help="a plan TOML (docs/plan.md)")
+    from specsim.proposers import KINDS  # start-up: the plan loads the proposers anyway
+
     g = parser.add_argument_group("options", "the proposers weighed against no speculation")
-    for flag, what in (
-        ("--draft", "a draft model card"),
-        ("--heads", "a head card (models/heads/)"),
-        ("--parallel", "a parallel-drafting proposer card (models/proposers/)"),
-        ("--selfspec", "a self-speculation proposer card (models/proposers/)"),
-    ):
-        g.add_argument(
-            flag, action="append", default=[], metavar="SLUG", help=f"{what} (repeatable)"
-        )
-    g.add_argument("--ngram", action="store_true", help="n-gram prompt lookup")
+    for kind in KINDS.values():  # one flag per kind; a kind without a card is a switch
+        if not kind.card:
+            g.add_argument(kind.flag, action="store_true", help=kind.what)
+        else:
+            what = f"{kind.what} (repeatable)"
+            g.add_argument(kind.flag, action="append", default=[], metavar="SLUG", help=what)
     g.add_argument(
         "--alpha",
         type=float,
@@ -75,16 +73,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _options(args: argparse.Namespace) -> list[Any]:
     from specsim.plan import OptionSpec  # start-up: the plan loads the serving engine
+    from specsim.proposers import KINDS
 
     acc = {"alpha": args.alpha, "acceptance": args.acceptance}
     if (args.alpha is not None or args.acceptance) and not (args.draft or args.ngram):
         raise ValueError("--alpha, --acceptance: they apply to --draft (or, alone, --ngram)")
-    out = [OptionSpec(kind="draft", card=c, **acc) for c in args.draft]
-    out += [OptionSpec(kind="heads", card=c) for c in args.heads]
-    if args.ngram:  # the draft's acceptance is not the lookup's: it takes them only alone
-        out.append(OptionSpec(kind="ngram", **({} if args.draft else acc)))
-    out += [OptionSpec(kind="parallel", card=c) for c in args.parallel]
-    out += [OptionSpec(kind="selfspec", card=c) for c in args.selfspec]
+    out = []
+    for kind in KINDS.values():
+        given = getattr(args, kind.flag[2:])
+        # An acceptance is a card's draft model's; the lookup takes it only alone.
+        own = acc if kind.needs_acceptance and (kind.card or not args.draft) else {}
+        if not kind.card:
+            out += [OptionSpec(kind=kind.name, **own)] if given else []
+        else:
+            out += [OptionSpec(kind=kind.name, card=c, **own) for c in given]
     return out
 
 

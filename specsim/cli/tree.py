@@ -7,6 +7,9 @@ Examples::
     specsim tree --model llama-2-7b --ngram --hardware h100-sxm --batch 16 \\
         --acceptance models/measured/ngram/accept-sample.toml --json
     specsim tree --model llama-2-7b --head eagle-llama-2-chat-7b --hardware a100-80gb --batch 8
+    specsim tree --model llama-3.1-8b --parallel pard-llama-3.2-1b-llama-3.1-8b \
+        --hardware h100-sxm --batch 4
+    specsim tree --model llama-2-7b --selfspec layerskip-llama-2-7b-e8 --hardware a100-80gb
     specsim tree --model llama-2-7b --draft llama-68m --hardware a100-80gb \
         --acceptance models/measured/ngram/accept-sample.toml --runtime pytorch-eager-a100 \
         --weights int4 --kv fp8
@@ -21,29 +24,29 @@ from __future__ import annotations
 
 import argparse
 
-from specsim.cards import load_head, load_model
 from specsim.checks import LIMITS
 from specsim.cli import deployment, jsonout
-from specsim.cli.output import card_option
 from specsim.cost import DEFAULT_CONTEXT
 from specsim.policies.tree_optimizer import TreePlan, optimize_tree
-from specsim.proposers import DraftModel, Heads, NGram, Proposer, load_acceptance
+from specsim.proposers import KINDS, Proposer, build_proposer, load_acceptance
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     deployment.add_arguments(parser)
     who = parser.add_mutually_exclusive_group(required=True)
-    who.add_argument("--draft", default=None, help="draft model card slug or .toml path")
-    who.add_argument("--head", default=None, help="head card slug (models/heads/) or .toml path")
-    who.add_argument(
-        "--ngram", action="store_true", help="n-gram lookup: no model, a host search per pass"
-    )
+    for kind in KINDS.values():  # every proposer kind, one flag each
+        if not kind.card:
+            who.add_argument(kind.flag, action="store_true", help=kind.what)
+        elif kind.name == "heads":  # --head: the flag's first name, kept
+            who.add_argument("--heads", "--head", dest="heads", metavar="SLUG", help=kind.what)
+        else:
+            who.add_argument(kind.flag, metavar="SLUG", help=f"{kind.what}, slug or .toml path")
     parser.add_argument(
         "--acceptance",
         default=None,
         metavar="FILE",
         help="acceptance by depth and rank, .toml or .csv (docs/proposers.md); required with "
-        "--draft and --ngram, optional with --head (default: the head card's)",
+        "--draft and --ngram; the other kinds' cards carry theirs",
     )
     parser.add_argument(
         "--batch",
@@ -68,19 +71,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _proposer(args: argparse.Namespace) -> Proposer:
+    kind = next(k for k in KINDS.values() if getattr(args, k.flag[2:]))
     acc = None if args.acceptance is None else load_acceptance(args.acceptance)
-    if args.head is not None:
-        card = card_option(load_head, args.head, option="--head", cards=args.cards)
-        heads = Heads(card=card)
-        if acc is not None:
-            raise ValueError("--acceptance: a head card carries its own acceptance; drop one")
-        return heads
-    if acc is None:
-        raise ValueError("--acceptance: required with --draft and --ngram")
-    if args.ngram:
-        return NGram(acceptance=acc)
-    draft = card_option(load_model, args.draft, option="--draft", cards=args.cards)
-    return DraftModel(card=draft, acceptance=acc)
+    if kind.needs_acceptance and acc is None:
+        raise ValueError(f"--acceptance: required with {kind.flag}")
+    if not kind.needs_acceptance and acc is not None:
+        raise ValueError(f"--acceptance: {kind.what} carries its own acceptance; drop one")
+    card = getattr(args, kind.flag[2:]) if kind.card else None
+    try:
+        return build_proposer(kind.name, card=card, acceptance=acc, search_path=args.cards)
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        which = next(t for t in (FileNotFoundError, TypeError, ValueError) if isinstance(exc, t))
+        raise which(f"{kind.flag}: {exc}") from None
 
 
 def _line(p: TreePlan, none: TreePlan) -> str:

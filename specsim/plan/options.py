@@ -25,7 +25,8 @@ from specsim.cards import read_toml
 from specsim.cards.files import packaged_root
 from specsim.config import build
 from specsim.cost.deployment import Deployment, deployment_from_table
-from specsim.proposers import Proposer
+from specsim.proposers import CARD_KINDS, Proposer
+from specsim.proposers import KINDS as PROPOSER_KINDS
 from specsim.sim.config.config_compose import proposer_from_table
 from specsim.sim.workload.arrivals import PoissonWorkload
 from specsim.sim.workload.workload import PRESETS, PresetWorkload, preset_workload
@@ -41,10 +42,8 @@ __all__ = [
     "request_from_toml",
 ]
 
-KINDS = ("draft", "heads", "ngram", "parallel", "selfspec")
-"""The proposer kinds a plan weighs (:mod:`specsim.proposers`)."""
-
-CARD_KINDS = ("draft", "heads", "parallel", "selfspec")
+KINDS = tuple(PROPOSER_KINDS)
+"""The proposer kinds a plan weighs (:data:`specsim.proposers.KINDS`, written there once)."""
 
 
 def ngram_sample() -> Path:
@@ -77,10 +76,8 @@ class OptionSpec:
             raise ValueError(f"kind {self.kind!r}: {need} (card = {self.card!r})")
         if self.alpha is not None and self.acceptance is not None:
             raise ValueError("alpha, acceptance: give one (an assumed alpha or a measured file)")
-        if (self.alpha is not None or self.acceptance is not None) and self.kind not in (
-            "draft",
-            "ngram",
-        ):
+        given = self.alpha is not None or self.acceptance is not None
+        if given and not PROPOSER_KINDS[self.kind].needs_acceptance:
             raise ValueError(
                 f"kind {self.kind!r}: its card carries its published acceptance; alpha and "
                 "acceptance apply to draft and ngram options only"

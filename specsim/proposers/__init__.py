@@ -59,6 +59,7 @@ from specsim.proposers.protocol import (
     prefill_cost_of,
     ragged_draft_cost_of,
 )
+from specsim.proposers.registry import CARD_KINDS, KINDS, ProposerKind, build_proposer
 from specsim.proposers.selfspec import SelfSpeculation, early_exit_card
 from specsim.proposers.tables import (
     RankAcceptance,
@@ -96,4 +97,8 @@ __all__ = [
     "frontier_widths",
     "verify_shape",
     "load_acceptance",
+    "KINDS",
+    "CARD_KINDS",
+    "ProposerKind",
+    "build_proposer",
 ]

@@ -81,7 +81,7 @@ def test_ngram_needs_no_model(capsys: pytest.CaptureFixture[str]) -> None:
     [
         (["--draft", "llama-68m"], "--acceptance: required"),
         (["--head", "medusa-vicuna-7b-v1.3"], "trained for target 'vicuna-7b-v1.3'"),
-        (["--head", "nope"], "--head: .*no head card 'nope'"),
+        (["--head", "nope"], "--heads?: .*no head card 'nope'"),
         (["--draft", "llama-68m", "--acceptance", "missing.toml"], "missing.toml"),
     ],
 )
@@ -99,3 +99,42 @@ def test_a_bad_acceptance_file_is_named(tmp_path: Path, capsys: pytest.CaptureFi
     bad.write_text("marginal = [[0.7, 0.6]]\n", encoding="utf-8")
     assert main([*BASE, "--ngram", "--acceptance", str(bad)]) == 2
     assert "sum to 1.3, above one" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("kind", "card", "model"),
+    [
+        ("heads", "eagle-vicuna-7b-v1.3", "vicuna-7b-v1.3"),
+        ("parallel", "pard-llama-3.2-1b-llama-3.1-8b", "llama-3.1-8b"),
+        ("selfspec", "layerskip-llama-2-7b-e8", "llama-2-7b"),
+    ],
+)
+def test_tree_takes_every_proposer_kind(
+    kind: str, card: str, model: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One flag per kind of the registry (specsim.proposers.KINDS); the tree found is the
+    library's for the proposer that kind builds."""
+    from specsim.proposers import KINDS, build_proposer
+
+    argv = ["tree", "--model", model, "--hardware", "h100-sxm", "--budget", "12"]
+    assert main([*argv, "--max-depth", "6", KINDS[kind].flag, card, "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    o = optimize_tree(
+        proposer=build_proposer(kind, card=card),
+        deployment=Deployment(target=load_model(model), hardware=load_hardware("h100-sxm")),
+        batch=1,
+        context=DEFAULT_CONTEXT,
+        budget=12,
+        max_depth=6,
+    )
+    assert got["best"]["parents"] == list(o.best.parents)
+
+
+def test_the_proposer_kinds_are_written_once() -> None:
+    """The composed config, the plan and both CLIs read the one registry of kinds."""
+    from specsim.plan import KINDS as PLAN_KINDS
+    from specsim.proposers import KINDS
+    from specsim.sim.config.config_compose import PROPOSER_KEYS
+
+    assert tuple(PLAN_KINDS) == tuple(KINDS) == tuple(PROPOSER_KEYS)
+    assert all(PROPOSER_KEYS[k] == KINDS[k].keys for k in KINDS)

@@ -46,19 +46,15 @@ from typing import Any
 
 import numpy as np
 
-from specsim.cards import load_head, load_model
 from specsim.checks import check_size
 from specsim.config import Kinds, build, coerce, field_types
 from specsim.cost.deployment import Deployment, deployment_from_table
 from specsim.policies.lookahead import FixedGamma, fixed_gamma
 from specsim.proposers import (
-    DraftModel,
-    Heads,
-    NGram,
-    ParallelDraft,
+    KINDS,
     Proposer,
     RankAcceptance,
-    SelfSpeculation,
+    build_proposer,
     load_acceptance,
 )
 from specsim.sim.results.records import ServingResult, goodput
@@ -86,14 +82,8 @@ __all__ = [
     "tree_parents",
 ]
 
-PROPOSER_KEYS: dict[str, tuple[str, ...]] = {
-    "draft": ("card", "acceptance", "dtype"),
-    "heads": ("card", "dtype"),
-    "ngram": ("acceptance", "n", "threads", "overlap"),
-    "parallel": ("card",),
-    "selfspec": ("card",),
-}
-"""Each ``[proposer]`` kind's keys besides ``kind``."""
+PROPOSER_KEYS: dict[str, tuple[str, ...]] = {name: k.keys for name, k in KINDS.items()}
+"""Each ``[proposer]`` kind's keys besides ``kind`` (:data:`specsim.proposers.KINDS`)."""
 
 TREE_KEYS: dict[str, tuple[str, ...]] = {
     "static": ("parents", "shape", "depth", "k"),
@@ -156,23 +146,19 @@ def proposer_from_table(table: Any, *, base: str | os.PathLike[str], where: str)
     """The proposer a ``[proposer]`` table names (module docstring); file paths relative to
     ``base``; every bad key or value a ValueError beginning with ``where``."""
     kind, rest = _kind_table(table, PROPOSER_KEYS, where=where)
-    if kind in ("draft", "heads", "parallel", "selfspec") and "card" not in rest:
+    spec = KINDS[kind]
+    if spec.card and "card" not in rest:
         raise ValueError(f"{where}: kind {kind!r} needs 'card'")
-    if kind in ("draft", "ngram") and "acceptance" not in rest:
+    if spec.needs_acceptance and "acceptance" not in rest:
         raise ValueError(f"{where}: kind {kind!r} needs 'acceptance' (an alpha or a file)")
     try:
-        card = str(rest.get("card", ""))
-        if kind == "draft":
-            acc = _acceptance(rest["acceptance"], base=Path(base), where=f"{where}.acceptance")
-            return DraftModel(card=load_model(card), acceptance=acc, dtype=rest.get("dtype"))
-        if kind == "heads":
-            return Heads(card=load_head(card), dtype=rest.get("dtype"))
-        if kind == "ngram":
+        acc = None
+        if "acceptance" in rest:
             acc = _acceptance(rest.pop("acceptance"), base=Path(base), where=f"{where}.acceptance")
-            return build(NGram, {**rest, "acceptance": acc}, where=where)
-        if kind == "parallel":
-            return ParallelDraft.from_card(card)
-        return SelfSpeculation.from_card(card)
+        card = rest.pop("card", None)
+        return build_proposer(
+            kind, card=None if card is None else str(card), acceptance=acc, extra=rest
+        )
     except (TypeError, ValueError, FileNotFoundError) as exc:
         text = str(exc)
         raise ValueError(text if text.startswith(where) else f"{where}: {text}") from None
