@@ -97,7 +97,7 @@ def simulate_grid(
     }
 
 
-def fit_loss(rows: pd.DataFrame, sims: Sims, h: float, p: float, task: str) -> float:
+def fit_loss(rows: pd.DataFrame, sims: Sims, *, h: float, p: float, task: str) -> float:
     """Mean squared log error of the grid point ``(h, p)`` on ``task``'s rows."""
     measured = rows["measured"].to_numpy()
     idx = [int(i) for i in np.flatnonzero(rows["task"].to_numpy() == task)]
@@ -115,7 +115,7 @@ def fit_per_task(
     """For each task, the grid point of least :func:`fit_loss` (the first among ties)."""
     fitted: dict[str, tuple[float, float]] = {}
     for task in tasks:
-        losses = [fit_loss(rows, sims, h, p, task) for h, p in grid]
+        losses = [fit_loss(rows, sims, h=h, p=p, task=task) for h, p in grid]
         fitted[task] = grid[int(np.argmin(losses))]
     return fitted
 

@@ -140,7 +140,9 @@ def table2_predictions(
                     "held_out": fit_on != r.task,
                     "heterogeneity": h,
                     "persistence": p,
-                    "fit_loss": fit_loss(rows, sims, h, p, fit_on) if fit_on in TASKS else np.nan,
+                    "fit_loss": fit_loss(rows, sims, h=h, p=p, task=fit_on)
+                    if fit_on in TASKS
+                    else np.nan,
                     "tokens": tokens,
                 }
             )
