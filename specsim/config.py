@@ -134,38 +134,14 @@ def coerce(value: Any, hint: Any, where: str, *, kinds: Kinds | None = None) -> 
     if hint is Any or isinstance(hint, typing.TypeVar):
         return tuple(value) if isinstance(value, list) else value
     if _is_union(hint):
-        args = get_args(hint)
-        if value is None:
-            if type(None) in args:
-                return None
-            raise _fail(where, hint, value)
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return coerce(value, arg, where, kinds=kinds)
-            except ValueError as exc:
-                errors.append(exc)
-        if len(errors) == 1:  # one type besides None (``ModelCard | None``): its own reason
-            raise errors[0]
-        raise _fail(where, hint, value)
+        return _coerce_union(value, hint, where, kinds=kinds)
     origin = get_origin(hint)
     if origin is Literal:
         if value in get_args(hint) and not isinstance(value, bool):
             return value
         raise ValueError(f"{where}: expected one of {list(get_args(hint))}, got {value!r}")
     if origin is tuple:
-        if not isinstance(value, list | tuple):
-            raise _fail(where, hint, value)
-        args = get_args(hint)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
-        if args and len(args) != len(value):
-            raise ValueError(f"{where}: expected {len(args)} values, got {value!r}")
-        return tuple(
-            coerce(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args, strict=True))
-        )
+        return _coerce_tuple(value, hint, where)
     if origin is not None:  # other generics (Sequence[...], Mapping[...]): the class checks
         return tuple(value) if isinstance(value, list) else value
     if hint is bool:
@@ -196,6 +172,40 @@ def coerce(value: Any, hint: Any, where: str, *, kinds: Kinds | None = None) -> 
     if isinstance(hint, type) and dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
         return build(hint, value, where=where, kinds=kinds)
     return value
+
+
+def _coerce_union(value: Any, hint: Any, where: str, *, kinds: Kinds | None) -> Any:
+    """``value`` as the first type of the union ``hint`` that takes it (None only if allowed)."""
+    args = get_args(hint)
+    if value is None:
+        if type(None) in args:
+            return None
+        raise _fail(where, hint, value)
+    errors = []
+    for arg in args:
+        if arg is type(None):
+            continue
+        try:
+            return coerce(value, arg, where, kinds=kinds)
+        except ValueError as exc:
+            errors.append(exc)
+    if len(errors) == 1:  # one type besides None (``ModelCard | None``): its own reason
+        raise errors[0]
+    raise _fail(where, hint, value)
+
+
+def _coerce_tuple(value: Any, hint: Any, where: str) -> tuple[Any, ...]:
+    """A list or tuple checked element by element: ``tuple[T, ...]`` or a fixed length."""
+    if not isinstance(value, list | tuple):
+        raise _fail(where, hint, value)
+    args = get_args(hint)
+    if len(args) == 2 and args[1] is Ellipsis:
+        return tuple(coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
+    if args and len(args) != len(value):
+        raise ValueError(f"{where}: expected {len(args)} values, got {value!r}")
+    return tuple(
+        coerce(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args, strict=True))
+    )
 
 
 def _hashable(hint: Any) -> bool:

@@ -52,6 +52,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="trace files (.csv with .json sidecar) or folders of traces",
     )
     add_engine_arguments(parser)
+    _add_card_and_check_arguments(parser)
+    _add_device_arguments(parser)
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="write the card even if the fit cannot be trusted (it is marked as such in the "
+        f"card: a standard error above {TRUST_LIMITS['stderr_ratio']:g}x its estimate, a "
+        f"parameter at a bound of the fit, a held-out error above "
+        f"{TRUST_LIMITS['holdout_worst'] * 100:.0f}%%; with --engine-output, a run the fitted "
+        f"stack predicts more than {RESIDUAL_LIMIT * 100:.0f}%% off, the likely unit slip "
+        "named), and overwrite existing output files",
+    )
+    parser.add_argument("--json", action="store_true", help="print the fit as one JSON object")
+    _add_profile_arguments(parser)
+
+
+def _add_card_and_check_arguments(parser: argparse.ArgumentParser) -> None:
+    """The card written, where it starts from, and how the fit is checked."""
     parser.add_argument("--out", required=True, metavar="CARD.toml", help="calibrated card path")
     parser.add_argument(
         "--base",
@@ -80,6 +98,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the end-to-end simulations")
     parser.add_argument("--plot", metavar="PNG", help="draw measured against predicted here")
+
+
+def _add_device_arguments(parser: argparse.ArgumentParser) -> None:
+    """The device values the traces cannot measure: memory and power."""
     parser.add_argument(
         "--mem-capacity",
         type=float,
@@ -95,17 +117,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="power model (required for a card built from ceilings; with --base it replaces "
         "the base card's); say where from with --power-source",
     )
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="write the card even if the fit cannot be trusted (it is marked as such in the "
-        f"card: a standard error above {TRUST_LIMITS['stderr_ratio']:g}x its estimate, a "
-        f"parameter at a bound of the fit, a held-out error above "
-        f"{TRUST_LIMITS['holdout_worst'] * 100:.0f}%%; with --engine-output, a run the fitted "
-        f"stack predicts more than {RESIDUAL_LIMIT * 100:.0f}%% off, the likely unit slip "
-        "named), and overwrite existing output files",
-    )
-    parser.add_argument("--json", action="store_true", help="print the fit as one JSON object")
+
+
+def _add_profile_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--profile``: a runtime profile fitted on a given card."""
     parser.add_argument(
         "--profile",
         action="store_true",

@@ -127,7 +127,7 @@ def _rows(
     v: float,
 ) -> list[tuple[str, str]]:
     """The table ``specsim cost`` prints: one (label, text) a line."""
-    gb, ms = 1e9, 1e3
+    gb = 1e9
     rows = [
         (
             "pass",
@@ -142,20 +142,7 @@ def _rows(
             + f", KV cache {cost.kv_format}, activations {cost.dtype}",
         ),
         ("runtime", stack),
-        ("time", f"{cost.time_s * ms:.3f} ms  ({cost.tokens / cost.time_s:,.1f} tokens/s)"),
-        ("bound", f"{cost.bound}  (ridge at ~{ridge:.0f} tokens per pass)"),
-        (
-            "  roofline",
-            f"{cost.roofline_time_s * ms:.3f} ms  (compute {cost.compute_time_s * ms:.3f} ms, "
-            f"memory {cost.memory_time_s * ms:.3f} ms)",
-        ),
-        ("  dequantize", f"{cost.dequant_time_s * ms:.3f} ms  (part of the roofline)"),
-        ("  overheads", f"{cost.overhead_time_s * ms:.3f} ms"),
-        (
-            "  all-reduce",
-            f"{cost.allreduce_time_s * ms:.3f} ms  "
-            f"({cost.allreduce_time_s / cost.time_s:.1%} of the pass)",
-        ),
+        *_time_rows(cost, ridge),
         ("flops", f"{cost.flops:.4g}"),
         (
             "bytes",
@@ -181,3 +168,24 @@ def _rows(
     if args.plot_v is not None:
         rows.append(("plot", str(args.plot_v)))
     return rows
+
+
+def _time_rows(cost: StepCost, ridge: float) -> list[tuple[str, str]]:
+    """The pass's time and what it is made of: roofline, dequantization, overheads, all-reduce."""
+    ms = 1e3
+    return [
+        ("time", f"{cost.time_s * ms:.3f} ms  ({cost.tokens / cost.time_s:,.1f} tokens/s)"),
+        ("bound", f"{cost.bound}  (ridge at ~{ridge:.0f} tokens per pass)"),
+        (
+            "  roofline",
+            f"{cost.roofline_time_s * ms:.3f} ms  (compute {cost.compute_time_s * ms:.3f} ms, "
+            f"memory {cost.memory_time_s * ms:.3f} ms)",
+        ),
+        ("  dequantize", f"{cost.dequant_time_s * ms:.3f} ms  (part of the roofline)"),
+        ("  overheads", f"{cost.overhead_time_s * ms:.3f} ms"),
+        (
+            "  all-reduce",
+            f"{cost.allreduce_time_s * ms:.3f} ms  "
+            f"({cost.allreduce_time_s / cost.time_s:.1%} of the pass)",
+        ),
+    ]

@@ -35,16 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from specsim.cli import jsonout
+from specsim.cli.measure_real import REAL_FLAGS, REAL_STAGES, add_real_arguments, run_real
 from specsim.cli.output import ProgressBar, check_folder
 
 HELP = "time real transformer passes and speculative decoding into traces (needs torch)"
 
 _SECTIONS = ("ceilings", "passes", "autoregressive", "specdec", "assisted")
-_REAL_STAGES = ("corpus", "tokenizer", "train", "alpha")
-# The flags only the real preset reads (their defaults are applied in _run_real, so that a
-# flag given with another preset can be told from one left out).
-_REAL_FLAGS = ("stage", "work", "models", "sample", "train_only", "vocab")
-_REAL_DEFAULTS: dict[str, Any] = {"work": "out/real-work", "models": "models/tiny", "vocab": 4096}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,48 +86,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print a JSON summary (preset, device, seconds, rows written per "
         "trace, trace files, output folder); progress lines go to stderr",
     )
-    real = parser.add_argument_group("preset real (tiny models trained on real text)")
-    real.add_argument(
-        "--stage",
-        nargs="+",
-        choices=_REAL_STAGES,
-        default=None,
-        metavar="STAGE",
-        help=f"stages to run ({', '.join(_REAL_STAGES)}; default all)",
-    )
-    real.add_argument(
-        "--work",
-        default=None,
-        metavar="DIR",
-        help="corpora, token cache and checkpoints (default out/real-work)",
-    )
-    real.add_argument(
-        "--models",
-        default=None,
-        metavar="DIR",
-        help="tokenizer and trained weights (default models/tiny)",
-    )
-    real.add_argument(
-        "--sample",
-        default=None,
-        metavar="DIR",
-        help="build the corpora from this committed sample instead of the "
-        "installed packages (models/corpora/sample)",
-    )
-    real.add_argument(
-        "--train-only",
-        nargs="+",
-        default=None,
-        metavar="MODEL",
-        help="train only these models of the plan",
-    )
-    real.add_argument("--vocab", type=int, default=None, help="tokenizer vocabulary (default 4096)")
+    add_real_arguments(parser)
 
 
 def _ignored_flags(args: argparse.Namespace) -> None:
     """A ValueError naming every given flag that ``--preset`` does not read (exit 2)."""
     if args.preset == "real":
-        if args.shrink and set(args.stage or _REAL_STAGES) != {"alpha"}:
+        if args.shrink and set(args.stage or REAL_STAGES) != {"alpha"}:
             raise ValueError(
                 "--shrink: the real preset reads it with --stage alpha only (a shrunk alpha "
                 "stage, specsim.measure.realrun.SHRUNK); run the other stages without it"
@@ -142,7 +103,7 @@ def _ignored_flags(args: argparse.Namespace) -> None:
                 "sections); choose stages with --stage"
             )
         return
-    given = [f"--{k.replace('_', '-')}" for k in _REAL_FLAGS if getattr(args, k) is not None]
+    given = [f"--{k.replace('_', '-')}" for k in REAL_FLAGS if getattr(args, k) is not None]
     if given:
         raise ValueError(
             f"{', '.join(given)}: only --preset real reads "
@@ -230,104 +191,10 @@ def _command(args: argparse.Namespace) -> str:
     )
 
 
-def _run_real(args: argparse.Namespace) -> int:
-    try:
-        from specsim.measure.realbuild import build_real
-    except ImportError as exc:
-        print(
-            f"specsim measure: the real preset needs the optional extra specsim[measure] "
-            f"(torch, transformers, tokenizers, safetensors): {exc}",
-            file=sys.stderr,
-        )
-        return 2
-    from specsim.measure.corpus import MissingPackageError
-
-    for key, value in _REAL_DEFAULTS.items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
-    stages = args.stage or _REAL_STAGES
-    # Before any work: every folder the chosen stages write can be written (each may hold
-    # an earlier run's files, which the stages reuse).
-    check_folder(args.work, option="--work", force=True)
-    if {"tokenizer", "train"} & set(stages):
-        check_folder(args.models, option="--models", force=True)
-    if "alpha" in stages:
-        check_folder(args.out, option="--out", force=True)
-    t0 = time.perf_counter()
-
-    def log(line: str) -> None:
-        if not args.quiet:
-            print(f"[{time.perf_counter() - t0:7.1f} s] {line}", file=sys.stderr, flush=True)
-
-    threads = 1 if args.threads is None else args.threads
-    try:
-        build_real(
-            work=args.work,
-            models_dir=args.models,
-            stages=[s for s in stages if s != "alpha"],
-            sample=args.sample,
-            vocab_size=args.vocab,
-            only=args.train_only,
-            threads=threads,
-            log=log,
-        )
-    except MissingPackageError as exc:
-        print(f"specsim measure: {exc}", file=sys.stderr)
-        return 2
-    if "alpha" in stages:
-        from specsim.measure.realrun import SHRUNK, measure_real
-
-        measure_real(
-            work=args.work,
-            models_dir=args.models,
-            out=args.out,
-            seed=args.seed,
-            threads=threads,
-            command=_real_command(args),
-            log=log,
-            **(SHRUNK if args.shrink else {}),
-        )
-    seconds = time.perf_counter() - t0
-    if args.json:
-        out = Path(args.out)
-        print(
-            jsonout.dumps(
-                {
-                    "preset": "real",
-                    "stages": list(stages),
-                    "seed": args.seed,
-                    "seconds": seconds,
-                    "models_folder": str(Path(args.models).resolve()),
-                    "work_folder": str(Path(args.work).resolve()),
-                    "output_folder": str(out.resolve()) if "alpha" in stages else None,
-                    "files": sorted(str(f) for f in out.iterdir() if f.is_file())
-                    if "alpha" in stages and out.is_dir()
-                    else [],
-                }
-            )
-        )
-        return 0
-    print(
-        f"preset real: stages {' '.join(stages)} done in {seconds:.1f} s; "
-        f"models in {args.models}" + (f", measurements in {args.out}" if "alpha" in stages else "")
-    )
-    return 0
-
-
-def _real_command(args: argparse.Namespace) -> str:
-    stage = f" --stage {' '.join(args.stage)}" if args.stage else ""
-    threads = f" --threads {args.threads}" if args.threads is not None else ""
-    shrink = " --shrink" if args.shrink else ""
-    return (
-        f"specsim measure --device {args.device} --preset real{stage} --work {args.work} "
-        f"--models {args.models} --out {args.out} --seed {args.seed}{threads}{shrink}"
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     _ignored_flags(args)
     if args.preset == "real":
-        return _run_real(args)
+        return run_real(args)
     # Before any measuring: the traces' folder can be written (it may hold an earlier
     # run's traces, which are resumed).
     check_folder(args.out, option="--out", force=True)
@@ -363,17 +230,32 @@ def run(args: argparse.Namespace) -> int:
         command=_command(args),
         log=_progress_log(args, _plan(preset, sections), t0),
     )
-    total = time.perf_counter() - t0
+    _print_summary(
+        args, name=preset.name, sections=sections, seconds=time.perf_counter() - t0, written=written
+    )
+    return 0
+
+
+def _print_summary(
+    args: argparse.Namespace,
+    *,
+    name: str,
+    sections: tuple[str, ...],
+    seconds: float,
+    written: dict[str, int],
+) -> None:
+    """What was measured and where the traces are: one JSON object with --json, else one
+    line."""
     if args.json:
         out = Path(args.out)
         print(
             jsonout.dumps(
                 {
-                    "preset": preset.name,
+                    "preset": name,
                     "device": args.device,
                     "seed": args.seed,
                     "sections": list(sections),
-                    "seconds": total,
+                    "seconds": seconds,
                     "rows_written": written,
                     "traces": {
                         kind: str(out / f"{kind}.csv")
@@ -384,10 +266,9 @@ def run(args: argparse.Namespace) -> int:
                 }
             )
         )
-        return 0
+        return
     rows = ", ".join(f"{k} {v}" for k, v in written.items() if v)
     print(
-        f"preset {preset.name} on {args.device}: {total:.1f} s; rows written: "
+        f"preset {name} on {args.device}: {seconds:.1f} s; rows written: "
         f"{rows or 'none (everything was already measured)'}; traces in {args.out}"
     )
-    return 0

@@ -70,6 +70,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="extra card folder, searched first for cards of a CONFIG (repeatable)",
     )
+    _add_flag_run_arguments(parser)
+    parser.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="PATH=VALUE",
+        help="override a CONFIG value by its dotted path, e.g. acceptance.alpha=0.6 (repeatable)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="seed, >= 0 (default: the config's, or 0)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the metrics record as JSON")
+    parser.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="write a Chrome trace (Perfetto) here (a stream: memory grows with the tokens, "
+        f"at most {TABLE_TOKEN_LIMIT:,})",
+    )
+    parser.add_argument(
+        "--events",
+        metavar="FILE",
+        help="write the tidy event table (CSV) here (a stream: memory grows with the tokens, "
+        f"at most {TABLE_TOKEN_LIMIT:,})",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="overwrite an existing --trace or --events FILE"
+    )
+
+
+def _add_flag_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """A run given by flags instead of a CONFIG: acceptance, lookahead, costs, length."""
     parser.add_argument(
         "--alpha", type=float, help="i.i.d. acceptance probability, in [0, 1] (no CONFIG; required)"
     )
@@ -100,33 +132,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="the target's step time (no CONFIG): times in seconds; without it every time is "
         "in target steps",
-    )
-    parser.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="PATH=VALUE",
-        help="override a CONFIG value by its dotted path, e.g. acceptance.alpha=0.6 (repeatable)",
-    )
-    parser.add_argument(
-        "--seed", type=int, default=None, help="seed, >= 0 (default: the config's, or 0)"
-    )
-    parser.add_argument("--json", action="store_true", help="print the metrics record as JSON")
-    parser.add_argument(
-        "--trace",
-        metavar="FILE",
-        help="write a Chrome trace (Perfetto) here (a stream: memory grows with the tokens, "
-        f"at most {TABLE_TOKEN_LIMIT:,})",
-    )
-    parser.add_argument(
-        "--events",
-        metavar="FILE",
-        help="write the tidy event table (CSV) here (a stream: memory grows with the tokens, "
-        f"at most {TABLE_TOKEN_LIMIT:,})",
-    )
-    parser.add_argument(
-        "--force", action="store_true", help="overwrite an existing --trace or --events FILE"
     )
 
 

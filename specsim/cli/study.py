@@ -138,20 +138,7 @@ def _list_keys(module: ModuleType, as_json: bool) -> None:
 def run(args: argparse.Namespace) -> int:
     module = load_study(args.name)
     if args.list_keys:
-        given = [
-            flag
-            for flag, on in (
-                ("--set", bool(args.sets)),
-                ("--out", args.out is not None),
-                ("--fast", args.fast),
-                ("--seed", args.seed is not None),
-                ("--force", args.force),
-                ("--cards", bool(args.cards)),
-            )
-            if on
-        ]
-        if given:
-            raise ValueError(f"{', '.join(given)}: not with --list-keys, which runs nothing")
+        _refuse_run_flags(args)
         _list_keys(module, args.json)
         return 0
     overrides = parse_overrides(module.Config, args.sets)
@@ -199,3 +186,21 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {files[key]}")
     print(f"output folder: {out.resolve()}")
     return 0
+
+
+def _refuse_run_flags(args: argparse.Namespace) -> None:
+    """A ValueError naming every flag given with ``--list-keys`` that only a run reads."""
+    given = [
+        flag
+        for flag, on in (
+            ("--set", bool(args.sets)),
+            ("--out", args.out is not None),
+            ("--fast", args.fast),
+            ("--seed", args.seed is not None),
+            ("--force", args.force),
+            ("--cards", bool(args.cards)),
+        )
+        if on
+    ]
+    if given:
+        raise ValueError(f"{', '.join(given)}: not with --list-keys, which runs nothing")

@@ -67,14 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.scheduler is not None:
-        clash = [
-            f for f, on in (("--workers", args.workers is not None), ("--dask", args.dask)) if on
-        ]
-        if clash:
-            raise ValueError(
-                f"{', '.join(clash)}: not with --scheduler, which runs on that cluster's workers"
-            )
+    _refuse_local_workers_with_scheduler(args)
     workers = 1 if args.workers is None else args.workers
     spec = read_spec(args.spec)
     out = Path(args.out) if args.out else Path("out") / (Path(args.spec).stem + ".csv")
@@ -131,3 +124,15 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"output: {result.path.resolve()}")
     return 0
+
+
+def _refuse_local_workers_with_scheduler(args: argparse.Namespace) -> None:
+    """A ValueError naming ``--workers`` or ``--dask`` given with ``--scheduler``."""
+    if args.scheduler is not None:
+        clash = [
+            f for f, on in (("--workers", args.workers is not None), ("--dask", args.dask)) if on
+        ]
+        if clash:
+            raise ValueError(
+                f"{', '.join(clash)}: not with --scheduler, which runs on that cluster's workers"
+            )

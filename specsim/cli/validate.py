@@ -179,20 +179,7 @@ def run(args: argparse.Namespace) -> int:
             record["fidelity"] = fidelity.to_dict("records")
         print(dumps(record, indent=1))
         return 1 if bad else 0
-    print("Closed forms against the simulator (i.i.d. acceptance, serialized draft, v = 1)")
-    print(
-        f"A check passes when the formula lies within {Z_CHECK:g} standard errors of the "
-        f"simulated value (|z| <= {Z_CHECK:g})."
-    )
-    print(format_checks(checks) if args.verbose else format_summary(summary))
-    print(f"\n{len(checks) - failed} of {len(checks)} checks pass (|z| <= {Z_CHECK:g}).", end="")
-    if args.csv:
-        print(f" Every check: {args.csv}", end="")
-    elif not args.verbose:
-        print(" Every check: --verbose, --csv FILE or --json.", end="")
-    print("\n")
-    print("How far the formulas are off when one assumption is dropped")
-    print(format_dropped(dropped))
+    _print_closed_forms(args, checks=checks, summary=summary, dropped=dropped, failed=failed)
     print(
         "\nServing simulator against queueing theory (batch 1, no speculation, Poisson "
         "arrivals): mean wait in queue, seconds"
@@ -214,6 +201,32 @@ def run(args: argparse.Namespace) -> int:
         )
         print(format_fidelity(fidelity, verbose=args.verbose))
     return 1 if bad else 0
+
+
+def _print_closed_forms(
+    args: argparse.Namespace,
+    *,
+    checks: pd.DataFrame,
+    summary: pd.DataFrame,
+    dropped: pd.DataFrame,
+    failed: int,
+) -> None:
+    """The closed forms against the simulator, then how far they are off when one assumption
+    is dropped."""
+    print("Closed forms against the simulator (i.i.d. acceptance, serialized draft, v = 1)")
+    print(
+        f"A check passes when the formula lies within {Z_CHECK:g} standard errors of the "
+        f"simulated value (|z| <= {Z_CHECK:g})."
+    )
+    print(format_checks(checks) if args.verbose else format_summary(summary))
+    print(f"\n{len(checks) - failed} of {len(checks)} checks pass (|z| <= {Z_CHECK:g}).", end="")
+    if args.csv:
+        print(f" Every check: {args.csv}", end="")
+    elif not args.verbose:
+        print(" Every check: --verbose, --csv FILE or --json.", end="")
+    print("\n")
+    print("How far the formulas are off when one assumption is dropped")
+    print(format_dropped(dropped))
 
 
 def format_fidelity(table: pd.DataFrame, *, verbose: bool) -> str:

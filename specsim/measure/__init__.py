@@ -52,9 +52,9 @@ from specsim.measure.models import (
     torch_dtype,
 )
 from specsim.measure.presets import PRESETS, Preset, get_preset, shrink
-from specsim.measure.realalpha import position_stats, summarize
+from specsim.measure.realalpha import measure_alpha, position_stats, summarize
 from specsim.measure.realbuild import build_real
-from specsim.measure.realrun import measure_alpha, measure_real
+from specsim.measure.realrun import measure_real
 from specsim.measure.run import SECTIONS, device_name, run_preset, unit_rng
 from specsim.measure.timing import (
     energy_meter,
@@ -66,7 +66,8 @@ from specsim.measure.timing import (
     time_passes,
 )
 from specsim.measure.tinylm import TinySpec, load_tiny, save_tiny
-from specsim.measure.train import PLAN, TrainConfig, train_model
+from specsim.measure.train import PLAN, TrainConfig
+from specsim.measure.trainloop import train_model
 
 __all__ = [
     "SCHEDULES",

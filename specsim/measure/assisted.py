@@ -73,27 +73,13 @@ def hf_generate(
         raise ValueError(f"temperature: expected >= 0, got {temperature!r}")
     device = next(target.parameters()).device
     ids = torch.from_numpy(p.astype(np.int64)).to(device)
-    settings: dict[str, Any] = dict(
-        max_new_tokens=new_tokens,
-        min_new_tokens=new_tokens,
-        do_sample=temperature > 0,
-        pad_token_id=0,
-        eos_token_id=None,
+    config = _generation_config(
+        draft,
+        new_tokens=new_tokens,
+        temperature=temperature,
+        num_assistant_tokens=num_assistant_tokens,
+        schedule=schedule,
     )
-    if temperature > 0:
-        # Pure temperature sampling, as in the harness's own loop: no top-k/top-p filter.
-        settings.update(temperature=temperature, top_k=0, top_p=1.0)
-    if draft is not None:
-        assist = dict(
-            num_assistant_tokens=num_assistant_tokens,
-            num_assistant_tokens_schedule=schedule,
-            assistant_confidence_threshold=0.0,
-        )
-        settings.update(assist)
-        # The assistant reads its drafting settings from its own generation config.
-        for key, value in assist.items():
-            setattr(draft.generation_config, key, value)
-    config = GenerationConfig(**settings)
     counters = {"target": _Counter(), "draft": _Counter()}
     hooks = [target.register_forward_pre_hook(counters["target"])]
     if draft is not None:
@@ -122,6 +108,39 @@ def hf_generate(
         "draft_passes": counters["draft"].calls,
         "tokens": tokens,
     }
+
+
+def _generation_config(
+    draft: Any | None,
+    *,
+    new_tokens: int,
+    temperature: float,
+    num_assistant_tokens: int,
+    schedule: str,
+) -> Any:
+    """Exactly ``new_tokens`` tokens, greedy or pure temperature sampling, and the draft's
+    assistant settings (written into its own generation config too, where it reads them)."""
+    settings: dict[str, Any] = dict(
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        do_sample=temperature > 0,
+        pad_token_id=0,
+        eos_token_id=None,
+    )
+    if temperature > 0:
+        # Pure temperature sampling, as in the harness's own loop: no top-k/top-p filter.
+        settings.update(temperature=temperature, top_k=0, top_p=1.0)
+    if draft is not None:
+        assist = dict(
+            num_assistant_tokens=num_assistant_tokens,
+            num_assistant_tokens_schedule=schedule,
+            assistant_confidence_threshold=0.0,
+        )
+        settings.update(assist)
+        # The assistant reads its drafting settings from its own generation config.
+        for key, value in assist.items():
+            setattr(draft.generation_config, key, value)
+    return GenerationConfig(**settings)
 
 
 def assisted_runs(

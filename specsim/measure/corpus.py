@@ -184,6 +184,35 @@ def build_corpora(
     for name in names:
         if name not in srcs:
             raise ValueError(f"corpora: unknown corpus {name!r}; known: {sorted(srcs)}")
+    plan = _corpus_files(srcs, names, sample=sample)
+    outdir = Path(out)
+    manifest: dict[str, Any] = {
+        "format": FORMAT,
+        "split": {
+            "hash": "blake2b-64 of the UTF-8 text",
+            "fractions": dict(zip(SPLITS, FRACTIONS, strict=True)),
+        },
+        "python": platform.python_version(),
+        "sample": sample is not None,
+        "corpora": {},
+    }
+    for src, files, versions in plan:
+        entry = _write_corpus(src, files, versions=versions, outdir=outdir)
+        manifest["corpora"][src.corpus] = entry
+        if log is not None:
+            counts = ", ".join(f"{s} {v['documents']}" for s, v in entry["splits"].items())
+            log(f"corpus {src.corpus}: {len(files)} files, {entry['source_bytes']} bytes; {counts}")
+    atomic_write_text(
+        outdir / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    )
+    return manifest
+
+
+def _corpus_files(
+    srcs: dict[str, Source], names: list[str], *, sample: str | os.PathLike[str] | None
+) -> list[tuple[Source, list[Path], dict[str, str]]]:
+    """Each corpus with its source files and their versions (the sample's, or the installed
+    packages'), found before anything is written."""
     plan: list[tuple[Source, list[Path], dict[str, str]]] = []
     for name in names:
         src = srcs[name]
@@ -198,50 +227,38 @@ def build_corpora(
                     f"{' '.join(src.packages) or 'python3'}`"
                 )
             plan.append((src, files, versions))
-    outdir = Path(out)
-    manifest: dict[str, Any] = {
-        "format": FORMAT,
-        "split": {
-            "hash": "blake2b-64 of the UTF-8 text",
-            "fractions": dict(zip(SPLITS, FRACTIONS, strict=True)),
-        },
-        "python": platform.python_version(),
-        "sample": sample is not None,
-        "corpora": {},
+    return plan
+
+
+def _write_corpus(
+    src: Source, files: list[Path], *, versions: dict[str, str], outdir: Path
+) -> dict[str, Any]:
+    """One corpus's documents, deduplicated, written split by split; its manifest entry."""
+    seen: set[str] = set()
+    buckets: dict[str, list[str]] = {s: [] for s in SPLITS}
+    for _, doc in _documents(src.kind, files):
+        if doc in seen:
+            continue
+        seen.add(doc)
+        buckets[split_of(doc, test_only=src.test_only)].append(doc)
+    entry: dict[str, Any] = {
+        "kind": src.kind,
+        "versions": versions,
+        "files": len(files),
+        "source_bytes": sum(p.stat().st_size for p in files),
+        "test_only": src.test_only,
+        "splits": {},
     }
-    for src, files, versions in plan:
-        seen: set[str] = set()
-        buckets: dict[str, list[str]] = {s: [] for s in SPLITS}
-        for _, doc in _documents(src.kind, files):
-            if doc in seen:
-                continue
-            seen.add(doc)
-            buckets[split_of(doc, test_only=src.test_only)].append(doc)
-        entry: dict[str, Any] = {
-            "kind": src.kind,
-            "versions": versions,
-            "files": len(files),
-            "source_bytes": sum(p.stat().st_size for p in files),
-            "test_only": src.test_only,
-            "splits": {},
+    for split, docs in buckets.items():
+        payload = "".join(json.dumps({"text": d}, ensure_ascii=False) + "\n" for d in docs)
+        data = payload.encode("utf-8")
+        atomic_write_bytes(outdir / f"{src.corpus}.{split}.jsonl", data)
+        entry["splits"][split] = {
+            "documents": len(docs),
+            "bytes": sum(len(d.encode("utf-8")) for d in docs),
+            "sha256": hashlib.sha256(data).hexdigest(),
         }
-        for split, docs in buckets.items():
-            payload = "".join(json.dumps({"text": d}, ensure_ascii=False) + "\n" for d in docs)
-            data = payload.encode("utf-8")
-            atomic_write_bytes(outdir / f"{src.corpus}.{split}.jsonl", data)
-            entry["splits"][split] = {
-                "documents": len(docs),
-                "bytes": sum(len(d.encode("utf-8")) for d in docs),
-                "sha256": hashlib.sha256(data).hexdigest(),
-            }
-        manifest["corpora"][src.corpus] = entry
-        if log is not None:
-            counts = ", ".join(f"{s} {v['documents']}" for s, v in entry["splits"].items())
-            log(f"corpus {src.corpus}: {len(files)} files, {entry['source_bytes']} bytes; {counts}")
-    atomic_write_text(
-        outdir / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-    )
-    return manifest
+    return entry
 
 
 def read_split(root: str | os.PathLike[str], corpus: str, split: str) -> list[str]:

@@ -37,7 +37,6 @@ implementation would. The prompt prefill is not timed.
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -49,7 +48,8 @@ import torch
 from numpy.typing import NDArray
 
 from specsim.checks import check_int
-from specsim.measure.models import cache_keyword, synchronize
+from specsim.measure.kvcache import DecodeState
+from specsim.measure.models import synchronize
 from specsim.sampling import acceptance_rate, verify_batch
 
 __all__ = [
@@ -67,67 +67,6 @@ __all__ = [
 ]
 
 IntArray = NDArray[np.int64]
-
-
-class DecodeState:
-    """A model with the KV cache of one batch of sequences.
-
-    For a decoder-only model the sequence is the prompt and what follows it.
-    For an encoder-decoder model ``source`` (the prompt) is encoded once and the
-    sequence is the decoder's, starting at ``decoder_start_token_id``.
-    """
-
-    def __init__(self, model: Any, *, batch: int, source: torch.Tensor | None = None) -> None:
-        from transformers import DynamicCache, EncoderDecoderCache
-
-        self.model = model
-        self.batch = batch
-        self.device: torch.device = next(model.parameters()).device
-        self.encoder_decoder = bool(model.config.is_encoder_decoder)
-        self._key = cache_keyword(model)
-        params = inspect.signature(model.forward).parameters
-        self._keep = "logits_to_keep" in params
-        self.cache: Any
-        self.encoder_outputs: Any = None
-        if self.encoder_decoder:
-            if source is None:
-                raise ValueError("source: an encoder-decoder model needs the prompt as source")
-            self.cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
-            with torch.inference_mode():
-                self.encoder_outputs = model.get_encoder()(input_ids=source.to(self.device))
-        else:
-            self.cache = DynamicCache(config=model.config)
-
-    @property
-    def length(self) -> int:
-        """Number of sequence positions held in the (self-attention) cache."""
-        return int(self.cache.get_seq_length())
-
-    def forward(self, tokens: torch.Tensor, *, last_only: bool = False) -> torch.Tensor:
-        """Feed ``tokens`` (batch, n) after the cached positions; return their logits.
-
-        The cache grows by ``n``. ``last_only`` asks for the last position's
-        logits only (prefill and draft passes), shape (batch, 1, vocab).
-        """
-        tokens = tokens.to(self.device)
-        if tokens.ndim != 2 or tokens.shape[0] != self.batch:
-            raise ValueError(f"tokens: expected shape ({self.batch}, n), got {tuple(tokens.shape)}")
-        kwargs: dict[str, Any] = {self._key: self.cache, "use_cache": True}
-        if self.encoder_decoder:
-            kwargs.update(decoder_input_ids=tokens, encoder_outputs=self.encoder_outputs)
-        else:
-            kwargs["input_ids"] = tokens
-            if last_only and self._keep:
-                kwargs["logits_to_keep"] = 1
-        with torch.inference_mode():
-            logits = self.model(**kwargs).logits
-        return logits[:, -1:] if last_only else logits
-
-    def rollback(self, length: int) -> None:
-        """Forget cached positions from ``length`` on (a no-op if there are none)."""
-        extra = self.length - length
-        if extra > 0:
-            self.cache.crop(-extra)
 
 
 def next_token_probs(logits: torch.Tensor, temperature: float) -> NDArray[np.float64]:
@@ -347,16 +286,7 @@ def spec_block(
     greedy = temperature == 0
     context = seq.shape[1]
     t0 = _clock(d_state.device)
-    drafted, q_rows, pass_s = [], [], []
-    feed = _pending(d_state, seq)
-    for _ in range(gamma):
-        tp = time.perf_counter()
-        q = next_token_probs(d_state.forward(feed, last_only=True)[:, -1], temperature)
-        x = _choose(q, temperature, rng)
-        drafted.append(x)
-        q_rows.append(q)
-        feed = torch.from_numpy(x[:, None])
-        pass_s.append(time.perf_counter() - tp)
+    drafted, q_rows, pass_s = _draft(d_state, seq, gamma=gamma, temperature=temperature, rng=rng)
     t1 = _clock(t_state.device)
     xs = np.stack(drafted, axis=1)
     feed_t = torch.cat([_pending(t_state, seq), torch.from_numpy(xs)], dim=1)
@@ -371,21 +301,73 @@ def spec_block(
     d_state.rollback(min(d_state.length, seq.shape[1] - 1))
     t3 = time.perf_counter()
     alpha = np.asarray(acceptance_rate(p[:, :gamma], qs)).reshape(len(seq), gamma)
-    for b in range(len(seq)):
-        n = int(result.accepted[b])
+    _append_rows(
+        blocks,
+        positions,
+        block=block,
+        context=context,
+        accepted=result.accepted,
+        emitted=k + 1,
+        alpha=alpha,
+        times=(t1 - t0, t2 - t1, t3 - t2),
+        pass_s=pass_s,
+    )
+    return seq
+
+
+def _draft(
+    d_state: DecodeState,
+    seq: IntArray,
+    *,
+    gamma: int,
+    temperature: float,
+    rng: np.random.Generator,
+) -> tuple[list[IntArray], list[NDArray[np.float64]], list[float]]:
+    """``gamma`` draft passes after ``seq``, one token each: the tokens, the draft's
+    distributions and each pass's wall time."""
+    drafted, q_rows, pass_s = [], [], []
+    feed = _pending(d_state, seq)
+    for _ in range(gamma):
+        tp = time.perf_counter()
+        q = next_token_probs(d_state.forward(feed, last_only=True)[:, -1], temperature)
+        x = _choose(q, temperature, rng)
+        drafted.append(x)
+        q_rows.append(q)
+        feed = torch.from_numpy(x[:, None])
+        pass_s.append(time.perf_counter() - tp)
+    return drafted, q_rows, pass_s
+
+
+def _append_rows(
+    blocks: list[dict[str, Any]],
+    positions: list[dict[str, Any]],
+    *,
+    block: int,
+    context: int,
+    accepted: IntArray,
+    emitted: int,
+    alpha: NDArray[np.float64],
+    times: tuple[float, float, float],
+    pass_s: list[float],
+) -> None:
+    """A block's rows: one a sequence in ``blocks`` (draft, target and verify times), one a
+    drafted position in ``positions``."""
+    draft_s, target_s, verify_s = times
+    for b in range(len(accepted)):
+        n = int(accepted[b])
         blocks.append(
             {
                 "block": block,
                 "seq": b,
                 "context": context,
                 "accepted": n,
-                "emitted": k + 1,
-                "draft_s": t1 - t0,
-                "target_s": t2 - t1,
-                "verify_s": t3 - t2,
+                "emitted": emitted,
+                "draft_s": draft_s,
+                "target_s": target_s,
+                "verify_s": verify_s,
             }
         )
-        for i in range(gamma):
+        for i, draft_pass_s in enumerate(pass_s):
             positions.append(
                 {
                     "block": block,
@@ -394,7 +376,6 @@ def spec_block(
                     "alpha": float(alpha[b, i]),
                     "accepted": i < n,
                     "reached": i <= n,
-                    "draft_pass_s": pass_s[i],
+                    "draft_pass_s": draft_pass_s,
                 }
             )
-    return seq

@@ -140,45 +140,14 @@ def hf_config(
     if v < 3:
         raise ValueError(f"vocab: need at least 3 tokens, got {v} for card {card.slug!r}")
     if card.architecture == "encoder-decoder":
-        t5: dict[str, Any] = dict(
-            vocab_size=v,
-            d_model=card.d_model,
-            d_kv=card.head_dim,
-            d_ff=card.d_ff,
-            num_layers=card.encoder_layers,
-            num_decoder_layers=card.layers,
-            num_heads=card.heads,
-            feed_forward_proj="gated-gelu" if card.gated_mlp else "relu",
-            tie_word_embeddings=card.tied_embeddings,
-            decoder_start_token_id=0,
-            use_cache=True,
-            **_special_ids(v),
-        )
-        return transformers.T5Config(**t5)
+        return _t5_config(card, vocab=v)
     if card.architecture != "decoder":
         raise ValueError(
             f"card {card.slug!r}: architecture {card.architecture!r} is neither "
             "'decoder' nor 'encoder-decoder'"
         )
     if not card.gated_mlp:
-        if card.heads * card.head_dim != card.d_model or card.kv_heads != card.heads:
-            raise ValueError(
-                f"card {card.slug!r}: a GPT-style (ungated) model needs heads * head_dim == "
-                f"d_model and kv_heads == heads, got {card.heads} * {card.head_dim} vs "
-                f"{card.d_model} and kv_heads {card.kv_heads}"
-            )
-        return transformers.GPT2Config(
-            vocab_size=v,
-            n_positions=max(card.max_position, min_positions),
-            n_embd=card.d_model,
-            n_layer=card.layers,
-            n_head=card.heads,
-            n_inner=card.d_ff,
-            activation_function=_GPT_ACTIVATIONS.get(card.activation or "", "gelu_new"),
-            tie_word_embeddings=card.tied_embeddings,
-            use_cache=True,
-            **_special_ids(v),
-        )
+        return _gpt2_config(card, vocab=v, min_positions=min_positions)
     common: dict[str, Any] = dict(
         vocab_size=v,
         hidden_size=card.d_model,
@@ -199,6 +168,47 @@ def hf_config(
             )
         return transformers.Qwen2Config(**common)
     return transformers.LlamaConfig(head_dim=card.head_dim, **common)
+
+
+def _t5_config(card: CardShape, *, vocab: int) -> transformers.T5Config:
+    """An encoder-decoder card as a T5 config."""
+    t5: dict[str, Any] = dict(
+        vocab_size=vocab,
+        d_model=card.d_model,
+        d_kv=card.head_dim,
+        d_ff=card.d_ff,
+        num_layers=card.encoder_layers,
+        num_decoder_layers=card.layers,
+        num_heads=card.heads,
+        feed_forward_proj="gated-gelu" if card.gated_mlp else "relu",
+        tie_word_embeddings=card.tied_embeddings,
+        decoder_start_token_id=0,
+        use_cache=True,
+        **_special_ids(vocab),
+    )
+    return transformers.T5Config(**t5)
+
+
+def _gpt2_config(card: CardShape, *, vocab: int, min_positions: int) -> transformers.GPT2Config:
+    """An ungated decoder card as a GPT-2 config (learned positions, no grouped KV)."""
+    if card.heads * card.head_dim != card.d_model or card.kv_heads != card.heads:
+        raise ValueError(
+            f"card {card.slug!r}: a GPT-style (ungated) model needs heads * head_dim == "
+            f"d_model and kv_heads == heads, got {card.heads} * {card.head_dim} vs "
+            f"{card.d_model} and kv_heads {card.kv_heads}"
+        )
+    return transformers.GPT2Config(
+        vocab_size=vocab,
+        n_positions=max(card.max_position, min_positions),
+        n_embd=card.d_model,
+        n_layer=card.layers,
+        n_head=card.heads,
+        n_inner=card.d_ff,
+        activation_function=_GPT_ACTIVATIONS.get(card.activation or "", "gelu_new"),
+        tie_word_embeddings=card.tied_embeddings,
+        use_cache=True,
+        **_special_ids(vocab),
+    )
 
 
 _GPT_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_new", "relu": "relu"}

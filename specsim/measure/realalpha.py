@@ -27,6 +27,7 @@ autocorrelation of alpha along the sequence is pooled over windows at lags
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,9 @@ import torch
 from numpy.typing import NDArray
 from scipy import stats
 
-from specsim.acceptance.realtext import CORPORA, DRAFTS
+from specsim.acceptance.realtext import CORPORA, DRAFTS, TEXTS
+from specsim.measure.decode import autoregressive_decode
+from specsim.rng import keyed_rng
 from specsim.sampling import acceptance_rate
 
 __all__ = [
@@ -49,6 +52,7 @@ __all__ = [
     "model_logits",
     "autocorrelation",
     "summarize",
+    "measure_alpha",
 ]
 
 TEMPERATURES: tuple[float, ...] = (0.0, 0.3, 0.7, 1.0, 1.3)
@@ -220,3 +224,127 @@ def summarize(
 def summary_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Rows of :func:`summarize` (with their keys) as a DataFrame, numbers rounded to 6 digits."""
     return pd.DataFrame(rows).round(6)
+
+
+def _cell_rows(stats: Any, *, keys: dict[str, Any], keep: int) -> list[dict[str, Any]]:
+    rows = []
+    n, length = stats.alpha.shape
+    for s in range(min(keep, n)):
+        for t in range(length):
+            rows.append(
+                {
+                    **keys,
+                    "seq": s,
+                    "position": t,
+                    "alpha": round(float(stats.alpha[s, t]), 5),
+                    "draft_prob": round(float(stats.draft_prob[s, t]), 5),
+                    "draft_entropy": round(float(stats.draft_entropy[s, t]), 4),
+                    "accepted": bool(stats.accepted[s, t]),
+                }
+            )
+    return rows
+
+
+def measure_alpha(
+    *,
+    target: Any,
+    drafts: dict[str, Any],
+    windows: dict[str, np.ndarray],
+    context: int,
+    temperatures: Sequence[float] = TEMPERATURES,
+    texts: Sequence[str] = TEXTS,
+    seed: int = 0,
+    keep: int = 8,
+    log: Callable[[str], None] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Summary and per-position frames for every draft, temperature, corpus and text.
+
+    ``windows`` maps corpus to token windows (sequences, length); positions
+    ``context..length-1`` are scored. ``generated`` text keeps each window's
+    first ``context`` tokens as the prompt and lets the target generate the
+    rest at the temperature being measured.
+    """
+    say = log if log is not None else (lambda line: None)
+    summary: list[dict[str, Any]] = []
+    positions: list[dict[str, Any]] = []
+    for corpus, win in windows.items():
+        length = win.shape[1]
+        if not 1 <= context < length:
+            raise ValueError(f"context: expected 1 <= context < {length}, got {context}")
+        cached: dict[str, torch.Tensor] = {}
+        for text in texts:
+            for temp in temperatures:
+                if text == "test":
+                    seqs = win
+                else:
+                    seqs = _generated(
+                        target,
+                        win,
+                        context=context,
+                        temperature=temp,
+                        rng=keyed_rng(seed, f"generate/{corpus}/{temp}"),
+                    )
+                    cached = {}
+                feed = seqs[:, :-1]
+                nxt = torch.from_numpy(seqs[:, context:])
+                # Test text is the same at every temperature: its logits are computed once.
+                t_logits = _scored_logits(cached, "target", target, feed, context=context)
+                for name, draft in drafts.items():
+                    d_logits = _scored_logits(cached, name, draft, feed, context=context)
+                    key = f"{name}/{corpus}/{text}/{temp}"
+                    st = position_stats(
+                        t_logits,
+                        d_logits,
+                        next_tokens=nxt,
+                        temperature=temp,
+                        rng=keyed_rng(seed, "signals/" + key),
+                    )
+                    keys = {"draft": name, "temperature": temp, "corpus": corpus, "text": text}
+                    summary.append(_summary_row(st, keys=keys, rng=keyed_rng(seed, "boot/" + key)))
+                    positions.extend(_cell_rows(st, keys=keys, keep=keep))
+                say(
+                    f"alpha {corpus} {text} T={temp}: "
+                    + " ".join(
+                        f"{r['draft']} {r['alpha_mean']:.3f}" for r in summary[-len(drafts) :]
+                    )
+                )
+    return pd.DataFrame(summary).round(6), pd.DataFrame(positions)
+
+
+def _scored_logits(
+    cache: dict[str, torch.Tensor], name: str, model: Any, feed: np.ndarray, *, context: int
+) -> torch.Tensor:
+    """``model``'s logits at the scored positions (after the first ``context`` tokens), kept
+    in ``cache`` under ``name`` so that one text is scored once."""
+    if name not in cache:
+        cache[name] = model_logits(model, feed)[:, context - 1 :]
+    return cache[name]
+
+
+def _generated(
+    target: Any, win: np.ndarray, *, context: int, temperature: float, rng: np.random.Generator
+) -> np.ndarray:
+    """Each window's first ``context`` tokens and the rest generated by the target."""
+    gen = autoregressive_decode(
+        target,
+        prompt=win[:, :context],
+        new_tokens=win.shape[1] - context,
+        temperature=temperature,
+        rng=rng,
+    )
+    return np.concatenate([win[:, :context], gen.tokens], axis=1)
+
+
+def _summary_row(st: Any, *, keys: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+    """One cell's summary: mean alpha with its intervals and the means of the signals."""
+    return {
+        **keys,
+        "sequences": st.alpha.shape[0],
+        "positions": st.alpha.size,
+        **summarize(st.alpha, rng=rng),
+        "accept_rate": float(st.accepted.mean()),
+        "draft_prob_mean": float(st.draft_prob.mean()),
+        "draft_entropy_mean": float(st.draft_entropy.mean()),
+        "target_nll": float(st.target_nll.mean()),
+        "draft_nll": float(st.draft_nll.mean()),
+    }

@@ -27,7 +27,8 @@ from typing import Any
 from specsim.checks import check_int
 from specsim.measure.corpus import atomic_write_text, build_corpora, read_split
 from specsim.measure.tinylm import load_tokenizer, tokenizer_sha256, train_tokenizer
-from specsim.measure.train import PLAN, TRAIN_CORPORA, TrainConfig, encode_corpora, train_model
+from specsim.measure.train import PLAN, TRAIN_CORPORA, TrainConfig, encode_corpora
+from specsim.measure.trainloop import train_model
 
 __all__ = ["STAGES", "corpus_fingerprint", "build_tokenizer", "build_real"]
 
@@ -134,32 +135,57 @@ def build_real(
             corpora_dir=corpora_dir, models_dir=models, vocab_size=vocab_size, log=log
         )
     if "train" in stages:
-        tok = load_tokenizer(models / "tokenizer.json")
-        data = encode_corpora(
-            corpora_dir=corpora_dir,
-            tokenizer=tok,
-            corpora=TRAIN_CORPORA,
-            cache_dir=work_dir / "tokens",
-        )
-        info = {
-            "corpus_fingerprint": corpus_fingerprint(manifest, TRAIN_CORPORA),
-            "corpus_sample": bool(manifest.get("sample")),
-        }
-        result["models"] = {}
-        for cfg in plan:
-            if only and cfg.name not in only:
-                continue
-            result["models"][cfg.name] = train_model(
-                cfg,
-                tokenizer=tok,
-                data=data,
-                out_dir=models,
-                checkpoint_dir=work_dir / "checkpoints",
-                info=info,
-                threads=threads,
-                log=log,
-            )
-        atomic_write_text(
-            models / "corpus-manifest.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+        result["models"] = _train(
+            plan,
+            only=only,
+            manifest=manifest,
+            work_dir=work_dir,
+            models=models,
+            threads=threads,
+            log=log,
         )
     return result
+
+
+def _train(
+    plan: Sequence[TrainConfig],
+    *,
+    only: Sequence[str] | None,
+    manifest: dict[str, Any],
+    work_dir: Path,
+    models: Path,
+    threads: int,
+    log: Log | None,
+) -> dict[str, Any]:
+    """The train stage: the training corpora encoded (cached under ``work_dir``), each model
+    of ``plan`` (or of ``only``) trained into ``models``, the corpora's manifest beside them."""
+    corpora_dir = work_dir / "corpora"
+    tok = load_tokenizer(models / "tokenizer.json")
+    data = encode_corpora(
+        corpora_dir=corpora_dir,
+        tokenizer=tok,
+        corpora=TRAIN_CORPORA,
+        cache_dir=work_dir / "tokens",
+    )
+    info = {
+        "corpus_fingerprint": corpus_fingerprint(manifest, TRAIN_CORPORA),
+        "corpus_sample": bool(manifest.get("sample")),
+    }
+    trained: dict[str, Any] = {}
+    for cfg in plan:
+        if only and cfg.name not in only:
+            continue
+        trained[cfg.name] = train_model(
+            cfg,
+            tokenizer=tok,
+            data=data,
+            out_dir=models,
+            checkpoint_dir=work_dir / "checkpoints",
+            info=info,
+            threads=threads,
+            log=log,
+        )
+    atomic_write_text(
+        models / "corpus-manifest.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    )
+    return trained

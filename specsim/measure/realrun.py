@@ -39,125 +39,14 @@ import torch
 
 from specsim.acceptance.realtext import TEXTS
 from specsim.measure.corpus import atomic_write_bytes, atomic_write_text
-from specsim.measure.decode import autoregressive_decode
-from specsim.measure.realalpha import (
-    DRAFTS,
-    TEMPERATURES,
-    TEST_CORPORA,
-    model_logits,
-    position_stats,
-    summarize,
-)
+from specsim.measure.realalpha import DRAFTS, TEMPERATURES, TEST_CORPORA, measure_alpha
 from specsim.measure.realspec import SPECDEC_TEMPERATURES, measure_specdec, write_specdec
 from specsim.measure.tinylm import load_tiny, load_tokenizer
 from specsim.measure.train import encode_corpora, eval_windows
-from specsim.rng import keyed_rng
 
-__all__ = ["measure_alpha", "measure_real", "alpha_table", "with_time_left"]
+__all__ = ["measure_real", "alpha_table", "with_time_left"]
 
 Log = Callable[[str], None]
-
-
-def _cell_rows(stats: Any, *, keys: dict[str, Any], keep: int) -> list[dict[str, Any]]:
-    rows = []
-    n, length = stats.alpha.shape
-    for s in range(min(keep, n)):
-        for t in range(length):
-            rows.append(
-                {
-                    **keys,
-                    "seq": s,
-                    "position": t,
-                    "alpha": round(float(stats.alpha[s, t]), 5),
-                    "draft_prob": round(float(stats.draft_prob[s, t]), 5),
-                    "draft_entropy": round(float(stats.draft_entropy[s, t]), 4),
-                    "accepted": bool(stats.accepted[s, t]),
-                }
-            )
-    return rows
-
-
-def measure_alpha(
-    *,
-    target: Any,
-    drafts: dict[str, Any],
-    windows: dict[str, np.ndarray],
-    context: int,
-    temperatures: Sequence[float] = TEMPERATURES,
-    texts: Sequence[str] = TEXTS,
-    seed: int = 0,
-    keep: int = 8,
-    log: Log | None = None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Summary and per-position frames for every draft, temperature, corpus and text.
-
-    ``windows`` maps corpus to token windows (sequences, length); positions
-    ``context..length-1`` are scored. ``generated`` text keeps each window's
-    first ``context`` tokens as the prompt and lets the target generate the
-    rest at the temperature being measured.
-    """
-    say = log if log is not None else (lambda line: None)
-    summary: list[dict[str, Any]] = []
-    positions: list[dict[str, Any]] = []
-    for corpus, win in windows.items():
-        length = win.shape[1]
-        if not 1 <= context < length:
-            raise ValueError(f"context: expected 1 <= context < {length}, got {context}")
-        cached: dict[str, torch.Tensor] = {}
-        for text in texts:
-            for temp in temperatures:
-                if text == "test":
-                    seqs = win
-                else:
-                    gen = autoregressive_decode(
-                        target,
-                        prompt=win[:, :context],
-                        new_tokens=length - context,
-                        temperature=temp,
-                        rng=keyed_rng(seed, f"generate/{corpus}/{temp}"),
-                    )
-                    seqs = np.concatenate([win[:, :context], gen.tokens], axis=1)
-                    cached = {}
-                feed = seqs[:, :-1]
-                nxt = torch.from_numpy(seqs[:, context:])
-                # Test text is the same at every temperature: its logits are computed once.
-                if "target" not in cached:
-                    cached["target"] = model_logits(target, feed)[:, context - 1 :]
-                t_logits = cached["target"]
-                for name, draft in drafts.items():
-                    if name not in cached:
-                        cached[name] = model_logits(draft, feed)[:, context - 1 :]
-                    d_logits = cached[name]
-                    key = f"{name}/{corpus}/{text}/{temp}"
-                    st = position_stats(
-                        t_logits,
-                        d_logits,
-                        next_tokens=nxt,
-                        temperature=temp,
-                        rng=keyed_rng(seed, "signals/" + key),
-                    )
-                    keys = {"draft": name, "temperature": temp, "corpus": corpus, "text": text}
-                    summary.append(
-                        {
-                            **keys,
-                            "sequences": st.alpha.shape[0],
-                            "positions": st.alpha.size,
-                            **summarize(st.alpha, rng=keyed_rng(seed, "boot/" + key)),
-                            "accept_rate": float(st.accepted.mean()),
-                            "draft_prob_mean": float(st.draft_prob.mean()),
-                            "draft_entropy_mean": float(st.draft_entropy.mean()),
-                            "target_nll": float(st.target_nll.mean()),
-                            "draft_nll": float(st.draft_nll.mean()),
-                        }
-                    )
-                    positions.extend(_cell_rows(st, keys=keys, keep=keep))
-                say(
-                    f"alpha {corpus} {text} T={temp}: "
-                    + " ".join(
-                        f"{r['draft']} {r['alpha_mean']:.3f}" for r in summary[-len(drafts) :]
-                    )
-                )
-    return pd.DataFrame(summary).round(6), pd.DataFrame(positions)
 
 
 SHRUNK: dict[str, Any] = {
@@ -220,27 +109,68 @@ def measure_real(
     """
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
-    models = Path(models_dir)
-    tok = load_tokenizer(models / "tokenizer.json")
-    target, target_side = load_tiny(models / "target.safetensors", tokenizer=tok)
-    loaded = {n: load_tiny(models / f"{n}.safetensors", tokenizer=tok) for n in drafts}
-    max_len = min(
-        int(m.config.max_position_embeddings) for m in [target, *(m for m, _ in loaded.values())]
+    tok, target, target_side, loaded = _load_models(Path(models_dir), drafts=drafts, length=length)
+    windows = _windows(
+        Path(work), tokenizer=tok, corpora=corpora, sequences=sequences, length=length, seed=seed
     )
-    if length > max_len:
-        raise ValueError(f"length: {length} exceeds the models' {max_len} positions")
-    data = encode_corpora(
-        corpora_dir=Path(work) / "corpora",
-        tokenizer=tok,
+    summary = _alpha_stage(
+        target,
+        loaded,
+        windows,
+        target_side=target_side,
+        outdir=Path(out),
+        started=t0,
+        command=command,
+        seed=seed,
+        threads=threads,
+        sequences=sequences,
+        length=length,
+        context=context,
+        keep=keep,
+        temperatures=temperatures,
         corpora=corpora,
-        cache_dir=Path(work) / "tokens",
-        splits=("test",),
+        drafts=drafts,
+        log=log,
     )
-    _check_corpora(data, corpora, length=length, work=Path(work))
-    windows = {
-        c: eval_windows(data, corpus=c, split="test", count=sequences, length=length, seed=seed)
-        for c in corpora
-    }
+    _specdec_stage(
+        target,
+        drafts={n: m for n, (m, _) in loaded.items()},
+        windows=windows,
+        corpora=specdec_corpora,
+        prompts=specdec_prompts,
+        context=context,
+        new_tokens=specdec_tokens,
+        seed=seed,
+        threads=threads,
+        command=command,
+        outdir=Path(out),
+        log=log,
+    )
+    return summary
+
+
+def _alpha_stage(
+    target: Any,
+    loaded: dict[str, tuple[Any, dict[str, Any]]],
+    windows: dict[str, np.ndarray],
+    *,
+    target_side: dict[str, Any],
+    outdir: Path,
+    started: float,
+    command: str,
+    seed: int,
+    threads: int,
+    sequences: int,
+    length: int,
+    context: int,
+    keep: int,
+    temperatures: Sequence[float],
+    corpora: Sequence[str],
+    drafts: Sequence[str],
+    log: Log | None,
+) -> pd.DataFrame:
+    """Alpha on every draft, corpus, text and temperature, written into ``outdir`` with its
+    sidecar ``alpha.json`` (the settings, the software and the models); the summary."""
     summary, positions = measure_alpha(
         target=target,
         drafts={n: m for n, (m, _) in loaded.items()},
@@ -254,10 +184,7 @@ def measure_real(
         ),
     )
     summary.insert(1, "target", "target")
-    outdir = Path(out)
-    atomic_write_text(outdir / "alpha-summary.csv", summary.to_csv(index=False))
-    payload = positions.to_csv(index=False).encode("utf-8")
-    atomic_write_bytes(outdir / "alpha-positions.csv.gz", gzip.compress(payload, mtime=0))
+    _write_alpha_tables(outdir, summary=summary, positions=positions)
     meta = {
         "command": command,
         "seed": seed,
@@ -270,7 +197,96 @@ def measure_real(
         "corpora": list(corpora),
         "drafts": list(drafts),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "seconds": round(time.perf_counter() - t0, 1),
+        "seconds": round(time.perf_counter() - started, 1),
+        **_provenance(target_side, loaded),
+    }
+    atomic_write_text(outdir / "alpha.json", json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    return summary
+
+
+def _write_alpha_tables(outdir: Path, *, summary: pd.DataFrame, positions: pd.DataFrame) -> None:
+    """``alpha-summary.csv`` and the per-position rows, gzipped reproducibly (no mtime)."""
+    atomic_write_text(outdir / "alpha-summary.csv", summary.to_csv(index=False))
+    payload = positions.to_csv(index=False).encode("utf-8")
+    atomic_write_bytes(outdir / "alpha-positions.csv.gz", gzip.compress(payload, mtime=0))
+
+
+def _specdec_stage(
+    target: Any,
+    *,
+    drafts: dict[str, Any],
+    windows: dict[str, np.ndarray],
+    corpora: Sequence[str],
+    prompts: int,
+    context: int,
+    new_tokens: int,
+    seed: int,
+    threads: int,
+    command: str,
+    outdir: Path,
+    log: Log | None,
+) -> None:
+    """Real speculative decoding on the first ``prompts`` windows of each of ``corpora``,
+    written as traces into ``outdir``; nothing unless ``prompts`` is positive."""
+    if prompts <= 0:
+        return
+    frames = measure_specdec(
+        target=target,
+        drafts=drafts,
+        windows={c: windows[c][:prompts] for c in corpora},
+        context=context,
+        new_tokens=new_tokens,
+        seed=seed,
+        log=with_time_left(log, prefix="specdec ", total=len(corpora) * len(SPECDEC_TEMPERATURES)),
+    )
+    write_specdec(frames, out=outdir, command=command, seed=seed, threads=threads)
+
+
+def _load_models(
+    models: Path, *, drafts: Sequence[str], length: int
+) -> tuple[Any, Any, dict[str, Any], dict[str, tuple[Any, dict[str, Any]]]]:
+    """The shared tokenizer, the target and its sidecar, each draft with its own; a ValueError
+    if windows of ``length`` tokens exceed the models' positions."""
+    tokenizer = load_tokenizer(models / "tokenizer.json")
+    target, target_side = load_tiny(models / "target.safetensors", tokenizer=tokenizer)
+    loaded = {n: load_tiny(models / f"{n}.safetensors", tokenizer=tokenizer) for n in drafts}
+    max_len = min(
+        int(m.config.max_position_embeddings) for m in [target, *(m for m, _ in loaded.values())]
+    )
+    if length > max_len:
+        raise ValueError(f"length: {length} exceeds the models' {max_len} positions")
+    return tokenizer, target, target_side, loaded
+
+
+def _windows(
+    work: Path,
+    *,
+    tokenizer: Any,
+    corpora: Sequence[str],
+    sequences: int,
+    length: int,
+    seed: int,
+) -> dict[str, np.ndarray]:
+    """``sequences`` test windows of ``length`` tokens from each corpus (encoded, cached)."""
+    data = encode_corpora(
+        corpora_dir=work / "corpora",
+        tokenizer=tokenizer,
+        corpora=corpora,
+        cache_dir=work / "tokens",
+        splits=("test",),
+    )
+    _check_corpora(data, corpora, length=length, work=work)
+    return {
+        c: eval_windows(data, corpus=c, split="test", count=sequences, length=length, seed=seed)
+        for c in corpora
+    }
+
+
+def _provenance(
+    target_side: dict[str, Any], loaded: dict[str, tuple[Any, dict[str, Any]]]
+) -> dict[str, Any]:
+    """What the measurement ran on: software versions, the tokenizer and each model."""
+    return {
         "torch": torch.__version__,
         "python": platform.python_version(),
         "tokenizer_sha256": target_side.get("tokenizer_sha256"),
@@ -283,21 +299,6 @@ def measure_real(
             for n, s in [("target", target_side)] + [(n, s) for n, (_, s) in loaded.items()]
         },
     }
-    atomic_write_text(outdir / "alpha.json", json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    if specdec_prompts > 0:
-        frames = measure_specdec(
-            target=target,
-            drafts={n: m for n, (m, _) in loaded.items()},
-            windows={c: windows[c][:specdec_prompts] for c in specdec_corpora},
-            context=context,
-            new_tokens=specdec_tokens,
-            seed=seed,
-            log=with_time_left(
-                log, prefix="specdec ", total=len(specdec_corpora) * len(SPECDEC_TEMPERATURES)
-            ),
-        )
-        write_specdec(frames, out=outdir, command=command, seed=seed, threads=threads)
-    return summary
 
 
 def with_time_left(log: Log | None, *, prefix: str, total: int) -> Log | None:

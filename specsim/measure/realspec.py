@@ -57,7 +57,6 @@ def measure_specdec(
     Each window's first ``context`` tokens are a prompt of batch 1.
     """
     say = log if log is not None else (lambda line: None)
-    vocab = int(target.config.vocab_size)
     common = {"dtype": "float32", "device": "cpu", "batch": 1, "prompt_len": context}
     ar: list[pd.DataFrame] = []
     sd: list[pd.DataFrame] = []
@@ -65,56 +64,21 @@ def measure_specdec(
     for corpus, win in windows.items():
         for temp in temperatures:
             for i, row in enumerate(win):
-                prompt = np.asarray(row[None, :context], dtype=np.int64)
-                tag = f"{corpus}/T{temp:g}/p{i}"
-                plain = autoregressive_decode(
+                runs = _prompt_runs(
                     target,
-                    prompt=prompt,
-                    new_tokens=new_tokens,
+                    drafts,
+                    np.asarray(row[None, :context], dtype=np.int64),
+                    corpus=corpus,
+                    index=i,
                     temperature=temp,
-                    rng=keyed_rng(seed, "ar/" + tag),
+                    gammas=gammas,
+                    new_tokens=new_tokens,
+                    seed=seed,
+                    common=common,
                 )
-                ar.append(
-                    plain.steps.assign(
-                        run_id="ar/" + tag,
-                        model="target",
-                        temperature=float(temp),
-                        corpus=corpus,
-                        prompt=i,
-                        **common,
-                    )
-                )
-                for name, draft in drafts.items():
-                    for gamma in gammas:
-                        run_id = f"sd/{name}/{tag}/g{gamma}"
-                        res = speculative_decode(
-                            target,
-                            draft,
-                            prompt=prompt,
-                            new_tokens=new_tokens,
-                            gamma=gamma,
-                            temperature=temp,
-                            rng=keyed_rng(seed, run_id),
-                        )
-                        if temp == 0 and not np.array_equal(res.tokens, plain.tokens):
-                            raise RuntimeError(
-                                f"{run_id}: greedy speculative output differs "
-                                "from the target's greedy output"
-                            )
-                        sd.append(
-                            res.blocks.assign(
-                                run_id=run_id,
-                                target="target",
-                                draft=name,
-                                temperature=float(temp),
-                                gamma=gamma,
-                                vocab=vocab,
-                                corpus=corpus,
-                                prompt=i,
-                                **common,
-                            )
-                        )
-                        pos.append(res.positions.assign(run_id=run_id))
+                ar.append(runs[0])
+                sd.extend(runs[1])
+                pos.extend(runs[2])
             done = pd.concat(sd[-len(drafts) * len(gammas) * len(win) :])
             say(
                 f"specdec {corpus} T={temp:g}: accepted/block by gamma "
@@ -125,6 +89,82 @@ def measure_specdec(
         "specdec": pd.concat(sd, ignore_index=True),
         "positions": pd.concat(pos, ignore_index=True),
     }
+
+
+def _prompt_runs(
+    target: Any,
+    drafts: dict[str, Any],
+    prompt: np.ndarray,
+    *,
+    corpus: str,
+    index: int,
+    temperature: float,
+    gammas: Sequence[int],
+    new_tokens: int,
+    seed: int,
+    common: dict[str, Any],
+) -> tuple[pd.DataFrame, list[pd.DataFrame], list[pd.DataFrame]]:
+    """One prompt decoded plainly, then speculatively with every draft and gamma (greedy
+    output checked against the plain one): its ``autoregressive`` rows and each run's
+    ``specdec`` and ``positions`` rows."""
+    tag = f"{corpus}/T{temperature:g}/p{index}"
+    plain = autoregressive_decode(
+        target,
+        prompt=prompt,
+        new_tokens=new_tokens,
+        temperature=temperature,
+        rng=keyed_rng(seed, "ar/" + tag),
+    )
+    ar = plain.steps.assign(
+        run_id="ar/" + tag,
+        model="target",
+        temperature=float(temperature),
+        corpus=corpus,
+        prompt=index,
+        **common,
+    )
+    vocab = int(target.config.vocab_size)
+    sd: list[pd.DataFrame] = []
+    pos: list[pd.DataFrame] = []
+    for name, draft in drafts.items():
+        for gamma in gammas:
+            run_id = f"sd/{name}/{tag}/g{gamma}"
+            res = speculative_decode(
+                target,
+                draft,
+                prompt=prompt,
+                new_tokens=new_tokens,
+                gamma=gamma,
+                temperature=temperature,
+                rng=keyed_rng(seed, run_id),
+            )
+            _check_greedy(run_id, res.tokens, plain.tokens, temperature=temperature)
+            sd.append(
+                res.blocks.assign(
+                    run_id=run_id,
+                    target="target",
+                    draft=name,
+                    temperature=float(temperature),
+                    gamma=gamma,
+                    vocab=vocab,
+                    corpus=corpus,
+                    prompt=index,
+                    **common,
+                )
+            )
+            pos.append(res.positions.assign(run_id=run_id))
+    return ar, sd, pos
+
+
+def _check_greedy(
+    run_id: str, tokens: np.ndarray, plain: np.ndarray, *, temperature: float
+) -> None:
+    """A RuntimeError if greedy (T = 0) speculative output is not the target's own greedy
+    output: exact verification must change no token."""
+    if temperature == 0 and not np.array_equal(tokens, plain):
+        raise RuntimeError(
+            f"{run_id}: greedy speculative output differs from the target's greedy output"
+        )
 
 
 def write_specdec(

@@ -57,22 +57,7 @@ def autoregressive(run: RunState) -> None:
 
 def specdec(run: RunState) -> None:
     done = done_keys(run.start("specdec"), ("run_id",))
-    positions = run.start("positions")
-    finished = [key[0] for key in done]
-    orphans = ~positions.run_id.isin(finished)
-    if bool(orphans.any()):
-        # A run cut between its appends: drop its positions, it reruns in full.
-        traces.replace_rows(
-            run.folder / "positions.csv", kind="positions", data=positions[~orphans]
-        )
-    if run.p.interleave:
-        plain = run.start("autoregressive")
-        twins = plain.run_id.str.contains("+", regex=False)
-        lost = twins & ~plain.run_id.map(lambda r: "sd/" + r[3:]).isin(finished)
-        if bool(lost.any()):
-            traces.replace_rows(
-                run.folder / "autoregressive.csv", kind="autoregressive", data=plain[~lost]
-            )
+    _drop_unfinished(run, finished=[key[0] for key in done])
     for t_slug, d_slug in run.p.pairs:
         target, draft = load_model(t_slug), load_model(d_slug)
         for temp in run.p.temperatures:
@@ -125,6 +110,26 @@ def specdec(run: RunState) -> None:
                         f"{res.blocks.accepted.mean():.2f} accepted/block, "
                         f"{tokens:.0f} tokens, {time.perf_counter() - t0:.1f} s"
                     )
+
+
+def _drop_unfinished(run: RunState, *, finished: list[str]) -> None:
+    """Rows of runs cut short (not in ``finished``) dropped from the traces, so that those
+    runs rerun in full: their positions and, when interleaved, their plain twins."""
+    positions = run.start("positions")
+    orphans = ~positions.run_id.isin(finished)
+    if bool(orphans.any()):
+        # A run cut between its appends: drop its positions, it reruns in full.
+        traces.replace_rows(
+            run.folder / "positions.csv", kind="positions", data=positions[~orphans]
+        )
+    if run.p.interleave:
+        plain = run.start("autoregressive")
+        twins = plain.run_id.str.contains("+", regex=False)
+        lost = twins & ~plain.run_id.map(lambda r: "sd/" + r[3:]).isin(finished)
+        if bool(lost.any()):
+            traces.replace_rows(
+                run.folder / "autoregressive.csv", kind="autoregressive", data=plain[~lost]
+            )
 
 
 def interleaved(

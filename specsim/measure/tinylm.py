@@ -281,17 +281,7 @@ def load_tiny(
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"weights {p}: no such file")
-    side = _sidecar(p)
-    sidecar: dict[str, Any] = {}
-    if side.is_file():
-        sidecar = json.loads(side.read_text(encoding="utf-8"))
-        want = sidecar.get("weights_sha256")
-        got = file_sha256(p)
-        if want is not None and got != want:
-            raise ValueError(
-                f"weights {p}: corrupted: sha256 {got[:12]}... differs from "
-                f"{want[:12]}... recorded in {side.name}"
-            )
+    sidecar = _checked_sidecar(p)
     try:
         with safe_open(str(p), framework="pt") as fh:
             meta = fh.metadata() or {}
@@ -334,3 +324,20 @@ def load_tiny(
     model.eval()
     model.requires_grad_(False)
     return model, sidecar
+
+
+def _checked_sidecar(p: Path) -> dict[str, Any]:
+    """The sidecar of the weights ``p`` (empty if there is none); a ValueError if the file's
+    sha256 differs from the one recorded there."""
+    side = _sidecar(p)
+    sidecar: dict[str, Any] = {}
+    if side.is_file():
+        sidecar = json.loads(side.read_text(encoding="utf-8"))
+        want = sidecar.get("weights_sha256")
+        got = file_sha256(p)
+        if want is not None and got != want:
+            raise ValueError(
+                f"weights {p}: corrupted: sha256 {got[:12]}... differs from "
+                f"{want[:12]}... recorded in {side.name}"
+            )
+    return sidecar

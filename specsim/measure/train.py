@@ -21,10 +21,7 @@ split, the same windows for every model.
 from __future__ import annotations
 
 import io
-import json
-import math
 import os
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -41,10 +38,6 @@ from specsim.measure.corpus import SPLITS, atomic_write_bytes, read_split
 from specsim.measure.tinylm import (
     EOS,
     TinySpec,
-    build_tiny,
-    load_tiny,
-    param_count,
-    save_tiny,
     tokenizer_sha256,
 )
 
@@ -57,7 +50,6 @@ __all__ = [
     "batch_windows",
     "eval_windows",
     "validation_loss",
-    "train_model",
 ]
 
 TRAIN_CORPORA: tuple[str, ...] = ("en", "de", "es", "it", "code")
@@ -235,166 +227,3 @@ def validation_loss(
             out[corpus] = sum(losses) / len(x)
     model.train(was)
     return out
-
-
-def _lr(cfg: TrainConfig, step: int) -> float:
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    frac = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
-
-
-def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    atomic_write_bytes(path, buf.getvalue())
-
-
-def train_model(
-    cfg: TrainConfig,
-    *,
-    tokenizer: Tokenizer,
-    data: TokenData,
-    out_dir: str | os.PathLike[str],
-    checkpoint_dir: str | os.PathLike[str],
-    info: dict[str, Any] | None = None,
-    threads: int = 1,
-    log: Log | None = None,
-) -> dict[str, Any]:
-    """Train ``cfg`` (resuming from its checkpoint if one exists); save it; return its sidecar.
-
-    Writes ``<out_dir>/<name>.safetensors`` and ``.json``; a finished model
-    whose sidecar records the same config is reused, not retrained.
-    """
-    say = log if log is not None else (lambda line: None)
-    if data.tokenizer_sha256 != tokenizer_sha256(tokenizer):
-        raise ValueError("data: encoded with another tokenizer than the one given")
-    out = Path(out_dir)
-    final = out / f"{cfg.name}.safetensors"
-    cfg_json = json.loads(json.dumps(cfg.as_dict()))
-    if final.is_file() and final.with_suffix(".json").is_file():
-        side = json.loads(final.with_suffix(".json").read_text(encoding="utf-8"))
-        if side.get("train") == cfg_json and side.get("tokenizer_sha256") == data.tokenizer_sha256:
-            say(f"{cfg.name}: already trained ({final}); reused")
-            return dict(side)
-    torch.set_num_threads(threads)
-    length = cfg.spec.context + 1
-    teacher = None
-    if cfg.teacher is not None:
-        teacher, _ = load_tiny(out / f"{cfg.teacher}.safetensors", tokenizer=tokenizer)
-    model = build_tiny(cfg.spec, tokenizer=tokenizer, seed=cfg.seed)
-    model.train()
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW(
-        [
-            {"params": decay, "weight_decay": cfg.weight_decay},
-            {"params": no_decay, "weight_decay": 0.0},
-        ],
-        lr=cfg.lr,
-        betas=(0.9, 0.95),
-    )
-    ckpt = Path(checkpoint_dir) / f"{cfg.name}.ckpt.pt"
-    step = 0
-    history: list[dict[str, Any]] = []
-    if ckpt.is_file():
-        state = torch.load(ckpt, map_location="cpu", weights_only=False)
-        if state.get("train") != cfg_json or state.get("tokenizer") != data.tokenizer_sha256:
-            raise ValueError(
-                f"checkpoint {ckpt}: written for another config or tokenizer; "
-                "delete it to start over"
-            )
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        step = int(state["step"])
-        history = list(state["history"])
-        say(f"{cfg.name}: resumed at step {step} from {ckpt}")
-    say(
-        f"{cfg.name}: {param_count(model):,} parameters ({cfg.spec.family}), {cfg.steps} steps "
-        f"of {cfg.batch}x{cfg.spec.context} tokens, mixture {cfg.mixture}"
-    )
-    mix_val = [c for c in cfg.mixture]
-    t0 = time.perf_counter()
-    start_step = step
-    running = 0.0
-    while step < cfg.steps:
-        x = torch.from_numpy(
-            batch_windows(
-                data,
-                mixture=cfg.mixture,
-                split="train",
-                batch=cfg.batch,
-                length=length,
-                rng=np.random.default_rng([cfg.seed, step]),
-            )
-        )
-        for g in opt.param_groups:
-            g["lr"] = _lr(cfg, step)
-        logits = model(input_ids=x[:, :-1]).logits.float()
-        flat = logits.reshape(-1, logits.shape[-1])
-        if teacher is not None:
-            with torch.no_grad():
-                tlog = F.log_softmax(teacher(input_ids=x[:, :-1]).logits.float(), dim=-1)
-            loss = F.kl_div(
-                F.log_softmax(flat, dim=-1),
-                tlog.reshape(flat.shape),
-                log_target=True,
-                reduction="batchmean",
-            )
-        else:
-            loss = F.cross_entropy(flat, x[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        step += 1
-        lv = float(loss.detach())
-        running = 0.9 * running + 0.1 * lv if step > start_step + 1 else lv
-        if step % 25 == 0 or step == cfg.steps:
-            rate = (step - start_step) / (time.perf_counter() - t0)
-            eta = (cfg.steps - step) / rate if rate > 0 else float("nan")
-            say(
-                f"{cfg.name}: step {step}/{cfg.steps} loss {running:.3f} "
-                f"lr {_lr(cfg, step - 1):.2e} {rate:.2f} step/s eta {eta / 60:.1f} min"
-            )
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            val = validation_loss(
-                model, data, corpora=mix_val, count=cfg.eval_windows, length=length
-            )
-            history.append({"step": step, "train_loss": running, "validation": val})
-            say(
-                f"{cfg.name}: step {step} validation "
-                + " ".join(f"{k} {v:.3f}" for k, v in val.items())
-            )
-        if step % cfg.checkpoint_every == 0 and step < cfg.steps:
-            _save_checkpoint(
-                ckpt,
-                {
-                    "train": cfg_json,
-                    "tokenizer": data.tokenizer_sha256,
-                    "model": model.state_dict(),
-                    "optimizer": opt.state_dict(),
-                    "step": step,
-                    "history": history,
-                },
-            )
-    model.eval()
-    final_val = validation_loss(
-        model, data, corpora=TRAIN_CORPORA, count=cfg.eval_windows, length=length
-    )
-    say(f"{cfg.name}: final validation " + " ".join(f"{k} {v:.3f}" for k, v in final_val.items()))
-    sidecar = save_tiny(
-        model,
-        path=final,
-        tokenizer=tokenizer,
-        spec=cfg.spec,
-        info={
-            **(info or {}),
-            "train": cfg_json,
-            "history": history,
-            "final_validation_loss": final_val,
-            "train_seconds_this_run": time.perf_counter() - t0,
-        },
-    )
-    ckpt.unlink(missing_ok=True)
-    return sidecar

@@ -11,12 +11,15 @@ that each figure's families keep distinct styles.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from specsim.plots.figures import describe, figure, legend_outside, style_map
+from specsim.plots.figures import Style, describe, figure, legend_outside, style_map
 
 __all__ = ["STACK_QUANTITIES", "plot_fidelity", "plot_stack_fidelity"]
 
@@ -77,50 +80,7 @@ def _panels(table: pd.DataFrame, *, title: str) -> Figure:
     styles = style_map(table["family"])
     fig, axes = figure(len(quantities), width=5.0, height=4.8)
     for ax, q in zip(axes, quantities, strict=True):
-        d = table[table["quantity"] == q]
-        unit = str(d["unit"].iloc[0])
-        for fam, st in styles.items():
-            g = d[d["family"] == fam]
-            if g.empty:
-                continue
-            err = np.vstack([g["measured"] - g["measured_low"], g["measured_high"] - g["measured"]])
-            ax.errorbar(
-                g["measured"],
-                g["predicted"],
-                xerr=err,
-                linestyle="none",
-                marker=st.marker,
-                color=st.color,
-                markersize=5,
-                elinewidth=0.8,
-                alpha=0.85,
-                label=str(fam),
-            )
-        lo = float(min(d["measured_low"].min(), d["predicted"].min())) * 0.8
-        hi = float(max(d["measured_high"].max(), d["predicted"].max())) * 1.25
-        xs = np.geomspace(lo, hi, 50)
-        ax.fill_between(
-            xs,
-            xs * (1 - _BAND),
-            xs * (1 + _BAND),
-            color="0.9",
-            zorder=0,
-            label=f"within +/- {_BAND:.0%}",
-        )
-        ax.plot(xs, xs, color="0.3", linestyle="--", linewidth=1, label="y = x (exact)")
-        ax.set(
-            xscale="log",
-            yscale="log",
-            xlim=(lo, hi),
-            ylim=(lo, hi),
-            xlabel=f"measured {q} ({unit})",
-            ylabel=f"predicted {q} ({unit})",
-        )
-        for axis in (ax.xaxis, ax.yaxis):  # 1-2-5 ticks as plain numbers: no crowded 10^x labels
-            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            axis.set_minor_formatter(NullFormatter())
-        ax.set_title(str(q), fontsize=10)
+        _draw_panel(ax, table[table["quantity"] == q], quantity=q, styles=styles)
     legend_outside(fig, ncols=2)
     fams = "; ".join(str(f) for f in styles)
     return describe(
@@ -131,3 +91,53 @@ def _panels(table: pd.DataFrame, *, title: str) -> Figure:
         f"({fams}); horizontal bars are the measured 95% or rounding intervals, the dashed "
         "diagonal is a perfect prediction and the grey band +/- 10%.",
     )
+
+
+def _draw_panel(
+    ax: Axes, d: pd.DataFrame, *, quantity: Hashable, styles: dict[Hashable, Style]
+) -> None:
+    """One quantity's panel: predicted against measured (with the measured interval) per
+    family, the diagonal and the +/- band, on log axes with plain 1-2-5 ticks."""
+    unit = str(d["unit"].iloc[0])
+    for fam, st in styles.items():
+        g = d[d["family"] == fam]
+        if g.empty:
+            continue
+        err = np.vstack([g["measured"] - g["measured_low"], g["measured_high"] - g["measured"]])
+        ax.errorbar(
+            g["measured"],
+            g["predicted"],
+            xerr=err,
+            linestyle="none",
+            marker=st.marker,
+            color=st.color,
+            markersize=5,
+            elinewidth=0.8,
+            alpha=0.85,
+            label=str(fam),
+        )
+    lo = float(min(d["measured_low"].min(), d["predicted"].min())) * 0.8
+    hi = float(max(d["measured_high"].max(), d["predicted"].max())) * 1.25
+    xs = np.geomspace(lo, hi, 50)
+    ax.fill_between(
+        xs,
+        xs * (1 - _BAND),
+        xs * (1 + _BAND),
+        color="0.9",
+        zorder=0,
+        label=f"within +/- {_BAND:.0%}",
+    )
+    ax.plot(xs, xs, color="0.3", linestyle="--", linewidth=1, label="y = x (exact)")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlim=(lo, hi),
+        ylim=(lo, hi),
+        xlabel=f"measured {quantity} ({unit})",
+        ylabel=f"predicted {quantity} ({unit})",
+    )
+    for axis in (ax.xaxis, ax.yaxis):  # 1-2-5 ticks as plain numbers: no crowded 10^x labels
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(NullFormatter())
+    ax.set_title(str(quantity), fontsize=10)

@@ -34,7 +34,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from specsim.problems._cards import COST_COEFFICIENT, ENERGY, VERIFICATION
+from specsim.problems._cards import COST_COEFFICIENT, ENERGY
 from specsim.problems._core import Answer, Problem, Template, Worked
 from specsim.problems._design import BEST_GAMMA, BURIED_BILL, INFER_ALPHA, ORACLE
 from specsim.problems._frontier import DISTINCT_EXPERTS, MTP_DEPTH
@@ -61,6 +61,7 @@ from specsim.problems._sampling import CORRECTION, EXACT_BLOCK, OVERLAP
 from specsim.problems._serving import CAPACITY, GAMMA_WITH_V
 from specsim.problems._tokens import CALLS, EXPECTED_TOKENS, VARIANCE, WALLTIME
 from specsim.problems._trees import TREE_BY_HAND, TREE_PAYS, TWO_DRAFTS
+from specsim.problems._verification import VERIFICATION
 from specsim.problems._yield import MARKOV, MIXTURE
 from specsim.rng import check_seed, keyed_rng
 

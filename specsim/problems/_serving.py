@@ -242,7 +242,13 @@ def _build_capacity(params: Mapping[str, Any]) -> Worked:
         + " This steady-state estimate ignores arrivals, prefill and scheduling; "
         "`specsim.sim.simulate_serving` simulates them.",
     )
-    answers = (
+    answers = _capacity_answers(bp=bp, xp=xp, bsp=bsp, xs=xs)
+    return Worked(statement=statement, solution=solution, answers=answers)
+
+
+def _capacity_answers(*, bp: int, xp: float, bsp: int, xs: float) -> tuple[Answer, ...]:
+    """The key: the largest batch and its throughput, plain and speculative, and the ratio."""
+    return (
         Answer(symbol=r"B_{\mathrm{plain}}", what="largest batch, plain", value=bp, decimals=0),
         Answer(
             symbol=r"X_{\mathrm{plain}}",
@@ -268,7 +274,6 @@ def _build_capacity(params: Mapping[str, Any]) -> Worked:
             decimals=3,
         ),
     )
-    return Worked(statement=statement, solution=solution, answers=answers)
 
 
 CAPACITY = Template(

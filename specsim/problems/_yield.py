@@ -60,30 +60,7 @@ def _build_markov(params: Mapping[str, Any]) -> Worked:
     ]
     naive = iid_alpha(e_stream, g)
     hi, lo = proc.alphas
-    statement = (
-        "Acceptance comes in easy and hard stretches. A hidden state is easy (acceptance "
-        f"$\\alpha_E = {hi:g}$) or hard ($\\alpha_H = {lo:g}$); from one position to the next "
-        f"it is kept with probability $\\rho = {rho:g}$ and otherwise redrawn, easy or hard "
-        "with probability 1/2 each. This is "
-        f"`MarkovAcceptance.two_state(mean={mean:g}, spread={spread:g}, persistence={rho:g})`;"
-        f" its mean acceptance is $\\bar\\alpha = {mean:g}$. Every pass drafts "
-        f"$\\gamma = {g}$ tokens. Every emitted token takes one position and the state "
-        "moves one step per position: a block's drafts take the positions right after the "
-        "last emitted token, a rejected draft's position is taken by the target's "
-        "correction (which ends the block), and when every draft passes the bonus token "
-        "takes the next position.",
-        r"- (a) What does the i.i.d. formula, $(1 - \alpha^{\gamma+1})/(1 - \alpha)$ "
-        r"(Leviathan et al. 2023, Equation 1), predict for the tokens per pass at "
-        r"$\alpha = \bar\alpha$?",
-        "- (b) What is the exact expected tokens per pass of a block whose first position's "
-        "state is drawn from the stationary law (1/2, 1/2)?",
-        "- (c) In a long stream each block starts right after the previous one ends. What is "
-        "the long-run tokens per pass?",
-        "- (d) What is the ratio of (c) to (a)?",
-        r"- (e) Which $\alpha$ would an i.i.d. fit report from the long-run tokens per pass "
-        r"of (c), that is, which $\alpha$ makes $(1 - \alpha^{\gamma+1})/(1 - \alpha)$ "
-        "equal the answer to (c)?",
-    )
+    statement = _markov_statement(hi=hi, lo=lo, rho=rho, mean=mean, spread=spread, g=g)
     solution = (
         f"(a) $\\mathbb{{E}}[T] = (1 - \\bar\\alpha^{{\\gamma+1}})/(1 - \\bar\\alpha) = "
         f"{fmt(e_iid, 4)}$.",
@@ -109,7 +86,45 @@ def _build_markov(params: Mapping[str, Any]) -> Worked:
         f"${mean:g}$: a mean acceptance measured token by token and a yield measured pass "
         "by pass disagree once acceptances are correlated.",
     )
-    answers = (
+    answers = _markov_answers(e_iid=e_iid, e_stat=e_stat, e_stream=e_stream, naive=naive)
+    return Worked(statement=statement, solution=solution, answers=answers)
+
+
+def _markov_statement(
+    *, hi: float, lo: float, rho: float, mean: float, spread: float, g: int
+) -> tuple[str, ...]:
+    """The two-state chain as the student reads it, and the five questions."""
+    return (
+        "Acceptance comes in easy and hard stretches. A hidden state is easy (acceptance "
+        f"$\\alpha_E = {hi:g}$) or hard ($\\alpha_H = {lo:g}$); from one position to the next "
+        f"it is kept with probability $\\rho = {rho:g}$ and otherwise redrawn, easy or hard "
+        "with probability 1/2 each. This is "
+        f"`MarkovAcceptance.two_state(mean={mean:g}, spread={spread:g}, persistence={rho:g})`;"
+        f" its mean acceptance is $\\bar\\alpha = {mean:g}$. Every pass drafts "
+        f"$\\gamma = {g}$ tokens. Every emitted token takes one position and the state "
+        "moves one step per position: a block's drafts take the positions right after the "
+        "last emitted token, a rejected draft's position is taken by the target's "
+        "correction (which ends the block), and when every draft passes the bonus token "
+        "takes the next position.",
+        r"- (a) What does the i.i.d. formula, $(1 - \alpha^{\gamma+1})/(1 - \alpha)$ "
+        r"(Leviathan et al. 2023, Equation 1), predict for the tokens per pass at "
+        r"$\alpha = \bar\alpha$?",
+        "- (b) What is the exact expected tokens per pass of a block whose first position's "
+        "state is drawn from the stationary law (1/2, 1/2)?",
+        "- (c) In a long stream each block starts right after the previous one ends. What is "
+        "the long-run tokens per pass?",
+        "- (d) What is the ratio of (c) to (a)?",
+        r"- (e) Which $\alpha$ would an i.i.d. fit report from the long-run tokens per pass "
+        r"of (c), that is, which $\alpha$ makes $(1 - \alpha^{\gamma+1})/(1 - \alpha)$ "
+        "equal the answer to (c)?",
+    )
+
+
+def _markov_answers(
+    *, e_iid: float, e_stat: float, e_stream: float, naive: float
+) -> tuple[Answer, ...]:
+    """The key: the i.i.d. prediction, the stationary block, the stream, their ratio, the fit."""
+    return (
         Answer(
             symbol=r"\mathbb{E}[T]_{\mathrm{iid}}",
             what="i.i.d. prediction",
@@ -138,7 +153,6 @@ def _build_markov(params: Mapping[str, Any]) -> Worked:
             decimals=3,
         ),
     )
-    return Worked(statement=statement, solution=solution, answers=answers)
 
 
 MARKOV = Template(

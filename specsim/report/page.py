@@ -35,6 +35,7 @@ from specsim.plan.cases import opening_html, report_answers, report_cases, user_
 from specsim.plots.fidelity import plot_fidelity, plot_stack_fidelity
 from specsim.plots.figures import alt_text, plot_validation_z
 from specsim.report.demo import SamplingDemo, two_token_demo
+from specsim.report.markup import inline_markup, markdown_to_html
 from specsim.report.studies import STUDY_NAMES, StudyOutput, run_study, save_study, study_rng
 from specsim.validate.fidelity import fidelity_summary, fidelity_table
 from specsim.validate.forms import Z_CHECK, check_summary, validation_tables
@@ -132,64 +133,6 @@ def _slug(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", title.lower())
 
 
-_INLINE = [
-    (re.compile(r"`([^`]+)`"), r"<code>\1</code>"),
-    (re.compile(r"\*\*([^*]+)\*\*"), r"<strong>\1</strong>"),
-]
-
-
-def _inline(text: str) -> str:
-    out = html.escape(text, quote=False)
-    for pattern, repl in _INLINE:
-        out = pattern.sub(repl, out)
-    return out
-
-
-def markdown_to_html(text: str) -> str:
-    """The markdown the studies write (headings, bullets, pipe tables, paragraphs) as HTML.
-
-    >>> markdown_to_html("### A\\n\\n- x `y`\\n")
-    '<h3>A</h3>\\n<ul>\\n<li>x <code>y</code></li>\\n</ul>'
-    """
-    out: list[str] = []
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i].rstrip()
-        if not line:
-            i += 1
-        elif m := re.match(r"^(#{1,6})\s+(.*)$", line):
-            level = min(len(m.group(1)) + 1, 6) if len(m.group(1)) < 3 else len(m.group(1))
-            out.append(f"<h{level}>{_inline(m.group(2))}</h{level}>")
-            i += 1
-        elif line.startswith("- "):
-            items = []
-            while i < len(lines) and lines[i].startswith("- "):
-                items.append(f"<li>{_inline(lines[i][2:].strip())}</li>")
-                i += 1
-            out.append("<ul>\n" + "\n".join(items) + "\n</ul>")
-        elif line.startswith("|"):
-            rows = []
-            while i < len(lines) and lines[i].startswith("|"):
-                rows.append([c.strip() for c in lines[i].strip().strip("|").split("|")])
-                i += 1
-            body = [r for r in rows[1:] if not all(set(c) <= set("-: ") for c in r)]
-            head = "".join(f"<th>{_inline(c)}</th>" for c in rows[0])
-            trs = "".join(
-                "<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in body
-            )
-            out.append(
-                f'<table class="data"><thead><tr>{head}</tr></thead><tbody>{trs}</tbody></table>'
-            )
-        else:
-            para = []
-            while i < len(lines) and lines[i].strip() and not re.match(r"^(#|- |\|)", lines[i]):
-                para.append(lines[i].strip())
-                i += 1
-            out.append(f"<p>{_inline(' '.join(para))}</p>")
-    return "\n".join(out)
-
-
 def _png(study: StudyOutput, key: str) -> str:
     """The figure as base64 PNG: the file :func:`save_study` wrote, else rendered now."""
     saved = study.files.get(f"{key}.png")
@@ -282,6 +225,20 @@ def render_html(
         opening,
         f"<h2>Appendices: the studies</h2><nav><ul>{nav}</ul></nav>",
     ]
+    parts += _studies_html(studies)
+    parts += _validate_html(validate, validate_note)
+    if fidelity is not None:
+        parts.append(_fidelity_html(fidelity))
+    parts.append('<section id="demo"><h2>sampling demo</h2>')
+    parts.append(f"<pre>{esc(format_demo(demo))}</pre></section>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _studies_html(studies: Sequence[StudyOutput]) -> list[str]:
+    """One section a study: its timing and data link, its summary, its figures."""
+    esc = html.escape
+    parts: list[str] = []
     for s in studies:
         parts.append(f'<section id="{esc(s.name)}"><h2>{esc(s.name)}</h2>')
         parts.append(
@@ -293,8 +250,16 @@ def render_html(
             link = f"{esc(key)} (<a href='{esc(s.name)}/{esc(key)}.svg'>SVG</a>)"
             parts.append(_figure_html(fig, _png(s, key), link))
         parts.append("</section>")
+    return parts
+
+
+def _validate_html(validate: dict[str, pd.DataFrame], validate_note: str) -> list[str]:
+    """The validation section: a check grid as its per-quantity summary and a plot of z
+    (the grid itself in the CSV beside the page), any other table in full."""
+    esc = html.escape
+    parts: list[str] = []
     parts.append('<section id="validate"><h2>validate</h2>')
-    parts.append(f"<p>{_inline(validate_note)}</p>")
+    parts.append(f"<p>{inline_markup(validate_note)}</p>")
     for title, table in validate.items():
         csv = f"validate-{_slug(title)}.csv"
         if not _is_check_grid(table):
@@ -310,12 +275,7 @@ def render_html(
         fig = validate_figure(table)
         parts.append(_figure_html(fig, _render_png(fig), f"z of each of the {len(table)} checks"))
     parts.append("</section>")
-    if fidelity is not None:
-        parts.append(_fidelity_html(fidelity))
-    parts.append('<section id="demo"><h2>sampling demo</h2>')
-    parts.append(f"<pre>{esc(format_demo(demo))}</pre></section>")
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    return parts
 
 
 def _fidelity_html(table: pd.DataFrame) -> str:

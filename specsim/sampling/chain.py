@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from specsim.sampling.cdf import inverse_cdf
+
 __all__ = [
     "SUM_TOLERANCE",
     "RESIDUAL_FLOOR",
@@ -167,40 +169,6 @@ def emitted_distribution(target: ArrayLike, draft: ArrayLike) -> FloatArray:
     return overlap + (1.0 - alpha) * correction_rows(p, q)
 
 
-_CDF_BLOCK = 256
-
-
-def inverse_cdf(weights: FloatArray, u: FloatArray) -> NDArray[np.int64]:
-    """Sample one index per row of non-negative ``weights`` from uniforms ``u`` in [0, 1).
-
-    Exact inverse-CDF sampling: index ``i`` is chosen iff
-    ``cdf[i-1] <= u * total < cdf[i]``, so a zero-weight token is never chosen
-    and the weights need not be normalized. A speed trick: the search runs in
-    two levels (sums of blocks of 256 tokens, then one block), because a full
-    ``cumsum`` over a 32k vocabulary costs far more than a sum.
-    """
-    *lead, vocab = weights.shape
-    nblocks = -(-vocab // _CDF_BLOCK)
-    padded = weights
-    if nblocks * _CDF_BLOCK != vocab:
-        pad = np.zeros((*lead, nblocks * _CDF_BLOCK - vocab))
-        padded = np.concatenate([weights, pad], axis=-1)
-    blocks = padded.reshape(*lead, nblocks, _CDF_BLOCK)
-    block_cdf = np.cumsum(blocks.sum(axis=-1), axis=-1)
-    threshold = u * block_cdf[..., -1]
-    b = np.minimum(np.count_nonzero(block_cdf <= threshold[..., None], axis=-1), nblocks - 1)
-    before = np.where(
-        b > 0, np.take_along_axis(block_cdf, np.maximum(b - 1, 0)[..., None], -1)[..., 0], 0.0
-    )
-    chosen = np.take_along_axis(blocks, b[..., None, None], axis=-2)[..., 0, :]
-    within = np.maximum(threshold - before, 0.0)
-    j = np.count_nonzero(np.cumsum(chosen, axis=-1) <= within[..., None], axis=-1)
-    # Rounding between the block sums and the in-block cumsum can push j past the
-    # block's last positive weight; clamp it there so a zero weight is never chosen.
-    last_positive = _CDF_BLOCK - 1 - np.argmax(chosen[..., ::-1] > 0.0, axis=-1)
-    return (b * _CDF_BLOCK + np.minimum(j, last_positive)).astype(np.int64)
-
-
 @dataclass(frozen=True, slots=True)
 class BlockResult:
     """What one speculative block emitted.
@@ -287,6 +255,43 @@ def verify_batch(
     """
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng: expected numpy.random.Generator, got {type(rng).__name__}")
+    toks, q, p = _checked_block(draft_tokens, draft_probs, target_probs)
+    batch, gamma = toks.shape
+    rows = np.arange(batch)[:, None]
+    cols = np.arange(gamma)[None, :]
+    q_x = q[rows, cols, toks]
+    p_x = p[rows, cols, toks]
+    if np.any(q_x <= 0.0):
+        b, i = first_index(q_x <= 0.0)
+        raise ValueError(
+            f"draft_tokens[{b}, {i}] = {int(toks[b, i])} has draft probability 0: "
+            "it cannot have been sampled from draft_probs"
+        )
+    u = None if greedy else rng.random((batch, gamma + 1))
+    if u is None:
+        accept = toks == np.argmax(p, axis=-1)[:, :gamma]
+    else:
+        # Accept iff u < p/q, written without a division.
+        accept = u[:, :gamma] * q_x < p_x
+    # The first rejection, or gamma when there is none (a rejection appended; gamma 0 too).
+    stop = np.concatenate([accept, np.zeros((batch, 1), dtype=bool)], axis=1)
+    accepted = np.argmin(stop, axis=1).astype(np.int64)
+    if u is None:
+        last = np.argmax(p[np.arange(batch), accepted], axis=-1).astype(np.int64)
+    else:
+        last = _sampled_last(p, q, accepted, u)
+    tokens = np.full((batch, gamma + 1), -1, dtype=np.int64)
+    keep = np.arange(gamma)[None, :] < accepted[:, None]
+    tokens[:, :gamma] = np.where(keep, toks, -1)
+    tokens[np.arange(batch), accepted] = last
+    return BatchBlockResult(tokens=tokens, accepted=accepted)
+
+
+def _checked_block(
+    draft_tokens: ArrayLike, draft_probs: ArrayLike, target_probs: ArrayLike
+) -> tuple[NDArray[np.int64], FloatArray, FloatArray]:
+    """The arguments of :func:`verify_batch` as arrays, their types, shapes, rows and token
+    ids checked; a TypeError or ValueError naming the argument otherwise."""
     toks = np.asarray(draft_tokens)
     if not np.issubdtype(toks.dtype, np.integer):
         raise TypeError(f"draft_tokens: expected integer token ids, got dtype {toks.dtype}")
@@ -307,47 +312,27 @@ def verify_batch(
             f"(gamma + 1 positions), got {p.shape}"
         )
     check_token_range(toks, vocab, "draft_tokens")
-    rows = np.arange(batch)[:, None]
-    cols = np.arange(gamma)[None, :]
-    q_x = q[rows, cols, toks]
-    p_x = p[rows, cols, toks]
-    if np.any(q_x <= 0.0):
-        b, i = first_index(q_x <= 0.0)
-        raise ValueError(
-            f"draft_tokens[{b}, {i}] = {int(toks[b, i])} has draft probability 0: "
-            "it cannot have been sampled from draft_probs"
-        )
-    if greedy:
-        argmax_p = np.argmax(p, axis=-1)
-        accept = toks == argmax_p[:, :gamma]
-    else:
-        u = rng.random((batch, gamma + 1))
-        # Accept iff u < p/q, written without a division.
-        accept = u[:, :gamma] * q_x < p_x
-    # The first rejection, or gamma when there is none (a rejection appended; gamma 0 too).
-    stop = np.concatenate([accept, np.zeros((batch, 1), dtype=bool)], axis=1)
-    accepted = np.argmin(stop, axis=1).astype(np.int64)
-    # The last emitted token comes from position `accepted`: the correction
-    # distribution there, or the target itself after a fully accepted block.
+    return toks, q, p
+
+
+def _sampled_last(
+    p: FloatArray, q: FloatArray, accepted: NDArray[np.int64], u: FloatArray
+) -> NDArray[np.int64]:
+    """The token each block emits last, from position ``accepted`` and the block's last
+    uniform: a sample of the correction distribution there, or of the target itself after a
+    fully accepted block."""
+    batch, gamma = q.shape[:2]
     p_last = p[np.arange(batch), accepted]
-    if greedy:
-        last = np.argmax(p_last, axis=-1).astype(np.int64)
-    elif gamma == 0:
-        last = inverse_cdf(p_last, u[:, 0])
-    else:
-        q_last = q[np.arange(batch), np.minimum(accepted, gamma - 1)]
-        residual = p_last - q_last
-        np.maximum(residual, 0.0, out=residual)
-        # Unnormalized residual weights are fine for inverse-CDF sampling; fall back
-        # to the target where no rejection was possible or none happened.
-        use_target = (accepted == gamma) | (residual.sum(axis=-1) <= RESIDUAL_FLOOR)
-        weights = np.where(use_target[:, None], p_last, residual)
-        last = inverse_cdf(weights, u[:, gamma])
-    tokens = np.full((batch, gamma + 1), -1, dtype=np.int64)
-    keep = np.arange(gamma)[None, :] < accepted[:, None]
-    tokens[:, :gamma] = np.where(keep, toks, -1)
-    tokens[np.arange(batch), accepted] = last
-    return BatchBlockResult(tokens=tokens, accepted=accepted)
+    if gamma == 0:
+        return inverse_cdf(p_last, u[:, 0])
+    q_last = q[np.arange(batch), np.minimum(accepted, gamma - 1)]
+    residual = p_last - q_last
+    np.maximum(residual, 0.0, out=residual)
+    # Unnormalized residual weights are fine for inverse-CDF sampling; fall back
+    # to the target where no rejection was possible or none happened.
+    use_target = (accepted == gamma) | (residual.sum(axis=-1) <= RESIDUAL_FLOOR)
+    weights = np.where(use_target[:, None], p_last, residual)
+    return inverse_cdf(weights, u[:, gamma])
 
 
 Distribution = Callable[[tuple[int, ...]], Sequence[float] | FloatArray]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -124,44 +125,65 @@ def enumerate_tree(
     """
     if method not in TREE_METHODS:
         raise ValueError(f"method: expected one of {TREE_METHODS}, got {method!r}")
-    kids = _children(parents)
-    out: Law = {}
+    walk = _TreeWalk(
+        kids=_children(parents), target=target, draft=draft, method=method, prefix=prefix
+    )
+    walk.visit(-1, (), 1.0)
+    return walk.out
 
-    def emit(ctx: tuple[int, ...], weight: float, probs: FloatArray) -> None:
+
+@dataclass(frozen=True)
+class _TreeWalk:
+    """The walk of :func:`enumerate_tree` over every path of one tree pass, summing each
+    emitted sequence's probability into ``out``."""
+
+    kids: dict[int, list[int]]
+    target: Distribution
+    draft: Distribution
+    method: str
+    prefix: tuple[int, ...]
+    out: Law = field(default_factory=dict)
+
+    def emit(self, ctx: tuple[int, ...], weight: float, probs: FloatArray) -> None:
+        """``ctx`` followed by each token of ``probs``, with ``weight`` times its probability."""
         for y in np.flatnonzero(probs):
             key = ctx + (int(y),)
-            out[key] = out.get(key, 0.0) + weight * float(probs[y])
+            self.out[key] = self.out.get(key, 0.0) + weight * float(probs[y])
 
-    def visit(node: int, ctx: tuple[int, ...], weight: float) -> None:
-        p = _dist(target, prefix + ctx, "target")
-        below = kids.get(node, [])
+    def visit(self, node: int, ctx: tuple[int, ...], weight: float) -> None:
+        """Every path on from ``node`` reached with probability ``weight`` after ``ctx``."""
+        p = _dist(self.target, self.prefix + ctx, "target")
+        below = self.kids.get(node, [])
         if not below:
-            emit(ctx, weight, np.eye(p.size)[int(np.argmax(p))] if method == "greedy" else p)
+            self.emit(
+                ctx, weight, np.eye(p.size)[int(np.argmax(p))] if self.method == "greedy" else p
+            )
             return
-        q = _dist(draft, prefix + ctx, "draft")
+        q = _dist(self.draft, self.prefix + ctx, "draft")
         if p.shape != q.shape:
             raise ValueError(f"target{ctx} and draft{ctx} have shapes {p.shape} and {q.shape}")
-        if method == "greedy":
+        if self.method == "greedy":
             y = int(np.argmax(p))
             miss = weight
             for child in below:  # the first child whose token is y wins
-                visit(child, ctx + (y,), miss * float(q[y]))
+                self.visit(child, ctx + (y,), miss * float(q[y]))
                 miss *= 1.0 - float(q[y])
-            emit(ctx, miss, np.eye(p.size)[y])
-        elif method == "mss":
+            self.emit(ctx, miss, np.eye(p.size)[y])
+        elif self.method == "mss":
             resid, w = p, weight
             for child in below:
                 for x in np.flatnonzero(np.minimum(q, resid)):
-                    visit(child, ctx + (int(x),), w * float(min(q[x], resid[x])))
+                    self.visit(child, ctx + (int(x),), w * float(min(q[x], resid[x])))
                 w *= 1.0 - float(np.minimum(q, resid).sum())
                 if w <= 0.0:
                     return
                 resid = correction_rows(resid, q)
-            emit(ctx, w, resid)
+            self.emit(ctx, w, resid)
         else:
-            siblings(below, 0, ctx, (), p, q, weight)
+            self.siblings(below, 0, ctx, (), p, q, weight)
 
     def siblings(
+        self,
         below: list[int],
         r: int,
         ctx: tuple[int, ...],
@@ -170,15 +192,17 @@ def enumerate_tree(
         q: FloatArray,
         weight: float,
     ) -> None:
+        """Without replacement: sibling ``r`` of ``below`` drawn once ``removed`` were
+        rejected (the residual now ``resid``), or the correction when none is left."""
         if r == len(below):
-            emit(ctx, weight, resid)
+            self.emit(ctx, weight, resid)
             return
         law = q.copy()
         law[list(removed)] = 0.0
         mass = law.sum()
         if mass <= 0.0:
             raise ValueError(
-                f"draft{prefix + ctx}: node {below[r]} has no token left to draw "
+                f"draft{self.prefix + ctx}: node {below[r]} has no token left to draw "
                 "without replacement"
             )
         law /= mass
@@ -186,14 +210,11 @@ def enumerate_tree(
         for x in np.flatnonzero(law):
             keep = float(min(law[x], resid[x]))
             if keep > 0.0:
-                visit(below[r], ctx + (int(x),), weight * keep)
+                self.visit(below[r], ctx + (int(x),), weight * keep)
             if law[x] - keep > 0.0:
-                siblings(
+                self.siblings(
                     below, r + 1, ctx, removed + (int(x),), after, q, weight * float(law[x] - keep)
                 )
-
-    visit(-1, (), 1.0)
-    return out
 
 
 def enumerate_typical(

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from specsim.sampling.cdf import inverse_cdf
 from specsim.sampling.chain import (
     RESIDUAL_FLOOR,
     BatchBlockResult,
@@ -33,7 +34,6 @@ from specsim.sampling.chain import (
     check_distribution,
     check_token_range,
     first_index,
-    inverse_cdf,
 )
 
 __all__ = [

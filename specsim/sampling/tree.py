@@ -44,13 +44,13 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from specsim.sampling.cdf import inverse_cdf
 from specsim.sampling.chain import (
     RESIDUAL_FLOOR,
     FloatArray,
     check_distribution,
     check_token_range,
     first_index,
-    inverse_cdf,
 )
 
 __all__ = [

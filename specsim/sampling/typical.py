@@ -33,7 +33,8 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from specsim.sampling.chain import FloatArray, inverse_cdf
+from specsim.sampling.cdf import inverse_cdf
+from specsim.sampling.chain import FloatArray
 from specsim.sampling.tree import BatchTreeResult, assemble_tree_result, check_tree_inputs
 
 __all__ = [

@@ -11,6 +11,7 @@ import sympy as sp
 
 from specsim.theory.symbolic import (
     LEVIATHAN,
+    Claim,
     Reference,
     Step,
     SymbolicResult,
@@ -101,31 +102,7 @@ def _touched_load(uniform: sp.Expr) -> SymbolicResult:
     term = 1 - (1 - K_E * LOAD[_e]) ** N
     touched = sp.Sum(term, (_e, 1, E))
     at_uniform = sp.Sum(term.subs(LOAD[_e], 1 / E), (_e, 1, E)).doit()
-    shares = sp.symbols("p1:5", nonnegative=True)  # four experts, the last share 1 - the rest
-    last = {shares[3]: 1 - shares[0] - shares[1] - shares[2]}
-    four = sum((term.subs(LOAD[_e], q) for q in shares), sp.Integer(0)).subs(last)
-    x = sp.Symbol("x", nonnegative=True)
-    one = (1 - (1 - K_E * x) ** N).subs(N, N + 2)
-    claims = (
-        prove("uniform shares p_e = 1/E give E (1 - (1 - k/E)^n)", at_uniform, uniform),
-        prove(
-            "four experts, shares summing to 1: one token touches exactly k",
-            four.subs(N, 1),
-            K_E,
-            method="expand",
-        ),
-        prove(
-            "four experts: two tokens touch 2k - k^2 sum p_e^2 (the second token's repeats)",
-            four.subs(N, 2),
-            (2 * K_E - K_E**2 * sum(q**2 for q in shares)).subs(last),
-            method="expand",
-        ),
-        prove(
-            "each term is concave in its share (n + 2 tokens): -(n+2)(n+1) k^2 (1 - k p)^n <= 0",
-            sp.diff(one, x, 2),
-            -(N + 2) * (N + 1) * K_E**2 * (1 - K_E * x) ** N,
-        ),
-    )
+    claims = _touched_load_claims(term, at_uniform=at_uniform, uniform=uniform)
     return SymbolicResult(
         name="moe_experts_touched_load",
         title="Distinct experts touched by a pass (skewed routing)",
@@ -173,22 +150,7 @@ def _verification(touched: sp.Expr) -> SymbolicResult:
     ratio = (w_f + w_x * t_n) / (w_f + w_x * K_E)
     v_form = 1 - F + F * t_n / K_E
     f_of_w = w_x * K_E / (w_f + w_x * K_E)
-    limit = sp.limit(v_form, E, sp.oo)
-    claims = (
-        prove(
-            "the pass-time ratio with f = k W_x / (W_f + k W_x) is 1 - f + f E_t / k",
-            ratio,
-            v_form.subs(F, f_of_w),
-            method="cancel",
-        ),
-        prove("gamma = 0: one position costs one decode", v_form.subs(gamma, 0), 1),
-        prove("a dense model (f = 0) verifies for free", v_form.subs(F, 0), 1),
-        prove(
-            "E -> infinity: every token its own experts, 1 - f + f (gamma + 1)",
-            limit,
-            1 - F + F * (gamma + 1),
-        ),
-    )
+    claims = _verification_claims(ratio=ratio, v_form=v_form, f_of_w=f_of_w)
     return SymbolicResult(
         name="moe_verification_factor",
         title="Verification factor v(gamma) of an MoE target (batch 1, memory-bound)",
@@ -236,6 +198,59 @@ def _verification(touched: sp.Expr) -> SymbolicResult:
             ),
         ),
         twin="specsim.theory.moe.moe_verification_factor",
+    )
+
+
+def _touched_load_claims(
+    term: sp.Expr, *, at_uniform: sp.Expr, uniform: sp.Expr
+) -> tuple[Claim, ...]:
+    """The skewed count's checks: uniform shares give the uniform count, four experts give
+    exactly k for one token and 2k - k^2 sum p_e^2 for two, each term is concave."""
+    shares = sp.symbols("p1:5", nonnegative=True)  # four experts, the last share 1 - the rest
+    last = {shares[3]: 1 - shares[0] - shares[1] - shares[2]}
+    four = sum((term.subs(LOAD[_e], q) for q in shares), sp.Integer(0)).subs(last)
+    x = sp.Symbol("x", nonnegative=True)
+    one = (1 - (1 - K_E * x) ** N).subs(N, N + 2)
+    return (
+        prove("uniform shares p_e = 1/E give E (1 - (1 - k/E)^n)", at_uniform, uniform),
+        prove(
+            "four experts, shares summing to 1: one token touches exactly k",
+            four.subs(N, 1),
+            K_E,
+            method="expand",
+        ),
+        prove(
+            "four experts: two tokens touch 2k - k^2 sum p_e^2 (the second token's repeats)",
+            four.subs(N, 2),
+            (2 * K_E - K_E**2 * sum(q**2 for q in shares)).subs(last),
+            method="expand",
+        ),
+        prove(
+            "each term is concave in its share (n + 2 tokens): -(n+2)(n+1) k^2 (1 - k p)^n <= 0",
+            sp.diff(one, x, 2),
+            -(N + 2) * (N + 1) * K_E**2 * (1 - K_E * x) ** N,
+        ),
+    )
+
+
+def _verification_claims(*, ratio: sp.Expr, v_form: sp.Expr, f_of_w: sp.Expr) -> tuple[Claim, ...]:
+    """The MoE v(gamma)'s checks: the byte ratio in terms of f, gamma = 0, a dense model and
+    the limit of many experts."""
+    limit = sp.limit(v_form, E, sp.oo)
+    return (
+        prove(
+            "the pass-time ratio with f = k W_x / (W_f + k W_x) is 1 - f + f E_t / k",
+            ratio,
+            v_form.subs(F, f_of_w),
+            method="cancel",
+        ),
+        prove("gamma = 0: one position costs one decode", v_form.subs(gamma, 0), 1),
+        prove("a dense model (f = 0) verifies for free", v_form.subs(F, 0), 1),
+        prove(
+            "E -> infinity: every token its own experts, 1 - f + f (gamma + 1)",
+            limit,
+            1 - F + F * (gamma + 1),
+        ),
     )
 
 

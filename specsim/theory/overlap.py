@@ -29,15 +29,25 @@ __all__ = ["overlap_identity"]
 
 _MAX_VOCAB = 6  # 2**V cases: beyond a handful the proof says nothing new and costs time
 
+_REFERENCES = (
+    Reference(
+        paper=LEVIATHAN,
+        arxiv="2211.17192",
+        section="3.2",
+        item="Definition 3.2, Lemma 3.3, Theorem 3.5 and Corollary 3.6",
+    ),
+    Reference(
+        paper=CHEN,
+        arxiv="2302.01318",
+        section="4.2",
+        item="Modified Rejection Sampling (Algorithm 2; Theorem 1 in the Supplementary Materials)",
+    ),
+)
+
 
 def overlap_identity(vocab_size: int) -> SymbolicResult:
     """Prove ``sum min(p, q) = 1 - 1/2 sum |p - q|`` for ``vocab_size`` symbolic tokens."""
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
-        raise TypeError(f"overlap_identity: vocab_size must be an int, got {vocab_size!r}")
-    if not 2 <= vocab_size <= _MAX_VOCAB:
-        raise ValueError(
-            f"overlap_identity: vocab_size must be in 2..{_MAX_VOCAB}, got {vocab_size}"
-        )
+    _check_vocab(vocab_size)
     n = vocab_size
     p_free = sp.symbols(f"p_1:{n}", nonnegative=True)
     q_free = sp.symbols(f"q_1:{n}", nonnegative=True)
@@ -53,15 +63,7 @@ def overlap_identity(vocab_size: int) -> SymbolicResult:
         sp.Min(x, y).rewrite(sp.Abs),
         (x + y - sp.Abs(x - y)) / 2,
     )
-    cases: list[Claim] = []
-    for below in itertools.product((True, False), repeat=n):
-        # below[i]: p_i <= q_i, so min = p_i and |p_i - q_i| = q_i - p_i; else the mirror.
-        mins = [pi if b else qi for pi, qi, b in zip(p, q, below, strict=True)]
-        gaps = [qi - pi if b else pi - qi for pi, qi, b in zip(p, q, below, strict=True)]
-        label = ", ".join(f"p{i + 1} {'<=' if b else '>'} q{i + 1}" for i, b in enumerate(below))
-        cases.append(
-            prove(f"case {label}", sum(mins), 1 - sp.Rational(1, 2) * sum(gaps), method="expand")
-        )
+    cases = _ordering_cases(p, q)
     steps = (
         Step(
             description=f"a {n}-token vocabulary: the last probability is fixed by normalization",
@@ -96,20 +98,31 @@ def overlap_identity(vocab_size: int) -> SymbolicResult:
         ),
         steps=steps,
         claims=(pointwise, *cases),
-        references=(
-            Reference(
-                paper=LEVIATHAN,
-                arxiv="2211.17192",
-                section="3.2",
-                item="Definition 3.2, Lemma 3.3, Theorem 3.5 and Corollary 3.6",
-            ),
-            Reference(
-                paper=CHEN,
-                arxiv="2302.01318",
-                section="4.2",
-                item="Modified Rejection Sampling (Algorithm 2; Theorem 1 in the "
-                "Supplementary Materials)",
-            ),
-        ),
+        references=_REFERENCES,
         twin="specsim.sampling.acceptance_rate",
     )
+
+
+def _check_vocab(vocab_size: int) -> None:
+    """A TypeError or ValueError unless ``vocab_size`` is an int in 2..:data:`_MAX_VOCAB`."""
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+        raise TypeError(f"overlap_identity: vocab_size must be an int, got {vocab_size!r}")
+    if not 2 <= vocab_size <= _MAX_VOCAB:
+        raise ValueError(
+            f"overlap_identity: vocab_size must be in 2..{_MAX_VOCAB}, got {vocab_size}"
+        )
+
+
+def _ordering_cases(p: tuple[sp.Expr, ...], q: tuple[sp.Expr, ...]) -> list[Claim]:
+    """One claim for each of the 2^V orderings of p_i against q_i: there every min and |.|
+    is a polynomial, and the identity expands to 0."""
+    cases: list[Claim] = []
+    for below in itertools.product((True, False), repeat=len(p)):
+        # below[i]: p_i <= q_i, so min = p_i and |p_i - q_i| = q_i - p_i; else the mirror.
+        mins = [pi if b else qi for pi, qi, b in zip(p, q, below, strict=True)]
+        gaps = [qi - pi if b else pi - qi for pi, qi, b in zip(p, q, below, strict=True)]
+        label = ", ".join(f"p{i + 1} {'<=' if b else '>'} q{i + 1}" for i, b in enumerate(below))
+        cases.append(
+            prove(f"case {label}", sum(mins), 1 - sp.Rational(1, 2) * sum(gaps), method="expand")
+        )
+    return cases

@@ -1,4 +1,5 @@
-r"""What a pass costs: walltime improvement, the best lookahead, its bounds, the operations bill.
+r"""What a pass costs: walltime improvement, the best lookahead and its bounds (the operations
+bill is :mod:`specsim.theory.opsbill`).
 
 Derived with sympy from tokens per pass :math:`E` (:mod:`specsim.theory.tokens`)
 and the costs of one pass: :math:`\gamma` draft steps of time :math:`cT` and one
@@ -19,7 +20,6 @@ from specsim.theory.symbolic import (
     SymbolicResult,
     alpha,
     c,
-    c_hat,
     closed_forms,
     gamma,
     generic_branch,
@@ -29,7 +29,8 @@ from specsim.theory.symbolic import (
 
 __all__ = ["derive"]
 
-_IID = "Acceptances i.i.d. with mean alpha (Leviathan et al. 2023, Section 3.1)."
+IID = "Acceptances i.i.d. with mean alpha (Leviathan et al. 2023, Section 3.1)."
+"""The i.i.d. assumption every result here (and the operations bill) states first."""
 _LONG = "Long generations: time per token is (time per pass) / (tokens per pass)."
 _RANGES = "0 <= alpha <= 1, gamma integer >= 0, c >= 0, v > 0."
 _COMPUTE = (
@@ -51,7 +52,52 @@ def _walltime() -> SymbolicResult:
     improvement = t / per_token
     theorem = (1 - alpha ** (gamma + 1)) / ((1 - alpha) * (gamma * c + 1))
     bigram = form.subs({alpha: sp.Rational(1, 5), gamma: 3, c: 0, v: 1})
-    steps = (
+    steps = _walltime_steps(
+        per_pass=per_pass,
+        per_token=per_token,
+        improvement=improvement,
+        theorem=theorem,
+        form=form,
+        bigram=bigram,
+    )
+    claims = (
+        prove("T / (time per token) = E / (gamma c + v)", improvement, form),
+        prove("at v = 1 this is Theorem 3.8", form.subs(v, 1), theorem),
+        prove("W = 1 / v at gamma = 0", form.subs(gamma, 0), 1 / v),
+        prove("bigram example: 1.248, printed as 1.25X", bigram, sp.Rational(156, 125)),
+    )
+    return SymbolicResult(
+        name="walltime_speedup",
+        title="Walltime improvement (Theorem 3.8, and its v generalization)",
+        statement=(
+            "Speculative decoding is E / (gamma c + v) times faster than plain decoding; with "
+            "v = 1 this is (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma c + 1))."
+        ),
+        lhs=r"W(\gamma)",
+        expr=form,
+        symbols=(alpha, gamma, c, v),
+        assumptions=(IID, _LONG, _COMPUTE, _RANGES),
+        steps=steps,
+        claims=claims,
+        references=(
+            _ref("3.3", "Definition 3.7 and Theorem 3.8"),
+            _ref("3.6 and 4.2", "the bigram example (alpha = 0.2, gamma = 3, 1.25X)"),
+        ),
+        twin="specsim.theory.walltime_speedup",
+    )
+
+
+def _walltime_steps(
+    *,
+    per_pass: sp.Expr,
+    per_token: sp.Expr,
+    improvement: sp.Expr,
+    theorem: sp.Expr,
+    form: sp.Expr,
+    bigram: sp.Expr,
+) -> tuple[Step, ...]:
+    """Per pass, per token, the improvement, Theorem 3.8 at v = 1, alpha -> 1, the bigram draft."""
+    return (
         Step(
             description="time of one pass: gamma draft steps and one verification",
             lhs=r"\text{time per pass}",
@@ -78,31 +124,6 @@ def _walltime() -> SymbolicResult:
             lhs=r"W",
             rhs=bigram,
         ),
-    )
-    claims = (
-        prove("T / (time per token) = E / (gamma c + v)", improvement, form),
-        prove("at v = 1 this is Theorem 3.8", form.subs(v, 1), theorem),
-        prove("W = 1 / v at gamma = 0", form.subs(gamma, 0), 1 / v),
-        prove("bigram example: 1.248, printed as 1.25X", bigram, sp.Rational(156, 125)),
-    )
-    return SymbolicResult(
-        name="walltime_speedup",
-        title="Walltime improvement (Theorem 3.8, and its v generalization)",
-        statement=(
-            "Speculative decoding is E / (gamma c + v) times faster than plain decoding; with "
-            "v = 1 this is (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma c + 1))."
-        ),
-        lhs=r"W(\gamma)",
-        expr=form,
-        symbols=(alpha, gamma, c, v),
-        assumptions=(_IID, _LONG, _COMPUTE, _RANGES),
-        steps=steps,
-        claims=claims,
-        references=(
-            _ref("3.3", "Definition 3.7 and Theorem 3.8"),
-            _ref("3.6 and 4.2", "the bigram example (alpha = 0.2, gamma = 3, 1.25X)"),
-        ),
-        twin="specsim.theory.walltime_speedup",
     )
 
 
@@ -153,7 +174,7 @@ def _gamma1() -> SymbolicResult:
         lhs=r"W(1)",
         expr=form,
         symbols=(alpha, c),
-        assumptions=(_IID, _LONG, "v = 1 (Theorem 3.8).", _RANGES),
+        assumptions=(IID, _LONG, "v = 1 (Theorem 3.8).", _RANGES),
         steps=steps,
         claims=claims,
         references=(_ref("3.3", "Corollary 3.9"),),
@@ -173,41 +194,7 @@ def _optimal() -> SymbolicResult:
     # Delta > 0 exactly when g < 0 (divide by alpha^(gamma+1) > 0); g never decreases.
     g = c * e / alpha ** (gamma + 1) - (1 + gamma * c)
     g_step = sp.simplify(g.subs(gamma, gamma + 1) - g)
-    steps = (
-        Step(
-            description="W(gamma+1) - W(gamma) times the two positive denominators (v = 1)",
-            lhs=r"\Delta(\gamma)",
-            rhs=scaled,
-        ),
-        Step(
-            description="the same with v(gamma) and v(gamma + 1) free",
-            lhs=r"\Delta_v(\gamma)",
-            rhs=general_form,
-        ),
-        Step(
-            description="Delta > 0 exactly when g < 0, and g grows by c(alpha^-(gamma+2) - 1) "
-            ">= 0 a step: once W stops rising it never rises again (one peak, v = 1)",
-            lhs=r"g(\gamma + 1) - g(\gamma)",
-            rhs=c * (alpha ** (-gamma - 2) - 1),
-        ),
-        Step(
-            description="so the best gamma is the first where Delta <= 0 (found by bisection)",
-            lhs=r"\gamma^*",
-            rhs=sp.Symbol(r"\min\{\gamma : \Delta(\gamma) \le 0\}"),
-        ),
-        Step(
-            description="a free draft: Delta > 0 at every gamma, W rises towards 1/(1 - alpha) "
-            "and no finite gamma is optimal (unbounded)",
-            lhs=r"\Delta\big|_{c=0}",
-            rhs=form.subs(c, 0),
-        ),
-        Step(
-            description="every draft accepted: Delta = 1 - c, so for c < 1 W rises towards "
-            "1/c at every gamma (unbounded too)",
-            lhs=r"\lim_{\alpha\to 1}\Delta",
-            rhs=sp.limit(form, alpha, 1),
-        ),
-    )
+    steps = _optimal_steps(scaled=scaled, general_form=general_form, form=form)
     claims = (
         prove(
             "sign of W(gamma+1) - W(gamma) is the sign of alpha^(gamma+1)(1 + gamma c) - c E",
@@ -242,11 +229,50 @@ def _optimal() -> SymbolicResult:
         lhs=r"\Delta(\gamma)",
         expr=form,
         symbols=(alpha, gamma, c),
-        assumptions=(_IID, _LONG, _COMPUTE, _RANGES),
+        assumptions=(IID, _LONG, _COMPUTE, _RANGES),
         steps=steps,
         claims=claims,
         references=(_ref("3.5", "Choosing gamma, Figure 3"),),
         twin="specsim.theory.optimal_gamma",
+    )
+
+
+def _optimal_steps(*, scaled: sp.Expr, general_form: sp.Expr, form: sp.Expr) -> tuple[Step, ...]:
+    """The marginal gain Delta, with v free, its one peak, and the two unbounded cases."""
+    return (
+        Step(
+            description="W(gamma+1) - W(gamma) times the two positive denominators (v = 1)",
+            lhs=r"\Delta(\gamma)",
+            rhs=scaled,
+        ),
+        Step(
+            description="the same with v(gamma) and v(gamma + 1) free",
+            lhs=r"\Delta_v(\gamma)",
+            rhs=general_form,
+        ),
+        Step(
+            description="Delta > 0 exactly when g < 0, and g grows by c(alpha^-(gamma+2) - 1) "
+            ">= 0 a step: once W stops rising it never rises again (one peak, v = 1)",
+            lhs=r"g(\gamma + 1) - g(\gamma)",
+            rhs=c * (alpha ** (-gamma - 2) - 1),
+        ),
+        Step(
+            description="so the best gamma is the first where Delta <= 0 (found by bisection)",
+            lhs=r"\gamma^*",
+            rhs=sp.Symbol(r"\min\{\gamma : \Delta(\gamma) \le 0\}"),
+        ),
+        Step(
+            description="a free draft: Delta > 0 at every gamma, W rises towards 1/(1 - alpha) "
+            "and no finite gamma is optimal (unbounded)",
+            lhs=r"\Delta\big|_{c=0}",
+            rhs=form.subs(c, 0),
+        ),
+        Step(
+            description="every draft accepted: Delta = 1 - c, so for c < 1 W rises towards "
+            "1/c at every gamma (unbounded too)",
+            lhs=r"\lim_{\alpha\to 1}\Delta",
+            rhs=sp.limit(form, alpha, 1),
+        ),
     )
 
 
@@ -292,7 +318,7 @@ def _oracle() -> SymbolicResult:
         lhs=r"\sup_\gamma \mathbb{E}[T]",
         expr=form,
         symbols=(alpha,),
-        assumptions=(_IID, "0 <= alpha < 1 (the bound is infinite at alpha = 1)."),
+        assumptions=(IID, "0 <= alpha < 1 (the bound is infinite at alpha = 1)."),
         steps=steps,
         claims=claims,
         references=(
@@ -303,71 +329,6 @@ def _oracle() -> SymbolicResult:
     )
 
 
-def _ops() -> SymbolicResult:
-    that = sp.Symbol("That", positive=True)  # target ops per token
-    e = closed_forms()["expected_tokens"]
-    form = closed_forms()["ops_factor"]
-    per_pass = that * c_hat * gamma + that * (gamma + 1)
-    factor = per_pass / e / that
-    example = {alpha: sp.Rational(1, 5), gamma: 5, c_hat: 0}
-    ops_ex = form.subs(example)
-    calls_ex = closed_forms()["target_calls_per_token"].subs(example)
-    steps = (
-        Step(
-            description="operations of one pass: gamma draft runs and gamma + 1 target positions",
-            lhs=r"\text{ops per pass}",
-            rhs=per_pass,
-        ),
-        Step(
-            description="divide by E tokens per pass and by the baseline's T-hat per token",
-            lhs=r"\text{ops factor}",
-            rhs=sp.simplify(factor),
-        ),
-        Step(
-            description="worked example: five guesses, free draft, alpha = 1/5 (exact)",
-            lhs=r"\text{ops factor}",
-            rhs=ops_ex,
-        ),
-        Step(
-            description="while serial target calls per token still drop below 1 (exact)",
-            lhs=r"1/\mathbb{E}[T]",
-            rhs=calls_ex,
-        ),
-    )
-    claims = (
-        prove("(ops per pass)/(E T-hat) equals Theorem 3.11", factor, form),
-        prove("ops factor = (gamma c_hat + gamma + 1)/E", form, (gamma * c_hat + gamma + 1) / e),
-        prove(
-            "ops factor -> (gamma c_hat + gamma + 1)/(gamma + 1) as alpha -> 1",
-            sp.limit(form, alpha, 1),
-            (gamma * c_hat + gamma + 1) / (gamma + 1),
-        ),
-        prove("worked example: 3125/651 = 4.8003...", ops_ex, sp.Rational(3125, 651)),
-        prove("worked example: 1/E = 3125/3906 < 1", calls_ex, sp.Rational(3125, 3906)),
-    )
-    return SymbolicResult(
-        name="ops_factor",
-        title="The operations bill (Theorem 3.11)",
-        statement=(
-            "Per emitted token, speculative decoding performs (1 - alpha)(gamma c_hat + gamma + "
-            "1)/(1 - alpha^(gamma+1)) times the arithmetic of plain decoding: at alpha = 0.2, "
-            "gamma = 5 and a free draft that is 4.8x, while target calls per token fall to 0.8."
-        ),
-        lhs=r"\text{ops factor}",
-        expr=form,
-        symbols=(alpha, gamma, c_hat),
-        assumptions=(
-            _IID,
-            "The target does the work of gamma + 1 tokens per pass, accepted or not; "
-            "c_hat >= 0 is the draft's ops per token over the target's.",
-        ),
-        steps=steps,
-        claims=claims,
-        references=(_ref("3.4", "Definition 3.10 and Theorem 3.11"),),
-        twin="specsim.theory.ops_factor",
-    )
-
-
 def derive() -> tuple[SymbolicResult, ...]:
     """The results of this module, in reading order."""
-    return (_walltime(), _gamma1(), _optimal(), _oracle(), _ops())
+    return (_walltime(), _gamma1(), _optimal(), _oracle())

@@ -176,64 +176,109 @@ def assumptions_dropped(
     hardware: str = "a100-80gb",
 ) -> pd.DataFrame:
     """How far Theorem 3.8 and Eq. 1 are off when one assumption at a time is dropped."""
-    rows = []
-
-    def add(case: str, assumption: str, simulated: float, formula: float, qty: str) -> None:
-        rows.append(
-            {
-                "case": case,
-                "assumption dropped": assumption,
-                "quantity": qty,
-                "simulated": simulated,
-                "formula": formula,
-                "error_pct": 100.0 * (formula - simulated) / simulated,
-            }
-        )
-
-    def stream(acceptance: AcceptanceProcess, cost: CostSource) -> dict[str, float]:
-        cfg = StreamConfig(
-            tokens=tokens,
-            acceptance=acceptance,
-            policy=FixedGamma(gamma=gamma),
-            cost=cost,
-            max_gamma=gamma,
-        )
-        return simulate_stream(cfg, rng).metrics()
-
-    e_form = float(expected_tokens(alpha, gamma))
-    s_form = float(walltime_speedup(alpha, gamma, c))
-    m = stream(IIDAcceptance(alpha=alpha), PlainCost(c=c))
-    add("baseline (all assumptions hold)", "none", m["speedup"], s_form, "walltime_speedup")
-    markov = MarkovAcceptance.two_state(mean=alpha, spread=0.25, persistence=0.9)
-    m = stream(markov, PlainCost(c=c))
-    add(
-        "Markov-modulated acceptance, same mean",
-        "i.i.d. acceptance",
-        m["tokens_per_target_pass"],
-        e_form,
-        "tokens_per_pass",
-    )
-    add(
-        "Markov-modulated acceptance, same mean",
-        "i.i.d. acceptance",
-        m["speedup"],
-        s_form,
-        "walltime_speedup",
-    )
-    m = stream(IIDAcceptance(alpha=alpha), PlainCost(c=c, overlap=True))
-    add(
-        "draft overlapped on its own accelerator",
-        "serialized draft",
-        m["speedup"],
-        s_form,
-        "walltime_speedup",
-    )
+    rows = _plain_cost_rows(rng, alpha=alpha, gamma=gamma, c=c, tokens=tokens)
     dep = Deployment(target=load_model(target), hardware=load_hardware(hardware))
     d = load_model(draft)
-    c_card = float(cost_coefficient(d, dep, batch=1, context=512))
+    s_card = float(
+        walltime_speedup(alpha, gamma, float(cost_coefficient(d, dep, batch=1, context=512)))
+    )
     card = CardCost(deployment=dep, draft=d)
-    # Requests of 1,024 tokens after a 512-token prompt (the KV cache must fit):
-    # the speedup of all of them together.
+    rows.append(
+        _dropped(
+            f"v(gamma) from the cost model ({target} + {draft}, {hardware}, batch 1)",
+            "v = 1",
+            _requests_speedup(rng, card, alpha=alpha, gamma=gamma, tokens=tokens),
+            s_card,
+            "walltime_speedup",
+        )
+    )
+    rows.append(
+        _dropped(
+            f"batch {_BATCH} ({target} + {draft}, {hardware})",
+            "batch 1",
+            _batch_speedup(rng, card, alpha=alpha, gamma=gamma),
+            s_card,
+            "walltime_speedup",
+        )
+    )
+    return pd.DataFrame(rows)
+
+
+_BATCH = 64  # sequences decoding together in the dropped "batch 1"
+
+
+def _plain_cost_rows(
+    rng: np.random.Generator, *, alpha: float, gamma: int, c: float, tokens: int
+) -> list[dict[str, object]]:
+    """The rows priced by plain costs: the baseline, Markov-modulated acceptance with the same
+    mean (tokens per pass and speedup) and a draft overlapped with the target."""
+    e_form = float(expected_tokens(alpha, gamma))
+    s_form = float(walltime_speedup(alpha, gamma, c))
+    iid = IIDAcceptance(alpha=alpha)
+    m = _stream(rng, iid, PlainCost(c=c), tokens=tokens, gamma=gamma)
+    rows = [
+        _dropped(
+            "baseline (all assumptions hold)", "none", m["speedup"], s_form, "walltime_speedup"
+        )
+    ]
+    markov = MarkovAcceptance.two_state(mean=alpha, spread=0.25, persistence=0.9)
+    m = _stream(rng, markov, PlainCost(c=c), tokens=tokens, gamma=gamma)
+    case = "Markov-modulated acceptance, same mean"
+    rows.append(
+        _dropped(case, "i.i.d. acceptance", m["tokens_per_target_pass"], e_form, "tokens_per_pass")
+    )
+    rows.append(_dropped(case, "i.i.d. acceptance", m["speedup"], s_form, "walltime_speedup"))
+    m = _stream(rng, iid, PlainCost(c=c, overlap=True), tokens=tokens, gamma=gamma)
+    rows.append(
+        _dropped(
+            "draft overlapped on its own accelerator",
+            "serialized draft",
+            m["speedup"],
+            s_form,
+            "walltime_speedup",
+        )
+    )
+    return rows
+
+
+def _dropped(
+    case: str, assumption: str, simulated: float, formula: float, qty: str
+) -> dict[str, object]:
+    """One row of :func:`assumptions_dropped`: the formula's error against the simulation."""
+    return {
+        "case": case,
+        "assumption dropped": assumption,
+        "quantity": qty,
+        "simulated": simulated,
+        "formula": formula,
+        "error_pct": 100.0 * (formula - simulated) / simulated,
+    }
+
+
+def _stream(
+    rng: np.random.Generator,
+    acceptance: AcceptanceProcess,
+    cost: CostSource,
+    *,
+    tokens: int,
+    gamma: int,
+) -> dict[str, float]:
+    """The metrics of one stream of ``tokens`` tokens at fixed ``gamma``."""
+    cfg = StreamConfig(
+        tokens=tokens,
+        acceptance=acceptance,
+        policy=FixedGamma(gamma=gamma),
+        cost=cost,
+        max_gamma=gamma,
+    )
+    return simulate_stream(cfg, rng).metrics()
+
+
+def _requests_speedup(
+    rng: np.random.Generator, card: CardCost, *, alpha: float, gamma: int, tokens: int
+) -> float:
+    """The speedup of requests of 1,024 tokens after a 512-token prompt (the KV cache must
+    fit), all of them together, priced on the cards."""
     spec_time = base_time = 0.0
     for _ in range(max(1, tokens // 1024)):
         cfg = StreamConfig(
@@ -247,14 +292,13 @@ def assumptions_dropped(
         r = simulate_stream(cfg, rng).metrics()
         spec_time += r["time_s"] / r["tokens"]
         base_time += r["baseline_time_s"] / r["tokens"]
-    add(
-        f"v(gamma) from the cost model ({target} + {draft}, {hardware}, batch 1)",
-        "v = 1",
-        base_time / spec_time,
-        float(walltime_speedup(alpha, gamma, c_card)),
-        "walltime_speedup",
-    )
-    n = 64
+    return base_time / spec_time
+
+
+def _batch_speedup(rng: np.random.Generator, card: CardCost, *, alpha: float, gamma: int) -> float:
+    """The time-per-output-token speedup of :data:`_BATCH` requests served together (512
+    prompt and 512 output tokens each), priced on the cards."""
+    n = _BATCH
     work = TraceWorkload(arrival_s=(0.0,) * n, prompt_tokens=(512,) * n, output_tokens=(512,) * n)
     serving = ServingConfig(
         workload=work,
@@ -264,15 +308,7 @@ def assumptions_dropped(
         max_batch=n,
         max_gamma=gamma,
     )
-    sm = simulate_serving(serving, rng).metrics()
-    add(
-        f"batch {n} ({target} + {draft}, {hardware})",
-        "batch 1",
-        sm["tpot_speedup"],
-        float(walltime_speedup(alpha, gamma, c_card)),
-        "walltime_speedup",
-    )
-    return pd.DataFrame(rows)
+    return simulate_serving(serving, rng).metrics()["tpot_speedup"]
 
 
 def validation_tables(

@@ -9,12 +9,14 @@ table's CPU rows, :mod:`specsim.validate.fidelity.rows`). Also importable as
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
 from specsim.acceptance.processes import TraceAcceptance
-from specsim.cards import HardwareCard, load_model
+from specsim.cards import HardwareCard, ModelCard, load_model
 from specsim.checks import check_int
 from specsim.cost import Deployment, draft_on, step_cost_grid
 from specsim.policies.lookahead import FixedGamma
@@ -128,19 +130,7 @@ def predict_runs(
         alphas = pos.loc[pos["reached"].astype(bool), "alpha"].to_numpy(dtype=float)
         sim = float("nan")
         if batch == 1:
-            cfg = StreamConfig(
-                tokens=int(r.tokens),
-                prompt=int(r.prompt_len),
-                acceptance=TraceAcceptance.from_values(np.clip(alphas, 0.0, 1.0)),
-                policy=FixedGamma(gamma=int(r.gamma)),
-                cost=CardCost(deployment=dep, draft=draft),
-                max_gamma=int(r.gamma),
-            )
-            sim_token_s = []
-            for _ in range(seeds):
-                m = simulate_stream(cfg, rng).metrics()
-                sim_token_s.append(m["time_s"] / m["tokens"])
-            sim = float(np.mean(sim_token_s))
+            sim = _simulated_token_s(r, alphas, deployment=dep, draft=draft, rng=rng, seeds=seeds)
         rows.append(
             {
                 "run_id": r.run_id,
@@ -165,3 +155,29 @@ def predict_runs(
         out[f"{kind}_latency_error"] = out[f"{kind}_token_s"] / out["measured_token_s"] - 1
         out[f"{kind}_speedup_error"] = out[f"{kind}_speedup"] / out["measured_speedup"] - 1
     return out
+
+
+def _simulated_token_s(
+    r: Any,
+    alphas: np.ndarray,
+    *,
+    deployment: Deployment,
+    draft: ModelCard,
+    rng: np.random.Generator,
+    seeds: int,
+) -> float:
+    """A batch-1 run's time per token simulated ``seeds`` times with its measured
+    acceptances ``alphas`` replayed, on the run's deployment and draft (the mean)."""
+    cfg = StreamConfig(
+        tokens=int(r.tokens),
+        prompt=int(r.prompt_len),
+        acceptance=TraceAcceptance.from_values(np.clip(alphas, 0.0, 1.0)),
+        policy=FixedGamma(gamma=int(r.gamma)),
+        cost=CardCost(deployment=deployment, draft=draft),
+        max_gamma=int(r.gamma),
+    )
+    sim_token_s = []
+    for _ in range(seeds):
+        m = simulate_stream(cfg, rng).metrics()
+        sim_token_s.append(m["time_s"] / m["tokens"])
+    return float(np.mean(sim_token_s))

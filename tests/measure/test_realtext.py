@@ -41,11 +41,11 @@ from specsim.measure.realalpha import (  # noqa: E402
     TEMPERATURES,
     alpha_direct,
     autocorrelation,
+    measure_alpha,
     model_logits,
     position_stats,
     summarize,
 )
-from specsim.measure.realrun import measure_alpha  # noqa: E402
 from specsim.measure.tinylm import (  # noqa: E402
     TinySpec,
     build_tiny,
@@ -59,8 +59,8 @@ from specsim.measure.train import (  # noqa: E402
     TrainConfig,
     encode_corpora,
     eval_windows,
-    train_model,
 )
+from specsim.measure.trainloop import train_model  # noqa: E402
 
 pytestmark = pytest.mark.measure
 

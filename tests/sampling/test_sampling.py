@@ -333,7 +333,7 @@ def test_nothing_returns_nan_for_degenerate_rows() -> None:
 
 
 def test_inverse_cdf_never_picks_zero_weight_and_follows_weights() -> None:
-    from specsim.sampling.chain import inverse_cdf as _inverse_cdf
+    from specsim.sampling.cdf import inverse_cdf as _inverse_cdf
 
     gen = np.random.default_rng(1)
     vocab, n = 1000, 200_000  # not a multiple of the block size: padding is exercised

@@ -31,13 +31,17 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from specsim.acceptance.processes import AcceptanceProcess, IIDAcceptance, MarkovAcceptance
 from specsim.cards import load_hardware, load_model
 from specsim.cost import Deployment, cost_coefficient, verification_factor
-from specsim.policies.lookahead import FixedGamma
-from specsim.sim import PlainCost, StreamConfig, simulate_stream
 from specsim.theory import expected_tokens, walltime_speedup
 
+from ._table2_model import (
+    fit_loss,
+    fit_per_task,
+    row_predictions,
+    simulate_grid,
+    verification_factors,
+)
 from .rows import fidelity_row, rounding_interval
 
 __all__ = [
@@ -90,34 +94,6 @@ def table2() -> pd.DataFrame:
     return pd.DataFrame(TABLE2, columns=list(COLUMNS))
 
 
-def _acceptance(alpha: float, h: float, persistence: float) -> AcceptanceProcess:
-    spread = h * min(alpha, 1.0 - alpha)
-    if spread == 0.0:
-        return IIDAcceptance(alpha=alpha)
-    return MarkovAcceptance.two_state(mean=alpha, spread=spread, persistence=persistence)
-
-
-def _simulate(
-    row: Any, v: Sequence[float], h: float, rho: float, tokens: int, seed: int
-) -> tuple[float, float]:
-    if h == 0.0:
-        # i.i.d. acceptance: the simulator's long-run speedup is Theorem 3.8 with v (tested by
-        # the paper study and specsim.validate.forms.check_grid), so the closed form, free of
-        # sampling
-        # noise, stands in.
-        g = int(row.gamma)
-        return float(walltime_speedup(float(row.alpha), g, float(row.c), v[g])), 0.0
-    cfg = StreamConfig(
-        tokens=tokens,
-        acceptance=_acceptance(float(row.alpha), h, rho),
-        policy=FixedGamma(gamma=int(row.gamma)),
-        cost=PlainCost(c=float(row.c), v=tuple(v)),
-        max_gamma=int(row.gamma),
-    )
-    m = simulate_stream(cfg, np.random.default_rng(seed)).metrics()
-    return float(m["speedup"]), float(m["speedup_se"])
-
-
 def table2_predictions(
     rng: np.random.Generator,
     *,
@@ -138,66 +114,20 @@ def table2_predictions(
     ``held_out``: the row's task is not the one fitted on (always true without a fit).
     """
     rows = table2()
-    gmax = int(rows["gamma"].max())
-    v = tuple(
-        float(x)
-        for x in np.atleast_1d(
-            verification_factor(
-                load_model(target),
-                load_hardware(hardware),
-                np.arange(gmax + 1),
-                batch=1,
-                context=context,
-            )
-        )
-    )
+    v = verification_factors(target, hardware, gammas=int(rows["gamma"].max()), context=context)
     # Common random numbers across the grid: one seed per Table 2 row.
     seeds = [int(x) for x in rng.integers(2**63 - 1, size=len(rows))]
     grid = [
         (float(h), 0.0 if float(h) == 0.0 else float(p)) for h in heterogeneity for p in persistence
     ]
     grid = list(dict.fromkeys(grid))
-    sims: dict[tuple[int, float, float], tuple[float, float]] = {
-        (i, h, p): _simulate(r, v, h, p, tokens, seeds[i])
-        for h, p in grid
-        for i, r in enumerate(rows.itertuples(index=False))
-    }
-    measured = rows["measured"].to_numpy()
-
-    def loss(h: float, p: float, task: str) -> float:
-        idx = [int(i) for i in np.flatnonzero(rows["task"].to_numpy() == task)]
-        pred = np.array([sims[(i, h, p)][0] for i in idx])
-        return float(np.mean(np.log(pred / measured[idx]) ** 2))
-
-    fitted: dict[str, tuple[float, float]] = {}
-    for task in TASKS:
-        losses = [loss(h, p, task) for h, p in grid]
-        fitted[task] = grid[int(np.argmin(losses))]
+    sims = simulate_grid(rows, v, grid, tokens=tokens, seeds=seeds)
+    fitted = fit_per_task(rows, sims, grid, tasks=TASKS)
     out: list[dict[str, Any]] = []
     for i, r in enumerate(rows.itertuples(index=False)):
         base = {k: getattr(r, k) for k in COLUMNS}
         vg = float(v[int(r.gamma)])
-        preds = [
-            (
-                "theorem 3.8",
-                "none",
-                float(walltime_speedup(r.alpha, r.gamma, r.c)),
-                0.0,
-                np.nan,
-                np.nan,
-            ),
-            (
-                "theorem 3.8 + v",
-                "none",
-                float(walltime_speedup(r.alpha, r.gamma, r.c, vg)),
-                0.0,
-                np.nan,
-                np.nan,
-            ),
-        ]
-        for task, (h, p) in fitted.items():
-            preds.append(("full model", task, *sims[(i, h, p)], h, p))
-        for name, fit_on, value, se, h, p in preds:
+        for name, fit_on, value, se, h, p in row_predictions(r, vg, fitted=fitted, sims=sims, i=i):
             out.append(
                 {
                     **base,
@@ -210,7 +140,9 @@ def table2_predictions(
                     "held_out": fit_on != r.task,
                     "heterogeneity": h,
                     "persistence": p,
-                    "fit_loss": loss(h, p, fit_on) if fit_on in TASKS else np.nan,
+                    "fit_loss": fit_loss(rows, sims, h=h, p=p, task=fit_on)
+                    if fit_on in TASKS
+                    else np.nan,
                     "tokens": tokens,
                 }
             )
