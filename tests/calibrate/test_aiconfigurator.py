@@ -25,6 +25,7 @@ from specsim.calibrate.aiconfigurator import PAIRS, fit_part, holdout_table, par
 from specsim.calibrate.kernels import SWEEP_COLUMNS
 from specsim.cards import compose, load_hardware, load_stack
 from specsim.cards.stack_files import device_part_for, list_device_parts
+from specsim.cli import main
 from specsim.cost import step_cost
 
 README = extract_folder() / "README.md"
@@ -162,3 +163,12 @@ def test_the_extract_of_a_system_or_backend_not_read_is_named():
         load_extract("h100_sxm", "vllm", "gemm")
     with pytest.raises(ValueError, match="operation 'moe' is not extracted"):
         load_extract("h100_sxm", "trtllm", "moe")
+
+
+def test_the_command_fits_one_system_and_backend(capsys):
+    assert main(["calibrate", "--aiconfigurator", "h100_sxm", "--backend", "sglang"]) == 0
+    out = capsys.readouterr().out
+    assert "h100_sxm sglang (h100-sxm, sglang): GEMM 192 rows" in out
+    assert re.search(r"h100_sxm\s+sglang\s+h100-sxm\s+sglang\s+gemm\s+192 .*False", out)
+    assert main(["calibrate", "--aiconfigurator", "h100_sxm"]) == 2
+    assert "--aiconfigurator needs --backend" in capsys.readouterr().err
