@@ -10,6 +10,7 @@ from mutation_list import Mutation  # beside this script: on the path
 
 ROOF = "specsim/cost/roofline.py"
 TESTS = ("tests/calibrate/test_kernels.py",)
+AIC = ("tests/calibrate/test_aiconfigurator.py",)
 
 KERNELS: tuple[Mutation, ...] = (
     Mutation(
@@ -36,5 +37,21 @@ KERNELS: tuple[Mutation, ...] = (
         "scale(tables[1], self.memory_efficiency, 1.0, 1.0)",
         "quantized kernels: the format's factor on the weight reads' bandwidth fraction",
         TESTS,
+    ),
+    Mutation(
+        "allreduce-part",
+        ROOF,
+        "ar = allreduce_card(hw, rt.allreduce_latency_s, rt.allreduce_bandwidth)",
+        "ar = hw",
+        "operation tables: a stack's device part's fitted all-reduce latency and bandwidth",
+        AIC,
+    ),
+    Mutation(
+        "stack-device-part",
+        "specsim/cards/stack_files.py",
+        "part = device_part_for(hw, stack.slug)",
+        "part = device_part_for(hw)",
+        "operation tables: a device part named for a stack is that stack's on its cards",
+        AIC,
     ),
 )

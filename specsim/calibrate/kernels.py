@@ -58,6 +58,9 @@ __all__ = [
     "gemm_roofline",
     "gemm_time",
     "fit_kernel_sweep",
+    "predict_sweep",
+    "profile_with",
+    "std_errors",
     "beyond_peak",
     "fit_committed_sweep",
     "kernel_fit_rows",
@@ -88,6 +91,7 @@ fixed costs are held at 0 (a kernel's launch latency is then inside the bandwidt
 
 _BOUNDS = {
     "memory_efficiency": (0.05, 1.0),
+    "compute_efficiency": (0.05, 1.0),
     "fixed_s": (0.0, 1e-3),
     "format_memory_factor": (1e-2, 50.0),
     "format_dequant_ops": (0.0, 1e4),
@@ -152,29 +156,37 @@ class KernelFit:
         return float(row["std_error"].iloc[0])
 
 
-def _names(rows: pd.DataFrame, base: str) -> list[str]:
+def _names(rows: pd.DataFrame, base: str, *, compute: bool = False) -> list[str]:
     formats = list(dict.fromkeys(str(w) for w in rows["weights"]))
     if base not in formats:
         raise ValueError(f"kernel sweep: no {base} rows to fit the bandwidth fraction on")
-    names = ["memory_efficiency"] + [f"fixed_s.{w}" for w in formats]
+    names = ["memory_efficiency"] + ["compute_efficiency"] * compute
+    names += [f"fixed_s.{w}" for w in formats]
     for w in formats:
         if w != base:
             names += [f"format_memory_factor.{w}", f"format_dequant_ops.{w}"]
     return names
 
 
-def _with(base: RuntimeProfile, values: Mapping[str, float]) -> RuntimeProfile:
+def profile_with(base: RuntimeProfile, values: Mapping[str, float]) -> RuntimeProfile:
     """``base`` with the fitted bandwidth fraction and format tables (``table.format`` keys)."""
     prof = with_format_tables(base, values)
-    return dataclasses.replace(prof, memory_efficiency=values["memory_efficiency"])
+    ce = values.get("compute_efficiency", prof.compute_efficiency)
+    return dataclasses.replace(
+        prof, memory_efficiency=values["memory_efficiency"], compute_efficiency=ce
+    )
 
 
-def _predict(
+def predict_sweep(
     rows: pd.DataFrame, hw: HardwareCard, prof: RuntimeProfile, values: Mapping[str, float]
 ) -> np.ndarray:
+    """Seconds of each row's GEMM call under ``prof`` (:func:`profile_with`) and the fixed
+    costs per call in ``values`` (``fixed_s.<format>``)."""
     out = np.empty(len(rows))
-    keys = ["weights", "K", "N", "group_size"]
-    for (w, K, N, g), idx in rows.groupby(keys, dropna=False, sort=False).indices.items():
+    # A sweep may say which dtype each kernel multiplies in (fp8 x fp8 GEMMs); else fp16.
+    compute = rows["compute"] if "compute" in rows.columns else pd.Series("float16", rows.index)
+    keys = [rows["weights"], rows["K"], rows["N"], rows["group_size"], compute]
+    for (w, K, N, g, c), idx in rows.groupby(keys, dropna=False, sort=False).indices.items():
         co = gemm_roofline(
             hw,
             prof,
@@ -182,13 +194,14 @@ def _predict(
             K=int(K),
             N=int(N),
             group_size=None if pd.isna(g) else int(g),
+            dtype=str(c),
             fixed_s=values[f"fixed_s.{w}"],
         )
         out[idx] = gemm_time(co, rows["rows"].to_numpy(dtype=float)[idx])
     return out
 
 
-def _std_errors(jac: np.ndarray, fun: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
+def std_errors(jac: np.ndarray, fun: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
     """Standard errors at a least-squares optimum. A kernel's misfit is mostly one offset per
     shape (its tiling suits some shapes better than others), so the residuals of one shape are
     not independent: with more shapes than parameters the errors are cluster-robust over the
@@ -214,19 +227,29 @@ def fit_kernel_sweep(
     hardware: HardwareCard | str,
     fixed: Mapping[str, float] | None = None,
     base: str = "float16",
+    compute: bool = False,
 ) -> KernelFit:
     """Fit one sweep's ``rows`` (columns :data:`SWEEP_COLUMNS`; one card) on ``hardware``:
-    the parameters named in the module docstring, less those in ``fixed`` (name -> value).
-    Bounded least squares on log time; standard errors from the Jacobian (:func:`_std_errors`)."""
+    the parameters named in the module docstring (and the compute fraction,
+    ``compute_efficiency``, with ``compute``: rows that reach the compute roof identify it),
+    less those in ``fixed`` (name -> value). Bounded least squares on log time; standard
+    errors from the Jacobian (:func:`std_errors`); a ValueError when the rows are no more
+    than the free parameters (no degrees of freedom)."""
     hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
     rows = rows.reset_index(drop=True)
-    names, fixed = _names(rows, base), dict(fixed or {})
+    names, fixed = _names(rows, base, compute=compute), dict(fixed or {})
     unknown = sorted(set(fixed) - set(names))
     if unknown:
         raise ValueError(f"kernel sweep: fixed parameter(s) {unknown} not in {names}")
     free = [n for n in names if n not in fixed]
+    if len(rows) <= len(free):
+        raise ValueError(
+            f"kernel sweep: {len(rows)} rows cannot fit the {len(free)} free parameters "
+            f"{free} (no degrees of freedom)"
+        )
     start0 = kernel_profile(hw)
     start = {"memory_efficiency": start0.memory_efficiency, "fixed_s": 5e-6}
+    start["compute_efficiency"] = start0.compute_efficiency
     start |= {"format_memory_factor": 1.0, "format_dequant_ops": 1.0}
     x0 = np.array([start[n.split(".")[0]] for n in free])
     lo = np.array([_BOUNDS[n.split(".")[0]][0] for n in free])
@@ -238,11 +261,11 @@ def fit_kernel_sweep(
 
     def residual(x: np.ndarray) -> np.ndarray:
         v = values_of(x)
-        return np.log(_predict(rows, hw, _with(start0, v), v)) - log_t
+        return np.log(predict_sweep(rows, hw, profile_with(start0, v), v)) - log_t
 
     res = optimize.least_squares(residual, x0, bounds=(lo, hi), x_scale="jac")
     groups = rows.groupby(["weights", "K", "N"], sort=False).indices.values()
-    se = _std_errors(res.jac, res.fun, list(groups))
+    se = std_errors(res.jac, res.fun, list(groups))
     values = values_of(res.x)
     errors = dict(zip(free, se, strict=True)) | dict.fromkeys(fixed, 0.0)
     params = pd.DataFrame(
@@ -253,8 +276,8 @@ def fit_kernel_sweep(
             "fixed": [n in fixed for n in names],
         }
     )
-    prof = _with(start0, values)
-    pred = _predict(rows, hw, prof, values)
+    prof = profile_with(start0, values)
+    pred = predict_sweep(rows, hw, prof, values)
     resid = rows.assign(predicted_s=pred, rel_error=pred / rows["time_s"] - 1.0)
     sweep = str(rows["sweep"].iloc[0]) if "sweep" in rows.columns else "sweep"
     return KernelFit(

@@ -17,6 +17,9 @@ row in this stack, replacing :mod:`specsim.cost.quant`'s default for that format
 for a format that is never dequantized, or a slow kernel's much larger cost);
 :meth:`RuntimeProfile.efficiencies` and :meth:`RuntimeProfile.dequant_ops` evaluate them.
 All three are optional: a profile without them prices every format as before.
+``allreduce_latency_s`` and ``allreduce_bandwidth`` (optional, together) are what the stack's
+all-reduce kernel reaches on the device (its device part's), in place of the hardware
+card's interconnect numbers for a tensor-parallel pass's all-reduces.
 
 A profile made from a stack profile and a device part
 (:func:`specsim.cards.stack_files.compose`) carries the stack in ``stack_profile``: its
@@ -61,6 +64,8 @@ class RuntimeProfile:
     format_memory_factor: dict[str, float] | None = field(default=None, hash=False)
     format_compute_factor: dict[str, float] | None = field(default=None, hash=False)
     format_dequant_ops: dict[str, float] | None = field(default=None, hash=False)
+    allreduce_latency_s: float | None = None
+    allreduce_bandwidth: float | None = None
     fitted_on: str | None = None
     kinds: list[str] | None = field(default=None, hash=False)
     notes: str = ""
@@ -79,6 +84,9 @@ class RuntimeProfile:
         for name in ("layer_overhead_s", "pass_overhead_s", "sampling_s_per_token"):
             check_float(where, name, getattr(self, name))
             object.__setattr__(self, name, float(getattr(self, name)))
+        for name in ("allreduce_latency_s", "allreduce_bandwidth"):
+            if getattr(self, name) is not None:
+                check_float(where, name, getattr(self, name), strict=True)
         for name in ("compute_efficiency", "memory_efficiency"):
             _fraction(where, name, getattr(self, name))
             object.__setattr__(self, name, float(getattr(self, name)))

@@ -148,6 +148,12 @@ class DevicePart:
 
     ``cards``: the hardware cards (slugs) it was measured on or stands for; empty for the
     default of a kind of accelerator (``kind``), used where no part names a card.
+    ``stacks``: the stacks (slugs) whose kernels it was measured with, used for those stacks
+    only (:func:`specsim.cards.stack_files.device_part_for`); empty for any stack.
+    ``allreduce_latency_s`` and ``allreduce_bandwidth``: the fixed cost of one all-reduce and
+    the bus bandwidth (bytes/s) the stack's all-reduce kernel reaches on the device, in the
+    ``per-allreduce`` form of :mod:`specsim.cost.collectives`; None: the hardware card's
+    interconnect numbers and algorithm.
     """
 
     slug: str
@@ -157,17 +163,29 @@ class DevicePart:
     memory_efficiency: float
     sources: dict[str, str] | list[str] = field(hash=False)
     cards: list[str] = field(default_factory=list, hash=False)
+    stacks: list[str] = field(default_factory=list, hash=False)
     vendor: str | None = None
     compute_efficiency_rows: dict[str, float] | None = field(default=None, hash=False)
     memory_efficiency_rows: dict[str, float] | None = field(default=None, hash=False)
     format_memory_factor: dict[str, float] | None = field(default=None, hash=False)
     format_compute_factor: dict[str, float] | None = field(default=None, hash=False)
     format_dequant_ops: dict[str, float] | None = field(default=None, hash=False)
+    allreduce_latency_s: float | None = None
+    allreduce_bandwidth: float | None = None
     notes: str = ""
     source_path: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         where = card_label(self.source_path, "device part", self.slug)
+        _names(where, "stacks", self.stacks, (), empty=True)
+        for name in ("allreduce_latency_s", "allreduce_bandwidth"):
+            if getattr(self, name) is not None:
+                check_float(where, name, getattr(self, name), strict=True)
+        if (self.allreduce_latency_s is None) != (self.allreduce_bandwidth is None):
+            raise ValueError(
+                f"{where}: fields 'allreduce_latency_s' and 'allreduce_bandwidth' come together "
+                f"(got {self.allreduce_latency_s!r} and {self.allreduce_bandwidth!r})"
+            )
         for name in ("slug", "name"):
             check_str(where, name, getattr(self, name))
         check_str(where, "kind", self.kind, KINDS)

@@ -100,11 +100,14 @@ def list_device_parts() -> list[DevicePart]:
     return [build_card(DevicePart, read_toml(p), p) for p in sorted(folder.glob("*.toml"))]
 
 
-def device_part_for(hw: HardwareCard) -> DevicePart:
-    """The device part of ``hw``: the one that names its slug, else the default of its kind
-    (a part that names no card); a ValueError when neither exists."""
+def device_part_for(hw: HardwareCard, stack: str | None = None) -> DevicePart:
+    """The device part of ``hw`` (for ``stack``, a slug): one that names its slug and the
+    stack, else one that names its slug and no stack, else the default of its kind (a part
+    that names no card and no stack); a ValueError when two parts tie or none exists. A part
+    that names stacks is used for those stacks only."""
     parts = list_device_parts()
-    named = [p for p in parts if hw.slug in p.cards]
+    for_stack = [p for p in parts if hw.slug in p.cards and stack is not None and stack in p.stacks]
+    named = for_stack or [p for p in parts if hw.slug in p.cards and not p.stacks]
     if len(named) > 1:
         raise ValueError(
             f"stack: hardware {hw.slug!r} is named by two device parts, {named[0].source_path} "
@@ -112,7 +115,7 @@ def device_part_for(hw: HardwareCard) -> DevicePart:
         )
     if named:
         return named[0]
-    default = [p for p in parts if not p.cards and p.kind == hw.kind]
+    default = [p for p in parts if not p.cards and not p.stacks and p.kind == hw.kind]
     if not default:
         raise ValueError(
             f"stack: no device part for hardware {hw.slug!r} ({hw.kind}): the achieved "
@@ -145,7 +148,7 @@ def compose(stack: StackProfile, hw: HardwareCard) -> RuntimeProfile:
             f"runtime: stack {stack.slug!r} runs on {'/'.join(stack.kinds)} accelerators, "
             f"not hardware {hw.slug!r} ({hw.kind}) (the stack part, {stack.source_path})"
         )
-    part = device_part_for(hw)
+    part = device_part_for(hw, stack.slug)
     if stack.vendors is not None and part.vendor is not None and part.vendor not in stack.vendors:
         raise ValueError(
             f"runtime: stack {stack.slug!r} runs on {'/'.join(stack.vendors)} devices only, and "
@@ -163,6 +166,8 @@ def compose(stack: StackProfile, hw: HardwareCard) -> RuntimeProfile:
         compute_efficiency_rows=part.compute_efficiency_rows,
         memory_efficiency_rows=part.memory_efficiency_rows,
         **_format_tables(stack, part),
+        allreduce_latency_s=part.allreduce_latency_s,
+        allreduce_bandwidth=part.allreduce_bandwidth,
         kinds=[hw.kind],
         sources={
             "stack": stack.source_path or stack.slug,

@@ -25,6 +25,7 @@ from specsim.calibrate.cards import (
 )
 from specsim.calibrate.engine_trust import RESIDUAL_LIMIT
 from specsim.cards import HardwareCard, ModelCard, load_hardware, write_hardware_card
+from specsim.cli.calibrate_aic import add_aic_arguments, run_aic
 from specsim.cli.calibrate_engine import add_engine_arguments, run_engine
 from specsim.cli.calibrate_runtime import run_profile
 from specsim.cli.calibrate_traces import (
@@ -52,6 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="trace files (.csv with .json sidecar) or folders of traces",
     )
     add_engine_arguments(parser)
+    add_aic_arguments(parser)
     _add_card_and_check_arguments(parser)
     _add_device_arguments(parser)
     parser.add_argument(
@@ -70,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_card_and_check_arguments(parser: argparse.ArgumentParser) -> None:
     """The card written, where it starts from, and how the fit is checked."""
-    parser.add_argument("--out", required=True, metavar="CARD.toml", help="calibrated card path")
+    parser.add_argument("--out", metavar="CARD.toml", help="calibrated card path (required)")
     parser.add_argument(
         "--base",
         metavar="HARDWARE",
@@ -314,6 +316,10 @@ def _write_card(
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.aiconfigurator:
+        return run_aic(args)
+    if args.out is None:
+        raise ValueError("calibrate: --out CARD.toml is required")
     if args.engine_output:
         return run_engine(args)
     if not args.traces:

@@ -41,7 +41,7 @@ verification cheaper per pass (the hot experts are shared by more of the pass's 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -64,6 +64,7 @@ __all__ = [
     "moe_collectives",
     "moe_routed_fraction",
     "pass_collectives",
+    "allreduce_card",
     "routing_load",
     "touched_experts",
 ]
@@ -161,7 +162,13 @@ def _alltoall(hw: HardwareCard, p: float, *, n: float, nbytes: float) -> Collect
 
 
 def moe_collectives(
-    model: ModelCard, hw: HardwareCard, *, tp: float, ep: int, act_bytes: float
+    model: ModelCard,
+    hw: HardwareCard,
+    *,
+    tp: float,
+    ep: int,
+    act_bytes: float,
+    allreduce: HardwareCard | None = None,
 ) -> Collectives:
     """The collectives of one pass of ``model`` on ``tp`` devices with ``ep`` expert groups.
 
@@ -170,18 +177,20 @@ def moe_collectives(
     one per dense layer over ``tp``; per MoE layer a dispatch and a combine all-to-all over
     ``ep`` in which a device holds ``k * d_model / ep`` activations per token of the pass,
     and an all-reduce over ``tp / ep`` when that is above 1. The card's per-device
-    overhead ``collective_overhead_s * (tp - 1)`` is paid once either way.
+    overhead ``collective_overhead_s * (tp - 1)`` is paid once either way. ``allreduce``: the
+    card whose link numbers price the all-reduces (:func:`allreduce_card`; default ``hw``).
     """
+    ar = allreduce or hw
     d = model.d_model * act_bytes
     L = model.layers
     overhead = hw.collective_overhead_s * (tp - 1.0) if tp > 1 else 0.0
     moe = model.moe_spec
     if ep == 1 or moe is None:
-        base = _allreduce(hw, tp, n=2.0 * L, nbytes=d)
+        base = _allreduce(ar, tp, n=2.0 * L, nbytes=d)
         return Collectives(base.per_token_s, base.fixed_s + overhead)
     parts = (
-        _allreduce(hw, tp, n=float(L + moe.dense_layers), nbytes=d),
-        _allreduce(hw, tp / ep, n=float(model.moe_layers), nbytes=d),
+        _allreduce(ar, tp, n=float(L + moe.dense_layers), nbytes=d),
+        _allreduce(ar, tp / ep, n=float(model.moe_layers), nbytes=d),
         _alltoall(hw, float(ep), n=2.0 * model.moe_layers, nbytes=moe.top_k * d / ep),
     )
     return Collectives(sum(c.per_token_s for c in parts), sum(c.fixed_s for c in parts) + overhead)
@@ -198,14 +207,37 @@ def _allreduces(hw: HardwareCard, tp: float, *, n: float, nbytes: float) -> tupl
     return ring, latency + hw.collective_overhead_s * (tp - 1.0)
 
 
+def allreduce_card(
+    hw: HardwareCard, latency_s: float | None, bandwidth: float | None
+) -> HardwareCard:
+    """``hw`` with the all-reduce numbers a stack's kernel reaches on it (a device part's
+    ``allreduce_latency_s`` and ``allreduce_bandwidth``, in the ``per-allreduce`` form), or
+    ``hw`` itself when they are None."""
+    if latency_s is None or bandwidth is None:
+        return hw
+    return replace(
+        hw,
+        interconnect_latency_s=latency_s,
+        interconnect_bandwidth=bandwidth,
+        collective_algorithm="per-allreduce",
+    )
+
+
 def pass_collectives(
-    model: ModelCard, hw: HardwareCard, *, act_bytes: float, tp: float, ep: int
+    model: ModelCard,
+    hw: HardwareCard,
+    *,
+    act_bytes: float,
+    tp: float,
+    ep: int,
+    allreduce: HardwareCard | None = None,
 ) -> tuple[float, float]:
     """``(seconds per token, fixed seconds)`` of a pass's collectives: ``2`` (``3`` with
-    cross-attention) all-reduces per layer, or an MoE model's (:func:`moe_collectives`)."""
+    cross-attention) all-reduces per layer, or an MoE model's (:func:`moe_collectives`);
+    the all-reduces on ``allreduce``'s link numbers (default ``hw``'s)."""
     ab = act_bytes
     if model.moe_spec is None:
         n_allreduce = float(model.layers * (3 if model.architecture == "encoder-decoder" else 2))
-        return _allreduces(hw, tp, n=n_allreduce, nbytes=model.d_model * ab)
-    coll = moe_collectives(model, hw, tp=tp, ep=ep, act_bytes=ab)
+        return _allreduces(allreduce or hw, tp, n=n_allreduce, nbytes=model.d_model * ab)
+    coll = moe_collectives(model, hw, tp=tp, ep=ep, act_bytes=ab, allreduce=allreduce)
     return coll.per_token_s, coll.fixed_s

@@ -22,7 +22,7 @@ from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, profile_of_ca
 from specsim.cost.attention import AttentionCosts, attention_costs, attention_time
 from specsim.cost.formats import Formats
 from specsim.cost.memory import footprint
-from specsim.cost.moe import pass_collectives, touched_experts
+from specsim.cost.moe import allreduce_card, pass_collectives, touched_experts
 from specsim.cost.quant import DEQUANT_TILE_ROWS, dequant_rows, vector_peak
 from specsim.cost.stack_terms import StackCosts, stack_costs, stack_terms
 
@@ -269,7 +269,10 @@ def _compute(
     W = hw.mem_bandwidth * rt.memory_efficiency
     fp = footprint(model, tensor_parallel=tp, formats=formats)
     kv = fp.kv_bytes_per_token_layer
-    ring, latency = pass_collectives(model, hw, act_bytes=formats.activations, tp=tp, ep=ep)
+    ar = allreduce_card(hw, rt.allreduce_latency_s, rt.allreduce_bandwidth)
+    ring, latency = pass_collectives(
+        model, hw, act_bytes=formats.activations, tp=tp, ep=ep, allreduce=ar
+    )
     overhead = L * rt.layer_overhead_s + rt.pass_overhead_s
     rows_log2, compute_scale, memory_scale = rt.efficiencies(formats.weight_format)
     per_op = hw.energy_per_flop_j is not None and hw.energy_per_byte_j is not None

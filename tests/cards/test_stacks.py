@@ -54,8 +54,8 @@ def test_every_gpu_card_accepts_every_gpu_stack_unless_its_vendor_is_excluded() 
     gpus = [hw for hw in list_hardware() if hw.kind == "gpu"]
     assert len(gpus) >= 15
     for hw in gpus:
-        part = device_part_for(hw)
         for stack in list_stacks():
+            part = device_part_for(hw, stack.slug)
             excluded = stack.vendors is not None and part.vendor not in (None, *stack.vendors)
             if not excluded:
                 prof = compose(stack, hw)
@@ -92,9 +92,14 @@ def test_tensorrt_llm_on_an_amd_card_names_the_device_part() -> None:
 
 def test_every_device_part_names_cards_that_exist_once() -> None:
     slugs = {hw.slug for hw in list_hardware()}
-    named = [c for p in list_device_parts() for c in p.cards]
-    assert set(named) <= slugs and len(named) == len(set(named))
-    assert any(not p.cards and p.kind == "gpu" for p in list_device_parts())
+    parts = list_device_parts()
+    stacks = {s.slug for s in list_stacks()}
+    assert {s for p in parts for s in p.stacks} <= stacks
+    # A card is named once by a part for any stack, and at most once more for each stack.
+    named = [(c, s) for p in parts for c in p.cards for s in (p.stacks or [None])]
+    assert {c for c, _ in named} <= slugs and len(named) == len(set(named))
+    assert all(p.cards for p in parts if p.stacks)
+    assert any(not p.cards and p.kind == "gpu" for p in parts)
 
 
 KW = {"context": 64, "new_tokens": 1, "dtype": "bfloat16"}
