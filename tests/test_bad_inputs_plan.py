@@ -40,7 +40,8 @@ from specsim.plan import (
     plan,
     request_from_toml,
 )
-from specsim.plan.render import NO_INTERVAL, render_text
+from specsim.plan.render import NO_INTERVAL, cell, render_text
+from specsim.plan.verdict import times
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = "plan --model llama-2-7b --hardware h100-sxm --draft llama-68m --alpha 0.7"
@@ -230,3 +231,9 @@ def test_two_requests_print_no_unbounded_interval_and_none_without_its_estimate(
     text = render_text(a)
     assert seen and NO_INTERVAL in text
     assert "-inf" not in text and "[n/a]" in text
+
+
+def test_a_huge_number_prints_as_a_number() -> None:
+    assert cell(Estimate.exact(1e300), 1.0) == "1e+300"
+    assert cell(Estimate(2.5e6, 2e6, 3e6), 1.0) == "2,500,000 [2,000,000, 3,000,000]"
+    assert times(6.5e306) == "6.5e+306x" and times(2.404) == "2.40x"

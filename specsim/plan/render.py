@@ -34,6 +34,8 @@ COLUMNS: dict[str, tuple[str, Callable[[Row], Estimate | float | None], float]] 
 def _num(x: float) -> str:
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
+    if abs(x) >= 1e9:  # past a billion, digits are noise: a number, not a digit string
+        return f"{x:.3g}"
     return f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
 
 
