@@ -44,6 +44,7 @@ from mutation_list_cards import CARDS
 from mutation_list_fixed import FIXED
 from mutation_list_hardening import HARDENING
 from mutation_list_kernels import KERNELS
+from mutation_list_plan import PLAN
 from mutation_list_sim import SIM
 from mutation_list_stack import STACK
 
@@ -51,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COPIED = ("specsim", "tests", "pyproject.toml", "conftest.py")
 LINKED = ("models", "studies", "benchmarks", "docs")
 MUTATIONS: tuple[Mutation, ...] = (
-    COST + PROPOSERS + SIM + STACK + KERNELS + FIXED + CARDS + HARDENING
+    COST + PROPOSERS + SIM + STACK + KERNELS + FIXED + CARDS + HARDENING + PLAN
 )
 
 

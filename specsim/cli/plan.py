@@ -145,6 +145,9 @@ _FIELDS = {
     "slo_tpot_p99_s": "--slo-tpot-p99",
     "slo_ttft_p99_s": "--slo-ttft-p99",
     "price_per_gpu_hour": "--price-per-gpu-hour",
+    "max_batch": "--max-batch",
+    "precise": "--precise",
+    "seed": "--seed",
 }
 
 

@@ -15,6 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from specsim.cards import ModelCard
 from specsim.plan.evaluation import Row, best_plan, closed_row, serve, served_row
 from specsim.plan.fidelity import fidelity_coverage
 from specsim.plan.limits import Limit, serveable_rate, speedup_at, stops_paying, what_changes
@@ -68,7 +71,8 @@ def _context(request: PlanRequest) -> int:
     """Cached tokens per sequence mid-decode: the mean prompt plus half the mean output."""
     load = request.load
     if load.workload is None:
-        return round(load.prompt_tokens + load.output_tokens / 2)
+        prompt, output = load.lengths
+        return round(prompt + output / 2)
     w = preset_workload(load.workload, requests=2)
     return round(w.prompt.mean + w.output.mean / 2)
 
@@ -109,13 +113,13 @@ def plan(request: PlanRequest) -> PlanAnswer:
         build_option(s, dep, where=f"option {i + 1} ({s.kind})")
         for i, s in enumerate(request.options)
     ]
+    check_positions(request, options)
     context = _context(request)
     rows, batch = _rows(request, options, context)
     mean_out = request.load.mean_output_tokens
     limits = {o.label: stops_paying(o, dep, context=context, mean_output=mean_out) for o in options}
-    serveable, rate = None, request.load.rate_per_s
-    if rate is not None and options[0].proposer is not None:
-        serveable = serveable_rate(request, options[0].proposer)
+    rows, serveable = _capacities(request, options, rows)
+    rate = request.load.rate_per_s
     if request.precise and rate is not None:
         limits = _served_limits(request, options, rows, limits, serveable=serveable)
     verdict = sentence(rows, request, limits=limits, serveable_rate=serveable)
@@ -149,7 +153,7 @@ def plan(request: PlanRequest) -> PlanAnswer:
         limits=limits,
         whatifs=whatifs,
         assumed=assumed,
-        weak=weak_assumptions(rows, request) + _overload(rows, rate, serveable),
+        weak=weak_assumptions(rows, request),
         batch=batch,
         context=context,
         serveable_rate_per_s=serveable,
@@ -180,16 +184,64 @@ def _served_limits(
     return out
 
 
-def _overload(rows: list[Row], rate: float | None, serveable: float | None) -> list[str]:
-    """A flag when the rate exceeds what the deployment serves plainly at full batch but the
-    run was too short for the engine to see the queue grow."""
-    if rate is None or serveable is None or rate <= serveable or rows[0].stable is False:
-        return []
-    return [
-        f"{rate:g} req/s is {rate / serveable:.2f}x the {serveable:.3g} req/s the deployment "
-        "serves plainly at full batch, but this run was too short for the engine to see its "
-        "queue grow; --precise serves more requests"
+def _capacities(
+    request: PlanRequest, options: list[Option], rows: list[Row]
+) -> tuple[list[Row], float | None]:
+    """The rows with the closed form's word on each queue, and the rate the deployment
+    serves plainly (None: a closed batch). A row is NOT STABLE when the rate exceeds what
+    its own tree serves at full batch (:func:`~specsim.plan.limits.serveable_rate`), however
+    short the run that the engine's tests saw; otherwise the engine's verdict stands."""
+    rate, first = request.load.rate_per_s, options[0].proposer
+    if rate is None or first is None:
+        return rows, None
+    plain = serveable_rate(request, first)
+    out = []
+    for o, r in zip([None, *options], rows, strict=True):
+        proposer = first if o is None else o.proposer
+        cap = plain if not r.tree or proposer is None else serveable_rate(request, proposer, r.tree)
+        if rate > cap and r.stable is not False:
+            why = (
+                f"overloaded: {rate:g} req/s is above the {cap:.3g} req/s it serves at full "
+                "batch (closed form), whatever this run was long enough to show"
+            )
+            r = dataclasses.replace(r, stable=False, stability_reason=why)
+        elif r.stable is None:  # the engine could not test it: the closed form's word
+            why = f"{rate:g} req/s is below the {cap:.3g} req/s it serves at full batch"
+            r = dataclasses.replace(
+                r, stability_reason=f"{why} (closed form); {r.stability_reason}"
+            )
+        out.append(r)
+    return out, plain
+
+
+def check_positions(request: PlanRequest, options: list[Option]) -> None:
+    """A ValueError naming the model, unless the target and every draft model reach no
+    position past their card's ``max_position`` on the load's longest request (served: the
+    sampled requests a run serves, as ``specsim simulate`` checks them; a closed batch:
+    its prompt plus output), as the serving engine refuses such a run."""
+    load = request.load
+    if load.rate_per_s is not None:
+        table = load.served(requests=request.requests).sample(np.random.default_rng(request.seed))
+        ends = table["prompt_tokens"].to_numpy() + table["output_tokens"].to_numpy()
+        longest = int(ends.max())
+    elif load.workload is not None:
+        w = preset_workload(load.workload, requests=2)
+        longest = round(w.prompt.mean + w.output.mean)
+    else:
+        longest = sum(load.lengths)
+    models = [("the target", request.deployment.target)]
+    models += [
+        (o.label, c)
+        for o in options
+        if isinstance(c := getattr(o.proposer, "card", None), ModelCard)
     ]
+    for who, card in models:
+        if card.architecture == "decoder" and longest > card.max_position:
+            raise ValueError(
+                f"{who}: the load's longest request reaches position {longest} (prompt plus "
+                f"output), past {card.slug}'s max_position {card.max_position}; give shorter "
+                "--prompt/--output or another model"
+            )
 
 
 def _speedup(option: Option, request: PlanRequest, batch: int, context: int) -> float:

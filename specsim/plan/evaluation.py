@@ -50,7 +50,8 @@ BUDGET = 32
 @dataclass(frozen=True)
 class Estimate:
     """A value and its 95% interval (``low == high == value`` for a closed form; ``high``
-    infinite where the sample is too small to bound a far percentile from above)."""
+    infinite where the sample is too small to bound a far percentile from above; both NaN
+    where the sample is too small for any interval that holds the value: :attr:`bounded`)."""
 
     value: float
     low: float
@@ -59,6 +60,16 @@ class Estimate:
     @classmethod
     def exact(cls, value: float) -> Estimate:
         return cls(value, value, value)
+
+    @classmethod
+    def unbounded(cls, value: float) -> Estimate:
+        """The value alone: too few observations for an interval."""
+        return cls(value, math.nan, math.nan)
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the value has an interval (a closed form's is the value itself)."""
+        return not (math.isnan(self.low) or math.isnan(self.high))
 
     def scaled(self, factor: float) -> Estimate:
         return Estimate(self.value * factor, self.low * factor, self.high * factor)
@@ -135,11 +146,25 @@ def best_plan(option: Option, request: PlanRequest, *, batch: int, context: int)
     )
 
 
-def _cost(request: PlanRequest, throughput: Estimate) -> Estimate | None:
-    """Dollars per million tokens: the deployment's GPU-hours over its output tokens."""
+def devices(option: Option, request: PlanRequest) -> int:
+    """The accelerators an option runs on, each billed: the target's tensor-parallel group,
+    plus a draft model's own devices where it is placed off them (``own-device``)."""
+    dep = request.deployment
+    p = option.proposer
+    if option.kind != "draft" or dep.draft_placement == "shared" or p is None:
+        return dep.tensor_parallel
+    own = getattr(p, "deployment", None)  # a draft model says where it runs
+    return dep.tensor_parallel + (own(dep).tensor_parallel if callable(own) else 1)
+
+
+def _cost(request: PlanRequest, throughput: Estimate, *, gpus: int) -> Estimate | None:
+    """Dollars per million tokens: the option's GPU-hours over its output tokens."""
     if request.price_per_gpu_hour is None:
         return None
-    per_s = request.price_per_gpu_hour * request.deployment.tensor_parallel / 3600.0
+    per_s = request.price_per_gpu_hour * gpus / 3600.0
+    if not throughput.bounded:
+        v = throughput.value
+        return Estimate.unbounded(per_s * 1e6 / v if v > 0 else math.inf)
     v, lo, hi = throughput
     inv = (per_s * 1e6 / x if x > 0 else math.inf for x in (v, hi, lo))
     return Estimate(*inv)
@@ -153,7 +178,7 @@ def closed_row(option: Option, plan: TreePlan, request: PlanRequest) -> Row:
     good = None  # requests per second finishing within the TPOT target: all, or none
     if request.slo_tpot_p99_s is not None or request.slo_ttft_p99_s is not None:
         ok = request.slo_tpot_p99_s is None or tpot.value <= request.slo_tpot_p99_s
-        good = thr.value / request.load.output_tokens if ok else 0.0
+        good = thr.value / request.load.mean_output_tokens if ok else 0.0
     return Row(
         label=option.label,
         kind=option.kind,
@@ -167,7 +192,7 @@ def closed_row(option: Option, plan: TreePlan, request: PlanRequest) -> Row:
         energy_per_token_j=Estimate.exact(plan.energy_per_token_j),
         accepted_length=Estimate.exact(plan.tokens_per_pass),
         goodput_requests_per_s=good,
-        cost_per_mtok=_cost(request, thr),
+        cost_per_mtok=_cost(request, thr, gpus=devices(option, request)),
         stable=None,
         stability_reason="a closed batch: no arrivals, no queue",
         acceptance_source=option.acceptance_source,
@@ -185,7 +210,7 @@ def serving_config(
         proposer=proposer,
         deployment=request.deployment,
         parents=tree,
-        max_batch=request.max_batch,
+        max_batch=request.served_max_batch,
         plain_twin=False,
     )
     try:
@@ -214,20 +239,27 @@ def _blocks(values: np.ndarray, k: int) -> np.ndarray:
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> Estimate:
+    """A ratio of sums of non-negative amounts, its interval clipped at 0 (a normal
+    interval on few blocks can reach below; the quantity cannot); under two blocks, the
+    value alone."""
     k = min(BLOCKS, num.shape[0])
     if k < 2:
-        v = float(num.sum() / den.sum())
-        return Estimate(v, -math.inf, math.inf)
-    r = ratio_interval(_blocks(num, k), _blocks(den, k))
-    return Estimate(*r.bounds())
+        return Estimate.unbounded(float(num.sum() / den.sum()))
+    v, lo, hi = ratio_interval(_blocks(num, k), _blocks(den, k)).bounds()
+    return Estimate(v, max(lo, 0.0), hi)
 
 
 def _quantile(x: np.ndarray, q: float) -> Estimate:
+    """The sample percentile and its order-statistic interval; the value alone where the
+    sample is too small for an interval bounded on either side or holding the value."""
     if x.shape[0] == 0:
         return Estimate(math.inf, math.inf, math.inf)
     b = BLOCKS if x.shape[0] >= 4 * BLOCKS else None
     lo, hi = quantile_interval(x, q / 100, batches=b)
-    return Estimate(float(np.percentile(x, q)), lo, hi)
+    v = float(np.percentile(x, q))
+    if not (lo <= v <= hi) or math.isinf(lo) and math.isinf(hi):
+        return Estimate.unbounded(v)
+    return Estimate(v, lo, hi)
 
 
 def latencies(req: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -277,7 +309,7 @@ def served_row(
         energy_per_token_j=None if np.isnan(energy).all() else _ratio(energy, emitted),
         accepted_length=acc,
         goodput_requests_per_s=good,
-        cost_per_mtok=_cost(request, thr),
+        cost_per_mtok=_cost(request, thr, gpus=devices(option, request)),
         stable=m["stable"],
         stability_reason=str(m["stability_reason"]),
         acceptance_source=option.acceptance_source,

@@ -15,7 +15,9 @@ tree at one batch), so they cost milliseconds:
   estimate; said so where it is printed);
 - **serveable rate**: the rate at which a request's plain work at full batch
   (:func:`specsim.sim.results.stability.plain_work_s`, the engine's own ``offered_load``
-  denominator) fills the accelerator: ``1 / work``;
+  denominator) fills the accelerator: ``1 / work``; for an option, the decode part of
+  that work divided by its tree's closed-form speedup at that batch (a rate above it is
+  NOT STABLE for that row, however short the run);
 - **what would change the answer**: the best option's speedup (tokens per second over no
   speculation, at the load's batch) with every acceptance shifted by +-0.1, under each other
   stack profile that the deployment accepts, and on the next hardware card up in memory
@@ -197,20 +199,41 @@ def stops_paying(
     return Limit(batch=b, rate_per_s=rate, largest=tried[-1], pays=tuple(pays))
 
 
-def serveable_rate(request: PlanRequest, proposer: Proposer) -> float:
-    """Requests per second the deployment serves without speculation at full batch (module
-    docstring), for the request's workload."""
+def serveable_rate(request: PlanRequest, proposer: Proposer, tree: tuple[int, ...] = ()) -> float:
+    """Requests per second the deployment serves at full batch (module docstring), for the
+    request's workload: without speculation (``tree`` empty), or verifying ``tree`` every
+    pass, its decode work divided by the tree's closed-form speedup at that batch (its
+    tokens per second over no speculation's, drafting included: below 1 where the tree
+    does not pay at full batch)."""
     cfg = serving_config(request, proposer, ())
     table = cfg.workload.sample(np.random.default_rng(request.seed))
-    work = plain_work_s(
-        cfg.card_cost(),
-        prompt_tokens=table["prompt_tokens"].to_numpy(dtype=np.int64),
-        output_tokens=table["output_tokens"].to_numpy(dtype=np.int64),
-        max_batch=cfg.max_batch,
-        kv_capacity_tokens=cfg.kv_capacity_tokens,
-        max_gamma=0,
+    prompt = table["prompt_tokens"].to_numpy(dtype=np.int64)
+    output = table["output_tokens"].to_numpy(dtype=np.int64)
+
+    def work(out: np.ndarray) -> float:
+        return plain_work_s(
+            cfg.card_cost(),
+            prompt_tokens=prompt,
+            output_tokens=out,
+            max_batch=cfg.max_batch,
+            kv_capacity_tokens=cfg.kv_capacity_tokens,
+            max_gamma=0,
+        )
+
+    whole = work(output)
+    if not tree:
+        return 1.0 / whole
+    pre = work(np.ones_like(output))  # one output token: the prefill's share alone
+    p, o = float(prompt.mean()), float(output.mean())
+    b = cfg.max_batch
+    if cfg.kv_capacity_tokens is not None:  # as plain_work_s sizes the full batch
+        b = min(b, max(1, int(cfg.kv_capacity_tokens // (p + o))))
+    dep, ctx = request.deployment, max(1, round(p + o / 2))
+    spec, none = (
+        evaluate_tree(t, proposer=proposer, deployment=dep, batch=b, context=ctx)
+        for t in (tree, ())
     )
-    return 1.0 / work
+    return 1.0 / (pre + (whole - pre) * none.tokens_per_s / spec.tokens_per_s)
 
 
 def _next_card(

@@ -104,15 +104,16 @@ class Option:
 class Load:
     """The load: a closed ``batch`` of sequences, or requests arriving at ``rate_per_s``
     with the lengths of a workload ``preset`` (:data:`specsim.sim.workload.workload.PRESETS`) or
-    ``prompt_tokens`` and ``output_tokens`` (uniform over +-50% of each); ``requests`` served
-    per run."""
+    ``prompt_tokens`` and ``output_tokens`` (uniform over +-50% of each; None: 512 and 256);
+    ``requests`` served per run (None: 200). A value the load would not use (lengths beside
+    a preset, requests in a closed batch) is refused, not ignored."""
 
     batch: int | None = None
     rate_per_s: float | None = None
     workload: str | None = None
-    prompt_tokens: int = 512
-    output_tokens: int = 256
-    requests: int = 200
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    requests: int | None = None
 
     def __post_init__(self) -> None:
         if (self.batch is None) == (self.rate_per_s is None):
@@ -127,8 +128,29 @@ class Load:
             raise ValueError(f"workload: unknown preset {self.workload!r}; known: {list(PRESETS)}")
         for name in ("prompt_tokens", "output_tokens", "requests"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 2:
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 2):
                 raise ValueError(f"{name}: expected an integer >= 2, got {v!r}")
+        for name in ("prompt_tokens", "output_tokens"):
+            if self.workload is not None and getattr(self, name) is not None:
+                raise ValueError(
+                    f"{name}: the {self.workload} preset gives the lengths, so it is not "
+                    "used; drop it or the preset"
+                )
+        if self.batch is not None and self.requests is not None:
+            raise ValueError(
+                "requests: a closed batch serves no requests (closed forms), so it is not "
+                "used; drop it or give a rate"
+            )
+
+    @property
+    def lengths(self) -> tuple[int, int]:
+        """The prompt and output tokens given (or 512 and 256; a preset's are its own)."""
+        return self.prompt_tokens or 512, self.output_tokens or 256
+
+    @property
+    def requests_per_run(self) -> int:
+        """Requests per serving run: the given count, or 200."""
+        return self.requests or 200
 
     def served(self, *, requests: int) -> PresetWorkload | PoissonWorkload:
         """The served workload at this load's rate: the preset's lengths and burstiness, or
@@ -137,11 +159,12 @@ class Load:
             raise ValueError("load: a closed batch has no arrivals to serve")
         if self.workload is not None:
             return PresetWorkload(name=self.workload, requests=requests, rate_per_s=self.rate_per_s)
+        prompt, output = self.lengths
         return PoissonWorkload(
             rate_per_s=self.rate_per_s,
             requests=requests,
-            prompt_tokens=(max(1, self.prompt_tokens // 2), self.prompt_tokens * 3 // 2),
-            output_tokens=(max(1, self.output_tokens // 2), self.output_tokens * 3 // 2),
+            prompt_tokens=(max(1, prompt // 2), prompt * 3 // 2),
+            output_tokens=(max(1, output // 2), output * 3 // 2),
         )
 
     @property
@@ -149,7 +172,7 @@ class Load:
         """The mean output length (the preset's histogram mean, or the given length)."""
         if self.workload is not None:
             return float(preset_workload(self.workload, requests=2).output.mean)
-        return float(self.output_tokens)
+        return float(self.lengths[1])
 
     def describe(self) -> str:
         if self.batch is not None:
@@ -157,15 +180,22 @@ class Load:
         lengths = (
             f"the {self.workload} preset"
             if self.workload is not None
-            else f"prompts ~{self.prompt_tokens}, outputs ~{self.output_tokens} tokens"
+            else f"prompts ~{self.lengths[0]}, outputs ~{self.lengths[1]} tokens"
         )
         return f"{self.rate_per_s:g} req/s, {lengths}"
+
+
+MAX_PRICE = 1000.0
+"""The most dollars per GPU-hour a plan takes: list prices are a few dollars; a larger
+number is a unit slip (per node, per month) and would print meaningless costs."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class PlanRequest:
     """The whole question: deployment, options, load, latency targets (p99 TTFT and TPOT,
-    seconds), price per GPU-hour, ``precise`` (more requests, tighter intervals), seed."""
+    seconds), price per GPU-hour (at most :data:`MAX_PRICE`), ``precise`` (more requests,
+    tighter intervals), seed, ``max_batch`` (sequences per pass when served; None: 64). A
+    closed batch serves nothing, so ``precise`` and ``max_batch`` are refused there."""
 
     deployment: Deployment
     options: tuple[OptionSpec, ...]
@@ -175,7 +205,7 @@ class PlanRequest:
     price_per_gpu_hour: float | None = None
     precise: bool = False
     seed: int = 0
-    max_batch: int = 64
+    max_batch: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.deployment, Deployment):
@@ -192,11 +222,41 @@ class PlanRequest:
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not math.isfinite(v) or v <= 0):
                 raise ValueError(f"{name}: expected a finite number > 0, got {v!r}")
+        price = self.price_per_gpu_hour
+        if price is not None and price > MAX_PRICE:
+            raise ValueError(
+                f"price_per_gpu_hour: {price:g} dollars per GPU-hour is above {MAX_PRICE:g}, "
+                "no accelerator's price (per node or per month?)"
+            )
+        self._check_run()
+
+    def _check_run(self) -> None:
+        """The run's own settings: their types, and none a closed batch would ignore."""
+        if not isinstance(self.precise, bool):
+            raise ValueError(f"precise: expected true or false, got {self.precise!r}")
+        s = self.seed
+        if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < 2**63:
+            raise ValueError(f"seed: expected an integer from 0 to 2**63 - 1, got {s!r}")
+        m = self.max_batch
+        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+            raise ValueError(f"max_batch: expected an integer >= 1, got {m!r}")
+        if self.load.batch is not None:
+            unused = [n for n in ("max_batch", "precise") if getattr(self, n) not in (None, False)]
+            if unused:
+                raise ValueError(
+                    f"{unused[0]}: a closed batch (batch {self.load.batch}) is closed forms, "
+                    "no serving run, so it is not used; drop it or give a rate"
+                )
 
     @property
     def requests(self) -> int:
         """Requests per serving run: the load's, five times more with ``precise``."""
-        return self.load.requests * (5 if self.precise else 1)
+        return self.load.requests_per_run * (5 if self.precise else 1)
+
+    @property
+    def served_max_batch(self) -> int:
+        """Sequences per pass at most in a serving run: ``max_batch``, or 64."""
+        return self.max_batch or 64
 
 
 def _label(spec: OptionSpec) -> str:
@@ -252,9 +312,14 @@ def _options(data: Mapping[str, Any], where: str) -> tuple[OptionSpec, ...]:
     raw = data.get("options", [data["proposer"]] if "proposer" in data else [])
     if not isinstance(raw, list):
         raise ValueError(f"{where} [[options]]: expected an array of tables, got {raw!r}")
-    return tuple(
-        build(OptionSpec, t, where=f"{where} [[options]] #{i + 1}") for i, t in enumerate(raw)
-    )
+    folder = Path(where).parent  # a file named in the config is found beside it
+    out = []
+    for i, t in enumerate(raw):
+        acc = t.get("acceptance") if isinstance(t, Mapping) else None
+        if isinstance(acc, str) and not os.path.isabs(acc):
+            t = {**t, "acceptance": os.fspath(folder / acc)}
+        out.append(build(OptionSpec, t, where=f"{where} [[options]] #{i + 1}"))
+    return tuple(out)
 
 
 def request_from_toml(path: str | os.PathLike[str], **overrides: Any) -> PlanRequest:

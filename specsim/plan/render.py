@@ -34,20 +34,40 @@ COLUMNS: dict[str, tuple[str, Callable[[Row], Estimate | float | None], float]] 
 def _num(x: float) -> str:
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
+    if abs(x) >= 1e9:  # past a billion, digits are noise: a number, not a digit string
+        return f"{x:.3g}"
     return f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
 
 
 def cell(value: Estimate | float | None, scale: float) -> str:
     """``3.12 [3.05, 3.20]`` for an estimate with an interval, ``3.12`` for a closed form,
+    ``3.12 [n/a]`` for one whose sample is too small for an interval (:data:`NO_INTERVAL`),
     ``-`` for a quantity not defined here."""
     if value is None:
         return "-"
     if not isinstance(value, Estimate):
         return _num(value * scale)
     v, lo, hi = value.scaled(scale)
+    if not value.bounded:
+        return f"{_num(v)} [n/a]"
     if lo == hi == v:
         return _num(v)
     return f"{_num(v)} [{_num(lo)}, {_num(hi)}]"
+
+
+NO_INTERVAL = (
+    "[n/a]: too few requests finished (or iterations ran) for a 95% interval that holds the "
+    "estimate; --requests N serves more"
+)
+"""The note under a table with a ``[n/a]`` cell."""
+
+
+def _unbounded(answer: PlanAnswer) -> bool:
+    return any(
+        isinstance(e := get(r), Estimate) and not e.bounded
+        for r in answer.rows
+        for _, get, _ in COLUMNS.values()
+    )
 
 
 def options_table(answer: PlanAnswer) -> pd.DataFrame:
@@ -112,7 +132,8 @@ def _assumed(answer: PlanAnswer) -> list[str]:
     d = a["deployment"]
     stack = d["runtime"] or "none"
     if answer.assumed.get("card_stack"):
-        stack = f"{stack} (the hardware card's default profile)"
+        own = "default profile" if d["runtime"] else "own numbers, no profile"
+        stack = f"{stack} (the hardware card's {own})"
     out = [
         f"deployment: {d['model']} on {d['hardware']} x{d['tensor_parallel']} (weights "
         f"{d['weights']}, KV {d['kv']}), stack {stack}",
@@ -133,6 +154,7 @@ def render_text(answer: PlanAnswer) -> str:
         "",
         "Options (95% intervals in brackets; a bare number is a closed form):",
         table,
+        *([NO_INTERVAL] if _unbounded(answer) else []),
         "",
         "Best tree per option (parents, -1 the root):",
         *[f"  {r.label}: {r.plan} {list(r.tree)}" for r in answer.rows[1:]],
@@ -167,6 +189,7 @@ def html_section(answer: PlanAnswer, *, title: str, figure: str = "") -> str:
             f"<p class='verdict'><strong>{esc(answer.verdict.sentence)}</strong></p>",
             figure,
             table,
+            f"<p>{esc(NO_INTERVAL)}</p>" if _unbounded(answer) else "",
             "<h3>Where each option stops paying</h3>",
             _ul(_limits(answer)),
             "<h3>What would change the answer</h3>",

@@ -85,7 +85,7 @@ def served_stop(
     method = (
         f"served: median TPOT speedup on the serving engine at {len(rates)} rates "
         f"({', '.join(f'{r:.3g}' for r in rates)} req/s), {REPLICATES} seeds each, "
-        f"{request.load.requests} requests a run, crossing of 1 with a 95% interval"
+        f"{request.load.requests_per_run} requests a run, crossing of 1 with a 95% interval"
     )
     return ServedLimit(
         rates=tuple(rates),

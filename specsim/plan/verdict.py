@@ -70,10 +70,15 @@ def choose(rows: Sequence[Row], request: PlanRequest) -> Row | None:
     return best
 
 
+def times(x: float) -> str:
+    """A ratio as a ratio: ``2.40x``, ``3.1e+05x`` past a thousand."""
+    return f"{x:.2f}x" if abs(x) < 1000 else f"{x:.3g}x"
+
+
 def _ratios(row: Row, plain: Row) -> str:
     tpot = plain.tpot_p50_s.value / row.tpot_p50_s.value
     thr = row.throughput_tokens_per_s.value / plain.throughput_tokens_per_s.value
-    text = f"TPOT {tpot:.2f}x better, throughput {thr:.2f}x"
+    text = f"TPOT {times(tpot)} better, throughput {times(thr)}"
     if row.energy_per_token_j is not None and plain.energy_per_token_j is not None:
         e = row.energy_per_token_j.value / plain.energy_per_token_j.value - 1.0
         text += f", energy per token {e:+.0%}"
@@ -186,9 +191,11 @@ def weak_assumptions(rows: Sequence[Row], request: PlanRequest) -> list[str]:
     out: list[str] = []
     rt = dep.runtime
     if rt is None:
+        own = dep.hardware.runtime
+        named = "it names no default profile" if own is None else f"its default profile {own!r}"
         out.append(
-            f"stack: no --runtime, so {dep.hardware.slug}'s own numbers (its default profile "
-            f"{dep.hardware.runtime!r}), not a profile fitted on {dep.hardware.slug}"
+            f"stack: no --runtime, so {dep.hardware.slug}'s own numbers ({named}), not a "
+            f"profile fitted on {dep.hardware.slug}"
         )
     elif rt.fitted_on is not None and rt.fitted_on != dep.hardware.slug:
         out.append(

@@ -225,14 +225,21 @@ def load_acceptance(path: str | os.PathLike[str]) -> RankAcceptance:
             f"{where}: expected columns depth,rank,accept (or marginal), got {reader.fieldnames}"
         )
     cells: dict[tuple[int, int], float] = {}
+    first: dict[tuple[int, int], int] = {}
     for line, row in enumerate(reader, start=2):
         try:
-            cells[(int(row["depth"]), int(row["rank"]))] = float(row[kind])
+            key, value = (int(row["depth"]), int(row["rank"])), float(row[kind])
         except (TypeError, ValueError):
             raise ValueError(
                 f"{where}: row {line}: expected integers depth >= 1, rank >= 0 and "
                 f"a number, got {row}"
             ) from None
+        if key in first:  # a second value for one cell would silently win
+            raise ValueError(
+                f"{where}: row {line}: depth {key[0]}, rank {key[1]} given twice (first in "
+                f"row {first[key]})"
+            )
+        cells[key], first[key] = value, line
     if not cells or min(d for d, _ in cells) < 1:
         raise ValueError(f"{where}: expected rows with depth >= 1")
     rows = _rows(cells, where)

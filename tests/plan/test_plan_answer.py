@@ -64,10 +64,11 @@ def test_a_rate_beyond_the_hardware_says_not_stable_and_what_it_serves() -> None
     assert f"about {serve:.3g} req/s" in a.verdict.sentence
 
 
-def test_a_run_too_short_to_see_the_overload_is_flagged() -> None:
-    a = _served(400.0, requests=30)
-    assert a.rows[0].stable is not False  # 30 requests are too few for the engine to tell
-    assert any("too short for the engine" in w for w in a.weak)
+def test_a_run_too_short_to_see_the_overload_is_not_stable_by_the_closed_form() -> None:
+    a = _served(400.0, requests=30)  # 30 requests are too few for the engine to tell
+    assert all(r.stable is False for r in a.rows)
+    assert "(closed form)" in a.rows[0].stability_reason
+    assert a.verdict.sentence.startswith("NOT STABLE") and a.verdict.choice is None
 
 
 def test_an_slo_no_option_meets_is_said() -> None:

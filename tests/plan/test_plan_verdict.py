@@ -12,7 +12,7 @@ from specsim.cards import load_hardware, load_model
 from specsim.cost.deployment import Deployment
 from specsim.plan import Estimate, Load, OptionSpec, PlanRequest, Row, choose, plan
 from specsim.plan.limits import Limit
-from specsim.plan.verdict import sentence
+from specsim.plan.verdict import meets_slo, sentence
 
 
 def _request(*, rate: float | None = 4.0, tpot: float | None = None) -> PlanRequest:
@@ -103,3 +103,14 @@ def test_a_closed_batch_verdict_is_the_table_s_best_throughput() -> None:
         per_seq = r.throughput_tokens_per_s.value / 4
         assert r.tpot_p50_s.value == pytest.approx(1 / per_seq, rel=1e-12)
         assert math.isclose(r.tpot_p50_s.low, r.tpot_p50_s.high)
+
+
+def test_the_slo_is_checked_on_the_p99_not_the_median() -> None:
+    # "a": median 4.5 ms meets a 5 ms target, its p99 (1.2 x: 5.4 ms) does not
+    rows = [_row("none", 8.0), _row("a", 4.5)]
+    req = _request(tpot=5e-3)
+    assert rows[1].tpot_p50_s.value <= 5e-3 < rows[1].tpot_p99_s.value
+    assert meets_slo(rows[1], req) is False
+    assert choose(rows, req) is None
+    v = sentence(rows, req, limits={}, serveable_rate=None)
+    assert v.choice is None and v.sentence.startswith("No option meets the SLO")

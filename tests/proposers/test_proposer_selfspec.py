@@ -202,3 +202,20 @@ def test_more_layers_cost_more_and_never_more_than_the_target(
     }
     assert cost[low].time_s < cost[high].time_s <= cost[TARGET.layers].time_s
     assert cost[low].flops < cost[high].flops
+
+
+@pytest.mark.parametrize(("weights", "tp"), [("int8", 1), ("int8", 2), (None, 2)])
+def test_a_draft_step_runs_in_the_deployments_formats_and_parallelism(
+    weights: str | None, tp: int
+) -> None:
+    """Self-speculation drafts with the target's own layers: on a quantized or
+    tensor-parallel deployment, E = L is one target step of that deployment (not of the
+    target repriced in its card's dtype), and int8 weights make the step cheaper."""
+    dep = dataclasses.replace(DEP, weights=weights, tensor_parallel=tp)
+    full = with_layers(exit_layer=TARGET.layers)
+    got = full.draft_cost(chain(1), deployment=dep, batch=4, context=700)
+    want = dep.pass_cost(PassShape.chain(context=700, new=1, batch=4))
+    assert got.time_s == pytest.approx(want.time_s, rel=1e-12)
+    assert got.energy_j == pytest.approx(want.energy_j, rel=1e-12)
+    ls, plain = (LS.draft_cost(chain(1), deployment=d, batch=4, context=700) for d in (dep, DEP))
+    assert ls.time_s < plain.time_s

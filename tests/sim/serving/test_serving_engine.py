@@ -20,6 +20,7 @@ from specsim.policies.lookahead import FixedGamma, HeuristicPlusTwoMinusOne
 from specsim.policies.tree_optimizer import kary_tree
 from specsim.proposers import Heads
 from specsim.sim import PlainCost, StreamConfig, simulate_serving, simulate_stream
+from specsim.sim.results.engine_metrics import engine_acceptance
 from specsim.sim.serving.tree_serving import TreeServingConfig, simulate_tree_serving
 from specsim.sim.serving.tree_serving_dynamic import (
     DynamicTreeServingConfig,
@@ -63,6 +64,12 @@ def _counts_match_the_iterations(req: Any, it: Any, metrics: dict[str, Any]) -> 
         1 + metrics["num_accepted_tokens"] / n_d
     )
     assert metrics["acceptance_rate_per_position"] == pytest.approx(list(at.sum(axis=0) / n_d))
+    # Per request: each request's accepted count at a position over its own drafts, averaged.
+    has = req["drafts"].to_numpy() > 0
+    per = at[has] / req["drafts"].to_numpy()[has][:, None]
+    assert metrics["acceptance_rate_per_position_per_request"] == pytest.approx(
+        list(per.mean(axis=0))
+    )
 
 
 @pytest.mark.parametrize(
@@ -301,3 +308,17 @@ def test_trees_under_a_token_budget_prefill_in_chunks(dynamic: bool) -> None:
     assert (it["positions"] + it["prefill_tokens"] == budget).any()  # the budget binds
     _counts_match_the_iterations(req, it, res.metrics())
     assert res.metrics()["speedup"] is not None
+
+
+def test_the_per_request_rates_by_hand() -> None:
+    """Two requests: 2 drafts of 4 tokens accepting 2 and 1 at positions 1 and 2, and 4
+    drafts of 4 tokens accepting 3 and 1: per request, position 1 is (2/2 + 3/4) / 2."""
+    m = engine_acceptance(
+        drafts=np.array([2, 4]),
+        drafted=np.array([8, 16]),
+        accepted=np.array([3, 4]),
+        at=np.array([[2, 1], [3, 1]]),
+    )
+    assert m["acceptance_rate_per_position_per_request"] == pytest.approx([0.875, 0.375])
+    assert m["acceptance_rate_per_position"] == pytest.approx([5 / 6, 2 / 6])
+    assert m["draft_acceptance_rate_per_request"] == pytest.approx((3 / 8 + 4 / 16) / 2)
