@@ -2,9 +2,9 @@
 nothing (issue 35): each now has a direct test. Run by ``tests/mutations.py`` with the
 others. Not collected by pytest; importing it runs nothing.
 
-Left for the plan's rewrite (their direct tests need the plan's code paths,
-``specsim/plan/limits.py``): the stop-paying batch (``stops_paying``), the what-if shift and
-the next card (``_next_card``), caught today by the docs-page comparison test only.
+The plan's limits (``specsim/plan/limits.py``: the stop-paying batch, the what-if shift and
+the next card), once caught by the docs-page comparison only, have direct tests in
+``tests/plan/test_plan_limits.py``.
 """
 
 from __future__ import annotations
@@ -35,5 +35,37 @@ HARDENING: tuple[Mutation, ...] = (
         "ffn += model.moe_layers * (moe.experts + moe.shared_experts) * moe.expert_ffn",
         "MoE: a token's activations pass through its top-k routed and shared experts only",
         ("tests/cost/test_moe_activations.py",),
+    ),
+    Mutation(
+        "plan-stop-paying-batch",
+        "specsim/plan/limits.py",
+        "after = [b for b in tried if pays and b > pays[-1]]",
+        "after = [b for b in tried if pays and b >= pays[-1]]",
+        "plan: an option stops paying at the first batch tried past the last that pays",
+        ("tests/plan/test_plan_limits.py",),
+    ),
+    Mutation(
+        "plan-stop-paying-rate",
+        "specsim/plan/limits.py",
+        "rate = b / (steps[b] * mean_output)",
+        "rate = b / steps[b]",
+        "plan: the stop-paying rate is Little's law over a request's output tokens",
+        ("tests/plan/test_plan_limits.py",),
+    ),
+    Mutation(
+        "plan-what-if-shift",
+        "specsim/plan/limits.py",
+        "min(1.0, max(0.0, a + delta))",
+        "min(1.0, max(0.0, a + abs(delta)))",
+        "plan: the acceptance what-if shifts acceptance down as well as up",
+        ("tests/plan/test_plan_limits.py",),
+    ),
+    Mutation(
+        "plan-next-card-faster",
+        "specsim/plan/limits.py",
+        "        if hw.mem_bandwidth <= bw:\n            continue",
+        "        if hw.mem_bandwidth < bw:\n            continue",
+        "plan: the next card up has more memory bandwidth than the deployment's",
+        ("tests/plan/test_plan_limits.py",),
     ),
 )

@@ -276,6 +276,27 @@ CASES = [
         "bad.toml: unknown key(s) ['nonsense']",
         {"bad.toml": "nonsense = 1\n"},
     ),
+    # Readers and remedies in the user's words ----------------------------------------------
+    Cli(
+        "binary-acceptance-csv",
+        "tree --model llama-2-7b --hardware a100-80gb --draft llama-68m "
+        "--acceptance {tmp}/acc.csv",
+        "{tmp}/acc.csv: not a UTF-8 CSV file (byte 0 is 0x80)",
+        {"acc.csv": BINARY},
+    ),
+    Cli(
+        "streaming-card-as-a-parallel-draft",
+        "plan --model llama-3.1-8b --hardware h100-sxm --batch 1 "
+        "--parallel magicdec-llama-3.1-8b-streaming-512",
+        "no command-line option takes it",
+        not_said="SelfSpeculation.from_card",
+    ),
+    Cli(
+        "parallel-card-as-self-speculation",
+        "plan --model llama-3.1-8b --hardware h100-sxm --batch 1 "
+        "--selfspec pard-llama-3.2-1b-llama-3.1-8b",
+        "kind 'parallel', not self-speculation; a 'parallel' card is a parallel draft (--parallel",
+    ),
 ]
 
 

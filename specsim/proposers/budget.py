@@ -51,6 +51,7 @@ from specsim.cards.proposer_cards import StreamingSelfSpecCard, load_proposer_ca
 from specsim.cost.deployment import Deployment
 from specsim.cost.memory import footprint
 from specsim.proposers.kinds import DraftModel, contexts, contexts_of
+from specsim.proposers.parallel import taken_by
 from specsim.proposers.protocol import (
     DraftCost,
     Proposer,
@@ -178,8 +179,7 @@ class StreamingSelfSpec(ScalarFromArrays):
             if not isinstance(loaded, StreamingSelfSpecCard):
                 raise ValueError(
                     f"proposer card {loaded.slug!r}: kind {loaded.kind!r}, not "
-                    "streaming-self-speculation (use ParallelDraft.from_card or "
-                    "SelfSpeculation.from_card)"
+                    f"streaming-self-speculation; {taken_by(loaded.kind)}"
                 )
             card = loaded
         src = card.sources.get("accept", "") if isinstance(card.sources, dict) else ""

@@ -66,22 +66,35 @@ __all__ = ["ParallelDraft", "card_acceptance"]
 C = TypeVar("C", ParallelDraftCard, SelfSpecCard)
 
 
-def card_of_kind(
-    card: C | str, cls: type[C], *, search_path: SearchPath, kind: str, other: str
-) -> C:
+def card_of_kind(card: C | str, cls: type[C], *, search_path: SearchPath, kind: str) -> C:
     """``card`` when it is a ``cls``, else the proposer card its slug or path names, which
-    must be a ``cls``: else a ValueError naming its kind, not ``kind``, and pointing to
-    ``other``, the proposer that takes it."""
+    must be a ``cls``: else a ValueError naming its kind, not ``kind``, and what takes a
+    card of its kind (:func:`taken_by`)."""
     if isinstance(card, cls):
         return card
     # Anything else goes to the loader, whose TypeError names a value that is no slug or path.
     loaded = load_proposer_card(cast("str", card), search_path=search_path)
     if not isinstance(loaded, cls):
         raise ValueError(
-            f"proposer card {loaded.slug!r}: kind {loaded.kind!r}, not {kind} "
-            f"(use {other}.from_card)"
+            f"proposer card {loaded.slug!r}: kind {loaded.kind!r}, not {kind}; "
+            f"{taken_by(loaded.kind)}"
         )
     return loaded
+
+
+TAKEN_BY = {
+    "parallel": "a 'parallel' card is a parallel draft (--parallel; ParallelDraft.from_card)",
+    "self-speculation": "a 'self-speculation' card is read by --selfspec "
+    "(SelfSpeculation.from_card)",
+    "streaming-self-speculation": "a 'streaming-self-speculation' card is read by "
+    "StreamingSelfSpec.from_card in Python (no command-line option takes it)",
+}
+"""What takes a proposer card of each kind, for the errors that meet a card of another."""
+
+
+def taken_by(kind: str) -> str:
+    """Where a proposer card of ``kind`` goes (:data:`TAKEN_BY`)."""
+    return TAKEN_BY.get(kind, f"no proposer takes a card of kind {kind!r}")
 
 
 def card_acceptance(card: ParallelDraftCard | SelfSpecCard) -> RankAcceptance:
@@ -138,7 +151,6 @@ class ParallelDraft(ScalarFromArrays):
             ParallelDraftCard,
             search_path=search_path,
             kind="a parallel draft",
-            other="SelfSpeculation",
         )
         return cls(
             draft=load_model(card.draft, search_path=search_path),

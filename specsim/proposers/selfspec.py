@@ -114,7 +114,6 @@ class SelfSpeculation(ScalarFromArrays):
             SelfSpecCard,
             search_path=search_path,
             kind="self-speculation",
-            other="ParallelDraft",
         )
         return cls(target=card.target, acceptance=card_acceptance(card), card=card)
 

@@ -216,7 +216,12 @@ def load_acceptance(path: str | os.PathLike[str]) -> RankAcceptance:
         raise ValueError(f"{where}: expected a .toml or .csv file")
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such file")
-    text = p.read_text(encoding="utf-8").splitlines()
+    try:
+        text = p.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:  # a binary file: an acceptance CSV is UTF-8 text
+        raise ValueError(
+            f"{p}: not a UTF-8 CSV file (byte {exc.start} is {exc.object[exc.start]:#04x})"
+        ) from None
     source = " ".join(t.split(":", 1)[1].strip() for t in text if t.startswith("# source:"))
     reader = csv.DictReader([t for t in text if t.strip() and not t.startswith("#")])
     kind = next((k for k in ("accept", "marginal") if k in (reader.fieldnames or [])), None)
