@@ -47,6 +47,22 @@ PLAN: tuple[Mutation, ...] = (
         ("tests/test_bad_inputs_plan.py",),
     ),
     Mutation(
+        "plan-break-even-gain",
+        "specsim/plan/breakeven.py",
+        "return price(chain_tree(k), Shifted(proposer, alpha)) / none - 1.0",
+        "return price(chain_tree(k), Shifted(proposer, alpha)) / none - 0.95",
+        "plan: the break-even is where a chain's tokens per second equal no speculation's",
+        ("tests/plan/test_plan_breakeven.py",),
+    ),
+    Mutation(
+        "plan-break-even-lowest-k",
+        "specsim/plan/breakeven.py",
+        "alpha, k = min(found) if found else (None, None)",
+        "alpha, k = max(found) if found else (None, None)",
+        "plan: the break-even is the lowest over k, where the option starts to pay",
+        ("tests/plan/test_plan_breakeven.py",),
+    ),
+    Mutation(
         "engine-per-request-position-rate",
         "specsim/sim/results/engine_metrics.py",
         "[float(x) for x in np.mean(at[has] / per_d[:, None], axis=0)]",

@@ -219,10 +219,10 @@ def test_an_unclosed_fence_is_found() -> None:
     assert _unclosed_fence("```text\nout\n```\n```sh\ncmd\n\nprose") == 4
 
 
-def test_the_plan_page_asks_its_three_questions() -> None:
+def test_the_plan_page_asks_its_questions_in_order() -> None:
     text = (DOCS / "plan.md").read_text(encoding="utf-8")
     headings = re.findall(r"^## Question (\d):", text, re.M)
-    assert headings == ["1", "2", "3"], headings
+    assert len(headings) >= 3 and headings == [str(i + 1) for i in range(len(headings))]
 
 
 def _schema_fields(section: str) -> list[str]:

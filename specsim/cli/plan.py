@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--alpha",
         type=float,
         help="an assumed i.i.d. acceptance for --draft (for --ngram when no --draft is given); "
-        "flagged as assumed",
+        "flagged as assumed; a --draft with neither this nor --acceptance gets its break-even",
     )
     g.add_argument(
         "--acceptance",

@@ -18,12 +18,22 @@ from typing import Any
 import numpy as np
 
 from specsim.cards import ModelCard
+from specsim.plan.breakeven import BreakEven, break_even, needs_break_even
 from specsim.plan.evaluation import Row, best_plan, closed_row, serve, served_row
 from specsim.plan.fidelity import fidelity_coverage
 from specsim.plan.limits import Limit, serveable_rate, speedup_at, stops_paying, what_changes
 from specsim.plan.options import Option, PlanRequest, build_option
 from specsim.plan.served_limit import served_stop
-from specsim.plan.verdict import Verdict, choose, row_card, sentence, weak_assumptions
+from specsim.plan.verdict import (
+    Verdict,
+    break_even_sentence,
+    choose,
+    row_card,
+    sentence,
+    weak_assumptions,
+)
+from specsim.policies.tree_optimizer import evaluate_tree
+from specsim.proposers import Proposer
 from specsim.sim.workload.workload import preset_workload
 
 __all__ = ["PlanAnswer", "plan"]
@@ -36,7 +46,9 @@ class PlanAnswer:
     """What :func:`plan` found: the verdict, one row per option (no speculation first), each
     speculative option's :class:`~specsim.plan.limits.Limit`, the what-ifs of the best
     speculative option, what was assumed, and the batch and context the trees were chosen
-    for."""
+    for; ``break_evens``: each option given no acceptance (a draft model without an alpha
+    or a file), where it would start to pay (:mod:`specsim.plan.breakeven`), instead of a
+    row."""
 
     verdict: Verdict
     rows: tuple[Row, ...]
@@ -48,6 +60,7 @@ class PlanAnswer:
     context: int
     serveable_rate_per_s: float | None
     seconds: float
+    break_evens: dict[str, BreakEven] = dataclasses.field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values (the ``--json`` output; a non-finite bound is None)."""
@@ -63,6 +76,7 @@ class PlanAnswer:
             "batch": self.batch,
             "context": self.context,
             "serveable_rate_per_s": self.serveable_rate_per_s,
+            "break_even": {k: v.as_dict() for k, v in self.break_evens.items()},
             "seconds": self.seconds,
         }
 
@@ -77,17 +91,22 @@ def _context(request: PlanRequest) -> int:
     return round(w.prompt.mean + w.output.mean / 2)
 
 
-def _rows(request: PlanRequest, options: list[Option], context: int) -> tuple[list[Row], int]:
-    """The table: no speculation first, then each option at its best tree; and the batch
-    the trees were chosen for."""
+def _rows(
+    request: PlanRequest, options: list[Option], context: int, *, first: Proposer
+) -> tuple[list[Row], int]:
+    """The table: no speculation first (served beside ``first``), then each option at its
+    best tree; and the batch the trees were chosen for."""
     plain_opt = Option(NONE, "none", None, "no drafting", measured=True)
-    first = options[0].proposer
-    if first is None:  # pragma: no cover - build_option always gives one
-        raise ValueError("options: no proposer")
     if request.load.batch is not None:
         b = request.load.batch
         plans = [best_plan(o, request, batch=b, context=context) for o in options]
-        rows = [closed_row(plain_opt, plans[0].none, request)]
+        dep = request.deployment
+        none = (
+            plans[0].none
+            if plans
+            else evaluate_tree((), proposer=first, deployment=dep, batch=b, context=context)
+        )
+        rows = [closed_row(plain_opt, none, request)]
         rows += [closed_row(o, p.best, request) for o, p in zip(options, plans, strict=True)]
         return rows, b
     plain = served_row(plain_opt, serve(request, first, (), plain=True), request, tree=())
@@ -105,60 +124,116 @@ def _rows(request: PlanRequest, options: list[Option], context: int) -> tuple[li
     return rows, b
 
 
+def _build(request: PlanRequest) -> tuple[list[Option], list[Option]]:
+    """The options with an acceptance, and those given none (built at acceptance 0: their
+    drafting cost and target check are what the break-even needs)."""
+    options, probes = [], []
+    for i, s in enumerate(request.options):
+        where = f"option {i + 1} ({s.kind})"
+        if needs_break_even(s):
+            probes.append(
+                build_option(dataclasses.replace(s, alpha=0.0), request.deployment, where=where)
+            )
+        else:
+            options.append(build_option(s, request.deployment, where=where))
+    return options, probes
+
+
 def plan(request: PlanRequest) -> PlanAnswer:
     """The answer to ``request`` (module docstring)."""
     start = time.perf_counter()
     dep = request.deployment
-    options = [
-        build_option(s, dep, where=f"option {i + 1} ({s.kind})")
-        for i, s in enumerate(request.options)
-    ]
-    check_positions(request, options)
+    options, probes = _build(request)
+    check_positions(request, options + probes)
     context = _context(request)
-    rows, batch = _rows(request, options, context)
+    first = (options + probes)[0].proposer
+    if first is None:  # pragma: no cover - build_option always gives one
+        raise ValueError("options: no proposer")
+    rows, batch = _rows(request, options, context, first=first)
     mean_out = request.load.mean_output_tokens
     limits = {o.label: stops_paying(o, dep, context=context, mean_output=mean_out) for o in options}
-    rows, serveable = _capacities(request, options, rows)
+    rows, serveable = _capacities(request, options, rows, first=first)
     rate = request.load.rate_per_s
     if request.precise and rate is not None:
         limits = _served_limits(request, options, rows, limits, serveable=serveable)
-    verdict = sentence(rows, request, limits=limits, serveable_rate=serveable)
-    best = choose(rows, request)
-    pick = next((o for o in options if best is not None and o.label == best.label), None)
-    if pick is None:  # speculation off: the what-ifs of the option closest to paying
-        pick = max(options, key=lambda o: _speedup(o, request, batch, context))
-    whatifs = what_changes(pick, dep, batch=batch, context=context)
-    for w in whatifs:  # does the what-if turn the best tree on or off (against as planned)?
-        w["option"] = pick.label
-        w["changes_answer"] = bool(w["tree"]) != bool(whatifs[0]["tree"])
-    assumed = {
-        "deployment": dep.describe(),
-        "card_stack": dep.runtime is None,
-        "load": request.load.describe(),
-        "requests": request.requests if request.load.rate_per_s is not None else None,
-        "acceptance": {o.label: o.acceptance_source for o in options},
-        "method": _method(request, batch, context),
-        "fidelity": {
-            r.label: {"status": c.status, "families": list(c.families), "line": c.line}
-            for r, c in zip(
-                rows,
-                fidelity_coverage(dep, [r.kind for r in rows], [row_card(r) for r in rows]),
-                strict=True,
-            )
-        },
+    evens = {
+        o.label: break_even(o.label, o.kind, o.proposer, dep, batch=batch, context=context)
+        for o in probes
+        if o.proposer is not None
     }
+    verdict = sentence(rows, request, limits=limits, serveable_rate=serveable)
+    if evens:
+        verdict = break_even_sentence(
+            verdict, list(evens.values()), request, measured=bool(options)
+        )
+    weak = weak_assumptions(rows, request)
+    weak[:0] = [
+        f"{label}: no acceptance given, so no numbers but its break-even, which assumes an "
+        "i.i.d. chain acceptance; give --alpha A (assumed) or --acceptance FILE (measured) "
+        "to plan it"
+        for label in evens
+    ]
     return PlanAnswer(
         verdict=verdict,
         rows=tuple(rows),
         limits=limits,
-        whatifs=whatifs,
-        assumed=assumed,
-        weak=weak_assumptions(rows, request),
+        whatifs=_whatifs(request, options, rows, batch=batch, context=context),
+        assumed=_assumed(request, rows, options, probes, batch=batch, context=context),
+        weak=weak,
         batch=batch,
         context=context,
         serveable_rate_per_s=serveable,
         seconds=time.perf_counter() - start,
+        break_evens=evens,
     )
+
+
+def _whatifs(
+    request: PlanRequest, options: list[Option], rows: list[Row], *, batch: int, context: int
+) -> list[dict[str, Any]]:
+    """The what-ifs of the chosen option, or of the one closest to paying (none: no option
+    has an acceptance)."""
+    if not options:
+        return []
+    best = choose(rows, request)
+    pick = next((o for o in options if best is not None and o.label == best.label), None)
+    if pick is None:  # speculation off: the what-ifs of the option closest to paying
+        pick = max(options, key=lambda o: _speedup(o, request, batch, context))
+    whatifs = what_changes(pick, request.deployment, batch=batch, context=context)
+    for w in whatifs:  # does the what-if turn the best tree on or off (against as planned)?
+        w["option"] = pick.label
+        w["changes_answer"] = bool(w["tree"]) != bool(whatifs[0]["tree"])
+    return whatifs
+
+
+def _assumed(
+    request: PlanRequest,
+    rows: list[Row],
+    options: list[Option],
+    probes: list[Option],
+    *,
+    batch: int,
+    context: int,
+) -> dict[str, Any]:
+    dep = request.deployment
+    acceptance = {o.label: o.acceptance_source for o in options}
+    acceptance |= {
+        o.label: "none given: its break-even acceptance instead (i.i.d. chain, closed forms)"
+        for o in probes
+    }
+    coverage = fidelity_coverage(dep, [r.kind for r in rows], [row_card(r) for r in rows])
+    return {
+        "deployment": dep.describe(),
+        "card_stack": dep.runtime is None,
+        "load": request.load.describe(),
+        "requests": request.requests if request.load.rate_per_s is not None else None,
+        "acceptance": acceptance,
+        "method": _method(request, batch, context),
+        "fidelity": {
+            r.label: {"status": c.status, "families": list(c.families), "line": c.line}
+            for r, c in zip(rows, coverage, strict=True)
+        },
+    }
 
 
 def _served_limits(
@@ -185,14 +260,14 @@ def _served_limits(
 
 
 def _capacities(
-    request: PlanRequest, options: list[Option], rows: list[Row]
+    request: PlanRequest, options: list[Option], rows: list[Row], *, first: Proposer
 ) -> tuple[list[Row], float | None]:
     """The rows with the closed form's word on each queue, and the rate the deployment
     serves plainly (None: a closed batch). A row is NOT STABLE when the rate exceeds what
     its own tree serves at full batch (:func:`~specsim.plan.limits.serveable_rate`), however
     short the run that the engine's tests saw; otherwise the engine's verdict stands."""
-    rate, first = request.load.rate_per_s, options[0].proposer
-    if rate is None or first is None:
+    rate = request.load.rate_per_s
+    if rate is None:
         return rows, None
     plain = serveable_rate(request, first)
     out = []

@@ -61,7 +61,9 @@ class OptionSpec:
     (draft model, head card, parallel or self-speculation proposer card; none for n-gram), and
     its acceptance: ``alpha`` (an assumed i.i.d. chain acceptance, draft and n-gram only) or
     ``acceptance`` (a measured file of acceptance by depth and rank); neither means the card's
-    published table (heads, parallel, self-speculation) or, for n-gram, the sample corpus's."""
+    published table (heads, parallel, self-speculation), for n-gram the sample corpus's, and
+    for a draft model none: the plan answers with its break-even
+    (:mod:`specsim.plan.breakeven`)."""
 
     kind: str
     card: str | None = None
@@ -268,7 +270,9 @@ def _label(spec: OptionSpec) -> str:
 
 def build_option(spec: OptionSpec, deployment: Deployment, *, where: str) -> Option:
     """The proposer of ``spec`` for ``deployment``'s target, with its acceptance's source.
-    A proposer for another target is a ValueError naming both cards and ``where``."""
+    A proposer for another target is a ValueError naming both cards and ``where``, and so is
+    a draft with no acceptance (:func:`specsim.plan.plan` prices those at acceptance 0 for
+    their break-even instead)."""
     table: dict[str, Any] = {"kind": spec.kind}
     if spec.card is not None:
         table["card"] = spec.card

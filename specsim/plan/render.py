@@ -11,6 +11,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from specsim.plan.answer import PlanAnswer
+from specsim.plan.breakeven import BreakEven
 from specsim.plan.evaluation import Estimate, Row
 from specsim.plan.limits import Limit
 from specsim.plan.served_limit import ServedLimit
@@ -70,14 +71,34 @@ def _unbounded(answer: PlanAnswer) -> bool:
     )
 
 
+BREAK_EVEN = "break-even acceptance"
+"""The column of an option given no acceptance: where it starts to pay."""
+
+
+def break_even_cell(be: BreakEven) -> str:
+    """``0.27 (k = 1, length 1.27)``, ``never`` or ``any``."""
+    if be.status == "never":
+        return "never (not even at 1)"
+    if be.status == "always":
+        return f"any (k = {be.k})"
+    return f"{be.alpha:.2f} (k = {be.k}, length {be.accepted_length:.3g})"
+
+
 def options_table(answer: PlanAnswer) -> pd.DataFrame:
-    """One row per option, its cells as printed."""
+    """One row per option, its cells as printed; an option given no acceptance has its
+    break-even instead of numbers."""
     rows = []
     for r in answer.rows:
         row = {"option": r.label, "plan": r.plan}
         row |= {head: cell(get(r), scale) for head, (_, get, scale) in COLUMNS.items()}
         row["stable"] = "-" if r.stable is None else ("yes" if r.stable else "NOT STABLE")
+        row[BREAK_EVEN] = "-"
         rows.append(row)
+    for label, be in answer.break_evens.items():
+        blank = dict.fromkeys([*COLUMNS, "stable"], "-")
+        rows.append(
+            {"option": label, "plan": "no acceptance", **blank, BREAK_EVEN: break_even_cell(be)}
+        )
     df = pd.DataFrame(rows)
     return df.loc[:, [c for c in df.columns if not (df[c] == "-").all()]]
 
@@ -116,6 +137,25 @@ def _limits(answer: PlanAnswer) -> list[str]:
     return [f"{label}: {limit_text(lim)}" for label, lim in answer.limits.items()]
 
 
+def break_even_lines(answer: PlanAnswer) -> list[str]:
+    """Each option given no acceptance: its break-even at every k, and the similar pairs'
+    published acceptances with their sources (:mod:`specsim.plan.breakeven`)."""
+    out = []
+    for label, be in answer.break_evens.items():
+        ks = ", ".join(
+            f"k = {k}: {'never' if a is None else f'{a:.2f}'}" for k, a in be.per_k.items()
+        )
+        out.append(f"{label} at batch {be.batch}, context {be.context}: {ks}")
+        if not be.published:
+            out.append(f"  published for {be.family} targets: none in the shipped cards")
+        for p in be.published:
+            out.append(
+                f"  published, {p.card} ({p.kind} for {p.target}): {p.alpha:.2f} (mean accepted "
+                f"length {p.accepted_length:.3g} on a chain of k = {p.k}), {p.source}"
+            )
+    return out
+
+
 def _whatifs(answer: PlanAnswer) -> list[str]:
     out = []
     for w in answer.whatifs:
@@ -146,32 +186,41 @@ def _assumed(answer: PlanAnswer) -> list[str]:
     return out
 
 
+def _section(title: str, lines: list[str]) -> list[str]:
+    return ["", title, *[f"  {line}" for line in lines]] if lines else []
+
+
 def render_text(answer: PlanAnswer) -> str:
     """The answer as plain text, verdict first."""
     table = options_table(answer).to_string(index=False)
+    trees = [f"{r.label}: {r.plan} {list(r.tree)}" for r in answer.rows[1:]]
     parts = [
         answer.verdict.sentence,
         "",
         "Options (95% intervals in brackets; a bare number is a closed form):",
         table,
         *([NO_INTERVAL] if _unbounded(answer) else []),
-        "",
-        "Best tree per option (parents, -1 the root):",
-        *[f"  {r.label}: {r.plan} {list(r.tree)}" for r in answer.rows[1:]],
-        "",
-        "Where each option stops paying:",
-        *[f"  {line}" for line in _limits(answer)],
-        "",
-        f"What would change the answer (closed forms at batch {answer.batch}):",
-        *[f"  {line}" for line in _whatifs(answer)],
-        "",
-        "Assumed:",
-        *[f"  {line}" for line in _assumed(answer)],
+        *_section("Best tree per option (parents, -1 the root):", trees),
+        *_section("Where each option stops paying:", _limits(answer)),
+        *_section(BREAK_EVEN_TITLE, break_even_lines(answer)),
+        *_section(
+            f"What would change the answer (closed forms at batch {answer.batch}):",
+            _whatifs(answer),
+        ),
+        *_section("Assumed:", _assumed(answer)),
     ]
     if answer.weak:
         parts += ["", "Weak assumptions:", *[f"  ! {w}" for w in answer.weak]]
     parts.append(f"\n({answer.seconds:.1f} s)")
     return "\n".join(parts) + "\n"
+
+
+BREAK_EVEN_TITLE = (
+    "Break-even acceptance of each option given none (i.i.d. per-token acceptance at which "
+    "a chain of k gives the tokens/s of no speculation; closed forms) and what shipped "
+    "cards publish for targets of the same family (the i.i.d. acceptance of the same mean "
+    "accepted length):"
+)
 
 
 def _ul(items: list[str]) -> str:
@@ -192,6 +241,9 @@ def html_section(answer: PlanAnswer, *, title: str, figure: str = "") -> str:
             f"<p>{esc(NO_INTERVAL)}</p>" if _unbounded(answer) else "",
             "<h3>Where each option stops paying</h3>",
             _ul(_limits(answer)),
+            ("<h3>Break-even acceptance</h3>" + _ul(break_even_lines(answer)))
+            if answer.break_evens
+            else "",
             "<h3>What would change the answer</h3>",
             _ul(_whatifs(answer)),
             "<h3>Assumed</h3>",

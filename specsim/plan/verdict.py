@@ -14,18 +14,29 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from specsim.plan.breakeven import BreakEven
 from specsim.plan.evaluation import Row
 from specsim.plan.fidelity import fidelity_flags
 from specsim.plan.limits import Limit
 from specsim.plan.options import PlanRequest
 
-__all__ = ["Verdict", "choose", "meets_slo", "row_card", "sentence", "weak_assumptions"]
+__all__ = [
+    "Verdict",
+    "break_even_sentence",
+    "break_even_text",
+    "choose",
+    "meets_slo",
+    "row_card",
+    "sentence",
+    "weak_assumptions",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
 class Verdict:
-    """The chosen option's label (None: no option meets the SLO), whether it speculates, and
-    the sentence."""
+    """The chosen option's label (None: no option meets the SLO, or, with no option given an
+    acceptance, the answer turns on the acceptance), whether it speculates, and the
+    sentence."""
 
     choice: str | None
     speculate: bool
@@ -174,6 +185,51 @@ def _why(limits: dict[str, Limit]) -> list[str]:
         where = f"pays at batch {', '.join(map(str, lim.pays))}" if lim.pays else "never pays"
         out.append(f"{label} {where}")
     return out
+
+
+def break_even_text(be: BreakEven, at: str) -> str:
+    """Where an option without an acceptance starts to pay, and what similar pairs publish
+    (:mod:`specsim.plan.breakeven`), as a clause."""
+    head = f"no acceptance given for {be.label}: {at}"
+    if be.status == "never":
+        text = (
+            f"{head} it never pays, even with every drafted token accepted (a chain of k = "
+            f"{min(be.per_k)} to {max(be.per_k)})"
+        )
+    elif be.status == "always":
+        text = f"{head} it pays at any acceptance (a chain of k = {be.k} with none accepted)"
+    else:
+        text = (
+            f"{head} it pays if its per-token acceptance is above {be.alpha:.2f} (mean "
+            f"accepted length {be.accepted_length:.3g} at k = {be.k})"
+        )
+    rng = be.published_range
+    if rng is None:
+        return f"{text}; the shipped cards publish no acceptance for a {be.family} target"
+    cards = ", ".join(p.card for p in be.published)
+    span = f"{rng[0]:.2f}" if rng[0] == rng[1] else f"{rng[0]:.2f} to {rng[1]:.2f}"
+    return f"{text}; published for {be.family} targets: {span} ({cards}; sources below)"
+
+
+def break_even_sentence(
+    verdict: Verdict, evens: Sequence[BreakEven], request: PlanRequest, *, measured: bool
+) -> Verdict:
+    """The verdict with each option given no acceptance said after it; with no option
+    given one, the break-evens are the verdict."""
+    load = request.load
+    at = f"at batch {load.batch}," if load.batch is not None else ""
+    if not at:
+        at = f"at {load.describe()} (batch {evens[0].batch}, the plain run's mean; closed forms),"
+    clauses = "; ".join(break_even_text(be, at) for be in evens)
+    if measured:
+        text = f"{verdict.sentence} Also, {clauses}."
+        return Verdict(choice=verdict.choice, speculate=verdict.speculate, sentence=text)
+    text = clauses[0].upper() + clauses[1:] + "."
+    always = [be.label for be in evens if be.status == "always"]
+    if always:
+        return Verdict(choice=always[0], speculate=True, sentence=text)
+    never = all(be.status == "never" for be in evens)
+    return Verdict(choice=verdict.choice if never else None, speculate=False, sentence=text)
 
 
 def _targets(request: PlanRequest) -> str:

@@ -38,11 +38,23 @@ def test_json_and_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
     assert data["assumed"]["deployment"]["model"] == "vicuna-7b-v1.3"
 
 
+def test_a_draft_without_acceptance_gets_its_break_even(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main([*BASE, "--draft", "llama-68m", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    be = data["break_even"]["draft llama-68m"]
+    assert data["verdict"].startswith("No acceptance given for draft llama-68m: at batch 8,")
+    assert f"above {be['alpha']:.2f}" in data["verdict"] and data["choice"] is None
+    assert [o["label"] for o in data["options"]] == ["no speculation"]
+    assert be["published"] and all(p["source"] for p in be["published"])
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
         (["--heads", "eagle-vicuna-7b-v1.3", "--model", "llama-2-7b"], "'llama-2-7b'"),
-        (["--draft", "llama-68m"], "--alpha A (assumed) or --acceptance FILE"),
+        (["--draft", "llama-3.2-1b"], "cannot draft for the target card 'vicuna-7b-v1.3'"),
         ([], "name at least one proposer"),
         (["--ngram", "--rate", "2"], "give a batch (--batch N) or a rate (--rate R)"),
         (["--heads", "eagle-vicuna-7b-v1.3", "--alpha", "0.5"], "--alpha, --acceptance: they"),
