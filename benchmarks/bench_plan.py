@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import machine, table  # noqa: E402
-from bench_cli import SPECSIM, run_once  # noqa: E402  (the same fresh-process timing)
+from bench_startup import SPECSIM, run_once  # noqa: E402  (the same fresh-process timing)
 
 GOAL_S = 10.0
 GOAL_RATIO = 3.0

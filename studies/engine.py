@@ -15,9 +15,9 @@ the same requests) by :func:`specsim.sim.simulate_serving`. Three parts, each ag
 - ``replicas`` (conversation at ``replicas`` times the rate): behind each of ``routers``.
 
 Each p99 carries its 95% order-statistic interval widened by ``batches`` batch means
-over the requests in arrival order (:func:`specsim.capacity.statistics.quantile_interval`);
+over the requests in arrival order (:func:`specsim.stats.quantile_interval`);
 goodput (requests meeting both SLO targets per second) its batch-means standard error
-(:func:`specsim.sim.results.records.batch_means_se`). A difference is "beyond noise" when the
+(:func:`specsim.stats.batch_means_se`). A difference is "beyond noise" when the
 95% intervals do not overlap (goodput: more than 1.96 combined standard errors),
 "undecided" when they overlap only because one has no upper bound.
 Swap needs a host link the cards do not state: ``host_link_bandwidth`` is PCIe Gen5
@@ -36,14 +36,13 @@ import numpy as np
 import pandas as pd
 
 from specsim.acceptance.processes import IIDAcceptance
-from specsim.capacity.statistics import quantile_interval
 from specsim.cards import load_hardware, load_model
 from specsim.cost import Deployment
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import CardCost, PresetWorkload, ServingConfig, goodput, simulate_serving
-from specsim.sim.results.records import batch_means_se
 from specsim.sim.serving.router import ROUTERS
 from specsim.sim.workload.workload import PRESETS
+from specsim.stats import batch_means_se, quantile_interval
 
 from ._common import check_positive, check_positive_int, check_probability
 from ._engine_report import METRICS, PARTS, VS, Z95, figures, summary

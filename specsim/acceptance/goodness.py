@@ -29,7 +29,7 @@ from specsim.acceptance.fit import (
     segment,
 )
 from specsim.acceptance.processes import IIDAcceptance, PositionalAcceptance
-from specsim.policies.replay import jackknife_ratio
+from specsim.stats import jackknife_ratio
 from specsim.theory import expected_tokens
 from specsim.theory.markov import block_start_law, markov_chain
 

@@ -22,11 +22,10 @@ from specsim.capacity.statistics import (
     UNDECIDED,
     Outcome,
     combine,
-    proportion_interval,
-    quantile_interval,
     verdict,
 )
 from specsim.sim.results.stability import stability
+from specsim.stats import proportion_interval, quantile_interval
 
 __all__ = ["SLO", "SUSPECT", "judge"]
 
@@ -75,7 +74,7 @@ def judge(
     ``requests``: the per-request table of a serving run (``arrival_s``,
     ``first_token_s``, ``finish_s``, ``output_tokens``). TPOT is over requests of
     more than one token; a one-token request meets any TPOT target. Returns the
-    p99s and their intervals (:func:`specsim.capacity.statistics.quantile_interval`
+    p99s and their intervals (:func:`specsim.stats.quantile_interval`
     with ``batches`` over the requests in arrival order; the binomial interval alone
     below two requests a batch),
     the fraction of requests meeting both targets and its interval, goodput

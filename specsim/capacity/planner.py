@@ -24,7 +24,7 @@ by ``workers`` processes (:mod:`specsim.capacity.pool`): the same rows for any c
 Assumptions: the limit is monotone in the rate; a run starts empty (its first
 ``Search.warmup`` share of requests, 5%, is left out of its verdict); the
 intervals' coverage under queueing correlation is approximate
-(:func:`specsim.capacity.statistics.quantile_interval`, ``docs/capacity.md``).
+(:func:`specsim.stats.quantile_interval`, ``docs/capacity.md``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ class Search:
     (requests/s per replica) bisected to ``precision`` (relative); ``requests`` per
     run, doubled while undecided, up to ``max_requests``; intervals at ``confidence``,
     widened for the correlation between requests by ``batches`` batch means (None:
-    the independent binomial interval; :func:`specsim.capacity.statistics.quantile_interval`).
+    the independent binomial interval; :func:`specsim.stats.quantile_interval`).
     ``warmup``: the share of each run's requests, the first to arrive, left out of its
     p99s and goodput (a run starts empty: :func:`specsim.capacity.judge.judge`).
     The crossover is bisected to ``crossover_precision`` (coarser by default: near it

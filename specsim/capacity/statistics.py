@@ -1,16 +1,16 @@
-"""The statistics of a capacity search: quantile intervals, a three-way verdict, bisection.
+"""The statistics of a capacity search: a three-way verdict on intervals, bisection.
 
 A capacity search asks of each probed rate whether a latency target holds, and
 the answer comes from a finite sample of requests. The pieces, none of them
 tied to the simulator (so that they can be checked on predicates with known
 answers):
 
-1. :func:`quantile_interval`: the distribution-free confidence interval for a
-   quantile from two order statistics, with the ranks from the binomial
-   distribution (for an effective sample size under correlation);
-2. :func:`verdict` and :func:`proportion_interval`: "holds", "fails" or
-   "undecided" for a target on a quantile or on a proportion, from those
-   intervals (undecided when the interval straddles the target);
+1. the intervals, from :mod:`specsim.stats`: :func:`~specsim.stats.quantile_interval`
+   (distribution-free, from two order statistics, for an effective sample size
+   under correlation) and :func:`~specsim.stats.proportion_interval` (Clopper-Pearson);
+2. :func:`verdict`: "holds", "fails" or "undecided" for a target on a quantile or
+   on a proportion, from those intervals (undecided when the interval straddles
+   the target);
 3. :func:`bisect_rate`: the largest rate at which a monotone three-way
    predicate holds, by bisection on the log scale to a stated relative
    precision, and :func:`smallest_count`: the smallest count (of replicas) at
@@ -31,10 +31,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
-from numpy.typing import ArrayLike
-from scipy import stats
-
 from specsim.checks import check_int
 
 __all__ = [
@@ -42,8 +38,6 @@ __all__ = [
     "HOLDS",
     "FAILS",
     "UNDECIDED",
-    "quantile_interval",
-    "proportion_interval",
     "verdict",
     "combine",
     "Bracket",
@@ -55,117 +49,6 @@ Outcome = Literal["holds", "fails", "undecided"]
 HOLDS: Outcome = "holds"
 FAILS: Outcome = "fails"
 UNDECIDED: Outcome = "undecided"
-
-
-def _check_level(confidence: float) -> None:
-    if not (isinstance(confidence, float | int) and 0 < confidence < 1):
-        raise ValueError(f"confidence: expected a number in (0, 1), got {confidence!r}")
-
-
-def _binomial_ranks(n: int, q: float, tail: float) -> tuple[int, int]:
-    """Ranks ``(l, u)`` of the order-statistic interval (0 or n + 1 where none exists)."""
-    ks = np.arange(n + 1)
-    cdf = stats.binom.cdf(ks, n, q)
-    below = ks[cdf <= tail]
-    above = ks[cdf >= 1.0 - tail]
-    return (
-        int(below[-1]) + 1 if below.shape[0] else 0,
-        int(above[0]) + 1 if above.shape[0] else n + 1,
-    )
-
-
-def quantile_interval(
-    x: ArrayLike,
-    q: float,
-    *,
-    confidence: float = 0.95,
-    batches: int | None = None,
-    reference: float | None = None,
-) -> tuple[float, float]:
-    """A two-sided confidence interval ``(low, high)`` for the ``q``-quantile of ``x``.
-
-    Result (``batches = None``): the distribution-free interval ``(X_(l), X_(u))``,
-    order statistics of the sample with ranks from ``B ~ Binomial(n, q)`` (the
-    number of observations at or below the true quantile): ``l - 1`` the largest
-    ``k`` with ``P(B <= k) <= a/2`` and ``u`` the smallest ``k`` with ``P(B <= k - 1)
-    >= 1 - a/2``, ``a = 1 - confidence``, so that ``P(X_(l) <= xi_q <= X_(u)) >= 1 -
-    a`` for independent, identically distributed observations. A rank below 1
-    gives ``-inf`` and one above ``n`` gives ``+inf``: the sample is too small to
-    bound the quantile on that side (for ``q = 0.99`` at 95%, an upper bound
-    needs ``n >= 368``, where ``0.99**n <= 0.025``). References: W. J. Conover,
-    *Practical Nonparametric Statistics*, 3rd ed. (Wiley, 1999), section 3.2;
-    H. A. David and H. N. Nagaraja, *Order Statistics*, 3rd ed. (Wiley, 2003),
-    section 7.1.
-
-    With ``batches = k`` (observations in time order, e.g. the requests of one
-    queueing run, whose latencies are positively correlated, so that ``B`` varies
-    more than a binomial): the same interval for an effective sample size
-    ``n_eff = n / D``, ``D`` (at least 1) the variance of the fraction of
-    observations at or below ``reference`` (default: the sample quantile; a
-    capacity search passes its target, where the decision is made, and which
-    rare exceedances of a far quantile would leave to noise) estimated from
-    ``k`` batch means
-    of consecutive observations over its binomial variance (Kish's design effect;
-    batching as in Heidelberger and Lewis, "Quantile estimation in dependent
-    sequences", Operations Research 32, 1984, 185-209), the ranks from
-    ``Binomial(n_eff, q)`` scaled by ``n / n_eff``; the union with the
-    independent interval is returned. For the M/D/1 queue at 56% load, the
-    independent interval covered the true p99 of the waiting time in 50% to 63%
-    of 200 runs of 1000 to 4000 requests, this one in about 90%
-    (``docs/capacity.md``).
-    """
-    _check_level(confidence)
-    if not (isinstance(q, float | int) and 0 < q < 1):
-        raise ValueError(f"q: expected a quantile level in (0, 1), got {q!r}")
-    raw = np.asarray(x, dtype=float).ravel()
-    a = np.sort(raw)
-    n = a.shape[0]
-    if n == 0:
-        raise ValueError("x: no observations, so no quantile interval")
-    if not np.isfinite(a).all():
-        raise ValueError("x: observations must be finite (a NaN or inf is not a latency)")
-    tail = (1.0 - confidence) / 2
-    lr, hr = _binomial_ranks(n, q, tail)
-    if batches is not None:
-        check_int(batches, name="batches", minimum=2)
-        m = n // batches
-        if m < 1:
-            raise ValueError(
-                f"batches: {batches} batches need at least as many observations, got {n}"
-            )
-        at = float(np.quantile(a, q)) if reference is None else float(reference)
-        at_or_below = raw[: m * batches] <= at
-        p = float(at_or_below.mean())
-        var_iid = p * (1.0 - p) / (m * batches)
-        var = float(at_or_below.reshape(batches, m).mean(axis=1).var(ddof=1)) / batches
-        if var_iid > 0 and var > var_iid:
-            n_eff = max(1, int(n * var_iid / var))
-            le, he = _binomial_ranks(n_eff, q, tail)
-            lr = min(lr, math.floor(le * n / n_eff))
-            hr = max(hr, n + 1 if he > n_eff else math.ceil(he * n / n_eff))
-    low = float(a[lr - 1]) if lr >= 1 else -math.inf
-    high = float(a[hr - 1]) if hr <= n else math.inf
-    return low, high
-
-
-def proportion_interval(successes: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
-    """The Clopper-Pearson ("exact") two-sided interval for a binomial proportion.
-
-    Result: ``(Beta(a/2; k, n - k + 1), Beta(1 - a/2; k + 1, n - k))`` quantiles,
-    0 and 1 at the ends (``k = 0``, ``k = n``). Assumes independent trials.
-    Reference: C. J. Clopper and E. S. Pearson, "The use of confidence or
-    fiducial limits illustrated in the case of the binomial", Biometrika 26
-    (1934) 404-413.
-    """
-    _check_level(confidence)
-    if not (0 <= successes <= n and n >= 1):
-        raise ValueError(
-            f"successes, n: expected 0 <= successes <= n, n >= 1, got {successes}, {n}"
-        )
-    tail = (1.0 - confidence) / 2
-    low = 0.0 if successes == 0 else float(stats.beta.ppf(tail, successes, n - successes + 1))
-    high = 1.0 if successes == n else float(stats.beta.ppf(1 - tail, successes + 1, n - successes))
-    return low, high
 
 
 def verdict(interval: tuple[float, float], target: float, *, at_most: bool = True) -> Outcome:

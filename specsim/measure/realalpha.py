@@ -35,12 +35,12 @@ import numpy as np
 import pandas as pd
 import torch
 from numpy.typing import NDArray
-from scipy import stats
 
 from specsim.acceptance.realtext import CORPORA, DRAFTS, TEXTS
 from specsim.measure.decode import autoregressive_decode
 from specsim.rng import keyed_rng
 from specsim.sampling import acceptance_rate
+from specsim.stats import mean_interval
 
 __all__ = [
     "TEMPERATURES",
@@ -198,7 +198,7 @@ def summarize(
         raise ValueError(f"alpha: expected (sequences >= 2, positions), got {a.shape}")
     means = a.mean(axis=1)
     n = len(means)
-    half = float(stats.t.ppf(0.5 + level / 2, n - 1) * means.std(ddof=1) / np.sqrt(n))
+    half = mean_interval(means, level=level).half
     resampled = means[rng.integers(0, n, size=(boot, n))].mean(axis=1)
     lo, hi = np.quantile(resampled, [(1 - level) / 2, (1 + level) / 2])
     q = np.quantile(a, [0.05, 0.25, 0.5, 0.75, 0.95])

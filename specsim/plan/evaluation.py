@@ -11,7 +11,7 @@ most tokens per second at the load's batch on the deployment. Then:
   composed config), first without speculation (whose mean running batch is the batch the
   trees are chosen for), then with each option's tree, with common random numbers (the same
   seed, so the same arrivals and lengths). Percentiles carry the order-statistic interval of
-  :func:`specsim.capacity.statistics.quantile_interval` (batched, for a queue's correlated
+  :func:`specsim.stats.quantile_interval` (batched, for a queue's correlated
   latencies); throughput, energy per token and cost per token the ratio-estimator interval of
   :func:`specsim.stats.ratio_interval` over blocks of consecutive iterations; the mean
   accepted length its own standard error.
@@ -30,14 +30,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specsim.capacity.statistics import quantile_interval
 from specsim.plan.options import Option, PlanRequest
 from specsim.policies.tree_optimizer import TreeOptimum, TreePlan, optimize_tree
 from specsim.proposers import Proposer
 from specsim.sim.config.config_compose import simulate_run
 from specsim.sim.results.records import ServingResult, goodput
 from specsim.sim.serving.tree_serving import TreeServingConfig
-from specsim.stats import ratio_interval
+from specsim.stats import quantile_interval, ratio_interval
 
 __all__ = ["BLOCKS", "Estimate", "Row", "closed_row", "plan_name", "serve", "served_row"]
 

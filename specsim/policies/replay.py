@@ -58,10 +58,10 @@ from specsim.policies.signal import (
     prefix_threshold,
     signal_draw,
 )
+from specsim.stats import jackknife_ratio, mean_interval
 
 __all__ = [
     "CostModel",
-    "jackknife_ratio",
     "measured_cost",
     "replay",
     "calibrate_threshold",
@@ -143,15 +143,6 @@ def replay(
             pos += n + 1
             last_g, last_n = g, n
     return out[0], out[1], out[2], out[3]
-
-
-def jackknife_ratio(num: FloatArray, den: FloatArray) -> tuple[float, float, FloatArray]:
-    """Ratio of sums, its jackknife standard error and the leave-one-out ratios."""
-    m = num.shape[0]
-    est = float(num.sum() / den.sum())
-    loo = (num.sum() - num) / (den.sum() - den)
-    se = float(np.sqrt((m - 1) / m * np.sum((loo - loo.mean()) ** 2))) if m > 1 else float("inf")
-    return est, se, loo
 
 
 def calibrate_threshold(
@@ -338,8 +329,6 @@ def predict_speedups(
 def prediction_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per draft, temperature and gamma: mean measured speedup and each prediction's mean
     relative error (prediction / measured - 1) with a 95% t interval over the runs."""
-    from scipy import stats  # start-up: scipy.stats is slow to import, only this needs it
-
     preds = [c for c in runs.columns if c.startswith("pred_")]
     rows = []
     for key, g in runs.groupby(["draft", "temperature", "gamma"], sort=True):
@@ -352,11 +341,7 @@ def prediction_table(runs: pd.DataFrame) -> pd.DataFrame:
         }
         for p in preds:
             err = g[p] / g["measured"] - 1
-            half = (
-                stats.t.ppf(0.975, len(g) - 1) * err.std(ddof=1) / np.sqrt(len(g))
-                if len(g) > 1
-                else float("inf")
-            )
+            half = mean_interval(err).half if len(g) > 1 else float("inf")
             name = p[len("pred_") :]
             row[f"{name}"] = g[p].mean()
             row[f"err_{name}"] = err.mean()

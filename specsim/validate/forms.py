@@ -29,7 +29,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from specsim.acceptance.processes import (
     AcceptanceProcess,
@@ -43,6 +42,7 @@ from specsim.sim import CardCost, CostSource, PlainCost
 from specsim.sim.serving import ServingConfig, simulate_serving
 from specsim.sim.stream.stream import StreamConfig, simulate_stream
 from specsim.sim.workload.workload import TraceWorkload
+from specsim.stats import z_quantile
 from specsim.theory import expected_tokens, ops_factor, tokens_variance, walltime_speedup
 from specsim.validate.runs import predict_runs  # its own module; importable here too
 
@@ -66,7 +66,7 @@ QUICK_RELATIVE = 0.01
 Z_CHECK = 4.5
 CI_LEVEL = 0.99
 CI_RELATIVE = 0.005
-_Z_CI = float(stats.norm.ppf(0.5 + CI_LEVEL / 2))  # the interval's half-width in standard errors
+_Z_CI = z_quantile(CI_LEVEL)  # the interval's half-width in standard errors
 
 
 def _positive(value: float, name: str) -> float:

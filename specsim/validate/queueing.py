@@ -13,7 +13,7 @@ start of its service, read from the per-request table as
 (its time to first token less the one prefill pass that produced that token).
 The first 5% of requests (by arrival) are dropped as warm-up from an empty
 system; the standard error of the mean wait is by 30 batch means of the rest
-(:func:`specsim.sim.results.records.batch_means_se`), which absorbs the correlation
+(:func:`specsim.stats.batch_means_se`), which absorbs the correlation
 between successive waits. A check passes when the closed form lies within
 ``Z_CHECK`` (4.5) standard errors of the simulated mean, the rule of
 :func:`specsim.validate.forms.check_grid`; for a pair of bounds, when neither bound
@@ -62,12 +62,12 @@ from numpy.typing import NDArray
 from specsim.acceptance.processes import IIDAcceptance
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import PlainCost
-from specsim.sim.results.records import batch_means_se
 from specsim.sim.results.stability import stability
 from specsim.sim.serving import ServingConfig, simulate_serving
 from specsim.sim.serving.router import Router
 from specsim.sim.workload.arrivals import PoissonArrivals
 from specsim.sim.workload.workload import Fixed, Geometric, Lengths, SyntheticWorkload, Uniform
+from specsim.stats import batch_means_se
 from specsim.theory.queueing import jsq_mean_wait, md1_mean_wait, mg1_mean_wait
 from specsim.validate.jsq import ExponentialService, jsq_waits, serve_exponential
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import optimize, stats
+from scipy import optimize
 
 from specsim.acceptance.processes import IIDAcceptance
 from specsim.capacity.planner import (
@@ -36,41 +36,15 @@ from specsim.capacity.statistics import (
     Outcome,
     bisect_rate,
     combine,
-    proportion_interval,
-    quantile_interval,
     smallest_count,
     verdict,
 )
 from specsim.policies.lookahead import FixedGamma
 from specsim.sim import PlainCost, PoissonWorkload, ServingConfig, TraceWorkload
+from specsim.stats import quantile_interval
 
 
-# Quantile and proportion intervals ------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("n", "q", "confidence"),
-    [(50, 0.5, 0.95), (400, 0.99, 0.95), (1000, 0.99, 0.9), (368, 0.99, 0.95)],
-)
-def test_order_statistic_ranks_are_the_binomial_ones(n: int, q: float, confidence: float) -> None:
-    # On the sample 1..n the interval's ends are its ranks.
-    low, high = quantile_interval(np.arange(1.0, n + 1), q, confidence=confidence)
-    tail = (1 - confidence) / 2
-    b = stats.binom(n, q)
-    lo = 0 if math.isinf(low) else int(low)
-    hi = n + 1 if math.isinf(high) else int(high)
-    # Each side misses with probability at most a/2 (P(B < l) and P(B >= u))...
-    assert b.cdf(lo - 1) <= tail + 1e-12 and b.sf(hi - 1) <= tail + 1e-12
-    # ...and no tighter rank would do.
-    assert lo == 0 or b.cdf(lo) > tail
-    assert hi == n + 1 or b.sf(hi - 2) > tail
-    assert b.cdf(hi - 1) - b.cdf(lo - 1) >= confidence - 1e-12
-
-
-def test_a_p99_needs_368_requests_for_an_upper_bound() -> None:
-    x = np.arange(1.0, 368.0)
-    assert math.isinf(quantile_interval(x, 0.99)[1])  # 367: 0.99**367 > 0.025
-    assert quantile_interval(np.arange(1.0, 369.0), 0.99)[1] == 368.0
-
-
+# A quantile interval on a correlated queue (known answers: tests/test_stats.py) ------------------
 def md1_waits(rate: float, n: int, runs: int, rng: np.random.Generator) -> np.ndarray[Any, Any]:
     """Waiting times of ``runs`` M/D/1 queues (service time 1), each starting empty:
     Lindley's recursion, vectorized across runs."""
@@ -114,15 +88,6 @@ def test_batched_interval_covers_a_correlated_p99_that_the_binomial_one_misses()
     assert cover[20] > 0.95 - 4.5 * se - 0.05  # batched: within 5 points of 95%
 
 
-def test_proportion_interval_known_ends() -> None:
-    assert proportion_interval(0, 20) == (0.0, pytest.approx(1 - 0.025 ** (1 / 20)))
-    assert proportion_interval(20, 20) == (pytest.approx(0.025 ** (1 / 20)), 1.0)
-    low, high = proportion_interval(90, 100)
-    assert low < 0.9 < high
-    with pytest.raises(ValueError, match="successes"):
-        proportion_interval(5, 4)
-
-
 def test_verdicts_and_their_combination() -> None:
     assert verdict((1.0, 2.0), 3.0) == HOLDS
     assert verdict((1.0, 2.0), 0.5) == FAILS
@@ -132,23 +97,6 @@ def test_verdicts_and_their_combination() -> None:
     assert combine([HOLDS, HOLDS]) == HOLDS
     assert combine([HOLDS, UNDECIDED]) == UNDECIDED
     assert combine([UNDECIDED, FAILS]) == FAILS
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "fragment"),
-    [
-        ({"q": 1.0}, "q: expected"),
-        ({"confidence": 1.5}, "confidence"),
-        ({"batches": 1}, "batches"),
-        ({"batches": 50}, "batches: 50 batches"),
-    ],
-)
-def test_quantile_interval_rejects_bad_input(kwargs: dict[str, Any], fragment: str) -> None:
-    args = {"q": 0.99, **kwargs}
-    with pytest.raises(ValueError, match=fragment):
-        quantile_interval(np.arange(10.0), args.pop("q"), **args)
-    with pytest.raises(ValueError, match="finite"):
-        quantile_interval([1.0, np.nan], 0.5)
 
 
 # Bisection ------------------------------------------------------------------------------------

@@ -25,8 +25,6 @@ from specsim.sim.results.stability import stability, stability_metrics
 from specsim.sim.results.stream_result import (
     Blocks,
     StreamResult,
-    batch_means_se,
-    grouped_ratio_se,
     stream_record,
 )
 
@@ -38,8 +36,6 @@ __all__ = [
     "StreamResult",
     "ServingResult",
     "acceptance_metrics",
-    "batch_means_se",
-    "grouped_ratio_se",
     "stream_record",
     "chrome_trace",
     "goodput",

@@ -54,7 +54,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
 
 from specsim.sim.costs.source import CostSource, iteration_cost
 
@@ -89,6 +88,8 @@ class Stability:
         flagged when it is below :data:`ALPHA`."""
         if self.stable is None:
             return 1.0
+        from scipy import stats  # start-up: scipy.stats costs ~0.6 s; only a test needs it
+
         return float(
             min(stats.t.sf(self.backlog_t, BATCHES - 1), stats.t.sf(self.ttft_slope_t, BATCHES - 2))
         )
@@ -157,6 +158,8 @@ def stability(requests: pd.DataFrame, *, alpha: float = ALPHA) -> Stability:
         slope, t_slope = math.inf, math.inf
     else:
         slope, t_slope = _trend(arrival[half:], ttft, k)
+    from scipy import stats  # start-up: as in Stability.p_value
+
     crit_b = float(stats.t.isf(alpha, k - 1))
     crit_s = float(stats.t.isf(alpha, k - 2))
     found = []

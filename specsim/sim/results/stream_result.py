@@ -14,7 +14,6 @@ happens, so this is an attribution, not a measurement).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +24,7 @@ from specsim.cost import verification_positions
 from specsim.sim.costs.source import BlockCosts
 from specsim.sim.results.chrome import chrome_trace
 from specsim.sim.results.engine_metrics import stream_acceptance
+from specsim.stats import batch_means_se
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -32,35 +32,9 @@ if TYPE_CHECKING:
 __all__ = [
     "Blocks",
     "StreamResult",
-    "batch_means_se",
-    "grouped_ratio_se",
     "add_accepted_at",
     "stream_record",
 ]
-
-
-def batch_means_se(x: NDArray[np.float64], y: NDArray[np.float64] | None = None) -> float | None:
-    """Standard error of ``mean(x)`` (or of the ratio ``sum x / sum y``) by batch means.
-
-    Thirty batches of consecutive blocks absorb the correlation that non-i.i.d.
-    acceptance or adaptive lookahead leaves between blocks. ``None`` below 60
-    blocks, where no honest interval can be given.
-    """
-    n = x.shape[0]
-    k = 30
-    if n < 2 * k:
-        return None
-    m = n // k
-    xs = x[: m * k].reshape(k, m).sum(axis=1)
-    ys = np.full(k, float(m)) if y is None else y[: m * k].reshape(k, m).sum(axis=1)
-    return grouped_ratio_se(xs, ys)
-
-
-def grouped_ratio_se(num: NDArray[np.float64], den: NDArray[np.float64]) -> float:
-    """Standard error of a mean or ratio from its batches' sums: the spread of the ``k``
-    batch ratios ``num / den`` over ``sqrt(k)`` (the batch-means rule of
-    :func:`batch_means_se`, for callers that accumulate the sums themselves)."""
-    return float((num / den).std(ddof=1) / math.sqrt(num.shape[0]))
 
 
 @dataclass(frozen=True)

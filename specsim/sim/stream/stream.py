@@ -46,8 +46,9 @@ from specsim.policies.lookahead import (
     fixed_gamma,
 )
 from specsim.sim.costs.source import CostSource, block_costs, check_positions_fit, check_whole
-from specsim.sim.results.records import Blocks, StreamResult, grouped_ratio_se, stream_record
+from specsim.sim.results.records import Blocks, StreamResult, stream_record
 from specsim.sim.results.stream_result import add_accepted_at
+from specsim.stats import grouped_ratio_se
 
 __all__ = [
     "CHUNK_TOKENS",

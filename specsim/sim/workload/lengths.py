@@ -10,9 +10,7 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 from numpy.typing import NDArray
-from scipy.special import ndtr
 
 from specsim.checks import check_int
 from specsim.sim.workload.arrivals import check_rate
@@ -125,6 +123,8 @@ class Empirical:
     def from_csv(cls, path: str | os.PathLike[str], *, column: str = "tokens") -> Empirical:
         """From a CSV file: a ``column`` of lengths, one a row, or a histogram with a
         ``count`` column beside it."""
+        import pandas as pd  # start-up: pandas costs ~0.3 s; only a lengths file needs it
+
         table = pd.read_csv(path)
         if column not in table.columns:
             raise ValueError(f"{path}: no column {column!r} (columns: {list(table.columns)})")
@@ -200,6 +200,8 @@ class LogNormal(_Tabled):
     def pmf(self) -> NDArray[np.float64]:
         k = np.arange(self.low, self.high + 1, dtype=float)
         z_hi = (np.log(k + 0.5) - math.log(self.median)) / self.sigma
+        from scipy.special import ndtr  # start-up: scipy costs ~0.1 s; only this pmf needs it
+
         cdf_hi = ndtr(z_hi)
         cdf_hi[-1] = 1.0
         cdf_lo = np.concatenate([[0.0], cdf_hi[:-1]])

@@ -37,8 +37,8 @@ from specsim.sim import (
     simulate_serving,
     simulate_stream,
 )
-from specsim.sim.results.records import batch_means_se
 from specsim.sim.serving.batch import draw_requests
+from specsim.stats import batch_means_se
 
 MAX_GAMMA = 8
 COST = PlainCost(c=0.05, step_s=0.01)
