@@ -279,8 +279,7 @@ CASES = [
     # Readers and remedies in the user's words ----------------------------------------------
     Cli(
         "binary-acceptance-csv",
-        "tree --model llama-2-7b --hardware a100-80gb --draft llama-68m "
-        "--acceptance {tmp}/acc.csv",
+        "tree --model llama-2-7b --hardware a100-80gb --draft llama-68m --acceptance {tmp}/acc.csv",
         "{tmp}/acc.csv: not a UTF-8 CSV file (byte 0 is 0x80)",
         {"acc.csv": BINARY},
     ),
