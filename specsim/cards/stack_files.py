@@ -29,7 +29,7 @@ from specsim.cards.files import (
     card_paths,
     find_card,
     found_cards,
-    list_hardware,
+    load_hardware,
     packaged_root,
     read_toml,
 )
@@ -174,9 +174,11 @@ def format_source(hw: HardwareCard, stack: StackProfile) -> tuple[FormatSource, 
     own = _measured(device_part_for(hw, stack.slug))
     found: dict[str, FormatSource] = {}
     if hw.generation is not None and stack.weight_kernels != "own":
+        # Only cards a measured part names can lend: read those, not every card found.
+        named = sorted({c for p in list_device_parts() if _measured(p) for c in p.cards})
         peers = [
             c
-            for c in list_hardware()
+            for c in (load_hardware(slug) for slug in named)
             if c.generation == hw.generation and c.kind == hw.kind and c.slug != hw.slug
         ]
         peers.sort(key=lambda c: (abs(math.log(c.mem_bandwidth / hw.mem_bandwidth)), c.slug))
