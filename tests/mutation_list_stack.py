@@ -12,6 +12,7 @@ ROOF = "specsim/cost/roofline.py"
 TESTS = ("tests/cost/test_stack_terms.py",)
 SERVING = ("tests/sim/serving/test_stack_serving.py",)
 EDGES = ("tests/sim/serving/test_stack_edges.py",)
+BORROW = ("tests/cards/test_borrowed_kernels.py",)
 
 STACK: tuple[Mutation, ...] = (
     Mutation(
@@ -189,5 +190,21 @@ STACK: tuple[Mutation, ...] = (
         "    if False:  # the stack verifies chains only",
         "tree optimizer: a stack that cannot verify trees searches chains only",
         SERVING,
+    ),
+    Mutation(
+        "borrow-nearest",
+        "specsim/cards/stack_files.py",
+        "peers.sort(key=lambda c: (abs(math.log(c.mem_bandwidth / hw.mem_bandwidth)), c.slug))",
+        "peers.sort(key=lambda c: c.slug)",
+        "kernel tables: borrowed from the nearest card of the generation by bandwidth",
+        BORROW,
+    ),
+    Mutation(
+        "borrow-same-generation",
+        "specsim/cards/stack_files.py",
+        "if c.generation == hw.generation and c.kind == hw.kind and c.slug != hw.slug",
+        "if c.generation is not None and c.kind == hw.kind and c.slug != hw.slug",
+        "kernel tables: borrowed only within the card's generation",
+        BORROW,
     ),
 )

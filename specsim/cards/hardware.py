@@ -51,6 +51,11 @@ class HardwareCard:
     (``ring``, ``tree``, or ``per-allreduce``: one ``interconnect_latency_s`` per all-reduce,
     the form the shipped cards were fitted with); ``collective_overhead_s`` a fixed cost per
     pass and per device beyond the first (:mod:`specsim.cost.collectives`).
+    ``generation`` (optional) is the chip architecture generation whose kernels the card runs
+    (``"ampere"``, ``"hopper"``, ``"blackwell"``, ``"rtx-blackwell"``, ``"cdna3"``, ...; not
+    named ``architecture``, which is a model card's): a card without a measured weight-format
+    table of its own borrows the nearest measured card's of the same generation
+    (:func:`specsim.cards.stack_files.format_source`).
 
     The four software-stack numbers (``compute_efficiency`` to ``pass_overhead_s``) belong
     to a runtime profile (:mod:`specsim.cards.runtime`): a card file names its default
@@ -79,6 +84,7 @@ class HardwareCard:
     collective_algorithm: str = "per-allreduce"
     collective_overhead_s: float = 0.0
     runtime: str | None = None
+    generation: str | None = None
     calibration: dict[str, Any] | None = field(default=None, hash=False)
     notes: str = ""
     source_path: str | None = field(default=None, compare=False)
@@ -134,6 +140,8 @@ class HardwareCard:
                 raise ValueError(f"{where}: field {name!r} must be in (0, 1], got {value}")
         if self.runtime is not None:
             check_str(where, "runtime", self.runtime)
+        if self.generation is not None:
+            check_str(where, "generation", self.generation)
         check_sources(where, self.sources)
         if self.calibration is not None and not isinstance(self.calibration, Mapping):
             raise TypeError(

@@ -16,7 +16,9 @@ the device part's ``vendor``).
 
 from __future__ import annotations
 
+import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from specsim.cards.files import (
     card_paths,
     find_card,
     found_cards,
+    load_hardware,
     packaged_root,
     read_toml,
 )
@@ -35,8 +38,10 @@ from specsim.cards.runtime import RuntimeProfile
 from specsim.cards.stack import DevicePart, StackProfile
 
 __all__ = [
+    "FormatSource",
     "compose",
     "device_part_for",
+    "format_source",
     "is_stack",
     "list_device_parts",
     "list_stacks",
@@ -127,13 +132,81 @@ def device_part_for(hw: HardwareCard, stack: str | None = None) -> DevicePart:
 _COMPOSED: dict[tuple[StackProfile, HardwareCard], RuntimeProfile] = {}
 
 
-def _format_tables(stack: StackProfile, part: DevicePart) -> dict[str, Any]:
-    """The device part's weight-format tables, unless the stack runs kernels of its own."""
-    own = stack.weight_kernels == "own"
-    return {
-        name: None if own else getattr(part, name)
-        for name in ("format_memory_factor", "format_compute_factor", "format_dequant_ops")
-    }
+_TABLES = ("format_memory_factor", "format_compute_factor", "format_dequant_ops")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FormatSource:
+    """A weight format whose kernel tables a composed profile borrows: ``part`` (a device
+    part's slug) measured them on ``card``, of the same ``generation`` as the card that
+    borrows them, which has no measurement of ``weight_format`` of its own."""
+
+    weight_format: str
+    part: str
+    card: str
+    generation: str
+
+
+def _measured(part: DevicePart) -> set[str]:
+    """The formats ``part`` has a table entry for, when it is a measured part (it names
+    cards); the default parts of a class of devices measure none."""
+    if not part.cards:
+        return set()
+    return {w for name in _TABLES for w in getattr(part, name) or {}}
+
+
+_SOURCES: dict[tuple[HardwareCard, StackProfile], tuple[FormatSource, ...]] = {}
+
+
+def format_source(hw: HardwareCard, stack: StackProfile) -> tuple[FormatSource, ...]:
+    """The weight formats ``hw`` borrows under ``stack``, each from whom: a format that the
+    card's own device part (:func:`device_part_for`) has no table entry for takes the entries
+    of the nearest card (by memory bandwidth, ``|log(bw / bw_hw)|``, then by slug) of the same
+    ``generation`` (architecture generation) whose device part for ``stack`` measured it (a
+    part that names cards and has the entry). A card without a generation, a format no card of
+    its generation
+    measured, and a stack that runs kernels of its own (``weight_kernels = "own"``) borrow
+    nothing: those keep the default costs (:mod:`specsim.cost.quant`)."""
+    key = (hw, stack)
+    hit = _SOURCES.get(key)
+    if hit is not None:
+        return hit
+    own = _measured(device_part_for(hw, stack.slug))
+    found: dict[str, FormatSource] = {}
+    if hw.generation is not None and stack.weight_kernels != "own":
+        # Only cards a measured part names can lend: read those, not every card found.
+        named = sorted({c for p in list_device_parts() if _measured(p) for c in p.cards})
+        peers = [
+            c
+            for c in (load_hardware(slug) for slug in named)
+            if c.generation == hw.generation and c.kind == hw.kind and c.slug != hw.slug
+        ]
+        peers.sort(key=lambda c: (abs(math.log(c.mem_bandwidth / hw.mem_bandwidth)), c.slug))
+        for card in peers:
+            part = device_part_for(card, stack.slug)
+            for w in sorted(_measured(part) - own - set(found)):
+                found[w] = FormatSource(
+                    weight_format=w, part=part.slug, card=card.slug, generation=hw.generation
+                )
+    out = tuple(found[w] for w in sorted(found))
+    _SOURCES[key] = out
+    return out
+
+
+def _format_tables(stack: StackProfile, hw: HardwareCard, part: DevicePart) -> dict[str, Any]:
+    """The device part's weight-format tables, each format it lacks borrowed as
+    :func:`format_source` says; none when the stack runs kernels of its own."""
+    if stack.weight_kernels == "own":
+        return dict.fromkeys(_TABLES)
+    tables = {name: dict(getattr(part, name) or {}) for name in _TABLES}
+    parts = {p.slug: p for p in list_device_parts()}
+    for src in format_source(hw, stack):
+        donor = parts[src.part]
+        for name in _TABLES:
+            value = (getattr(donor, name) or {}).get(src.weight_format)
+            if value is not None:
+                tables[name][src.weight_format] = value
+    return {name: table or None for name, table in tables.items()}
 
 
 def compose(stack: StackProfile, hw: HardwareCard) -> RuntimeProfile:
@@ -165,7 +238,7 @@ def compose(stack: StackProfile, hw: HardwareCard) -> RuntimeProfile:
         sampling_s_per_token=stack.sampling_s_per_token,
         compute_efficiency_rows=part.compute_efficiency_rows,
         memory_efficiency_rows=part.memory_efficiency_rows,
-        **_format_tables(stack, part),
+        **_format_tables(stack, hw, part),
         allreduce_latency_s=part.allreduce_latency_s,
         allreduce_bandwidth=part.allreduce_bandwidth,
         kinds=[hw.kind],

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from specsim.cards.stack_files import format_source
+from specsim.cost.deployment import Deployment
 from specsim.plan.breakeven import BreakEven
 from specsim.plan.evaluation import Row
 from specsim.plan.fidelity import fidelity_flags
@@ -257,6 +259,7 @@ def weak_assumptions(rows: Sequence[Row], request: PlanRequest) -> list[str]:
         out.append(
             f"stack: {rt.slug} was fitted on {rt.fitted_on}, used here on {dep.hardware.slug}"
         )
+    out += borrowed_kernels(dep)
     for r in rows[1:]:
         if not r.measured:
             out.append(
@@ -277,6 +280,22 @@ def weak_assumptions(rows: Sequence[Row], request: PlanRequest) -> list[str]:
         if request.slo_ttft_p99_s is not None:
             out.append("--slo-ttft-p99 is not checked in a closed batch (no arrivals)")
     return out + fidelity_flags(dep, [r.kind for r in rows], cards=[row_card(r) for r in rows])
+
+
+def borrowed_kernels(dep: Deployment) -> list[str]:
+    """One line per weight format of ``dep`` whose kernel tables its stack's profile borrows
+    from another card's device part (:func:`specsim.cards.stack_files.format_source`)."""
+    rt = dep.runtime
+    if rt is None or rt.stack_profile is None:
+        return []
+    fm = dep.formats()
+    used = {fm.weight_format, fm.expert_format or fm.weight_format}
+    return [
+        f"{s.weight_format} kernels on {dep.hardware.slug}: borrowed from the {s.part} part "
+        f"(measured on {s.card}, same generation, {s.generation}); not measured on this card"
+        for s in format_source(dep.hardware, rt.stack_profile)
+        if s.weight_format in used
+    ]
 
 
 def row_card(row: Row) -> str | None:
