@@ -51,6 +51,7 @@ from numpy.typing import NDArray
 from specsim.checks import check_int, check_size
 from specsim.cost.checks import check_positions
 from specsim.cost.deployment import Deployment
+from specsim.cost.shape import tree_pairs
 from specsim.cost.stack_terms import check_stack_tree
 from specsim.proposers import Proposer, check_proposer, verify_shape
 from specsim.sim.costs.card_deployment import OnDeployment
@@ -62,6 +63,7 @@ from specsim.sim.serving.batch import Requests
 from specsim.sim.serving.loop import serve
 from specsim.sim.serving.plans import TreePlan, TreeStep
 from specsim.sim.serving.router import Router, check_router
+from specsim.sim.serving.scheduler import FCFS, Scheduler
 from specsim.sim.workload.workload import Workload
 
 __all__ = [
@@ -121,6 +123,7 @@ class TreeEngine:
     replicas: int
     router: Router
     token_budget: int | None = None
+    scheduler: Scheduler = FCFS
 
     def kv_capacity(self) -> int | None:
         return self.kv_capacity_tokens
@@ -302,7 +305,7 @@ class TreeVerify:
             batch=len(trees),
             tokens=float(n1.sum()),
             context_tokens=float(c.sum()),
-            pairs=float(n1 @ c) + own,
+            pairs=tree_pairs(float(n1 @ c), 1.0, own),  # n1 @ c: the contexts' weighted sum
         )
         return ver.time_s, float(ver.energy_j or 0.0)
 
