@@ -140,8 +140,8 @@ SIM: tuple[Mutation, ...] = (
     Mutation(
         "tree-own-pairs",
         "specsim/sim/serving/tree_batch.py",
-        "pairs=float(n1 @ c) + own,",
-        "pairs=float(n1 @ c),",
+        "pairs=tree_pairs(float(n1 @ c), 1.0, own),",
+        "pairs=tree_pairs(float(n1 @ c), 1.0, 0.0),",
         "tree serving: the verification pass's pairs among each tree's own positions",
         ("tests/sim/test_cost_bugs.py",),
     ),

@@ -63,7 +63,7 @@ from specsim.sim.serving.batch import Requests
 from specsim.sim.serving.loop import serve
 from specsim.sim.serving.plans import TreePlan, TreeStep
 from specsim.sim.serving.router import Router, check_router
-from specsim.sim.serving.scheduler import FCFS, Scheduler
+from specsim.sim.serving.scheduler import FCFS, Scheduler, check_scheduler
 from specsim.sim.workload.workload import Workload
 
 __all__ = [
@@ -85,7 +85,8 @@ class TreeServingFields(OnDeployment):
     """The fields every tree-serving config shares (documented on
     :class:`specsim.sim.serving.tree_serving.TreeServingConfig`), checked by
     :func:`check_serving_fields`. The engine's: ``kv_block_tokens`` and ``preemption``
-    (paged KV), ``token_budget`` (chunked prefill), ``replicas`` behind ``router``; where
+    (paged KV), ``token_budget`` (chunked prefill), ``replicas`` behind ``router``,
+    admission by ``scheduler`` (:mod:`specsim.sim.serving.scheduler`); where
     the target runs: one :class:`~specsim.cost.deployment.Deployment` (cards, stack,
     formats, tensor parallelism)."""
 
@@ -101,6 +102,7 @@ class TreeServingFields(OnDeployment):
     token_budget: int | None = None
     replicas: int = 1
     router: Router = "round-robin"
+    scheduler: Scheduler = FCFS
 
     def card_cost(self) -> CardCost:
         """The target priced on the deployment's cards, the proposer's own KV prefill beside
@@ -145,6 +147,7 @@ def tree_engine(
     replicas: int,
     router: Router,
     token_budget: int | None = None,
+    scheduler: Scheduler = FCFS,
 ) -> _E:
     """A :class:`TreeEngine` (or ``kind``, a subclass) for trees of ``lookahead`` positions
     under ``position_budget``, its paging and preemption fields checked."""
@@ -158,6 +161,7 @@ def tree_engine(
         token_budget=token_budget,
         replicas=replicas,
         router=router,
+        scheduler=scheduler,
     )
     paged.check_engine(setup)
     return setup
@@ -176,6 +180,7 @@ def _setup(cfg: Any, lookahead: int) -> TreeEngine:
         token_budget=cfg.token_budget,
         replicas=cfg.replicas,
         router=cfg.router,
+        scheduler=cfg.scheduler,
     )
 
 
@@ -216,6 +221,7 @@ def check_serving_fields(cfg: Any) -> None:
             why="verified positions per iteration: one sequence's root and one node",
         )
     check_router(cfg.router, cfg.replicas)
+    check_scheduler(cfg.scheduler)
     if cfg.kv_capacity_tokens is not None:
         check_whole(cfg.kv_capacity_tokens, "kv_capacity_tokens", minimum=1)
         most = cfg.card_cost().kv_capacity_tokens()

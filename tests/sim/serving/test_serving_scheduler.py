@@ -8,10 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 from serving_cases import card_cost, serving_config
+from tree_cases import DRAFT, HW, TARGET
 
+from specsim.cost import Deployment
 from specsim.policies.lookahead import HeuristicPlusTwoMinusOne
+from specsim.policies.tree_optimizer import kary_tree
 from specsim.sim import CardCost, TraceWorkload, simulate_serving
 from specsim.sim.serving.scheduler import FCFS, FirstComeFirstServed
+from specsim.sim.serving.tree_serving import TreeServingConfig, simulate_tree_serving
 
 
 @pytest.fixture(scope="module")
@@ -112,3 +116,23 @@ def test_the_default_scheduler_is_fcfs_and_an_instance_is_the_same_run(card) -> 
 def test_a_scheduler_without_admit_is_named(card) -> None:
     with pytest.raises(TypeError, match="scheduler: expected an object with admit"):
         config(card, scheduler="fcfs")
+
+
+def test_tree_serving_takes_the_same_scheduler(card) -> None:
+    """A token-tree run (the same engine) admits by the config's scheduler too."""
+    work = _burst(card)
+    prompts = list(work.prompt_tokens)
+    cfg = TreeServingConfig(
+        workload=work,
+        parents=kary_tree(2, 3),
+        proposer=DRAFT,
+        deployment=Deployment(target=TARGET, hardware=HW),
+        plain_twin=False,
+        max_batch=1,
+        scheduler=ShortestPromptFirst(prompts),
+    )
+    res = simulate_tree_serving(cfg, np.random.default_rng(3))
+    first = res.requests["first_token_s"].to_numpy()
+    assert np.argsort(first, kind="stable").tolist() == sorted(
+        range(len(prompts)), key=lambda i: (prompts[i], i)
+    )
