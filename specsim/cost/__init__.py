@@ -66,7 +66,9 @@ from specsim.cost.shape import (
     PassShape,
     PassSums,
     chain_pairs,
+    chain_pairs_exact,
     chain_sums,
+    tree_pairs,
     verification_positions,
 )
 
@@ -85,7 +87,9 @@ __all__ = [
     "PassSums",
     "verification_positions",
     "chain_pairs",
+    "chain_pairs_exact",
     "chain_sums",
+    "tree_pairs",
     "Formats",
     "resolve_formats",
     "WEIGHT_FORMATS",

@@ -60,6 +60,7 @@ import numpy as np
 from specsim.cards import ModelCard
 from specsim.cost.formats import Formats
 from specsim.cost.memory import footprint
+from specsim.cost.shape import chain_pairs
 
 __all__ = ["AttentionCosts", "attention_costs", "attention_time", "kv_bytes_held", "kv_held"]
 
@@ -124,7 +125,7 @@ def _dropped(x: Any, ac: AttentionCosts) -> Any:
         q = np.floor(x / size)
         return size * (size * q * (q - 1.0) / 2.0 + q * (x - q * size))
     t = np.maximum(x - size, 0.0)
-    return t * (t + 1.0) / 2.0
+    return chain_pairs(0.0, t)
 
 
 def _local_sums(ac: AttentionCosts, *, T: Any, S: Any, cached: Any, B: Any) -> tuple[Any, Any]:
@@ -134,7 +135,7 @@ def _local_sums(ac: AttentionCosts, *, T: Any, S: Any, cached: Any, B: Any) -> t
     with np.errstate(divide="ignore", invalid="ignore"):  # B > 0 always; T may be 0 nowhere
         c, n = cached / B, T / B
         own = S / B - n * c
-        chain = np.abs(own - n * (n + 1.0) / 2.0) <= _CHAIN_RTOL * (S / B + 1.0)
+        chain = np.abs(own - chain_pairs(0.0, n)) <= _CHAIN_RTOL * (S / B + 1.0)
     chained = S - B * (_dropped(c + n, ac) - _dropped(c, ac))
     if ac.kind == "chunked":
         start = size * np.floor(c / size)  # where the mean context's chunk begins

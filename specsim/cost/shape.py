@@ -45,7 +45,9 @@ __all__ = [
     "PassSums",
     "verification_positions",
     "chain_pairs",
+    "chain_pairs_exact",
     "chain_sums",
+    "tree_pairs",
 ]
 
 
@@ -82,21 +84,42 @@ def chain_sums(batch: Any, context_sum: Any, new: Any, encoder: Any = 0.0) -> tu
     1) / 2``: position ``j`` (from 1) of a chain attends to its sequence's
     cached context and to ``j`` new positions, itself included; each new
     position also attends to the ``encoder`` tokens. This is the only place the
-    formula is written. Plain floats stay floats (the simulator's fast paths
+    chain formula is written (:func:`tree_pairs`, with :func:`chain_pairs_exact`, its
+    integer twin, beside it). Plain floats stay floats (the simulator's fast paths
     evaluate a pass this way); arrays broadcast (grids of homogeneous passes,
     ``context_sum`` then being ``batch * context``). The fields of
     :class:`PassSums`, as a bare tuple: a speed trick, the serving simulator
     forms several per iteration.
     """
     tokens = batch * new
-    pairs = new * context_sum + batch * (new * (new + 1) / 2) + tokens * encoder
+    pairs = tree_pairs(context_sum, new, batch * (new * (new + 1) / 2)) + tokens * encoder
     return tokens, pairs, context_sum + batch * encoder
+
+
+def tree_pairs(context: Any, new: Any, own: Any) -> Any:
+    """Attention (query, key) pairs of ``new`` positions after ``context`` cached tokens, each
+    attending to all of them, plus ``own``, the pairs among the new positions: ``new *
+    context + own``. ``own`` is ``n (n + 1) / 2`` for a chain of ``n`` (:func:`chain_pairs`),
+    the sum of the depths for a token tree (:meth:`PassShape.pairs`), and ``w`` for ``w``
+    siblings of one tree level, which attend to themselves only. Every pair count in the
+    package goes through this function or its siblings here. Numbers or arrays."""
+    return new * context + own
 
 
 def chain_pairs(context: Any, new: Any, batch: Any = 1) -> Any:
     """Causal (query, key) pairs of ``batch`` chains of ``new`` positions after ``context``
     (the sum of their contexts), from :func:`chain_sums`. Numbers or broadcasting arrays."""
     return chain_sums(batch, context, new)[1]
+
+
+def chain_pairs_exact(context: Any, new: Any, batch: Any = 1) -> Any:
+    """:func:`chain_pairs` on integers (Python ints or integer arrays), in integer arithmetic
+    (``n (n + 1)`` is even): exact at any size, for sums the simulator keeps as integers.
+
+    >>> chain_pairs_exact(100, 3, batch=2), chain_pairs(100, 3, batch=2)
+    (312, 312.0)
+    """
+    return tree_pairs(context, new, batch * (new * (new + 1) // 2))
 
 
 def _totals(context: Any, new: NDArray[np.int64], pairs: Any, encoder: float) -> PassSums:
@@ -274,7 +297,7 @@ class PassShape:
         if self.parents is None:
             return np.asarray(chain_pairs(self.context, self.new), dtype=np.float64)
         own = float(sum(_depths(self.parents)))
-        return np.asarray(self.new * self.context + own, dtype=np.float64)
+        return np.asarray(tree_pairs(self.context, self.new, own), dtype=np.float64)
 
     def sums(self, encoder: float = 0.0) -> PassSums:
         """:class:`PassSums` of the pass; ``encoder``: tokens each sequence cross-attends to."""

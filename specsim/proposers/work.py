@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from specsim.cost.deployment import Deployment
 from specsim.cost.drafting import DraftCost, DraftWork, price_draft
-from specsim.cost.shape import chain_pairs
+from specsim.cost.shape import chain_pairs, tree_pairs
 from specsim.proposers.tables import frontier_widths
 
 __all__ = [
@@ -75,7 +75,7 @@ def frontier_work(
         batch=batch,
         tokens=np.broadcast_to(batch * w, c.shape),
         context_tokens=batch * c,
-        pairs=batch * (w * c + w),
+        pairs=batch * tree_pairs(c, w, w),  # siblings: each its context and itself
         scale=scale,
     )
 
@@ -128,7 +128,7 @@ def ragged_frontier_work(
         batch=active.sum(axis=0),
         tokens=w.sum(axis=0),
         context_tokens=(c * active).sum(axis=0),
-        pairs=(w * (c + 1.0)).sum(axis=0),
+        pairs=tree_pairs(c, w, w).sum(axis=0),
         scale=scale,
     )
 

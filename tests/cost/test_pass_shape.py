@@ -12,6 +12,7 @@ from specsim.cost import (
     Deployment,
     PassShape,
     chain_pairs,
+    chain_pairs_exact,
     chain_sums,
     pass_cost,
     step_cost,
@@ -56,6 +57,18 @@ def test_chain_sums_equal_enumeration(context: list[int], new: list[int]) -> Non
     shape = PassShape.chain(context=np.array(context), new=np.array(new))
     assert tuple(shape.sums()) == brute_force(context, [chain_parents(n) for n in new])
     assert shape.tokens == sum(new) and shape.batch == len(context)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(context=st.integers(0, 300), n=st.integers(0, 9), batch=st.integers(1, 4))
+def test_the_integer_chain_pairs_are_the_pairs_enumerated(context: int, n: int, batch: int) -> None:
+    """The integer twin the drains and chunked prefill keep: ``batch`` chains of ``n`` after
+    ``context`` each (their contexts' sum ``batch * context``), as listed pair by pair."""
+    listed = brute_force([context] * batch, [chain_parents(n)] * batch)[1]
+    exact = chain_pairs_exact(batch * context, n, batch)
+    assert type(exact) is int and exact == listed == chain_pairs(batch * context, n, batch)
+    arr = chain_pairs_exact(np.array([context, 0]), np.array([n, n]))
+    assert arr.dtype == np.int64 and arr.tolist() == [listed // batch, n * (n + 1) // 2]
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)

@@ -5,7 +5,8 @@ there is work) serves a stream of requests; ``replicas`` of it sit behind a
 router (:mod:`specsim.sim.serving.router`). Paged KV with preemption and chunked
 prefill are options (:mod:`specsim.sim.serving.paged`); without them, an iteration:
 
-1. admits waiting requests first-come first-served while the batch has room
+1. admits waiting requests (the scheduler, :mod:`specsim.sim.serving.scheduler`: first
+   come, first served by default) while the batch has room
    (``max_batch``) and their KV cache fits (prompt + output + lookahead
    reserved up front, so an admitted request never has to be evicted); the
    admitted prompts are prefilled in one pass of the target (and the draft),
@@ -51,8 +52,9 @@ which replaces step 2's gammas by a token tree per sequence; the tree fronts
 through it), :mod:`~specsim.sim.serving.drafting` (what the engine asks a proposer) and
 :mod:`~specsim.sim.serving.simulate` (:func:`simulate_serving`). The parts it runs
 on: :mod:`~specsim.sim.serving.batch` (requests, admission, the batch),
+:mod:`~specsim.sim.serving.scheduler` (who starts: one-method objects),
 :mod:`~specsim.sim.serving.paged` and :mod:`~specsim.sim.serving.prefill` (paged KV,
-chunked prefill), :mod:`~specsim.sim.serving.router` (replicas),
+chunked prefill), :mod:`~specsim.sim.serving.router` (replicas and their routing rules),
 :mod:`~specsim.sim.serving.drain`, :mod:`~specsim.sim.serving.chunk_drain` and
 :mod:`~specsim.sim.serving.walks` (the bulk drains), :mod:`~specsim.sim.serving.tally`
 (the engines' counters) and :mod:`~specsim.sim.serving.tree_batch` (what the tree fronts

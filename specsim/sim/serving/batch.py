@@ -3,9 +3,10 @@
 - :class:`Requests`: the workload's table as arrays, each request's acceptance
   draw, and the run lengths of accepted positions over all of them (one
   vectorized pass, each run cut at its request's end);
-- :class:`Admission`: first come, first served while the batch has room and
-  the request's KV cache fits; prompt, output and lookahead are reserved up
-  front, so an admitted request is never evicted;
+- :class:`Admission`: the waiting queue and the KV budget; its scheduler
+  (:mod:`specsim.sim.serving.scheduler`, first come, first served by default) starts
+  requests while the batch has room and the request's KV cache fits; prompt, output
+  and lookahead are reserved up front, so an admitted request is never evicted;
 - :class:`Batch`: the running sequences as a struct of arrays, with each
   sequence's lookahead history (the last block's gamma and accepted count),
   the batch's context sum and a lower bound on the tokens any sequence has
@@ -29,6 +30,7 @@ from specsim.acceptance.processes import AcceptanceDraw, AcceptanceProcess, acce
 from specsim.cost import verification_positions
 from specsim.policies.lookahead import LookaheadPolicy, PolicyContext, check_choice
 from specsim.sim.costs.source import CostSource, iteration_cost
+from specsim.sim.serving.scheduler import FCFS, Scheduler
 from specsim.sim.stream.stream import run_lengths
 
 __all__ = ["Admission", "Batch", "Requests", "composed_times", "draw_requests", "sequence_gammas"]
@@ -131,7 +133,7 @@ class Requests:
 
 
 class Admission:
-    """The waiting queue and the KV budget: first come, first served, reserved up front.
+    """The waiting queue and the KV budget, reserved up front; its scheduler picks who starts.
 
     ``capacity`` is in KV tokens (None: unlimited). A request that could never
     fit is a ValueError here, before anything runs.
@@ -146,9 +148,11 @@ class Admission:
         max_gamma: int,
         reserve: Ints | None = None,
         unit: str = "tokens",
+        scheduler: Scheduler = FCFS,
     ) -> None:
         """``reserve``: what each request needs at admission, in the capacity's ``unit``
-        (default: its whole KV footprint in tokens; a paged cache passes blocks)."""
+        (default: its whole KV footprint in tokens; a paged cache passes blocks);
+        ``scheduler``: which waiting requests start (:mod:`specsim.sim.serving.scheduler`)."""
         reserve = requests.reserve if reserve is None else reserve
         if capacity is not None and reserve.max() > capacity:
             i = int(np.argmax(reserve))
@@ -161,6 +165,7 @@ class Admission:
         self.capacity = capacity
         self.unit = unit
         self.max_batch = max_batch
+        self.scheduler = scheduler
         self.waiting: deque[int] = deque()
         self.arrived = 0  # requests that have arrived so far
         self.used = 0  # KV tokens reserved by the admitted requests still running
@@ -169,19 +174,20 @@ class Admission:
         self.waiting.append(i)
         self.arrived += 1
 
-    def admit(self, running: int, most: int | None = None) -> list[int]:
-        """Take waiting requests in arrival order while the batch has room and each fits
-        (and, given ``most``, no more than that many)."""
-        admitted: list[int] = []
-        waiting, cap = self.waiting, self.capacity
-        room = self.max_batch if most is None else min(self.max_batch, running + most)
-        while waiting and running + len(admitted) < room:
-            need = int(self.reserve[waiting[0]])
-            if cap is not None and self.used + need > cap:
-                break
-            admitted.append(waiting.popleft())
-            self.used += need
-        return admitted
+    def fits(self, i: int) -> bool:
+        """Whether request ``i``'s reservation fits in what is free; if so it is reserved."""
+        need = int(self.reserve[i])
+        if self.capacity is not None and self.used + need > self.capacity:
+            return False
+        self.used += need
+        return True
+
+    def admit(self, running: int, fits: Callable[[int], bool] | None = None) -> list[int]:
+        """The waiting requests the scheduler starts while the batch (``running``
+        sequences) has room, each reserved (:meth:`fits`, or the caller's ``fits``, which
+        reserves through it)."""
+        room = self.max_batch - running
+        return self.scheduler.admit(self.waiting, room, self.fits if fits is None else fits)
 
     def release(self, finished: Ints) -> None:
         self.used -= int(self.reserve[finished].sum())

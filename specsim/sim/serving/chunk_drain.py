@@ -33,16 +33,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from specsim.cost import verification_positions
+from specsim.cost import chain_pairs_exact, verification_positions
 from specsim.sim.costs.source import CostSource, IterationCosts, PassCost
 from specsim.sim.serving.drain import EXTRA, WIDTH, Drain, never_binds
+from specsim.sim.serving.prefill import Prefills
 from specsim.sim.serving.tally import Tally
 from specsim.sim.serving.walks import decode_costs, iteration_sums, trajectories
 
 if TYPE_CHECKING:
     from specsim.sim.serving.batch import Admission, Batch, Requests
     from specsim.sim.serving.paged import Paging
-    from specsim.sim.serving.prefill import Prefills
 
 __all__ = ["ChunkDrain", "chunk_cost", "drain_chunked", "draining"]
 
@@ -82,19 +82,12 @@ def chunk_cost(
         b, csum = batch.size, batch.ctx_sum - batch.size  # the cached contexts' sum
         if g is None:  # every sequence verifies gam + 1 positions
             n = gam + 1
-            T, P = n * b, n * csum + b * (n * (n + 1) // 2)
+            T, P = n * b, chain_pairs_exact(csum, n, b)
         else:
             pos = g + 1
             T = int(pos.sum())
-            P = int((pos * batch.cached()).sum() + (pos * (pos + 1) // 2).sum())
-        half = [c * (c + 1) // 2 for c in sizes]
-        chunks = (
-            float(sum(sizes)),
-            float(sum([c * o for c, o in zip(sizes, offsets, strict=True)]) + sum(half)),
-            float(sum(offsets)),
-            float(len(sizes)),
-            float(sum(half)),
-        )
+            P = int(chain_pairs_exact(batch.cached(), pos).sum())
+        chunks = tuple(float(x) for x in chunk_sums(sizes, offsets))
         t, e = closed((float(T), float(P), float(csum), float(b)), chunks, draft=draft)
         return float(t), float(e)
     new, at = np.asarray(sizes, dtype=np.int64), np.asarray(offsets, dtype=np.int64)
@@ -115,6 +108,15 @@ def chunk_cost(
         t += with_draft.time_s - target.time_s
         e += (with_draft.energy_j or 0.0) - (target.energy_j or 0.0)
     return max(t, 0.0), e
+
+
+def chunk_sums(sizes: list[int], offsets: list[int]) -> tuple[int, int, int, int, int]:
+    """The sums a source's ``chunk_costs`` reads of prefill chunks (chains of ``sizes[k]``
+    new tokens after ``offsets[k]`` cached): their tokens, their attention pairs, the offsets'
+    sum, their count and their pairs at offset 0; Python integers (exact)."""
+    own = [chain_pairs_exact(0, c) for c in sizes]
+    pairs = sum([chain_pairs_exact(o, c) for c, o in zip(sizes, offsets, strict=True)])
+    return sum(sizes), pairs, sum(offsets), len(sizes), sum(own)
 
 
 def _chains(
@@ -215,7 +217,8 @@ def draining(
 
 class _ChunkSchedule:
     """A chunked drain's event simulation on iteration numbers (:func:`drain_chunked`):
-    the running sequences' finishes, the prompts in prefill, and what it records."""
+    the running sequences' finishes, the prompts in prefill (a copy of the replica's), and
+    what it records."""
 
     def __init__(self, d: ChunkDrain, *, need: list[int], tails: list[list[int]]) -> None:
         pf, self.d = d.prefills, d
@@ -225,14 +228,9 @@ class _ChunkSchedule:
         self.heap: list[tuple[int, int]] = []  # (last iteration, column)
         self.prompt, self.out_len = d.req.prompt.tolist(), d.req.out_len.tolist()
         self.holds_of = None if d.paging is None else d.paging.need
-        self.pr, self.pl, self.pd, self.ph = (
-            list(pf.rid),
-            list(pf.left),
-            list(pf.done),
-            list(pf.holds),
-        )
+        self.pf = Prefills(list(pf.rid), list(pf.left), list(pf.done), list(pf.holds))
         self.b, self.it = d.batch.size, 0
-        self.left = d.batch.size + len(self.pr) + len(d.admission.waiting)
+        self.left = d.batch.size + len(self.pf) + len(d.admission.waiting)
         self.slow: list[tuple[int, ...]] = []  # iteration, started, blocks held, chunk sums
         self.firsts: list[tuple[list[int], int]] = []
         self.ends: list[tuple[list[int], int]] = []
@@ -247,28 +245,28 @@ class _ChunkSchedule:
                 self.cuts[key] = self.cuts.get(key, 0) + v
 
     def chunks(self) -> None:
-        """Prompts start (start_prefills) and advance (Prefills.plan) in the budget's room."""
-        d, wait, it = self.d, self.d.admission.waiting, self.it
-        pr, pl, pd, ph = self.pr, self.pl, self.pd, self.ph
-        positions = self.b * (self.gam + 1) - self.cuts.pop(it, 0)
-        room, running, started = d.budget - positions - sum(pl), self.b + len(pr), 0
-        while room > 0 and wait and running < d.max_batch:
-            i = wait.popleft()
-            pr.append(i)
-            pl.append(self.prompt[i])
-            pd.append(0)
-            ph.append(0 if self.holds_of is None else int(self.holds_of[i]))
-            running, started, room = running + 1, started + 1, room - self.prompt[i]
-        room = d.budget - positions
-        tc = pc = cc = q = nc = 0
-        for k in range(len(pr)):
-            if room <= 0:
-                break
-            c = min(pl[k], room)
-            half = c * (c + 1) // 2
-            tc, pc, cc, q, nc = tc + c, pc + c * pd[k] + half, cc + pd[k], q + half, nc + 1
-            pl[k], pd[k], room = pl[k] - c, pd[k] + c, room - c
-        self.slow.append((it, started, sum(ph), tc, pc, cc, nc, q))
+        """Prompts start (the admission's scheduler, as start_prefills asks it; memory no
+        longer binds) and advance (Prefills.plan) in the budget's room."""
+        d, pf, prompt, holds_of = self.d, self.pf, self.prompt, self.holds_of
+        positions = self.b * (self.gam + 1) - self.cuts.pop(self.it, 0)
+        left = [d.budget - positions - sum(pf.left)]
+
+        def fits(i: int) -> bool:
+            if left[0] <= 0:
+                return False
+            left[0] -= prompt[i]
+            return True
+
+        admission = d.admission
+        got = admission.scheduler.admit(admission.waiting, d.max_batch - self.b - len(pf), fits)
+        for i in got:
+            pf.start(i, prompt[i], 0 if holds_of is None else int(holds_of[i]))
+        rows, sizes, offsets = pf.plan(d.budget - positions)
+        for k, c in zip(rows, sizes, strict=True):
+            pf.left[k] -= c
+            pf.done[k] += c
+        tc, pc, cc, nc, q = chunk_sums(sizes, offsets)
+        self.slow.append((self.it, len(got), sum(pf.holds), tc, pc, cc, nc, q))
 
     def retire(self, rid_l: list[int]) -> None:
         heap, it = self.heap, self.it
@@ -281,9 +279,10 @@ class _ChunkSchedule:
 
     def prefilled(self, col_of: dict[int, int]) -> None:
         """Prompts prefilled: first tokens; the others join the batch."""
-        if not (self.pr and 0 in self.pl):
+        pf = self.pf
+        if not (pf.rid and 0 in pf.left):
             return
-        done_p = [r for r, x in zip(self.pr, self.pl, strict=True) if x == 0]
+        done_p = [r for r, x in zip(pf.rid, pf.left, strict=True) if x == 0]
         self.firsts.append((done_p, self.it))
         for r in done_p:
             if self.out_len[r] == 1:
@@ -292,10 +291,7 @@ class _ChunkSchedule:
             else:
                 self.join(col_of[r], self.it + 1)
                 self.b += 1
-        keep = [k for k, x in enumerate(self.pl) if x > 0]
-        self.pr, self.pl, self.pd, self.ph = (
-            [v[k] for k in keep] for v in (self.pr, self.pl, self.pd, self.ph)
-        )
+        pf.keep([k for k, x in enumerate(pf.left) if x > 0])
 
 
 def drain_chunked(
@@ -326,7 +322,7 @@ def drain_chunked(
     for c in range(batch.size):
         s.join(c, 0)
     while s.left:
-        if not s.pr and (not wait or s.b >= d.max_batch):  # nothing starts before a finish
+        if not s.pf.rid and (not wait or s.b >= d.max_batch):  # nothing starts before a finish
             s.it = s.heap[0][0]
         else:
             s.chunks()

@@ -15,6 +15,7 @@ from specsim.sim.costs.source import CostSource, check_whole
 from specsim.sim.serving import paged
 from specsim.sim.serving.drafting import ProposerDrafts, target_deployment
 from specsim.sim.serving.router import Router, check_router
+from specsim.sim.serving.scheduler import FCFS, Scheduler, check_scheduler
 from specsim.sim.workload.workload import Workload
 
 __all__ = ["ServingConfig"]
@@ -39,7 +40,10 @@ class ServingConfig:
     (:mod:`specsim.sim.serving.paged`). ``token_budget``: None prefills whole prompts;
     an integer caps the tokens of an iteration (chunked prefill, Sarathi-Serve).
     ``replicas`` identical replicas (each with this cost source and KV budget)
-    behind ``router`` (:mod:`specsim.sim.serving.router`).
+    behind ``router``: a rule's name or an object with ``route``
+    (:mod:`specsim.sim.serving.router`).
+    ``scheduler``: which waiting requests start, an object with ``admit``
+    (:mod:`specsim.sim.serving.scheduler`; default first come, first served).
     ``proposer``: None drafts with the cost source's draft model (its ``draft_step``); a
     proposer (:class:`specsim.proposers.ProposerProtocol`: heads, n-gram lookup, a draft
     model, ...) drafts every block instead, priced by its ``draft_costs`` on the target's
@@ -62,6 +66,7 @@ class ServingConfig:
     replicas: int = 1
     router: Router = "round-robin"
     proposer: Proposer | None = None
+    scheduler: Scheduler = FCFS
 
     def __post_init__(self) -> None:
         check_whole(self.max_batch, "max_batch", minimum=1)
@@ -69,6 +74,7 @@ class ServingConfig:
         check_whole(self.max_gamma, "max_gamma", minimum=0)
         paged.check_engine(self)
         check_router(self.router, self.replicas)
+        check_scheduler(self.scheduler)
         if self.kv_capacity_tokens is not None:
             check_whole(self.kv_capacity_tokens, "kv_capacity_tokens", minimum=1)
             most = self._budget

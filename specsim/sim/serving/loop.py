@@ -7,7 +7,8 @@ or paged KV) or :func:`specsim.sim.serving.chunked.chunked_iteration` (a token b
 chunked prefill). Each asks :meth:`Engine.choose` for the plan (a lookahead policy's
 gammas, or a :class:`~specsim.sim.serving.plans.TreePlan`'s pass size) and
 :meth:`Engine.decode` to draft, verify and emit (a tree plan: :meth:`Engine.decode_trees`).
-Admission is first come, first served, in one place (:class:`specsim.sim.serving.batch.Admission`).
+Who starts: the config's scheduler (:mod:`specsim.sim.serving.scheduler`, via ``Admission``);
+which replica serves an arrival: its router (:func:`specsim.sim.serving.router.routing_rule`).
 Once every request has arrived, a fixed-gamma run on the vectorized path is drained in
 bulk (:mod:`specsim.sim.serving.drain`, :mod:`specsim.sim.serving.chunk_drain`).
 """
@@ -40,7 +41,7 @@ from specsim.sim.serving.chunked import chunked_iteration
 from specsim.sim.serving.drafting import ProposerDrafts
 from specsim.sim.serving.drain import Drain, drain
 from specsim.sim.serving.plans import Decoded, EngineConfig, Plan, TreePlan, TreeStep
-from specsim.sim.serving.router import Replica, route, tables
+from specsim.sim.serving.router import Replica, routing_rule, static_routes, tables
 from specsim.sim.serving.tally import Tally
 
 __all__ = ["Engine", "serve"]
@@ -100,9 +101,11 @@ class Engine:
         one = np.ones(1, dtype=np.int64)
         self.with_energy = self.cost.verify(one, one).energy_j is not None  # PlainCost: none
         self.budget = config.token_budget
-        # Round-robin reads no state: every request is routed before the run.
-        self.where = np.arange(n, dtype=np.int64) % config.replicas
-        self.fixed_route = config.router == "round-robin"
+        self.router = routing_rule(config.router)
+        # A static rule (round-robin) reads no state: every request is routed before the run.
+        static = static_routes(self.router, n, config.replicas)
+        self.fixed_route = static is not None
+        self.where = np.zeros(n, dtype=np.int64) if static is None else static
         self.arrived = 0
         # The drains' walks at a fixed gamma > 0 read the run lengths (Requests.run1).
         ok = self.vector_ok and fixed is not None and fixed > 0 and self.uniform is not None
@@ -149,6 +152,7 @@ class Engine:
             max_gamma=self.max_gamma,
             reserve=None if paging is None else paging.need,
             unit="tokens" if paging is None else "blocks",
+            scheduler=config.scheduler,
         )
         rep = Replica(
             admission=admission,
@@ -199,7 +203,7 @@ class Engine:
         env, reps, where = self.env, self.reps, self.where.tolist()
         for i, at in enumerate(self.req.arrival.tolist()):  # on Python floats: the same delays
             yield env.timeout(max(0.0, at - env.now))
-            k = where[i] if self.fixed_route else route(self.config.router, i, reps)
+            k = where[i] if self.fixed_route else self.router.route(i, reps)
             self.where[i], rep = k, reps[k]
             rep.admission.arrive(i)
             rep.routed += 1

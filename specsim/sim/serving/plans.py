@@ -22,6 +22,7 @@ from specsim.sim.costs.source import CostSource
 from specsim.sim.serving.batch import Batch, Requests
 from specsim.sim.serving.paged import Preemption
 from specsim.sim.serving.router import Replica, Router
+from specsim.sim.serving.scheduler import Scheduler
 
 __all__ = ["Decoded", "EngineConfig", "Iterating", "Plan", "TreePlan", "TreeStep"]
 
@@ -59,6 +60,9 @@ class EngineConfig(Protocol):
 
     @property
     def router(self) -> Router: ...
+
+    @property
+    def scheduler(self) -> Scheduler: ...
 
     def kv_capacity(self) -> int | None: ...
 

@@ -84,10 +84,11 @@ class Prefills:
         """Take out the entries ``rows`` (preempted); returns (request, tokens prefilled)."""
         out = [(self.rid[k], self.done[k]) for k in rows]
         keep = [k for k in range(len(self.rid)) if k not in set(rows)]
-        self._keep(keep)
+        self.keep(keep)
         return out
 
-    def _keep(self, keep: list[int]) -> None:
+    def keep(self, keep: list[int]) -> None:
+        """Keep only the entries ``keep``, in order."""
         self.rid = [self.rid[k] for k in keep]
         self.left = [self.left[k] for k in keep]
         self.done = [self.done[k] for k in keep]
@@ -99,7 +100,7 @@ class Prefills:
             self.left[k] -= c
             self.done[k] += c
         finished = [self.rid[k] for k in rows if self.left[k] == 0]
-        self._keep([k for k in range(len(self.rid)) if self.left[k] > 0])
+        self.keep([k for k in range(len(self.rid)) if self.left[k] > 0])
         return finished
 
 
@@ -120,21 +121,30 @@ def start_prefills(
     req: Requests,
     room: int,
 ) -> int:
-    """Admit waiting requests into chunked prefill while the budget has room after the
-    prompts already in prefill; returns how many started."""
-    room -= sum(prefills.left)
-    running, started = batch.size + len(prefills), 0
-    while room > 0 and admission.waiting and running < admission.max_batch:
-        got = admission.admit(running, most=1)
-        if not got:
-            break
-        i = got[0]
-        tokens = int(req.prompt[i])
-        if paging is not None and i in paging.resume:  # recompute its cache
-            tokens = int(req.prompt[i] - req.base[i] + paging.resume[i][0] - 1)
-        prefills.start(i, tokens, 0 if paging is None else int(paging.need[i]))
-        running, started, room = running + 1, started + 1, room - tokens
-    return started
+    """Admit waiting requests into chunked prefill (the admission's scheduler, while the
+    budget has room after the prompts already in prefill and their KV fits); returns how
+    many started."""
+    left = [room - sum(prefills.left)]
+
+    def fits(i: int) -> bool:  # the budget's room first, then the KV reservation
+        if left[0] <= 0 or not admission.fits(i):
+            return False
+        left[0] -= _prompt_left(i, req, paging)
+        return True
+
+    got = admission.admit(batch.size + len(prefills), fits)
+    for i in got:
+        prefills.start(
+            i, _prompt_left(i, req, paging), 0 if paging is None else int(paging.need[i])
+        )
+    return len(got)
+
+
+def _prompt_left(i: int, req: Requests, paging: Paging | None) -> int:
+    """The tokens request ``i`` prefills: its prompt, or a preempted one's cache to recompute."""
+    if paging is not None and i in paging.resume:
+        return int(req.prompt[i] - req.base[i] + paging.resume[i][0] - 1)
+    return int(req.prompt[i])
 
 
 def join_prefilled(

@@ -1,23 +1,28 @@
 """Replicas behind a router: which replica serves an arriving request.
 
 ``replicas`` identical replicas (each one accelerator or tensor-parallel group
-with its own KV cache and batch) sit behind one router. The rules:
+with its own KV cache and batch) sit behind one router, a one-method object:
+``route(request, loads) -> replica index`` (:class:`RoutingRule`), asked at each
+arrival with every replica simulated up to that instant (the replicas share one
+simpy clock; between arrivals they do not interact). The rules shipped, one class
+each, named by the strings a config takes (:data:`ROUTERS`):
 
-- ``"round-robin"``: request ``i`` (in arrival order) goes to replica
-  ``i mod replicas``. It reads no state, so every request is routed before the
-  run starts and each replica runs on its own between arrivals (a speed path:
-  a replica's tail after its own last arrival is drained in bulk);
-- ``"least-outstanding"``: the replica with the fewest outstanding requests
-  (routed there and not yet finished: waiting, prefilling or decoding), as
-  load balancers' least-outstanding-requests rule does;
-- ``"join-shortest-queue"``: the replica with the fewest requests waiting for
-  admission (not yet in its batch), ties broken by fewest outstanding. For a
-  replica serving one request at a time this is the classical JSQ queue
-  (Winston, "Optimality of the shortest line discipline", J. Appl. Prob. 1977).
+- :class:`RoundRobin` (``"round-robin"``): request ``i`` (in arrival order) goes to
+  replica ``i mod replicas``. It reads no state (``static = True``), so the engine
+  routes every request before the run starts and each replica runs on its own
+  between arrivals (a speed path: a replica's tail after its own last arrival is
+  drained in bulk);
+- :class:`LeastOutstanding` (``"least-outstanding"``): the replica with the fewest
+  outstanding requests (routed there and not yet finished: waiting, prefilling or
+  decoding), as load balancers' least-outstanding-requests rule does;
+- :class:`JoinShortestQueue` (``"join-shortest-queue"``): the replica with the fewest
+  requests waiting for admission (not yet in its batch), ties broken by fewest
+  outstanding. For a replica serving one request at a time this is the classical JSQ
+  queue (Winston, "Optimality of the shortest line discipline", J. Appl. Prob. 1977).
 
-Ties go to the lowest-numbered replica. State-dependent rules are asked at each
-arrival, with every replica simulated up to that instant (the replicas share
-one simpy clock; between arrivals they do not interact).
+Ties go to the lowest-numbered replica. A new rule is one class with ``route`` (and,
+when it reads no replica state, ``static = True``), passed as the config's ``router``;
+:func:`routing_rule` resolves a name or such an object once, before the run.
 """
 
 from __future__ import annotations
@@ -42,20 +47,23 @@ from specsim.sim.serving.prefill import Prefills
 
 __all__ = [
     "ROUTERS",
+    "JoinShortestQueue",
+    "LeastOutstanding",
     "Replica",
     "ReplicaLoad",
+    "RoundRobin",
     "Router",
+    "RouterName",
+    "RoutingRule",
     "check_router",
     "replica_metrics",
-    "route",
+    "routing_rule",
+    "static_routes",
     "tables",
 ]
 
 _NO_PASS = PassCost(time_s=0.0, flops=0.0, bytes=0.0, energy_j=0.0)  # swapped in, no prefill
 Row = tuple[float, ...] | NDArray[np.float64]  # one iteration, or the drain's block of them
-
-Router = Literal["round-robin", "least-outstanding", "join-shortest-queue"]
-ROUTERS: tuple[str, ...] = ("round-robin", "least-outstanding", "join-shortest-queue")
 
 
 class ReplicaLoad(Protocol):
@@ -67,6 +75,83 @@ class ReplicaLoad(Protocol):
 
     @property
     def queued(self) -> int: ...
+
+
+class RoutingRule(Protocol):
+    """Which replica serves request ``request`` (its index in arrival order), given what
+    each replica's :class:`ReplicaLoad` reads now; a rule may declare ``static = True``
+    (it reads no load: every request is routed before the run)."""
+
+    def route(self, request: int, loads: Sequence[ReplicaLoad]) -> int: ...
+
+
+class RoundRobin:
+    """Request ``i`` to replica ``i mod replicas`` (the module docstring)."""
+
+    static = True
+
+    def route(self, request: int, loads: Sequence[ReplicaLoad]) -> int:
+        return request % len(loads)
+
+
+class LeastOutstanding:
+    """The replica with the fewest outstanding requests (the module docstring)."""
+
+    def route(self, request: int, loads: Sequence[ReplicaLoad]) -> int:
+        keys = [r.outstanding for r in loads]
+        return keys.index(min(keys))
+
+
+class JoinShortestQueue:
+    """The replica with the fewest waiting requests, then fewest outstanding (the module
+    docstring)."""
+
+    def route(self, request: int, loads: Sequence[ReplicaLoad]) -> int:
+        keys = [r.queued * (1 << 32) + r.outstanding for r in loads]
+        return keys.index(min(keys))
+
+
+RouterName = Literal["round-robin", "least-outstanding", "join-shortest-queue"]
+Router = RouterName | RoutingRule  # what a config's ``router`` field takes
+ROUTERS: dict[str, type[RoutingRule]] = {
+    "round-robin": RoundRobin,
+    "least-outstanding": LeastOutstanding,
+    "join-shortest-queue": JoinShortestQueue,
+}
+
+
+def routing_rule(router: Router) -> RoutingRule:
+    """The rule ``router`` names (:data:`ROUTERS`), or ``router`` itself when it has a
+    ``route`` method; else a ValueError naming it."""
+    if isinstance(router, str):
+        if router not in ROUTERS:
+            raise ValueError(f"router: expected one of {list(ROUTERS)}, got {router!r}")
+        return ROUTERS[router]()
+    if not callable(getattr(router, "route", None)):
+        raise ValueError(
+            f"router: expected one of {list(ROUTERS)} or an object with route(request, "
+            f"loads), got {router!r}"
+        )
+    return router
+
+
+def static_routes(rule: RoutingRule, requests: int, replicas: int) -> NDArray[np.int64] | None:
+    """Every request's replica before the run when ``rule`` is static (reads no load);
+    else None."""
+    if not getattr(rule, "static", False):
+        return None
+    idle = [_IDLE] * replicas
+    return np.array([rule.route(i, idle) for i in range(requests)], dtype=np.int64)
+
+
+class _Idle:
+    """The load a static rule is shown before the run (it reads none)."""
+
+    outstanding = 0
+    queued = 0
+
+
+_IDLE = _Idle()
 
 
 @dataclass(eq=False)
@@ -176,21 +261,10 @@ def tables(
 
 
 def check_router(router: object, replicas: object) -> None:
-    """ValueErrors naming ``router`` or ``replicas``: a known rule over at least one replica."""
+    """ValueErrors naming ``router`` or ``replicas``: a known rule or an object with
+    ``route``, over at least one replica."""
     check_int(replicas, name="replicas", minimum=1, why="a router needs a replica to route to")
-    if router not in ROUTERS:
-        raise ValueError(f"router: expected one of {list(ROUTERS)}, got {router!r}")
-
-
-def route(router: Router, i: int, loads: Sequence[ReplicaLoad]) -> int:
-    """The replica request ``i`` goes to under ``router`` (see the module docstring)."""
-    if router == "round-robin":
-        return i % len(loads)
-    if router == "least-outstanding":
-        keys = [r.outstanding for r in loads]
-    else:
-        keys = [r.queued * (1 << 32) + r.outstanding for r in loads]
-    return keys.index(min(keys))
+    routing_rule(router)  # type: ignore[arg-type]  # user input: checked here
 
 
 def replica_metrics(result: ServingResult) -> pd.DataFrame:

@@ -51,6 +51,7 @@ from numpy.typing import NDArray
 from specsim.checks import check_int, check_size
 from specsim.cost.checks import check_positions
 from specsim.cost.deployment import Deployment
+from specsim.cost.shape import tree_pairs
 from specsim.cost.stack_terms import check_stack_tree
 from specsim.proposers import Proposer, check_proposer, verify_shape
 from specsim.sim.costs.card_deployment import OnDeployment
@@ -62,6 +63,7 @@ from specsim.sim.serving.batch import Requests
 from specsim.sim.serving.loop import serve
 from specsim.sim.serving.plans import TreePlan, TreeStep
 from specsim.sim.serving.router import Router, check_router
+from specsim.sim.serving.scheduler import FCFS, Scheduler, check_scheduler
 from specsim.sim.workload.workload import Workload
 
 __all__ = [
@@ -83,7 +85,8 @@ class TreeServingFields(OnDeployment):
     """The fields every tree-serving config shares (documented on
     :class:`specsim.sim.serving.tree_serving.TreeServingConfig`), checked by
     :func:`check_serving_fields`. The engine's: ``kv_block_tokens`` and ``preemption``
-    (paged KV), ``token_budget`` (chunked prefill), ``replicas`` behind ``router``; where
+    (paged KV), ``token_budget`` (chunked prefill), ``replicas`` behind ``router``,
+    admission by ``scheduler`` (:mod:`specsim.sim.serving.scheduler`); where
     the target runs: one :class:`~specsim.cost.deployment.Deployment` (cards, stack,
     formats, tensor parallelism)."""
 
@@ -99,6 +102,7 @@ class TreeServingFields(OnDeployment):
     token_budget: int | None = None
     replicas: int = 1
     router: Router = "round-robin"
+    scheduler: Scheduler = FCFS
 
     def card_cost(self) -> CardCost:
         """The target priced on the deployment's cards, the proposer's own KV prefill beside
@@ -121,6 +125,7 @@ class TreeEngine:
     replicas: int
     router: Router
     token_budget: int | None = None
+    scheduler: Scheduler = FCFS
 
     def kv_capacity(self) -> int | None:
         return self.kv_capacity_tokens
@@ -142,6 +147,7 @@ def tree_engine(
     replicas: int,
     router: Router,
     token_budget: int | None = None,
+    scheduler: Scheduler = FCFS,
 ) -> _E:
     """A :class:`TreeEngine` (or ``kind``, a subclass) for trees of ``lookahead`` positions
     under ``position_budget``, its paging and preemption fields checked."""
@@ -155,6 +161,7 @@ def tree_engine(
         token_budget=token_budget,
         replicas=replicas,
         router=router,
+        scheduler=scheduler,
     )
     paged.check_engine(setup)
     return setup
@@ -173,6 +180,7 @@ def _setup(cfg: Any, lookahead: int) -> TreeEngine:
         token_budget=cfg.token_budget,
         replicas=cfg.replicas,
         router=cfg.router,
+        scheduler=cfg.scheduler,
     )
 
 
@@ -213,6 +221,7 @@ def check_serving_fields(cfg: Any) -> None:
             why="verified positions per iteration: one sequence's root and one node",
         )
     check_router(cfg.router, cfg.replicas)
+    check_scheduler(cfg.scheduler)
     if cfg.kv_capacity_tokens is not None:
         check_whole(cfg.kv_capacity_tokens, "kv_capacity_tokens", minimum=1)
         most = cfg.card_cost().kv_capacity_tokens()
@@ -302,7 +311,7 @@ class TreeVerify:
             batch=len(trees),
             tokens=float(n1.sum()),
             context_tokens=float(c.sum()),
-            pairs=float(n1 @ c) + own,
+            pairs=tree_pairs(float(n1 @ c), 1.0, own),  # n1 @ c: the contexts' weighted sum
         )
         return ver.time_s, float(ver.energy_j or 0.0)
 

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from specsim.cost import chain_pairs_exact
 from specsim.sim.costs.source import IterationCosts
 
 __all__ = ["IterationSums", "decode_costs", "iteration_sums", "trajectories"]
@@ -109,7 +110,7 @@ def iteration_sums(
         n = np.minimum(left, width)  # positions of the pass: gamma + 1, cut to left
         w = np.where(valid, (ctx + n + (block - 2)) // block, 0).ravel()
         blocks = np.bincount(flat, weights=w, minlength=it)[:it].astype(np.int64)
-        w = np.where(valid, n * ctx + n * (n + 1) // 2, 0).ravel()
+        w = np.where(valid, chain_pairs_exact(ctx, n), 0).ravel()
         pairs = np.bincount(flat, weights=w, minlength=it)[:it]
     return IterationSums(b, ctx_sum, emitted, drafted, count, csum, blocks, pairs)
 
@@ -147,7 +148,7 @@ def _plain_sums(
         at = np.concatenate([joined, joined[k] + s0[k] + nth * block])
         w = np.concatenate([blocks_in, np.ones(k.shape[0], dtype=np.int64)]).astype(np.float64)
         blocks = _running(at, w, stop, blocks_out.astype(np.float64), it).astype(np.int64)
-        pairs = (ctx_sum + b).astype(np.float64)  # one position each: context + 1 pairs
+        pairs = chain_pairs_exact(ctx_sum, 1, b).astype(np.float64)  # one position each
     counts, csum = b[:, None].copy(), ctx_sum[:, None].astype(np.float64)
     return IterationSums(
         b, ctx_sum, b.copy(), np.zeros(it, dtype=np.int64), counts, csum, blocks, pairs

@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 
 from specsim.cost.checks import check_positions
 from specsim.cost.deployment import Deployment
+from specsim.cost.shape import tree_pairs
 from specsim.proposers import (
     Proposer,
     RankAcceptance,
@@ -215,7 +216,8 @@ def simulate_tree_stream(config: TreeStreamConfig, rng: np.random.Generator) -> 
     own, n1 = float(shape.pairs()[0]), float(shape.tokens)  # pairs among the new positions
     ctx = context.astype(np.float64)
     dep = cfg.deployment
-    ver = dep.aggregates_cost(batch=1, tokens=n1, context_tokens=ctx, pairs=n1 * ctx + own)
+    pairs = tree_pairs(ctx, n1, own)
+    ver = dep.aggregates_cost(batch=1, tokens=n1, context_tokens=ctx, pairs=pairs)
     if tree:
         draft = cfg.proposer.draft_costs(tree, deployment=dep, batch=1, context=context)
         d_time, d_energy = np.asarray(draft.time_s), np.asarray(draft.energy_j)
@@ -274,7 +276,7 @@ def simulate_dynamic_tree_stream(
     n1 = np.asarray(nodes, dtype=np.float64) + 1.0
     own_pairs = np.asarray([own[t] for t in trees])
     ver = cfg.deployment.aggregates_cost(
-        batch=1, tokens=n1, context_tokens=ctx, pairs=n1 * ctx + own_pairs
+        batch=1, tokens=n1, context_tokens=ctx, pairs=tree_pairs(ctx, n1, own_pairs)
     )
     d_time, d_energy = np.zeros(ctx.shape), np.zeros(ctx.shape)
     groups: dict[tuple[int, ...], list[int]] = {}

@@ -198,7 +198,7 @@ def test_the_engine_examples_in_the_docs_load_and_run() -> None:
 @pytest.mark.parametrize(
     ("patch", "message"),
     [
-        ({"router": "random"}, r"config.router: expected one of \['round-robin'"),
+        ({"router": "random"}, r"config.{1,2}router: expected one of \['round-robin'"),
         ({"replicas": 0}, r"replicas: expected an integer >= 1, got 0 \(a router needs a replica"),
         ({"kv_block_tokens": 0}, r"kv_block_tokens: expected an integer >= 1, got 0"),
         ({"token_budget": 4}, r"token_budget: 4 tokens are fewer than one sequence's"),

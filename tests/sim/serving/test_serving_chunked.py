@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 from serving_cases import card_cost, serving_config
 
+from specsim.cost import PassShape
 from specsim.policies.lookahead import HeuristicPlusTwoMinusOne
 from specsim.sim import CardCost, PoissonWorkload, simulate_serving
+from specsim.sim.serving.chunk_drain import chunk_sums
 from specsim.sim.serving.prefill import budget_cap
 
 
@@ -118,3 +120,13 @@ def test_chunks_stop_long_prompts_from_stalling_the_decodes(card) -> None:
 def test_bad_budgets_name_the_field(card, kw, message) -> None:
     with pytest.raises(TypeError if kw["token_budget"] == 64.0 else ValueError, match=message):
         config(card, **kw)
+
+
+def test_the_chunk_sums_are_those_of_their_chain_passes() -> None:
+    """What a source's closed-form chunk cost reads of the chunks: tokens, pairs at their
+    offsets, offsets' sum, count and pairs at offset 0, as the chunks' pass shapes sum."""
+    sizes, offsets = [5, 1, 12], [0, 30, 7]
+    shape = PassShape.chain(context=np.array(offsets), new=np.array(sizes))
+    at0 = PassShape.chain(context=np.zeros(3, dtype=np.int64), new=np.array(sizes))
+    tokens, pairs, cached = shape.sums()
+    assert chunk_sums(sizes, offsets) == (tokens, pairs, cached, 3, at0.sums().pairs)

@@ -10,7 +10,7 @@ from serving_cases import card_cost, serving_config
 
 from specsim.acceptance.processes import IIDAcceptance
 from specsim.sim import CardCost, PoissonWorkload, TraceWorkload, simulate_serving
-from specsim.sim.serving.router import ROUTERS, replica_metrics, route
+from specsim.sim.serving.router import ROUTERS, RoundRobin, replica_metrics, routing_rule
 
 
 @pytest.fixture(scope="module")
@@ -94,9 +94,36 @@ class Load:
 
 def test_the_routing_rules() -> None:
     loads = [Load(3, 1), Load(2, 2), Load(2, 0), Load(5, 0)]
-    assert [route("round-robin", i, loads) for i in range(5)] == [0, 1, 2, 3, 0]
-    assert route("least-outstanding", 0, loads) == 1  # ties: the lowest index
-    assert route("join-shortest-queue", 0, loads) == 2  # fewest queued, then outstanding
+    rr, lo, jsq = (routing_rule(name) for name in ROUTERS)
+    assert [rr.route(i, loads) for i in range(5)] == [0, 1, 2, 3, 0]
+    assert lo.route(0, loads) == 1  # ties: the lowest index
+    assert jsq.route(0, loads) == 2  # fewest queued, then outstanding
+    assert rr.static and not getattr(lo, "static", False)  # only round-robin routes ahead
+
+
+class Alternate:
+    """A user's rule, one class: even requests to replica 0, odd ones to the last, asked at
+    each arrival (not static)."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def route(self, request, loads) -> int:
+        self.asked += 1
+        return 0 if request % 2 == 0 else len(loads) - 1
+
+
+def test_a_router_is_one_class_with_route(card) -> None:
+    rule = Alternate()
+    r = simulate_serving(config(card, replicas=3, router=rule), np.random.default_rng(5))
+    req = r.requests_spec
+    assert rule.asked == 2 * len(req)  # every arrival, in the run and its plain twin
+    assert (req["replica"].to_numpy() == np.where(np.arange(len(req)) % 2 == 0, 0, 2)).all()
+    # The shipped rule as an instance is the rule by name, bit for bit (static: routed ahead).
+    a = simulate_serving(config(card, replicas=3), np.random.default_rng(5))
+    b = simulate_serving(config(card, replicas=3, router=RoundRobin()), np.random.default_rng(5))
+    pd.testing.assert_frame_equal(a.requests_spec, b.requests_spec)
+    pd.testing.assert_frame_equal(a.iterations_spec, b.iterations_spec)
 
 
 @pytest.mark.parametrize(
@@ -106,6 +133,7 @@ def test_the_routing_rules() -> None:
         (dict(replicas=-2), r"replicas: .*got -2"),
         (dict(replicas=2.0), r"replicas: .*got 2.0"),
         (dict(router="random"), r"router: expected one of \['round-robin'"),
+        (dict(router=object()), r"router: expected one of .* or an object with route"),
     ],
 )
 def test_bad_replica_configs_name_the_field(card, kw, message) -> None:
