@@ -124,7 +124,7 @@ def systems_root(path: str | os.PathLike[str] | None = None) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ValueError(
             f"aiconfigurator: package {PACKAGE} is not installed (pip install "
-            "aiconfigurator-core==0.12.0, or give --systems-path)"
+            "'specsim[aiconfigurator]', or give --systems-path)"
         )
     return Path(list(spec.submodule_search_locations)[0]) / "systems"
 
