@@ -30,8 +30,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from scipy.optimize import brentq
-
 from specsim.cards import load_model
 from specsim.cards.heads import HeadCard, list_heads
 from specsim.cards.proposer_cards import list_proposer_cards
@@ -136,6 +134,8 @@ def threshold(
         return 0.0
     if gain(1.0) <= 0.0:
         return None
+    from scipy.optimize import brentq  # start-up: only a question without acceptance roots
+
     return float(brentq(gain, 0.0, 1.0, xtol=1e-9))
 
 
@@ -178,6 +178,8 @@ def _iid(length: float, k: int) -> float:
         return 0.0
     if length >= k + 1:
         return 1.0
+    from scipy.optimize import brentq  # start-up: as in threshold
+
     return float(brentq(lambda a: float(expected_tokens(a, k)) - length, 0.0, 1.0, xtol=1e-9))
 
 
