@@ -88,10 +88,16 @@ def times(x: float) -> str:
     return f"{x:.2f}x" if abs(x) < 1000 else f"{x:.3g}x"
 
 
-def _ratios(row: Row, plain: Row) -> str:
+def _ratios(row: Row, plain: Row, *, rate: bool = False) -> str:
+    """TPOT, throughput and energy against no speculation; at a fixed arrival rate
+    (``rate``) with both stable, throughput is the arrival rate for both, and is said so."""
     tpot = plain.tpot_p50_s.value / row.tpot_p50_s.value
     thr = row.throughput_tokens_per_s.value / plain.throughput_tokens_per_s.value
-    text = f"TPOT {times(tpot)} better, throughput {times(thr)}"
+    if rate and row.stable is not False and plain.stable is not False:
+        shown = "throughput the arrival rate (both keep up with it)"
+    else:
+        shown = f"throughput {times(thr)}"
+    text = f"TPOT {times(tpot)} better, {shown}"
     if row.energy_per_token_j is not None and plain.energy_per_token_j is not None:
         e = row.energy_per_token_j.value / plain.energy_per_token_j.value - 1.0
         text += f", energy per token {e:+.0%}"
@@ -153,10 +159,12 @@ def sentence(
         )
     if best is plain:
         return _off(rows, request, limits=limits)
+    rate = request.load.rate_per_s is not None
     return Verdict(
         choice=best.label,
         speculate=True,
-        sentence=f"Turn on {best.label} with {best.plan}: {_ratios(best, plain)}, at {load}; "
+        sentence=f"Turn on {best.label} with {best.plan}: {_ratios(best, plain, rate=rate)}, "
+        f"at {load}; "
         f"{_limit_text(limits.get(best.label))}.",
     )
 
@@ -174,8 +182,9 @@ def _off(rows: Sequence[Row], request: PlanRequest, *, limits: dict[str, Limit])
     else:
         served = request.load.rate_per_s is not None
         why = "not a gain its interval supports" if served else "no more tokens per second"
+        gives = _ratios(top, plain, rate=served)
         text += (
-            f": the best option, {top.label} ({top.plan}), gives {_ratios(top, plain)}, {why} "
+            f": the best option, {top.label} ({top.plan}), gives {gives}, {why} "
             f"({_limit_text(limits.get(top.label))})"
         )
     return Verdict(choice=plain.label, speculate=False, sentence=f"{text}.")

@@ -114,3 +114,15 @@ def test_the_slo_is_checked_on_the_p99_not_the_median() -> None:
     assert choose(rows, req) is None
     v = sentence(rows, req, limits={}, serveable_rate=None)
     assert v.choice is None and v.sentence.startswith("No option meets the SLO")
+
+
+def test_at_a_fixed_rate_throughput_is_said_to_be_the_arrival_rate() -> None:
+    """Under a rate both stable rows serve what arrives: the sentence says so rather than
+    print their throughput ratio as a result; a closed batch prints the ratio."""
+    rows = [_row("none", 8.0), _row("b", 3.0)]
+    limits = {"b": Limit(batch=None, rate_per_s=None, largest=64, pays=(1, 2))}
+    at_rate = sentence(rows, _request(), limits=limits, serveable_rate=None).sentence
+    assert "throughput the arrival rate (both keep up with it)" in at_rate
+    assert "throughput 2.67x" not in at_rate
+    closed = sentence(rows, _request(rate=None), limits=limits, serveable_rate=None).sentence
+    assert "throughput 2.67x" in closed
