@@ -63,12 +63,33 @@ NO_INTERVAL = (
 """The note under a table with a ``[n/a]`` cell."""
 
 
+OPEN_ABOVE = (
+    "inf: the run is too short to bound that percentile from above (distribution-free, at "
+    "95% a p99's upper bound needs at least 368 independent requests, more when queued "
+    "latencies are correlated); --precise or --requests N serves more"
+)
+"""The note under a table with an interval open above (``[x, inf]``)."""
+
+
 def _unbounded(answer: PlanAnswer) -> bool:
     return any(
         isinstance(e := get(r), Estimate) and not e.bounded
         for r in answer.rows
         for _, get, _ in COLUMNS.values()
     )
+
+
+def _open_above(answer: PlanAnswer) -> bool:
+    return any(
+        isinstance(e := get(r), Estimate) and e.bounded and e.high == math.inf
+        for r in answer.rows
+        for _, get, _ in COLUMNS.values()
+    )
+
+
+def notes(answer: PlanAnswer) -> list[str]:
+    """The notes under the options table: why a cell has no interval or one open above."""
+    return [n for n, on in ((NO_INTERVAL, _unbounded), (OPEN_ABOVE, _open_above)) if on(answer)]
 
 
 BREAK_EVEN = "break-even acceptance"
@@ -199,7 +220,7 @@ def render_text(answer: PlanAnswer) -> str:
         "",
         "Options (95% intervals in brackets; a bare number is a closed form):",
         table,
-        *([NO_INTERVAL] if _unbounded(answer) else []),
+        *notes(answer),
         *_section("Best tree per option (parents, -1 the root):", trees),
         *_section("Where each option stops paying:", _limits(answer)),
         *_section(BREAK_EVEN_TITLE, break_even_lines(answer)),
@@ -238,7 +259,7 @@ def html_section(answer: PlanAnswer, *, title: str, figure: str = "") -> str:
             f"<p class='verdict'><strong>{esc(answer.verdict.sentence)}</strong></p>",
             figure,
             table,
-            f"<p>{esc(NO_INTERVAL)}</p>" if _unbounded(answer) else "",
+            "".join(f"<p>{esc(n)}</p>" for n in notes(answer)),
             "<h3>Where each option stops paying</h3>",
             _ul(_limits(answer)),
             ("<h3>Break-even acceptance</h3>" + _ul(break_even_lines(answer)))

@@ -126,3 +126,16 @@ def test_at_a_fixed_rate_throughput_is_said_to_be_the_arrival_rate() -> None:
     assert "throughput 2.67x" not in at_rate
     closed = sentence(rows, _request(rate=None), limits=limits, serveable_rate=None).sentence
     assert "throughput 2.67x" in closed
+
+
+def test_an_interval_open_above_is_explained_under_the_table() -> None:
+    """200 requests cannot bound a p99 from above (368 are needed at 95%): the page prints
+    ``inf`` and says why under the table; a table with every interval bounded has no note."""
+    from specsim.plan.render import OPEN_ABOVE, render_text
+
+    answer = plan(_request(rate=2.0))
+    text = render_text(answer)
+    assert any(math.isinf(r.tpot_p99_s.high) for r in answer.rows)  # type: ignore[union-attr]
+    assert ", inf]" in text and OPEN_ABOVE in text
+    closed = render_text(plan(_request(rate=None)))
+    assert ", inf]" not in closed and OPEN_ABOVE not in closed
