@@ -23,8 +23,9 @@ class Config:
     """The study's settings (``specsim study crossover --list-keys``); checked on construction."""
 
     deployments: tuple[str, ...] = setting(
-        ("h100-sxm", "a100-80gb"),
-        "cards, each optionally CARD@STACK (a runtime profile or stack slug, passed through)",
+        ("h100-sxm@vllm-v1", "a100-80gb@vllm-v1"),
+        "cards, each optionally CARD@STACK (a runtime profile or stack slug, passed through; "
+        "a bare card prices on its own default numbers)",
     )
     targets: tuple[str, ...] = setting(("vicuna-7b-v1.3", "llama-3.1-70b"), "target model cards")
     drafts: tuple[str, ...] = setting(("llama-68m", "llama-3.2-1b"), "one draft model per target")

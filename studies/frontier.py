@@ -81,6 +81,16 @@ class Config:
     """The study's settings (``specsim study frontier --list-keys``); checked on construction."""
 
     hardware: str = setting("h200", "accelerator of every part")
+    stack: str = setting(
+        "sglang",
+        "serving stack of the closed-form parts (models/stacks/: its fitted host costs and "
+        "the device part's kernel terms) of the MoE and MTP parts; 'none' prices the bare cards",
+    )
+    long_stack: str = setting(
+        "gpt-fast-stack",
+        "serving stack of the long-context part (MagicDec's engine is torch.compile decoding "
+        "on gpt-fast's checkpoint layout); 'none' prices the bare card",
+    )
     batches: tuple[int, ...] = setting(
         (1, 2, 4, 8, 16, 32, 64, 128, 256),
         "batch sizes compared (fast: every other one)",
@@ -267,27 +277,39 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
     rows: list[dict[str, Any]] = []
     moe = load_model(cfg.moe_target)
     ngram = _ngram(cfg.ngram_acceptance)
+    runtime = None if cfg.stack == "none" else cfg.stack
     for label, card in ((f"{moe.slug} (MoE)", moe), ("dense twin", dense_twin(moe))):
-        dep = Deployment(target=card, hardware=cfg.hardware)
+        dep = Deployment(target=card, hardware=cfg.hardware, runtime=runtime)
         for r in _rows(dep, ngram, depth=cfg.gamma, batches=batches, context=cfg.context):
-            rows.append({"part": "moe_vs_dense", "series": label, **r})
+            rows.append({"part": "moe_vs_dense", "series": label, "stack": cfg.stack, **r})
     dep = Deployment(
         target=cfg.mtp_target,
         hardware=cfg.mtp_hardware,
+        runtime=runtime,
         tensor_parallel=cfg.mtp_devices,
         expert_parallel=cfg.mtp_devices,
     )
     mtp = Heads(card=load_head(cfg.mtp_card))
     for d in cfg.mtp_depths:
         for r in _rows(dep, mtp, depth=d, batches=batches, context=cfg.context):
-            rows.append({"part": "mtp_depth", "series": f"MTP depth {d}", **r})
+            rows.append({"part": "mtp_depth", "series": f"MTP depth {d}", "stack": cfg.stack, **r})
     long_dep = Deployment(
-        target=cfg.long_target, hardware=cfg.hardware, tensor_parallel=cfg.long_devices
+        target=cfg.long_target,
+        hardware=cfg.hardware,
+        runtime=None if cfg.long_stack == "none" else cfg.long_stack,
+        tensor_parallel=cfg.long_devices,
     )
     for c in cfg.long_contexts:
         self_spec = _streaming_draft(cfg, context=c)
         for r in _rows(long_dep, self_spec, depth=cfg.long_gamma, batches=batches, context=c):
-            rows.append({"part": "long_context", "series": f"context {c // 1000}k", **r})
+            rows.append(
+                {
+                    "part": "long_context",
+                    "series": f"context {c // 1000}k",
+                    "stack": cfg.long_stack,
+                    **r,
+                }
+            )
     rows += disagg_rows(cfg, fast=fast)
     return pd.DataFrame(rows)
 
@@ -312,7 +334,8 @@ def figures(df: pd.DataFrame) -> dict[str, Figure]:
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.set_xlabel("batch (sequences per pass)")
         ax.set_ylabel("speedup over plain decoding (x)")
-        ax.set_title(title, fontsize=9)
+        stacks = ", ".join(dict.fromkeys(d["stack"].astype(str))) if "stack" in d else ""
+        ax.set_title(f"{title} ({stacks})" if stacks else title, fontsize=9)
         ax.legend(fontsize=7)
     out = {
         "frontier_speedup": describe(
@@ -355,6 +378,10 @@ def summary(df: pd.DataFrame) -> str:
     """Per part and series: the speedup at the smallest and the largest batch that fits,
     and the best MTP depth per batch."""
     lines = ["### The frontier: MoE, MTP, long context, disaggregation", ""]
+    closed = df[df["part"].isin(list(_PARTS))]
+    if "stack" in closed and len(closed):
+        stacks = ", ".join(f"`{s}`" for s in dict.fromkeys(closed["stack"].astype(str)))
+        lines += [f"Closed-form parts priced on the stacks {stacks}.", ""]
     for part in _PARTS:
         for series, g in df[df["part"] == part].groupby("series", sort=False):
             ok = g[g["fits"]].sort_values("batch")

@@ -99,6 +99,15 @@ def _graph(sc: StackCosts, x: Any) -> tuple[Any, Any]:
     return padded, ~inside
 
 
+def _ratio(a: Any, b: Any) -> Any:
+    """``a / b``, and 0 where an array ``b`` is 0 (an empty pass of a grid: no sequences, no
+    rows), so a grid's empty entries give 0 rather than NaN and a warning."""
+    if np.ndim(b) == 0:
+        return a / b
+    b = np.asarray(b, dtype=np.float64)
+    return np.divide(a, b, out=np.zeros(np.broadcast_shapes(np.shape(a), b.shape)), where=b > 0)
+
+
 def stack_terms(
     sc: StackCosts, *, T: Any, R: Any, batch: Any, verify: bool, verified: Any = None
 ) -> StackTerms:
@@ -108,13 +117,12 @@ def stack_terms(
     the pass). ``batch`` None means one new token per sequence (``batch = T``, plain
     decoding)."""
     B = T if batch is None else batch
-    n = T / B
     seqs, R_read = B, R
     if verify and sc.expand:  # each sequence scored as n sequences of one new token
-        seqs, R_read = T, R * n
+        seqs, R_read = T, R * _ratio(T, B)
     x = T if sc.graph_tokens else seqs
     padded, eager = _graph(sc, x)
-    rows = T * padded / x
+    rows = _ratio(T * padded, x)
     eager_s = sc.eager_s * eager
     host = seqs * sc.sequence_s + eager_s
     if verify:

@@ -167,3 +167,18 @@ def test_the_grid_prices_stack_terms_as_single_passes() -> None:
         one = step_cost(M, HW, batch=b, context=300, new_tokens=1, runtime=rt)
         assert grid.time_s[i] == pytest.approx(one.time_s, rel=1e-12)
         assert grid.padded_tokens[i] == one.padded_tokens
+
+
+@pytest.mark.parametrize("base", ["vllm-v1", "vllm-v0"])
+def test_an_empty_pass_in_a_grid_has_no_rows_and_no_warning(base: str) -> None:
+    """A grid of passes may hold an empty one (a draft step no sequence takes): it has 0 rows
+    and 0 cached reads, not NaN, and warns nothing (the serving engine masks it)."""
+    from specsim.cost.stack_terms import stack_costs, stack_terms  # start-up: under test only
+
+    sc = stack_costs(compose(_stack(base), HW), M.layers)
+    assert sc is not None
+    T, B, R = np.array([0.0, 8.0]), np.array([0.0, 2.0]), np.array([0.0, 512.0])
+    with np.errstate(all="raise"):
+        st = stack_terms(sc, T=T, R=R, batch=B, verify=True)
+    assert np.isfinite(st.rows).all() and st.rows[0] == 0.0 and st.rows[1] >= 8.0
+    assert np.isfinite(st.R).all() and st.R[0] == 0.0

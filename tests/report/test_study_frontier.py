@@ -65,11 +65,12 @@ def test_the_dense_twin_has_the_moe_cards_active_parameters() -> None:
 
 def test_verification_touches_more_experts_on_the_moe_target(df: pd.DataFrame) -> None:
     """At batch 1 the dense twin verifies gamma + 1 = 5 positions for about one plain step
-    (weight-bound), while the MoE target reads the experts 5 tokens touch instead of 8:
+    (weight-bound; the stack's verification terms, rejection and speculation bookkeeping,
+    add a few per cent), while the MoE target reads the experts 5 tokens touch instead of 8:
     E(1 - (1 - k/E)^5) = 35.3 of 128 against 8, so its factor is well above 1."""
     moe = _series(df, "moe_vs_dense", "qwen3-30b-a3b (MoE)")
     twin = _series(df, "moe_vs_dense", "dense twin")
-    assert twin.loc[1, "verify_factor"] < 1.05
+    assert twin.loc[1, "verify_factor"] < 1.10
     assert float(touched_experts(load_model("qwen3-30b-a3b"), 5)) == pytest.approx(35.3, abs=0.05)
     assert moe.loc[1, "verify_factor"] > 1.5
     # At batch 256 every expert is touched by a plain step too: the MoE factor falls back
