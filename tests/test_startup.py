@@ -29,9 +29,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "--help": frozenset(),
     # plain parameters: numpy and simpy draw and time the stream, nothing else
     "simulate --alpha 0.7 --gamma 4 --c 0.05 --tokens 1000 --json": frozenset(),
-    # the config loader imports the serving engine and the trace reader, whose tables are
-    # DataFrames; scipy loads only where an interval or a test statistic is computed
-    "simulate studies/configs/stream-plain.toml --set tokens=1000 --json": frozenset({"pandas"}),
+    # a stream config, as the plain parameters: the config loader reads its TOML and builds
+    # the stream; the serving engine and the trace readers (pandas) load only for a serving
+    # config or a trace file, scipy only where an interval or a test statistic is computed
+    "simulate studies/configs/stream-plain.toml --set tokens=1000 --json": frozenset(),
     # a plan's evaluation and verdict are tables; a closed batch prints no interval
     PLAN: frozenset({"pandas"}),
 }

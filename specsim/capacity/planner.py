@@ -33,14 +33,17 @@ import contextlib
 import math
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specsim.capacity.judge import SLO, judge
 from specsim.capacity.pool import check_workers, default_workers, run_searches
 from specsim.capacity.precision import Search
 from specsim.capacity.walk import MODES, Progress, serve_replicas
 from specsim.sim import ServingConfig
-from specsim.sim.config.config_compose import Served, speculates
+from specsim.sim.config.config_compose import speculates
+
+if TYPE_CHECKING:
+    from specsim.sim.config.config_compose import Served
 
 __all__ = [
     "TP_SIZES",

@@ -19,7 +19,7 @@ import threading
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from functools import partial
 from multiprocessing import get_all_start_methods, get_context
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specsim.capacity.judge import SLO
 from specsim.capacity.precision import Search
@@ -34,8 +34,10 @@ from specsim.capacity.walk import (
     serve_judged,
 )
 from specsim.checks import check_int
-from specsim.sim.config.config_compose import Served
 from specsim.sweep.executors import end_with_parent
+
+if TYPE_CHECKING:
+    from specsim.sim.config.config_compose import Served
 
 __all__ = [
     "check_workers",

@@ -19,7 +19,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,7 +36,10 @@ from specsim.capacity.statistics import (
 )
 from specsim.checks import check_int
 from specsim.sim import ServingResult
-from specsim.sim.config.config_compose import Served, simulate_run
+from specsim.sim.config.config_compose import simulate_run
+
+if TYPE_CHECKING:
+    from specsim.sim.config.config_compose import Served
 
 __all__ = [
     "MODES",

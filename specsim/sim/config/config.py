@@ -45,7 +45,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -55,7 +55,6 @@ from specsim.policies import lookahead as pol
 from specsim.sim.config.config_cards import card_cost_from_tables
 from specsim.sim.config.config_compose import (
     Slo,
-    TreeConfig,
     proposer_from_table,
     set_path,
     tree_config_from_dict,
@@ -63,14 +62,13 @@ from specsim.sim.config.config_compose import (
 from specsim.sim.config.config_kinds import KINDS, TwoStateMarkov
 from specsim.sim.costs.costs import PlainCost
 from specsim.sim.costs.source import block_costs
-from specsim.sim.serving import ServingConfig
-from specsim.sim.serving.drafting import ProposerDrafts, target_deployment
 from specsim.sim.stream.stream import StreamConfig
-from specsim.sim.workload.workload import (
-    Empirical,
-    read_request_trace,
-)
-from specsim.traces.io import read_trace
+from specsim.sim.workload.arrivals import read_request_trace
+from specsim.sim.workload.lengths import Empirical
+
+if TYPE_CHECKING:
+    from specsim.sim.config.config_compose import TreeConfig
+    from specsim.sim.serving import ServingConfig
 
 __all__ = [
     "KINDS",
@@ -87,7 +85,15 @@ FROM_RUN: tuple[str, ...] = ("alpha", "c", "max_gamma")
 """Policy fields that, left out of the policy table, come from the run."""
 
 _EXTRA = {"stream": ("mode", "seed", "method"), "serving": ("mode", "seed")}
-_CLASSES: dict[str, type] = {"stream": StreamConfig, "serving": ServingConfig}
+
+
+def _config_class(mode: str) -> type:
+    """The config class of a run's ``mode``: the serving engine loads only for a serving run."""
+    if mode == "stream":
+        return StreamConfig
+    from specsim.sim.serving import ServingConfig  # start-up: a stream config needs no engine
+
+    return ServingConfig
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,8 @@ def _trace_table(table: Any, base: Path, where: str) -> Any:
         return table
     if "probs" in table:
         raise ValueError(f"{where}: give probs or file, not both")
+    from specsim.traces.io import read_trace  # start-up: pandas loads for a trace file only
+
     p = Path(str(table["file"]))
     trace = read_trace(p if p.is_absolute() else base / p, kind="positions")
     rest = {k: v for k, v in table.items() if k != "file"}
@@ -177,6 +185,11 @@ def _from_run(name: str, config: StreamConfig | ServingConfig, max_gamma: int, w
     ctx = np.array([_typical_context(config)], dtype=np.int64)
     proposer = getattr(config, "proposer", None)
     if proposer is not None:  # the proposer drafts: its one-token pass, not the source's step
+        from specsim.sim.serving.drafting import (  # start-up: only a serving run has a proposer
+            ProposerDrafts,
+            target_deployment,
+        )
+
         drafts = ProposerDrafts(cost, proposer, target_deployment(cost, where=f"{where}.c"))
         one = np.ones(1, dtype=np.int64)
         return drafts.draft(1, batch=1, context=int(ctx[0]))[0] / cost.verify(one, ctx).time_s
@@ -222,7 +235,7 @@ def config_from_dict(
     if not isinstance(data, Mapping):
         raise ValueError(f"{where}: expected a table, got {data!r}")
     mode = data.get("mode", "stream")
-    if mode not in _CLASSES:
+    if mode not in _EXTRA:
         raise ValueError(f"{where}.mode: expected 'stream' or 'serving', got {mode!r}")
     composed = "deployment" in data or "proposer" in data or _on_cards(data)
     source = dict(data) if composed else None
@@ -243,7 +256,7 @@ def config_from_dict(
         cost = card_cost_from_tables(data, where=where)
         tables = ("deployment", "draft_deployment")
         data = {**{k: v for k, v in data.items() if k not in tables}, "cost": cost}
-    cls = _CLASSES[mode]
+    cls = _config_class(mode)
     hints = field_types(cls)
     allowed = set(hints) | set(_EXTRA[mode])
     unknown = sorted(set(data) - allowed)

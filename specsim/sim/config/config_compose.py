@@ -42,7 +42,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -58,19 +58,21 @@ from specsim.proposers import (
     load_acceptance,
 )
 from specsim.sim.results.records import ServingResult, goodput
-from specsim.sim.serving import ServingConfig, simulate_serving
-from specsim.sim.serving.tree_batch import plain_twin
-from specsim.sim.serving.tree_serving import TreeServingConfig, simulate_tree_serving
-from specsim.sim.serving.tree_serving_dynamic import (
-    DynamicTreeServingConfig,
-    simulate_dynamic_tree_serving,
-)
 from specsim.sim.stream.tree_policies import ConfidenceTree, NodeConfidence
+
+if TYPE_CHECKING:
+    from specsim.sim.serving import ServingConfig
+    from specsim.sim.serving.tree_serving import TreeServingConfig
+    from specsim.sim.serving.tree_serving_dynamic import DynamicTreeServingConfig
+
+    TreeConfig = TreeServingConfig | DynamicTreeServingConfig
+    Served = ServingConfig | TreeServingConfig | DynamicTreeServingConfig
+    """A serving config of any plan: chains, a static tree, trees chosen per pass (a type
+    only: the serving engine loads when a serving config is composed or run)."""
 
 __all__ = [
     "PROPOSER_KEYS",
     "TREE_KEYS",
-    "Served",
     "Slo",
     "get_path",
     "proposer_from_table",
@@ -92,9 +94,6 @@ TREE_KEYS: dict[str, tuple[str, ...]] = {
 """Each ``[tree]`` kind's keys besides ``kind``."""
 
 _TABLES = ("workload", "deployment", "proposer", "tree", "slo")
-TreeConfig = TreeServingConfig | DynamicTreeServingConfig
-Served = ServingConfig | TreeServingConfig | DynamicTreeServingConfig
-"""A serving config of any plan: chains, a static tree, trees chosen per pass."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -227,6 +226,11 @@ def tree_config_from_dict(
     data: Mapping[str, Any], *, where: str, base: str | os.PathLike[str], kinds: Kinds
 ) -> TreeConfig:
     """A tree-serving config from a composed table (module docstring)."""
+    from specsim.sim.serving.tree_serving import TreeServingConfig  # start-up: a serving config
+    from specsim.sim.serving.tree_serving_dynamic import (  # start-up: as above
+        DynamicTreeServingConfig,
+    )
+
     for name in ("deployment", "proposer", "tree", "workload"):
         if name not in data:
             raise ValueError(f"{where}: a [proposer] run needs a [{name}] table")
@@ -259,6 +263,17 @@ def simulate_run(config: object, rng: np.random.Generator, *, plain: bool = Fals
     the same requests without speculation instead (a chain config at gamma 0; a tree
     config's plain twin alone, :func:`specsim.sim.serving.tree_batch.plain_twin`: roots only,
     nothing drafted, the target's prefill alone)."""
+    from specsim.sim.serving import ServingConfig, simulate_serving  # start-up: a serving run
+    from specsim.sim.serving.tree_batch import plain_twin  # start-up: as above
+    from specsim.sim.serving.tree_serving import (  # start-up: as above
+        TreeServingConfig,
+        simulate_tree_serving,
+    )
+    from specsim.sim.serving.tree_serving_dynamic import (  # start-up: as above
+        DynamicTreeServingConfig,
+        simulate_dynamic_tree_serving,
+    )
+
     if isinstance(config, ServingConfig):
         run = dataclasses.replace(config, policy=FixedGamma(gamma=0)) if plain else config
         return simulate_serving(run, rng)
@@ -300,6 +315,9 @@ class _TreeResult(ServingResult):
 
 def speculates(config: Served) -> bool:
     """Whether a serving config drafts at all (a chain policy of gamma 0, an empty tree: no)."""
+    from specsim.sim.serving import ServingConfig  # start-up: only a serving config asks
+    from specsim.sim.serving.tree_serving import TreeServingConfig  # start-up: as above
+
     if isinstance(config, ServingConfig):
         return fixed_gamma(config.policy) != 0
     return not isinstance(config, TreeServingConfig) or bool(config.parents)

@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from numpy.typing import NDArray
 
 from specsim.acceptance.processes import AcceptanceDraw, AcceptanceProcess, accepted_in_block
@@ -32,6 +32,9 @@ from specsim.policies.lookahead import LookaheadPolicy, PolicyContext, check_cho
 from specsim.sim.costs.source import CostSource, iteration_cost
 from specsim.sim.serving.scheduler import FCFS, Scheduler
 from specsim.sim.stream.stream import run_lengths
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["Admission", "Batch", "Requests", "composed_times", "draw_requests", "sequence_gammas"]
 

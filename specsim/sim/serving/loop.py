@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import simpy
 from numpy.typing import NDArray
 
@@ -43,6 +42,9 @@ from specsim.sim.serving.drain import Drain, drain
 from specsim.sim.serving.plans import Decoded, EngineConfig, Plan, TreePlan, TreeStep
 from specsim.sim.serving.router import Replica, routing_rule, static_routes, tables
 from specsim.sim.serving.tally import Tally
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["Engine", "serve"]
 
@@ -284,12 +286,8 @@ class Engine:
         t_iter, e_iter, d_time, emitted, drafted = decoded
         wasted = drafted + b - emitted
         e = energy + e_iter if self.with_energy else np.nan
-        return (start, self.env.now, prefill_s, d_time, b, admitted, drafted, drafted + b) + (
-            wasted,
-            wasted,
-            emitted,
-            e,
-        )
+        head = (start, self.env.now, prefill_s, d_time, b, admitted, drafted, drafted + b)
+        return (*head, wasted, wasted, emitted, e)
 
     def replica_loop(self, rep: Replica) -> simpy.events.ProcessGenerator:
         """Replica ``rep``'s iterations while it has work, holding its accelerator; once every

@@ -29,10 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
-import pandas as pd
 import simpy
 from numpy.typing import NDArray
 
@@ -44,6 +43,9 @@ from specsim.sim.serving.chunk_drain import ChunkDrain
 from specsim.sim.serving.drain import Drain
 from specsim.sim.serving.paged import EXTRA_COLUMNS, Paging
 from specsim.sim.serving.prefill import Prefills
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "ROUTERS",
@@ -250,6 +252,8 @@ def tables(
         if len(reps) > 1:
             it["replica"] = k
         frames.append(it)
+    import pandas as pd  # start-up: pandas loads where a table is built, not with the engine
+
     its = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
     paged = [rep.paging for rep in reps if rep.paging is not None]
     if paged:
@@ -271,6 +275,8 @@ def replica_metrics(result: ServingResult) -> pd.DataFrame:
     """One metrics record per replica (a row each, ``replica`` first), from a result whose
     tables carry a ``replica`` column (a run with ``replicas > 1``); the overall record is
     ``result.metrics()``."""
+    import pandas as pd  # start-up: as in tables
+
     req, it = result.requests_spec, result.iterations_spec
     if "replica" not in req.columns:
         raise ValueError("result: a single-replica run has no replica column; use metrics()")

@@ -42,10 +42,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
-import pandas as pd
 from numpy.typing import NDArray
 
 from specsim.checks import check_int, check_size
@@ -65,6 +64,9 @@ from specsim.sim.serving.plans import TreePlan, TreeStep
 from specsim.sim.serving.router import Router, check_router
 from specsim.sim.serving.scheduler import FCFS, Scheduler, check_scheduler
 from specsim.sim.workload.workload import Workload
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "TreeServingFields",

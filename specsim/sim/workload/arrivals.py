@@ -30,12 +30,15 @@ import dataclasses
 import math
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from numpy.typing import NDArray
 
 from specsim.checks import check_int, check_size
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "TRACE_COLUMNS",
@@ -238,6 +241,8 @@ class PoissonWorkload:
         return (p[0] + p[1]) / 2.0 if isinstance(p, tuple) else float(p)
 
     def sample(self, rng: np.random.Generator) -> pd.DataFrame:
+        import pandas as pd  # start-up: pandas costs ~0.3 s; only a drawn request table needs it
+
         n = self.requests
         return pd.DataFrame(
             {
@@ -285,6 +290,8 @@ class TraceWorkload:
         return float(np.mean(self.prompt_tokens))
 
     def sample(self, rng: np.random.Generator) -> pd.DataFrame:
+        import pandas as pd  # start-up: as in PoissonWorkload.sample
+
         return pd.DataFrame(
             {
                 "arrival_s": np.asarray(self.arrival_s, dtype=float),
@@ -298,6 +305,8 @@ def read_request_trace(path: str | os.PathLike[str]) -> TraceWorkload:
     """A request trace from a CSV file with the header ``arrival_s,prompt_tokens,
     output_tokens`` (seconds from any origin >= 0, sorted by arrival; whole tokens >= 1;
     further columns are ignored). Errors name the file and the problem."""
+    import pandas as pd  # start-up: as in PoissonWorkload.sample; only a trace file is read
+
     table = pd.read_csv(path)
     missing = [c for c in TRACE_COLUMNS if c not in table.columns]
     if missing:

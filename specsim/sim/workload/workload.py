@@ -16,9 +16,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from numpy.typing import NDArray
 
 from specsim.cards.files import packaged_root
@@ -40,6 +40,9 @@ from specsim.sim.workload.lengths import (
     Uniform,
     Zipf,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "PRESETS",
@@ -96,6 +99,8 @@ class SyntheticWorkload:
         return dataclasses.replace(self, arrivals=self.arrivals.with_rate(rate_per_s))
 
     def sample(self, rng: np.random.Generator) -> pd.DataFrame:
+        import pandas as pd  # start-up: pandas costs ~0.3 s; only a drawn request table needs it
+
         n = int(self.requests)
         return pd.DataFrame(
             {
