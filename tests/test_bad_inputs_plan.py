@@ -12,7 +12,8 @@ By root cause (the fix is one check where the input enters):
   refused (:func:`specsim.plan.answer.check_positions`), a price past
   :data:`specsim.plan.options.MAX_PRICE` is refused;
 - **unused inputs**: what a closed batch or a preset would ignore is refused
-  (:class:`specsim.plan.Load`, :class:`specsim.plan.PlanRequest`), a plan TOML's run keys
+  (:class:`specsim.plan.Load`, :class:`specsim.plan.PlanRequest`), named by the flag or
+  the plan TOML's key it came from (``specsim.cli.plan``), a plan TOML's run keys
   are type-checked and its acceptance paths found beside it, an acceptance CSV's repeated
   cell is an error (:func:`specsim.proposers.tables.load_acceptance`), and a run too short
   for an interval prints the estimate with a note (:class:`specsim.plan.Estimate`).
@@ -121,6 +122,34 @@ CASES = [
                 load='rate_per_s = 1.0\nworkload = "azure-code-2023"\nprompt_tokens = 99'
             )
         },
+    ),
+    # a value the command line made unused is named where it was given: the file's key
+    *(
+        Cli(
+            f"toml-{key}-under-a-batch-flag",
+            "plan --config {tmp}/p.toml --batch 4",
+            f"{{tmp}}/p.toml{table}: {key}: a closed",
+            {"p.toml": _toml(top=top, load=load)},
+            not_said=f"--{key.replace('_', '-')}",
+        )
+        for key, table, top, load in (
+            ("requests", " [load]", "", "rate_per_s = 1.0\nrequests = 50"),
+            ("max_batch", "", "max_batch = 8", "rate_per_s = 1.0"),
+            ("precise", "", "precise = true", "rate_per_s = 1.0"),
+        )
+    ),
+    Cli(
+        "toml-lengths-under-a-preset-flag",
+        "plan --config {tmp}/p.toml --workload azure-code-2023",
+        "{tmp}/p.toml [load]: prompt_tokens: the azure-code-2023 preset gives the lengths",
+        {"p.toml": _toml(load="rate_per_s = 1.0\nprompt_tokens = 99")},
+        not_said="--prompt",
+    ),
+    Cli(
+        "toml-requests-replaced-by-the-flag",
+        "plan --config {tmp}/p.toml --batch 4 --requests 9",
+        "--requests: a closed batch",
+        {"p.toml": _toml(load="rate_per_s = 1.0\nrequests = 50")},
     ),
     Cli(
         "acceptance-csv-repeated-cell",
