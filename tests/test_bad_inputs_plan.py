@@ -10,14 +10,14 @@ By root cause (the fix is one check where the input enters):
 - **pricing**: a draft placed on a device of its own is billed for it
   (:func:`specsim.plan.evaluation.devices`), a model used past its ``max_position`` is
   refused, each option's lookahead counted (:func:`specsim.plan.answer.check_positions`),
-  a price past
-  :data:`specsim.plan.options.MAX_PRICE` is refused;
+  a price past :data:`specsim.plan.options.MAX_PRICE` is refused;
 - **unused inputs**: what a closed batch or a preset would ignore is refused
   (:class:`specsim.plan.Load`, :class:`specsim.plan.PlanRequest`), named by the flag or
-  the plan TOML's key it came from (``specsim.cli.plan``), a plan TOML's run keys
-  are type-checked and its acceptance paths found beside it, an acceptance CSV's repeated
-  cell is an error (:func:`specsim.proposers.tables.load_acceptance`), and a run too short
-  for an interval prints the estimate with a note (:class:`specsim.plan.Estimate`).
+  the plan TOML's key it came from (``specsim.cli.plan``), a plan TOML's run keys are
+  type-checked and its acceptance paths found beside it, an acceptance CSV's repeated
+  cell is an error (:func:`specsim.proposers.tables.load_acceptance`), an acceptance file
+  with no source is named by its path and flagged, and a run too short for an interval
+  prints the estimate with a note (:class:`specsim.plan.Estimate`).
 """
 
 from __future__ import annotations
@@ -319,3 +319,35 @@ def test_a_huge_number_prints_as_a_number() -> None:
     assert cell(Estimate.exact(1e300), 1.0) == "1e+300"
     assert cell(Estimate(2.5e6, 2e6, 3e6), 1.0) == "2,500,000 [2,000,000, 3,000,000]"
     assert times(6.5e306) == "6.5e+306x" and times(2.404) == "2.40x"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "missing", "source_line"),
+    [
+        ("a.csv", ACCEPT_CSV, "'# source:' line", "# source: my traffic\n"),
+        ("a.toml", "accept = [[0.7], [0.6]]\n", "source key", 'source = "my traffic"\n'),
+    ],
+    ids=["csv", "toml"],
+)
+def test_an_acceptance_file_without_a_source_is_named_by_its_path(
+    name: str,
+    text: str,
+    missing: str,
+    source_line: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    argv = f"{SMALL.replace('--alpha 0.7', f'--acceptance {path}')} --batch 4"
+    said = f"{path} (no source given: the file has no {missing})"
+    out = json.loads(_text(f"{argv} --json", capsys))
+    assert out["assumed"]["acceptance"]["draft llama-68m"] == said
+    weak = f"draft llama-68m: acceptance from {said}; where it was measured is not known"
+    assert weak in out["weak_assumptions"]
+    page = _text(argv, capsys)
+    assert f"acceptance of draft llama-68m: {said}" in page and weak in page
+    path.write_text(source_line + text)  # a source given is printed as given, not flagged
+    out = json.loads(_text(f"{argv} --json", capsys))
+    assert out["assumed"]["acceptance"]["draft llama-68m"] == "my traffic"
+    assert not any("measured is not known" in w for w in out["weak_assumptions"])
