@@ -9,13 +9,15 @@ By root cause (the fix is one check where the input enters):
   stay at or above 0, a hardware card without a default profile says so;
 - **pricing**: a draft placed on a device of its own is billed for it
   (:func:`specsim.plan.evaluation.devices`), a model used past its ``max_position`` is
-  refused (:func:`specsim.plan.answer.check_positions`), a price past
-  :data:`specsim.plan.options.MAX_PRICE` is refused;
+  refused, each option's lookahead counted (:func:`specsim.plan.answer.check_positions`),
+  a price past :data:`specsim.plan.options.MAX_PRICE` is refused;
 - **unused inputs**: what a closed batch or a preset would ignore is refused
-  (:class:`specsim.plan.Load`, :class:`specsim.plan.PlanRequest`), a plan TOML's run keys
-  are type-checked and its acceptance paths found beside it, an acceptance CSV's repeated
-  cell is an error (:func:`specsim.proposers.tables.load_acceptance`), and a run too short
-  for an interval prints the estimate with a note (:class:`specsim.plan.Estimate`).
+  (:class:`specsim.plan.Load`, :class:`specsim.plan.PlanRequest`), named by the flag or
+  the plan TOML's key it came from (``specsim.cli.plan``), a plan TOML's run keys are
+  type-checked and its acceptance paths found beside it, an acceptance CSV's repeated
+  cell is an error (:func:`specsim.proposers.tables.load_acceptance`), an acceptance file
+  with no source is named by its path and flagged, and a run too short for an interval
+  prints the estimate with a note (:class:`specsim.plan.Estimate`).
 """
 
 from __future__ import annotations
@@ -59,6 +61,41 @@ card = "llama-68m"
 {load}
 """
 ACCEPT_CSV = "depth,rank,accept\n1,0,0.7\n2,0,0.6\n"
+TREE_CSV = "depth,rank,accept\n1,0,0.8\n1,1,0.6\n1,2,0.5\n2,0,0.75\n2,1,0.5\n3,0,0.7\n3,1,0.4\n"
+TREE_CSV += "4,0,0.7\n5,0,0.6\n6,0,0.6\n"  # llama-68m's best tree at batch 4 is 5 deep
+TREE = "plan --model llama-2-7b --hardware h100-sxm --draft llama-68m --acceptance {tmp}/t.csv"
+# At the limit: each option's lookahead counts, as the engine counts a chain's k. The last
+# block verifies the tree's depth d past the request's end, and the draft drafts d - 1 past:
+# the flags with the last length that reaches max_position exactly, the tree planned there,
+# and the refusal one length more (the served load's longest request grows by 2 there).
+AT_THE_LIMIT = {
+    "draft-tree": (
+        f"{TREE} --batch 4 --prompt 1800 --output 244",
+        "tree of 31 nodes, depth 5",
+        "draft llama-68m: the load's longest request reaches position 2049 (prompt plus output "
+        "2045, plus 4 more drafted by its tree of 31 nodes, depth 5), past llama-68m's "
+        "max_position 2048",
+    ),
+    "draft-tree-served": (
+        f"{TREE} --rate 1 --output 10 --prompt 1361",
+        "tree of 32 nodes, depth 5",
+        "draft llama-68m: the load's longest request reaches position 2050 (prompt plus output "
+        "2046, plus 4 more drafted by its tree of 32 nodes, depth 5), past llama-68m's "
+        "max_position 2048",
+    ),
+    "heads-chain-target": (
+        f"{VICUNA} --batch 4 --prompt 1800 --output 243",
+        "chain k = 5",
+        "the target under heads eagle-vicuna-7b-v1.3: the load's longest request reaches "
+        "position 2049 (prompt plus output 2044, plus 5 more verified for its chain k = 5), "
+        "past vicuna-7b-v1.3's max_position 2048",
+    ),
+}
+
+
+def _one_more(argv: str) -> str:
+    head, n = argv.rsplit(" ", 1)
+    return f"{head} {int(n) + 1}"
 
 
 def _toml(*, top: str = "", load: str = "batch = 4", option: str = "alpha = 0.7") -> str:
@@ -76,6 +113,10 @@ CASES = [
         f"{SMALL} --batch 4 --prompt 3000 --output 500",
         "draft llama-68m: the load's longest request reaches position 3500 (prompt plus "
         "output), past llama-68m's max_position 2048",
+    ),
+    *(  # one length past the limit (AT_THE_LIMIT), within it on prompt plus output alone
+        Cli(f"{name}-past-the-limit-by-its-lookahead", _one_more(argv), said, {"t.csv": TREE_CSV})
+        for name, (argv, _, said) in AT_THE_LIMIT.items()
     ),
     # unused inputs --------------------------------------------------------------------
     Cli("batch-max-batch-negative", f"{SMALL} --batch 4 --max-batch -1", "--max-batch"),
@@ -122,6 +163,34 @@ CASES = [
             )
         },
     ),
+    # a value the command line made unused is named where it was given: the file's key
+    *(
+        Cli(
+            f"toml-{key}-under-a-batch-flag",
+            "plan --config {tmp}/p.toml --batch 4",
+            f"{{tmp}}/p.toml{table}: {key}: a closed",
+            {"p.toml": _toml(top=top, load=load)},
+            not_said=f"--{key.replace('_', '-')}",
+        )
+        for key, table, top, load in (
+            ("requests", " [load]", "", "rate_per_s = 1.0\nrequests = 50"),
+            ("max_batch", "", "max_batch = 8", "rate_per_s = 1.0"),
+            ("precise", "", "precise = true", "rate_per_s = 1.0"),
+        )
+    ),
+    Cli(
+        "toml-lengths-under-a-preset-flag",
+        "plan --config {tmp}/p.toml --workload azure-code-2023",
+        "{tmp}/p.toml [load]: prompt_tokens: the azure-code-2023 preset gives the lengths",
+        {"p.toml": _toml(load="rate_per_s = 1.0\nprompt_tokens = 99")},
+        not_said="--prompt",
+    ),
+    Cli(
+        "toml-requests-replaced-by-the-flag",
+        "plan --config {tmp}/p.toml --batch 4 --requests 9",
+        "--requests: a closed batch",
+        {"p.toml": _toml(load="rate_per_s = 1.0\nrequests = 50")},
+    ),
     Cli(
         "acceptance-csv-repeated-cell",
         f"{SMALL.replace('--alpha 0.7', '--acceptance {tmp}/a.csv')} --batch 4",
@@ -141,6 +210,18 @@ def test_cli_bad_input(
 def _text(argv: str, capsys: pytest.CaptureFixture[str]) -> str:
     assert main(argv.split()) == 0
     return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", AT_THE_LIMIT)
+def test_a_lookahead_that_reaches_the_limit_is_planned(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The deepest position the option's lookahead reaches is the card's max_position: the
+    plan runs, on the tree whose depth the refusal one position further counts."""
+    argv, tree, _ = AT_THE_LIMIT[name]
+    (tmp_path / "t.csv").write_text(TREE_CSV)
+    verdict = _text(argv.replace("{tmp}", str(tmp_path)), capsys).splitlines()[0]
+    assert verdict.startswith("Turn on") and f"with {tree}:" in verdict, verdict
 
 
 @pytest.mark.parametrize(
@@ -238,3 +319,35 @@ def test_a_huge_number_prints_as_a_number() -> None:
     assert cell(Estimate.exact(1e300), 1.0) == "1e+300"
     assert cell(Estimate(2.5e6, 2e6, 3e6), 1.0) == "2,500,000 [2,000,000, 3,000,000]"
     assert times(6.5e306) == "6.5e+306x" and times(2.404) == "2.40x"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "missing", "source_line"),
+    [
+        ("a.csv", ACCEPT_CSV, "'# source:' line", "# source: my traffic\n"),
+        ("a.toml", "accept = [[0.7], [0.6]]\n", "source key", 'source = "my traffic"\n'),
+    ],
+    ids=["csv", "toml"],
+)
+def test_an_acceptance_file_without_a_source_is_named_by_its_path(
+    name: str,
+    text: str,
+    missing: str,
+    source_line: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    argv = f"{SMALL.replace('--alpha 0.7', f'--acceptance {path}')} --batch 4"
+    said = f"{path} (no source given: the file has no {missing})"
+    out = json.loads(_text(f"{argv} --json", capsys))
+    assert out["assumed"]["acceptance"]["draft llama-68m"] == said
+    weak = f"draft llama-68m: acceptance from {said}; where it was measured is not known"
+    assert weak in out["weak_assumptions"]
+    page = _text(argv, capsys)
+    assert f"acceptance of draft llama-68m: {said}" in page and weak in page
+    path.write_text(source_line + text)  # a source given is printed as given, not flagged
+    out = json.loads(_text(f"{argv} --json", capsys))
+    assert out["assumed"]["acceptance"]["draft llama-68m"] == "my traffic"
+    assert not any("measured is not known" in w for w in out["weak_assumptions"])

@@ -100,11 +100,23 @@ def _load(args: argparse.Namespace, base: Any) -> Any:
         fields.update(batch=None, rate_per_s=None)
     try:
         return Load(**(fields | given))
-    except ValueError as exc:  # name the flag the value came from
-        text = str(exc)
-        name, sep, rest = text.partition(":")
-        flag = _LOAD.get("rate_per_s" if name == "rate" else name)
-        raise ValueError(f"{flag}:{rest}" if sep and flag else text) from None
+    except ValueError as exc:  # name the flag, or the file's key, the value came from
+        file = None if base is None else f"{args.config} [load]"
+        raise ValueError(_sourced(str(exc), _LOAD, given, file)) from None
+
+
+def _sourced(text: str, flags: dict[str, str], given: Any, file: str | None) -> str:
+    """An error about field ``NAME: ...`` named where its value came from: the flag when
+    the field is in ``given`` (or there is no ``file``), else ``FILE [table]: key: ...`` as
+    the file's own errors read; ``text`` unchanged when it names no field of ``flags``."""
+    name, sep, rest = text.partition(":")
+    field = "rate_per_s" if name == "rate" else name
+    if not sep or field not in flags:
+        return text
+    if field in given or file is None:
+        return f"{flags[field]}:{rest}"
+    table, _, key = _FILE_KEYS.get(field, f" {field}").rpartition(" ")
+    return f"{file}{table}: {key}:{rest}"
 
 
 def request(args: argparse.Namespace) -> Any:
@@ -137,8 +149,8 @@ def request(args: argparse.Namespace) -> Any:
                 base, deployment=dep, options=tuple(options), load=load, **fields
             )
         return PlanRequest(deployment=dep, options=tuple(options), load=load, **fields)
-    except ValueError as exc:
-        raise ValueError(_flagged(str(exc))) from None
+    except ValueError as exc:  # name the flag, or the file's key, the value came from
+        raise ValueError(_flagged(_sourced(str(exc), _FIELDS, fields, args.config))) from None
 
 
 _FIELDS = {
@@ -149,6 +161,8 @@ _FIELDS = {
     "precise": "--precise",
     "seed": "--seed",
 }
+_FILE_KEYS = {"slo_tpot_p99_s": " [slo] tpot_p99_s", "slo_ttft_p99_s": " [slo] ttft_p99_s"}
+"""A request field -> its table and key in a plan TOML, where they are not its own name."""
 
 
 def _flagged(text: str) -> str:

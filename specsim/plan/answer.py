@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from specsim.cards import ModelCard
+from specsim.cost.shape import tree_depths
 from specsim.plan.breakeven import BreakEven, break_even, needs_break_even
-from specsim.plan.evaluation import Row, best_plan, closed_row, serve, served_row
+from specsim.plan.evaluation import Row, best_plan, closed_row, plan_name, serve, served_row
 from specsim.plan.fidelity import fidelity_coverage
 from specsim.plan.limits import Limit, serveable_rate, speedup_at, stops_paying, what_changes
 from specsim.plan.options import Option, PlanRequest, build_option
@@ -100,6 +101,8 @@ def _rows(
     if request.load.batch is not None:
         b = request.load.batch
         plans = [best_plan(o, request, batch=b, context=context) for o in options]
+        trees = {o.label: p.best.parents for o, p in zip(options, plans, strict=True)}
+        check_positions(request, options, trees=trees)
         dep = request.deployment
         none = (
             plans[0].none
@@ -118,6 +121,7 @@ def _rows(
             same = dataclasses.replace(plain, label=o.label, kind=o.kind, measured=o.measured)
             rows.append(dataclasses.replace(same, acceptance_source=o.acceptance_source))
             continue
+        check_positions(request, [o], trees={o.label: tree})
         if o.proposer is None:  # pragma: no cover - build_option always gives one
             raise ValueError(f"{o.label}: no proposer")
         rows.append(served_row(o, serve(request, o.proposer, tree), request, tree=tree))
@@ -289,34 +293,51 @@ def _capacities(
     return out, plain
 
 
-def check_positions(request: PlanRequest, options: list[Option]) -> None:
+def check_positions(
+    request: PlanRequest, options: list[Option], *, trees: dict[str, tuple[int, ...]] | None = None
+) -> None:
     """A ValueError naming the model, unless the target and every draft model reach no
     position past their card's ``max_position`` on the load's longest request (served: the
     sampled requests a run serves, as ``specsim simulate`` checks them; a closed batch:
-    its prompt plus output), as the serving engine refuses such a run."""
+    its prompt plus output), as the serving engine refuses such a run. With ``trees`` (each
+    option's drafted tree, by label), each option's own lookahead counts too, as the
+    engine counts a chain's k: its last block verifies the tree's depth d positions past
+    the request's end, and its draft model drafts to d - 1 past it (the deepest token is
+    drafted, never fed to the draft)."""
+    longest = _longest(request)
+    target = request.deployment.target
+    models: list[tuple[str, ModelCard, int, str]] = []
+    if trees is None:
+        models.append(("the target", target, 0, ""))
+    for o in options:
+        tree = () if trees is None else trees.get(o.label, ())
+        d = max(tree_depths(tree), default=0)
+        if d:
+            why = f" {longest}, plus {d} more verified for its {plan_name(tree)}"
+            models.append((f"the target under {o.label}", target, d, why))
+        if isinstance(c := getattr(o.proposer, "card", None), ModelCard):
+            why = f" {longest}, plus {d - 1} more drafted by its {plan_name(tree)}"
+            models.append((o.label, c, max(d - 1, 0), why if d > 1 else ""))
+    for who, card, extra, why in models:
+        if card.architecture == "decoder" and longest + extra > card.max_position:
+            raise ValueError(
+                f"{who}: the load's longest request reaches position {longest + extra} "
+                f"(prompt plus output{why}), past {card.slug}'s max_position "
+                f"{card.max_position}; give shorter --prompt/--output or another model"
+            )
+
+
+def _longest(request: PlanRequest) -> int:
+    """The load's longest request, prompt plus output, as :func:`check_positions` counts it."""
     load = request.load
     if load.rate_per_s is not None:
         table = load.served(requests=request.requests).sample(np.random.default_rng(request.seed))
         ends = table["prompt_tokens"].to_numpy() + table["output_tokens"].to_numpy()
-        longest = int(ends.max())
-    elif load.workload is not None:
+        return int(ends.max())
+    if load.workload is not None:
         w = preset_workload(load.workload, requests=2)
-        longest = round(w.prompt.mean + w.output.mean)
-    else:
-        longest = sum(load.lengths)
-    models = [("the target", request.deployment.target)]
-    models += [
-        (o.label, c)
-        for o in options
-        if isinstance(c := getattr(o.proposer, "card", None), ModelCard)
-    ]
-    for who, card in models:
-        if card.architecture == "decoder" and longest > card.max_position:
-            raise ValueError(
-                f"{who}: the load's longest request reaches position {longest} (prompt plus "
-                f"output), past {card.slug}'s max_position {card.max_position}; give shorter "
-                "--prompt/--output or another model"
-            )
+        return round(w.prompt.mean + w.output.mean)
+    return sum(load.lengths)
 
 
 def _speedup(option: Option, request: PlanRequest, batch: int, context: int) -> float:

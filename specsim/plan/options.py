@@ -296,7 +296,7 @@ def build_option(spec: OptionSpec, deployment: Deployment, *, where: str) -> Opt
         raise ValueError(
             f"{where}: {proposer.name} cannot draft for the target card {target!r}: {exc}"
         ) from None
-    src = proposer.acceptance.source or "unnamed"
+    src = proposer.acceptance.source or _unsourced(spec)
     if spec.kind == "ngram" and spec.alpha is None and spec.acceptance is None:
         src = f"{src} (default: the packaged sample corpus, {ngram_sample().name})"
     if spec.alpha is not None:
@@ -308,6 +308,19 @@ def build_option(spec: OptionSpec, deployment: Deployment, *, where: str) -> Opt
         acceptance_source=src,
         measured=measured,
     )
+
+
+NO_SOURCE = "no source given"
+"""What an acceptance that says not where its numbers come from is called, after its file:
+the weak assumptions flag it (:func:`specsim.plan.verdict.weak_assumptions`)."""
+
+
+def _unsourced(spec: OptionSpec) -> str:
+    """An acceptance without a source, named by the file it was read from, if any."""
+    if spec.acceptance is None:
+        return NO_SOURCE
+    line = "source key" if Path(spec.acceptance).suffix == ".toml" else "'# source:' line"
+    return f"{spec.acceptance} ({NO_SOURCE}: the file has no {line})"
 
 
 def _options(data: Mapping[str, Any], where: str) -> tuple[OptionSpec, ...]:

@@ -20,7 +20,7 @@ from specsim.plan.breakeven import BreakEven
 from specsim.plan.evaluation import Row
 from specsim.plan.fidelity import fidelity_flags
 from specsim.plan.limits import Limit
-from specsim.plan.options import PlanRequest
+from specsim.plan.options import NO_SOURCE, PlanRequest
 
 __all__ = [
     "Verdict",
@@ -277,6 +277,11 @@ def weak_assumptions(rows: Sequence[Row], request: PlanRequest) -> list[str]:
         elif r.kind == "ngram" and "sample" in r.acceptance_source.lower():
             out.append(
                 f"{r.label}: acceptance measured on the packaged sample corpus, not your traffic"
+            )
+        elif NO_SOURCE in r.acceptance_source:
+            out.append(
+                f"{r.label}: acceptance from {r.acceptance_source}; where it was measured "
+                "is not known"
             )
         elif "assumed" in r.acceptance_source:
             out.append(
