@@ -81,3 +81,24 @@ def test_llama_bench_text_outputs_are_refused_asking_for_json(
     path.write_text(text)
     with pytest.raises(ValueError, match=rf"bench\.txt: llama-bench's -o {kind} output"):
         read_engine_output(path)
+
+
+def test_the_committed_llama_bench_runs_are_read_as_plain_decoding() -> None:
+    path = MEASURED / "llama-bench" / "target-f32.json"
+    recs = json.loads(path.read_text())
+    runs = read_engine_output(path)
+    assert len(runs) == len(recs) and {r.batch for r in runs} == {1}
+    for run, rec in zip(runs, recs, strict=True):
+        assert run.step_s == pytest.approx(1 / rec["avg_ts"])
+        assert run.context == rec["n_depth"] + rec["n_gen"] / 2
+    assert {r["build_commit"] for r in recs} == {"0c1e570"}
+
+
+def test_every_committed_speculative_log_is_read_and_adds_up() -> None:
+    logs = sorted(SPEC.glob("*.log"))
+    assert len(logs) >= 8
+    for path in logs:
+        log = read_speculative_log(path)
+        k = int(path.stem.split("-k")[1].split("-")[0])
+        assert log.n_draft == k and 1 <= log.accept_len <= k + 1
+        assert log.accept_pct == pytest.approx(100 * log.n_accept / log.n_drafted, abs=1e-3)
