@@ -17,7 +17,7 @@ from typing import Any
 
 from specsim.calibrate.engine_llamacpp import SpecLog, read_speculative_log
 
-__all__ = ["bench_rows", "spec_rows", "write_readme"]
+__all__ = ["bench_rows", "verify_rows", "spec_rows", "write_readme"]
 
 
 def bench_rows(out: Path) -> list[tuple[str, int, int, float, float]]:
@@ -29,6 +29,29 @@ def bench_rows(out: Path) -> list[tuple[str, int, int, float, float]]:
                 rows.append((path.stem, int(rec["n_threads"]), int(rec.get("n_depth", 0)),
                              float(rec["avg_ts"]), float(rec["stddev_ts"])))  # fmt: skip
     return rows
+
+
+def verify_rows(out: Path) -> dict[tuple[str, int, int], dict[int, float]]:
+    """Milliseconds of one ``p``-token pass (the median of the repetitions' ``samples_ns``),
+    by (model, threads, depth) and ``p``, from the ``-verify`` llama-bench files of ``out``."""
+    rows: dict[tuple[str, int, int], dict[int, float]] = defaultdict(dict)
+    for path in sorted((out / "llama-bench").glob("*-verify.json")):
+        for rec in json.loads(path.read_text(encoding="utf-8")):
+            key = (path.stem.removesuffix("-verify"), int(rec["n_threads"]), int(rec["n_depth"]))
+            rows[key][int(rec["n_prompt"])] = 1e3 * statistics.median(rec["samples_ns"]) / 1e9
+    return dict(rows)
+
+
+def _verify_table(rows: dict[tuple[str, int, int], dict[int, float]]) -> list[str]:
+    ps = sorted({p for r in rows.values() for p in r})
+    lines = [
+        "| model | threads | depth | " + " | ".join(f"pp{p} ms" for p in ps) + " |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in ps) + " |",
+    ]
+    for (model, t, d), r in sorted(rows.items()):
+        cells = " | ".join(f"{r[p]:.3f}" if p in r else "" for p in ps)
+        lines.append(f"| {model} | {t} | {d} | {cells} |")
+    return lines
 
 
 def spec_rows(out: Path) -> dict[tuple[str, int, int], list[SpecLog]]:
@@ -95,6 +118,14 @@ def write_readme(out: Path, manifest: dict[str, Any]) -> Path:
         "| model | threads | depth | tokens/s | sd |",
         "| --- | --- | --- | --- | --- |",
         *(f"| {m} | {t} | {d} | {ts:.1f} | {sd:.1f} |" for m, t, d, ts, sd in bench_rows(out)),
+        "",
+        "## Verification-sized passes: llama-bench -p 2,...,9 -n 0 -r 3 -o json",
+        "",
+        "Milliseconds of one pass of p tokens after `depth` cached tokens: the median of the "
+        "three repetitions (`samples_ns`), which a repetition stalled by other work on the "
+        "shared CPU does not move.",
+        "",
+        *_verify_table(verify_rows(out)),
         "",
         "## Speculative decoding: llama-speculative-simple, greedy",
         "",

@@ -6,8 +6,9 @@
 1. writes the GGUF files under ``<root>/models`` (:mod:`specsim.measure.gguf_write`): the
    committed tiny target and drafts (f32), and random-weight Llamas of
    :data:`RANDOM_SHAPES` (f16 and Q8_0, weights from the given ``Generator``);
-2. runs ``llama-bench -o json`` on each at every thread count and context depth
-   (``llama-bench/<model>.json``, its stderr beside it);
+2. runs ``llama-bench -o json`` at every thread count: plain decoding at three context
+   depths (``llama-bench/<model>.json``), and the 2- to 9-token passes a verification makes
+   (``llama-bench/<model>-verify.json``) of the models the pairs use;
 3. runs ``llama-speculative-simple`` greedy at draft lengths :data:`DRAFT_LENGTHS` on the
    tiny pair for every prompt of :data:`PROMPTS`, and on the random pair
    :data:`REPEATS` times (``speculative/<pair>-t<threads>-k<k>-<prompt>-r<rep>.log``,
@@ -45,6 +46,7 @@ __all__ = [
     "DRAFT_LENGTHS",
     "PROMPTS",
     "TINY",
+    "bench_command",
     "spec_command",
     "run_logged",
     "measure_llamacpp",
@@ -104,12 +106,33 @@ def write_models(root: Path, rng: np.random.Generator, tiny_dir: Path) -> dict[s
     return out
 
 
-def _bench_cmd(root: Path, model: Path, threads: Sequence[int], depths: Sequence[int]) -> list[str]:
+def bench_command(
+    root: Path, model: Path, threads: Sequence[int], *, prompt: str, gen: str, depths: str
+) -> list[str]:
+    """``llama-bench -o json`` on ``model``: ``-p prompt -n gen -d depths`` at ``threads``."""
     return [
         str(_tool("llama-bench", root)),
-        "-m", str(model), "-t", ",".join(map(str, threads)), "-p", "0", "-n", "32",
-        "-d", ",".join(map(str, depths)), "-r", "3", "-o", "json",
+        "-m", str(model), "-t", ",".join(map(str, threads)), "-p", prompt, "-n", gen,
+        "-d", depths, "-r", "3", "-o", "json",
     ]  # fmt: skip
+
+
+def _bench_plan(models: dict[str, Path]) -> list[tuple[str, Path, dict[str, str]]]:
+    """(output stem, model, -p/-n/-d) of every llama-bench run: plain decoding (``tg``) of
+    each model a pair uses and of the random targets in both formats; the ``k + 1``-token
+    passes a verification makes (``pp`` 2 to 9, ``-verify``) of each model in a pair."""
+    paired = ("target-f32", "draft-all-f32", "rand-93m-f16", "rand-9m-f16")
+    plan = []
+    for stem, path in models.items():
+        tiny = stem.removesuffix("-f32") in TINY
+        if tiny and stem not in paired:
+            continue
+        depths = "0,32,64" if tiny else "0,512,1024"
+        plan.append((stem, path, {"prompt": "0", "gen": "32", "depths": depths}))
+        if stem in paired:
+            verify = {"prompt": ",".join(map(str, range(2, 10))), "gen": "0"}
+            plan.append((f"{stem}-verify", path, {**verify, "depths": "0,64" if tiny else "0"}))
+    return plan
 
 
 def spec_command(
@@ -128,12 +151,8 @@ def _benches(
     root: Path, out: Path, models: dict[str, Path], threads: Sequence[int]
 ) -> list[dict[str, Any]]:
     runs: list[dict[str, Any]] = []
-    for stem, path in models.items():
-        tiny = stem.removesuffix("-f32") in TINY
-        if tiny and stem != "target-f32":
-            continue  # the tiny drafts are timed inside the speculative runs
-        depths = (0, 32, 64) if tiny else (0, 512, 1024)
-        cmd = _bench_cmd(root, path, threads, depths)
+    for stem, path, flags in _bench_plan(models):
+        cmd = bench_command(root, path, threads, **flags)
         dest = out / "llama-bench" / f"{stem}.json"
         runs.append({"output": str(dest.relative_to(out)), "command": cmd})
         if not dest.is_file():
