@@ -10,7 +10,8 @@
    depths (``llama-bench/<model>.json``), and the 2- to 9-token passes a verification makes
    (``llama-bench/<model>-verify.json``) of the models the pairs use;
 3. runs ``llama-speculative-simple`` greedy at draft lengths :data:`DRAFT_LENGTHS` on the
-   tiny pair for every prompt of :data:`PROMPTS`, and on the random pair
+   tiny target with ``draft-all`` (pair ``tiny``) and with ``draft-distil`` (pair
+   ``tiny-distil``) for every prompt of :data:`PROMPTS`, and on the random pair
    :data:`REPEATS` times (``speculative/<pair>-t<threads>-k<k>-<prompt>-r<rep>.log``,
    written by ``--log-file``; a log whose summary the exit cut short is run again);
 4. writes ``manifest.json`` (build, CPU, every command, every model's sha256, seconds),
@@ -121,7 +122,7 @@ def _bench_plan(models: dict[str, Path]) -> list[tuple[str, Path, dict[str, str]
     """(output stem, model, -p/-n/-d) of every llama-bench run: plain decoding (``tg``) of
     each model a pair uses and of the random targets in both formats; the ``k + 1``-token
     passes a verification makes (``pp`` 2 to 9, ``-verify``) of each model in a pair."""
-    paired = ("target-f32", "draft-all-f32", "rand-93m-f16", "rand-9m-f16")
+    paired = ("target-f32", "draft-all-f32", "draft-distil-f32", "rand-93m-f16", "rand-9m-f16")
     plan = []
     for stem, path in models.items():
         tiny = stem.removesuffix("-f32") in TINY
@@ -169,10 +170,13 @@ def _benches(
 def _spec_plan(models: dict[str, Path], threads: Sequence[int]) -> list[dict[str, Any]]:
     plan = []
     tiny = {"pair": "tiny", "target": models["target-f32"], "draft": models["draft-all-f32"]}
+    distil = {**tiny, "pair": "tiny-distil", "draft": models["draft-distil-f32"]}
     rand = {"pair": "rand-f16", "target": models["rand-93m-f16"], "draft": models["rand-9m-f16"]}
     for t, rep in itertools.product(threads, range(REPEATS)):
-        for k, (key, prompt) in itertools.product(DRAFT_LENGTHS, PROMPTS.items()):
-            plan.append({**tiny, "k": k, "threads": t, "prompt_key": key, "prompt": prompt,
+        for pair, k, (key, prompt) in itertools.product(
+            (tiny, distil), DRAFT_LENGTHS, PROMPTS.items()
+        ):
+            plan.append({**pair, "k": k, "threads": t, "prompt_key": key, "prompt": prompt,
                          "n": TINY_PREDICT, "rep": rep})  # fmt: skip
         for k in RANDOM_DRAFT_LENGTHS:
             plan.append({**rand, "k": k, "threads": t, "prompt_key": "en",

@@ -48,6 +48,7 @@ __all__ = [
 MEASURED = "models/measured/llama.cpp"
 BENCH_MODELS = {
     "tiny": ("target-f32", "draft-all-f32"),
+    "tiny-distil": ("target-f32", "draft-distil-f32"),
     "rand-f16": ("rand-93m-f16", "rand-9m-f16"),
 }
 """Per pair with llama-bench files for both models: (target, draft) file stems."""
