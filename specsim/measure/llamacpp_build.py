@@ -5,7 +5,7 @@ which vendors llama.cpp under ``vendor/llama.cpp``; nothing else is
 downloaded. :func:`build_llamacpp`
 
 1. fetches the sdist with ``pip download --no-deps --no-binary :all:`` (or
-   takes a copy already there),
+   takes a copy already there) and checks its sha256 (:data:`SDIST_SHA256`),
 2. unpacks it under ``<root>/src`` (``root`` is ``.venv/llama.cpp`` by default),
 3. reads the vendored llama.cpp commit from the sdist's git metadata
    (``.git/modules/vendor/llama.cpp/HEAD``),
@@ -35,6 +35,7 @@ from typing import Any
 
 __all__ = [
     "SDIST_VERSION",
+    "SDIST_SHA256",
     "CMAKE_FLAGS",
     "TARGETS",
     "DEFAULT_ROOT",
@@ -49,6 +50,8 @@ __all__ = [
 SDIST_NAME = "llama-cpp-python"
 SDIST_VERSION = "0.3.36"
 SDIST_FILE = f"llama_cpp_python-{SDIST_VERSION}.tar.gz"
+SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+"""The sha256 of that sdist as the registry served it when this was pinned."""
 CMAKE_FLAGS: tuple[str, ...] = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DGGML_NATIVE=OFF",
@@ -194,6 +197,12 @@ def build_llamacpp(
         say(f"llama.cpp already built under {base} (build-info.json matches)")
         return load_build_info(base)
     archive = fetch_sdist(base, Path(sdist) if sdist else None, say)
+    digest = _sha256(archive)
+    if digest != SDIST_SHA256:
+        raise LlamaCppMissing(
+            f"{archive}: sha256 {digest[:12]}... is not the pinned {SDIST_NAME} "
+            f"{SDIST_VERSION} sdist ({SDIST_SHA256[:12]}...); remove it and rerun"
+        )
     package = unpack(archive, base)
     commit = vendored_commit(package)
     source = package / "vendor" / "llama.cpp"
@@ -209,7 +218,7 @@ def build_llamacpp(
     info = {
         "package": SDIST_NAME,
         "version": SDIST_VERSION,
-        "sdist_sha256": _sha256(archive),
+        "sdist_sha256": digest,
         "llama_cpp_commit": commit,
         "cmake_flags": flags,
         "targets": list(targets),

@@ -3,7 +3,9 @@ sdist's git metadata, and the record of a finished build (skipped when it is not
 
 from __future__ import annotations
 
+import io
 import json
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -55,3 +57,14 @@ def test_the_build_records_the_pinned_version_and_commit() -> None:
     assert "-DGGML_NATIVE=OFF" in info["cmake_flags"]
     for tool in lb.TARGETS:
         assert lb.tool_path(tool, ROOT).is_file()
+
+
+def test_an_sdist_that_is_not_the_pinned_one_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "fake.tar.gz"
+    with tarfile.open(fake, "w:gz") as tar:
+        tar.addfile(tarfile.TarInfo("empty"), io.BytesIO(b""))
+    monkeypatch.setattr(lb, "check_toolchain", lambda: {})
+    with pytest.raises(lb.LlamaCppMissing, match=r"is not the pinned llama-cpp-python 0\.3\.36"):
+        lb.build_llamacpp(tmp_path / "root", sdist=fake, log=lambda line: None)
