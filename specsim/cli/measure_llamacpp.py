@@ -9,6 +9,7 @@ import sys
 import time
 
 from specsim.cli import jsonout
+from specsim.cli.measure_real import REAL_FLAGS
 from specsim.cli.output import check_folder
 
 __all__ = ["ENGINES", "add_engine_arguments", "check_engine_flags", "run_engine"]
@@ -43,7 +44,10 @@ def check_engine_flags(args: argparse.Namespace) -> None:
                 f"{' and '.join(missing)}: required (or --engine llama.cpp to measure llama.cpp)"
             )
         return
-    given = [f"--{k}" for k in _PRESET_FLAGS if getattr(args, k, None) not in (None, False)]
+    flags = (*_PRESET_FLAGS, *REAL_FLAGS)
+    given = [
+        f"--{k.replace('_', '-')}" for k in flags if getattr(args, k, None) not in (None, False)
+    ]
     if given:
         raise ValueError(f"{', '.join(given)}: not read with --engine {args.engine}")
 

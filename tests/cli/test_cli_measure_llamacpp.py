@@ -27,6 +27,9 @@ def test_the_torch_presets_flags_are_refused_with_engine(
     argv = ["measure", "--engine", "llama.cpp", "--preset", "smoke", "--out", str(tmp_path)]
     assert main(argv) == 2
     assert "--preset: not read with --engine llama.cpp" in capsys.readouterr().err
+    argv = ["measure", "--engine", "llama.cpp", "--work", str(tmp_path), "--out", str(tmp_path)]
+    assert main(argv) == 2
+    assert "--work: not read with --engine llama.cpp" in capsys.readouterr().err
 
 
 def test_an_unbuilt_llama_cpp_is_named_with_the_command_to_build_it(
