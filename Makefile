@@ -45,5 +45,11 @@ bench: $(STAMP)
 mutations: $(STAMP)
 	$(BIN)/python tests/mutations.py
 
+# llama.cpp's llama-bench and llama-speculative-simple, built from the pinned PyPI sdist of
+# llama-cpp-python under .venv/llama.cpp (needs cmake and a C/C++ compiler; docs/llama-cpp.md).
+.PHONY: llama-cpp
+llama-cpp: $(STAMP)
+	$(BIN)/python -m specsim.measure.llamacpp_build --root $(VENV)/llama.cpp --jobs 2
+
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -48,7 +48,9 @@ those the engines write:
   2787769cae353023784dce105d648bcd4d04f4d4).
 
 Speculative runs (forced-acceptance or measured) are read by
-:mod:`specsim.calibrate.engine_spec`.
+:mod:`specsim.calibrate.engine_spec`, and llama.cpp's ``llama-speculative-simple --log-file``
+logs (text, told apart from JSON by their ``n_drafted`` line) by
+:mod:`specsim.calibrate.engine_llamacpp`.
 """
 
 from __future__ import annotations
@@ -59,6 +61,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specsim.calibrate.engine_llamacpp import (
+    forced_run,
+    is_speculative_log,
+    read_speculative_log,
+    refuse_llama_bench_text,
+)
 from specsim.calibrate.engine_records import (
     DecodeRun,
     integer_field,
@@ -316,6 +324,10 @@ def read_engine_output(path: str | os.PathLike[str]) -> list[DecodeRun]:
 def _read(p: Path, steps: int | None) -> list[DecodeRun | _Latency | ForcedRun]:
     if not p.is_file():
         raise ValueError(f"--engine-output: no file {str(p)!r}")
+    head = p.read_bytes()[: 1 << 20].decode("utf-8", errors="replace")
+    if is_speculative_log(head):
+        return [forced_run(read_speculative_log(p))]
+    refuse_llama_bench_text(p, head)
     runs: list[DecodeRun | _Latency | ForcedRun] = []
     records = read_records(p)
     for i, rec in enumerate(records):

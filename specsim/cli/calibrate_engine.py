@@ -38,7 +38,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="fit a stack profile (--stack) to engine benchmark outputs instead of traces: "
         "vllm bench serve / sglang bench_serving JSON, sglang bench_one_batch JSONL, "
-        "llama-bench -o json (docs/calibration.md); needs --hardware and --model",
+        "llama-bench -o json, llama-speculative-simple --log-file logs (docs/calibration.md, "
+        "docs/llama-cpp.md); needs --hardware and --model",
     )
     parser.add_argument("--hardware", metavar="CARD", help="with --engine-output: the device")
     parser.add_argument("--model", metavar="CARD", help="with --engine-output: the model run")

@@ -10,6 +10,12 @@ Examples::
     specsim measure --device cpu --preset cpu --out out/cpu --only passes
     specsim measure --device cpu --preset real --stage corpus tokenizer train \
         --work out/real-work --models models/tiny --out models/measured/real
+    specsim measure --engine llama.cpp --out models/measured/llama.cpp
+
+``--engine llama.cpp`` runs llama.cpp's own llama-bench and llama-speculative-simple
+(built by ``make llama-cpp``) on GGUF files written from ``models/tiny`` and on
+random-weight Llamas, raw outputs into ``--out`` (``docs/llama-cpp.md``); it needs no
+``--device`` or ``--preset``.
 
 The ``real`` preset trains (or reuses) the tiny draft/target pairs on real
 text and measures their acceptance (``docs/real-acceptance.md``): stages
@@ -35,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from specsim.cli import jsonout
+from specsim.cli.measure_llamacpp import add_engine_arguments, check_engine_flags, run_engine
 from specsim.cli.measure_real import REAL_FLAGS, REAL_STAGES, add_real_arguments, run_real
 from specsim.cli.output import ProgressBar, check_folder
 
@@ -44,11 +51,11 @@ _SECTIONS = ("ceilings", "passes", "autoregressive", "specdec", "assisted")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", required=True, help="cpu or cuda (cuda:N)")
+    parser.add_argument("--device", help="cpu or cuda (cuda:N); required without --engine")
     parser.add_argument(
         "--preset",
-        required=True,
-        help="smoke, cpu, cpu-rows, h200 (alias gpu): see "
+        help="required without --engine: "
+        "smoke, cpu, cpu-rows, h200 (alias gpu): see "
         "specsim.measure.presets; real: "
         "tiny models trained on real text (below)",
     )
@@ -87,6 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "trace, trace files, output folder); progress lines go to stderr",
     )
     add_real_arguments(parser)
+    add_engine_arguments(parser)
 
 
 def _ignored_flags(args: argparse.Namespace) -> None:
@@ -192,6 +200,9 @@ def _command(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_engine_flags(args)
+    if args.engine is not None:
+        return run_engine(args)
     _ignored_flags(args)
     if args.preset == "real":
         return run_real(args)
