@@ -26,7 +26,7 @@ STACK: tuple[Mutation, ...] = (
     Mutation(
         "stack-graph-padding",
         TERMS,
-        "rows = T * padded / x",
+        "rows = _ratio(T * padded, x)",
         "rows = T",
         "stack: rows padded up to the next captured graph size",
         TESTS,
@@ -50,7 +50,7 @@ STACK: tuple[Mutation, ...] = (
     Mutation(
         "stack-batch-expansion",
         TERMS,
-        "seqs, R_read = T, R * n",
+        "seqs, R_read = T, R * _ratio(T, B)",
         "seqs, R_read = T, R",
         "stack: batch expansion reads the cached context once per expanded sequence",
         TESTS,

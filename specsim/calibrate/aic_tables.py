@@ -42,6 +42,9 @@ __all__ = [
     "ALLREDUCE_ELEMENTS",
     "ALLREDUCE_KERNELS",
     "systems_root",
+    "version_key",
+    "read_table",
+    "package_source",
     "table_path",
     "gemm_rows",
     "allreduce_rows",
@@ -129,7 +132,8 @@ def systems_root(path: str | os.PathLike[str] | None = None) -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / "systems"
 
 
-def _version_key(version: str) -> list[tuple[int, str]]:
+def version_key(version: str) -> list[tuple[int, str]]:
+    """A framework version's sort key (numbers compared as numbers)."""
     return [(int(p), "") if p.isdigit() else (-1, p) for p in re.findall(r"\d+|[a-z]+", version)]
 
 
@@ -162,7 +166,7 @@ def table_path(root: Path, system: str, backend: str, op: str) -> Path:
         )
     found = sorted(
         (data / system / folder / backend).glob(f"*/{name}"),
-        key=lambda p: _version_key(p.parent.name),
+        key=lambda p: version_key(p.parent.name),
     )
     if not found:
         raise ValueError(
@@ -172,7 +176,8 @@ def table_path(root: Path, system: str, backend: str, op: str) -> Path:
     return found[-1]
 
 
-def _read(path: Path) -> pd.DataFrame:
+def read_table(path: Path) -> pd.DataFrame:
+    """One parquet table of the package, its rows renumbered from 0 (needs pyarrow)."""
     try:
         import pyarrow  # noqa: F401  (only to say what is missing)
     except ImportError as e:  # pragma: no cover - depends on the environment
@@ -182,7 +187,8 @@ def _read(path: Path) -> pd.DataFrame:
     return pd.read_parquet(path).reset_index(drop=True)
 
 
-def _source(root: Path, path: Path) -> str:
+def package_source(root: Path, path: Path) -> str:
+    """``path`` as the package names it (``aiconfigurator_core/systems/...``)."""
     return f"{PACKAGE}/systems/{path.relative_to(root).as_posix()}"
 
 
@@ -190,7 +196,7 @@ def gemm_rows(root: Path, system: str, backend: str) -> pd.DataFrame:
     """The kept GEMM rows of ``system`` and ``backend`` as a kernel sweep (module docstring):
     ``time_s`` = ``latency`` / 1000, ``line`` the row's index in the parquet table."""
     path = table_path(root, system, backend, "gemm")
-    df = _read(path)
+    df = read_table(path)
     keep = df["gemm_dtype"].isin(list(GEMM_FORMATS)) & df["m"].isin(list(GEMM_ROWS))
     keep &= pd.Series(list(zip(df["k"], df["n"], strict=True))).isin(list(GEMM_SHAPES))
     rows = df.loc[keep]
@@ -214,7 +220,7 @@ def gemm_rows(root: Path, system: str, backend: str) -> pd.DataFrame:
             "time_s": rows["latency"].astype(float) / 1e3,
             "backend": backend,
             "version": rows["version"].astype(str),
-            "source": _source(root, path),
+            "source": package_source(root, path),
             "line": rows.index.astype(str),
         }
     )
@@ -225,7 +231,7 @@ def allreduce_rows(root: Path, system: str, backend: str) -> pd.DataFrame:
     """The kept all-reduce rows of ``system`` and ``backend``: ``devices``, ``elements``,
     ``bytes`` (elements x 2, bf16), ``time_s`` (``latency`` / 1000), source and row."""
     path = table_path(root, system, backend, "allreduce")
-    df = _read(path)
+    df = read_table(path)
     keep = (df["kernel_source"] == ALLREDUCE_KERNELS[backend]) & df["message_size"].isin(
         list(ALLREDUCE_ELEMENTS)
     )
@@ -245,7 +251,7 @@ def allreduce_rows(root: Path, system: str, backend: str) -> pd.DataFrame:
             "time_s": rows["latency"].astype(float) / 1e3,
             "backend": backend,
             "version": rows["version"].astype(str),
-            "source": _source(root, path),
+            "source": package_source(root, path),
             "line": rows.index.astype(str),
         }
     )

@@ -33,7 +33,8 @@ from specsim.calibrate.aic_fit import (
     fit_gemm,
     gemm_holdout,
 )
-from specsim.calibrate.aic_tables import BACKENDS, SYSTEMS, extract, load_extract
+from specsim.calibrate.aic_moe import MoeChoice, choose_moe, extract_moe, load_moe_extract
+from specsim.calibrate.aic_tables import BACKENDS, SYSTEMS, extract, load_extract, systems_root
 from specsim.calibrate.kernels import KernelFit
 from specsim.cards import load_hardware
 from specsim.cards.stack import DevicePart
@@ -63,6 +64,8 @@ class PartFit:
     allreduce_holdout: pd.DataFrame
     gemm_rows: pd.DataFrame
     allreduce_rows: pd.DataFrame
+    moe: tuple[MoeChoice, ...] = ()
+    moe_rows: pd.DataFrame | None = None
 
     @property
     def hardware(self) -> str:
@@ -82,6 +85,11 @@ class PartFit:
         fitted, current = self.held_out(op)
         return fitted < current
 
+    @property
+    def moe_committed(self) -> tuple[MoeChoice, ...]:
+        """The MoE fits the part takes (:attr:`MoeChoice.committed`)."""
+        return tuple(c for c in self.moe if c.committed)
+
 
 def fit_part(system: str, backend: str, *, folder: str | os.PathLike[str] | None = None) -> PartFit:
     """The fits and held-out comparisons of ``system`` and ``backend`` on the extract in
@@ -89,6 +97,11 @@ def fit_part(system: str, backend: str, *, folder: str | os.PathLike[str] | None
     g = load_extract(system, backend, "gemm", folder=folder)
     a = load_extract(system, backend, "allreduce", folder=folder)
     hw = load_hardware(SYSTEMS[system])
+    try:
+        m: pd.DataFrame | None = load_moe_extract(system, backend, folder=_path(folder))
+    except ValueError:  # a system and backend without an MoE table (aic_moe.moe_table)
+        m = None
+    before = device_part_for(hw).memory_efficiency
     return PartFit(
         system=system,
         backend=backend,
@@ -98,7 +111,13 @@ def fit_part(system: str, backend: str, *, folder: str | os.PathLike[str] | None
         allreduce_holdout=allreduce_holdout(a, hardware=hw),
         gemm_rows=g,
         allreduce_rows=a,
+        moe=tuple(choose_moe(m, before)) if m is not None else (),
+        moe_rows=m,
     )
+
+
+def _path(folder: str | os.PathLike[str] | None) -> Path | None:
+    return None if folder is None else Path(folder)
 
 
 def holdout_table(fits: list[PartFit]) -> pd.DataFrame:
@@ -119,6 +138,20 @@ def holdout_table(fits: list[PartFit]) -> pd.DataFrame:
                     "fitted_median_abs_error": fitted,
                     "current_median_abs_error": current,
                     "committed": f.wins(op),
+                }
+            )
+        for c in f.moe:
+            out.append(
+                {
+                    "system": f.system,
+                    "backend": f.backend,
+                    "hardware": f.hardware,
+                    "stack": f.stack,
+                    "operation": f"moe {c.fit.weights}",
+                    "rows": c.fit.rows,
+                    "fitted_median_abs_error": c.fitted_median,
+                    "current_median_abs_error": c.current_median,
+                    "committed": c.committed,
                 }
             )
     return pd.DataFrame(out)
@@ -149,6 +182,9 @@ def part_values(fit: PartFit) -> dict[str, float]:
     if fit.wins("allreduce"):
         values["allreduce_latency_s"] = _sig(fit.allreduce.latency_s)
         values["allreduce_bandwidth"] = _sig(fit.allreduce.bandwidth)
+    for c in fit.moe_committed:
+        values[f"moe_fixed_s.{c.fit.weights}"] = _sig(c.fit.floor_s)
+        values[f"moe_memory_efficiency.{c.fit.weights}"] = _sig(c.fit.efficiency)
     return values
 
 
@@ -161,7 +197,24 @@ def _source(fit: PartFit, op: str) -> str:
     )
 
 
+def _moe_source(fit: PartFit, rows: pd.DataFrame) -> str:
+    return (
+        f"models/measured/aiconfigurator/{fit.system}-{fit.backend}-moe.csv ({len(rows)} rows "
+        f"of {PACKAGE_VERSION}, {rows['source'].iloc[0]}, {fit.backend} "
+        f"{rows['version'].iloc[0]}; specsim.calibrate.aic_moe; {COMMAND})"
+    )
+
+
 def _comment(fit: PartFit, name: str) -> str:
+    if name.startswith("moe_"):
+        table, fmt = name.split(".", 1)
+        (c,) = [c for c in fit.moe_committed if c.fit.weights == fmt]
+        v, se = (
+            (c.fit.floor_s, c.fit.floor_se)
+            if table == "moe_fixed_s"
+            else (c.fit.efficiency, c.fit.efficiency_se)
+        )
+        return f"fitted: {v:.4g} +- {se:.2g}, {c.fit.kernel}, {c.fit.rows} rows"
     if name.startswith("allreduce_"):
         v, se = (
             (fit.allreduce.latency_s, fit.allreduce.latency_s_se)
@@ -197,6 +250,13 @@ def _header(fit: PartFit, before: DevicePart) -> list[str]:
         f"# The GEMM floor (fixed cost per call, fitted beside the fractions): {text}; not a "
         "term of the cost model (the stack's layer_overhead_s holds what a pass's floors cost)."
     )
+    for c in fit.moe:
+        verdict = "committed" if c.committed else "NOT committed"
+        lines.append(
+            f"# moe {c.fit.weights} ({c.fit.kernel}): held-out median |error| "
+            f"{c.fitted_median:.1%} fitted, {c.current_median:.1%} with no floor and the "
+            f"memory efficiency: {verdict}."
+        )
     return lines
 
 
@@ -221,7 +281,12 @@ def part_text(fit: PartFit) -> str:
     ):
         if name in v:
             out.append(f"{name} = {v[name]!r}  # {_comment(fit, name)}")
-    for table in ("format_memory_factor", "format_dequant_ops"):
+    for table in (
+        "format_memory_factor",
+        "format_dequant_ops",
+        "moe_fixed_s",
+        "moe_memory_efficiency",
+    ):
         keys = sorted(k for k in v if k.startswith(table + "."))
         if keys:
             out += ["", f"[{table}]"]
@@ -231,6 +296,8 @@ def part_text(fit: PartFit) -> str:
     out.append(f'gemm = "{_source(fit, "gemm") if fit.wins("gemm") else kept}"')
     if fit.wins("allreduce"):
         out.append(f'allreduce = "{_source(fit, "allreduce")}"')
+    if fit.moe_committed and fit.moe_rows is not None:
+        out.append(f'moe = "{_moe_source(fit, fit.moe_rows)}"')
     out.append(f'previous = "models/stacks/devices/{before.slug}.toml"')
     return "\n".join(out) + "\n"
 
@@ -241,7 +308,7 @@ def write_parts(fits: list[PartFit], folder: str | os.PathLike[str] | None = Non
     paths = []
     for fit in fits:
         path = where / f"{fit.hardware}-{fit.stack}.toml"
-        if fit.wins("gemm") or fit.wins("allreduce"):
+        if fit.wins("gemm") or fit.wins("allreduce") or fit.moe_committed:
             path.write_text(part_text(fit))
             paths.append(path)
         elif path.exists():
@@ -266,6 +333,12 @@ def report(fits: list[PartFit]) -> str:
             f"  all-reduce latency {a.latency_s * 1e6:.2f} +- {a.latency_s_se * 1e6:.2f} us, "
             f"bandwidth {a.bandwidth / 1e9:.0f} +- {a.bandwidth_se / 1e9:.0f} GB/s"
         )
+        out += [
+            f"  moe {c.fit.weights} ({c.fit.kernel}): floor {c.fit.floor_s * 1e6:.1f} +- "
+            f"{c.fit.floor_se * 1e6:.1f} us a layer, bandwidth fraction {c.fit.efficiency:.3f} "
+            f"+- {c.fit.efficiency_se:.3f}, {c.fit.rows} rows"
+            for c in f.moe
+        ]
     table = holdout_table(fits)
     out.append(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     return "\n".join(out) + "\n"
@@ -288,7 +361,12 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if args.extract:
         for s, b in pairs:
-            extract(s, b, systems_path=args.systems_path)
+            written = extract(s, b, systems_path=args.systems_path)
+            try:
+                root = systems_root(args.systems_path)
+                extract_moe(s, b, root=root, out=written["gemm"].parent)
+            except ValueError as e:  # no MoE table of the kept shapes: said, not fatal
+                sys.stdout.write(f"{e}\n")
     fits = [fit_part(s, b) for s, b in pairs]
     sys.stdout.write(report(fits))
     if args.write:

@@ -19,7 +19,10 @@ for a format that is never dequantized, or a slow kernel's much larger cost);
 All three are optional: a profile without them prices every format as before.
 ``allreduce_latency_s`` and ``allreduce_bandwidth`` (optional, together) are what the stack's
 all-reduce kernel reaches on the device (its device part's), in place of the hardware
-card's interconnect numbers for a tensor-parallel pass's all-reduces.
+card's interconnect numbers for a tensor-parallel pass's all-reduces. ``moe_fixed_s`` and
+``moe_memory_efficiency`` (optional; format of the routed experts -> value) are its MoE
+expert kernel's fixed cost per MoE layer and pass, and the bandwidth fraction of its expert
+reads, in place of none and ``memory_efficiency``.
 
 A profile made from a stack profile and a device part
 (:func:`specsim.cards.stack_files.compose`) carries the stack in ``stack_profile``: its
@@ -66,6 +69,8 @@ class RuntimeProfile:
     format_dequant_ops: dict[str, float] | None = field(default=None, hash=False)
     allreduce_latency_s: float | None = None
     allreduce_bandwidth: float | None = None
+    moe_fixed_s: dict[str, float] | None = field(default=None, hash=False)
+    moe_memory_efficiency: dict[str, float] | None = field(default=None, hash=False)
     fitted_on: str | None = None
     kinds: list[str] | None = field(default=None, hash=False)
     notes: str = ""
@@ -112,6 +117,7 @@ class RuntimeProfile:
                 if not (isinstance(key, str) and key):
                     raise TypeError(f"{where}: {table} key {key!r} must be a format name")
                 check_float(where, f"{table}.{key}", value, strict=strict)
+        _check_moe(where, self.moe_fixed_s, self.moe_memory_efficiency)
         if self.fitted_on is not None:
             check_str(where, "fitted_on", self.fitted_on)
         if self.kinds is not None:
@@ -215,6 +221,22 @@ def _interp(v: float, xs: list[float], ys: list[float]) -> float:
         if v <= x1:
             return y0 + (v - x0) / (x1 - x0) * (y1 - y0)
     return ys[-1]
+
+
+def _check_moe(where: str, fixed: object, efficiency: object) -> None:
+    """The MoE kernel tables: format names to a fixed cost >= 0 and a fraction in (0, 1]."""
+    for table, values in (("moe_fixed_s", fixed), ("moe_memory_efficiency", efficiency)):
+        if values is None:
+            continue
+        _table(where, table, values)
+        assert isinstance(values, dict)
+        for key, value in values.items():
+            if not (isinstance(key, str) and key):
+                raise TypeError(f"{where}: {table} key {key!r} must be a format name")
+            if table == "moe_fixed_s":
+                check_float(where, f"{table}.{key}", value)
+            else:
+                _fraction(where, f"{table}.{key}", value)
 
 
 def _table(where: str, name: str, value: object) -> None:

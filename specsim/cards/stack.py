@@ -153,7 +153,10 @@ class DevicePart:
     ``allreduce_latency_s`` and ``allreduce_bandwidth``: the fixed cost of one all-reduce and
     the bus bandwidth (bytes/s) the stack's all-reduce kernel reaches on the device, in the
     ``per-allreduce`` form of :mod:`specsim.cost.collectives`; None: the hardware card's
-    interconnect numbers and algorithm.
+    interconnect numbers and algorithm. ``moe_fixed_s`` and ``moe_memory_efficiency``
+    (format of the routed experts -> value): the fixed cost of one MoE layer's expert kernel
+    and the bandwidth fraction its expert reads reach (:mod:`specsim.calibrate.aic_moe`);
+    None, or a format not named: no fixed cost and ``memory_efficiency``.
     """
 
     slug: str
@@ -172,6 +175,8 @@ class DevicePart:
     format_dequant_ops: dict[str, float] | None = field(default=None, hash=False)
     allreduce_latency_s: float | None = None
     allreduce_bandwidth: float | None = None
+    moe_fixed_s: dict[str, float] | None = field(default=None, hash=False)
+    moe_memory_efficiency: dict[str, float] | None = field(default=None, hash=False)
     notes: str = ""
     source_path: str | None = field(default=None, compare=False)
 

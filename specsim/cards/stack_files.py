@@ -241,6 +241,8 @@ def compose(stack: StackProfile, hw: HardwareCard) -> RuntimeProfile:
         **_format_tables(stack, hw, part),
         allreduce_latency_s=part.allreduce_latency_s,
         allreduce_bandwidth=part.allreduce_bandwidth,
+        moe_fixed_s=part.moe_fixed_s,
+        moe_memory_efficiency=part.moe_memory_efficiency,
         kinds=[hw.kind],
         sources={
             "stack": stack.source_path or stack.slug,

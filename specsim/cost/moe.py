@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from specsim.cards import HardwareCard, ModelCard
+from specsim.cards import HardwareCard, ModelCard, RuntimeProfile
 from specsim.cards.routing import load_routing_profile
 from specsim.checks import check_int
 from specsim.cost.collectives import (
@@ -55,6 +55,7 @@ from specsim.cost.collectives import (
     alltoall_bandwidth_factor,
     alltoall_steps,
 )
+from specsim.cost.formats import Formats
 from specsim.theory.moe import experts_touched
 from specsim.theory.moe_skew import count_cv, experts_touched_load, lognormal_load
 
@@ -67,6 +68,7 @@ __all__ = [
     "allreduce_card",
     "routing_load",
     "touched_experts",
+    "expert_kernel",
 ]
 
 
@@ -241,3 +243,25 @@ def pass_collectives(
         return _allreduces(allreduce or hw, tp, n=n_allreduce, nbytes=model.d_model * ab)
     coll = moe_collectives(model, hw, tp=tp, ep=ep, act_bytes=ab, allreduce=allreduce)
     return coll.per_token_s, coll.fixed_s
+
+
+def expert_kernel(
+    model: ModelCard,
+    hw: HardwareCard,
+    formats: Formats,
+    rt: RuntimeProfile,
+    expert_bytes: float,
+    *,
+    bandwidth: float,
+) -> dict[str, float]:
+    """The seconds of one touched expert's weights (``expert_weights_s``), at the runtime's
+    MoE bandwidth fraction for the experts' format where its device part measured one, else
+    at ``bandwidth``; and the expert kernel's fixed cost over the MoE layers of a pass
+    (``moe_floor_s``: ``moe_layers * moe_fixed_s[format]``, 0 where none was measured)."""
+    if model.moe_spec is None:
+        return {"expert_weights_s": expert_bytes / bandwidth, "moe_floor_s": 0.0}
+    fmt = formats.expert_format or formats.weight_format
+    eff = (rt.moe_memory_efficiency or {}).get(fmt)
+    W = bandwidth if eff is None else hw.mem_bandwidth * eff
+    floor = model.moe_layers * (rt.moe_fixed_s or {}).get(fmt, 0.0)
+    return {"expert_weights_s": expert_bytes / W, "moe_floor_s": floor}

@@ -22,7 +22,7 @@ from specsim.cards import HardwareCard, ModelCard, RuntimeProfile, profile_of_ca
 from specsim.cost.attention import AttentionCosts, attention_costs, attention_time
 from specsim.cost.formats import Formats
 from specsim.cost.memory import footprint
-from specsim.cost.moe import allreduce_card, pass_collectives, touched_experts
+from specsim.cost.moe import allreduce_card, expert_kernel, pass_collectives, touched_experts
 from specsim.cost.quant import DEQUANT_TILE_ROWS, dequant_rows, vector_peak
 from specsim.cost.stack_terms import StackCosts, stack_costs, stack_terms
 
@@ -99,6 +99,7 @@ class Roofline:
     experts: int = 0
     expert_bytes: float = 0.0
     expert_weights_s: float = 0.0
+    moe_floor_s: float = 0.0
     model: ModelCard | None = None
     # ... and a stack profile's speculative-path constants (None: no stack).
     stack: StackCosts | None = None
@@ -309,7 +310,7 @@ def _compute(
         energy_per_byte_j=hw.energy_per_byte_j if per_op else 0.0,  # type: ignore[arg-type]
         experts=0 if model.moe_spec is None else model.moe_spec.experts,
         expert_bytes=x.expert_bytes,
-        expert_weights_s=x.expert_bytes / W,
+        **expert_kernel(model, hw, formats, rt, x.expert_bytes, bandwidth=W),
         model=model if model.moe_spec is not None else None,
         stack=stack_costs(rt, L),
         attention=attention_costs(model, peak=P, bandwidth=W, pair_flops=x.attn_flops, kv_bytes=kv),
@@ -366,6 +367,8 @@ def time_energy(
     if co.attention is not None:  # local or sparse layers: their own sums (cost.attention)
         attention, S, R = attention_time(co, T=T, S=S, R=R, cached=R0, batch=batch)
     roof = dense + attention + head
+    if co.moe_floor_s:  # the expert kernel's fixed cost, measured per MoE layer
+        roof = roof + co.moe_floor_s
     if co.dequant_s:  # weight-only quantized formats only: unquantized passes skip it
         roof = roof + co.dequant_s * dequant_rows(rows, co.dequant_tile)
     time = roof + (T * co.allreduce_per_token_s + co.fixed_s) + host

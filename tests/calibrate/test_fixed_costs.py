@@ -32,7 +32,7 @@ from specsim.cards import load_model, load_stack
 from specsim.cards.stack_files import load_stack as load_stack_file
 from specsim.cards.stack_files import stacks_dir
 
-COMMITTED = ("gpt-fast-stack", "research-cuda-graphs", "tensorrt-llm")
+COMMITTED = ("gpt-fast-stack", "research-cuda-graphs")
 
 
 Fits = tuple[list[StackResult], pd.DataFrame]

@@ -131,7 +131,7 @@ COVERAGE: dict[str, Coverage] = {
     _LOSO.format(stack="research-cuda-graphs"): _plain(
         "a100-80gb", "research-cuda-graphs", ("bfloat16",), "llama-2-7b", "llama-2-13b"
     ),
-    _LOSO.format(stack="tensorrt-llm"): _plain(
+    _KEPT.format(stack="tensorrt-llm"): _plain(
         "b200", "tensorrt-llm", ("bfloat16",), "deepseek-v3"
     ),
     _KEPT.format(stack="sglang"): _plain("h100-sxm", "sglang", ("bfloat16",), "llama-3.1-8b"),
