@@ -10,7 +10,7 @@ Examples::
 
 The deployment flags are those of ``specsim cost`` and ``specsim tree``
 (:mod:`specsim.cli.deployment`); ``--config FILE`` reads a plan TOML
-(:func:`specsim.plan.options.request_from_toml`), whose values the flags given here replace.
+(:func:`specsim.plan.plan_toml.request_from_toml`), whose values the flags given here replace.
 The logic is :func:`specsim.plan.plan`; the page is ``docs/plan.md``.
 """
 
@@ -53,6 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a measured acceptance by depth and rank for --draft, as --alpha (.toml/.csv; "
         "default for --ngram: the packaged sample corpus's, flagged)",
     )
+    _add_fixed(parser)
     load = parser.add_argument_group("load")
     load.add_argument("--batch", type=int, help="a closed batch of N sequences")
     load.add_argument("--rate", type=float, metavar="R", help="requests per second")
@@ -69,6 +70,69 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the answer as one JSON object")
     parser.add_argument("--html", metavar="FILE", help="also write the answer as an HTML page")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --html FILE")
+
+
+def _add_fixed(parser: argparse.ArgumentParser) -> None:
+    """What the user fixes about each option: its lookahead, a draft model's deployment."""
+    from specsim.plan.lookahead import SHAPES  # start-up: as the proposers above
+
+    g = parser.add_argument_group("fixed", "what every option is held to instead of searched")
+    ahead = g.add_mutually_exclusive_group()
+    ahead.add_argument(
+        "--k", type=int, metavar="K", help="a chain of K drafted tokens for every option"
+    )
+    ahead.add_argument("--tree", metavar="SHAPE", help=f"a token tree for every option: {SHAPES}")
+    g.add_argument(
+        "--draft-weights", metavar="FORMAT", help="the draft model's own weight format (e.g. int4)"
+    )
+    g.add_argument(
+        "--draft-runtime", metavar="NAME", help="the draft model's own stack or runtime profile"
+    )
+    g.add_argument(
+        "--draft-tensor-parallel", type=int, metavar="N", help="the draft model's own devices"
+    )
+
+
+_FIXED = {
+    "k": "--k",
+    "tree": "--tree",
+    "weights": "--draft-weights",
+    "runtime": "--draft-runtime",
+    "tensor_parallel": "--draft-tensor-parallel",
+}
+"""An option's fixed field and the flag that sets it for every option."""
+
+
+def _fixed(args: argparse.Namespace, options: list[Any]) -> list[Any]:
+    """``options`` with what the flags fix (a lookahead for each, a deployment for each
+    draft model) in place of their own; a draft flag without a draft option is refused."""
+    from specsim.plan.draft_runs import DRAFT_KEYS  # start-up: as above
+
+    ahead = {"k": args.k, "tree": args.tree} if args.k is not None or args.tree else {}
+    draft = {f: getattr(args, _FIXED[f][2:].replace("-", "_")) for f in DRAFT_KEYS}
+    draft = {f: v for f, v in draft.items() if v is not None}
+    if draft and not any(o.kind == "draft" for o in options):
+        flag = _FIXED[next(iter(draft))]
+        raise ValueError(f"{flag}: the draft model's own deployment; no --draft option is given")
+    out = []
+    for o in options:
+        own = draft if o.kind == "draft" else {}
+        try:
+            out.append(dataclasses.replace(o, **ahead, **own))
+        except ValueError as exc:
+            raise ValueError(_fixed_flag(str(exc), args)) from None
+    return out
+
+
+def _fixed_flag(text: str, args: argparse.Namespace) -> str:
+    """An error about a fixed field (``k: ...``) named after its flag when one set it, else
+    after the plan TOML it came from; ``text`` unchanged otherwise."""
+    field, sep, rest = text.partition(":")
+    if not sep or field not in _FIXED:
+        return text
+    if getattr(args, _FIXED[field][2:].replace("-", "_")) is not None:
+        return f"{_FIXED[field]}:{rest}"
+    return f"{args.config}: {text}" if args.config else text
 
 
 def _options(args: argparse.Namespace) -> list[Any]:
@@ -131,7 +195,7 @@ def request(args: argparse.Namespace) -> Any:
         if args.deployment is None:
             args.deployment = args.config  # its [deployment] table, under the flags given
     dep = deployment.from_args(args)
-    options = _options(args) or (list(base.options) if base is not None else [])
+    options = _fixed(args, _options(args) or (list(base.options) if base is not None else []))
     extra = {
         "slo_ttft_p99_s": args.slo_ttft_p99,
         "slo_tpot_p99_s": args.slo_tpot_p99,
@@ -184,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         answer = plan(request(args))
     except ValueError as exc:
-        raise ValueError(_flagged(str(exc))) from None
+        raise ValueError(_fixed_flag(_flagged(str(exc)), args)) from None
     if args.html:
         with open(writable(args.html), "w", encoding="utf-8") as fh:
             fh.write(render_html(answer))

@@ -12,7 +12,8 @@ picks from the table and says it in one sentence, and :mod:`specsim.plan.render`
 from specsim.plan.answer import PlanAnswer, plan
 from specsim.plan.breakeven import BreakEven, Published
 from specsim.plan.evaluation import Estimate, Row
-from specsim.plan.options import KINDS, Load, Option, OptionSpec, PlanRequest, request_from_toml
+from specsim.plan.options import KINDS, Load, Option, OptionSpec, PlanRequest
+from specsim.plan.plan_toml import request_from_toml
 from specsim.plan.render import html_section, options_table, render_html, render_text
 from specsim.plan.verdict import Verdict, choose
 

@@ -19,9 +19,10 @@ import numpy as np
 
 from specsim.cards import ModelCard
 from specsim.cost.shape import tree_depths
-from specsim.plan.breakeven import BreakEven, break_even, needs_break_even
+from specsim.plan.breakeven import KS, BreakEven, break_even, needs_break_even
 from specsim.plan.evaluation import Row, best_plan, closed_row, plan_name, serve, served_row
 from specsim.plan.fidelity import fidelity_coverage
+from specsim.plan.fixed import chains_only, fixed_notes, option_notes
 from specsim.plan.limits import Limit, serveable_rate, speedup_at, stops_paying, what_changes
 from specsim.plan.options import Option, PlanRequest, build_option
 from specsim.plan.served_limit import served_stop
@@ -135,6 +136,7 @@ def _build(request: PlanRequest) -> tuple[list[Option], list[Option]]:
     for i, s in enumerate(request.options):
         where = f"option {i + 1} ({s.kind})"
         if needs_break_even(s):
+            chains_only(s)
             probes.append(
                 build_option(dataclasses.replace(s, alpha=0.0), request.deployment, where=where)
             )
@@ -149,6 +151,9 @@ def plan(request: PlanRequest) -> PlanAnswer:
     dep = request.deployment
     options, probes = _build(request)
     check_positions(request, options + probes)
+    fixed = {o.label: o.fixed for o in options + probes if o.fixed is not None}
+    if fixed:  # the lookahead the user fixed, before any run: the engine would refuse it
+        check_positions(request, options + probes, trees=fixed)
     context = _context(request)
     first = (options + probes)[0].proposer
     if first is None:  # pragma: no cover - build_option always gives one
@@ -161,9 +166,10 @@ def plan(request: PlanRequest) -> PlanAnswer:
     if request.precise and rate is not None:
         limits = _served_limits(request, options, rows, limits, serveable=serveable)
     evens = {
-        o.label: break_even(o.label, o.kind, o.proposer, dep, batch=batch, context=context)
+        o.label: break_even(o.label, o.kind, o.proposer, dep, batch=batch, context=context, ks=ks)
         for o in probes
         if o.proposer is not None
+        for ks in [KS if o.fixed is None else (len(o.fixed),)]
     }
     verdict = sentence(rows, request, limits=limits, serveable_rate=serveable)
     if evens:
@@ -177,6 +183,7 @@ def plan(request: PlanRequest) -> PlanAnswer:
         "to plan it"
         for label in evens
     ]
+    weak[:0] = fixed_notes(options + probes, dep)
     return PlanAnswer(
         verdict=verdict,
         rows=tuple(rows),
@@ -228,6 +235,7 @@ def _assumed(
     coverage = fidelity_coverage(dep, [r.kind for r in rows], [row_card(r) for r in rows])
     return {
         "deployment": dep.describe(),
+        **option_notes(options + probes, dep),
         "card_stack": dep.runtime is None,
         "load": request.load.describe(),
         "requests": request.requests if request.load.rate_per_s is not None else None,
@@ -343,7 +351,8 @@ def _longest(request: PlanRequest) -> int:
 def _speedup(option: Option, request: PlanRequest, batch: int, context: int) -> float:
     if option.proposer is None:  # pragma: no cover - build_option always gives one
         return 0.0
-    return speedup_at(option.proposer, request.deployment, batch=batch, context=context)[0]
+    dep, fixed = request.deployment, option.fixed
+    return speedup_at(option.proposer, dep, batch=batch, context=context, fixed=fixed)[0]
 
 
 def _method(request: PlanRequest, batch: int, context: int) -> str:

@@ -140,12 +140,20 @@ def threshold(
 
 
 def break_even(
-    label: str, kind: str, proposer: Proposer, deployment: Deployment, *, batch: int, context: int
+    label: str,
+    kind: str,
+    proposer: Proposer,
+    deployment: Deployment,
+    *,
+    batch: int,
+    context: int,
+    ks: tuple[int, ...] = KS,
 ) -> BreakEven:
     """The option's :class:`BreakEven` (module docstring); ``proposer`` is the option's own,
-    its acceptance replaced (its drafting cost is what matters)."""
+    its acceptance replaced (its drafting cost is what matters); ``ks``: the chain lengths
+    tried (a ``k`` the user fixed: that one alone)."""
     zero = Shifted(proposer, -1.0)  # every acceptance 0: each k's gain is set from there
-    per_k = {k: threshold(zero, deployment, k=k, batch=batch, context=context) for k in KS}
+    per_k = {k: threshold(zero, deployment, k=k, batch=batch, context=context) for k in ks}
     found = [(a, k) for k, a in per_k.items() if a is not None]
     alpha, k = min(found) if found else (None, None)
     status = "never" if alpha is None else ("always" if alpha == 0.0 else "pays above")

@@ -29,7 +29,8 @@ from specsim.cards import load_hardware, load_model, load_runtime
 from specsim.cost.deployment import Deployment
 from specsim.plan.answer import PlanAnswer, plan
 from specsim.plan.evaluation import Estimate, Row
-from specsim.plan.options import Load, OptionSpec, PlanRequest, request_from_toml
+from specsim.plan.options import Load, OptionSpec, PlanRequest
+from specsim.plan.plan_toml import request_from_toml
 from specsim.plan.render import html_section
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from specsim.plan.options import Option, PlanRequest
-from specsim.policies.tree_optimizer import TreeOptimum, TreePlan, optimize_tree
+from specsim.policies.tree_optimizer import TreeOptimum, TreePlan, evaluate_tree, optimize_tree
 from specsim.proposers import Proposer
 from specsim.sim.config.config_compose import simulate_run
 from specsim.sim.results.records import ServingResult, goodput
@@ -133,9 +133,17 @@ def plan_name(tree: tuple[int, ...]) -> str:
 
 
 def best_plan(option: Option, request: PlanRequest, *, batch: int, context: int) -> TreeOptimum:
-    """The option's best tree at ``batch`` sequences of ``context`` cached tokens."""
+    """The option's best tree at ``batch`` sequences of ``context`` cached tokens: its fixed
+    tree (:attr:`Option.fixed <specsim.plan.options.Option.fixed>`) when the user gave one,
+    whether or not it beats no speculation, else the tree optimizer's."""
     if option.proposer is None:
         raise ValueError("no speculation has no tree to choose")
+    if option.fixed is not None:
+        kw: dict[str, Any] = {"proposer": option.proposer, "deployment": request.deployment}
+        kw["batch"] = batch
+        tree = evaluate_tree(option.fixed, kind="fixed", context=context, **kw)
+        none = evaluate_tree((), kind="no speculation", context=context, **kw)
+        return TreeOptimum(best=tree, chain=tree, kary=tree, none=none)
     return optimize_tree(
         proposer=option.proposer,
         deployment=request.deployment,

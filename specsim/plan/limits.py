@@ -44,6 +44,7 @@ from specsim.policies.tree_optimizer import (
     best_trees,
     chain_tree,
     evaluate_tree,
+    tree_refusal,
     tree_tokens,
 )
 from specsim.proposers import DraftCost, Proposer, RankAcceptance
@@ -166,10 +167,21 @@ def _best(
 
 
 def speedup_at(
-    proposer: Proposer, deployment: Deployment, *, batch: int, context: int
+    proposer: Proposer,
+    deployment: Deployment,
+    *,
+    batch: int,
+    context: int,
+    fixed: tuple[int, ...] | None = None,
 ) -> tuple[float, tuple[int, ...]]:
     """The best tree's tokens per second over no speculation at ``batch`` (of
-    :func:`candidates`), and the tree."""
+    :func:`candidates`), and the tree; with ``fixed``, that tree's, whether or not it pays."""
+    if fixed is not None:
+        tree, none = (
+            evaluate_tree(t, proposer=proposer, deployment=deployment, batch=batch, context=context)
+            for t in (fixed, ())
+        )
+        return tree.tokens_per_s / none.tokens_per_s, fixed
     best, none = _best(
         proposer, deployment, candidates(proposer.acceptance), batch=batch, context=context
     )
@@ -182,7 +194,7 @@ def stops_paying(
     """The option's :class:`Limit` (module docstring)."""
     if option.proposer is None:
         raise ValueError("no speculation has no limit")
-    pool = candidates(option.proposer.acceptance)  # shared by every batch
+    pool = candidates(option.proposer.acceptance) if option.fixed is None else [option.fixed]
     most = largest_batch(deployment, option.proposer, context=context)
     tried = [b for b in BATCHES if b <= most] or [1]
     pays, steps = [], {}
@@ -237,7 +249,12 @@ def serveable_rate(request: PlanRequest, proposer: Proposer, tree: tuple[int, ..
 
 
 def _next_card(
-    deployment: Deployment, proposer: Proposer, *, batch: int, context: int
+    deployment: Deployment,
+    proposer: Proposer,
+    *,
+    batch: int,
+    context: int,
+    fixed: tuple[int, ...] | None,
 ) -> dict[str, Any] | None:
     """The what-if row on the next hardware card up in memory bandwidth that takes the
     deployment (its formats, with the card's own stack numbers) and holds the weights and
@@ -250,15 +267,16 @@ def _next_card(
             dep = dataclasses.replace(deployment, hardware=hw, runtime=None)
             if largest_batch(dep, proposer, context=context) < batch:
                 continue  # the load's batch does not fit there
-            s, t = speedup_at(proposer, dep, batch=batch, context=context)
+            s, t = speedup_at(proposer, dep, batch=batch, context=context, fixed=fixed)
         except ValueError:
             continue  # this card cannot take the deployment (a format, a split)
         return {"what": f"next card {hw.slug}", "speedup": s, "tree": list(t)}
     return None
 
 
-def _stacks(deployment: Deployment) -> list[Deployment]:
-    """The deployment under every other stack profile it accepts."""
+def _stacks(deployment: Deployment, *, branching: tuple[int, ...] | None) -> list[Deployment]:
+    """The deployment under every other stack profile it accepts (that verifies the fixed
+    tree ``branching``, when it branches)."""
     rt = deployment.runtime
     current = deployment.hardware.runtime if rt is None else rt.slug  # the card's default
     out = []
@@ -266,9 +284,12 @@ def _stacks(deployment: Deployment) -> list[Deployment]:
         if rt.slug == current:
             continue
         try:
-            out.append(dataclasses.replace(deployment, runtime=rt))
+            dep = dataclasses.replace(deployment, runtime=rt)
         except ValueError:
             continue  # fitted on another device: the deployment refuses it
+        if branching and branching != chain_tree(len(branching)) and tree_refusal(dep):
+            continue  # chains only there: the fixed tree is not an option under it
+        out.append(dep)
     return out
 
 
@@ -280,17 +301,18 @@ def what_changes(
     if option.proposer is None:
         raise ValueError("no speculation has no what-if")
     p = option.proposer
+    at: dict[str, Any] = {"batch": batch, "context": context, "fixed": option.fixed}
     rows: list[dict[str, Any]] = []
-    base, tree = speedup_at(p, deployment, batch=batch, context=context)
+    base, tree = speedup_at(p, deployment, **at)
     rows.append({"what": "as planned", "speedup": base, "tree": list(tree)})
     for delta in (-0.1, 0.1):
-        s, t = speedup_at(Shifted(p, delta), deployment, batch=batch, context=context)
+        s, t = speedup_at(Shifted(p, delta), deployment, **at)
         rows.append({"what": f"acceptance {delta:+.1f}", "speedup": s, "tree": list(t)})
-    for dep in _stacks(deployment):
-        s, t = speedup_at(p, dep, batch=batch, context=context)
+    for dep in _stacks(deployment, branching=option.fixed):
+        s, t = speedup_at(p, dep, **at)
         slug = dep.runtime.slug if dep.runtime is not None else "card numbers"
         rows.append({"what": f"stack profile {slug}", "speedup": s, "tree": list(t)})
-    nxt = _next_card(deployment, p, batch=batch, context=context)
+    nxt = _next_card(deployment, p, **at)
     if nxt is not None:
         rows.append(nxt)
     return rows

@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specsim.cards import read_toml
 from specsim.cards.files import packaged_root
-from specsim.config import build
-from specsim.cost.deployment import Deployment, deployment_from_table
+from specsim.cost.deployment import Deployment
+from specsim.plan.draft_runs import DRAFT_KEYS, check_draft_keys, own_deployment, with_own
+from specsim.plan.lookahead import check_lookahead, fixed_tree
 from specsim.proposers import CARD_KINDS, Proposer
 from specsim.proposers import KINDS as PROPOSER_KINDS
 from specsim.sim.config.config_compose import proposer_from_table
@@ -39,7 +38,7 @@ __all__ = [
     "PlanRequest",
     "build_option",
     "ngram_sample",
-    "request_from_toml",
+    "spec_label",
 ]
 
 KINDS = tuple(PROPOSER_KINDS)
@@ -63,12 +62,20 @@ class OptionSpec:
     ``acceptance`` (a measured file of acceptance by depth and rank); neither means the card's
     published table (heads, parallel, self-speculation), for n-gram the sample corpus's, and
     for a draft model none: the plan answers with its break-even
-    (:mod:`specsim.plan.breakeven`)."""
+    (:mod:`specsim.plan.breakeven`). ``k`` or ``tree``: a lookahead fixed for it
+    (:mod:`specsim.plan.lookahead`; None: the tree optimizer's best). A draft model's own
+    ``weights``, ``runtime`` and ``tensor_parallel`` (:mod:`specsim.plan.draft_runs`;
+    None: the target's deployment with the draft card's weights)."""
 
     kind: str
     card: str | None = None
     alpha: float | None = None
     acceptance: str | None = None
+    k: int | None = None
+    tree: str | None = None
+    weights: str | None = None
+    runtime: str | None = None
+    tensor_parallel: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -87,19 +94,29 @@ class OptionSpec:
         a = self.alpha
         if a is not None and (isinstance(a, bool) or not (0.0 <= float(a) <= 1.0)):
             raise ValueError(f"alpha: expected a probability in [0, 1], got {a!r}")
+        check_lookahead(self.k, self.tree)
+        check_draft_keys(self.kind, self.draft_keys)
+
+    @property
+    def draft_keys(self) -> dict[str, Any]:
+        """The draft model's own deployment keys (:data:`~specsim.plan.draft_runs.DRAFT_KEYS`)."""
+        return {k: getattr(self, k) for k in DRAFT_KEYS}
 
 
 @dataclass(frozen=True)
 class Option:
     """A built option: its label, its proposer (None: no speculation), where its acceptance
     came from and whether that was ``measured`` (a file or a card's published table) or
-    assumed (an alpha)."""
+    assumed (an alpha); ``fixed``: the tree the user fixed for it (None: searched), as
+    ``lookahead`` says it was given (``"k = 3"``)."""
 
     label: str
     kind: str
     proposer: Proposer | None
     acceptance_source: str
     measured: bool
+    fixed: tuple[int, ...] | None = None
+    lookahead: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -217,9 +234,13 @@ class PlanRequest:
                 "options: name at least one proposer to weigh against no speculation "
                 "(--draft SLUG, --heads SLUG, --ngram, --parallel SLUG, --selfspec SLUG)"
             )
-        twice = sorted({_label(o) for o in self.options if self.options.count(o) > 1})
+        labels = [spec_label(o) for o in self.options]
+        twice = sorted({x for x in labels if labels.count(x) > 1})
         if twice:
-            raise ValueError(f"options: {', '.join(twice)} given twice")
+            raise ValueError(
+                f"options: {', '.join(twice)} given twice (one option per card: plan another "
+                "lookahead or draft deployment separately)"
+            )
         for name in ("slo_ttft_p99_s", "slo_tpot_p99_s", "price_per_gpu_hour"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not math.isfinite(v) or v <= 0):
@@ -261,7 +282,7 @@ class PlanRequest:
         return self.max_batch or 64
 
 
-def _label(spec: OptionSpec) -> str:
+def spec_label(spec: OptionSpec) -> str:
     if spec.card is None:
         return spec.kind
     name = Path(spec.card).name
@@ -296,17 +317,23 @@ def build_option(spec: OptionSpec, deployment: Deployment, *, where: str) -> Opt
         raise ValueError(
             f"{where}: {proposer.name} cannot draft for the target card {target!r}: {exc}"
         ) from None
+    label = spec_label(spec)
+    own = own_deployment(proposer, deployment, spec.draft_keys, label=label)
+    proposer = with_own(proposer, own)
+    fixed = fixed_tree(spec.k, spec.tree, proposer, deployment, label=label)
     src = proposer.acceptance.source or _unsourced(spec)
     if spec.kind == "ngram" and spec.alpha is None and spec.acceptance is None:
         src = f"{src} (default: the packaged sample corpus, {ngram_sample().name})"
     if spec.alpha is not None:
         src = f"alpha = {spec.alpha:g}, assumed (i.i.d. chain), not measured"
     return Option(
-        label=_label(spec),
+        label=spec_label(spec),
         kind=spec.kind,
         proposer=proposer,
         acceptance_source=src,
         measured=measured,
+        fixed=fixed,
+        lookahead="" if fixed is None else (f"k = {spec.k}" if spec.k else f"tree = {spec.tree!r}"),
     )
 
 
@@ -321,51 +348,3 @@ def _unsourced(spec: OptionSpec) -> str:
         return NO_SOURCE
     line = "source key" if Path(spec.acceptance).suffix == ".toml" else "'# source:' line"
     return f"{spec.acceptance} ({NO_SOURCE}: the file has no {line})"
-
-
-def _options(data: Mapping[str, Any], where: str) -> tuple[OptionSpec, ...]:
-    if "options" in data and "proposer" in data:
-        raise ValueError(f"{where}: give [[options]] or [proposer], not both")
-    raw = data.get("options", [data["proposer"]] if "proposer" in data else [])
-    if not isinstance(raw, list):
-        raise ValueError(f"{where} [[options]]: expected an array of tables, got {raw!r}")
-    folder = Path(where).parent  # a file named in the config is found beside it
-    out = []
-    for i, t in enumerate(raw):
-        acc = t.get("acceptance") if isinstance(t, Mapping) else None
-        if isinstance(acc, str) and not os.path.isabs(acc):
-            t = {**t, "acceptance": os.fspath(folder / acc)}
-        out.append(build(OptionSpec, t, where=f"{where} [[options]] #{i + 1}"))
-    return tuple(out)
-
-
-def request_from_toml(path: str | os.PathLike[str], **overrides: Any) -> PlanRequest:
-    """The :class:`PlanRequest` of a TOML file: ``[deployment]`` (the Deployment's fields),
-    ``[[options]]`` (or one ``[proposer]``) with the keys of :class:`OptionSpec`, ``[load]``
-    (the keys of :class:`Load`), ``[slo]`` (``ttft_p99_s``, ``tpot_p99_s``) and top-level
-    ``price_per_gpu_hour``, ``seed``, ``max_batch``; ``overrides`` replace request fields."""
-    where = os.fspath(path)
-    data = read_toml(path)
-    known = {"deployment", "options", "proposer", "load", "slo", "price_per_gpu_hour"}
-    unknown = sorted(set(data) - known - {"seed", "max_batch", "precise"})
-    if unknown:
-        raise ValueError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(known)}")
-    if "deployment" not in data:
-        raise ValueError(f"{where}: expected a [deployment] table")
-    slo = data.get("slo", {})
-    bad = sorted(set(slo) - {"ttft_p99_s", "tpot_p99_s"})
-    if bad:
-        raise ValueError(f"{where} [slo]: unknown key(s) {bad}; allowed: ttft_p99_s, tpot_p99_s")
-    fields: dict[str, Any] = {
-        "deployment": deployment_from_table(data["deployment"], where=f"{where} [deployment]"),
-        "options": _options(data, where),
-        "load": build(Load, data.get("load", {}), where=f"{where} [load]"),
-        "slo_ttft_p99_s": slo.get("ttft_p99_s"),
-        "slo_tpot_p99_s": slo.get("tpot_p99_s"),
-        **{k: data[k] for k in ("price_per_gpu_hour", "seed", "max_batch", "precise") if k in data},
-    }
-    fields.update(overrides)
-    try:
-        return PlanRequest(**fields)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: {exc}") from None

@@ -202,6 +202,8 @@ def _assumed(answer: PlanAnswer) -> list[str]:
         f"method: {a['method']}",
     ]
     out += [f"acceptance of {k}: {v}" for k, v in a["acceptance"].items()]
+    out += [f"lookahead of {k}: {v}" for k, v in a.get("lookahead", {}).items()]
+    out += [f"{k} runs as: {v}" for k, v in a.get("drafts", {}).items()]
     # the fidelity page's checks on the same model pair (the others are weak assumptions)
     out += [f["line"] for f in a.get("fidelity", {}).values() if f["status"] == "same pair"]
     return out
@@ -214,14 +216,21 @@ def _section(title: str, lines: list[str]) -> list[str]:
 def render_text(answer: PlanAnswer) -> str:
     """The answer as plain text, verdict first."""
     table = options_table(answer).to_string(index=False)
-    trees = [f"{r.label}: {r.plan} {list(r.tree)}" for r in answer.rows[1:]]
+    fixed = answer.assumed.get("lookahead", {})
+    trees = [
+        f"{r.label}: {r.plan} {list(r.tree)}{' (fixed)' if r.label in fixed else ''}"
+        for r in answer.rows[1:]
+    ]
+    title = "Best tree per option (parents, -1 the root):"
+    if fixed:
+        title = "Tree per option (parents, -1 the root; fixed: as given, not searched):"
     parts = [
         answer.verdict.sentence,
         "",
         "Options (95% intervals in brackets; a bare number is a closed form):",
         table,
         *notes(answer),
-        *_section("Best tree per option (parents, -1 the root):", trees),
+        *_section(title, trees),
         *_section("Where each option stops paying:", _limits(answer)),
         *_section(BREAK_EVEN_TITLE, break_even_lines(answer)),
         *_section(
