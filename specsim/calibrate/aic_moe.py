@@ -40,7 +40,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from specsim.calibrate.aic_tables import BACKENDS, SYSTEMS, package_source, read_table, version_key
+from specsim.calibrate.aic_tables import (
+    BACKENDS,
+    SYSTEMS,
+    read_table,
+    timing_columns,
+    version_key,
+)
 from specsim.cards import load_hardware
 from specsim.cost.quant import WEIGHT_FORMATS
 
@@ -154,11 +160,7 @@ def moe_rows(root: Path, system: str, backend: str) -> pd.DataFrame:
             "topk": rows["topk"].astype(int),
             "ep": rows["moe_ep_size"].astype(int),
             "tokens": rows["num_tokens"].astype(int),
-            "time_s": rows["latency"].astype(float) / 1e3,
-            "backend": backend,
-            "version": rows["version"].astype(str),
-            "source": package_source(root, path),
-            "line": rows.index.astype(str),
+            **timing_columns(rows, root=root, path=path, backend=backend),
         }
     )
     cols = ["weights", "kernel", "model", "ep", "tokens"]

@@ -45,6 +45,7 @@ __all__ = [
     "version_key",
     "read_table",
     "package_source",
+    "timing_columns",
     "table_path",
     "gemm_rows",
     "allreduce_rows",
@@ -192,6 +193,21 @@ def package_source(root: Path, path: Path) -> str:
     return f"{PACKAGE}/systems/{path.relative_to(root).as_posix()}"
 
 
+def timing_columns(
+    rows: pd.DataFrame, *, root: Path, path: Path, backend: str
+) -> dict[str, object]:
+    """The columns every extract ends with: ``time_s`` (``latency`` / 1000: the tables'
+    milliseconds per call), ``backend``, ``version``, ``source`` (the parquet file in the
+    package) and ``line`` (the row's index in it)."""
+    return {
+        "time_s": rows["latency"].astype(float) / 1e3,
+        "backend": backend,
+        "version": rows["version"].astype(str),
+        "source": package_source(root, path),
+        "line": rows.index.astype(str),
+    }
+
+
 def gemm_rows(root: Path, system: str, backend: str) -> pd.DataFrame:
     """The kept GEMM rows of ``system`` and ``backend`` as a kernel sweep (module docstring):
     ``time_s`` = ``latency`` / 1000, ``line`` the row's index in the parquet table."""
@@ -217,11 +233,7 @@ def gemm_rows(root: Path, system: str, backend: str) -> pd.DataFrame:
             "K": rows["k"].astype(int),
             "N": rows["n"].astype(int),
             "rows": rows["m"].astype(int),
-            "time_s": rows["latency"].astype(float) / 1e3,
-            "backend": backend,
-            "version": rows["version"].astype(str),
-            "source": package_source(root, path),
-            "line": rows.index.astype(str),
+            **timing_columns(rows, root=root, path=path, backend=backend),
         }
     )
     return out.sort_values(["weights", "K", "N", "rows"]).reset_index(drop=True)
@@ -248,11 +260,7 @@ def allreduce_rows(root: Path, system: str, backend: str) -> pd.DataFrame:
             "devices": rows["num_gpus"].astype(int),
             "elements": rows["message_size"].astype(int),
             "bytes": rows["message_size"].astype(int) * 2,
-            "time_s": rows["latency"].astype(float) / 1e3,
-            "backend": backend,
-            "version": rows["version"].astype(str),
-            "source": package_source(root, path),
-            "line": rows.index.astype(str),
+            **timing_columns(rows, root=root, path=path, backend=backend),
         }
     )
     return out.sort_values(["devices", "elements"]).reset_index(drop=True)
