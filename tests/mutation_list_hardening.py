@@ -68,4 +68,12 @@ HARDENING: tuple[Mutation, ...] = (
         "plan: the next card up has more memory bandwidth than the deployment's",
         ("tests/plan/test_plan_limits.py",),
     ),
+    Mutation(
+        "serving-position-lookahead",
+        "specsim/sim/serving/simulate.py",
+        "draft_new_tokens=out + max(reach - 1, 0),",
+        "draft_new_tokens=out,",
+        "serving: a run whose last drafts pass the draft's max_position is refused up front",
+        ("tests/sim/serving/test_serving_positions.py",),
+    ),
 )

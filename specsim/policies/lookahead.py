@@ -51,6 +51,7 @@ __all__ = [
     "batch_wide",
     "check_choice",
     "fixed_gamma",
+    "deepest_gamma",
 ]
 
 
@@ -275,6 +276,16 @@ def fixed_gamma(policy: LookaheadPolicy) -> int | None:
     return check_int(
         value, name=f"policy {policy!r}: fixed_gamma", minimum=0, why="None or a gamma"
     )
+
+
+def deepest_gamma(policy: LookaheadPolicy, max_gamma: int) -> int:
+    """The longest lookahead ``policy`` can choose in a run of ``max_gamma``: its fixed gamma
+    where it declares one, else its own ``max_gamma`` where it has one, at most the run's.
+    What a run checks against the cards' positions before it starts."""
+    fixed = fixed_gamma(policy)
+    own = getattr(policy, "max_gamma", None)
+    bound = fixed if fixed is not None else own if isinstance(own, int) else max_gamma
+    return min(bound, max_gamma)
 
 
 def batch_wide(policy: LookaheadPolicy) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specsim.policies.lookahead import FixedGamma, fixed_gamma
+from specsim.policies.lookahead import FixedGamma, deepest_gamma, fixed_gamma
 from specsim.sim.costs.source import check_positions_fit
 from specsim.sim.results.records import ServingResult
 from specsim.sim.results.stability import plain_work_s
@@ -22,10 +22,15 @@ def simulate_serving(config: ServingConfig, rng: np.random.Generator) -> Serving
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng: expected numpy.random.Generator, got {type(rng).__name__}")
     table = config.workload.sample(rng)
+    # The target verifies up to the deepest lookahead past a request's last token, and the
+    # draft reaches one less (as the stream engine counts): checked before the run starts.
+    reach = deepest_gamma(config.policy, config.max_gamma)
+    out = table["output_tokens"].to_numpy()
     check_positions_fit(
         config.cost,
         context=table["prompt_tokens"].to_numpy(),
-        new_tokens=table["output_tokens"].to_numpy(),
+        new_tokens=out + reach,
+        draft_new_tokens=out + max(reach - 1, 0),
         name="workload",
     )
     draws = draw_requests(

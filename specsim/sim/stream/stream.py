@@ -43,6 +43,7 @@ from specsim.policies.lookahead import (
     LookaheadPolicy,
     PolicyContext,
     check_choice,
+    deepest_gamma,
     fixed_gamma,
 )
 from specsim.sim.costs.source import CostSource, block_costs, check_positions_fit, check_whole
@@ -90,10 +91,7 @@ class StreamConfig:
         # positions (the draft reaches gamma of them): count them now, so that a run is
         # refused before it starts rather than when its last block reaches past the card.
         # A policy's own max_gamma, where it declares one, bounds its choices.
-        fixed = fixed_gamma(self.policy)
-        own = getattr(self.policy, "max_gamma", None)
-        bound = fixed if fixed is not None else own if isinstance(own, int) else self.max_gamma
-        reach = min(bound, self.max_gamma)
+        reach = deepest_gamma(self.policy, self.max_gamma)
         check_positions_fit(
             self.cost,
             context=self.prompt,
