@@ -1113,6 +1113,29 @@ API_CASES = [
         "tensor_parallel",
     ),
     Api("card-cost-draft-larger", _card_cost("llama-68m", "llama-2-7b"), ValueError, "draft"),
+    Api(
+        "card-cost-target-keyword",
+        _lazy("specsim.sim:CardCost", target="llama-2-7b", hardware="a100-80gb"),
+        TypeError,
+        r"target, hardware belong to the deployment: CardCost\(deployment=Deployment",
+    ),
+    Api(
+        "plan-request-option-as-a-string",
+        lambda tmp: _lazy(
+            "specsim.plan:PlanRequest",
+            deployment=_lazy("specsim.cost:Deployment", target=_model(), hardware=_hw())(tmp),
+            load=_lazy("specsim.plan:Load", batch=4)(tmp),
+            options=("ngram",),
+        )(tmp),
+        TypeError,
+        r"options\[0\]: expected an OptionSpec .* got 'ngram'",
+    ),
+    Api(
+        "option-spec-alpha-as-a-string",
+        _lazy("specsim.plan:OptionSpec", kind="draft", card="llama-68m", alpha="0.7"),
+        ValueError,
+        r"alpha: expected a probability in \[0, 1\], got '0.7'",
+    ),
     # card loading
     Api(
         "load-hardware-none", _lazy("specsim.cards:load_hardware", None), TypeError, "hardware|card"

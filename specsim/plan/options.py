@@ -15,6 +15,7 @@ request from a TOML file (``[deployment]``, ``[[options]]`` or ``[proposer]``, `
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,7 +93,8 @@ class OptionSpec:
                 "acceptance apply to draft and ngram options only"
             )
         a = self.alpha
-        if a is not None and (isinstance(a, bool) or not (0.0 <= float(a) <= 1.0)):
+        real = isinstance(a, numbers.Real) and not isinstance(a, bool)
+        if a is not None and (not real or not (0.0 <= float(a) <= 1.0)):
             raise ValueError(f"alpha: expected a probability in [0, 1], got {a!r}")
         check_lookahead(self.k, self.tree)
         check_draft_keys(self.kind, self.draft_keys)
@@ -234,6 +236,12 @@ class PlanRequest:
                 "options: name at least one proposer to weigh against no speculation "
                 "(--draft SLUG, --heads SLUG, --ngram, --parallel SLUG, --selfspec SLUG)"
             )
+        for i, o in enumerate(self.options):
+            if not isinstance(o, OptionSpec):
+                raise TypeError(
+                    f"options[{i}]: expected an OptionSpec (OptionSpec(kind='ngram'), "
+                    f"OptionSpec(kind='draft', card='llama-68m', alpha=0.7)), got {o!r}"
+                )
         labels = [spec_label(o) for o in self.options]
         twice = sorted({x for x in labels if labels.count(x) > 1})
         if twice:

@@ -362,3 +362,22 @@ class CardCost(Remembers, CardDeployment):
             draft_flops=per_block(dra.flops),
             draft_energy=per_block(dra.energy_j),
         )
+
+
+_DATACLASS_INIT = CardCost.__init__
+_DEPLOYMENT_FIELDS = ("target", "hardware", "tensor_parallel", "runtime", "dtype", "weights")
+
+
+def _card_cost_init(self: CardCost, *args: Any, **kwargs: Any) -> None:
+    """The dataclass's ``__init__``, after naming a deployment field given to CardCost itself
+    (Python's own words, "unexpected keyword argument 'target'", say nothing of the fix)."""
+    stray = [k for k in _DEPLOYMENT_FIELDS if k in kwargs]
+    if stray:
+        raise TypeError(
+            f"CardCost: {', '.join(stray)} belong to the deployment: CardCost(deployment="
+            "Deployment(target=..., hardware=...), draft=...) (specsim.cost.Deployment)"
+        )
+    _DATACLASS_INIT(self, *args, **kwargs)
+
+
+setattr(CardCost, "__init__", _card_cost_init)  # noqa: B010  (a method set on the class)
