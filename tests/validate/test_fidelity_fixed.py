@@ -24,8 +24,7 @@ def test_each_stack_has_one_family_and_every_row_is_out_of_sample(rows: pd.DataF
     assert (LOSO_FAMILY, KEPT_FAMILY) == (_LOSO, _KEPT) and QUANTITY in STACK_QUANTITIES
     loso = rows[rows["family"].str.startswith("plain decode steps, leave-one-source-out")]
     assert set(loso["family"]) == {
-        LOSO_FAMILY.format(stack=s)
-        for s in ("gpt-fast-stack", "research-cuda-graphs")
+        LOSO_FAMILY.format(stack=s) for s in ("gpt-fast-stack", "research-cuda-graphs")
     }
     assert loso["fitted_on"].str.contains("refitted without this (?:source|row)").all()
     kept = rows[~rows.index.isin(loso.index)]
@@ -52,4 +51,5 @@ def test_a_plan_on_deepseek_v3_under_tensorrt_llm_names_the_out_of_sample_miss()
         expert_parallel=8,
     )
     flags = fidelity_flags(dep, ["none"], cards=[None])
-    assert any("previous numbers kept: tensorrt-llm" in f and "median error 37%" in f for f in flags)
+    kept = "previous numbers kept: tensorrt-llm"
+    assert any(kept in f and "median error 37%" in f for f in flags)
