@@ -32,7 +32,7 @@ import pandas as pd
 
 from specsim import __version__
 from specsim.plan.cases import opening_html, report_answers, report_cases, user_case
-from specsim.plots.fidelity import plot_fidelity, plot_stack_fidelity
+from specsim.plots.fidelity import plot_fidelity, plot_llamacpp_fidelity, plot_stack_fidelity
 from specsim.plots.figures import alt_text, plot_validation_z
 from specsim.report.demo import SamplingDemo, two_token_demo
 from specsim.report.markup import inline_markup, markdown_to_html
@@ -280,7 +280,11 @@ def _validate_html(validate: dict[str, pd.DataFrame], validate_note: str) -> lis
 
 def _fidelity_html(table: pd.DataFrame) -> str:
     misses = int((table["verdict"] == "miss").sum())
-    fig, stacks = plot_fidelity(table), plot_stack_fidelity(table)
+    fig, stacks, llama = (
+        plot_fidelity(table),
+        plot_stack_fidelity(table),
+        plot_llamacpp_fidelity(table),
+    )
     return "".join(
         [
             '<section id="fidelity"><h2>fidelity</h2>',
@@ -292,6 +296,7 @@ def _fidelity_html(table: pd.DataFrame) -> str:
             _table_html(fidelity_summary(table)),
             _figure_html(fig, _render_png(fig), "predicted against measured, every anchor"),
             _figure_html(stacks, _render_png(stacks), "published plain passes, by the stacks"),
+            _figure_html(llama, _render_png(llama), "llama.cpp's speculative runs on this CPU"),
             "</section>",
         ]
     )

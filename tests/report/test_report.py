@@ -67,8 +67,8 @@ def test_report_page_is_self_contained(report: tuple[Report, list[tuple[int, int
     rep, _ = report
     page = rep.html.read_text(encoding="utf-8")
     n_figures = (
-        sum(len(s.figures) for s in rep.studies) + 3
-    )  # + the z plot and the two fidelity figures
+        sum(len(s.figures) for s in rep.studies) + 4
+    )  # + the z plot and the three fidelity figures
     images = re.findall(r'<img alt="[^"]+" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert len(images) == n_figures
     assert all(len(b) > 1000 for b in images)
@@ -155,8 +155,8 @@ def test_every_figure_loads_in_a_real_browser(
     report: tuple[Report, list[tuple[int, int, str]]], tmp_path: Path
 ) -> None:
     rep, _ = report
-    # + the z plot and fidelity, and the opening's plan verdicts (one figure each)
-    n_figures = sum(len(s.figures) for s in rep.studies) + 3 + len(report_cases())
+    # + the z plot, the three fidelity figures and the opening's plan verdicts (one each)
+    n_figures = sum(len(s.figures) for s in rep.studies) + 4 + len(report_cases())
     probe = (
         "<script>window.addEventListener('load', () => {"
         "const imgs = Array.from(document.images);"

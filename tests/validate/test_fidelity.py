@@ -15,7 +15,14 @@ import pytest
 
 import specsim.validate.fidelity as fid
 from specsim.cards import load_hardware
-from specsim.plots.fidelity import STACK_QUANTITIES, plot_fidelity, plot_stack_fidelity
+from specsim.plots.fidelity import (
+    LLAMACPP_FAMILIES,
+    STACK_QUANTITIES,
+    plot_fidelity,
+    plot_llamacpp_fidelity,
+    plot_stack_fidelity,
+)
+from specsim.plots.figures import alt_text
 from specsim.validate.fidelity import leviathan
 from specsim.validate.fidelity.rows import (
     cpu_pass_rows,
@@ -80,6 +87,10 @@ def test_the_table_has_its_columns_and_every_family(table: pd.DataFrame) -> None
     plain = table["family"].str.startswith("plain decode steps")
     assert len(table[table["family"].str.contains(r"[ -]stack on ") & ~plain]) == 10
     assert len(table[plain]) == 45
+    # llama.cpp's speculative runs on this CPU: two families of 20 one-thread cells each
+    llama = table[table["family"].isin(LLAMACPP_FAMILIES)]
+    assert llama.groupby("family").size().to_dict() == dict.fromkeys(LLAMACPP_FAMILIES, 20)
+    assert set(llama["quantity"]) == {"per-token latency"} and set(llama["unit"]) == {"s/token"}
 
 
 def test_error_and_verdict_arithmetic(table: pd.DataFrame) -> None:
@@ -259,6 +270,17 @@ def test_summary_and_figure(table: pd.DataFrame) -> None:
     assert fig.get_suptitle()
     with pytest.raises(ValueError, match="lacks column"):
         plot_fidelity(table.drop(columns=["unit"]))
+    # llama.cpp's cells: a figure of their own, one point per cell and family
+    drawn = {c.get_label() for ax in axes for c in ax.containers}
+    assert "real tiny models (CPU)" in drawn and not drawn & set(LLAMACPP_FAMILIES)
+    llama = plot_llamacpp_fidelity(table)
+    (ax,) = llama.axes
+    assert [c.get_label() for c in ax.containers] == list(LLAMACPP_FAMILIES)
+    assert [len(c.lines[0].get_xdata()) for c in ax.containers] == [20, 20]
+    assert ax.get_xscale() == "log" and "+/- 25%" in (llama_alt := str(alt_text(llama)))
+    assert "40 rows" in llama_alt
+    with pytest.raises(ValueError, match="no llama.cpp rows"):
+        plot_llamacpp_fidelity(table[~table["family"].isin(LLAMACPP_FAMILIES)])
 
 
 def test_fitted_anchors_stay_out_of_the_out_of_sample_table(table: pd.DataFrame) -> None:

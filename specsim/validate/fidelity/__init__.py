@@ -17,6 +17,9 @@ anchor and quantity, each prediction made without the row's own measurement
   fitted on that folder's plain passes only (:mod:`specsim.validate.fidelity.profile`);
 - the same runs predicted by ``models/runtime/cpu-xeon-eager-rows.toml``, the profile
   fitted jointly on the float32, dynamic int8 and weight-only int4 passes;
+- ``models/measured/llama.cpp``: llama.cpp's own speculative runs on this CPU, per-token
+  latency per one-thread cell, predicted by a step line in ``k`` through the other draft
+  lengths and by the models' llama-bench passes (:mod:`specsim.validate.fidelity.llamacpp`);
 - Leviathan et al. 2023, Table 2: the full model fitted on one task, scored on the other;
 - vLLM v0.19.1 on one H100 (vLLM blog, 2026-04-22): the FP8 KV-cache ITL line and the
   median ITL at concurrency 8, predicted by ``models/runtime/vllm-h100.toml``, fitted on
@@ -56,6 +59,8 @@ from specsim.traces.io import read_trace
 from .anchors import VLLM_STACK, fitted_anchors, vllm_checks
 from .fixed import fixed_cost_rows
 from .leviathan import table2_reference, table2_rows
+from .llamacpp import MEASURED as LLAMACPP_TRACES
+from .llamacpp import llamacpp_rows
 from .profile import profile_rows
 from .published import published_rows
 from .rows import COLUMNS, LEVEL, cpu_pass_rows, cpu_rows, cpu_runs, real_rows
@@ -72,6 +77,7 @@ __all__ = [
     "ROWS_CARD",
     "ROWS_PROFILE",
     "ROWS_JOINT_PROFILE",
+    "LLAMACPP_TRACES",
     "measured_frames",
     "fidelity_table",
     "fidelity_summary",
@@ -151,6 +157,7 @@ def fidelity_table(
         profile_source=ROWS_JOINT_PROFILE,
         label="runtime profile fitted on fp32, int8 and int4 passes",
     )
+    rows += llamacpp_rows(folder=at(LLAMACPP_TRACES))
     rows += table2_rows(table2_reference())
     rows += vllm_checks()
     rows += vllm_checks(VLLM_STACK)

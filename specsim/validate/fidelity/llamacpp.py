@@ -19,8 +19,8 @@ and prices a step without the cell's own times:
   (``tg``) and the draft's own ``k + 1``-token pass over the verified batch. What is
   left out is the host's work between passes (sampling, batch set-up).
 
-These rows are not yet in :func:`specsim.validate.fidelity.fidelity_table` (see
-``docs/llama-cpp.md``); ``llamacpp_rows`` gives both families.
+:func:`llamacpp_rows` gives both families; :func:`specsim.validate.fidelity.fidelity_table`
+holds them after the CPU runs' families (``docs/fidelity.md``).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def _row(
         anchor=f"{pair} t{threads} k{k}",
         source=f"{MEASURED}/speculative",
         quantity="per-token latency",
-        unit="s",
+        unit="s/token",
         measured=lat,
         interval=interval,
         how=how,
@@ -178,8 +178,12 @@ def bench_rows(folder: Path) -> list[dict[str, object]]:
     return out
 
 
-def llamacpp_rows(root: Path | None = None) -> list[dict[str, object]]:
-    """Both families (module docstring) from ``<root>/models/measured/llama.cpp``."""
-    base = Path(__file__).resolve().parents[3] if root is None else Path(root)
-    folder = base / MEASURED
+def llamacpp_rows(
+    root: Path | None = None, *, folder: Path | None = None
+) -> list[dict[str, object]]:
+    """Both families (module docstring) from ``folder``, by default
+    ``<root>/models/measured/llama.cpp`` (``root``: the checkout)."""
+    if folder is None:
+        base = Path(__file__).resolve().parents[3] if root is None else Path(root)
+        folder = base / MEASURED
     return line_rows(folder) + bench_rows(folder)
