@@ -8,6 +8,7 @@ import math
 import pytest
 
 from specsim.policies.tree_optimizer import tree_tokens
+from specsim.proposers import build_proposer
 from specsim.proposers.engine_forms import (
     ACCEPT_LENGTH,
     PER_POSITION,
@@ -99,3 +100,21 @@ def test_flags_parse_or_name_themselves() -> None:
         parse_per_position("0.8;0.6", flag="--f")
     with pytest.raises(ValueError, match="^--f: position 2's rate"):
         parse_per_position("0.5,0.6", flag="--f")
+
+
+@pytest.mark.parametrize(
+    ("kind", "card"),
+    [
+        ("heads", "eagle-vicuna-7b-v1.3"),
+        ("parallel", "pard-llama-3.2-1b-llama-3.1-8b"),
+        ("selfspec", "layerskip-llama-2-7b-e8"),
+    ],
+)
+def test_a_cards_kind_takes_an_acceptance_in_place_of_its_cards(kind: str, card: str) -> None:
+    own = build_proposer(kind, card=card).acceptance
+    given = accept_length_acceptance(2.5, 3, given="a test")
+    p = build_proposer(kind, card=card, acceptance=given)
+    assert p.acceptance.accept == given.accept and p.acceptance.max_depth == own.max_depth
+    deep = per_position_acceptance([0.5] * ((own.max_depth or 0) + 1), given="a test")
+    with pytest.raises(ValueError, match=f"measured to depth {deep.depths}, but .* at most"):
+        build_proposer(kind, card=card, acceptance=deep)
