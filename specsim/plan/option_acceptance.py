@@ -29,6 +29,7 @@ __all__ = [
     "check_forms",
     "given_acceptance",
     "has_acceptance",
+    "beyond_measured",
     "replaced_card",
 ]
 
@@ -142,3 +143,15 @@ def replaced_card(spec: Spec) -> str:
     if PROPOSER_KINDS[spec.kind].needs_acceptance or not has_acceptance(spec):
         return ""
     return f"; replaces the published acceptance of {spec.kind} card {spec.card}"
+
+
+def beyond_measured(spec: Spec, depth: int) -> str:
+    """What a tree ``depth`` deep rests on past the lookahead a mean accepted length was
+    measured at (empty within it, or for any other form)."""
+    k = spec.accept_length_k
+    if k is None or depth <= k:
+        return ""
+    return (
+        f"its tree is {depth} deep, past the k = {k} its mean accepted length was measured "
+        f"at: the deeper depths rest on the i.i.d. assumption alone (--k {k} holds it there)"
+    )

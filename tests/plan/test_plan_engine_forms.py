@@ -150,3 +150,11 @@ def test_bad_forms_are_one_line(
     err = capsys.readouterr().err
     assert err.startswith("specsim plan: error: ") and message in err, err
     assert "Traceback" not in err
+
+
+def test_a_plan_deeper_than_a_lengths_k_is_flagged(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [*BASE, "--model", "llama-3.1-8b", "--parallel", "pard-llama-3.2-1b-llama-3.1-8b"]
+    assert main([*argv, "--accept-length", "2.9@3"]) == 0
+    assert "past the k = 3 its mean accepted length was measured at" in capsys.readouterr().out
+    assert main([*argv, "--accept-length", "2.9@3", "--k", "3"]) == 0
+    assert "past the k = 3" not in capsys.readouterr().out
