@@ -41,18 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         else:
             what = f"{kind.what} (repeatable)"
             g.add_argument(kind.flag, action="append", default=[], metavar="SLUG", help=what)
-    g.add_argument(
-        "--alpha",
-        type=float,
-        help="an assumed i.i.d. acceptance for --draft (for --ngram when no --draft is given); "
-        "flagged as assumed; a --draft with neither this nor --acceptance gets its break-even",
-    )
-    g.add_argument(
-        "--acceptance",
-        metavar="FILE",
-        help="a measured acceptance by depth and rank for --draft, as --alpha (.toml/.csv; "
-        "default for --ngram: the packaged sample corpus's, flagged)",
-    )
+    _add_acceptance(g)
     _add_fixed(parser)
     load = parser.add_argument_group("load")
     load.add_argument("--batch", type=int, help="a closed batch of N sequences")
@@ -70,6 +59,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the answer as one JSON object")
     parser.add_argument("--html", metavar="FILE", help="also write the answer as an HTML page")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --html FILE")
+
+
+def _add_acceptance(g: argparse._ArgumentGroup) -> None:
+    """The acceptance flags: one form, bound as :func:`_bind` says (docs/plan.md)."""
+    bound = "for the --draft options, else the one option given"
+    g.add_argument(
+        "--alpha",
+        type=float,
+        help="an assumed i.i.d. acceptance for --draft (for --ngram when no --draft is given); "
+        "flagged as assumed; a --draft with no acceptance gets its break-even",
+    )
+    g.add_argument(
+        "--acceptance",
+        metavar="FILE",
+        help=f"a measured acceptance by depth and rank (.toml/.csv), {bound}; for a card's "
+        "kind in place of its published table (default for --ngram: the packaged sample "
+        "corpus's, flagged)",
+    )
+    g.add_argument(
+        "--acceptance-per-position",
+        metavar="R1,R2,...",
+        help=f"vLLM's acceptance_rate_per_position (measured per depth), {bound}",
+    )
+    g.add_argument(
+        "--accept-length",
+        metavar="L@K",
+        help="a mean accepted length L (bonus token included) at lookahead K, as SGLang's "
+        f"accept_length or TensorRT-LLM's acceptance length (i.i.d. assumed), {bound}",
+    )
 
 
 def _add_fixed(parser: argparse.ArgumentParser) -> None:
@@ -139,18 +157,70 @@ def _options(args: argparse.Namespace) -> list[Any]:
     from specsim.plan import OptionSpec  # start-up: the plan loads the serving engine
     from specsim.proposers import KINDS
 
-    acc = {"alpha": args.alpha, "acceptance": args.acceptance}
-    if (args.alpha is not None or args.acceptance) and not (args.draft or args.ngram):
-        raise ValueError("--alpha, --acceptance: they apply to --draft (or, alone, --ngram)")
     out = []
     for kind in KINDS.values():
         given = getattr(args, kind.flag[2:])
-        # An acceptance is a card's draft model's; the lookup takes it only alone.
-        own = acc if kind.needs_acceptance and (kind.card or not args.draft) else {}
         if not kind.card:
-            out += [OptionSpec(kind=kind.name, **own)] if given else []
+            out += [OptionSpec(kind=kind.name)] if given else []
         else:
-            out += [OptionSpec(kind=kind.name, card=c, **own) for c in given]
+            out += [OptionSpec(kind=kind.name, card=c) for c in given]
+    return out
+
+
+def _acceptance_flags(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The acceptance flag given (empty: none) and the option fields it sets; two refused."""
+    # start-up: the acceptance forms load the plan, as the options do
+    from specsim.plan.option_acceptance import FORMS
+
+    # start-up: as above
+    from specsim.proposers.engine_forms import parse_accept_length, parse_per_position
+
+    given = [f for f in FORMS if getattr(args, f) is not None]
+    flags = [f"--{f.replace('_', '-')}" for f in given]
+    if len(given) > 1:
+        raise ValueError(f"{', '.join(flags)}: give one acceptance form, not several")
+    if not given:
+        return "", {}
+    value = getattr(args, given[0])
+    if given[0] == "acceptance_per_position":
+        value = parse_per_position(value, flag=flags[0])
+    if given[0] == "accept_length":
+        length, k = parse_accept_length(value, flag=flags[0])
+        return flags[0], {"accept_length": length, "accept_length_k": k}
+    return flags[0], {given[0]: value}
+
+
+def _bind(args: argparse.Namespace, options: list[Any]) -> list[Any]:
+    """``options`` with the acceptance flag's form: on every --draft option when one is
+    given, else on the one option that takes it (an alpha: the n-gram lookup); no such
+    option, or several, is refused naming the flag. It replaces an option's own form."""
+    from specsim.plan.option_acceptance import COMMAND_LINE, FORMS  # start-up: as above
+    from specsim.plan.options import spec_label  # start-up: as above
+    from specsim.proposers import KINDS  # start-up: as above
+
+    flag, form = _acceptance_flags(args)
+    if not flag or not options:  # no option: the request names the flags to give
+        return options
+    takes = [o for o in options if flag != "--alpha" or KINDS[o.kind].needs_acceptance]
+    if not takes:
+        raise ValueError(
+            "--alpha: an assumed alpha applies to --draft and --ngram options; for a card's "
+            "kind give --accept-length L@K, --acceptance-per-position or --acceptance FILE"
+        )
+    bound = [o for o in takes if o.kind == "draft"] or takes
+    if len(bound) > 1 and bound[0].kind != "draft":
+        raise ValueError(
+            f"{flag}: binds to the --draft options, else to the one option that takes it, "
+            f"and {len(bound)} do ({', '.join(spec_label(o) for o in bound)}); give each "
+            "option its own in a plan TOML ([[options]])"
+        )
+    own = {**dict.fromkeys((*FORMS, "accept_length_k")), **form, "acceptance_from": COMMAND_LINE}
+    out = []
+    for o in options:
+        try:
+            out.append(dataclasses.replace(o, **own) if any(o is b for b in bound) else o)
+        except ValueError as exc:  # an alpha out of range: named after its flag
+            raise ValueError(f"{flag}: {str(exc).removeprefix('alpha: ')}") from None
     return out
 
 
@@ -195,7 +265,8 @@ def request(args: argparse.Namespace) -> Any:
         if args.deployment is None:
             args.deployment = args.config  # its [deployment] table, under the flags given
     dep = deployment.from_args(args)
-    options = _fixed(args, _options(args) or (list(base.options) if base is not None else []))
+    options = _options(args) or (list(base.options) if base is not None else [])
+    options = _fixed(args, _bind(args, options))
     extra = {
         "slo_ttft_p99_s": args.slo_ttft_p99,
         "slo_tpot_p99_s": args.slo_tpot_p99,

@@ -35,6 +35,7 @@ from specsim.cards.heads import HeadCard, list_heads
 from specsim.cards.proposer_cards import list_proposer_cards
 from specsim.cost.deployment import Deployment
 from specsim.plan.limits import Shifted
+from specsim.plan.option_acceptance import has_acceptance
 from specsim.plan.options import OptionSpec
 from specsim.policies.tree_optimizer import chain_tree, evaluate_tree, tree_tokens
 from specsim.proposers import KINDS as PROPOSER_KINDS
@@ -103,8 +104,7 @@ def needs_break_even(spec: OptionSpec) -> bool:
     """Whether ``spec`` has no acceptance at all (a draft model given neither an alpha nor
     a file; the n-gram lookup keeps its sample corpus's)."""
     kind = PROPOSER_KINDS[spec.kind]
-    given = spec.alpha is not None or spec.acceptance is not None
-    return kind.needs_acceptance and spec.kind != "ngram" and not given
+    return kind.needs_acceptance and spec.kind != "ngram" and not has_acceptance(spec)
 
 
 def _gain(

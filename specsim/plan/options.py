@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,12 @@ from specsim.cards.files import packaged_root
 from specsim.cost.deployment import Deployment
 from specsim.plan.draft_runs import DRAFT_KEYS, check_draft_keys, own_deployment, with_own
 from specsim.plan.lookahead import check_lookahead, fixed_tree
+from specsim.plan.option_acceptance import (
+    check_forms,
+    given_acceptance,
+    has_acceptance,
+    replaced_card,
+)
 from specsim.proposers import CARD_KINDS, Proposer
 from specsim.proposers import KINDS as PROPOSER_KINDS
 from specsim.sim.config.config_compose import proposer_from_table
@@ -59,10 +64,14 @@ def ngram_sample() -> Path:
 class OptionSpec:
     """One speculative option: ``kind`` (one of :data:`KINDS`), its ``card`` slug or path
     (draft model, head card, parallel or self-speculation proposer card; none for n-gram), and
-    its acceptance: ``alpha`` (an assumed i.i.d. chain acceptance, draft and n-gram only) or
-    ``acceptance`` (a measured file of acceptance by depth and rank); neither means the card's
-    published table (heads, parallel, self-speculation), for n-gram the sample corpus's, and
-    for a draft model none: the plan answers with its break-even
+    its acceptance, one form at most (:mod:`specsim.plan.option_acceptance`): ``alpha`` (an
+    assumed i.i.d. chain acceptance, draft and n-gram only), ``acceptance`` (a measured file
+    of acceptance by depth and rank), ``acceptance_per_position`` (vLLM's per-position
+    rates) or ``accept_length`` at ``accept_length_k`` (SGLang's or TensorRT-LLM's mean
+    accepted length), given where ``acceptance_from`` says (None: to the plan); any but an
+    alpha replaces a card's published table. None means the card's published table (heads,
+    parallel, self-speculation), for n-gram the sample corpus's, and for a draft model none:
+    the plan answers with its break-even
     (:mod:`specsim.plan.breakeven`). ``k`` or ``tree``: a lookahead fixed for it
     (:mod:`specsim.plan.lookahead`; None: the tree optimizer's best). A draft model's own
     ``weights``, ``runtime`` and ``tensor_parallel`` (:mod:`specsim.plan.draft_runs`;
@@ -72,6 +81,10 @@ class OptionSpec:
     card: str | None = None
     alpha: float | None = None
     acceptance: str | None = None
+    acceptance_per_position: tuple[float, ...] | None = None
+    accept_length: float | None = None
+    accept_length_k: int | None = None
+    acceptance_from: str | None = None
     k: int | None = None
     tree: str | None = None
     weights: str | None = None
@@ -84,14 +97,7 @@ class OptionSpec:
         if (self.kind in CARD_KINDS) != (self.card is not None):
             need = "needs a card" if self.kind in CARD_KINDS else "takes no card"
             raise ValueError(f"kind {self.kind!r}: {need} (card = {self.card!r})")
-        if self.alpha is not None and self.acceptance is not None:
-            raise ValueError("alpha, acceptance: give one (an assumed alpha or a measured file)")
-        given = self.alpha is not None or self.acceptance is not None
-        if given and not PROPOSER_KINDS[self.kind].needs_acceptance:
-            raise ValueError(
-                f"kind {self.kind!r}: its card carries its published acceptance; alpha and "
-                "acceptance apply to draft and ngram options only"
-            )
+        check_forms(self)
         a = self.alpha
         real = isinstance(a, numbers.Real) and not isinstance(a, bool)
         if a is not None and (not real or not (0.0 <= float(a) <= 1.0)):
@@ -305,11 +311,9 @@ def build_option(spec: OptionSpec, deployment: Deployment, *, where: str) -> Opt
     table: dict[str, Any] = {"kind": spec.kind}
     if spec.card is not None:
         table["card"] = spec.card
-    measured = spec.alpha is None
-    if spec.alpha is not None:
-        table["acceptance"] = float(spec.alpha)
-    elif spec.acceptance is not None:
-        table["acceptance"] = os.path.abspath(spec.acceptance)
+    given, measured = given_acceptance(spec)
+    if given is not None:
+        table["acceptance"] = given
     elif spec.kind == "ngram":
         table["acceptance"] = str(ngram_sample())
     elif spec.kind == "draft":
@@ -330,10 +334,11 @@ def build_option(spec: OptionSpec, deployment: Deployment, *, where: str) -> Opt
     proposer = with_own(proposer, own)
     fixed = fixed_tree(spec.k, spec.tree, proposer, deployment, label=label)
     src = proposer.acceptance.source or _unsourced(spec)
-    if spec.kind == "ngram" and spec.alpha is None and spec.acceptance is None:
+    if spec.kind == "ngram" and not has_acceptance(spec):
         src = f"{src} (default: the packaged sample corpus, {ngram_sample().name})"
     if spec.alpha is not None:
         src = f"alpha = {spec.alpha:g}, assumed (i.i.d. chain), not measured"
+    src += replaced_card(spec)
     return Option(
         label=spec_label(spec),
         kind=spec.kind,

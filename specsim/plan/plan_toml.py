@@ -19,6 +19,7 @@ from specsim.cards import read_toml
 from specsim.config import build
 from specsim.cost.deployment import deployment_from_table
 from specsim.plan.lookahead import check_lookahead
+from specsim.plan.option_acceptance import FORMS
 from specsim.plan.options import Load, OptionSpec, PlanRequest
 
 __all__ = ["request_from_toml"]
@@ -38,13 +39,30 @@ def _options(data: Mapping[str, Any], where: str) -> tuple[OptionSpec, ...]:
         raise ValueError(f"{where}: {exc}") from None
     out = []
     for i, t in enumerate(raw):
-        acc = t.get("acceptance") if isinstance(t, Mapping) else None
-        if isinstance(acc, str) and not os.path.isabs(acc):
-            t = {**t, "acceptance": os.fspath(folder / acc)}
+        here = f"{where} [[options]] #{i + 1}"
+        if isinstance(t, Mapping):
+            t = _sourced(t, folder, where=here, path=where)
         if isinstance(t, Mapping) and not ("k" in t or "tree" in t):
             t = {**t, **ahead}
-        out.append(build(OptionSpec, t, where=f"{where} [[options]] #{i + 1}"))
+        out.append(build(OptionSpec, t, where=here))
     return tuple(out)
+
+
+def _sourced(t: Mapping[str, Any], folder: Path, *, where: str, path: str) -> dict[str, Any]:
+    """An option table with its acceptance file found beside the plan TOML and its
+    acceptance form said to come from ``path`` (a key ``acceptance_from`` is refused)."""
+    if "acceptance_from" in t:
+        raise ValueError(
+            f"{where}: acceptance_from: not a key of a plan TOML (the plan names the file "
+            "an acceptance was given in itself)"
+        )
+    out = dict(t)
+    acc = t.get("acceptance")
+    if isinstance(acc, str) and not os.path.isabs(acc):
+        out["acceptance"] = os.fspath(folder / acc)
+    if any(k in t for k in FORMS):
+        out["acceptance_from"] = f"given in {path}"
+    return out
 
 
 def request_from_toml(path: str | os.PathLike[str], **overrides: Any) -> PlanRequest:

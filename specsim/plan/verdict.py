@@ -20,7 +20,9 @@ from specsim.plan.breakeven import BreakEven
 from specsim.plan.evaluation import Row
 from specsim.plan.fidelity import fidelity_flags
 from specsim.plan.limits import Limit
-from specsim.plan.options import NO_SOURCE, PlanRequest
+from specsim.plan.option_acceptance import beyond_measured
+from specsim.plan.options import NO_SOURCE, PlanRequest, spec_label
+from specsim.proposers.tables import tree_depths
 
 __all__ = [
     "Verdict",
@@ -269,11 +271,14 @@ def weak_assumptions(rows: Sequence[Row], request: PlanRequest) -> list[str]:
             f"stack: {rt.slug} was fitted on {rt.fitted_on}, used here on {dep.hardware.slug}"
         )
     out += borrowed_kernels(dep)
+    specs = {spec_label(s): s for s in request.options}
     for r in rows[1:]:
         if not r.measured:
             out.append(
                 f"{r.label}: {r.acceptance_source}; the +-0.1 what-ifs show how much it matters"
             )
+            deeper = r.label in specs and beyond_measured(specs[r.label], tree_depth(r.tree))
+            out += [f"{r.label}: {deeper}"] if deeper else []
         elif r.kind == "ngram" and "sample" in r.acceptance_source.lower():
             out.append(
                 f"{r.label}: acceptance measured on the packaged sample corpus, not your traffic"
@@ -317,3 +322,8 @@ def row_card(row: Row) -> str | None:
     decoding, or a proposer without a card)."""
     head = f"{row.kind} "
     return row.label[len(head) :] if row.kind != "none" and row.label.startswith(head) else None
+
+
+def tree_depth(parents: Sequence[int]) -> int:
+    """How deep the tree ``parents`` reaches (0: no tree)."""
+    return max(tree_depths(parents), default=0)

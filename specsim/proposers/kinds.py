@@ -204,11 +204,14 @@ class Heads(ScalarFromArrays):
     evaluates all heads once per pass on each sequence's last position; an
     ``"autoregressive"`` one (EAGLE, MTP modules) steps once per depth over the frontier.
     Heads read the target's last hidden state, so they cannot draft beside its verification
-    (not ``overlappable``). Using the card with another target is an error.
+    (not ``overlappable``). Using the card with another target is an error. ``given``: an
+    acceptance measured for these heads in place of the card's published one (None: the
+    card's).
     """
 
     card: HeadCard
     dtype: str | None = None
+    given: RankAcceptance | None = None
 
     @property
     def name(self) -> str:
@@ -220,6 +223,8 @@ class Heads(ScalarFromArrays):
 
     @property
     def acceptance(self) -> RankAcceptance:
+        if self.given is not None:
+            return self.given
         src = self.card.sources
         where = src.get("accept", "") if isinstance(src, dict) else "; ".join(src)
         assumed = self.card.assumed_depths

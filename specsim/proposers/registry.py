@@ -14,9 +14,10 @@ tree``), so a new kind is one entry here and one module implementing the protoco
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from specsim.cards import load_head, load_model
 from specsim.cards.files import SearchPath
@@ -28,7 +29,7 @@ from specsim.proposers.protocol import Proposer
 from specsim.proposers.selfspec import SelfSpeculation
 from specsim.proposers.tables import RankAcceptance
 
-__all__ = ["CARD_KINDS", "KINDS", "ProposerKind", "build_proposer"]
+__all__ = ["CARD_KINDS", "KINDS", "ProposerKind", "build_proposer", "in_place_of_card"]
 
 Make = Callable[[str, RankAcceptance | None, Mapping[str, Any], SearchPath], Proposer]
 
@@ -37,8 +38,10 @@ Make = Callable[[str, RankAcceptance | None, Mapping[str, Any], SearchPath], Pro
 class ProposerKind:
     """One kind of proposer: its ``name`` (config and plan), its command-line ``flag``, what
     it is (``what``: the flag's help), whether it takes a ``card``, whether an acceptance
-    must be given with it (``needs_acceptance``: its card carries none), its config ``keys``
-    besides ``kind`` and how it is built (``make(card, acceptance, extra, search_path)``)."""
+    must be given with it (``needs_acceptance``: its card carries none; a card's kind takes
+    one too, in place of its card's published table, bounded at the card's depth), its
+    config ``keys`` besides ``kind`` and how it is built
+    (``make(card, acceptance, extra, search_path)``)."""
 
     name: str
     flag: str
@@ -49,6 +52,18 @@ class ProposerKind:
     make: Make
 
 
+def in_place_of_card(acc: RankAcceptance, *, max_depth: int | None, card: str) -> RankAcceptance:
+    """``acc`` given for a proposer whose ``card`` drafts at most ``max_depth`` deep, bounded
+    there; an acceptance measured deeper than the card drafts is a ValueError naming both."""
+    deepest = acc.max_depth
+    if deepest is not None and max_depth is not None and deepest > max_depth:
+        raise ValueError(
+            f"acceptance: {acc.name} is measured to depth {deepest}, but {card} drafts at most "
+            f"{max_depth} deep"
+        )
+    return dataclasses.replace(acc, max_depth=max_depth if deepest is None else deepest)
+
+
 def _draft(card: str, acc: RankAcceptance | None, extra: Mapping[str, Any], sp: SearchPath) -> Any:
     assert acc is not None  # build_proposer checks that it is given
     return DraftModel(
@@ -57,7 +72,11 @@ def _draft(card: str, acc: RankAcceptance | None, extra: Mapping[str, Any], sp: 
 
 
 def _heads(card: str, acc: RankAcceptance | None, extra: Mapping[str, Any], sp: SearchPath) -> Any:
-    return Heads(card=load_head(card, search_path=sp), dtype=extra.get("dtype"))
+    head = load_head(card, search_path=sp)
+    given = None
+    if acc is not None:
+        given = in_place_of_card(acc, max_depth=head.max_depth, card=f"head card {head.slug!r}")
+    return Heads(card=head, dtype=extra.get("dtype"), given=given)
 
 
 def _ngram(card: str, acc: RankAcceptance | None, extra: Mapping[str, Any], sp: SearchPath) -> Any:
@@ -67,13 +86,25 @@ def _ngram(card: str, acc: RankAcceptance | None, extra: Mapping[str, Any], sp: 
 def _parallel(
     card: str, acc: RankAcceptance | None, extra: Mapping[str, Any], sp: SearchPath
 ) -> Any:
-    return ParallelDraft.from_card(card, search_path=sp)
+    return _own(ParallelDraft.from_card(card, search_path=sp), acc)
 
 
 def _selfspec(
     card: str, acc: RankAcceptance | None, extra: Mapping[str, Any], sp: SearchPath
 ) -> Any:
-    return SelfSpeculation.from_card(card, search_path=sp)
+    return _own(SelfSpeculation.from_card(card, search_path=sp), acc)
+
+
+P = TypeVar("P", ParallelDraft, SelfSpeculation)
+
+
+def _own(proposer: P, acc: RankAcceptance | None) -> P:
+    """``proposer`` (built from its card) with ``acc`` in place of the card's acceptance."""
+    if acc is None:
+        return proposer
+    card = proposer.acceptance
+    own = in_place_of_card(acc, max_depth=card.max_depth, card=card.name.removesuffix(": accept"))
+    return dataclasses.replace(proposer, acceptance=own)
 
 
 _DRAFT_KEYS = ("card", "acceptance", "dtype")
@@ -97,7 +128,7 @@ KINDS: Mapping[str, ProposerKind] = {
             what="a head card (models/heads/)",
             card=True,
             needs_acceptance=False,
-            keys=("card", "dtype"),
+            keys=("card", "acceptance", "dtype"),
             make=_heads,
         ),
         ProposerKind(
@@ -115,7 +146,7 @@ KINDS: Mapping[str, ProposerKind] = {
             what="a parallel-drafting proposer card (models/proposers/)",
             card=True,
             needs_acceptance=False,
-            keys=("card",),
+            keys=("card", "acceptance"),
             make=_parallel,
         ),
         ProposerKind(
@@ -124,7 +155,7 @@ KINDS: Mapping[str, ProposerKind] = {
             what="a self-speculation proposer card (models/proposers/)",
             card=True,
             needs_acceptance=False,
-            keys=("card",),
+            keys=("card", "acceptance"),
             make=_selfspec,
         ),
     )

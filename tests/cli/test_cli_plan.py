@@ -57,7 +57,10 @@ def test_a_draft_without_acceptance_gets_its_break_even(
         (["--draft", "llama-3.2-1b"], "cannot draft for the target card 'vicuna-7b-v1.3'"),
         ([], "name at least one proposer"),
         (["--ngram", "--rate", "2"], "give a batch (--batch N) or a rate (--rate R)"),
-        (["--heads", "eagle-vicuna-7b-v1.3", "--alpha", "0.5"], "--alpha, --acceptance: they"),
+        (
+            ["--heads", "eagle-vicuna-7b-v1.3", "--alpha", "0.5"],
+            "--alpha: an assumed alpha applies",
+        ),
         (["--ngram", "--slo-tpot-p99", "-1"], "--slo-tpot-p99: expected a finite number > 0"),
         (["--ngram", "--draft-placement", "overlapped"], "--draft-placement: 'overlapped'"),
         (["--ngram", "--model", "llama-2-70b"], "model 'llama-2-70b' does not fit on 'h100-sxm'"),

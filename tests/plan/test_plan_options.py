@@ -31,7 +31,7 @@ def test_load_needs_one_of_batch_and_rate() -> None:
 def test_option_specs_refuse_what_does_not_apply() -> None:
     with pytest.raises(ValueError, match="needs a card"):
         OptionSpec(kind="heads")
-    with pytest.raises(ValueError, match="apply to draft and ngram"):
+    with pytest.raises(ValueError, match="alpha: kind .heads.: an assumed alpha applies"):
         OptionSpec(kind="heads", card="eagle-vicuna-7b-v1.3", alpha=0.5)
     with pytest.raises(ValueError, match="alpha: expected a probability"):
         OptionSpec(kind="draft", card="llama-68m", alpha=1.5)

@@ -9,10 +9,12 @@ the one serving engine (:mod:`specsim.sim.serving.tree_serving` for a fixed tree
                   hardware, runtime, dtype, weights, kv, group_size, tensor_parallel)
     [proposer]    kind = "draft"    card (a model), acceptance (an alpha: a chain, or a
                                     file of acceptance by depth and rank), dtype
-                  kind = "heads"    card (a head card), dtype
+                  kind = "heads"    card (a head card), acceptance (optional: a file in
+                                    place of the card's published table), dtype
                   kind = "ngram"    acceptance (alpha or file), n, threads, overlap
-                  kind = "parallel" card (a proposer card of kind "parallel")
-                  kind = "selfspec" card (a proposer card of kind "self-speculation")
+                  kind = "parallel" card (a proposer card of kind "parallel"), acceptance
+                  kind = "selfspec" card (a proposer card of kind "self-speculation"),
+                                    acceptance (optional, as for heads)
     [tree]        kind = "static"   parents, or shape = "chain" | "k-ary" with depth (and k)
                   kind = "dynamic"  budget, max_depth, max_rank (EAGLE-2's policy,
                                     :class:`~specsim.sim.stream.tree_policies.ConfidenceTree`),
@@ -131,7 +133,10 @@ def _kind_table(
 
 def _acceptance(value: Any, *, base: Path, where: str) -> RankAcceptance:
     """An alpha (every depth's first child accepted with that probability: a chain's i.i.d.
-    acceptance) or a file of acceptance by depth and rank, relative to ``base``."""
+    acceptance) or a file of acceptance by depth and rank, relative to ``base``, or a
+    :class:`RankAcceptance` built already (the plan's engine forms)."""
+    if isinstance(value, RankAcceptance):
+        return value
     if isinstance(value, str):
         p = Path(value)
         return load_acceptance(p if p.is_absolute() else base / p)
