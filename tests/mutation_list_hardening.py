@@ -76,4 +76,12 @@ HARDENING: tuple[Mutation, ...] = (
         "serving: a run whose last drafts pass the draft's max_position is refused up front",
         ("tests/sim/serving/test_serving_positions.py",),
     ),
+    Mutation(
+        "tree-position-depth",
+        "specsim/sim/serving/tree_batch.py",
+        "new_tokens=out_tok + plan.reach,",
+        "new_tokens=out_tok,",
+        "tree serving: a request whose tree would verify past max_position is refused up front",
+        ("tests/sim/serving/test_serving_positions.py",),
+    ),
 )

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from specsim.policies.lookahead import FixedGamma, fixed_gamma
+from specsim.policies.lookahead import FixedGamma, deepest_gamma, fixed_gamma
 from specsim.sim.costs.source import check_positions_fit
 from specsim.sim.disagg.config import DecodeTrees, DisaggConfig
 from specsim.sim.disagg.link import hand_over, target_kv_bytes_per_token
@@ -45,6 +45,26 @@ Frames = tuple[pd.DataFrame, pd.DataFrame]
 Ints = NDArray[np.int64]
 
 
+def _check_positions(
+    config: DisaggConfig, plan: TreePlan | None, *, prompt: np.ndarray, out: np.ndarray
+) -> None:
+    """Refuse a run whose requests' last passes would reach past a card's ``max_position``:
+    the deepest position verified past a request's last token (a tree's depth, a chain's
+    deepest lookahead); the draft reaches one less."""
+    if plan is not None:
+        reach = plan.reach
+    else:
+        assert config.policy is not None  # checked by DisaggConfig
+        reach = deepest_gamma(config.policy, config.max_gamma)
+    check_positions_fit(
+        config.decode_cost,
+        context=prompt,
+        new_tokens=out + reach,
+        draft_new_tokens=out + max(reach - 1, 0),
+        name="workload",
+    )
+
+
 def simulate_disaggregated(config: DisaggConfig, rng: np.random.Generator) -> DisaggResult:
     """Serve the workload on the prefill pool, hand each prompt's KV cache over the link,
     and decode on the decode pool with speculation and (``config.plain_twin``) without."""
@@ -54,8 +74,8 @@ def simulate_disaggregated(config: DisaggConfig, rng: np.random.Generator) -> Di
     prompt = table["prompt_tokens"].to_numpy().astype(np.int64)
     out = table["output_tokens"].to_numpy().astype(np.int64)
     plan = None if config.tree is None else config.tree_plan()
-    ahead = 0 if plan is None else plan.lookahead
-    check_positions_fit(config.decode_cost, context=prompt, new_tokens=out + ahead, name="workload")
+    ahead = 0 if plan is None else plan.lookahead  # the KV reservation
+    _check_positions(config, plan, prompt=prompt, out=out)
     draws = None
     if plan is None:
         assert config.acceptance is not None  # checked by DisaggConfig

@@ -92,10 +92,20 @@ class TreePlan(Protocol):
     ``step(contexts, rng, positions=None)``, the pass over sequences each after
     ``contexts[i]`` cached tokens (all but the root), its acceptance walks drawn from
     ``rng``, verifying at most ``positions`` positions over the batch, roots included
-    (the scheduler's token budget; None: the plan's own limits)."""
+    (the scheduler's token budget; None: the plan's own limits). ``reach``: the deepest
+    position a pass verifies past a sequence's emitted tokens (its tree's depth, or the
+    deepest a chosen tree can be), what a run checks against the cards' ``max_position``;
+    the draft reaches one less.
+
+    >>> from specsim.sim.serving.plans import TreePlan
+    >>> sorted(n for n in ("lookahead", "reach", "step") if hasattr(TreePlan, n))
+    ['lookahead', 'reach', 'step']"""
 
     @property
     def lookahead(self) -> int: ...
+
+    @property
+    def reach(self) -> int: ...
 
     @property
     def draft_prefill(self) -> bool: ...

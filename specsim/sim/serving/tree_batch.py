@@ -48,14 +48,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from specsim.checks import check_int, check_size
-from specsim.cost.checks import check_positions
 from specsim.cost.deployment import Deployment
 from specsim.cost.shape import tree_pairs
 from specsim.cost.stack_terms import check_stack_tree
 from specsim.proposers import Proposer, check_proposer, verify_shape
 from specsim.sim.costs.card_deployment import OnDeployment
 from specsim.sim.costs.costs import CardCost
-from specsim.sim.costs.source import CostSource, check_whole
+from specsim.sim.costs.source import CostSource, check_positions_fit, check_whole
 from specsim.sim.results.records import ServingResult
 from specsim.sim.serving import paged
 from specsim.sim.serving.batch import Requests
@@ -329,7 +328,15 @@ def serve_trees(
     lookahead = plan.lookahead
     prompt = table["prompt_tokens"].to_numpy().astype(np.int64)
     out_tok = table["output_tokens"].to_numpy().astype(np.int64)
-    check_positions(cfg.target, context=prompt, new_tokens=out_tok + lookahead, name="workload")
+    # Positions: the deepest node verified past a request's last token (the KV reservation,
+    # ``lookahead``, also holds the tree's siblings, which share positions).
+    check_positions_fit(
+        cfg.card_cost(),
+        context=prompt,
+        new_tokens=out_tok + plan.reach,
+        draft_new_tokens=out_tok + max(plan.reach - 1, 0),
+        name="workload",
+    )
     req = Requests.undrawn(table, lookahead=lookahead)
     return serve(_setup(cfg, lookahead), req, None, tree=plan, rng=rng)
 
@@ -340,6 +347,7 @@ class _Roots:
 
     verify: TreeVerify
     lookahead: int = 1
+    reach: int = 0
     draft_prefill: bool = False
     columns: tuple[str, ...] = ()
 

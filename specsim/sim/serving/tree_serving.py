@@ -56,6 +56,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from specsim.cost.deployment import Deployment
+from specsim.cost.shape import tree_depths
 from specsim.proposers import RankAcceptance, check_tree
 from specsim.sim.costs.source import check_whole
 from specsim.sim.serving.drafting import proposer_draft_costs
@@ -171,6 +172,11 @@ class StaticTreePlan:
     @property
     def lookahead(self) -> int:
         return len(self.config.parents) + 1
+
+    @property
+    def reach(self) -> int:
+        """The tree's depth (0 for plain decoding)."""
+        return max(tree_depths(self.config.parents), default=0)
 
     @property
     def draft_prefill(self) -> bool:

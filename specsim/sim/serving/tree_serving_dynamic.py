@@ -165,6 +165,11 @@ class DynamicTreePlan:
         return self.config.policy.budget + 1
 
     @property
+    def reach(self) -> int:
+        """The deepest a tree of at most ``budget`` nodes can be: a chain of them."""
+        return int(self.config.policy.budget)
+
+    @property
     def draft_prefill(self) -> bool:
         """Whether admitted prompts are prefilled for the drafter too (always: trees draft)."""
         return True
