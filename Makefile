@@ -56,7 +56,7 @@ llama-cpp: $(STAMP)
 # without the registry, skips that test (with its reason) instead of failing the run.
 .PHONY: llama-cpp-optional
 llama-cpp-optional: $(STAMP)
-	@$(BIN)/python -m specsim.measure.llamacpp_build --root $(VENV)/llama.cpp --jobs 2 \
+	@$(MAKE) --no-print-directory llama-cpp \
 	  || echo "llama.cpp not built: its end-to-end tests will be skipped"
 
 clean:

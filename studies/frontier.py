@@ -266,6 +266,11 @@ def _ngram(path: str) -> NGram:
     return NGram(acceptance=load_acceptance(found))
 
 
+def _runtime(stack: str) -> str | None:
+    """A stack setting as a deployment's runtime: ``none`` prices the bare cards."""
+    return None if stack == "none" else stack
+
+
 def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.DataFrame:
     """One row per (part, series, batch), and per (rate, mode, layout) for the
     disaggregation part; ``rng`` is unused (closed-form prices, and the disaggregation
@@ -277,7 +282,7 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
     rows: list[dict[str, Any]] = []
     moe = load_model(cfg.moe_target)
     ngram = _ngram(cfg.ngram_acceptance)
-    runtime = None if cfg.stack == "none" else cfg.stack
+    runtime = _runtime(cfg.stack)
     for label, card in ((f"{moe.slug} (MoE)", moe), ("dense twin", dense_twin(moe))):
         dep = Deployment(target=card, hardware=cfg.hardware, runtime=runtime)
         for r in _rows(dep, ngram, depth=cfg.gamma, batches=batches, context=cfg.context):
@@ -296,7 +301,7 @@ def run(config: Config, rng: np.random.Generator, *, fast: bool = False) -> pd.D
     long_dep = Deployment(
         target=cfg.long_target,
         hardware=cfg.hardware,
-        runtime=None if cfg.long_stack == "none" else cfg.long_stack,
+        runtime=_runtime(cfg.long_stack),
         tensor_parallel=cfg.long_devices,
     )
     for c in cfg.long_contexts:

@@ -41,8 +41,8 @@ import numpy as np
 import pandas as pd
 
 from specsim.calibrate.aic_tables import (
-    BACKENDS,
     SYSTEMS,
+    check_pair,
     read_table,
     timing_columns,
     version_key,
@@ -65,7 +65,6 @@ __all__ = [
     "current_seconds",
     "moe_holdout",
     "extract_moe",
-    "load_moe_extract",
     "MoeChoice",
     "choose_moe",
 ]
@@ -102,13 +101,7 @@ the H100 and 40 MB on the A100; chipsandcheese.com/p/nvidias-b200-keeping-the-cu
 def moe_table(root: Path, system: str, backend: str) -> Path:
     """The ``moe_perf.parquet`` of ``system`` and ``backend`` with the most kept rows (module
     docstring); a ValueError naming what is not shipped."""
-    if system not in SYSTEMS:
-        raise ValueError(f"aiconfigurator: system {system!r} is not read; known: {sorted(SYSTEMS)}")
-    if backend not in BACKENDS:
-        raise ValueError(
-            f"aiconfigurator: backend {backend!r} is not fitted (only {sorted(BACKENDS)}; the "
-            "vLLM tables are kept as an independent check)"
-        )
+    check_pair(system, backend)
     found = sorted(
         (root / "data" / system / "moe" / backend).glob("*/moe_perf.parquet"),
         key=lambda p: version_key(p.parent.name),
@@ -175,16 +168,19 @@ def local_experts(rows: pd.DataFrame) -> np.ndarray:
 
 def expert_bytes(rows: pd.DataFrame) -> np.ndarray:
     """One expert's gate, up and down weights in bytes, at each row's format."""
-    per = [
-        WEIGHT_FORMATS[w].bytes_per_weight(d_model=int(h), group_size=None)
-        for w, h in zip(rows["weights"], rows["hidden"], strict=True)
-    ]
-    return 3.0 * rows["hidden"].to_numpy(float) * rows["inter"].to_numpy(float) * np.asarray(per)
+    keys = list(zip(rows["weights"], rows["hidden"], strict=True))
+    per = {
+        (w, h): WEIGHT_FORMATS[w].bytes_per_weight(d_model=int(h), group_size=None)
+        for w, h in set(keys)
+    }  # a few formats and widths: each priced once
+    widths = np.array([per[k] for k in keys])
+    return 3.0 * rows["hidden"].to_numpy(float) * rows["inter"].to_numpy(float) * widths
 
 
 def _design(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """``(X, t)``: columns 1 and the seconds at full bandwidth; rows in the memory-bound range."""
-    bandwidth = np.array([load_hardware(h).mem_bandwidth for h in rows["hardware"]])
+    cards = {h: load_hardware(h).mem_bandwidth for h in set(rows["hardware"])}
+    bandwidth = rows["hardware"].map(cards).to_numpy(float)
     seconds = local_experts(rows) * expert_bytes(rows) / bandwidth
     return np.column_stack([np.ones(len(rows)), seconds]), rows["time_s"].to_numpy(float)
 
@@ -300,20 +296,6 @@ def extract_moe(system: str, backend: str, *, root: Path, out: Path) -> Path:
     path = out / f"{system}-{backend}-moe.csv"
     moe_rows(root, system, backend).to_csv(path, index=False, float_format="%.6g")
     return path
-
-
-def load_moe_extract(system: str, backend: str, *, folder: Path | None = None) -> pd.DataFrame:
-    """The committed MoE extract of ``system`` and ``backend`` (CSV: no pyarrow); a ValueError
-    naming the file when it is not there."""
-    from specsim.calibrate.aic_tables import extract_folder  # start-up: only to find the folder
-
-    path = Path(folder or extract_folder()) / f"{system}-{backend}-moe.csv"
-    if not path.is_file():
-        raise ValueError(
-            f"aiconfigurator: no MoE extract {path} (system {system!r}, backend {backend!r}): "
-            "run python -m specsim.calibrate.aiconfigurator --extract"
-        )
-    return pd.read_csv(path, dtype={"line": str, "source": str})
 
 
 @dataclass(frozen=True)

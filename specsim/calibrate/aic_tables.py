@@ -41,6 +41,8 @@ __all__ = [
     "GEMM_FORMATS",
     "ALLREDUCE_ELEMENTS",
     "ALLREDUCE_KERNELS",
+    "EXTRACTS",
+    "check_pair",
     "systems_root",
     "version_key",
     "read_table",
@@ -112,6 +114,23 @@ _OPS = {
     "gemm": ("gemm", "gemm_perf.parquet"),
     "allreduce": ("comm", "custom_allreduce_perf.parquet"),
 }
+
+
+EXTRACTS = ("gemm", "allreduce", "moe")
+"""The extracts committed per system and backend (``moe`` by :mod:`specsim.calibrate.aic_moe`;
+a system and backend without an MoE table has none)."""
+
+
+def check_pair(system: str, backend: str) -> None:
+    """A ValueError naming ``system`` when it has no specsim card, or ``backend`` when its
+    tables are not fitted (the vLLM ones are kept as an independent check)."""
+    if system not in SYSTEMS:
+        raise ValueError(f"aiconfigurator: system {system!r} is not read; known: {sorted(SYSTEMS)}")
+    if backend not in BACKENDS:
+        raise ValueError(
+            f"aiconfigurator: backend {backend!r} is not fitted (only {sorted(BACKENDS)}; the "
+            "vLLM tables are kept as an independent check)"
+        )
 
 
 def systems_root(path: str | os.PathLike[str] | None = None) -> Path:
@@ -300,19 +319,13 @@ def extract(
 def load_extract(
     system: str, backend: str, op: str, *, folder: str | os.PathLike[str] | None = None
 ) -> pd.DataFrame:
-    """The committed extract of ``op`` (``"gemm"`` or ``"allreduce"``) for ``system`` and
+    """The committed extract of ``op`` (one of :data:`EXTRACTS`) for ``system`` and
     ``backend`` (CSV: no pyarrow); a ValueError naming the file when it is not there."""
-    if op not in _OPS:
+    if op not in EXTRACTS:
         raise ValueError(
-            f"aiconfigurator: operation {op!r} is not extracted; known: {sorted(_OPS)}"
+            f"aiconfigurator: operation {op!r} is not extracted; known: {sorted(EXTRACTS)}"
         )
-    if system not in SYSTEMS:
-        raise ValueError(f"aiconfigurator: system {system!r} is not read; known: {sorted(SYSTEMS)}")
-    if backend not in BACKENDS:
-        raise ValueError(
-            f"aiconfigurator: backend {backend!r} is not fitted (only {sorted(BACKENDS)}; the "
-            "vLLM tables are kept as an independent check)"
-        )
+    check_pair(system, backend)
     path = Path(folder or extract_folder()) / f"{system}-{backend}-{op}.csv"
     if not path.is_file():
         raise ValueError(

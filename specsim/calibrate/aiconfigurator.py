@@ -33,7 +33,7 @@ from specsim.calibrate.aic_fit import (
     fit_gemm,
     gemm_holdout,
 )
-from specsim.calibrate.aic_moe import MoeChoice, choose_moe, extract_moe, load_moe_extract
+from specsim.calibrate.aic_moe import MoeChoice, choose_moe, extract_moe
 from specsim.calibrate.aic_tables import BACKENDS, SYSTEMS, extract, load_extract, systems_root
 from specsim.calibrate.kernels import KernelFit
 from specsim.cards import load_hardware
@@ -98,7 +98,7 @@ def fit_part(system: str, backend: str, *, folder: str | os.PathLike[str] | None
     a = load_extract(system, backend, "allreduce", folder=folder)
     hw = load_hardware(SYSTEMS[system])
     try:
-        m: pd.DataFrame | None = load_moe_extract(system, backend, folder=_path(folder))
+        m: pd.DataFrame | None = load_extract(system, backend, "moe", folder=folder)
     except ValueError:  # a system and backend without an MoE table (aic_moe.moe_table)
         m = None
     before = device_part_for(hw).memory_efficiency
@@ -114,10 +114,6 @@ def fit_part(system: str, backend: str, *, folder: str | os.PathLike[str] | None
         moe=tuple(choose_moe(m, before)) if m is not None else (),
         moe_rows=m,
     )
-
-
-def _path(folder: str | os.PathLike[str] | None) -> Path | None:
-    return None if folder is None else Path(folder)
 
 
 def holdout_table(fits: list[PartFit]) -> pd.DataFrame:

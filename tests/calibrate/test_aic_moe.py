@@ -19,10 +19,10 @@ from specsim.calibrate.aic_moe import (
     choose_moe,
     expert_bytes,
     fit_moe,
-    load_moe_extract,
     local_experts,
     moe_table,
 )
+from specsim.calibrate.aic_tables import load_extract
 from specsim.cards import load_hardware, load_model
 from specsim.cards.stack_files import device_part_for
 from specsim.cost.deployment import Deployment
@@ -32,7 +32,7 @@ EXTRACTS = ("h100_sxm", "h200_sxm", "b200_sxm")
 
 
 def _rows(system: str = "h100_sxm", backend: str = "trtllm") -> pd.DataFrame:
-    return load_moe_extract(system, backend)
+    return load_extract(system, backend, "moe")
 
 
 def test_the_extract_keeps_the_cards_shapes_at_decode_sizes() -> None:
@@ -144,8 +144,8 @@ def test_bad_input_is_named(tmp_path: Path) -> None:
         moe_table(tmp_path, "h100_sxm", "vllm")
     with pytest.raises(ValueError, match="system 'tpu_v5' is not read"):
         moe_table(tmp_path, "tpu_v5", "sglang")
-    with pytest.raises(ValueError, match="no MoE extract .*'l40s'"):
-        load_moe_extract("l40s", "sglang")
+    with pytest.raises(ValueError, match="no extract .*'l40s'.*operation 'moe'"):
+        load_extract("l40s", "sglang", "moe")
     with pytest.raises(ValueError, match="no rows"):
         fit_moe(_rows().iloc[:0])
     few = _rows()
